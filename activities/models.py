@@ -1,0 +1,142 @@
+"""One input model and one result model per sandbox activity.
+
+The workflow imports only this module (never a provider), and refers to activities by the
+names in `ActivityName`, so workflow code stays free of I/O imports.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from overnight.models import Provider, RunSpec
+
+SandboxState = Literal["starting", "running", "paused", "stopped", "missing"]
+ProcessState = Literal["running", "exited", "killed", "missing"]
+CheckpointStatus = Literal["ok", "unchanged", "missing", "too_large", "unreadable", "outside"]
+
+
+class ActivityName:
+    """Registered activity names: the workflow calls them, tests mock them by these names."""
+
+    CREATE_SANDBOX = "create_sandbox"
+    START_AGENT = "start_agent"
+    OBSERVE_AGENT = "observe_agent"
+    READ_CHECKPOINT = "read_checkpoint"
+    PAUSE_SANDBOX = "pause_sandbox"
+    STOP_SANDBOX = "stop_sandbox"
+    EXTEND_SANDBOX = "extend_sandbox"
+    LIST_SANDBOXES = "list_sandboxes"
+    CHECK_SEARCH_ATTRIBUTES = "check_search_attributes"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class SandboxRef(_Model):
+    provider: Provider
+    sandbox_id: str
+
+
+class SandboxInfo(_Model):
+    sandbox_id: str
+    name: str = ""
+    state: SandboxState
+    stop_reason: str | None = None
+    labels: dict[str, str] = Field(default_factory=dict)
+    created_at: datetime | None = None
+
+
+class CreateSandboxInput(_Model):
+    """Create sandbox `{run_id}-{attempt}` and start the agent in it, from `checkpoint`."""
+
+    spec: RunSpec
+    attempt: int = Field(ge=1)
+    checkpoint: str | None = None
+    restart_reason: str = ""
+
+
+class AgentStarted(_Model):
+    sandbox_id: str
+    process_id: str
+    # False when a retried activity found the sandbox or the agent already there.
+    created: bool = True
+
+
+class StartAgentInput(_Model):
+    """Start the agent again in an existing sandbox (a fresh-context start)."""
+
+    spec: RunSpec
+    sandbox_id: str
+    attempt: int = Field(ge=1)
+    fresh_start: int = Field(ge=1)
+    restart_reason: str = ""
+
+
+class CheckpointRead(_Model):
+    """The checkpoint file as found. `text` is set only when `status == "ok"`.
+
+    `digest` (sha256 of the raw bytes) is set whenever the bytes were read or could be
+    fingerprinted, so the workflow can ask for "only if changed" next time.
+    """
+
+    status: CheckpointStatus
+    digest: str | None = None
+    size: int = 0
+    text: str | None = None
+    detail: str = ""
+
+
+class ReadCheckpointInput(_Model):
+    provider: Provider
+    sandbox_id: str
+    checkpoint_path: str
+    max_bytes: int = Field(gt=0)
+    known_digest: str | None = None
+
+
+class ObserveInput(_Model):
+    """Watch the agent until something changes or `wait_seconds` pass (a long poll)."""
+
+    provider: Provider
+    sandbox_id: str
+    process_id: str
+    checkpoint_path: str
+    max_checkpoint_bytes: int = Field(gt=0)
+    known_digest: str | None = None
+    wait_seconds: float = Field(ge=0)
+    check_interval_seconds: float = Field(default=1.0, gt=0)
+
+
+class Observation(_Model):
+    process_state: ProcessState
+    exit_code: int | None = None
+    sandbox_state: SandboxState
+    stop_reason: str | None = None
+    # None when the checkpoint did not change since `known_digest`.
+    checkpoint: CheckpointRead | None = None
+
+
+class ExtendSandboxInput(_Model):
+    provider: Provider
+    sandbox_id: str
+    seconds: float = Field(gt=0)
+
+
+class ListSandboxesInput(_Model):
+    provider: Provider
+    run_id: str | None = None
+    include_stopped: bool = False
+
+
+class SandboxList(_Model):
+    sandboxes: list[SandboxInfo] = Field(default_factory=list)
+
+
+class SearchAttributeCheck(_Model):
+    """Which of overnight's search attributes the namespace has registered."""
+
+    present: list[str] = Field(default_factory=list)

@@ -1,0 +1,123 @@
+"""The one interface the sandbox activities act through, and the provider error tree.
+
+Paths, `cwd` and commands are written as the sandbox sees them (`/workspace/...`);
+a provider maps them to wherever its sandboxes really live.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+from activities.models import ProcessState, SandboxInfo
+
+
+@dataclass(frozen=True)
+class CommandOutput:
+    exit_code: int | None
+    stdout: str
+    stderr: str
+    timed_out: bool = False
+
+
+@dataclass(frozen=True)
+class ProcessInfo:
+    process_id: str
+    state: ProcessState
+    exit_code: int | None = None
+
+
+@dataclass(frozen=True)
+class FileRead:
+    """A capped file read. `data` is set only for `status == "ok"`."""
+
+    status: Literal["ok", "missing", "too_large", "outside"]
+    size: int = 0
+    data: bytes | None = None
+
+
+@dataclass(frozen=True)
+class SandboxRequest:
+    name: str
+    labels: dict[str, str]
+    timeout_seconds: float
+    vcpu: int
+    memory_mib: int
+
+
+@dataclass(frozen=True)
+class AgentLaunch:
+    """An agent start. `start_key` makes it idempotent: the same key never starts twice."""
+
+    start_key: str
+    command: str
+    cwd: str
+    env: dict[str, str] = field(default_factory=dict)
+
+
+class ProviderError(Exception):
+    """A provider failure. `retryable=False` means retrying cannot help (bad key, bad request)."""
+
+    def __init__(self, message: str, *, kind: str = "ProviderError", retryable: bool = True):
+        super().__init__(message)
+        self.kind = kind
+        self.retryable = retryable
+
+
+class SandboxNotFound(ProviderError):
+    def __init__(self, sandbox_id: str):
+        super().__init__(f"sandbox {sandbox_id} not found", kind="SandboxNotFound", retryable=False)
+        self.sandbox_id = sandbox_id
+
+
+class SandboxNotRunning(ProviderError):
+    def __init__(self, sandbox_id: str, state: str):
+        super().__init__(
+            f"sandbox {sandbox_id} is {state}", kind="SandboxNotRunning", retryable=False
+        )
+        self.sandbox_id = sandbox_id
+        self.state = state
+
+
+class SandboxProvider(Protocol):
+    """What overnight needs from a place that runs agents."""
+
+    async def get_or_create(self, request: SandboxRequest) -> tuple[SandboxInfo, bool]:
+        """The sandbox named `request.name`, creating it if absent. True when created now."""
+        ...
+
+    async def sandbox(self, sandbox_id: str) -> SandboxInfo:
+        """Current state; `state="missing"` (not an error) for one that no longer exists."""
+        ...
+
+    async def run(
+        self, sandbox_id: str, command: str, *, cwd: str | None = None, timeout_seconds: float = 600
+    ) -> CommandOutput:
+        """Run a shell command to completion."""
+        ...
+
+    async def start_agent(self, sandbox_id: str, launch: AgentLaunch) -> ProcessInfo:
+        """Start the agent unless a process with `launch.start_key` already exists there."""
+        ...
+
+    async def process(self, sandbox_id: str, process_id: str) -> ProcessInfo:
+        """A process's state and exit code; `state="missing"` if the sandbox has no such one."""
+        ...
+
+    async def read_file(self, sandbox_id: str, path: str, max_bytes: int) -> FileRead:
+        """Read a file whole, refusing (without reading it) one larger than `max_bytes`."""
+        ...
+
+    async def write_file(self, sandbox_id: str, path: str, data: bytes) -> None: ...
+
+    async def upload_dir(self, sandbox_id: str, local_dir: str, remote_dir: str) -> None: ...
+
+    async def pause(self, sandbox_id: str) -> SandboxInfo: ...
+
+    async def stop(self, sandbox_id: str) -> SandboxInfo: ...
+
+    async def extend(self, sandbox_id: str, seconds: float) -> SandboxInfo: ...
+
+    async def list(self, labels: dict[str, str], *, include_stopped: bool) -> list[SandboxInfo]: ...
+
+    async def aclose(self) -> None: ...

@@ -1,0 +1,210 @@
+"""The public contracts of an overnight run: what goes in, what a person sees, what comes out.
+
+These models cross the wire through `pydantic_data_converter`, so they are plain data:
+no methods that do I/O, and nothing that may not be serialised into workflow history.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from datetime import datetime
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+RUN_ID_PATTERN = r"^[a-z0-9][a-z0-9-]{0,62}$"
+ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
+# Variables overnight sets for the agent itself; a spec may not shadow them.
+RESERVED_ENV = frozenset(
+    {"OVERNIGHT_RUN_ID", "OVERNIGHT_ATTEMPT", "OVERNIGHT_RESTART_REASON", "OVERNIGHT_CHECKPOINT"}
+)
+
+PositiveSeconds = Annotated[float, Field(gt=0)]
+RunState = Literal[
+    "starting",
+    "running",
+    "restarting",
+    "needs_attention",
+    "finishing",
+    "finished",
+    "cancelled",
+    "failed",
+]
+Provider = Literal["local", "runtime"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Budget(_Strict):
+    """How much a run may use before a person has to look at it."""
+
+    max_restarts: int = Field(default=5, ge=0)
+    max_hours: float = Field(default=24, gt=0)
+    max_spend_usd: float | None = Field(default=None, gt=0)
+
+
+class BudgetExtension(_Strict):
+    """What a person adds to a run's budget with the `extend_budget` signal or update."""
+
+    restarts: int = Field(default=0, ge=0)
+    hours: float = Field(default=0, ge=0)
+    spend_usd: float = Field(default=0, ge=0)
+
+    def is_empty(self) -> bool:
+        return self.restarts == 0 and self.hours == 0 and self.spend_usd == 0
+
+
+class Rates(_Strict):
+    """Prices used for the spend estimate (sandbox lifetime x size)."""
+
+    vcpu_hour_usd: float = Field(default=0.025, ge=0)
+    gib_hour_usd: float = Field(default=0.0075, ge=0)
+
+
+def _workspace_path(value: str, field: str) -> str:
+    """A path inside the sandbox: absolute, normalised, under /workspace."""
+    if not value.startswith("/"):
+        raise ValueError(f"{field} must be an absolute path under /workspace")
+    normal = posixpath.normpath(value)
+    if normal != "/workspace" and not normal.startswith("/workspace/"):
+        raise ValueError(f"{field} must stay under /workspace (got {value!r})")
+    return normal
+
+
+class RunSpec(_Strict):
+    """Everything needed to start one supervised agent run. Unknown fields are refused."""
+
+    run_id: str = Field(pattern=RUN_ID_PATTERN)
+    repo: str = Field(min_length=1)
+    branch: str = ""
+    agent_dir: str = Field(min_length=1)
+    command: str = Field(min_length=1)
+    cwd: str = "/workspace/app"
+    env: dict[str, str] = Field(default_factory=dict)
+    secret_env: list[str] = Field(default_factory=list)
+    checkpoint_path: str = "/workspace/checkpoint.json"
+    max_checkpoint_bytes: int = Field(default=262144, gt=0, le=4 * 1024 * 1024)
+    provider: Provider = "local"
+    vcpu: int = Field(default=2, gt=0, le=64)
+    memory_mib: int = Field(default=4096, gt=0)
+    sandbox_timeout_seconds: PositiveSeconds = 3600
+    poll_seconds: PositiveSeconds = 60
+    stall_seconds: PositiveSeconds = 900
+    fresh_context_exit_code: int = Field(default=75, ge=1, le=255)
+    max_fresh_starts: int = Field(default=50, ge=0)
+    budget: Budget = Field(default_factory=Budget)
+    rates: Rates = Field(default_factory=Rates)
+    attention_hours: PositiveSeconds = 24
+    keep_sandboxes: bool = False
+
+    @field_validator("branch")
+    @classmethod
+    def _branch_is_a_ref(cls, value: str) -> str:
+        if value and (
+            value.startswith(("-", "/"))
+            or ".." in value
+            or value.endswith(("/", ".lock"))
+            or re.search(r"[\s~^:?*\[\\]", value)
+        ):
+            raise ValueError(f"branch {value!r} is not a valid git branch name")
+        return value
+
+    @field_validator("cwd")
+    @classmethod
+    def _cwd_in_workspace(cls, value: str) -> str:
+        return _workspace_path(value, "cwd")
+
+    @field_validator("checkpoint_path")
+    @classmethod
+    def _checkpoint_in_workspace(cls, value: str) -> str:
+        path = _workspace_path(value, "checkpoint_path")
+        if path == "/workspace" or path.startswith("/workspace/agent/"):
+            raise ValueError("checkpoint_path must be a file under /workspace, outside agent/")
+        return path
+
+    @field_validator("env")
+    @classmethod
+    def _env_names(cls, value: dict[str, str]) -> dict[str, str]:
+        for name in value:
+            if not re.match(ENV_NAME_PATTERN, name):
+                raise ValueError(f"env name {name!r} is not a valid variable name")
+            if name in RESERVED_ENV:
+                raise ValueError(f"env may not set {name}: overnight sets it for the agent")
+        return value
+
+    @field_validator("secret_env")
+    @classmethod
+    def _secret_names(cls, value: list[str]) -> list[str]:
+        for name in value:
+            if not re.match(ENV_NAME_PATTERN, name):
+                raise ValueError(f"secret_env name {name!r} is not a valid variable name")
+            if name in RESERVED_ENV:
+                raise ValueError(f"secret_env may not name {name}")
+        return value
+
+    @field_validator("agent_dir")
+    @classmethod
+    def _agent_dir_plain(cls, value: str) -> str:
+        if "\x00" in value:
+            raise ValueError("agent_dir contains a NUL byte")
+        return value
+
+    @model_validator(mode="after")
+    def _defaults_and_cross_checks(self) -> RunSpec:
+        if not self.branch:
+            self.branch = f"agent/{self.run_id}"
+        overlap = set(self.env) & set(self.secret_env)
+        if overlap:
+            raise ValueError(f"{sorted(overlap)[0]} is in both env and secret_env")
+        if self.fresh_context_exit_code == 0:
+            raise ValueError("fresh_context_exit_code may not be 0 (0 means finished)")
+        return self
+
+
+class RestartRecord(_Strict):
+    attempt: int
+    reason: str
+    at: datetime
+    sandbox_id: str | None = None
+
+
+class CheckpointSummary(_Strict):
+    next: str | None = None
+    last_note: str | None = None
+
+
+class RunStatus(_Strict):
+    """What the `status` query answers."""
+
+    run_id: str
+    state: RunState
+    attempt: int
+    sandbox_id: str | None = None
+    process_id: str | None = None
+    restarts_used: int = 0
+    fresh_starts_used: int = 0
+    budget: Budget
+    hours_used: float = 0
+    spend_usd: float = 0
+    started_at: datetime
+    last_progress_at: datetime | None = None
+    checkpoint_bytes: int = 0
+    checkpoint_summary: CheckpointSummary | None = None
+    checkpoint_rejected: str | None = None
+    attention_reason: str | None = None
+    restarts: list[RestartRecord] = Field(default_factory=list)
+
+
+class RunResult(_Strict):
+    """What an `AgentRun` returns when it ends well."""
+
+    run_id: str
+    outcome: Literal["finished", "cancelled"]
+    checkpoint: str | None = None
+    attempts: int
+    restarts: int
+    hours_used: float
+    spend_usd: float
