@@ -140,3 +140,7 @@ class SearchAttributeCheck(_Model):
     """Which of overnight's search attributes the namespace has registered."""
 
     present: list[str] = Field(default_factory=list)
+
+
+class SearchAttributeCheckInput(_Model):
+    """No fields: the activity asks the worker's own namespace."""
