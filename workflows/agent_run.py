@@ -1,0 +1,375 @@
+"""AgentRun: one durable supervisor per agent run.
+
+The loop watches the agent through a long-poll activity that returns as soon as the agent exits,
+its sandbox stops, or its checkpoint changes; `decide` turns each look into the next step, and
+this class only carries the step out. Signals wake the loop early.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime, timedelta
+from typing import Any
+
+from pydantic import ValidationError
+from temporalio import workflow
+from temporalio.exceptions import ActivityError, ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from activities.models import ActivityName, CheckpointRead, Observation, ObserveInput
+    from overnight.models import (
+        Budget,
+        BudgetExtension,
+        RestartRecord,
+        RunResult,
+        RunSpec,
+        RunStatus,
+    )
+    from workflows import budget, calls, policies
+    from workflows.card import build_status, render_card
+    from workflows.checkpoint import judge
+    from workflows.decide import (
+        Decision,
+        Finish,
+        FreshStart,
+        NeedsAttention,
+        ObserveFailed,
+        Restart,
+        Watch,
+        decide,
+        decide_resume,
+        next_wake,
+    )
+    from workflows.publish import Publisher
+    from workflows.state import SupervisorState
+
+# Quiet observations that come back this much before their deadline are waited out on a timer.
+EARLY_RETURN_SLACK = timedelta(seconds=1)
+
+
+@workflow.defn(name="AgentRun")
+class AgentRun:
+    def __init__(self) -> None:
+        self._s: SupervisorState | None = None
+        self._publisher = Publisher()
+        self._budget_changed = False
+        self._watch_until: datetime | None = None
+
+    @workflow.run
+    async def run(self, spec: RunSpec, carried: SupervisorState | None = None) -> RunResult:
+        s = carried or SupervisorState(spec=spec, budget=spec.budget, started_at=workflow.now())
+        self._s = s
+        try:
+            return await self._supervise(s)
+        except asyncio.CancelledError:
+            # Temporal cancellation: clean up like a `cancel` signal, then report `cancelled`.
+            s.cancel_requested = True
+            s.cancel_reason = s.cancel_reason or "cancelled through Temporal"
+            return await self._end(s, "cancelled")
+
+    # ---- messages -------------------------------------------------------------------------
+
+    @workflow.signal(name="cancel")
+    def cancel(self, reason: str | None = None) -> None:
+        if self._s is None or self._s.cancel_requested:
+            return
+        self._s.cancel_requested = True
+        self._s.cancel_reason = reason if isinstance(reason, str) else None
+
+    @workflow.signal(name="extend_budget")
+    def extend_budget(self, extension: Any) -> None:
+        # Typed as Any so a malformed payload is logged and ignored instead of failing the task.
+        try:
+            parsed = BudgetExtension.model_validate(extension)
+        except ValidationError as err:
+            workflow.logger.warning("ignoring a bad extend_budget signal: %s", _first_error(err))
+            return
+        self._apply_extension(parsed)
+
+    # The same name as the signal: an update also answers with the new budget, and its
+    # validator refuses a bad extension before it enters history.
+    @workflow.update(name="extend_budget")
+    def extend_budget_update(self, extension: BudgetExtension) -> Budget:
+        self._apply_extension(extension)
+        assert self._s is not None
+        return self._s.budget
+
+    @extend_budget_update.validator
+    def _validate_extend_budget(self, extension: BudgetExtension) -> None:
+        if self._s is None:
+            raise ValueError("the run has not started yet")
+        if self._s.state in ("finished", "cancelled", "failed"):
+            raise ValueError(f"the run is already {self._s.state}")
+        if extension.is_empty():
+            raise ValueError("the extension adds nothing")
+
+    @workflow.query(name="status")
+    def status(self) -> RunStatus:
+        if self._s is None:
+            raise ApplicationError("the run has not started yet")
+        return build_status(self._s, workflow.now())
+
+    def _apply_extension(self, extension: BudgetExtension) -> None:
+        if self._s is None or extension.is_empty():
+            return
+        self._s.budget = budget.extended(self._s.budget, extension)
+        self._budget_changed = True
+        workflow.logger.info("budget extended to %s", self._s.budget)
+
+    # ---- the loop -------------------------------------------------------------------------
+
+    async def _supervise(self, s: SupervisorState) -> RunResult:
+        if s.search_attributes is None:
+            s.search_attributes = await calls.present_search_attributes()
+        if s.attempt == 0:
+            await self._start_sandbox(s, reason="")
+        while True:
+            self._publish(s)
+            if s.cancel_requested:
+                return await self._end(s, "cancelled")
+            if workflow.info().is_continue_as_new_suggested():
+                await workflow.wait_condition(workflow.all_handlers_finished)
+                workflow.continue_as_new(args=[s.spec, s])
+            if s.state == "needs_attention":
+                decision = await self._wait_for_person(s)
+            else:
+                seen = await self._observe(s)
+                if seen is None:
+                    continue
+                decision = decide(s, seen, workflow.now())
+                if isinstance(decision, Watch):
+                    await self._watch(s, decision, quiet=_is_quiet(seen))
+                    continue
+            if decision is None:
+                continue
+            if isinstance(decision, Finish):
+                return await self._end(s, "finished")
+            await self._act(s, decision)
+
+    async def _act(self, s: SupervisorState, decision: Decision) -> None:
+        if isinstance(decision, FreshStart):
+            await self._fresh_start(s)
+        elif isinstance(decision, Restart):
+            await self._restart(s, decision.reason, counted=decision.counted)
+        elif isinstance(decision, NeedsAttention):
+            await self._enter_attention(s, decision)
+
+    async def _observe(self, s: SupervisorState) -> Observation | ObserveFailed | None:
+        """One long poll; None when a signal interrupted it."""
+        assert s.sandbox_id is not None and s.process_id is not None
+        now = workflow.now()
+        until = self._watch_until or next_wake(s, now)
+        wait = max(0.0, (until - now).total_seconds())
+        spec = s.spec
+        handle = workflow.start_activity(
+            ActivityName.OBSERVE_AGENT,
+            ObserveInput(
+                provider=spec.provider,
+                sandbox_id=s.sandbox_id,
+                process_id=s.process_id,
+                checkpoint_path=spec.checkpoint_path,
+                max_checkpoint_bytes=spec.max_checkpoint_bytes,
+                known_digest=s.seen_digest,
+                wait_seconds=wait,
+                check_interval_seconds=min(spec.poll_seconds, 1.0),
+            ),
+            result_type=Observation,
+            start_to_close_timeout=calls.observe_timeout(wait),
+            heartbeat_timeout=policies.OBSERVE_HEARTBEAT,
+            retry_policy=policies.OBSERVE_RETRY,
+            summary=f"watch agent in sandbox {s.attempt}",
+        )
+        await workflow.wait_condition(lambda: handle.done() or s.cancel_requested)
+        if not handle.done():
+            handle.cancel()
+            return None
+        try:
+            seen: Observation = handle.result()
+        except ActivityError as err:
+            return ObserveFailed(calls.describe(err))
+        self._take_checkpoint(s, seen.checkpoint)
+        return seen
+
+    async def _watch(self, s: SupervisorState, decision: Watch, *, quiet: bool) -> None:
+        self._watch_until = decision.until
+        early = decision.until - workflow.now()
+        if quiet and early > EARLY_RETURN_SLACK:
+            # The look came back early with nothing new: wait out the rest durably.
+            try:
+                await workflow.wait_condition(
+                    lambda: s.cancel_requested,
+                    timeout=early,
+                    timeout_summary="quiet agent: next look",
+                )
+            except TimeoutError:
+                pass
+            self._watch_until = None
+
+    def _take_checkpoint(self, s: SupervisorState, read: CheckpointRead | None) -> None:
+        if read is None or read.status == "unchanged":
+            return
+        if read.digest is not None:
+            s.seen_digest = read.digest
+        verdict = judge(
+            read, previous_was_json=s.checkpoint_is_json, max_bytes=s.spec.max_checkpoint_bytes
+        )
+        if not verdict.accepted:
+            if verdict.reason:
+                s.checkpoint_rejected = verdict.reason
+                workflow.logger.warning("checkpoint not taken: %s", verdict.reason)
+            return
+        s.checkpoint = read.text
+        s.checkpoint_digest = read.digest
+        s.checkpoint_is_json = verdict.is_json
+        s.checkpoint_rejected = None
+        s.last_progress_at = workflow.now()
+        self._watch_until = None
+
+    # ---- steps --------------------------------------------------------------------------
+
+    async def _start_sandbox(self, s: SupervisorState, reason: str) -> None:
+        s.state = "starting" if s.attempt == 0 else "restarting"
+        s.attempt += 1
+        self._publish(s)
+        try:
+            started = await calls.create_sandbox(s.spec, s.attempt, s.checkpoint, reason)
+        except ActivityError as err:
+            why = f"could not create sandbox {s.attempt}: {calls.describe(err)}"
+            await self._sweep(s, stop=True, why="half-made sandbox")
+            await self._enter_attention(s, NeedsAttention(why, pending_restart=reason or why))
+            return
+        now = workflow.now()
+        s.sandbox_id = started.sandbox_id
+        s.process_id = started.process_id
+        s.sandbox_started_at = now
+        s.last_progress_at = now
+        s.state = "running"
+        self._watch_until = None
+
+    async def _fresh_start(self, s: SupervisorState) -> None:
+        assert s.sandbox_id is not None
+        s.fresh_starts_used += 1
+        try:
+            started = await calls.start_agent(s.spec, s.sandbox_id, s.attempt, s.fresh_starts_used)
+        except ActivityError as err:
+            await self._restart(s, f"could not start the agent again: {calls.describe(err)}")
+            return
+        s.process_id = started.process_id
+        s.last_progress_at = workflow.now()
+        self._watch_until = None
+
+    async def _restart(self, s: SupervisorState, reason: str, *, counted: bool = True) -> None:
+        now = workflow.now()
+        s.restarts.append(
+            RestartRecord(attempt=s.attempt, reason=reason, at=now, sandbox_id=s.sandbox_id)
+        )
+        if counted:
+            s.restarts_used += 1
+        s.pending_restart = None
+        await self._set_aside(s, why=reason)
+        await self._start_sandbox(s, reason)
+
+    async def _enter_attention(self, s: SupervisorState, decision: NeedsAttention) -> None:
+        s.state = "needs_attention"
+        s.attention_reason = decision.reason
+        s.pending_restart = decision.pending_restart
+        s.attention_since = workflow.now()
+        self._budget_changed = False
+        await self._set_aside(s, why=f"needs attention: {decision.reason}")
+        workflow.logger.warning("run needs attention: %s", decision.reason)
+
+    async def _wait_for_person(self, s: SupervisorState) -> Decision | None:
+        assert s.attention_since is not None
+        deadline = s.attention_since + timedelta(hours=s.spec.attention_hours)
+        left = deadline - workflow.now()
+        try:
+            await workflow.wait_condition(
+                lambda: self._budget_changed or s.cancel_requested,
+                timeout=max(left, timedelta(seconds=1)),
+                timeout_summary="waiting for a person: extend_budget or cancel",
+            )
+        except TimeoutError:
+            self._publish(s)
+            raise ApplicationError(
+                f"run {s.spec.run_id} is out of budget ({s.attention_reason}) and nobody "
+                f"extended it within {s.spec.attention_hours:g} h",
+                type="OutOfBudget",
+                non_retryable=True,
+            ) from None
+        if s.cancel_requested:
+            return None
+        self._budget_changed = False
+        decision = decide_resume(s, workflow.now())
+        if isinstance(decision, NeedsAttention):
+            s.attention_reason = decision.reason
+            return None
+        s.attention_seconds += (workflow.now() - s.attention_since).total_seconds()
+        s.attention_since = None
+        s.attention_reason = None
+        s.state = "restarting"
+        return decision
+
+    async def _set_aside(self, s: SupervisorState, *, why: str) -> None:
+        """Copy the checkpoint and pause the current sandbox, kept for a look."""
+        if s.sandbox_id is None:
+            return
+        await self._salvage_checkpoint(s, why)
+        await calls.pause_or_stop(s.spec, s.sandbox_id, stop=False, why=why)
+        s.paused_sandboxes.append(s.sandbox_id)
+        budget.close_sandbox_spend(s, workflow.now())
+        s.sandbox_id = None
+        s.process_id = None
+
+    async def _salvage_checkpoint(self, s: SupervisorState, why: str) -> None:
+        if s.sandbox_id is None:
+            return
+        self._take_checkpoint(
+            s, await calls.read_checkpoint(s.spec, s.sandbox_id, s.seen_digest, why)
+        )
+
+    async def _sweep(self, s: SupervisorState, *, stop: bool, why: str) -> None:
+        """Leave none of this run's sandboxes running (paused ones too, unless kept)."""
+        for box in await calls.list_sandboxes(s.spec):
+            if box.sandbox_id == s.sandbox_id:
+                continue
+            if box.state in ("running", "starting") or (stop and box.state == "paused"):
+                await calls.pause_or_stop(s.spec, box.sandbox_id, stop=stop, why=why)
+
+    async def _end(self, s: SupervisorState, outcome: str) -> RunResult:
+        s.state = "finishing"
+        self._publish(s)
+        why = "run finished" if outcome == "finished" else f"run cancelled: {s.cancel_reason}"
+        if s.sandbox_id is not None:
+            await self._salvage_checkpoint(s, why)
+            keep = s.spec.keep_sandboxes
+            await calls.pause_or_stop(s.spec, s.sandbox_id, stop=not keep, why=why)
+            budget.close_sandbox_spend(s, workflow.now())
+        await self._sweep(s, stop=not s.spec.keep_sandboxes, why=why)
+        s.state = "finished" if outcome == "finished" else "cancelled"
+        s.process_id = None
+        self._publish(s)
+        now = workflow.now()
+        return RunResult(
+            run_id=s.spec.run_id,
+            outcome="finished" if outcome == "finished" else "cancelled",
+            checkpoint=s.checkpoint,
+            attempts=s.attempt,
+            restarts=s.restarts_used,
+            hours_used=round(budget.hours_used(s, now), 4),
+            spend_usd=round(budget.spend_usd(s, now), 4),
+        )
+
+    def _publish(self, s: SupervisorState) -> None:
+        now = workflow.now()
+        status = build_status(s, now)
+        self._publisher.publish(status, render_card(status, now), s.search_attributes or [])
+
+
+def _is_quiet(seen: Observation | ObserveFailed) -> bool:
+    return isinstance(seen, Observation) and seen.checkpoint is None
+
+
+def _first_error(err: ValidationError) -> str:
+    first = err.errors()[0]
+    where = ".".join(str(part) for part in first.get("loc", ())) or "payload"
+    return f"{where}: {first.get('msg', 'invalid')}"

@@ -1,0 +1,78 @@
+"""Budget accounting: hours, spend and restarts. Pure functions of the state and the time."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from overnight.models import Budget, BudgetExtension, RunSpec
+from workflows.state import SupervisorState
+
+SECONDS_PER_HOUR = 3600.0
+
+
+def hourly_rate_usd(spec: RunSpec) -> float:
+    """What one sandbox of this spec costs per hour of lifetime."""
+    gib = spec.memory_mib / 1024
+    return spec.vcpu * spec.rates.vcpu_hour_usd + gib * spec.rates.gib_hour_usd
+
+
+def hours_used(state: SupervisorState, now: datetime) -> float:
+    waited = state.attention_seconds
+    if state.attention_since is not None:
+        waited += max(0.0, (now - state.attention_since).total_seconds())
+    active = (now - state.started_at).total_seconds() - waited
+    return max(0.0, active) / SECONDS_PER_HOUR
+
+
+def spend_usd(state: SupervisorState, now: datetime) -> float:
+    spend = state.closed_spend_usd
+    if state.sandbox_started_at is not None:
+        lifetime = max(0.0, (now - state.sandbox_started_at).total_seconds())
+        spend += lifetime / SECONDS_PER_HOUR * hourly_rate_usd(state.spec)
+    return spend
+
+
+def exhausted_reason(state: SupervisorState, now: datetime) -> str | None:
+    """Why the run may not go on without a person, or None while budget is left."""
+    budget = state.budget
+    used = hours_used(state, now)
+    if used >= budget.max_hours:
+        return f"hours budget used up ({used:.2f} of {budget.max_hours:g} h)"
+    if budget.max_spend_usd is not None:
+        spent = spend_usd(state, now)
+        if spent >= budget.max_spend_usd:
+            return f"spend budget used up (${spent:.2f} of ${budget.max_spend_usd:.2f})"
+    return None
+
+
+def restarts_left(state: SupervisorState) -> int:
+    return max(0, state.budget.max_restarts - state.restarts_used)
+
+
+def budget_deadline(state: SupervisorState, now: datetime) -> datetime:
+    """When hours or spend will run out if nothing changes."""
+    hours_left = state.budget.max_hours - hours_used(state, now)
+    deadline = now + timedelta(hours=max(0.0, hours_left))
+    if state.budget.max_spend_usd is not None and state.sandbox_started_at is not None:
+        rate = hourly_rate_usd(state.spec)
+        if rate > 0:
+            usd_left = state.budget.max_spend_usd - spend_usd(state, now)
+            deadline = min(deadline, now + timedelta(hours=max(0.0, usd_left / rate)))
+    return deadline
+
+
+def extended(budget: Budget, extension: BudgetExtension) -> Budget:
+    spend = budget.max_spend_usd
+    if spend is not None:
+        spend += extension.spend_usd
+    return Budget(
+        max_restarts=budget.max_restarts + extension.restarts,
+        max_hours=budget.max_hours + extension.hours,
+        max_spend_usd=spend,
+    )
+
+
+def close_sandbox_spend(state: SupervisorState, now: datetime) -> None:
+    """Fold the current sandbox's lifetime into the closed spend (it has been paused or stopped)."""
+    state.closed_spend_usd = spend_usd(state, now)
+    state.sandbox_started_at = None

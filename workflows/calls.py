@@ -1,0 +1,158 @@
+"""AgentRun's activity calls: each with its timeouts, retry policy and a summary for the Web UI.
+
+Activities are called by registered name with models from `activities.models`, so the workflow
+never imports a provider.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError
+
+with workflow.unsafe.imports_passed_through():
+    from activities.models import (
+        ActivityName,
+        AgentStarted,
+        CheckpointRead,
+        CreateSandboxInput,
+        ListSandboxesInput,
+        ReadCheckpointInput,
+        SandboxInfo,
+        SandboxList,
+        SandboxRef,
+        SearchAttributeCheck,
+        SearchAttributeCheckInput,
+        StartAgentInput,
+    )
+    from overnight.models import RunSpec
+    from workflows import policies
+
+
+async def create_sandbox(
+    spec: RunSpec, attempt: int, checkpoint: str | None, reason: str
+) -> AgentStarted:
+    why = f" ({reason})" if reason else ""
+    started: AgentStarted = await workflow.execute_activity(
+        ActivityName.CREATE_SANDBOX,
+        CreateSandboxInput(
+            spec=spec, attempt=attempt, checkpoint=checkpoint, restart_reason=reason
+        ),
+        result_type=AgentStarted,
+        start_to_close_timeout=policies.CREATE_TIMEOUT,
+        heartbeat_timeout=policies.CREATE_HEARTBEAT,
+        retry_policy=policies.CREATE_RETRY,
+        # Wait for a cancelled create to really stop, so cleanup sees the sandbox it made.
+        cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+        summary=f"create sandbox {attempt}{why}",
+    )
+    return started
+
+
+async def start_agent(spec: RunSpec, sandbox_id: str, attempt: int, fresh: int) -> AgentStarted:
+    started: AgentStarted = await workflow.execute_activity(
+        ActivityName.START_AGENT,
+        StartAgentInput(
+            spec=spec,
+            sandbox_id=sandbox_id,
+            attempt=attempt,
+            fresh_start=fresh,
+            restart_reason="context window full: fresh start",
+        ),
+        result_type=AgentStarted,
+        start_to_close_timeout=policies.ACTION_TIMEOUT,
+        heartbeat_timeout=policies.CREATE_HEARTBEAT,
+        retry_policy=policies.ACTION_RETRY,
+        cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+        summary=f"start agent again in sandbox {attempt} (fresh context {fresh})",
+    )
+    return started
+
+
+async def read_checkpoint(
+    spec: RunSpec, sandbox_id: str, known_digest: str | None, why: str
+) -> CheckpointRead | None:
+    """The checkpoint if it changed; None when unchanged or unreadable (best effort)."""
+    try:
+        read: CheckpointRead = await workflow.execute_activity(
+            ActivityName.READ_CHECKPOINT,
+            ReadCheckpointInput(
+                provider=spec.provider,
+                sandbox_id=sandbox_id,
+                checkpoint_path=spec.checkpoint_path,
+                max_bytes=spec.max_checkpoint_bytes,
+                known_digest=known_digest,
+            ),
+            result_type=CheckpointRead,
+            start_to_close_timeout=policies.ACTION_TIMEOUT,
+            retry_policy=policies.CLEANUP_RETRY,
+            summary=f"copy checkpoint ({why})",
+        )
+    except ActivityError as err:
+        workflow.logger.warning("could not copy the checkpoint (%s): %s", why, describe(err))
+        return None
+    return read
+
+
+async def pause_or_stop(spec: RunSpec, sandbox_id: str, *, stop: bool, why: str) -> bool:
+    """Best effort: a failed pause or stop is logged and never hides what caused it."""
+    name = ActivityName.STOP_SANDBOX if stop else ActivityName.PAUSE_SANDBOX
+    verb = "stop" if stop else "pause"
+    try:
+        await workflow.execute_activity(
+            name,
+            SandboxRef(provider=spec.provider, sandbox_id=sandbox_id),
+            result_type=SandboxInfo,
+            start_to_close_timeout=policies.ACTION_TIMEOUT,
+            retry_policy=policies.CLEANUP_RETRY,
+            summary=f"{verb} sandbox {sandbox_id} ({why})",
+        )
+        return True
+    except ActivityError as err:
+        workflow.logger.warning("could not %s sandbox %s: %s", verb, sandbox_id, describe(err))
+        return False
+
+
+async def list_sandboxes(spec: RunSpec) -> list[SandboxInfo]:
+    try:
+        found: SandboxList = await workflow.execute_activity(
+            ActivityName.LIST_SANDBOXES,
+            ListSandboxesInput(provider=spec.provider, run_id=spec.run_id),
+            result_type=SandboxList,
+            start_to_close_timeout=policies.ACTION_TIMEOUT,
+            retry_policy=policies.CLEANUP_RETRY,
+            summary="list this run's sandboxes (cleanup)",
+        )
+    except ActivityError as err:
+        workflow.logger.warning("could not list this run's sandboxes: %s", describe(err))
+        return []
+    return found.sandboxes
+
+
+async def present_search_attributes() -> list[str]:
+    """Which of overnight's search attributes the namespace has; none if it cannot tell."""
+    try:
+        found: SearchAttributeCheck = await workflow.execute_activity(
+            ActivityName.CHECK_SEARCH_ATTRIBUTES,
+            SearchAttributeCheckInput(),
+            result_type=SearchAttributeCheck,
+            start_to_close_timeout=policies.VISIBILITY_CHECK_TIMEOUT,
+            retry_policy=policies.VISIBILITY_CHECK_RETRY,
+            summary="check which search attributes the namespace has",
+        )
+    except ActivityError as err:
+        workflow.logger.warning("search attribute check failed, not setting any: %s", describe(err))
+        return []
+    return found.present
+
+
+def observe_timeout(wait_seconds: float) -> timedelta:
+    return timedelta(seconds=wait_seconds) + policies.OBSERVE_GRACE
+
+
+def describe(err: BaseException) -> str:
+    """The innermost cause of an activity failure, for logs and restart reasons."""
+    while err.__cause__ is not None:
+        err = err.__cause__
+    return str(err)

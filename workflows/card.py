@@ -1,0 +1,80 @@
+"""What a person sees of a run: the `status` answer and the Web UI's Markdown card. Pure."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from overnight.models import RunStatus
+from workflows.budget import hours_used, spend_usd
+from workflows.checkpoint import summarize
+from workflows.state import SupervisorState
+
+
+def build_status(state: SupervisorState, now: datetime) -> RunStatus:
+    sandbox = state.sandbox_id
+    if sandbox is None and state.paused_sandboxes:
+        sandbox = state.paused_sandboxes[-1]
+    return RunStatus(
+        run_id=state.spec.run_id,
+        state=state.state,
+        attempt=state.attempt,
+        sandbox_id=sandbox,
+        process_id=state.process_id,
+        restarts_used=state.restarts_used,
+        fresh_starts_used=state.fresh_starts_used,
+        budget=state.budget,
+        hours_used=round(hours_used(state, now), 4),
+        spend_usd=round(spend_usd(state, now), 4),
+        started_at=state.started_at,
+        last_progress_at=state.last_progress_at,
+        checkpoint_bytes=len(state.checkpoint.encode()) if state.checkpoint else 0,
+        checkpoint_summary=summarize(state.checkpoint),
+        checkpoint_rejected=state.checkpoint_rejected,
+        attention_reason=state.attention_reason if state.state == "needs_attention" else None,
+        restarts=list(state.restarts),
+    )
+
+
+def render_card(status: RunStatus, now: datetime) -> str:
+    """A short Markdown card for `workflow.set_current_details`."""
+    budget = status.budget
+    hours_left = max(0.0, budget.max_hours - status.hours_used)
+    restarts = f"{status.restarts_used}/{budget.max_restarts}"
+    spend = f"${status.spend_usd:.2f}"
+    if budget.max_spend_usd is not None:
+        spend += f" of ${budget.max_spend_usd:.2f}"
+    lines = [
+        f"### overnight run `{status.run_id}`: **{status.state}**",
+        "",
+        f"- **attempt** {status.attempt} · **sandbox** `{status.sandbox_id or '-'}`",
+        f"- **next step** {_next_step(status)}",
+        f"- **restarts** {restarts} · **hours** {status.hours_used:.2f} used, "
+        f"{hours_left:.2f} left · **spend** {spend}",
+        f"- **last progress** {_age(status.last_progress_at, now)}",
+    ]
+    if status.attention_reason:
+        lines.append(f"- **needs attention** {status.attention_reason}")
+    if status.checkpoint_rejected:
+        lines.append(f"- **checkpoint kept** {status.checkpoint_rejected}")
+    if status.restarts:
+        last = status.restarts[-1]
+        lines.append(f"- **last restart** attempt {last.attempt}: {last.reason}")
+    return "\n".join(lines)
+
+
+def _next_step(status: RunStatus) -> str:
+    summary = status.checkpoint_summary
+    if summary is None or summary.next is None:
+        return "-"
+    return summary.next.replace("\n", " ")
+
+
+def _age(moment: datetime | None, now: datetime) -> str:
+    if moment is None:
+        return "never"
+    seconds = max(0, int((now - moment).total_seconds()))
+    if seconds < 120:
+        return f"{seconds} s ago"
+    if seconds < 7200:
+        return f"{seconds // 60} min ago"
+    return f"{seconds // 3600} h ago"

@@ -1,0 +1,149 @@
+"""What the supervisor does next: a pure function of the run state, an observation and the time.
+
+No temporalio, no providers, no I/O: the workflow only carries out what this returns, which is
+what makes every failure row of the design testable in microseconds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from activities.models import Observation
+from workflows.budget import budget_deadline, exhausted_reason, restarts_left
+from workflows.state import SupervisorState
+
+# A quiet, healthy agent still gets the workflow to wake this often, to refresh the Web UI card.
+QUIET_WAKE = timedelta(minutes=10)
+
+
+@dataclass(frozen=True)
+class Watch:
+    """Keep watching the agent until `until` unless something happens sooner."""
+
+    until: datetime
+
+
+@dataclass(frozen=True)
+class Restart:
+    """New sandbox from the last checkpoint; the old one is paused for a look."""
+
+    reason: str
+    counted: bool = True
+
+
+@dataclass(frozen=True)
+class FreshStart:
+    """Start the agent again in the same sandbox with a fresh context."""
+
+
+@dataclass(frozen=True)
+class Finish:
+    """The agent is done: copy the final checkpoint and stop the sandbox."""
+
+
+@dataclass(frozen=True)
+class NeedsAttention:
+    """Out of budget: pause, and wait for a person. `pending_restart` is done on resume."""
+
+    reason: str
+    pending_restart: str | None = None
+
+
+Decision = Watch | Restart | FreshStart | Finish | NeedsAttention
+
+
+@dataclass(frozen=True)
+class ObserveFailed:
+    """The observe activity ran out of retries: the sandbox stopped answering."""
+
+    error: str
+
+
+def decide(state: SupervisorState, seen: Observation | ObserveFailed, now: datetime) -> Decision:
+    """Turn one look at the agent into the next step."""
+    if isinstance(seen, ObserveFailed):
+        return _restart_within_budget(state, f"sandbox stopped answering ({seen.error})", now)
+    spec = state.spec
+
+    if seen.process_state == "exited" and seen.exit_code == 0:
+        return Finish()
+    if seen.sandbox_state in ("stopped", "missing"):
+        return _restart_within_budget(state, _sandbox_gone_reason(seen), now)
+    if seen.sandbox_state == "paused":
+        return _restart_within_budget(state, "sandbox was paused from outside", now)
+    if seen.process_state == "exited" and seen.exit_code == spec.fresh_context_exit_code:
+        if state.fresh_starts_used < spec.max_fresh_starts:
+            out_of_budget = exhausted_reason(state, now)
+            return FreshStart() if out_of_budget is None else NeedsAttention(out_of_budget)
+        return _restart_within_budget(
+            state, f"fresh-context starts used up ({spec.max_fresh_starts})", now
+        )
+    if seen.process_state == "exited":
+        return _restart_within_budget(state, f"agent crashed (exit {seen.exit_code})", now)
+    if seen.process_state == "killed":
+        return _restart_within_budget(state, "agent was killed", now)
+    if seen.process_state == "missing":
+        return _restart_within_budget(state, "agent process is gone", now)
+
+    stall_deadline = stall_deadline_of(state)
+    if stall_deadline is not None and now >= stall_deadline:
+        return _restart_within_budget(state, f"agent stalled {_duration(spec.stall_seconds)}", now)
+    out_of_budget = exhausted_reason(state, now)
+    if out_of_budget is not None:
+        return NeedsAttention(out_of_budget)
+    return Watch(until=next_wake(state, now))
+
+
+def decide_resume(state: SupervisorState, now: datetime) -> Decision:
+    """After a budget extension: go on from the checkpoint, or keep waiting if still short."""
+    reason = state.pending_restart
+    if reason is not None:
+        return _restart_within_budget(state, reason, now)
+    out_of_budget = exhausted_reason(state, now)
+    if out_of_budget is not None:
+        return NeedsAttention(out_of_budget)
+    return Restart("resumed after the budget was extended", counted=False)
+
+
+def stall_deadline_of(state: SupervisorState) -> datetime | None:
+    if state.last_progress_at is None:
+        return None
+    return state.last_progress_at + timedelta(seconds=state.spec.stall_seconds)
+
+
+def next_wake(state: SupervisorState, now: datetime) -> datetime:
+    """The earliest moment the supervisor must look again even if nothing happens."""
+    wake = min(now + QUIET_WAKE, budget_deadline(state, now))
+    stall = stall_deadline_of(state)
+    if stall is not None:
+        wake = min(wake, stall)
+    return max(wake, now)
+
+
+def _restart_within_budget(state: SupervisorState, reason: str, now: datetime) -> Decision:
+    out_of_budget = exhausted_reason(state, now)
+    if out_of_budget is not None:
+        return NeedsAttention(out_of_budget, pending_restart=reason)
+    if restarts_left(state) <= 0:
+        return NeedsAttention(
+            f"restart budget used up ({state.restarts_used} of {state.budget.max_restarts})",
+            pending_restart=reason,
+        )
+    return Restart(reason)
+
+
+def _sandbox_gone_reason(seen: Observation) -> str:
+    if seen.sandbox_state == "missing":
+        return "sandbox disappeared"
+    if seen.stop_reason in ("timeout", "time_limit", "lease_end", "expired"):
+        return "sandbox time limit reached"
+    return f"sandbox stopped ({seen.stop_reason or 'no reason given'})"
+
+
+def _duration(seconds: float) -> str:
+    if seconds >= 3600 and seconds % 3600 == 0:
+        return f"{seconds / 3600:g} h"
+    if seconds >= 60 and seconds % 60 == 0:
+        return f"{seconds / 60:g} min"
+    return f"{seconds:g} s"

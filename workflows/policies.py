@@ -1,0 +1,68 @@
+"""Timeouts and retry policies of AgentRun's activities, in one place.
+
+Transient provider faults (network drops, 5xx, 429, overload) are absorbed here, by retries
+whose backoff grows to minutes; they never cost the run a restart. Only an observe that keeps
+failing past its bounded retries is taken as a dead sandbox.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio.common import RetryPolicy
+
+# Errors the providers mark as terminal; retrying them cannot help.
+NON_RETRYABLE_TYPES = [
+    "InvalidSpec",
+    "AuthenticationFailed",
+    "PermissionDenied",
+    "InvalidRequest",
+    "SpendingLimit",
+    "SandboxNotFound",
+    "MissingSecret",
+]
+
+# Creating a sandbox and starting the agent: keep trying through long outages (~1 h).
+CREATE_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=2),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(minutes=5),
+    maximum_attempts=16,
+    non_retryable_error_types=NON_RETRYABLE_TYPES,
+)
+CREATE_TIMEOUT = timedelta(minutes=30)
+CREATE_HEARTBEAT = timedelta(seconds=60)
+
+# Watching the agent: bounded, so a sandbox that stopped answering is noticed (~6 min).
+OBSERVE_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(minutes=1),
+    maximum_attempts=10,
+    non_retryable_error_types=NON_RETRYABLE_TYPES,
+)
+# How long past its own wait an observe may take before Temporal times it out.
+OBSERVE_GRACE = timedelta(minutes=2)
+OBSERVE_HEARTBEAT = timedelta(seconds=30)
+
+# Reading a checkpoint, pausing, stopping: short calls, retried with growing backoff.
+ACTION_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(minutes=2),
+    maximum_attempts=10,
+    non_retryable_error_types=NON_RETRYABLE_TYPES,
+)
+ACTION_TIMEOUT = timedelta(minutes=2)
+
+# Cleanup on the way out must not hold the run hostage: fewer attempts.
+CLEANUP_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=30),
+    maximum_attempts=5,
+    non_retryable_error_types=NON_RETRYABLE_TYPES,
+)
+
+VISIBILITY_CHECK_TIMEOUT = timedelta(seconds=30)
+VISIBILITY_CHECK_RETRY = RetryPolicy(maximum_attempts=3)

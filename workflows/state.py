@@ -1,0 +1,59 @@
+"""Everything an `AgentRun` knows, in one model, so continue-as-new can carry it whole.
+
+Pure data: no temporalio imports, no I/O. The workflow mutates it; `decide` reads it.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from overnight.models import Budget, RestartRecord, RunSpec, RunState
+
+
+class SupervisorState(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    spec: RunSpec
+    state: RunState = "starting"
+    budget: Budget
+    started_at: datetime
+
+    # The current sandbox and agent process (None between sandboxes).
+    attempt: int = 0
+    sandbox_id: str | None = None
+    process_id: str | None = None
+    sandbox_started_at: datetime | None = None
+    # Sandboxes of this run that may still be paused (kept for a look), oldest first.
+    paused_sandboxes: list[str] = Field(default_factory=list)
+
+    restarts_used: int = 0
+    fresh_starts_used: int = 0
+    restarts: list[RestartRecord] = Field(default_factory=list)
+
+    # Time spent waiting for a person does not count against max_hours.
+    attention_seconds: float = 0
+    attention_since: datetime | None = None
+    attention_reason: str | None = None
+    # A restart that was due when the budget ran out; done once the budget is extended.
+    pending_restart: str | None = None
+
+    # Sandboxes that have ended contribute their whole lifetime here.
+    closed_spend_usd: float = 0
+
+    last_progress_at: datetime | None = None
+
+    # The last good checkpoint: workflow history is its off-machine copy.
+    checkpoint: str | None = None
+    checkpoint_digest: str | None = None
+    checkpoint_is_json: bool = False
+    # Digest of the last version seen, good or not, so a rejected file is not re-sent.
+    seen_digest: str | None = None
+    checkpoint_rejected: str | None = None
+
+    cancel_requested: bool = False
+    cancel_reason: str | None = None
+
+    # Which search attributes the namespace has (None until checked).
+    search_attributes: list[str] | None = None
