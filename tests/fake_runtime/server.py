@@ -1,0 +1,247 @@
+"""`FakeRuntime`: the fake Runtime API on a loopback port, in a thread with its own loop.
+
+Its own thread and event loop make it behave like a separate server: the client under test
+(and a Temporal worker) can block, time out or be cancelled without stalling the fake.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import threading
+from collections.abc import Awaitable, Callable, Coroutine
+from pathlib import Path
+from types import TracebackType
+from typing import Any, TypeVar
+
+import pytest
+
+from activities.local import LocalProvider
+from activities.local_engine import LocalEngine
+from activities.provider import SandboxProvider
+from tests.fake_runtime.api import RuntimeApi
+from tests.fake_runtime.faults import Fault, Faults
+from tests.fake_runtime.http import Request, serve_connection
+
+T = TypeVar("T")
+PROXY_VARIABLES = (
+    "HTTP_PROXY",
+    "http_proxy",
+    "HTTPS_PROXY",
+    "https_proxy",
+    "ALL_PROXY",
+    "all_proxy",
+)
+
+
+class FakeRuntime:
+    """A loopback Runtime API backed by a sandbox engine built (in the fake's loop) by
+    `engine_factory`. Use as a context manager; `url` and `api_key` point a client at it."""
+
+    def __init__(
+        self,
+        engine_factory: Callable[[], SandboxProvider],
+        *,
+        api_key: str = "test-runtime-key",
+        wake: Callable[[SandboxProvider, str], Awaitable[None]] | None = None,
+    ) -> None:
+        self.api_key = api_key
+        self.faults = Faults()
+        self._engine_factory = engine_factory
+        self._wake = wake
+        self._api: RuntimeApi | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stopping: asyncio.Event | None = None
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=self._main, name="fake-runtime", daemon=True)
+        self._failure: BaseException | None = None
+        self.port = 0
+
+    @classmethod
+    def local(cls, home: Path, **options: Any) -> FakeRuntime:
+        """The fake on the local provider's engine, with sandboxes under `home`."""
+        return cls(lambda: LocalProvider(LocalEngine(home)), wake=_resume_local, **options)
+
+    # --- lifecycle ---
+
+    def __enter__(self) -> FakeRuntime:
+        self._thread.start()
+        self._ready.wait(timeout=30)
+        if self._failure is not None:
+            raise RuntimeError("the fake Runtime API did not start") from self._failure
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._loop is not None and self._stopping is not None and self._thread.is_alive():
+            self.faults.clear()
+            self._loop.call_soon_threadsafe(self._stopping.set)
+        self._thread.join(timeout=30)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def environ(self, config_home: Path) -> dict[str, str]:
+        """What a worker needs to use this fake: its URL, a key, no saved login, no proxy."""
+        return {
+            "RUNTIME_API_URL": self.url,
+            "RUNTIME_API_KEY": self.api_key,
+            "XDG_CONFIG_HOME": str(config_home),
+            "NO_PROXY": "127.0.0.1,localhost",
+            "no_proxy": "127.0.0.1,localhost",
+        }
+
+    def use(self, monkeypatch: pytest.MonkeyPatch, config_home: Path) -> None:
+        """Point this process's `withruntime` clients at the fake (restored after the test)."""
+        for name in PROXY_VARIABLES:
+            monkeypatch.delenv(name, raising=False)
+        for name, value in self.environ(config_home).items():
+            monkeypatch.setenv(name, value)
+
+    def _main(self) -> None:
+        loop = asyncio.new_event_loop()
+        self._loop = loop
+        try:
+            loop.run_until_complete(self._serve())
+        except BaseException as error:  # noqa: BLE001 - handed to the starting thread
+            self._failure = error
+            self._ready.set()
+        finally:
+            loop.close()
+
+    async def _serve(self) -> None:
+        self._stopping = asyncio.Event()
+        engine = self._engine_factory()
+        wake = self._wake
+
+        async def wake_engine(sandbox_id: str) -> None:
+            if wake is not None:
+                await wake(engine, sandbox_id)
+
+        self._api = RuntimeApi(engine, self.faults, {self.api_key}, wake_engine)
+        connections: set[asyncio.Task[None]] = set()
+
+        async def connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            task = asyncio.current_task()
+            assert task is not None and self._api is not None
+            connections.add(task)
+            try:
+                await serve_connection(reader, writer, self._api.handle)
+            except asyncio.CancelledError:
+                pass  # the fake is closing: end quietly (asyncio logs a cancelled handler)
+            finally:
+                connections.discard(task)
+
+        server = await asyncio.start_server(connection, "127.0.0.1", 0)
+        self.port = server.sockets[0].getsockname()[1]
+        self._ready.set()
+        try:
+            await self._stopping.wait()
+        finally:
+            server.close()
+            for task in list(connections):
+                task.cancel()
+            await asyncio.gather(*connections, return_exceptions=True)
+            await server.wait_closed()
+            # Leave no agent running: stop every sandbox this fake's engine still has.
+            for info in await engine.list({}, include_stopped=False):
+                await engine.stop(info.sandbox_id)
+            await engine.aclose()
+
+    # --- running things in the fake's loop ---
+
+    def call(self, work: Callable[[SandboxProvider], Coroutine[Any, Any, T]]) -> T:
+        """Run `work(engine)` in the fake's loop, e.g. to look at a sandbox behind its back."""
+        assert self._loop is not None and self._api is not None
+        future = asyncio.run_coroutine_threadsafe(work(self._api.engine), self._loop)
+        return future.result(timeout=60)
+
+    async def acall(self, work: Callable[[SandboxProvider], Coroutine[Any, Any, T]]) -> T:
+        """`call` for async tests: waits without blocking the caller's loop."""
+        assert self._loop is not None and self._api is not None
+        future = asyncio.run_coroutine_threadsafe(work(self._api.engine), self._loop)
+        return await asyncio.wrap_future(future)
+
+    # --- what the fake received ---
+
+    def requests(self, method: str | None = None, path: str | None = None) -> list[Request]:
+        """Requests received, oldest first; `path` is a regular expression searched in the path."""
+        assert self._api is not None
+        with self._api.lock:
+            log = list(self._api.log)
+        return [
+            r
+            for r in log
+            if (method is None or r.method == method) and (path is None or re.search(path, r.path))
+        ]
+
+    @property
+    def wakes(self) -> list[tuple[str, str]]:
+        """Each time a paused sandbox's guest was touched (which wakes it on Runtime)."""
+        assert self._api is not None
+        with self._api.lock:
+            return list(self._api.wakes)
+
+    # --- faults ---
+
+    def fail(
+        self,
+        times: int | None = 1,
+        status: int = 503,
+        *,
+        route: str = "",
+        code: str | None = None,
+        retry_after: float | None = None,
+        **extra: Any,
+    ) -> Fault:
+        """Answer the next `times` matching requests with `status` in Runtime's error shape."""
+        default = {503: "host_unavailable", 500: "internal_error", 401: "unauthorized"}
+        fault = Fault("status", route, times, status, code or default.get(status, "error"))
+        fault.retry_after, fault.extra = retry_after, extra
+        return self.faults.add(fault)
+
+    def overload(self, times: int | None = 1, *, route: str = "") -> Fault:
+        """A 529 "overloaded", as a busy upstream answers (the SDK does not retry it)."""
+        return self.fail(times, 529, route=route, code="overloaded")
+
+    def drop_connections(self, times: int | None = 1, *, route: str = "") -> Fault:
+        """Read the request, then close the connection without a byte of answer."""
+        return self.faults.add(Fault("drop", route, times))
+
+    def lose_answers(self, times: int | None = 1, *, route: str = "") -> Fault:
+        """Do the work, then close the connection without answering (a cut after the fact)."""
+        return self.faults.add(Fault("lose", route, times))
+
+    def slow(self, seconds: float, times: int | None = None, *, route: str = "") -> Fault:
+        """Answer normally, but only after `seconds`."""
+        return self.faults.add(Fault("slow", route, times, delay=seconds))
+
+    def hang(self, times: int | None = 1, *, route: str = "") -> Fault:
+        """Never answer (until the client gives up or the fake closes)."""
+        return self.faults.add(Fault("hang", route, times))
+
+    def stop_answering(self, sandbox_id: str) -> None:
+        """Every route of this sandbox hangs until `resume_answering`."""
+        self.faults.silence(sandbox_id)
+
+    def resume_answering(self, sandbox_id: str) -> None:
+        self.faults.silence(sandbox_id, silent=False)
+
+    def revoke_key(self) -> None:
+        """From now on every request is answered 401."""
+        assert self._api is not None
+        self._api.api_keys.clear()
+
+
+async def _resume_local(engine: SandboxProvider, sandbox_id: str) -> None:
+    """Runtime's wake, on the local engine: the paused agents carry on."""
+    assert isinstance(engine, LocalProvider)
+    await asyncio.to_thread(engine.engine.resume, sandbox_id)

@@ -1,0 +1,405 @@
+"""The `runtime` provider through the real `withruntime` SDK against the loopback fake API.
+
+What Runtime adds over the local provider is tested here: faults of the API and the network,
+idempotency without a spawn key, the wake-on-read trap, and what goes over the wire.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+import withruntime
+from temporalio.client import WorkflowFailureError
+from temporalio.exceptions import ActivityError, ApplicationError, RetryState
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Worker
+
+from activities.local import LocalProvider
+from activities.models import ActivityName, ListSandboxesInput
+from activities.provider import (
+    AgentLaunch,
+    ProviderError,
+    SandboxNotRunning,
+    SandboxProvider,
+    SandboxRequest,
+)
+from activities.runtime import RuntimeProvider, start_marker
+from activities.sandbox import SandboxActivities
+from overnight.constants import LABEL_ATTEMPT, LABEL_RUN
+from tests.fake_runtime import FakeRuntime
+from tests.retry_workflows import ActivityCall, RetriedActivity
+
+CHECKPOINT = "/workspace/checkpoint.json"
+
+
+@pytest.fixture
+def fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeRuntime]:
+    with FakeRuntime.local(tmp_path / "runtime-home") as fake:
+        fake.use(monkeypatch, tmp_path / "config")
+        yield fake
+
+
+@pytest_asyncio.fixture
+async def provider(fake: FakeRuntime) -> AsyncIterator[RuntimeProvider]:
+    # Short SDK waits: these tests are about who retries, not about waiting.
+    provider = RuntimeProvider(timeout_seconds=5, max_retries=2, call_budget_seconds=20)
+    try:
+        yield provider
+    finally:
+        await provider.aclose()
+
+
+def request(name: str = "run-a-1", timeout: float = 600) -> SandboxRequest:
+    labels = {LABEL_RUN: name.rsplit("-", 1)[0], LABEL_ATTEMPT: name.rsplit("-", 1)[1]}
+    return SandboxRequest(
+        name=name, labels=labels, timeout_seconds=timeout, vcpu=2, memory_mib=2048
+    )
+
+
+async def created(provider: RuntimeProvider, name: str = "run-a-1") -> str:
+    info, _ = await provider.get_or_create(request(name))
+    return info.sandbox_id
+
+
+async def test_create_by_name_is_idempotent_and_asks_for_no_idle_pause(
+    fake: FakeRuntime, provider: RuntimeProvider
+) -> None:
+    first, first_created = await provider.get_or_create(request("run-a-1", timeout=900))
+    again, again_created = await provider.get_or_create(request("run-a-1", timeout=900))
+
+    assert (first_created, again_created) == (True, False)
+    assert again.sandbox_id == first.sandbox_id
+    assert first.labels == {LABEL_RUN: "run-a", LABEL_ATTEMPT: "1"}
+    assert [
+        s.sandbox_id for s in await provider.list({LABEL_RUN: "run-a"}, include_stopped=True)
+    ] == [first.sandbox_id]
+    bodies = [r.json() for r in fake.requests("POST", r"^/v1/sandboxes$")]
+    assert len(bodies) == 2
+    for body in bodies:
+        assert body["name"] == "run-a-1"
+        assert body["getOrCreate"] is True
+        assert body["labels"] == {LABEL_RUN: "run-a", LABEL_ATTEMPT: "1"}
+        assert body["idlePauseSeconds"] == 0
+        assert body["timeoutSeconds"] == 900
+        assert (body["vcpu"], body["memoryMiB"], body["onLeaseEnd"]) == (2, 2048, "stop")
+
+
+async def test_a_storm_of_ten_503s_fails_retryable_until_a_retry_succeeds(
+    fake: FakeRuntime, provider: RuntimeProvider
+) -> None:
+    sandbox_id = await created(provider)
+    fake.fail(10, 503, route=r"GET /v1/sandboxes/", retry_after=0.01)
+
+    failures: list[ProviderError] = []
+    for _attempt in range(10):  # what the activity retry policy does, without its backoff
+        try:
+            info = await provider.sandbox(sandbox_id)
+            break
+        except ProviderError as error:
+            failures.append(error)
+    else:
+        pytest.fail("the storm was never absorbed")
+
+    assert info.state == "running"
+    assert failures and all(e.retryable and e.kind == "RuntimeUnavailable" for e in failures)
+    # Each provider call gives up after the SDK's short retries: 3 tries, one idempotency key.
+    assert len(failures) == 3
+    assert len(fake.requests("GET", rf"^/v1/sandboxes/{sandbox_id}$")) == 11
+
+
+async def list_through_a_worker(
+    env: WorkflowEnvironment, provider: RuntimeProvider, run_id: str
+) -> tuple[dict[str, Any], int]:
+    """The real `list_sandboxes` activity under a retry policy: its result and attempts."""
+    task_queue = f"runtime-{uuid.uuid4()}"
+    call = ActivityCall(
+        activity=ActivityName.LIST_SANDBOXES,
+        arg=ListSandboxesInput(provider="runtime", run_id=run_id).model_dump(),
+    )
+    async with SandboxActivities(providers={"runtime": provider}) as activities:
+        async with Worker(
+            env.client,
+            task_queue=task_queue,
+            workflows=[RetriedActivity],
+            activities=activities.all(),
+        ):
+            handle = await env.client.start_workflow(
+                RetriedActivity.run, call, id=task_queue, task_queue=task_queue
+            )
+            return await handle.result(), await activity_attempts(handle.id, env)
+
+
+async def activity_attempts(workflow_id: str, env: WorkflowEnvironment) -> int:
+    history = await env.client.get_workflow_handle(workflow_id).fetch_history()
+    started = [e.activity_task_started_event_attributes for e in history.events]
+    return max(a.attempt for a in started)
+
+
+async def test_a_storm_of_ten_503s_is_absorbed_by_the_activity_retry_policy(
+    fake: FakeRuntime, provider: RuntimeProvider, time_skipping_env: WorkflowEnvironment
+) -> None:
+    sandbox_id = await created(provider, "run-s-1")
+    fake.fail(10, 503, route=r"GET /v1/sandboxes$", retry_after=0.01)
+
+    listed, attempts = await list_through_a_worker(time_skipping_env, provider, "run-s")
+
+    assert [s["sandbox_id"] for s in listed["sandboxes"]] == [sandbox_id]
+    assert len(fake.requests("GET", r"^/v1/sandboxes$")) == 11
+    # Three SDK tries per attempt: attempts 1-3 met only 503s, the fourth got through.
+    assert attempts == 4
+
+
+async def test_a_bad_key_fails_the_activity_at_once_without_retries(
+    fake: FakeRuntime, time_skipping_env: WorkflowEnvironment, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RUNTIME_API_KEY", "not-the-key")
+    with pytest.raises(WorkflowFailureError) as failure:
+        await list_through_a_worker(time_skipping_env, RuntimeProvider(), "run-k")
+
+    activity_error = failure.value.cause
+    assert isinstance(activity_error, ActivityError)
+    assert activity_error.retry_state == RetryState.NON_RETRYABLE_FAILURE
+    assert isinstance(activity_error.cause, ApplicationError)
+    assert activity_error.cause.type == "AuthenticationFailed"
+    assert activity_error.cause.non_retryable
+    assert len(fake.requests()) == 1
+
+
+async def test_a_bad_key_fails_at_once_as_non_retryable(
+    fake: FakeRuntime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RUNTIME_API_KEY", "not-the-key")
+    provider = RuntimeProvider()
+    started = time.monotonic()
+    try:
+        with pytest.raises(ProviderError) as failure:
+            await provider.get_or_create(request())
+    finally:
+        await provider.aclose()
+
+    assert failure.value.retryable is False
+    assert failure.value.kind == "AuthenticationFailed"
+    assert len(fake.requests()) == 1
+    assert time.monotonic() - started < 2
+
+
+async def test_a_missing_key_fails_without_asking_anyone(
+    fake: FakeRuntime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("RUNTIME_API_KEY")
+    with pytest.raises(ProviderError) as failure:
+        await RuntimeProvider().list({}, include_stopped=False)
+    assert (failure.value.kind, failure.value.retryable) == ("MissingCredentials", False)
+    assert fake.requests() == []
+
+
+@pytest.mark.parametrize(
+    ("arm", "kind"),
+    [
+        (lambda f: f.overload(), "RuntimeUnavailable"),
+        (lambda f: f.fail(1, 500), "RuntimeUnavailable"),
+        (lambda f: f.drop_connections(None), "RuntimeUnavailable"),
+    ],
+    ids=["529-overloaded", "500", "dropped-connections"],
+)
+async def test_overload_server_errors_and_dropped_connections_are_retryable(
+    fake: FakeRuntime, arm: Callable[[FakeRuntime], object], kind: str
+) -> None:
+    provider = RuntimeProvider(timeout_seconds=2, max_retries=0)
+    try:
+        arm(fake)
+        with pytest.raises(ProviderError) as failure:
+            await provider.list({}, include_stopped=False)
+        assert (failure.value.kind, failure.value.retryable) == (kind, True)
+        fake.faults.clear()
+        assert await provider.list({}, include_stopped=False) == []
+    finally:
+        await provider.aclose()
+
+
+async def test_a_sandbox_that_stops_answering_times_out_retryable(fake: FakeRuntime) -> None:
+    provider = RuntimeProvider(timeout_seconds=0.5, max_retries=0, call_budget_seconds=3)
+    try:
+        sandbox_id = await created(provider)
+        fake.stop_answering(sandbox_id)
+        started = time.monotonic()
+        with pytest.raises(ProviderError) as failure:
+            await provider.read_file(sandbox_id, CHECKPOINT, 1024)
+        assert failure.value.retryable is True
+        assert time.monotonic() - started < 5
+        fake.resume_answering(sandbox_id)
+        assert (await provider.read_file(sandbox_id, CHECKPOINT, 1024)).status == "missing"
+    finally:
+        await provider.aclose()
+
+
+async def test_a_slow_answer_within_the_timeout_is_just_slow(
+    fake: FakeRuntime, provider: RuntimeProvider
+) -> None:
+    fake.slow(0.3, times=1)
+    started = time.monotonic()
+    assert await provider.list({}, include_stopped=True) == []
+    assert time.monotonic() - started >= 0.3
+
+
+async def test_the_agent_starts_once_even_if_its_start_runs_twice(
+    fake: FakeRuntime, provider: RuntimeProvider
+) -> None:
+    sandbox_id = await created(provider)
+    launch = AgentLaunch(
+        start_key="run-a-1-agent-1",
+        command="sleep 30",
+        cwd="/workspace",
+        env={"OVERNIGHT_RUN_ID": "run-a", "MODEL_KEY": "sekret-value"},
+    )
+    # The first start's spawn happens, but its answer is lost: the activity fails, retryable.
+    fake.lose_answers(None, route=r"POST /v1/sandboxes/[^/]+/processes$")
+    no_sdk_retries = RuntimeProvider(timeout_seconds=5, max_retries=0)
+    try:
+        with pytest.raises(ProviderError) as failure:
+            await no_sdk_retries.start_agent(sandbox_id, launch)
+        assert failure.value.retryable is True
+    finally:
+        await no_sdk_retries.aclose()
+    fake.faults.clear()
+
+    retried = await provider.start_agent(sandbox_id, launch)
+    again = await provider.start_agent(sandbox_id, launch)
+
+    assert retried.process_id == again.process_id
+    assert retried.state == "running"
+    # One spawn call (its retries repeat its idempotency key), one process.
+    spawns = fake.requests("POST", r"/processes$")
+    assert len({r.headers["idempotency-key"] for r in spawns}) == 1
+    assert start_marker("run-a-1-agent-1") in spawns[0].json()["command"]
+    engine = await fake.acall(running_processes(sandbox_id))
+    assert engine == [retried.process_id]
+    # The secret went in the spawn's env and nowhere else.
+    assert spawns[0].json()["env"]["MODEL_KEY"] == "sekret-value"
+    others = [r for r in fake.requests() if r not in spawns]
+    assert all(b"sekret-value" not in r.body for r in others)
+
+
+def running_processes(
+    sandbox_id: str,
+) -> Callable[[SandboxProvider], Coroutine[Any, Any, list[str]]]:
+    async def look(engine: SandboxProvider) -> list[str]:
+        assert isinstance(engine, LocalProvider)
+        records = await asyncio.to_thread(engine.engine.processes, sandbox_id)
+        return [r.process_id for r in records if r.state == "running"]
+
+    return look
+
+
+async def test_exit_codes_are_read_back(fake: FakeRuntime, provider: RuntimeProvider) -> None:
+    sandbox_id = await created(provider)
+    started = await provider.start_agent(
+        sandbox_id, AgentLaunch(start_key="k-1", command="exit 3", cwd="/workspace")
+    )
+    for _ in range(100):
+        seen = await provider.process(sandbox_id, started.process_id)
+        if seen.state != "running":
+            break
+        await asyncio.sleep(0.05)
+    assert (seen.state, seen.exit_code) == ("exited", 3)
+    assert (await provider.process(sandbox_id, "no-such-process")).state == "missing"
+
+
+async def test_reading_a_paused_sandbox_is_refused_without_waking_it(
+    fake: FakeRuntime, provider: RuntimeProvider
+) -> None:
+    sandbox_id = await created(provider)
+    await provider.write_file(sandbox_id, CHECKPOINT, b'{"next": "step 2"}')
+    paused = await provider.pause(sandbox_id)
+    assert paused.state == "paused"
+    asked_before = len(fake.requests())
+
+    with pytest.raises(SandboxNotRunning):
+        await provider.read_file(sandbox_id, CHECKPOINT, 1024)
+
+    assert fake.wakes == []
+    assert [r.path for r in fake.requests()[asked_before:]] == [f"/v1/sandboxes/{sandbox_id}"]
+    assert (await provider.sandbox(sandbox_id)).state == "paused"
+
+
+async def test_the_fake_wakes_a_paused_sandbox_on_a_read_as_runtime_does(
+    fake: FakeRuntime, provider: RuntimeProvider
+) -> None:
+    """The trap the provider avoids is real in the fake: an unguarded SDK read wakes it."""
+    sandbox_id = await created(provider)
+    await provider.write_file(sandbox_id, CHECKPOINT, b"{}")
+    await provider.pause(sandbox_id)
+    async with withruntime.AsyncRuntime(max_retries=0) as client:
+        sandbox = await client.sandboxes.get(sandbox_id)
+        assert await sandbox.files.read(CHECKPOINT) == b"{}"
+    assert [woken for woken, _ in fake.wakes] == [sandbox_id]
+    assert (await provider.sandbox(sandbox_id)).state == "running"
+
+
+async def test_an_oversize_checkpoint_is_refused_without_downloading_it(
+    fake: FakeRuntime, provider: RuntimeProvider
+) -> None:
+    sandbox_id = await created(provider)
+    await provider.write_file(sandbox_id, CHECKPOINT, b"x" * 300_000)
+
+    read = await provider.read_file(sandbox_id, CHECKPOINT, 262_144)
+
+    assert (read.status, read.size, read.data) == ("too_large", 300_000, None)
+    assert fake.requests("GET", r"/files/stat$")
+    assert fake.requests("GET", r"/files/content$") == []
+
+
+async def test_a_large_checkpoint_under_the_cap_travels_in_chunks(
+    fake: FakeRuntime, provider: RuntimeProvider
+) -> None:
+    sandbox_id = await created(provider)
+    data = bytes(range(256)) * 9000  # 2.3 MB: the SDK's multipart upload
+    await provider.write_file(sandbox_id, CHECKPOINT, data)
+    read = await provider.read_file(sandbox_id, CHECKPOINT, 4 * 1024 * 1024)
+    assert (read.status, read.data) == ("ok", data)
+    assert fake.requests("POST", r"/uploads/[^/]+:commit$")
+
+
+async def test_paths_outside_the_workspace_are_not_asked_for(
+    fake: FakeRuntime, provider: RuntimeProvider
+) -> None:
+    sandbox_id = await created(provider)
+    assert (await provider.read_file(sandbox_id, "/etc/passwd", 1024)).status == "outside"
+    assert fake.requests("GET", r"/files/") == []
+
+
+async def test_pause_stop_and_extend_return_the_sandbox(
+    fake: FakeRuntime, provider: RuntimeProvider
+) -> None:
+    sandbox_id = await created(provider)
+    assert (await provider.extend(sandbox_id, 120)).state == "running"
+    assert fake.requests("POST", r":extend$")[0].json() == {"seconds": 120}
+    assert (await provider.pause(sandbox_id)).state == "paused"
+    stopped = await provider.stop(sandbox_id)
+    assert (stopped.sandbox_id, stopped.state) == (sandbox_id, "stopped")
+    assert await provider.list({LABEL_RUN: "run-a"}, include_stopped=False) == []
+    assert (await provider.sandbox("never-made")).state == "missing"
+
+
+def test_one_provider_serves_one_event_loop_after_another(fake: FakeRuntime) -> None:
+    """Each loop gets its own client: pooled connections never cross loops."""
+    provider = RuntimeProvider(timeout_seconds=5)
+    answers: list[int] = []
+
+    async def use() -> None:
+        answers.append(len(await provider.list({}, include_stopped=True)))
+        await provider.aclose()
+
+    for _ in range(2):
+        thread = threading.Thread(target=asyncio.run, args=(use(),))
+        thread.start()
+        thread.join(timeout=30)
+    assert answers == [0, 0]
