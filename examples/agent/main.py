@@ -1,0 +1,282 @@
+"""A sample agent for overnight: five steps, a checkpoint after each, idempotent outside actions.
+
+It stands in for an AI coding agent. It follows overnight's agent contract:
+
+- reads `OVERNIGHT_RUN_ID`, `OVERNIGHT_ATTEMPT`, `OVERNIGHT_RESTART_REASON`, `OVERNIGHT_CHECKPOINT`;
+- writes its checkpoint `{"step", "done", "next", "notes"}` atomically after every step;
+- `--resume PATH` continues after the steps the checkpoint lists as done;
+- its outside actions (opening the pull request, posting the summary) are keyed
+  `{run_id}-step-{n}` in a ledger outside the sandbox (`OVERNIGHT_LEDGER`, a JSONL file that
+  stands for the outside world), and an action whose key is there already is skipped;
+- commits its work on the current branch after every step (and pushes when there is an origin).
+
+Failure switches, each firing once per run (remembered next to the ledger, so the restart
+succeeds): `--die-after N` crashes after doing step N's work but before its checkpoint (the
+worst moment: the restart redoes step N), `--stall-at N` hangs before step N,
+`--fresh-context-after N` exits with the fresh-context code after step N's checkpoint.
+Each flag can also come from the environment (`AGENT_DIE_AFTER`, ...). Standard library only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import fcntl
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+STEPS = [
+    "read the code",
+    "write the migration",
+    "run the tests",
+    "open the pull request",
+    "post a summary",
+]
+CRASH_EXIT_CODE = 3
+MIGRATION = "migrations/0001_add_due_date.sql"
+
+
+# --- checkpoint -------------------------------------------------------------------------------
+
+
+def load_checkpoint(path: Path | None) -> dict[str, Any]:
+    empty: dict[str, Any] = {"step": 0, "done": [], "next": STEPS[0], "notes": []}
+    if path is None or not path.is_file():
+        return empty
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return empty
+    if not isinstance(data, dict) or not isinstance(data.get("step"), int):
+        return empty
+    data.setdefault("done", [])
+    data.setdefault("notes", [])
+    return data
+
+
+def write_checkpoint(path: Path, checkpoint: dict[str, Any]) -> None:
+    """Write whole or not at all: a reader never sees half a checkpoint."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".checkpoint-", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            json.dump(checkpoint, out, indent=1)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+# --- the ledger: the outside world -----------------------------------------------------------
+
+
+@contextlib.contextmanager
+def locked_ledger(ledger: Path) -> Iterator[Any]:
+    ledger.parent.mkdir(parents=True, exist_ok=True)
+    with open(ledger, "a+", encoding="utf-8") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield handle
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def outside_action(ledger: Path, key: str, action: str, detail: str) -> bool:
+    """Record `action` under `key` unless it is recorded already. True when done now."""
+    with locked_ledger(ledger) as handle:
+        handle.seek(0)
+        for line in handle:
+            with contextlib.suppress(ValueError):
+                if json.loads(line).get("key") == key:
+                    return False
+        entry = {"key": key, "action": action, "detail": detail, "at": time.time()}
+        handle.write(json.dumps(entry) + "\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+        return True
+
+
+def fire_once(ledger: Path, run_id: str, switch: str) -> bool:
+    """True the first time a failure switch is reached in this run, False ever after."""
+    marker = ledger.parent / f".{run_id}.{switch}"
+    try:
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        with open(marker, "x", encoding="utf-8"):
+            return True
+    except FileExistsError:
+        return False
+
+
+# --- git ----------------------------------------------------------------------------------------
+
+
+def git(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "overnight sample agent",
+        "GIT_AUTHOR_EMAIL": "agent@overnight.invalid",
+        "GIT_COMMITTER_NAME": "overnight sample agent",
+        "GIT_COMMITTER_EMAIL": "agent@overnight.invalid",
+    }
+    return subprocess.run(["git", *args], capture_output=True, text=True, env=env, check=False)
+
+
+def commit_step(n: int, name: str) -> str:
+    if git("rev-parse", "--git-dir").returncode != 0:
+        return "not a git repository: nothing committed"
+    git("add", "-A")
+    done = git("commit", "--allow-empty", "-q", "-m", f"step {n}: {name}")
+    if done.returncode != 0:
+        return f"commit failed: {done.stderr.strip()[:200]}"
+    if git("remote", "get-url", "origin").returncode == 0:
+        # Push so a new sandbox cloned from origin starts from the work the checkpoint lists.
+        branch = git("rev-parse", "--abbrev-ref", "HEAD").stdout.strip()
+        git("push", "-q", "origin", f"HEAD:refs/heads/{branch}")
+    return "committed"
+
+
+# --- the five steps ---------------------------------------------------------------------------
+
+
+class Context:
+    def __init__(self, run_id: str, ledger: Path, notes: list[str]) -> None:
+        self.run_id = run_id
+        self.ledger = ledger
+        self.notes = notes
+
+    def key(self, n: int) -> str:
+        return f"{self.run_id}-step-{n}"
+
+
+def read_the_code(ctx: Context, n: int) -> str:
+    files = [p for p in Path.cwd().rglob("*.py") if ".git" not in p.parts]
+    return f"read {len(files)} Python file(s)"
+
+
+def write_the_migration(ctx: Context, n: int) -> str:
+    path = Path(MIGRATION)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("ALTER TABLE tasks ADD COLUMN due_date TEXT;\n", encoding="utf-8")
+    return f"wrote {MIGRATION}"
+
+
+def run_the_tests(ctx: Context, n: int) -> str:
+    if not Path("tests").is_dir():
+        return "no tests to run"
+    result = subprocess.run(
+        [sys.executable, "-m", "unittest", "discover", "-s", "tests", "-q"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    return "tests passed" if result.returncode == 0 else f"tests failed ({result.returncode})"
+
+
+def open_the_pull_request(ctx: Context, n: int) -> str:
+    branch = git("rev-parse", "--abbrev-ref", "HEAD").stdout.strip() or "unknown"
+    opened = outside_action(ctx.ledger, ctx.key(n), "open_pull_request", f"branch {branch}")
+    return "opened the pull request" if opened else "pull request already open: not reopened"
+
+
+def post_a_summary(ctx: Context, n: int) -> str:
+    posted = outside_action(
+        ctx.ledger, ctx.key(n), "post_summary", f"{len(ctx.notes)} notes; migration added"
+    )
+    return "posted the summary" if posted else "summary already posted: not reposted"
+
+
+STEP_ACTIONS: list[Callable[[Context, int], str]] = [
+    read_the_code,
+    write_the_migration,
+    run_the_tests,
+    open_the_pull_request,
+    post_a_summary,
+]
+
+
+# --- main -------------------------------------------------------------------------------------
+
+
+def _int_or_none(value: str | None) -> int | None:
+    return int(value) if value not in (None, "") else None
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    env = os.environ.get
+    parser = argparse.ArgumentParser(description="overnight's sample agent")
+    parser.add_argument("--resume", type=Path, help="checkpoint to continue from")
+    parser.add_argument("--die-after", type=int, default=_int_or_none(env("AGENT_DIE_AFTER")))
+    parser.add_argument("--stall-at", type=int, default=_int_or_none(env("AGENT_STALL_AT")))
+    parser.add_argument(
+        "--fresh-context-after",
+        type=int,
+        default=_int_or_none(env("AGENT_FRESH_CONTEXT_AFTER")),
+    )
+    parser.add_argument(
+        "--fresh-context-code", type=int, default=int(env("AGENT_FRESH_CONTEXT_CODE", "75"))
+    )
+    parser.add_argument(
+        "--step-delay", type=float, default=float(env("AGENT_STEP_DELAY", "0") or 0)
+    )
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    run_id = os.environ.get("OVERNIGHT_RUN_ID", "local")
+    attempt = os.environ.get("OVERNIGHT_ATTEMPT", "1")
+    reason = os.environ.get("OVERNIGHT_RESTART_REASON", "")
+    env_checkpoint = os.environ.get("OVERNIGHT_CHECKPOINT")
+    checkpoint_path = Path(env_checkpoint) if env_checkpoint else args.resume
+    checkpoint_path = checkpoint_path or Path("checkpoint.json")
+    ledger = Path(os.environ.get("OVERNIGHT_LEDGER") or checkpoint_path.parent / "ledger.jsonl")
+
+    checkpoint = load_checkpoint(args.resume)
+    notes: list[str] = list(checkpoint["notes"])
+    if reason:
+        notes.append(f"attempt {attempt} resumed at step {checkpoint['step'] + 1}: {reason}")
+    ctx = Context(run_id, ledger, notes)
+    print(f"attempt {attempt}: resuming after step {checkpoint['step']}", flush=True)
+
+    for n in range(checkpoint["step"] + 1, len(STEPS) + 1):
+        name = STEPS[n - 1]
+        if args.stall_at == n and fire_once(ledger, run_id, f"stalled-at-{n}"):
+            print(f"stalling at step {n} ({name})", flush=True)
+            while True:
+                time.sleep(3600)
+        if args.step_delay > 0:
+            time.sleep(args.step_delay)
+        outcome = STEP_ACTIONS[n - 1](ctx, n)
+        committed = commit_step(n, name)
+        print(f"step {n} ({name}): {outcome}; {committed}", flush=True)
+        if args.die_after == n and fire_once(ledger, run_id, f"died-after-{n}"):
+            print(f"dying after step {n}, before its checkpoint", file=sys.stderr, flush=True)
+            return CRASH_EXIT_CODE
+        notes.append(f"step {n}: {outcome}")
+        checkpoint = {
+            "step": n,
+            "done": STEPS[:n],
+            "next": STEPS[n] if n < len(STEPS) else "done",
+            "notes": notes,
+        }
+        write_checkpoint(checkpoint_path, checkpoint)
+        if args.fresh_context_after == n and fire_once(ledger, run_id, f"fresh-after-{n}"):
+            print(f"context full after step {n}: asking for a fresh start", flush=True)
+            return int(args.fresh_context_code)
+    print("all steps done", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
