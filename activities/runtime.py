@@ -31,6 +31,7 @@ from activities.provider import (
     FileRead,
     ProcessInfo,
     ProviderError,
+    SandboxNotFound,
     SandboxNotRunning,
     SandboxRequest,
 )
@@ -55,7 +56,7 @@ _PROCESS_STATES: dict[str, ProcessState] = {
     "exited": "exited",
     "killed": "killed",
 }
-Client = withruntime.AsyncRuntime
+_Client = withruntime.AsyncRuntime
 _SAFE_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
 
 
@@ -79,11 +80,11 @@ class RuntimeProvider:
         self._timeout = timeout_seconds
         self._max_retries = max_retries
         self._budget = call_budget_seconds
-        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Client] = (
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Client] = (
             weakref.WeakKeyDictionary()
         )
 
-    def _client(self) -> withruntime.AsyncRuntime:
+    def _client(self) -> _Client:
         loop = asyncio.get_running_loop()
         client = self._clients.get(loop)
         if client is None:
@@ -141,10 +142,8 @@ class RuntimeProvider:
         try:
             async with runtime_call(sandbox_id, self._budget):
                 sandbox = await self._get(sandbox_id)
-        except ProviderError as error:
-            if error.kind == "SandboxNotFound":
-                return SandboxInfo(sandbox_id=sandbox_id, state="missing")
-            raise
+        except SandboxNotFound:
+            return SandboxInfo(sandbox_id=sandbox_id, state="missing")
         return sandbox_info(sandbox.info)
 
     async def run(
@@ -165,10 +164,12 @@ class RuntimeProvider:
 
     async def start_agent(self, sandbox_id: str, launch: AgentLaunch) -> ProcessInfo:
         marker = start_marker(launch.start_key)
+        # The whole key, not a prefix of a longer one ("...-1" must not match "...-10").
+        tagged = re.compile(re.escape(marker) + r"(?![A-Za-z0-9_.:-])")
         async with runtime_call(sandbox_id, self._budget):
             sandbox = await self._running(sandbox_id)
             for existing in await sandbox.processes():
-                if marker in str(existing.get("command") or "").splitlines():
+                if tagged.search(str(existing.get("command") or "")):
                     return process_info(existing)
             # Secrets travel only here, in this one spawn's environment.
             process = await sandbox.spawn(
@@ -177,16 +178,21 @@ class RuntimeProvider:
         return process_info(process.info)
 
     async def process(self, sandbox_id: str, process_id: str) -> ProcessInfo:
-        async with runtime_call(sandbox_id, self._budget):
-            sandbox = await self._get(sandbox_id)
-            if sandbox.state in ("paused", "pausing"):
-                # Frozen with its sandbox; not asked of the guest, which would wake it.
-                return ProcessInfo(process_id=process_id, state="running")
-            try:
-                process = await sandbox.process(process_id)
-            except (withruntime.NotFoundError, withruntime.ConflictError):
-                ended = sandbox.state in ("stopped", "stopping")
-                return ProcessInfo(process_id=process_id, state="killed" if ended else "missing")
+        try:
+            async with runtime_call(sandbox_id, self._budget):
+                sandbox = await self._get(sandbox_id)
+                if sandbox.state in ("paused", "pausing"):
+                    # Frozen with its sandbox; not asked of the guest, which would wake it.
+                    return ProcessInfo(process_id=process_id, state="running")
+                try:
+                    process = await sandbox.process(process_id)
+                except (withruntime.NotFoundError, withruntime.ConflictError):
+                    ended = sandbox.state in ("stopped", "stopping")
+                    return ProcessInfo(
+                        process_id=process_id, state="killed" if ended else "missing"
+                    )
+        except SandboxNotFound:
+            return ProcessInfo(process_id=process_id, state="missing")
         return process_info(process.info)
 
     async def read_file(self, sandbox_id: str, path: str, max_bytes: int) -> FileRead:
@@ -194,17 +200,20 @@ class RuntimeProvider:
             return FileRead(status="outside")
         async with runtime_call(sandbox_id, self._budget):
             sandbox = await self._running(sandbox_id)
-            stat = await sandbox.files.stat(path)
-            if not stat.get("exists") or stat.get("type") not in (None, "file"):
-                return FileRead(status="missing")
-            size = int(stat.get("size") or 0)
-            if size > max_bytes:
-                # Refused from its size alone: an oversized file is never downloaded.
-                return FileRead(status="too_large", size=size)
             try:
+                stat = await sandbox.files.stat(path)
+                if not stat.get("exists") or stat.get("type") not in (None, "file"):
+                    return FileRead(status="missing")
+                size = int(stat.get("size") or 0)
+                if size > max_bytes:
+                    # Refused from its size alone: an oversized file is never downloaded.
+                    return FileRead(status="too_large", size=size)
                 data = await sandbox.files.read(path)
             except withruntime.NotFoundError:
                 return FileRead(status="missing")
+            except withruntime.PermissionDeniedError:
+                # A path the sandbox refuses to serve (a link leading out of /workspace).
+                return FileRead(status="outside")
         if len(data) > max_bytes:  # it grew between the stat and the read
             return FileRead(status="too_large", size=len(data))
         return FileRead(status="ok", size=len(data), data=data)

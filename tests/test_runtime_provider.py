@@ -10,7 +10,7 @@ import asyncio
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,13 +22,11 @@ from temporalio.exceptions import ActivityError, ApplicationError, RetryState
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from activities.local import LocalProvider
 from activities.models import ActivityName, ListSandboxesInput
 from activities.provider import (
     AgentLaunch,
     ProviderError,
     SandboxNotRunning,
-    SandboxProvider,
     SandboxRequest,
 )
 from activities.runtime import RuntimeProvider, start_marker
@@ -110,7 +108,7 @@ async def test_a_storm_of_ten_503s_fails_retryable_until_a_retry_succeeds(
 
     assert info.state == "running"
     assert failures and all(e.retryable and e.kind == "RuntimeUnavailable" for e in failures)
-    # Each provider call gives up after the SDK's short retries: 3 tries, one idempotency key.
+    # Each provider call gives up after the SDK's three quick tries; the fourth call got through.
     assert len(failures) == 3
     assert len(fake.requests("GET", rf"^/v1/sandboxes/{sandbox_id}$")) == 11
 
@@ -202,27 +200,51 @@ async def test_a_missing_key_fails_without_asking_anyone(
 
 
 @pytest.mark.parametrize(
-    ("arm", "kind"),
-    [
-        (lambda f: f.overload(), "RuntimeUnavailable"),
-        (lambda f: f.fail(1, 500), "RuntimeUnavailable"),
-        (lambda f: f.drop_connections(None), "RuntimeUnavailable"),
-    ],
+    "arm",
+    [lambda f: f.overload(), lambda f: f.fail(1, 500), lambda f: f.drop_connections(None)],
     ids=["529-overloaded", "500", "dropped-connections"],
 )
 async def test_overload_server_errors_and_dropped_connections_are_retryable(
-    fake: FakeRuntime, arm: Callable[[FakeRuntime], object], kind: str
+    fake: FakeRuntime, arm: Callable[[FakeRuntime], object]
 ) -> None:
     provider = RuntimeProvider(timeout_seconds=2, max_retries=0)
     try:
         arm(fake)
         with pytest.raises(ProviderError) as failure:
             await provider.list({}, include_stopped=False)
-        assert (failure.value.kind, failure.value.retryable) == (kind, True)
+        assert (failure.value.kind, failure.value.retryable) == ("RuntimeUnavailable", True)
         fake.faults.clear()
         assert await provider.list({}, include_stopped=False) == []
     finally:
         await provider.aclose()
+
+
+@pytest.mark.parametrize(
+    ("status", "code", "kind", "retryable"),
+    [
+        (400, "invalid_request", "InvalidRequest", False),
+        (422, "invalid_field", "InvalidRequest", False),
+        (403, "forbidden", "PermissionDenied", False),
+        (402, "account_blocked", "SpendingLimit", False),
+        (402, "payment_required", "SpendingLimit", False),
+        (429, "quota_exceeded", "SpendingLimit", False),
+        (409, "no_credit_running_limit", "SpendingLimit", False),
+        (429, "too_many_requests", "RuntimeUnavailable", True),
+        (502, "bad_gateway", "RuntimeUnavailable", True),
+        (501, "unsupported", "RuntimeUnavailable", False),
+    ],
+)
+async def test_each_kind_of_refusal_maps_to_one_provider_error(
+    fake: FakeRuntime, status: int, code: str, kind: str, retryable: bool
+) -> None:
+    provider = RuntimeProvider(timeout_seconds=2, max_retries=0)
+    fake.fail(1, status, code=code, retry_after=0)
+    try:
+        with pytest.raises(ProviderError) as failure:
+            await provider.list({}, include_stopped=False)
+    finally:
+        await provider.aclose()
+    assert (failure.value.kind, failure.value.retryable) == (kind, retryable)
 
 
 async def test_a_sandbox_that_stops_answering_times_out_retryable(fake: FakeRuntime) -> None:
@@ -256,7 +278,7 @@ async def test_the_agent_starts_once_even_if_its_start_runs_twice(
     sandbox_id = await created(provider)
     launch = AgentLaunch(
         start_key="run-a-1-agent-1",
-        command="sleep 30",
+        command="echo started >> /workspace/starts; sleep 30",
         cwd="/workspace",
         env={"OVERNIGHT_RUN_ID": "run-a", "MODEL_KEY": "sekret-value"},
     )
@@ -280,37 +302,28 @@ async def test_the_agent_starts_once_even_if_its_start_runs_twice(
     spawns = fake.requests("POST", r"/processes$")
     assert len({r.headers["idempotency-key"] for r in spawns}) == 1
     assert start_marker("run-a-1-agent-1") in spawns[0].json()["command"]
-    engine = await fake.acall(running_processes(sandbox_id))
-    assert engine == [retried.process_id]
+    for _ in range(100):  # the agent writes its line soon after it starts
+        starts = await provider.run(sandbox_id, "cat /workspace/starts 2>/dev/null")
+        if starts.stdout:
+            break
+        await asyncio.sleep(0.05)
+    await asyncio.sleep(0.3)
+    assert (await provider.run(sandbox_id, "cat /workspace/starts")).stdout == "started\n"
     # The secret went in the spawn's env and nowhere else.
     assert spawns[0].json()["env"]["MODEL_KEY"] == "sekret-value"
     others = [r for r in fake.requests() if r not in spawns]
     assert all(b"sekret-value" not in r.body for r in others)
 
 
-def running_processes(
-    sandbox_id: str,
-) -> Callable[[SandboxProvider], Coroutine[Any, Any, list[str]]]:
-    async def look(engine: SandboxProvider) -> list[str]:
-        assert isinstance(engine, LocalProvider)
-        records = await asyncio.to_thread(engine.engine.processes, sandbox_id)
-        return [r.process_id for r in records if r.state == "running"]
-
-    return look
-
-
-async def test_exit_codes_are_read_back(fake: FakeRuntime, provider: RuntimeProvider) -> None:
-    sandbox_id = await created(provider)
-    started = await provider.start_agent(
-        sandbox_id, AgentLaunch(start_key="k-1", command="exit 3", cwd="/workspace")
-    )
-    for _ in range(100):
-        seen = await provider.process(sandbox_id, started.process_id)
-        if seen.state != "running":
-            break
-        await asyncio.sleep(0.05)
-    assert (seen.state, seen.exit_code) == ("exited", 3)
-    assert (await provider.process(sandbox_id, "no-such-process")).state == "missing"
+async def test_a_repeated_idempotency_key_gets_the_first_answer(fake: FakeRuntime) -> None:
+    body = {"name": "run-i-1", "labels": {LABEL_RUN: "run-i"}}
+    async with withruntime.AsyncRuntime(max_retries=0) as client:
+        first = await client.request("POST", "/v1/sandboxes", body=body, idempotency_key="k1")
+        again = await client.request("POST", "/v1/sandboxes", body=body, idempotency_key="k1")
+        with pytest.raises(withruntime.ConflictError):  # a new key: the name is taken
+            await client.request("POST", "/v1/sandboxes", body=body, idempotency_key="k2")
+    assert again == first
+    assert first["reused"] is False
 
 
 async def test_reading_a_paused_sandbox_is_refused_without_waking_it(

@@ -79,6 +79,17 @@ class FakeRuntime:
     ) -> None:
         self.close()
 
+    async def __aenter__(self) -> FakeRuntime:
+        return await asyncio.to_thread(self.__enter__)
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await asyncio.to_thread(self.close)
+
     def close(self) -> None:
         if self._loop is not None and self._stopping is not None and self._thread.is_alive():
             self.faults.clear()
