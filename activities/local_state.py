@@ -1,0 +1,73 @@
+"""A local sandbox's persisted state, its names and its lock.
+
+`sandbox.json` is rewritten atomically on every change, under the sandbox's `.lock` (an
+flock, so a process that dies releases it). Readers need no lock.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fcntl
+import re
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Literal
+
+from activities.provider import ProviderError
+from overnight.home import overnight_home
+
+LocalState = Literal["running", "paused", "stopped"]
+SANDBOX_FILE = "sandbox.json"
+NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+PROCESS_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
+
+
+def default_home() -> Path:
+    return overnight_home()
+
+
+def invalid_request(message: str) -> ProviderError:
+    return ProviderError(message, kind="InvalidRequest", retryable=False)
+
+
+@dataclasses.dataclass(frozen=True)
+class SandboxMeta:
+    """A local sandbox's state. Times are Unix seconds; `deadline` None means no time limit."""
+
+    id: str
+    name: str
+    labels: dict[str, str]
+    state: LocalState
+    created_at: float
+    timeout_seconds: float | None
+    deadline: float | None
+    vcpu: int
+    memory_mib: int
+    stop_reason: str | None = None
+    stopped_at: float | None = None
+
+    @classmethod
+    def from_json(cls, value: Mapping[str, Any]) -> SandboxMeta:
+        fields = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in value.items() if k in fields})
+
+    def expired(self, now: float) -> bool:
+        return self.state != "stopped" and self.deadline is not None and now >= self.deadline
+
+
+def process_id_for(start_key: str) -> str:
+    """The process id a start key gets: the key itself (keys are `{run_id}-{attempt}-{n}`)."""
+    if not PROCESS_ID_PATTERN.match(start_key):
+        raise invalid_request(f"{start_key!r} is not a valid start key")
+    return start_key
+
+
+@contextmanager
+def flock(path: Path) -> Iterator[None]:
+    with open(path, "ab") as handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)

@@ -1,0 +1,307 @@
+"""The sandbox activities: thin steps from one model to another, through a provider.
+
+`SandboxActivities.from_env(client)` holds the providers: `local` always, `runtime` built on
+first use inside the worker's event loop (its client belongs to that loop), from the worker's
+`RUNTIME_API_KEY`. Provider failures become activity errors in one place
+(`activities.errors.activity_errors`); long steps heartbeat (`activities.heartbeat`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from temporalio import activity
+from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
+from temporalio.client import Client
+from temporalio.service import RPCError, RPCStatusCode
+
+from activities import sandbox_setup as setup
+from activities.checkpoints import changed, read_checkpoint
+from activities.errors import ErrorType, activity_errors, non_retryable
+from activities.heartbeat import auto_heartbeat
+from activities.local import LocalProvider
+from activities.models import (
+    ActivityName,
+    AgentStarted,
+    CheckpointRead,
+    CreateSandboxInput,
+    ExtendSandboxInput,
+    ListSandboxesInput,
+    Observation,
+    ObserveInput,
+    ReadCheckpointInput,
+    SandboxInfo,
+    SandboxList,
+    SandboxRef,
+    SearchAttributeCheck,
+    SearchAttributeCheckInput,
+    StartAgentInput,
+)
+from activities.provider import (
+    AgentLaunch,
+    ProviderError,
+    SandboxNotFound,
+    SandboxNotRunning,
+    SandboxProvider,
+    SandboxRequest,
+)
+from overnight.constants import AGENT_MOUNT, LABEL_ATTEMPT, LABEL_RUN, SEARCH_ATTRIBUTE_TYPES
+from overnight.models import RunSpec
+
+ProviderFactory = Callable[[], SandboxProvider]
+_CANNOT_LIST = (RPCStatusCode.PERMISSION_DENIED, RPCStatusCode.UNIMPLEMENTED)
+
+
+def build_runtime_provider() -> SandboxProvider:
+    if not os.environ.get("RUNTIME_API_KEY", "").strip():
+        raise ProviderError(
+            "RUNTIME_API_KEY is not set in the worker's environment (needed for provider "
+            "'runtime')",
+            kind=ErrorType.MISSING_CREDENTIALS,
+            retryable=False,
+        )
+    from activities.runtime import RuntimeProvider  # the SDK loads only where it is used
+
+    return RuntimeProvider()
+
+
+class SandboxActivities:
+    """The activities, registered under `ActivityName` names (see `all()`)."""
+
+    def __init__(
+        self,
+        client: Client | None = None,
+        *,
+        providers: Mapping[str, SandboxProvider] | None = None,
+        factories: Mapping[str, ProviderFactory] | None = None,
+        heartbeat_seconds: float | None = None,
+    ):
+        self._client = client
+        self._providers: dict[str, SandboxProvider] = dict(providers or {})
+        self._factories = dict(factories or {})
+        self._heartbeat_seconds = heartbeat_seconds
+        self._building = asyncio.Lock()
+
+    @classmethod
+    def from_env(cls, client: Client | None) -> SandboxActivities:
+        return cls(
+            client,
+            providers={"local": LocalProvider()},
+            factories={"runtime": build_runtime_provider},
+        )
+
+    def all(self) -> list[Callable[..., Any]]:
+        return [
+            self.create_sandbox,
+            self.start_agent,
+            self.observe_agent,
+            self.read_checkpoint,
+            self.pause_sandbox,
+            self.stop_sandbox,
+            self.extend_sandbox,
+            self.list_sandboxes,
+            self.check_search_attributes,
+        ]
+
+    async def aclose(self) -> None:
+        providers, self._providers = list(self._providers.values()), {}
+        for provider in providers:
+            await provider.aclose()
+
+    async def __aenter__(self) -> SandboxActivities:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def _provider(self, name: str) -> SandboxProvider:
+        provider = self._providers.get(name)
+        if provider is not None:
+            return provider
+        async with self._building:
+            if name not in self._providers:
+                factory = self._factories.get(name)
+                if factory is None:
+                    raise non_retryable(ErrorType.INVALID_REQUEST, f"no provider {name!r}")
+                with activity_errors():
+                    self._providers[name] = factory()
+            return self._providers[name]
+
+    # ----- starting agents -----
+
+    @activity.defn(name=ActivityName.CREATE_SANDBOX)
+    async def create_sandbox(self, input: CreateSandboxInput) -> AgentStarted:
+        spec = input.spec
+        env = setup.agent_env(spec, attempt=input.attempt, restart_reason=input.restart_reason)
+        if not Path(spec.agent_dir).expanduser().is_dir():
+            raise non_retryable(
+                ErrorType.INVALID_REQUEST, f"agent_dir {spec.agent_dir} is not a folder here"
+            )
+        provider = await self._provider(spec.provider)
+        request = SandboxRequest(
+            name=f"{spec.run_id}-{input.attempt}",
+            labels={LABEL_RUN: spec.run_id, LABEL_ATTEMPT: str(input.attempt)},
+            timeout_seconds=spec.sandbox_timeout_seconds,
+            vcpu=spec.vcpu,
+            memory_mib=spec.memory_mib,
+        )
+        async with auto_heartbeat(self._heartbeat_seconds):
+            with activity_errors():
+                sandbox, created = await provider.get_or_create(request)
+                if sandbox.state != "running":
+                    raise SandboxNotRunning(sandbox.sandbox_id, sandbox.state)
+                sid = sandbox.sandbox_id
+                await setup.clone_and_switch(provider, sid, spec)
+                await provider.upload_dir(sid, spec.agent_dir, AGENT_MOUNT)
+                if input.checkpoint is not None:
+                    await setup.write_checkpoint_once(
+                        provider, sid, spec.checkpoint_path, input.checkpoint
+                    )
+                process = await provider.start_agent(sid, _launch(spec, input.attempt, 0, env))
+        return AgentStarted(sandbox_id=sid, process_id=process.process_id, created=created)
+
+    @activity.defn(name=ActivityName.START_AGENT)
+    async def start_agent(self, input: StartAgentInput) -> AgentStarted:
+        spec = input.spec
+        env = setup.agent_env(spec, attempt=input.attempt, restart_reason=input.restart_reason)
+        provider = await self._provider(spec.provider)
+        launch = _launch(spec, input.attempt, input.fresh_start, env)
+        with activity_errors():
+            process = await provider.start_agent(input.sandbox_id, launch)
+        return AgentStarted(sandbox_id=input.sandbox_id, process_id=process.process_id)
+
+    # ----- watching -----
+
+    @activity.defn(name=ActivityName.OBSERVE_AGENT)
+    async def observe_agent(self, input: ObserveInput) -> Observation:
+        """A long poll: back as soon as the agent or its sandbox stops, or the checkpoint
+        changes, else after `wait_seconds`."""
+        provider = await self._provider(input.provider)
+        give_up = time.monotonic() + input.wait_seconds
+        async with auto_heartbeat(self._heartbeat_seconds):
+            with activity_errors():
+                while True:
+                    seen, news = await _look(provider, input)
+                    left = give_up - time.monotonic()
+                    if news or left <= 0:
+                        return seen
+                    await asyncio.sleep(min(input.check_interval_seconds, left))
+
+    @activity.defn(name=ActivityName.READ_CHECKPOINT)
+    async def read_checkpoint(self, input: ReadCheckpointInput) -> CheckpointRead:
+        provider = await self._provider(input.provider)
+        with activity_errors():
+            return await read_checkpoint(
+                provider,
+                input.sandbox_id,
+                input.checkpoint_path,
+                input.max_bytes,
+                input.known_digest,
+            )
+
+    # ----- lifecycle -----
+
+    @activity.defn(name=ActivityName.PAUSE_SANDBOX)
+    async def pause_sandbox(self, input: SandboxRef) -> SandboxInfo:
+        provider = await self._provider(input.provider)
+        return await _settle(provider, input.sandbox_id, provider.pause(input.sandbox_id))
+
+    @activity.defn(name=ActivityName.STOP_SANDBOX)
+    async def stop_sandbox(self, input: SandboxRef) -> SandboxInfo:
+        provider = await self._provider(input.provider)
+        return await _settle(provider, input.sandbox_id, provider.stop(input.sandbox_id))
+
+    @activity.defn(name=ActivityName.EXTEND_SANDBOX)
+    async def extend_sandbox(self, input: ExtendSandboxInput) -> SandboxInfo:
+        provider = await self._provider(input.provider)
+        call = provider.extend(input.sandbox_id, input.seconds)
+        return await _settle(provider, input.sandbox_id, call)
+
+    @activity.defn(name=ActivityName.LIST_SANDBOXES)
+    async def list_sandboxes(self, input: ListSandboxesInput) -> SandboxList:
+        provider = await self._provider(input.provider)
+        labels = {LABEL_RUN: input.run_id} if input.run_id else {}
+        with activity_errors():
+            found = await provider.list(labels, include_stopped=input.include_stopped)
+        # Without a run id: every sandbox overnight made, and nothing else.
+        return SandboxList(sandboxes=[s for s in found if LABEL_RUN in s.labels])
+
+    @activity.defn(name=ActivityName.CHECK_SEARCH_ATTRIBUTES)
+    async def check_search_attributes(
+        self, input: SearchAttributeCheckInput
+    ) -> SearchAttributeCheck:
+        if self._client is None:
+            return SearchAttributeCheck()
+        request = ListSearchAttributesRequest(namespace=self._client.namespace)
+        try:
+            answer = await self._client.operator_service.list_search_attributes(request)
+        except RPCError as error:
+            if error.status not in _CANNOT_LIST:
+                raise
+            # A namespace that may not list them (e.g. a restricted key): set none, run on.
+            activity.logger.warning("cannot list search attributes: %s", error.message)
+            return SearchAttributeCheck()
+        registered = set(answer.custom_attributes)
+        return SearchAttributeCheck(present=[n for n in SEARCH_ATTRIBUTE_TYPES if n in registered])
+
+
+def _launch(spec: RunSpec, attempt: int, fresh_start: int, env: dict[str, str]) -> AgentLaunch:
+    return AgentLaunch(
+        start_key=f"{spec.run_id}-{attempt}-{fresh_start}",
+        command=spec.command,
+        cwd=spec.cwd,
+        env=env,
+    )
+
+
+async def _look(provider: SandboxProvider, input: ObserveInput) -> tuple[Observation, bool]:
+    """One look at the agent; True when it is news the workflow must hear now."""
+    sandbox = await provider.sandbox(input.sandbox_id)
+    if sandbox.state == "missing":
+        return Observation(process_state="missing", sandbox_state="missing"), True
+    process = await provider.process(input.sandbox_id, input.process_id)
+    seen = Observation(
+        process_state=process.state,
+        exit_code=process.exit_code,
+        sandbox_state=sandbox.state,
+        stop_reason=sandbox.stop_reason,
+    )
+    if sandbox.state != "running":
+        # Paused or stopped: report without touching its files (a read would wake it).
+        return seen, sandbox.state != "starting"
+    read = await read_checkpoint(
+        provider,
+        input.sandbox_id,
+        input.checkpoint_path,
+        input.max_checkpoint_bytes,
+        input.known_digest,
+    )
+    news = changed(read, input.known_digest)
+    if news:
+        seen = seen.model_copy(update={"checkpoint": read})
+    return seen, news or process.state != "running"
+
+
+async def _settle(
+    provider: SandboxProvider, sandbox_id: str, call: Awaitable[SandboxInfo]
+) -> SandboxInfo:
+    """Run a pause, stop or extend; a missing or already stopped sandbox is not an error."""
+    with activity_errors():
+        try:
+            info = await call
+        except SandboxNotFound:
+            return SandboxInfo(sandbox_id=sandbox_id, state="missing")
+        except SandboxNotRunning:
+            return await provider.sandbox(sandbox_id)
+    return info

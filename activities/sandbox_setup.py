@@ -1,0 +1,132 @@
+"""The steps that prepare a sandbox for the agent: clone, branch, agent files, checkpoint, env.
+
+Every step is safe to repeat, because a create activity may be retried after any of them:
+the clone goes to a temporary folder renamed into place, the branch switch is a no-op on the
+right branch, uploads merge, and the checkpoint is written only if the sandbox has none yet
+(an agent that already runs there owns it).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+from collections.abc import Mapping
+from pathlib import Path
+
+from activities.errors import ErrorType, non_retryable
+from activities.provider import ProviderError, SandboxProvider
+from overnight.models import RunSpec
+
+APP_DIR = "/workspace/app"
+CLONE_TIMEOUT_SECONDS = 20 * 60
+GIT_TIMEOUT_SECONDS = 120
+# git's words for a repository that will not appear by trying again.
+_PERMANENT_CLONE_FAILURE = re.compile(
+    r"does not exist|not a git repository|does not appear to be a git repository"
+    r"|repository .* not found|authentication failed|could not read username",
+    re.IGNORECASE,
+)
+
+
+def agent_env(
+    spec: RunSpec,
+    *,
+    attempt: int,
+    restart_reason: str,
+    environ: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """The agent's variables: spec.env, overnight's own, and the secrets from the worker's env.
+
+    The result holds secret values: pass it only to the provider's start, never to a result,
+    a log or an error message.
+    """
+    source = os.environ if environ is None else environ
+    env = dict(spec.env)
+    for name in spec.secret_env:
+        value = source.get(name)
+        if value is None:
+            raise non_retryable(
+                ErrorType.MISSING_SECRET,
+                f"secret variable {name} is not set in the worker's environment",
+            )
+        env[name] = value
+    env.update(
+        OVERNIGHT_RUN_ID=spec.run_id,
+        OVERNIGHT_ATTEMPT=str(attempt),
+        OVERNIGHT_RESTART_REASON=restart_reason,
+        OVERNIGHT_CHECKPOINT=spec.checkpoint_path,
+    )
+    return env
+
+
+def clone_source(repo: str) -> str:
+    """The repo as git should see it: a local path made absolute (clones run elsewhere)."""
+    if "://" in repo or re.match(r"^[\w.-]+@[\w.-]+:", repo):
+        return repo
+    path = Path(repo).expanduser()
+    return str(path.resolve()) if path.exists() else repo
+
+
+def clone_script(repo: str) -> str:
+    partial = f"{APP_DIR}.partial"
+    return (
+        f"set -e\n"
+        f"if [ -d {APP_DIR}/.git ]; then exit 0; fi\n"
+        f"rm -rf {partial}\n"
+        f"GIT_TERMINAL_PROMPT=0 git clone --quiet -- {shlex.quote(repo)} {partial}\n"
+        f"rm -rf {APP_DIR}\n"
+        f"mv {partial} {APP_DIR}\n"
+    )
+
+
+def branch_script(branch: str) -> str:
+    """Switch to `branch`: the local one, else track origin's, else create it here."""
+    b = shlex.quote(branch)
+    return (
+        "set -e\n"
+        f"if git rev-parse --verify --quiet refs/heads/{b} >/dev/null; then\n"
+        f"  git switch --quiet {b}\n"
+        f"elif git rev-parse --verify --quiet refs/remotes/origin/{b} >/dev/null; then\n"
+        f"  git switch --quiet --track origin/{b}\n"
+        "else\n"
+        f"  git switch --quiet -c {b}\n"
+        "fi\n"
+    )
+
+
+async def clone_and_switch(provider: SandboxProvider, sandbox_id: str, spec: RunSpec) -> None:
+    repo = clone_source(spec.repo)
+    cloned = await provider.run(
+        sandbox_id, clone_script(repo), cwd="/workspace", timeout_seconds=CLONE_TIMEOUT_SECONDS
+    )
+    if cloned.exit_code != 0:
+        detail = "timed out" if cloned.timed_out else _tail(cloned.stderr)
+        message = f"git clone of {spec.repo} failed: {detail}"
+        if _PERMANENT_CLONE_FAILURE.search(cloned.stderr):
+            raise non_retryable(ErrorType.INVALID_REQUEST, message)
+        raise ProviderError(message, kind=ErrorType.SETUP_FAILED)
+    switched = await provider.run(
+        sandbox_id, branch_script(spec.branch), cwd=APP_DIR, timeout_seconds=GIT_TIMEOUT_SECONDS
+    )
+    if switched.exit_code != 0:
+        raise non_retryable(
+            ErrorType.INVALID_REQUEST,
+            f"cannot switch to branch {spec.branch}: {_tail(switched.stderr)}",
+        )
+
+
+async def write_checkpoint_once(
+    provider: SandboxProvider, sandbox_id: str, path: str, text: str
+) -> bool:
+    """Write the checkpoint unless one is there (the agent's own, after a retried create)."""
+    found = await provider.read_file(sandbox_id, path, 1)
+    if found.status != "missing":
+        return False
+    await provider.write_file(sandbox_id, path, text.encode())
+    return True
+
+
+def _tail(text: str, limit: int = 500) -> str:
+    text = text.strip()
+    return text if len(text) <= limit else "…" + text[-limit:]

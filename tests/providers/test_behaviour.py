@@ -1,0 +1,222 @@
+"""What every sandbox provider must do, run against each one (see conftest.FACTORIES).
+
+Real processes and real files: agents are small bash loops whose progress is a file's size.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from pathlib import Path
+
+from activities.models import SandboxInfo
+from activities.provider import AgentLaunch, ProcessInfo, SandboxRequest
+from overnight.constants import LABEL_ATTEMPT, LABEL_RUN
+from tests.providers.conftest import Harness
+
+# Appends a line to /workspace/ticks ten times a second, for a minute.
+TICKER = "for i in $(seq 600); do echo $i >> /workspace/ticks; sleep 0.1; done"
+
+
+def request(name: str | None = None, *, timeout: float = 600, run: str = "r") -> SandboxRequest:
+    return SandboxRequest(
+        name=name or f"t-{uuid.uuid4().hex[:10]}",
+        labels={LABEL_RUN: run, LABEL_ATTEMPT: "1"},
+        timeout_seconds=timeout,
+        vcpu=1,
+        memory_mib=512,
+    )
+
+
+async def new_sandbox(h: Harness, *, timeout: float = 600) -> SandboxInfo:
+    info, created = await h.provider.get_or_create(request(timeout=timeout))
+    assert created and info.state == "running"
+    return info
+
+
+async def start(h: Harness, sandbox_id: str, command: str, key: str = "k-1") -> ProcessInfo:
+    return await h.provider.start_agent(
+        sandbox_id, AgentLaunch(start_key=key, command=command, cwd="/workspace")
+    )
+
+
+async def wait_for_process(h: Harness, sid: str, pid: str, timeout: float = 10) -> ProcessInfo:
+    give_up = time.monotonic() + timeout
+    while True:
+        info = await h.provider.process(sid, pid)
+        if info.state != "running" or time.monotonic() > give_up:
+            return info
+        await asyncio.sleep(0.05)
+
+
+async def wait_for_state(h: Harness, sid: str, state: str, timeout: float = 10) -> SandboxInfo:
+    give_up = time.monotonic() + timeout
+    while True:
+        info = await h.provider.sandbox(sid)
+        if info.state == state or time.monotonic() > give_up:
+            return info
+        await asyncio.sleep(0.05)
+
+
+def ticks(h: Harness, sid: str) -> int:
+    path = h.host_path(sid, "/workspace/ticks")
+    return len(path.read_text().split()) if path.exists() else 0
+
+
+async def ticking(h: Harness, sid: str) -> bool:
+    """Whether the ticker makes progress over half a second."""
+    before = ticks(h, sid)
+    await asyncio.sleep(0.5)
+    return ticks(h, sid) > before
+
+
+async def test_create_is_idempotent_by_name(provider: Harness) -> None:
+    wanted = request(run="idem")
+    first, created = await provider.provider.get_or_create(wanted)
+    again, created_again = await provider.provider.get_or_create(wanted)
+    assert (created, created_again) == (True, False)
+    assert again.sandbox_id == first.sandbox_id
+    assert again.labels == {LABEL_RUN: "idem", LABEL_ATTEMPT: "1"}
+    listed = await provider.provider.list({LABEL_RUN: "idem"}, include_stopped=False)
+    assert [s.sandbox_id for s in listed] == [first.sandbox_id]
+
+
+async def test_the_same_start_key_starts_the_agent_once(provider: Harness) -> None:
+    sid = (await new_sandbox(provider)).sandbox_id
+    command = "echo started >> /workspace/starts; sleep 30"
+    first = await start(provider, sid, command)
+    second = await start(provider, sid, command)
+    assert second.process_id == first.process_id
+    await asyncio.sleep(0.3)
+    assert provider.host_path(sid, "/workspace/starts").read_text() == "started\n"
+
+
+async def test_exit_codes_are_read_back(provider: Harness) -> None:
+    sid = (await new_sandbox(provider)).sandbox_id
+    done = await start(provider, sid, "exit 0", key="ok")
+    crashed = await start(provider, sid, "echo boom >&2; exit 3", key="crash")
+    fresh = await start(provider, sid, "exit 75", key="fresh")
+    results = [await wait_for_process(provider, sid, p.process_id) for p in (done, crashed, fresh)]
+    assert [(r.state, r.exit_code) for r in results] == [
+        ("exited", 0),
+        ("exited", 3),
+        ("exited", 75),
+    ]
+
+
+async def test_an_agent_killed_by_a_signal_reads_as_killed(provider: Harness) -> None:
+    sid = (await new_sandbox(provider)).sandbox_id
+    agent = await start(provider, sid, "kill -KILL $$")
+    ended = await wait_for_process(provider, sid, agent.process_id)
+    assert (ended.state, ended.exit_code) == ("killed", None)
+
+
+async def test_a_sandbox_past_its_time_limit_is_stopped_and_its_agent_killed(
+    provider: Harness,
+) -> None:
+    sid = (await new_sandbox(provider, timeout=2)).sandbox_id
+    agent = await start(provider, sid, TICKER)
+    assert await ticking(provider, sid)
+    stopped = await wait_for_state(provider, sid, "stopped", timeout=6)
+    assert (stopped.state, stopped.stop_reason) == ("stopped", "timeout")
+    assert (await wait_for_process(provider, sid, agent.process_id)).state == "killed"
+    assert not await ticking(provider, sid)
+
+
+async def test_a_paused_agent_makes_no_progress(provider: Harness) -> None:
+    sid = (await new_sandbox(provider)).sandbox_id
+    agent = await start(provider, sid, TICKER)
+    assert await ticking(provider, sid)
+    paused = await provider.provider.pause(sid)
+    assert paused.state == "paused"
+    assert not await ticking(provider, sid)
+    # Frozen, not dead: the process is still there.
+    assert (await provider.provider.process(sid, agent.process_id)).state == "running"
+    assert (await provider.provider.pause(sid)).state == "paused"  # pausing again is fine
+
+
+async def test_a_stopped_sandbox_has_its_agent_killed(provider: Harness) -> None:
+    sid = (await new_sandbox(provider)).sandbox_id
+    agent = await start(provider, sid, TICKER)
+    assert await ticking(provider, sid)
+    stopped = await provider.provider.stop(sid)
+    assert stopped.state == "stopped" and stopped.stop_reason != "timeout"
+    assert (await wait_for_process(provider, sid, agent.process_id)).state == "killed"
+    assert not await ticking(provider, sid)
+    assert (await provider.provider.stop(sid)).state == "stopped"  # stopping again is fine
+    assert await provider.provider.list({LABEL_RUN: "r"}, include_stopped=False) == []
+    with_stopped = await provider.provider.list({LABEL_RUN: "r"}, include_stopped=True)
+    assert [s.sandbox_id for s in with_stopped] == [sid]
+
+
+async def test_extend_moves_the_deadline(provider: Harness) -> None:
+    sid = (await new_sandbox(provider, timeout=1.5)).sandbox_id
+    await start(provider, sid, TICKER)
+    extended = await provider.provider.extend(sid, 3)
+    assert extended.state == "running"
+    await asyncio.sleep(2.0)  # past the first deadline
+    assert (await provider.provider.sandbox(sid)).state == "running"
+    assert await ticking(provider, sid)
+
+
+async def test_a_checkpoint_over_the_cap_is_refused_without_reading_it(
+    provider: Harness,
+) -> None:
+    sid = (await new_sandbox(provider)).sandbox_id
+    # 8 GiB, sparse: refusing it from its size is instant, reading it whole would not be.
+    made = await provider.provider.run(sid, "truncate -s 8G /workspace/checkpoint.json")
+    assert made.exit_code == 0, made.stderr
+    began = time.monotonic()
+    read = await provider.provider.read_file(sid, "/workspace/checkpoint.json", 262144)
+    assert (read.status, read.size, read.data) == ("too_large", 8 * 1024**3, None)
+    assert time.monotonic() - began < 2
+
+
+async def test_a_checkpoint_at_the_cap_is_read(provider: Harness) -> None:
+    sid = (await new_sandbox(provider)).sandbox_id
+    await provider.provider.write_file(sid, "/workspace/state/cp.json", b"x" * 100)
+    read = await provider.provider.read_file(sid, "/workspace/state/cp.json", 100)
+    assert (read.status, read.data) == ("ok", b"x" * 100)
+
+
+async def test_a_missing_checkpoint_is_missing_not_an_error(provider: Harness) -> None:
+    sid = (await new_sandbox(provider)).sandbox_id
+    read = await provider.provider.read_file(sid, "/workspace/checkpoint.json", 1000)
+    assert (read.status, read.data) == ("missing", None)
+
+
+async def test_a_symlink_leading_outside_the_sandbox_is_outside(provider: Harness) -> None:
+    sid = (await new_sandbox(provider)).sandbox_id
+    linked = await provider.provider.run(sid, "ln -s /etc/hostname /workspace/checkpoint.json")
+    assert linked.exit_code == 0, linked.stderr
+    read = await provider.provider.read_file(sid, "/workspace/checkpoint.json", 1000)
+    assert (read.status, read.data) == ("outside", None)
+    assert (await provider.provider.read_file(sid, "/etc/hostname", 1000)).status == "outside"
+
+
+async def test_commands_run_in_the_workspace_with_a_timeout(provider: Harness) -> None:
+    sid = (await new_sandbox(provider)).sandbox_id
+    await provider.provider.run(sid, "mkdir -p /workspace/app && echo hi > /workspace/app/f")
+    found = await provider.provider.run(sid, "cat f; exit 4", cwd="/workspace/app")
+    assert (found.exit_code, found.stdout) == (4, "hi\n")
+    slow = await provider.provider.run(sid, "sleep 20", timeout_seconds=0.5)
+    assert slow.timed_out and slow.exit_code is None
+
+
+async def test_an_agent_folder_is_uploaded_and_merged(provider: Harness, tmp_path: Path) -> None:
+    sid = (await new_sandbox(provider)).sandbox_id
+    agent = tmp_path / "agent"
+    (agent / "lib").mkdir(parents=True)
+    (agent / "main.py").write_text("print('hi')\n")
+    (agent / "lib" / "util.py").write_text("X = 1\n")
+    await provider.provider.write_file(sid, "/workspace/agent/keep.txt", b"kept")
+    await provider.provider.upload_dir(sid, str(agent), "/workspace/agent")
+    listed = await provider.provider.run(sid, "find . -type f | sort", cwd="/workspace/agent")
+    assert listed.stdout.split() == ["./keep.txt", "./lib/util.py", "./main.py"]
+
+
+async def test_a_gone_sandbox_reads_as_missing(provider: Harness) -> None:
+    assert (await provider.provider.sandbox("no-such-sandbox")).state == "missing"
+    gone = await provider.provider.process("no-such-sandbox", "no-such-process")
+    assert gone.state == "missing"
