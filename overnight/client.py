@@ -7,14 +7,12 @@ query `status`, and `extend_budget` as an update too.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from datetime import datetime, timedelta
-from pathlib import Path
 from typing import Any
-from urllib.parse import quote, urlsplit, urlunsplit
+from urllib.parse import quote
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 from temporalio.client import Client, WorkflowExecution, WorkflowExecutionStatus, WorkflowHandle
 from temporalio.common import SearchAttributeKey, WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
@@ -31,7 +29,39 @@ from overnight.constants import (
     TASK_QUEUE,
     WORKFLOW_TYPE,
 )
+from overnight.errors import (
+    OvernightError,
+    RunAlreadyExists,
+    RunNotFound,
+    RunNotRunning,
+    SpecError,
+)
 from overnight.models import Budget, BudgetExtension, RunResult, RunSpec, RunStatus
+from overnight.specs import load_spec, parse_spec, redact_url, run_summary
+
+__all__ = [
+    "OvernightError",
+    "ReapedSandbox",
+    "RunAlreadyExists",
+    "RunNotFound",
+    "RunNotRunning",
+    "RunSummary",
+    "SpecError",
+    "cancel_run",
+    "default_ui_base",
+    "extend_budget",
+    "extend_budget_and_wait",
+    "get_status",
+    "list_runs",
+    "load_spec",
+    "parse_spec",
+    "reap",
+    "redact_url",
+    "run_summary",
+    "start_run",
+    "wait_result",
+    "web_ui_url",
+]
 
 # The update shares the signal's name (design.md, section 4).
 BUDGET_UPDATE = "extend_budget"
@@ -42,29 +72,6 @@ _STATE = SearchAttributeKey.for_keyword(SA_STATE)
 _RESTARTS = SearchAttributeKey.for_int(SA_RESTARTS)
 _SANDBOX = SearchAttributeKey.for_keyword(SA_SANDBOX)
 _LAST_PROGRESS = SearchAttributeKey.for_datetime(SA_LAST_PROGRESS)
-
-
-class OvernightError(Exception):
-    """An error worth one line to a person. `bad_input` errors are the caller's to fix."""
-
-    bad_input = False
-
-
-class SpecError(OvernightError):
-    bad_input = True
-
-
-class RunNotFound(OvernightError):
-    def __init__(self, run_id: str) -> None:
-        super().__init__(f"no run {run_id!r} in this namespace")
-
-
-class RunAlreadyExists(OvernightError):
-    bad_input = True
-
-
-class RunNotRunning(OvernightError):
-    pass
 
 
 class RunSummary(BaseModel):
@@ -87,57 +94,6 @@ class ReapedSandbox(BaseModel):
     was: str
     stopped: bool
     detail: str = ""
-
-
-# --- specs ------------------------------------------------------------------------------------
-
-
-def load_spec(path: str | Path) -> RunSpec:
-    """Read and validate a spec file; relative local paths are taken from the file's folder."""
-    spec_path = Path(path)
-    try:
-        raw = json.loads(spec_path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise SpecError(f"{spec_path}: no such file") from None
-    except OSError as err:
-        raise SpecError(f"{spec_path}: {err.strerror or err}") from None
-    except ValueError as err:
-        raise SpecError(f"{spec_path}: not valid JSON ({err})") from None
-    if not isinstance(raw, dict):
-        raise SpecError(f"{spec_path}: a spec is a JSON object")
-    base = spec_path.resolve().parent
-    for field in ("agent_dir", "repo"):
-        value = raw.get(field)
-        if isinstance(value, str) and _is_relative_local_path(value):
-            raw[field] = str(base / value)
-    return parse_spec(raw, source=str(spec_path))
-
-
-def parse_spec(raw: Mapping[str, Any], *, source: str = "spec") -> RunSpec:
-    try:
-        return RunSpec.model_validate(raw)
-    except ValidationError as err:
-        first = err.errors()[0]
-        where = ".".join(str(part) for part in first["loc"]) or "(spec)"
-        raise SpecError(f"{source}: field {where}: {first['msg']}") from None
-
-
-def _is_relative_local_path(value: str) -> bool:
-    if "://" in value or (":" in value.split("/")[0]):  # URL or scp-like user@host:path
-        return False
-    return bool(value) and not Path(value).is_absolute()
-
-
-def redact_url(url: str) -> str:
-    """`https://user:token@host/x` -> `https://host/x`: credentials never go into summaries."""
-    parts = urlsplit(url)
-    if parts.scheme and "@" in parts.netloc:
-        return urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
-    return url
-
-
-def run_summary(spec: RunSpec) -> str:
-    return f"overnight run {spec.run_id}: {redact_url(spec.repo)} @ {spec.branch}"
 
 
 # --- one run ----------------------------------------------------------------------------------

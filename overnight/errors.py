@@ -1,0 +1,28 @@
+"""Errors worth one line to a person. `bad_input` ones are the caller's to fix (CLI exit 2)."""
+
+from __future__ import annotations
+
+
+class OvernightError(Exception):
+    bad_input = False
+
+
+class SpecError(OvernightError):
+    bad_input = True
+
+
+class RunNotFound(OvernightError):
+    """No workflow with this run id in the namespace."""
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__(f"no run {run_id!r} in this namespace")
+
+
+class RunAlreadyExists(OvernightError):
+    """A run id names one run: a second start with it is refused."""
+
+    bad_input = True
+
+
+class RunNotRunning(OvernightError):
+    """The run exists but has ended, so it takes no more signals."""

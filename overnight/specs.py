@@ -1,0 +1,62 @@
+"""Reading a RunSpec from a file, and what of it may be shown (summaries carry no secrets)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from pydantic import ValidationError
+
+from overnight.errors import SpecError
+from overnight.models import RunSpec
+
+
+def load_spec(path: str | Path) -> RunSpec:
+    """Read and validate a spec file; relative local paths are taken from the file's folder."""
+    spec_path = Path(path)
+    try:
+        raw = json.loads(spec_path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise SpecError(f"{spec_path}: no such file") from None
+    except OSError as err:
+        raise SpecError(f"{spec_path}: {err.strerror or err}") from None
+    except ValueError as err:
+        raise SpecError(f"{spec_path}: not valid JSON ({err})") from None
+    if not isinstance(raw, dict):
+        raise SpecError(f"{spec_path}: a spec is a JSON object")
+    base = spec_path.resolve().parent
+    for field in ("agent_dir", "repo"):
+        value = raw.get(field)
+        if isinstance(value, str) and _is_relative_local_path(value):
+            raw[field] = str(base / value)
+    return parse_spec(raw, source=str(spec_path))
+
+
+def parse_spec(raw: Mapping[str, Any], *, source: str = "spec") -> RunSpec:
+    try:
+        return RunSpec.model_validate(raw)
+    except ValidationError as err:
+        first = err.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "(spec)"
+        raise SpecError(f"{source}: field {where}: {first['msg']}") from None
+
+
+def _is_relative_local_path(value: str) -> bool:
+    if "://" in value or (":" in value.split("/")[0]):  # URL or scp-like user@host:path
+        return False
+    return bool(value) and not Path(value).is_absolute()
+
+
+def redact_url(url: str) -> str:
+    """`https://user:token@host/x` -> `https://host/x`: credentials never go into summaries."""
+    parts = urlsplit(url)
+    if parts.scheme and "@" in parts.netloc:
+        return urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
+    return url
+
+
+def run_summary(spec: RunSpec) -> str:
+    return f"overnight run {spec.run_id}: {redact_url(spec.repo)} @ {spec.branch}"
