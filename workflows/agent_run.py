@@ -57,6 +57,11 @@ class AgentRun:
 
     @workflow.run
     async def run(self, spec: RunSpec, carried: SupervisorState | None = None) -> RunResult:
+        # Starters send one argument and continue-as-new sends two; temporalio only applies the
+        # type hints when the counts match, so validate both here whatever arrived.
+        spec = RunSpec.model_validate(spec)
+        if carried is not None:
+            carried = SupervisorState.model_validate(carried)
         s = carried or SupervisorState(spec=spec, budget=spec.budget, started_at=workflow.now())
         self._s = s
         try:
