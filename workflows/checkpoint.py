@@ -24,8 +24,12 @@ def judge(read: CheckpointRead, *, previous_was_json: bool, max_bytes: int) -> V
     """Accept a newly read checkpoint, or say why the last good one stays."""
     if read.status == "too_large":
         return Verdict(False, reason=f"checkpoint is {read.size} bytes, over the {max_bytes} cap")
+    if read.status == "unreadable" and read.digest is None:
+        return Verdict(False, reason=None)  # not read at all (sandbox not running): no verdict
     if read.status == "unreadable":
-        return Verdict(False, reason=f"checkpoint is not UTF-8 text {read.detail}".strip())
+        return Verdict(
+            False, reason=f"checkpoint could not be read: {read.detail or 'not UTF-8 text'}"
+        )
     if read.status == "outside":
         return Verdict(False, reason="checkpoint path leads outside the sandbox")
     if read.status != "ok" or read.text is None:

@@ -20,6 +20,7 @@ NON_RETRYABLE_TYPES = [
     "SpendingLimit",
     "SandboxNotFound",
     "MissingSecret",
+    "MissingCredentials",
 ]
 
 # Creating a sandbox and starting the agent: keep trying through long outages (~1 h).
