@@ -23,6 +23,11 @@ from overnight.constants import TASK_QUEUE
 from overnight.devconfig import default_dev_config, load_dev_config
 from overnight.devserver import start_or_reuse
 
+# Every supervised run holds one long-poll observe activity at all times, and those are cheap
+# coroutines: the SDK's default of 100 slots would cap a worker at 100 runs.
+MAX_CONCURRENT_ACTIVITIES = 5000
+MAX_CACHED_WORKFLOWS = 5000
+
 
 async def serve(
     client: Client,
@@ -30,6 +35,8 @@ async def serve(
     task_queue: str = TASK_QUEUE,
     ready: asyncio.Event | None = None,
     stop: asyncio.Event | None = None,
+    max_concurrent_activities: int = MAX_CONCURRENT_ACTIVITIES,
+    max_cached_workflows: int = MAX_CACHED_WORKFLOWS,
 ) -> None:
     """Poll `task_queue` for AgentRun workflows and sandbox activities until `stop` is set
     (or this task is cancelled); then shut the worker down and close the providers."""
@@ -43,6 +50,8 @@ async def serve(
             task_queue=task_queue,
             workflows=[AgentRun],
             activities=sandbox_activities.all(),
+            max_concurrent_activities=max_concurrent_activities,
+            max_cached_workflows=max_cached_workflows,
         )
         await run_worker(worker, ready=ready, stop=stop)
 
