@@ -248,6 +248,8 @@ class AgentRun:
         s.process_id = started.process_id
         s.sandbox_started_at = now
         s.last_progress_at = now
+        # The new sandbox holds the last good checkpoint: that is not news.
+        s.seen_digest = s.checkpoint_digest
         s.state = "running"
         self._watch_until = None
 
