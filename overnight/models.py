@@ -20,7 +20,12 @@ RESERVED_ENV = frozenset(
     {"OVERNIGHT_RUN_ID", "OVERNIGHT_ATTEMPT", "OVERNIGHT_RESTART_REASON", "OVERNIGHT_CHECKPOINT"}
 )
 
-PositiveSeconds = Annotated[float, Field(gt=0)]
+# Upper bounds keep every deadline computable (a `timedelta` of 1e300 s overflows in the workflow).
+MAX_SECONDS = 366 * 24 * 3600
+MAX_HOURS = 366 * 24
+PositiveSeconds = Annotated[float, Field(gt=0, le=MAX_SECONDS)]
+PositiveHours = Annotated[float, Field(gt=0, le=MAX_HOURS)]
+MAX_SPEND_EXTENSION_USD = 1_000_000
 RunState = Literal[
     "starting",
     "running",
@@ -38,26 +43,33 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class Budget(_Strict):
+class _StrictInput(_Strict):
+    """What people write: no type coercion (`true` is not 1, `"5"` is not 5) and finite numbers."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
+
+
+class Budget(_StrictInput):
     """How much a run may use before a person has to look at it."""
 
     max_restarts: int = Field(default=5, ge=0)
+    # No upper bound here: extensions add up. A spec's own budget is bounded by RunSpec.
     max_hours: float = Field(default=24, gt=0)
     max_spend_usd: float | None = Field(default=None, gt=0)
 
 
-class BudgetExtension(_Strict):
+class BudgetExtension(_StrictInput):
     """What a person adds to a run's budget with the `extend_budget` signal or update."""
 
     restarts: int = Field(default=0, ge=0)
-    hours: float = Field(default=0, ge=0)
-    spend_usd: float = Field(default=0, ge=0)
+    hours: float = Field(default=0, ge=0, le=MAX_HOURS)
+    spend_usd: float = Field(default=0, ge=0, le=MAX_SPEND_EXTENSION_USD)
 
     def is_empty(self) -> bool:
         return self.restarts == 0 and self.hours == 0 and self.spend_usd == 0
 
 
-class Rates(_Strict):
+class Rates(_StrictInput):
     """Prices used for the spend estimate (sandbox lifetime x size)."""
 
     vcpu_hour_usd: float = Field(default=0.025, ge=0)
@@ -74,7 +86,7 @@ def _workspace_path(value: str, field: str) -> str:
     return normal
 
 
-class RunSpec(_Strict):
+class RunSpec(_StrictInput):
     """Everything needed to start one supervised agent run. Unknown fields are refused."""
 
     run_id: str = Field(pattern=RUN_ID_PATTERN)
@@ -97,7 +109,7 @@ class RunSpec(_Strict):
     max_fresh_starts: int = Field(default=50, ge=0)
     budget: Budget = Field(default_factory=Budget)
     rates: Rates = Field(default_factory=Rates)
-    attention_hours: PositiveSeconds = 24
+    attention_hours: PositiveHours = 24
     keep_sandboxes: bool = False
 
     @field_validator("branch")
@@ -125,6 +137,13 @@ class RunSpec(_Strict):
             raise ValueError("checkpoint_path must be a file under /workspace, outside agent/")
         return path
 
+    @field_validator("budget")
+    @classmethod
+    def _budget_bounded(cls, value: Budget) -> Budget:
+        if value.max_hours > MAX_HOURS:
+            raise ValueError(f"max_hours may be at most {MAX_HOURS} (a year)")
+        return value
+
     @field_validator("env")
     @classmethod
     def _env_names(cls, value: dict[str, str]) -> dict[str, str]:
@@ -133,6 +152,8 @@ class RunSpec(_Strict):
                 raise ValueError(f"env name {name!r} is not a valid variable name")
             if name in RESERVED_ENV:
                 raise ValueError(f"env may not set {name}: overnight sets it for the agent")
+            if "\x00" in value[name]:
+                raise ValueError(f"env value of {name} contains a NUL byte")
         return value
 
     @field_validator("secret_env")
@@ -145,11 +166,22 @@ class RunSpec(_Strict):
                 raise ValueError(f"secret_env may not name {name}")
         return value
 
+    @field_validator(
+        "repo", "branch", "agent_dir", "command", "cwd", "checkpoint_path", mode="before"
+    )
+    @classmethod
+    def _no_nul(cls, value: object) -> object:
+        # A NUL byte cannot reach a process or a path; refuse it here, not in an activity.
+        if isinstance(value, str) and "\x00" in value:
+            raise ValueError("contains a NUL byte")
+        return value
+
     @field_validator("agent_dir")
     @classmethod
-    def _agent_dir_plain(cls, value: str) -> str:
-        if "\x00" in value:
-            raise ValueError("agent_dir contains a NUL byte")
+    def _agent_dir_stays_put(cls, value: str) -> str:
+        # A relative agent_dir is taken from the spec file's folder; `..` would climb out of it.
+        if ".." in value.replace("\\", "/").split("/"):
+            raise ValueError("agent_dir may not contain '..' (name the folder directly)")
         return value
 
     @model_validator(mode="after")

@@ -25,6 +25,8 @@ def load_spec(path: str | Path) -> RunSpec:
         raise SpecError(f"{spec_path}: {err.strerror or err}") from None
     except ValueError as err:
         raise SpecError(f"{spec_path}: not valid JSON ({err})") from None
+    except RecursionError:
+        raise SpecError(f"{spec_path}: not valid JSON (nested too deeply)") from None
     if not isinstance(raw, dict):
         raise SpecError(f"{spec_path}: a spec is a JSON object")
     base = spec_path.resolve().parent
@@ -41,7 +43,14 @@ def parse_spec(raw: Mapping[str, Any], *, source: str = "spec") -> RunSpec:
     except ValidationError as err:
         first = err.errors()[0]
         where = ".".join(str(part) for part in first["loc"]) or "(spec)"
-        raise SpecError(f"{source}: field {where}: {first['msg']}") from None
+        raise SpecError(
+            f"{source}: field {_printable(where)}: {_printable(first['msg'])}"
+        ) from None
+
+
+def _printable(text: str) -> str:
+    """`text` on one line: a field name from the file may hold a newline or worse."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in text)
 
 
 def _is_relative_local_path(value: str) -> bool:

@@ -74,16 +74,20 @@ class AgentRun:
 
     # ---- messages -------------------------------------------------------------------------
 
+    # Signal handlers take any arguments: a payload of the wrong type or an extra argument
+    # must never fail the workflow task (a signal that cannot be applied is only logged).
     @workflow.signal(name="cancel")
-    def cancel(self, reason: str | None = None) -> None:
+    def cancel(self, reason: Any = None, *_extra: Any) -> None:
         if self._s is None or self._s.cancel_requested:
             return
         self._s.cancel_requested = True
         self._s.cancel_reason = reason if isinstance(reason, str) else None
 
     @workflow.signal(name="extend_budget")
-    def extend_budget(self, extension: Any) -> None:
-        # Typed as Any so a malformed payload is logged and ignored instead of failing the task.
+    def extend_budget(self, extension: Any = None, *extra: Any) -> None:
+        if extra:
+            workflow.logger.warning("ignoring an extend_budget signal with %d args", 1 + len(extra))
+            return
         try:
             parsed = BudgetExtension.model_validate(extension)
         except ValidationError as err:

@@ -1,5 +1,10 @@
 """End-to-end fixtures: the session's real dev server, a worker in this process (AgentRun, the
-sandbox activities, the local provider), and real sample-agent processes."""
+sandbox activities, the local provider), and real sample-agent processes.
+
+After every end-to-end test no sandbox it made may still be running: `runs` asserts it for
+the runs a test registers (after terminating any it left open), `no_sandbox_left_running` for
+everything else the test made (e.g. the demo's run). Leaks are stopped, then reported.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +13,7 @@ import contextlib
 import uuid
 from collections.abc import AsyncIterator
 
+import pytest
 import pytest_asyncio
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError
@@ -43,10 +49,36 @@ async def runs(dev_client: Client) -> AsyncIterator[list[str]]:
     started: list[str] = []
     yield started
     provider = LocalProvider()
+    leaked: list[str] = []
     for run_id in started:
         handle = dev_client.get_workflow_handle(run_id)
+        still_open = False
         with contextlib.suppress(RPCError):
             if (await handle.describe()).status == WorkflowExecutionStatus.RUNNING:
+                still_open = True
                 await handle.terminate("test cleanup")
         for sandbox in await provider.list({LABEL_RUN: run_id}, include_stopped=False):
+            if not still_open and sandbox.state in ("running", "starting"):
+                leaked.append(sandbox.sandbox_id)  # the run ended but left it running
             await provider.stop(sandbox.sandbox_id)
+    assert not leaked, f"runs that ended left sandboxes running: {leaked}"
+
+
+@pytest_asyncio.fixture(autouse=True, loop_scope="session")
+async def no_sandbox_left_running(request: pytest.FixtureRequest) -> AsyncIterator[None]:
+    """Fail the test if a sandbox it created is still running when it is over.
+
+    Autouse, so set up before `runs` and torn down after it: what `runs` has cleaned up
+    (and reported) is not reported twice.
+    """
+    provider = LocalProvider()
+    before = {s.sandbox_id for s in await provider.list({}, include_stopped=False)}
+    yield
+    left = [
+        sandbox
+        for sandbox in await provider.list({}, include_stopped=False)
+        if sandbox.sandbox_id not in before and sandbox.state in ("running", "starting")
+    ]
+    for sandbox in left:
+        await provider.stop(sandbox.sandbox_id)
+    assert not left, f"{request.node.name} left sandboxes running: {[s.sandbox_id for s in left]}"

@@ -1,0 +1,1 @@
+"""Chaos tests: real runs on the real stack under injected faults (see harness.py)."""

@@ -1,0 +1,57 @@
+"""Run the chaos harness from the command line and print its table.
+
+    python -m tests.chaos --full          # 20 runs, worker kills throughout, a dev server
+                                          # restart, a one-minute Runtime API storm
+    python -m tests.chaos                 # the reduced size the test suite runs
+    python -m tests.chaos --runs 8 --keep # a custom size; keep the folder to look at
+
+Exit code 0 when every run finished with no duplicate action, no lost checkpoint, no sandbox
+left running and no restart caused by a transient fault; 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import logging
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+from tests.chaos.harness import run_chaos
+from tests.chaos.plan import FULL, REDUCED
+from tests.chaos.verdict import render_table
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.chaos", description=__doc__)
+    parser.add_argument("--full", action="store_true", help="the full size (20 runs)")
+    parser.add_argument("--runs", type=int, help="number of concurrent runs")
+    parser.add_argument("--seed", type=int, help="seed for fault placement")
+    parser.add_argument("--folder", type=Path, help="where to keep state (default: a temp dir)")
+    parser.add_argument("--keep", action="store_true", help="keep the folder afterwards")
+    args = parser.parse_args(argv)
+    size = FULL if args.full else REDUCED
+    if args.runs is not None:
+        size = dataclasses.replace(size, runs=args.runs)
+    if args.seed is not None:
+        size = dataclasses.replace(size, seed=args.seed)
+    logging.basicConfig(level=logging.WARNING)
+    folder = args.folder or Path(tempfile.mkdtemp(prefix="overnight-chaos-"))
+    report = asyncio.run(run_chaos(size, folder))
+    print()
+    print(render_table(report))
+    problems = report.problems()
+    for line in problems:
+        print(f"problem: {line}")
+    if args.keep or problems:
+        print(f"state kept in {folder}")
+    else:
+        shutil.rmtree(folder, ignore_errors=True)
+    return 0 if report.ok() else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,317 @@
+"""The chaos harness: many real runs of the sample agent on the real stack, shaken hard.
+
+    report = await run_chaos(REDUCED, folder)
+    print(render_table(report))
+
+Stack: a dev server from temporal-dev.yaml on a SQLite file in `folder`, two `worker.py`
+processes, the local provider, and the runtime provider over the loopback fake Runtime API
+(in this process, on its own thread). Faults: every agent carries some (see `plan`), one
+worker is SIGKILLed and restarted every `worker_kill_every` seconds, the fake answers with a
+storm of 503s, 529s and slow answers for `storm_seconds`, and the dev server may be SIGKILLed
+and started again on the same database.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import time
+import uuid
+from collections.abc import Callable
+from datetime import timedelta
+from pathlib import Path
+
+from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.service import RPCError
+
+from activities.local_engine import LocalEngine
+from overnight import client as api
+from overnight.demo import ledger_entries, make_origin
+from overnight.models import RunResult, RunStatus
+from tests.chaos.plan import ChaosSize, RunPlan, plan_runs, run_spec
+from tests.chaos.stack import ChaosServer, WorkerPool, chaos_dev_config, worker_env
+from tests.chaos.storm import Storm, end_storm, start_storm
+from tests.chaos.verdict import ChaosReport, RunFacts, checkpoint_step
+from tests.e2e.helpers import agent_pids
+from tests.fake_runtime import FakeRuntime
+
+WORKERS = 2
+RESTART_WORKER_AFTER = 1.0
+LOOK_EVERY = 2.0
+RPC_TIMEOUT = timedelta(seconds=10)
+CLOSED = {
+    WorkflowExecutionStatus.COMPLETED,
+    WorkflowExecutionStatus.FAILED,
+    WorkflowExecutionStatus.CANCELED,
+    WorkflowExecutionStatus.TERMINATED,
+    WorkflowExecutionStatus.TIMED_OUT,
+}
+
+Say = Callable[[str], None]
+
+
+class Chaos:
+    """One chaos run in `folder`; `run()` returns the report and leaves nothing running."""
+
+    def __init__(self, size: ChaosSize, folder: Path, say: Say = print) -> None:
+        self.size = size
+        self.folder = folder
+        self.say = say
+        self.local_home = folder / "overnight-home"
+        self.runtime_home = folder / "runtime-home"
+        self.server = ChaosServer(chaos_dev_config(folder / "temporal"))
+        self.fake = FakeRuntime.local(self.runtime_home, api_key=f"chaos-{uuid.uuid4().hex}")
+        self.task_queue = f"chaos-{uuid.uuid4().hex[:6]}"
+        self.pool: WorkerPool | None = None
+        self.client: Client | None = None
+        self.plans: list[RunPlan] = []
+        self.ledgers: dict[str, Path] = {}
+        self.results: dict[str, RunResult | str] = {}
+        self.storm: Storm | None = None
+        self.started_at = 0.0
+        self._log: list[str] = []
+
+    def note(self, text: str) -> None:
+        line = f"[{time.monotonic() - self.started_at:6.1f}s] {text}" if self.started_at else text
+        self._log.append(line)
+        self.say(line)
+
+    async def run(self) -> ChaosReport:
+        began = time.monotonic()
+        try:
+            await self._bring_up()
+            await self._start_runs()
+            await self._shake_until_done()
+            report = await self._collect(time.monotonic() - began)
+        finally:
+            await self._tear_down()
+        (self.folder / "chaos.log").write_text("\n".join(self._log) + "\n")
+        return report
+
+    # --- the stack ---------------------------------------------------------------------------
+
+    async def _bring_up(self) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        await self.server.start()
+        await self.fake.__aenter__()
+        env = worker_env(
+            dict(os.environ),
+            {
+                "TEMPORAL_ADDRESS": self.server.address,
+                "TEMPORAL_NAMESPACE": self.server.config.namespace,
+                "OVERNIGHT_HOME": str(self.local_home),
+                **self.fake.environ(self.folder / "config"),
+            },
+        )
+        self.pool = WorkerPool(WORKERS, env, self.task_queue, self.folder)
+        self.pool.start_all()
+        await self.pool.wait_ready()
+        self.client = await self._connect()
+        self.note(
+            f"stack up: server {self.server.address}, {WORKERS} workers, fake {self.fake.url}"
+        )
+
+    async def _connect(self) -> Client:
+        return await Client.connect(
+            self.server.address,
+            namespace=self.server.config.namespace,
+            data_converter=pydantic_data_converter,
+        )
+
+    async def _tear_down(self) -> None:
+        """Whatever happened: no workflow open, no sandbox running, no process left."""
+        if self.client is not None:
+            for plan in self.plans:
+                with contextlib.suppress(RPCError):
+                    handle = self.client.get_workflow_handle(plan.run_id)
+                    if (await handle.describe()).status == WorkflowExecutionStatus.RUNNING:
+                        await handle.terminate("chaos harness cleanup")
+        if self.pool is not None:
+            await asyncio.to_thread(self.pool.stop_all)
+        for home in (self.local_home, self.runtime_home):
+            engine = LocalEngine(home)
+            for meta in await asyncio.to_thread(engine.list_sandboxes, include_stopped=False):
+                await asyncio.to_thread(engine.stop, meta.id)
+        await self.fake.__aexit__(None, None, None)
+        self.server.stop()
+
+    # --- runs --------------------------------------------------------------------------------
+
+    async def _start_runs(self) -> None:
+        assert self.client is not None
+        self.plans = plan_runs(self.size, f"chaos-{uuid.uuid4().hex[:4]}")
+        specs = []
+        for plan in self.plans:
+            files = await asyncio.to_thread(make_origin, self.folder / "runs" / plan.run_id)
+            self.ledgers[plan.run_id] = files.ledger
+            specs.append(run_spec(plan, files.origin, files.ledger))
+        self.started_at = time.monotonic()
+        for spec in specs:
+            await api.start_run(self.client, spec, task_queue=self.task_queue)
+        self.note(f"started {len(specs)} runs on task queue {self.task_queue}")
+
+    async def _shake_until_done(self) -> None:
+        shakers = [
+            asyncio.create_task(self._kill_workers()),
+            asyncio.create_task(self._storm()),
+            asyncio.create_task(self._restart_server()),
+            asyncio.create_task(self._revive_workers()),
+        ]
+        try:
+            await self._wait_for_results()
+        finally:
+            for task in shakers:
+                task.cancel()
+            await asyncio.gather(*shakers, return_exceptions=True)
+            if self.storm is not None:
+                end_storm(self.fake)
+            assert self.pool is not None
+            for worker in self.pool.workers:  # a kill may have been cut short by the end
+                if worker.process is None:
+                    self.pool.start(worker)
+
+    async def _wait_for_results(self) -> None:
+        deadline = self.started_at + self.size.deadline_seconds
+        pending = {plan.run_id for plan in self.plans}
+        while pending and time.monotonic() < deadline:
+            for run_id in sorted(pending):
+                outcome = await self._outcome(run_id)
+                if outcome is not None:
+                    self.results[run_id] = outcome
+                    pending.discard(run_id)
+                    what = outcome if isinstance(outcome, str) else outcome.outcome
+                    self.note(f"{run_id} ended: {what} ({len(pending)} to go)")
+            await asyncio.sleep(LOOK_EVERY)
+        for run_id in pending:
+            self.results[run_id] = f"still open after {self.size.deadline_seconds:.0f}s"
+
+    async def _outcome(self, run_id: str) -> RunResult | str | None:
+        """The run's result once it has closed; None while open or the server is away."""
+        assert self.client is not None
+        handle = self.client.get_workflow_handle(run_id, result_type=RunResult)
+        try:
+            status = (await handle.describe(rpc_timeout=RPC_TIMEOUT)).status
+            if status not in CLOSED:
+                return None
+            if status != WorkflowExecutionStatus.COMPLETED:
+                return f"workflow {status.name.lower() if status else 'closed'}"
+            result: RunResult = await handle.result()
+            return result
+        except RPCError:
+            return None
+
+    # --- the shakers -------------------------------------------------------------------------
+
+    async def _kill_workers(self) -> None:
+        assert self.pool is not None
+        kills = 0
+        while self.size.max_worker_kills is None or kills < self.size.max_worker_kills:
+            await asyncio.sleep(self.size.worker_kill_every)
+            worker = self.pool.workers[kills % len(self.pool.workers)]
+            self.pool.kill(worker)
+            kills += 1
+            self.note(f"SIGKILL {worker.name} (kill {kills})")
+            await asyncio.sleep(RESTART_WORKER_AFTER)
+            self.pool.start(worker)
+
+    async def _revive_workers(self) -> None:
+        assert self.pool is not None
+        while True:
+            await asyncio.sleep(1)
+            if self.pool.revive_dead():
+                self.note("a worker exited on its own: started again")
+
+    async def _storm(self) -> None:
+        await asyncio.sleep(self.size.storm_at)
+        self.storm = start_storm(self.fake, self.size.seed)
+        self.note(f"Runtime API storm for {self.size.storm_seconds:.0f}s")
+        try:
+            await asyncio.sleep(self.size.storm_seconds)
+        finally:
+            end_storm(self.fake)
+            self.note(f"storm over: {self.storm.counts}")
+
+    async def _restart_server(self) -> None:
+        if self.size.server_restart_at is None:
+            return
+        await asyncio.sleep(self.size.server_restart_at)
+        self.server.kill()
+        self.note("SIGKILL dev server")
+        await asyncio.sleep(self.size.server_down_seconds)
+        await self.server.start()
+        self.note("dev server started again on the same database")
+
+    # --- what is left ------------------------------------------------------------------------
+
+    async def _collect(self, seconds: float) -> ChaosReport:
+        assert self.pool is not None
+        await self.pool.wait_ready(timeout=90)  # queries of closed runs need a worker
+        facts = [await self._facts(plan) for plan in self.plans]
+        infra = {
+            "worker SIGKILL + restart": self.pool.kills,
+            "dev server SIGKILL + restart": self.server.kills,
+        }
+        for name, count in (self.storm.counts if self.storm else {}).items():
+            infra[f"Runtime API {name}"] = count
+        return ChaosReport(
+            runs=facts,
+            infra_faults=infra,
+            worker_self_exits=self.pool.self_exits,
+            seconds=seconds,
+            notes=list(self._log),
+        )
+
+    async def _facts(self, plan: RunPlan) -> RunFacts:
+        assert self.client is not None
+        outcome = self.results.get(plan.run_id)
+        facts = RunFacts(plan=plan)
+        if isinstance(outcome, RunResult):
+            facts.result = outcome
+        else:
+            facts.failure = outcome or "no outcome"
+        status = await self._status(plan.run_id)
+        if status is not None:
+            facts.restarts = list(status.restarts)
+            facts.fresh_starts = status.fresh_starts_used
+            if facts.failure and status.attention_reason:
+                facts.failure += f"; needs attention: {status.attention_reason}"
+        ledger = self.ledgers[plan.run_id]
+        facts.ledger_keys = [str(entry.get("key")) for entry in ledger_entries(ledger)]
+        facts.fired_switches = sorted(
+            p.name.split(".", 2)[2] for p in ledger.parent.glob(f".{plan.run_id}.*")
+        )
+        home = self.local_home if plan.provider == "local" else self.runtime_home
+        engine = LocalEngine(home)
+        for meta in await asyncio.to_thread(engine.list_sandboxes, include_stopped=True):
+            if meta.labels.get("overnight-run") != plan.run_id:
+                continue
+            attempt = int(meta.labels.get("overnight-attempt", "0"))
+            step = checkpoint_step(engine.host_path(meta.id, "/workspace/checkpoint.json"))
+            if step is not None:
+                facts.sandbox_steps[attempt] = step
+            if meta.state == "running":
+                facts.sandboxes_running.append(meta.id)
+            elif meta.state == "paused":
+                facts.sandboxes_paused.append(meta.id)
+        facts.live_agent_pids = agent_pids(plan.run_id)
+        return facts
+
+    async def _status(self, run_id: str) -> RunStatus | None:
+        assert self.client is not None
+        for _ in range(5):
+            try:
+                return await api.get_status(self.client, run_id)
+            except Exception:  # a query of a closed run may meet a worker restarting
+                await asyncio.sleep(2)
+        return None
+
+
+async def run_chaos(size: ChaosSize, folder: Path, say: Say = print) -> ChaosReport:
+    return await Chaos(size, folder, say).run()
+
+
+def report_json(report: ChaosReport) -> str:
+    return json.dumps({"figures": report.figures(), "infra_faults": report.infra_faults}, indent=1)

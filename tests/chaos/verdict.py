@@ -1,0 +1,253 @@
+"""Judging a chaos run from what it left behind: results, ledgers, checkpoints, sandboxes.
+
+Pure functions over collected facts, plus `render_table`. A restart is *explained* when its
+reason is one of the agent faults that run carried (a crash or a stall once, a time limit
+any number of times); every other restart was caused by a transient fault and counts
+against overnight.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from overnight.models import RestartRecord, RunResult
+from tests.chaos.plan import STEPS, RunPlan
+
+_RESUMED = re.compile(r"^attempt (\d+) resumed at step (\d+): (.*)$")
+# How each agent fault shows as a restart reason, and how often one injection may cause it.
+_REASONS = {
+    "crash": (re.compile(r"^agent crashed \(exit 3\)$"), 1),
+    "stall": (re.compile(r"^agent stalled "), 1),
+    "time_limit": (re.compile(r"^sandbox time limit reached$"), None),
+}
+
+
+@dataclass
+class RunFacts:
+    """Everything collected about one run after the chaos."""
+
+    plan: RunPlan
+    result: RunResult | None = None
+    failure: str | None = None  # why there is no result
+    restarts: list[RestartRecord] = field(default_factory=list)
+    fresh_starts: int = 0
+    ledger_keys: list[str] = field(default_factory=list)
+    fired_switches: list[str] = field(default_factory=list)
+    # Checkpoint step each attempt's sandbox last held (attempt number -> step).
+    sandbox_steps: dict[int, int] = field(default_factory=dict)
+    sandboxes_running: list[str] = field(default_factory=list)
+    sandboxes_paused: list[str] = field(default_factory=list)
+    live_agent_pids: list[int] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class RunVerdict:
+    finished: bool
+    duplicates: int
+    missing_actions: int
+    checkpoint_lost: bool
+    lost_detail: str
+    explained_restarts: int
+    transient_restarts: list[str]
+    left_running: int
+
+
+def judge_run(facts: RunFacts) -> RunVerdict:
+    keys = Counter(facts.ledger_keys)
+    wanted = {f"{facts.plan.run_id}-step-{n}" for n in (4, 5)}
+    lost, detail = checkpoint_loss(facts)
+    explained, transient = classify_restarts(facts.plan, facts.restarts)
+    return RunVerdict(
+        finished=facts.result is not None and facts.result.outcome == "finished",
+        duplicates=sum(count - 1 for count in keys.values()),
+        missing_actions=len(wanted - set(keys)) if facts.result is not None else 0,
+        checkpoint_lost=lost,
+        lost_detail=detail,
+        explained_restarts=explained,
+        transient_restarts=transient,
+        left_running=len(facts.sandboxes_running) + (1 if facts.live_agent_pids else 0),
+    )
+
+
+def classify_restarts(plan: RunPlan, restarts: list[RestartRecord]) -> tuple[int, list[str]]:
+    """(restarts explained by an injected agent fault, reasons of the others)."""
+    allowance = {
+        fault: limit
+        for fault, (_, limit) in _REASONS.items()
+        if plan.has(fault)  # type: ignore[arg-type]
+    }
+    explained, transient = 0, []
+    for record in restarts:
+        fault = next((f for f, (rx, _) in _REASONS.items() if rx.search(record.reason)), None)
+        if fault is None or fault not in allowance:
+            transient.append(record.reason)
+            continue
+        left = allowance[fault]
+        if left is not None:
+            if left <= 0:
+                transient.append(record.reason)
+                continue
+            allowance[fault] = left - 1
+        explained += 1
+    return explained, transient
+
+
+def checkpoint_loss(facts: RunFacts) -> tuple[bool, str]:
+    """Whether any checkpoint was lost: the final one must list every step, and every new
+    sandbox must resume right after the last step its predecessor had checkpointed."""
+    if facts.result is None:
+        return False, ""  # counted as not finished instead
+    try:
+        final: Any = json.loads(facts.result.checkpoint or "")
+    except ValueError:
+        return True, "final checkpoint is not JSON"
+    if (
+        not isinstance(final, dict)
+        or final.get("step") != STEPS
+        or len(final.get("done", [])) != STEPS
+    ):
+        return (
+            True,
+            f"final checkpoint lists {final.get('done') if isinstance(final, dict) else final!r}",
+        )
+    notes = [str(n) for n in final.get("notes", [])]
+    done_notes = {int(m.group(1)) for n in notes if (m := re.match(r"^step (\d+): ", n))}
+    if done_notes != set(range(1, STEPS + 1)):
+        return True, f"notes cover steps {sorted(done_notes)}"
+    for note in notes:
+        match = _RESUMED.match(note)
+        if match is None or "fresh start" in match.group(3):
+            continue
+        attempt, resumed_at = int(match.group(1)), int(match.group(2))
+        before = facts.sandbox_steps.get(attempt - 1)
+        if before is not None and resumed_at != before + 1:
+            return (
+                True,
+                f"attempt {attempt} resumed at step {resumed_at}; "
+                f"sandbox {attempt - 1} had reached {before}",
+            )
+    return False, ""
+
+
+def checkpoint_step(path: Path) -> int | None:
+    """The `step` of a sample agent checkpoint file, if there is a readable one."""
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    step = value.get("step") if isinstance(value, dict) else None
+    return step if isinstance(step, int) else None
+
+
+@dataclass
+class ChaosReport:
+    runs: list[RunFacts]
+    infra_faults: dict[str, int]
+    worker_self_exits: int
+    seconds: float
+    notes: list[str] = field(default_factory=list)
+
+    def verdicts(self) -> list[RunVerdict]:
+        return [judge_run(facts) for facts in self.runs]
+
+    def figures(self) -> dict[str, int]:
+        verdicts = self.verdicts()
+        return {
+            "runs": len(self.runs),
+            "finished": sum(v.finished for v in verdicts),
+            "duplicates": sum(v.duplicates for v in verdicts),
+            "missing_actions": sum(v.missing_actions for v in verdicts),
+            "checkpoints_lost": sum(v.checkpoint_lost for v in verdicts),
+            "left_running": sum(v.left_running for v in verdicts),
+            "left_paused": sum(len(f.sandboxes_paused) for f in self.runs),
+            "explained_restarts": sum(v.explained_restarts for v in verdicts),
+            "transient_restarts": sum(len(v.transient_restarts) for v in verdicts),
+        }
+
+    def agent_faults(self) -> dict[str, tuple[int, int]]:
+        """Agent fault kind -> (runs carrying it, times it fired)."""
+        carried: Counter[str] = Counter()
+        fired: Counter[str] = Counter()
+        for facts in self.runs:
+            for fault in facts.plan.faults:
+                carried[fault] += 1
+            for switch in facts.fired_switches:
+                kind = switch.split("-", 1)[0]
+                fired[{"died": "crash", "stalled": "stall", "fresh": "fresh_context"}[kind]] += 1
+            fired["time_limit"] += sum(
+                1 for r in facts.restarts if _REASONS["time_limit"][0].search(r.reason)
+            )
+        return {
+            kind: (carried[kind], fired[kind])
+            for kind in ("crash", "stall", "fresh_context", "time_limit")
+        }
+
+    def ok(self) -> bool:
+        f = self.figures()
+        return (
+            f["finished"] == f["runs"]
+            and f["duplicates"] == 0
+            and f["missing_actions"] == 0
+            and f["checkpoints_lost"] == 0
+            and f["left_running"] == 0
+            and f["transient_restarts"] == 0
+        )
+
+    def problems(self) -> list[str]:
+        lines = []
+        for facts, verdict in zip(self.runs, self.verdicts(), strict=True):
+            rid = facts.plan.run_id
+            if not verdict.finished:
+                lines.append(f"{rid}: not finished ({facts.failure})")
+            if verdict.duplicates or verdict.missing_actions:
+                lines.append(f"{rid}: ledger {facts.ledger_keys}")
+            if verdict.checkpoint_lost:
+                lines.append(f"{rid}: checkpoint lost: {verdict.lost_detail}")
+            if verdict.transient_restarts:
+                lines.append(
+                    f"{rid} ({', '.join(facts.plan.faults) or 'no faults'}): "
+                    f"unexplained restarts {verdict.transient_restarts}"
+                )
+            if verdict.left_running:
+                lines.append(
+                    f"{rid}: left running {facts.sandboxes_running} pids {facts.live_agent_pids}"
+                )
+        return lines
+
+
+_AGENT_FAULT_NAMES = {
+    "crash": "agent crash (exit 3 mid-step)",
+    "stall": "agent stall (hangs before a step)",
+    "fresh_context": "fresh-context exit (code 75)",
+    "time_limit": "sandbox time limit hit",
+}
+
+
+def render_table(report: ChaosReport) -> str:
+    f = report.figures()
+    rows: list[tuple[str, str]] = [("faults injected", "")]
+    for kind, (carried, fired) in report.agent_faults().items():
+        rows.append((f"  {_AGENT_FAULT_NAMES[kind]}", f"{fired} (in {carried} runs)"))
+    for name, count in report.infra_faults.items():
+        rows.append((f"  {name}", str(count)))
+    rows += [
+        ("outcome", ""),
+        ("  runs finished", f"{f['finished']} / {f['runs']}"),
+        ("  duplicate outside actions (ledger)", str(f["duplicates"])),
+        ("  missing outside actions (ledger)", str(f["missing_actions"])),
+        ("  checkpoints lost", str(f["checkpoints_lost"])),
+        ("  sandboxes left running", str(f["left_running"])),
+        ("  sandboxes left paused", str(f["left_paused"])),
+        ("  restarts explained by agent faults", str(f["explained_restarts"])),
+        ("  restarts caused by transient faults", str(f["transient_restarts"])),
+        ("  worker exits not caused by the harness", str(report.worker_self_exits)),
+        ("  wall time", f"{report.seconds:.0f} s"),
+    ]
+    width = max(len(name) for name, _ in rows) + 2
+    lines = [f"{name:<{width}}{value}" for name, value in rows]
+    return "\n".join(lines)

@@ -1,0 +1,139 @@
+"""Helpers for tests that drive real runs on the session's dev server with an in-process worker.
+
+- `in_process_worker`: AgentRun plus the sandbox activities polling a task queue of their own.
+- `scripted_spec`: a RunSpec for tests/agents/scripted (hostile and proving agents).
+- `history_text`: a workflow's whole history as searchable text, payloads decoded.
+- `task_failures`: how many workflow tasks of a run failed (a crash in workflow code).
+- `nothing_left_running`: terminates a test's open runs and stops their sandboxes afterwards.
+- `running_sandboxes`: a run's sandboxes still running or paused, from the engine's files.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import contextlib
+import json
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.service import RPCError
+
+from activities.local_engine import LocalEngine
+from overnight.constants import LABEL_RUN
+from overnight.demo import make_origin
+from overnight.models import RunSpec
+from overnight.runner import serve
+
+SCRIPTED_AGENT = Path(__file__).resolve().parent / "agents" / "scripted"
+SCRIPTED_COMMAND = "python3 /workspace/agent/main.py"
+
+
+@asynccontextmanager
+async def in_process_worker(client: Client, prefix: str = "live") -> AsyncIterator[str]:
+    """A worker on a fresh task queue for the duration of the block; yields the queue."""
+    queue = f"{prefix}-{uuid.uuid4().hex[:8]}"
+    ready, stop = asyncio.Event(), asyncio.Event()
+    worker = asyncio.create_task(serve(client, task_queue=queue, ready=ready, stop=stop))
+    waiter = asyncio.create_task(ready.wait())
+    await asyncio.wait({worker, waiter}, timeout=30, return_when=asyncio.FIRST_COMPLETED)
+    waiter.cancel()
+    if worker.done():
+        worker.result()
+    assert ready.is_set(), "the worker did not start polling"
+    try:
+        yield queue
+    finally:
+        stop.set()
+        await asyncio.wait_for(worker, timeout=60)
+
+
+def new_run_id(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def scripted_spec(run_id: str, root: Path, mode: str, **changes: Any) -> RunSpec:
+    """The scripted agent in `mode`, on a fresh bare origin under `root`; quick polls."""
+    files = make_origin(root / run_id)
+    env = {"AGENT_MODE": mode, **changes.pop("env", {})}
+    fields: dict[str, Any] = {
+        "run_id": run_id,
+        "repo": str(files.origin),
+        "agent_dir": str(SCRIPTED_AGENT),
+        "command": SCRIPTED_COMMAND,
+        "env": env,
+        "poll_seconds": 1,
+        "stall_seconds": 60,
+        "sandbox_timeout_seconds": 120,
+        **changes,
+    }
+    return RunSpec.model_validate(fields)
+
+
+async def history_text(client: Client, run_id: str) -> str:
+    """The history as JSON, followed by every base64 string in it decoded (payload data)."""
+    history = await client.get_workflow_handle(run_id).fetch_history()
+    raw = history.to_json()
+    decoded: list[str] = []
+    _decode_all(json.loads(raw), decoded)
+    return raw + "\n" + "\n".join(decoded)
+
+
+def _decode_all(value: Any, out: list[str]) -> None:
+    if isinstance(value, dict):
+        for item in value.values():
+            _decode_all(item, out)
+    elif isinstance(value, list):
+        for item in value:
+            _decode_all(item, out)
+    elif isinstance(value, str) and len(value) >= 4:
+        try:
+            out.append(base64.b64decode(value, validate=True).decode("utf-8", "replace"))
+        except (binascii.Error, ValueError):
+            pass
+
+
+async def task_failures(client: Client, run_id: str) -> list[str]:
+    """The failure message of every failed workflow task in the run's history."""
+    history = await client.get_workflow_handle(run_id).fetch_history()
+    return [
+        event.workflow_task_failed_event_attributes.failure.message
+        for event in history.events
+        if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED
+    ]
+
+
+@asynccontextmanager
+async def nothing_left_running(
+    client: Client, homes: Sequence[Path | None] = (None,)
+) -> AsyncIterator[list[str]]:
+    """Yield a list for the run ids a test starts. Afterwards, even when the test failed,
+    none is left open and none of their sandboxes (in the engines at `homes`) runs."""
+    started: list[str] = []
+    try:
+        yield started
+    finally:
+        for run_id in started:
+            handle = client.get_workflow_handle(run_id)
+            with contextlib.suppress(RPCError):
+                if (await handle.describe()).status == WorkflowExecutionStatus.RUNNING:
+                    await handle.terminate("test cleanup")
+            for home in homes:
+                engine = LocalEngine(home)
+                for meta in engine.list_sandboxes({LABEL_RUN: run_id}, include_stopped=False):
+                    await asyncio.to_thread(engine.stop, meta.id)
+
+
+def running_sandboxes(run_id: str, home: Path | None = None) -> list[str]:
+    """`run_id`'s sandboxes that are running or paused (not stopped) in a local engine."""
+    engine = LocalEngine(home)
+    return [
+        f"{meta.id} ({meta.state})"
+        for meta in engine.list_sandboxes({LABEL_RUN: run_id}, include_stopped=False)
+    ]
