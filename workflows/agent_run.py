@@ -188,13 +188,17 @@ class AgentRun:
             retry_policy=policies.OBSERVE_RETRY,
             summary=f"watch agent in sandbox {s.attempt}",
         )
-        await workflow.wait_condition(lambda: handle.done() or s.cancel_requested)
-        if not handle.done():
-            handle.cancel()
+        try:
+            await workflow.wait_condition(lambda: handle.done() or s.cancel_requested)
+        finally:
+            if not handle.done():
+                handle.cancel()
+        if s.cancel_requested:
             return None
         try:
             seen: Observation = handle.result()
         except ActivityError as err:
+            calls.reraise_cancellation(err)
             return ObserveFailed(calls.describe(err))
         self._take_checkpoint(s, seen.checkpoint)
         return seen
@@ -243,6 +247,7 @@ class AgentRun:
         try:
             started = await calls.create_sandbox(s.spec, s.attempt, s.checkpoint, reason)
         except ActivityError as err:
+            calls.reraise_cancellation(err)
             why = f"could not create sandbox {s.attempt}: {calls.describe(err)}"
             await self._sweep(s, stop=True, why="half-made sandbox")
             await self._enter_attention(s, NeedsAttention(why, pending_restart=reason or why))
@@ -263,6 +268,7 @@ class AgentRun:
         try:
             started = await calls.start_agent(s.spec, s.sandbox_id, s.attempt, s.fresh_starts_used)
         except ActivityError as err:
+            calls.reraise_cancellation(err)
             await self._restart(s, f"could not start the agent again: {calls.describe(err)}")
             return
         s.process_id = started.process_id
@@ -300,6 +306,7 @@ class AgentRun:
                 timeout_summary="waiting for a person: extend_budget or cancel",
             )
         except TimeoutError:
+            s.state = "failed"
             self._publish(s)
             raise ApplicationError(
                 f"run {s.spec.run_id} is out of budget ({s.attention_reason}) and nobody "

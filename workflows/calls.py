@@ -6,10 +6,11 @@ never imports a provider.
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError
+from temporalio.exceptions import ActivityError, is_cancelled_exception
 
 with workflow.unsafe.imports_passed_through():
     from activities.models import (
@@ -90,6 +91,7 @@ async def read_checkpoint(
             summary=f"copy checkpoint ({why})",
         )
     except ActivityError as err:
+        reraise_cancellation(err)
         workflow.logger.warning("could not copy the checkpoint (%s): %s", why, describe(err))
         return None
     return read
@@ -110,6 +112,7 @@ async def pause_or_stop(spec: RunSpec, sandbox_id: str, *, stop: bool, why: str)
         )
         return True
     except ActivityError as err:
+        reraise_cancellation(err)
         workflow.logger.warning("could not %s sandbox %s: %s", verb, sandbox_id, describe(err))
         return False
 
@@ -125,6 +128,7 @@ async def list_sandboxes(spec: RunSpec) -> list[SandboxInfo]:
             summary="list this run's sandboxes (cleanup)",
         )
     except ActivityError as err:
+        reraise_cancellation(err)
         workflow.logger.warning("could not list this run's sandboxes: %s", describe(err))
         return []
     return found.sandboxes
@@ -142,6 +146,7 @@ async def present_search_attributes() -> list[str]:
             summary="check which search attributes the namespace has",
         )
     except ActivityError as err:
+        reraise_cancellation(err)
         workflow.logger.warning("search attribute check failed, not setting any: %s", describe(err))
         return []
     return found.present
@@ -149,6 +154,13 @@ async def present_search_attributes() -> list[str]:
 
 def observe_timeout(wait_seconds: float) -> timedelta:
     return timedelta(seconds=wait_seconds) + policies.OBSERVE_GRACE
+
+
+def reraise_cancellation(err: ActivityError) -> None:
+    """A Temporal cancellation that lands mid-activity arrives as an ActivityError; it must
+    still end the run as cancelled, not be mistaken for a provider failure."""
+    if is_cancelled_exception(err):
+        raise asyncio.CancelledError() from err
 
 
 def describe(err: BaseException) -> str:
