@@ -25,6 +25,7 @@ from pathlib import Path
 
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.runtime import LoggingConfig, Runtime, TelemetryConfig, TelemetryFilter
 from temporalio.service import RPCError
 
 from activities.local_engine import LocalEngine
@@ -115,10 +116,13 @@ class Chaos:
         )
 
     async def _connect(self) -> Client:
+        # The client retries through the server restart; its warnings about it are expected.
+        quiet = TelemetryFilter(core_level="ERROR", other_level="ERROR")
         return await Client.connect(
             self.server.address,
             namespace=self.server.config.namespace,
             data_converter=pydantic_data_converter,
+            runtime=Runtime(telemetry=TelemetryConfig(logging=LoggingConfig(filter=quiet))),
         )
 
     async def _tear_down(self) -> None:
@@ -147,7 +151,7 @@ class Chaos:
         for plan in self.plans:
             files = await asyncio.to_thread(make_origin, self.folder / "runs" / plan.run_id)
             self.ledgers[plan.run_id] = files.ledger
-            specs.append(run_spec(plan, files.origin, files.ledger))
+            specs.append(run_spec(self.size, plan, files.origin, files.ledger))
         self.started_at = time.monotonic()
         for spec in specs:
             await api.start_run(self.client, spec, task_queue=self.task_queue)
@@ -248,7 +252,11 @@ class Chaos:
 
     async def _collect(self, seconds: float) -> ChaosReport:
         assert self.pool is not None
-        await self.pool.wait_ready(timeout=90)  # queries of closed runs need a worker
+        try:
+            await self.pool.wait_ready(timeout=90)  # queries of closed runs need a worker
+        except (TimeoutError, RuntimeError) as error:
+            self.note(f"workers not all ready for the final queries: {error}")
+            self.pool.revive_dead()
         facts = [await self._facts(plan) for plan in self.plans]
         infra = {
             "worker SIGKILL + restart": self.pool.kills,

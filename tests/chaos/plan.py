@@ -20,13 +20,7 @@ AGENT_FAULTS: tuple[AgentFault, ...] = ("crash", "stall", "fresh_context", "time
 STEPS = 5
 COMMAND = "python3 /workspace/agent/main.py --resume /workspace/checkpoint.json"
 
-# Long enough that a loaded 2-core machine never looks stalled, short enough to test quickly.
-STALL_SECONDS = 15.0
-# A time-limited sandbox fits about two of the slow steps (setup counts against the limit).
-TIME_LIMIT_SECONDS = 9.0
-TIME_LIMIT_STEP_DELAY = 2.5
-STEP_DELAY = 1.0
-ROOMY_LIMIT_SECONDS = 900.0
+ROOMY_LIMIT_SECONDS = 1800.0
 
 # Fault sets handed out in turn, so even a small run meets every kind. A stall never meets a
 # time limit: the limit would end the stalled sandbox before the stall is noticed.
@@ -57,11 +51,28 @@ class ChaosSize:
     server_down_seconds: float = 5.0
     deadline_seconds: float = 1200.0
     seed: int = 7
+    # How long each agent step takes, and what counts as a stall: well above a step on a
+    # loaded 2-core machine, short enough that a stalled agent is noticed during the chaos.
+    step_delay: float = 1.0
+    stall_seconds: float = 15.0
+    # A time-limited sandbox fits about two of its (slower) steps; setup counts against it.
+    time_limit_seconds: float = 9.0
+    time_limit_step_delay: float = 2.5
     # Providers whose runs may carry a sandbox time limit.
     time_limit_providers: tuple[str, ...] = ("local", "runtime")
 
 
-FULL = ChaosSize(runs=20, server_restart_at=110.0, deadline_seconds=1500.0)
+# Runs last minutes (steps of 20 s), so every shake meets runs in every phase.
+FULL = ChaosSize(
+    runs=20,
+    storm_at=30.0,
+    server_restart_at=100.0,
+    deadline_seconds=1500.0,
+    step_delay=20.0,
+    stall_seconds=60.0,
+    time_limit_seconds=50.0,
+    time_limit_step_delay=20.0,
+)
 REDUCED = ChaosSize(
     runs=5,
     worker_kill_every=18.0,
@@ -118,11 +129,11 @@ def plan_runs(size: ChaosSize, prefix: str) -> list[RunPlan]:
     return plans
 
 
-def run_spec(plan: RunPlan, origin: Path, ledger: Path) -> RunSpec:
+def run_spec(size: ChaosSize, plan: RunPlan, origin: Path, ledger: Path) -> RunSpec:
     limited = plan.has("time_limit")
     env = {
         "OVERNIGHT_LEDGER": str(ledger),
-        "AGENT_STEP_DELAY": str(TIME_LIMIT_STEP_DELAY if limited else STEP_DELAY),
+        "AGENT_STEP_DELAY": str(size.time_limit_step_delay if limited else size.step_delay),
         **{name: str(step) for name, step in plan.switches.items()},
     }
     return RunSpec(
@@ -133,8 +144,8 @@ def run_spec(plan: RunPlan, origin: Path, ledger: Path) -> RunSpec:
         env=env,
         provider=plan.provider,
         poll_seconds=1,
-        stall_seconds=STALL_SECONDS,
-        sandbox_timeout_seconds=TIME_LIMIT_SECONDS if limited else ROOMY_LIMIT_SECONDS,
+        stall_seconds=size.stall_seconds,
+        sandbox_timeout_seconds=size.time_limit_seconds if limited else ROOMY_LIMIT_SECONDS,
         # Time-limited runs need several sandboxes; the budget must never be what stops a run.
         budget=Budget(max_restarts=15, max_hours=2),
     )

@@ -90,6 +90,8 @@ class WorkerProcess:
     process: subprocess.Popen[bytes] | None = None
     log: IO[bytes] | None = None
     started: int = 0
+    # Where in the log the current start begins: readiness is looked for after it.
+    ready_from: int = 0
     killed: int = 0
     exited_alone: int = 0
     exit_codes: list[int] = field(default_factory=list)
@@ -110,6 +112,7 @@ class WorkerPool:
             worker.log = worker.log_file.open("ab")
         worker.log.write(f"\n--- {time.strftime('%H:%M:%S')} start ---\n".encode())
         worker.log.flush()
+        worker.ready_from = worker.log.tell()
         worker.process = subprocess.Popen(
             [sys.executable, str(REPO_ROOT / "worker.py"), "--task-queue", self.task_queue],
             cwd=REPO_ROOT,
@@ -127,10 +130,10 @@ class WorkerPool:
             self.start(worker)
 
     async def wait_ready(self, timeout: float = 60) -> None:
-        """Until every worker has said it polls (its log holds the line once per start)."""
+        """Until every worker has said, since its latest start, that it polls."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if all(self._ready_count(w) >= w.started for w in self.workers):
+            if all(self._ready(w) for w in self.workers):
                 return
             for worker in self.workers:
                 if worker.process is not None and worker.process.poll() is not None:
@@ -138,11 +141,13 @@ class WorkerPool:
             await asyncio.sleep(0.2)
         raise TimeoutError(f"workers did not start polling in {timeout}s")
 
-    def _ready_count(self, worker: WorkerProcess) -> int:
+    def _ready(self, worker: WorkerProcess) -> bool:
         try:
-            return worker.log_file.read_text(errors="replace").count(WORKER_READY_LINE)
+            with worker.log_file.open("rb") as log:
+                log.seek(worker.ready_from)
+                return WORKER_READY_LINE.encode() in log.read()
         except OSError:
-            return 0
+            return False
 
     def kill(self, worker: WorkerProcess) -> None:
         """SIGKILL the worker process itself (its agents live in their own sessions)."""
