@@ -12,6 +12,7 @@ import asyncio
 import os
 import time
 from collections.abc import Awaitable, Callable, Mapping
+from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -188,7 +189,7 @@ class SandboxActivities:
         """A long poll: back as soon as the agent or its sandbox stops, or the checkpoint
         changes, else after `wait_seconds`."""
         provider = await self._provider(input.provider)
-        give_up = time.monotonic() + input.wait_seconds
+        give_up = time.monotonic() + _wait_left(input.wait_seconds)
         async with auto_heartbeat(self._heartbeat_seconds):
             with activity_errors():
                 while True:
@@ -305,3 +306,13 @@ async def _settle(
         except SandboxNotRunning:
             return await provider.sandbox(sandbox_id)
     return info
+
+
+def _wait_left(wait_seconds: float) -> float:
+    """A retried observe waits only what is left of the window its first attempt was given,
+    so a flaky provider cannot stretch the workflow's deadlines (stall, budget)."""
+    info = activity.info()
+    if info.attempt <= 1:
+        return wait_seconds
+    elapsed = (datetime.now(UTC) - info.scheduled_time).total_seconds()
+    return min(wait_seconds, max(0.0, wait_seconds - elapsed))

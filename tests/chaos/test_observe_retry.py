@@ -20,7 +20,6 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import pytest
 from temporalio.testing import ActivityEnvironment
 
 from activities.local import LocalProvider
@@ -31,12 +30,6 @@ from activities.sandbox import SandboxActivities
 WINDOW_SECONDS = 20.0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known bug (reported to the lead): observe_agent waits `wait_seconds` from each "
-    "attempt's start; suggested fix: end the poll at activity.info().scheduled_time + "
-    "wait_seconds (clamped to [0, wait_seconds]) so a retry only waits what is left",
-)
 async def test_a_retried_observe_does_not_wait_its_whole_window_again(tmp_path: Path) -> None:
     engine = LocalEngine(tmp_path / "home")
     sandbox, _ = engine.get_or_create("observe-retry-1", labels={})
