@@ -249,7 +249,7 @@ class AgentRun:
         except ActivityError as err:
             calls.reraise_cancellation(err)
             why = f"could not create sandbox {s.attempt}: {calls.describe(err)}"
-            await self._sweep(s, stop=True, why="half-made sandbox")
+            await self._sweep(s, stop=True, paused_too=False, why="half-made sandbox")
             await self._enter_attention(s, NeedsAttention(why, pending_restart=reason or why))
             return
         now = workflow.now()
@@ -345,24 +345,24 @@ class AgentRun:
             s, await calls.read_checkpoint(s.spec, s.sandbox_id, s.seen_digest, why)
         )
 
-    async def _sweep(self, s: SupervisorState, *, stop: bool, why: str) -> None:
-        """Leave none of this run's sandboxes running (paused ones too, unless kept)."""
+    async def _sweep(self, s: SupervisorState, *, stop: bool, paused_too: bool, why: str) -> None:
+        """Leave none of this run's sandboxes running; `paused_too` ends those kept for a look."""
         for box in await calls.list_sandboxes(s.spec):
             if box.sandbox_id == s.sandbox_id:
                 continue
-            if box.state in ("running", "starting") or (stop and box.state == "paused"):
+            if box.state in ("running", "starting") or (paused_too and box.state == "paused"):
                 await calls.pause_or_stop(s.spec, box.sandbox_id, stop=stop, why=why)
 
     async def _end(self, s: SupervisorState, outcome: str) -> RunResult:
         s.state = "finishing"
         self._publish(s)
         why = "run finished" if outcome == "finished" else f"run cancelled: {s.cancel_reason}"
+        keep = s.spec.keep_sandboxes
         if s.sandbox_id is not None:
             await self._salvage_checkpoint(s, why)
-            keep = s.spec.keep_sandboxes
             await calls.pause_or_stop(s.spec, s.sandbox_id, stop=not keep, why=why)
             budget.close_sandbox_spend(s, workflow.now())
-        await self._sweep(s, stop=not s.spec.keep_sandboxes, why=why)
+        await self._sweep(s, stop=not keep, paused_too=not keep, why=why)
         s.state = "finished" if outcome == "finished" else "cancelled"
         s.process_id = None
         self._publish(s)
