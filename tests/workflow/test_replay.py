@@ -1,0 +1,33 @@
+"""Histories recorded from the workflow tests still replay on today's AgentRun.
+
+A failure here means a change to AgentRun would break runs already in flight (a
+non-determinism error). If the change is deliberate and no old runs matter, re-record:
+`OVERNIGHT_RECORD_HISTORIES=1 .venv/bin/pytest tests/workflow` (see harness.py).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from temporalio.client import WorkflowHistory
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Replayer
+
+from tests.workflow.harness import HISTORIES, RECORD_ENV
+from workflows.agent_run import AgentRun
+
+RECORDED = sorted(HISTORIES.glob("*.json"))
+
+
+@pytest.mark.skipif(os.environ.get(RECORD_ENV) == "1", reason="re-recording the histories")
+def test_histories_are_checked_in() -> None:
+    assert len(RECORDED) >= 10, f"expected recorded histories in {HISTORIES}"
+
+
+@pytest.mark.parametrize("path", RECORDED, ids=[path.stem for path in RECORDED])
+async def test_recorded_history_replays(path: Path) -> None:
+    history = WorkflowHistory.from_json(f"replay-{path.stem}", path.read_text())
+    replayer = Replayer(workflows=[AgentRun], data_converter=pydantic_data_converter)
+    await replayer.replay_workflow(history)
