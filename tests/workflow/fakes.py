@@ -2,7 +2,7 @@
 
 `FakeWorld` behaves like a provider seen through the sandbox activities: it creates sandboxes
 (idempotently, by `{run_id}-{attempt}` name), starts agents, pauses and stops sandboxes, and
-answers `observe_agent` from a per-attempt script of steps (`quiet()`, `progress(text)`,
+answers `observe_agent` from a per-attempt script of steps (`Quiet()`, `progress(text)`,
 `exits(code)`, ...). It records everything the workflow asked for, so a test reads like the
 failure it proves. The activities are registered under the names in `ActivityName`, exactly
 as the real ones are, and a worker runs them: no workflow internals are patched.
@@ -81,10 +81,6 @@ class Hangs:
 
 
 Step = Quiet | Writes | Exits | SandboxStops | StopsAnswering | Hangs
-
-
-def quiet(times: int = 1) -> list[Step]:
-    return [Quiet()] * times
 
 
 def progress(text: str) -> Writes:
