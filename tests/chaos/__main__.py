@@ -42,6 +42,8 @@ def main(argv: list[str] | None = None) -> int:
     folder = args.folder or Path(tempfile.mkdtemp(prefix="overnight-chaos-"))
     report = asyncio.run(run_chaos(size, folder))
     print()
+    print("\n".join(report.run_lines()))
+    print()
     print(render_table(report))
     problems = report.problems()
     for line in problems:

@@ -288,9 +288,10 @@ class Chaos:
                 facts.failure += f"; needs attention: {status.attention_reason}"
         ledger = self.ledgers[plan.run_id]
         facts.ledger_keys = [str(entry.get("key")) for entry in ledger_entries(ledger)]
-        facts.fired_switches = sorted(
-            p.name.split(".", 2)[2] for p in ledger.parent.glob(f".{plan.run_id}.*")
-        )
+        markers = list(ledger.parent.glob(f".{plan.run_id}.*"))
+        facts.fired_switches = sorted(p.name.split(".", 2)[2] for p in markers)
+        facts.stalls_began = [p.stat().st_mtime for p in markers if ".stalled-at-" in p.name]
+        facts.stall_seconds = self.size.stall_seconds
         home = self.local_home if plan.provider == "local" else self.runtime_home
         engine = LocalEngine(home)
         for meta in await asyncio.to_thread(engine.list_sandboxes, include_stopped=True):

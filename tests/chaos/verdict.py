@@ -38,6 +38,9 @@ class RunFacts:
     fresh_starts: int = 0
     ledger_keys: list[str] = field(default_factory=list)
     fired_switches: list[str] = field(default_factory=list)
+    # When the agent began to stall (Unix time), and after how long a stall counts.
+    stalls_began: list[float] = field(default_factory=list)
+    stall_seconds: float = 0.0
     # Checkpoint step each attempt's sandbox last held (attempt number -> step).
     sandbox_steps: dict[int, int] = field(default_factory=dict)
     sandboxes_running: list[str] = field(default_factory=list)
@@ -134,6 +137,15 @@ def checkpoint_loss(facts: RunFacts) -> tuple[bool, str]:
     return False, ""
 
 
+def stall_lateness(facts: RunFacts) -> list[float]:
+    """For each stall noticed as one: seconds between its deadline and the restart."""
+    restarts = [r for r in facts.restarts if _REASONS["stall"][0].search(r.reason)]
+    return [
+        record.at.timestamp() - (began + facts.stall_seconds)
+        for began, record in zip(sorted(facts.stalls_began), restarts, strict=False)
+    ]
+
+
 def checkpoint_step(path: Path) -> int | None:
     """The `step` of a sample agent checkpoint file, if there is a readable one."""
     try:
@@ -167,6 +179,9 @@ class ChaosReport:
             "left_paused": sum(len(f.sandboxes_paused) for f in self.runs),
             "explained_restarts": sum(v.explained_restarts for v in verdicts),
             "transient_restarts": sum(len(v.transient_restarts) for v in verdicts),
+            "stall_late_max": round(
+                max((x for f in self.runs for x in stall_lateness(f)), default=0)
+            ),
         }
 
     def agent_faults(self) -> dict[str, tuple[int, int]]:
@@ -197,6 +212,18 @@ class ChaosReport:
             and f["left_running"] == 0
             and f["transient_restarts"] == 0
         )
+
+    def run_lines(self) -> list[str]:
+        """One line per run: provider, faults, outcome and why each restart happened."""
+        lines = []
+        for facts in self.runs:
+            outcome = facts.result.outcome if facts.result else f"NOT FINISHED ({facts.failure})"
+            reasons = "; ".join(r.reason for r in facts.restarts) or "no restarts"
+            faults = "+".join(facts.plan.faults) or "none"
+            lines.append(
+                f"{facts.plan.run_id} {facts.plan.provider:<7} {faults:<26} {outcome}: {reasons}"
+            )
+        return lines
 
     def problems(self) -> list[str]:
         lines = []
@@ -245,6 +272,7 @@ def render_table(report: ChaosReport) -> str:
         ("  sandboxes left paused", str(f["left_paused"])),
         ("  restarts explained by agent faults", str(f["explained_restarts"])),
         ("  restarts caused by transient faults", str(f["transient_restarts"])),
+        ("  stall noticed after its deadline by (max)", f"{f['stall_late_max']} s"),
         ("  worker exits not caused by the harness", str(report.worker_self_exits)),
         ("  wall time", f"{report.seconds:.0f} s"),
     ]
