@@ -29,6 +29,9 @@ class ErrorType:
     MISSING_CREDENTIALS = "MissingCredentials"
     INVALID_REQUEST = "InvalidRequest"
     SETUP_FAILED = "SandboxSetupFailed"
+    # The attempt's sandbox already ended (e.g. its time limit passed while a create was being
+    # retried); its name is taken for good, so the workflow must go on with the next attempt.
+    SANDBOX_GONE = "SandboxGone"
 
 
 def to_application_error(error: ProviderError) -> ApplicationError:

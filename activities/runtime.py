@@ -135,7 +135,13 @@ class RuntimeProvider:
                 memory_mib=request.memory_mib,
                 # An agent waiting minutes on its model looks idle; it must never be paused.
                 idle_pause_seconds=0,
+                # Not waited by the SDK: a reused sandbox that stopped (its time limit passed
+                # during an interrupted create) must come back as stopped, not as a retryable
+                # `start_failed` that a retry would meet again.
+                wait=False,
             )
+            if sandbox.state in ("starting", "resuming"):
+                await sandbox.wait_for("running", 60)
         return sandbox_info(sandbox.info), not sandbox.info.get("reused", False)
 
     async def sandbox(self, sandbox_id: str) -> SandboxInfo:

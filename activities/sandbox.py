@@ -160,6 +160,11 @@ class SandboxActivities:
         async with auto_heartbeat(self._heartbeat_seconds):
             with activity_errors():
                 sandbox, created = await provider.get_or_create(request)
+                if not created and sandbox.state in ("stopped", "missing"):
+                    raise non_retryable(
+                        ErrorType.SANDBOX_GONE,
+                        f"sandbox {sandbox.sandbox_id} already ended ({sandbox.stop_reason})",
+                    )
                 if sandbox.state != "running":
                     raise SandboxNotRunning(sandbox.sandbox_id, sandbox.state)
                 sid = sandbox.sandbox_id

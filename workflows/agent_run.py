@@ -8,6 +8,7 @@ this class only carries the step out. Signals wake the loop early.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -39,6 +40,7 @@ with workflow.unsafe.imports_passed_through():
         decide,
         decide_resume,
         next_wake,
+        restart_within_budget,
     )
     from workflows.publish import Publisher
     from workflows.state import SupervisorState
@@ -244,10 +246,28 @@ class AgentRun:
         s.state = "starting" if s.attempt == 0 else "restarting"
         s.attempt += 1
         self._publish(s)
+        handle = calls.start_create_sandbox(s.spec, s.attempt, s.checkpoint, reason)
         try:
-            started = await calls.create_sandbox(s.spec, s.attempt, s.checkpoint, reason)
+            await workflow.wait_condition(lambda: handle.done() or s.cancel_requested)
+        except asyncio.CancelledError:
+            # Temporal cancellation: let the create really stop before cleanup looks around.
+            handle.cancel()
+            with contextlib.suppress(ActivityError, asyncio.CancelledError):
+                await handle
+            raise
+        if not handle.done():
+            handle.cancel()
+        try:
+            started = await handle
         except ActivityError as err:
+            if s.cancel_requested:
+                return  # the loop ends the run and sweeps up whatever the create made
             calls.reraise_cancellation(err)
+            if calls.error_type(err) == "SandboxGone":
+                # Its time limit passed while the create was retried: go on in the next one.
+                why = f"sandbox {s.attempt} ended before the agent started"
+                await self._act(s, restart_within_budget(s, why, workflow.now()))
+                return
             why = f"could not create sandbox {s.attempt}: {calls.describe(err)}"
             await self._sweep(s, stop=True, paused_too=False, why="half-made sandbox")
             await self._enter_attention(s, NeedsAttention(why, pending_restart=reason or why))
@@ -287,12 +307,13 @@ class AgentRun:
         await self._start_sandbox(s, reason)
 
     async def _enter_attention(self, s: SupervisorState, decision: NeedsAttention) -> None:
-        s.state = "needs_attention"
         s.attention_reason = decision.reason
         s.pending_restart = decision.pending_restart
         s.attention_since = workflow.now()
         self._budget_changed = False
         await self._set_aside(s, why=f"needs attention: {decision.reason}")
+        # Only once the sandbox is paused: `needs_attention` promises nothing runs.
+        s.state = "needs_attention"
         workflow.logger.warning("run needs attention: %s", decision.reason)
 
     async def _wait_for_person(self, s: SupervisorState) -> Decision | None:

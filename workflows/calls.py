@@ -10,7 +10,7 @@ import asyncio
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, is_cancelled_exception
+from temporalio.exceptions import ActivityError, ApplicationError, is_cancelled_exception
 
 with workflow.unsafe.imports_passed_through():
     from activities.models import (
@@ -31,11 +31,12 @@ with workflow.unsafe.imports_passed_through():
     from workflows import policies
 
 
-async def create_sandbox(
+def start_create_sandbox(
     spec: RunSpec, attempt: int, checkpoint: str | None, reason: str
-) -> AgentStarted:
+) -> workflow.ActivityHandle[AgentStarted]:
+    """Started, not awaited: a `cancel` signal must be able to interrupt a long create."""
     why = f" ({reason})" if reason else ""
-    started: AgentStarted = await workflow.execute_activity(
+    return workflow.start_activity(
         ActivityName.CREATE_SANDBOX,
         CreateSandboxInput(
             spec=spec, attempt=attempt, checkpoint=checkpoint, restart_reason=reason
@@ -48,7 +49,6 @@ async def create_sandbox(
         cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
         summary=f"create sandbox {attempt}{why}",
     )
-    return started
 
 
 async def start_agent(spec: RunSpec, sandbox_id: str, attempt: int, fresh: int) -> AgentStarted:
@@ -161,6 +161,12 @@ def reraise_cancellation(err: ActivityError) -> None:
     still end the run as cancelled, not be mistaken for a provider failure."""
     if is_cancelled_exception(err):
         raise asyncio.CancelledError() from err
+
+
+def error_type(err: ActivityError) -> str | None:
+    """The `type` of the ApplicationError behind an activity failure, if there is one."""
+    cause = err.cause
+    return cause.type if isinstance(cause, ApplicationError) else None
 
 
 def describe(err: BaseException) -> str:

@@ -63,32 +63,32 @@ class ObserveFailed:
 def decide(state: SupervisorState, seen: Observation | ObserveFailed, now: datetime) -> Decision:
     """Turn one look at the agent into the next step."""
     if isinstance(seen, ObserveFailed):
-        return _restart_within_budget(state, f"sandbox stopped answering ({seen.error})", now)
+        return restart_within_budget(state, f"sandbox stopped answering ({seen.error})", now)
     spec = state.spec
 
     if seen.process_state == "exited" and seen.exit_code == 0:
         return Finish()
     if seen.sandbox_state in ("stopped", "missing"):
-        return _restart_within_budget(state, _sandbox_gone_reason(seen), now)
+        return restart_within_budget(state, _sandbox_gone_reason(seen), now)
     if seen.sandbox_state == "paused":
-        return _restart_within_budget(state, "sandbox was paused from outside", now)
+        return restart_within_budget(state, "sandbox was paused from outside", now)
     if seen.process_state == "exited" and seen.exit_code == spec.fresh_context_exit_code:
         if state.fresh_starts_used < spec.max_fresh_starts:
             out_of_budget = exhausted_reason(state, now)
             return FreshStart() if out_of_budget is None else NeedsAttention(out_of_budget)
-        return _restart_within_budget(
+        return restart_within_budget(
             state, f"fresh-context starts used up ({spec.max_fresh_starts})", now
         )
     if seen.process_state == "exited":
-        return _restart_within_budget(state, f"agent crashed (exit {seen.exit_code})", now)
+        return restart_within_budget(state, f"agent crashed (exit {seen.exit_code})", now)
     if seen.process_state == "killed":
-        return _restart_within_budget(state, "agent was killed", now)
+        return restart_within_budget(state, "agent was killed", now)
     if seen.process_state == "missing":
-        return _restart_within_budget(state, "agent process is gone", now)
+        return restart_within_budget(state, "agent process is gone", now)
 
     stall_deadline = stall_deadline_of(state)
     if stall_deadline is not None and now >= stall_deadline:
-        return _restart_within_budget(state, f"agent stalled {_duration(spec.stall_seconds)}", now)
+        return restart_within_budget(state, f"agent stalled {_duration(spec.stall_seconds)}", now)
     out_of_budget = exhausted_reason(state, now)
     if out_of_budget is not None:
         return NeedsAttention(out_of_budget)
@@ -99,7 +99,7 @@ def decide_resume(state: SupervisorState, now: datetime) -> Decision:
     """After a budget extension: go on from the checkpoint, or keep waiting if still short."""
     reason = state.pending_restart
     if reason is not None:
-        return _restart_within_budget(state, reason, now)
+        return restart_within_budget(state, reason, now)
     out_of_budget = exhausted_reason(state, now)
     if out_of_budget is not None:
         return NeedsAttention(out_of_budget)
@@ -121,7 +121,8 @@ def next_wake(state: SupervisorState, now: datetime) -> datetime:
     return max(wake, now)
 
 
-def _restart_within_budget(state: SupervisorState, reason: str, now: datetime) -> Decision:
+def restart_within_budget(state: SupervisorState, reason: str, now: datetime) -> Decision:
+    """A restart if the budget allows one, else a wait for a person with the restart pending."""
     out_of_budget = exhausted_reason(state, now)
     if out_of_budget is not None:
         return NeedsAttention(out_of_budget, pending_restart=reason)

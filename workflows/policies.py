@@ -21,6 +21,7 @@ NON_RETRYABLE_TYPES = [
     "SandboxNotFound",
     "MissingSecret",
     "MissingCredentials",
+    "SandboxGone",
 ]
 
 # Creating a sandbox and starting the agent: keep trying through long outages (~1 h).

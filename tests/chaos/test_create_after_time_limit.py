@@ -36,13 +36,6 @@ def stopped_at_time_limit(home: Path, run_id: str) -> None:
     engine.stop(meta.id, reason="timeout")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known bug (reported to the lead): a create retry that finds its sandbox stopped "
-    "never moves on to a new sandbox; suggested fix: create_sandbox raises a typed "
-    "non-retryable error (e.g. SandboxGone) for a stopped sandbox it did not just create, and "
-    "the workflow answers it with the next attempt",
-)
 @pytest.mark.parametrize("provider", ["local", "runtime"])
 async def test_a_run_whose_sandbox_stopped_during_its_create_goes_on_in_a_new_one(
     dev_client: Client, tmp_path: Path, provider: str

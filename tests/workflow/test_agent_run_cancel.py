@@ -192,6 +192,21 @@ async def test_temporal_cancellation_during_sandbox_creation_cleans_up(
     assert world.state_of(1) == "stopped"
 
 
+async def test_cancel_signal_interrupts_a_long_sandbox_creation(
+    client: Client, world: FakeWorld
+) -> None:
+    hold = world.hold_create(1)
+    async with started_run(client, world, make_spec()) as handle:
+        await hold.started.wait()
+        await handle.signal("cancel", "changed my mind")
+        result = await handle.result()
+
+    assert hold.cancelled
+    assert result.outcome == "cancelled"
+    assert world.state_of(1) == "stopped"
+    assert world.running() == []
+
+
 async def test_failed_stop_does_not_hide_that_the_agent_finished(
     client: Client, world: FakeWorld
 ) -> None:
