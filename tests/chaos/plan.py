@@ -75,7 +75,7 @@ FULL = ChaosSize(
 )
 REDUCED = ChaosSize(
     runs=5,
-    worker_kill_every=18.0,
+    worker_kill_every=8.0,  # both kills land while runs are still going
     max_worker_kills=2,
     storm_at=8.0,
     storm_seconds=20.0,
