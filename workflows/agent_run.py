@@ -186,7 +186,7 @@ class AgentRun:
             ),
             result_type=Observation,
             start_to_close_timeout=calls.observe_timeout(wait),
-            heartbeat_timeout=policies.OBSERVE_HEARTBEAT,
+            heartbeat_timeout=policies.observe_heartbeat(spec.poll_seconds),
             retry_policy=policies.OBSERVE_RETRY,
             summary=f"watch agent in sandbox {s.attempt}",
         )

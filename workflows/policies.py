@@ -45,7 +45,20 @@ OBSERVE_RETRY = RetryPolicy(
 )
 # How long past its own wait an observe may take before Temporal times it out.
 OBSERVE_GRACE = timedelta(minutes=2)
-OBSERVE_HEARTBEAT = timedelta(seconds=30)
+# Heartbeats are billable actions, and the SDK sends one per 0.8 x the heartbeat timeout. The
+# timeout is also how long a SIGKILLed worker's observe waits before another worker takes it
+# over (the agent runs on meanwhile). So it follows poll_seconds, the run's own choice of how
+# closely to be watched: 2.5 x poll, between 30 s and 150 s (~30 heartbeats an hour at the
+# default 60 s poll).
+OBSERVE_HEARTBEAT_MIN = timedelta(seconds=30)
+OBSERVE_HEARTBEAT_MAX = timedelta(seconds=150)
+OBSERVE_HEARTBEAT_PER_POLL = 2.5
+
+
+def observe_heartbeat(poll_seconds: float) -> timedelta:
+    wanted = timedelta(seconds=poll_seconds * OBSERVE_HEARTBEAT_PER_POLL)
+    return min(OBSERVE_HEARTBEAT_MAX, max(OBSERVE_HEARTBEAT_MIN, wanted))
+
 
 # Reading a checkpoint, pausing, stopping: short calls, retried with growing backoff.
 ACTION_RETRY = RetryPolicy(
