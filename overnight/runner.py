@@ -11,8 +11,9 @@ import asyncio
 import contextlib
 import signal
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
@@ -22,6 +23,9 @@ from overnight.connect import connect
 from overnight.constants import TASK_QUEUE
 from overnight.devconfig import default_dev_config, load_dev_config
 from overnight.devserver import start_or_reuse
+
+if TYPE_CHECKING:
+    from activities.provider import SandboxProvider
 
 # Every supervised run holds one long-poll observe activity at all times, and those are cheap
 # coroutines: the SDK's default of 100 slots would cap a worker at 100 runs.
@@ -37,14 +41,22 @@ async def serve(
     stop: asyncio.Event | None = None,
     max_concurrent_activities: int = MAX_CONCURRENT_ACTIVITIES,
     max_cached_workflows: int = MAX_CACHED_WORKFLOWS,
+    providers: Mapping[str, SandboxProvider] | None = None,
 ) -> None:
     """Poll `task_queue` for AgentRun workflows and sandbox activities until `stop` is set
-    (or this task is cancelled); then shut the worker down and close the providers."""
+    (or this task is cancelled); then shut the worker down and close the providers.
+
+    `providers` replaces the ones built from the environment (the benchmarks pass an
+    in-process fake whose agents cost nothing)."""
     # Imported here so that modules needing only the client (the CLI) do not load providers.
     from activities.sandbox import SandboxActivities
     from workflows.agent_run import AgentRun
 
-    async with SandboxActivities.from_env(client) as sandbox_activities:
+    if providers is None:
+        sandbox_activities = SandboxActivities.from_env(client)
+    else:
+        sandbox_activities = SandboxActivities(client, providers=providers)
+    async with sandbox_activities:
         worker = Worker(
             client,
             task_queue=task_queue,

@@ -1,0 +1,5 @@
+"""`python -m bench [--quick] [--only METRIC]`: see bench/cli.py."""
+
+from bench.cli import main
+
+main()

@@ -1,0 +1,171 @@
+"""Metric 3, history cost: a healthy supervised run on the time-skipping server, both ways.
+
+One agent checkpoints every 5 minutes for 6 hours and exits 0. overnight's `AgentRun` and the
+baseline's `NaiveAgentRun` each supervise it with mocked activities (`bench.history_world`);
+afterwards every run of each workflow's continue-as-new chain is fetched and counted
+(`bench.actions`).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import asdict
+from datetime import timedelta
+from typing import Any
+
+from temporalio.api.enums.v1 import EventType, IndexedValueType
+from temporalio.api.history.v1 import HistoryEvent
+from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.runtime import LoggingConfig, Runtime, TelemetryConfig, TelemetryFilter
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Worker
+
+from bench.actions import HistoryCost, count_history
+from bench.baseline import BASELINE_WORKFLOW, NaiveAgentRun
+from bench.history_world import HealthyAgentWorld
+from bench.report import Row
+from overnight import binaries
+from overnight.constants import SEARCH_ATTRIBUTE_TYPES, WORKFLOW_TYPE
+from overnight.models import RunSpec
+from workflows.agent_run import AgentRun
+
+EVENT_LIMIT = 10_240
+CHECKPOINT_EVERY_SECONDS = 300.0
+
+
+def healthy_spec(run_id: str, hours: float) -> RunSpec:
+    return RunSpec(
+        run_id=run_id,
+        repo="/nowhere/app.git",
+        agent_dir="/nowhere/agent",
+        command="python3 /workspace/agent/main.py --resume /workspace/checkpoint.json",
+        poll_seconds=60,
+        # A healthy run: no sandbox time limit or hours budget ends it early.
+        sandbox_timeout_seconds=(hours + 2) * 3600,
+    )
+
+
+async def measure_history(*, hours: float) -> tuple[list[Row], dict[str, Any]]:
+    started = time.monotonic()
+    env = await WorkflowEnvironment.start_time_skipping(
+        data_converter=pydantic_data_converter,
+        test_server_existing_path=str(binaries.test_server_path()),
+        runtime=_quiet_runtime(),
+    )
+    try:
+        await _register_search_attributes(env.client)
+        overnight = await _supervise(env, WORKFLOW_TYPE, hours)
+        baseline = await _supervise(env, BASELINE_WORKFLOW, hours)
+    finally:
+        await env.shutdown()
+    ours = count_history(overnight)
+    theirs = count_history(baseline)
+    without_heartbeat = count_history(overnight, heartbeat_timeout_override=0)
+    details = {
+        "hours": hours,
+        "checkpoint_every_seconds": CHECKPOINT_EVERY_SECONDS,
+        "wall_seconds": round(time.monotonic() - started, 1),
+        "overnight": _describe(ours, hours),
+        "baseline": _describe(theirs, hours),
+        "overnight_if_observe_did_not_heartbeat": _describe(without_heartbeat, hours),
+    }
+    return _rows(ours, theirs, without_heartbeat, hours), details
+
+
+def _quiet_runtime() -> Runtime:
+    """The SDK's own warnings about the test server's version say nothing about the bench."""
+    quiet = TelemetryFilter(core_level="ERROR", other_level="ERROR")
+    return Runtime(telemetry=TelemetryConfig(logging=LoggingConfig(filter=quiet)))
+
+
+async def _register_search_attributes(client: Client) -> None:
+    kinds = {
+        name: IndexedValueType.Value(f"INDEXED_VALUE_TYPE_{kind.upper()}")
+        for name, kind in SEARCH_ATTRIBUTE_TYPES.items()
+    }
+    await client.operator_service.add_search_attributes(
+        AddSearchAttributesRequest(namespace=client.namespace, search_attributes=kinds)
+    )
+
+
+async def _supervise(
+    env: WorkflowEnvironment, workflow_type: str, hours: float
+) -> list[list[HistoryEvent]]:
+    """Run one healthy supervised run to its end; the events of every run of its chain."""
+    world = HealthyAgentWorld(env, hours=hours, checkpoint_every=CHECKPOINT_EVERY_SECONDS)
+    queue = f"history-{uuid.uuid4().hex[:8]}"
+    run_id = f"history-{workflow_type.lower()}-{uuid.uuid4().hex[:6]}"
+    async with Worker(
+        env.client,
+        task_queue=queue,
+        workflows=[AgentRun, NaiveAgentRun],
+        activities=world.activities(),
+        # The mock's heartbeats must reach the server before it moves the clock on.
+        max_heartbeat_throttle_interval=timedelta(0),
+    ):
+        handle = await env.client.start_workflow(
+            workflow_type, healthy_spec(run_id, hours), id=run_id, task_queue=queue
+        )
+        await handle.result()
+    return await _chain(env.client, run_id, handle.first_execution_run_id)
+
+
+async def _chain(client: Client, workflow_id: str, run_id: str | None) -> list[list[HistoryEvent]]:
+    runs: list[list[HistoryEvent]] = []
+    while run_id:
+        history = await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
+        events = list(history.events)
+        runs.append(events)
+        last = events[-1]
+        run_id = None
+        if last.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
+            run_id = last.workflow_execution_continued_as_new_event_attributes.new_execution_run_id
+    return runs
+
+
+def _describe(cost: HistoryCost, hours: float) -> dict[str, Any]:
+    described = asdict(cost)
+    described["actions_in_history"] = cost.actions_in_history
+    described["total_actions"] = cost.total_actions
+    described["events_per_hour"] = round(cost.events / hours, 1)
+    described["actions_per_hour"] = round(cost.total_actions / hours, 1)
+    described["history_bytes_per_hour"] = round(cost.history_bytes / hours)
+    return described
+
+
+def _rows(ours: HistoryCost, theirs: HistoryCost, lean: HistoryCost, hours: float) -> list[Row]:
+    def per_hour(value: int) -> float:
+        return round(value / hours, 1)
+
+    return [
+        Row(
+            "history events / supervised hour",
+            "events",
+            per_hour(theirs.events),
+            per_hour(ours.events),
+            "",
+        ),
+        Row(
+            "billable actions / supervised hour",
+            "actions",
+            per_hour(theirs.total_actions),
+            per_hour(ours.total_actions),
+            "ratio <= 0.33",
+            ratio_at_most=1 / 3,
+            note=(
+                f"incl. est. heartbeats {per_hour(ours.actions.get('heartbeat (est.)', 0))}/h; "
+                f"without observe heartbeats {per_hour(lean.total_actions)}/h"
+            ),
+        ),
+        Row(
+            "largest history (one run)",
+            "events",
+            theirs.max_events_in_a_run,
+            ours.max_events_in_a_run,
+            f"<= {EVENT_LIMIT}",
+            at_most=EVENT_LIMIT,
+        ),
+    ]

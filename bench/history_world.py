@@ -1,0 +1,172 @@
+"""Mocked sandbox activities for the history-cost benchmark, registered by name like the real ones.
+
+They stand for one healthy agent on the time-skipping server: it writes a checkpoint every
+`checkpoint_every` seconds of workflow time and exits 0 after `hours`. The activities behave
+like the real ones in workflow time, which is what shapes a history:
+
+- `observe_agent` is a real long poll: it returns when the checkpoint changes, the agent exits
+  or `wait_seconds` pass, whichever is first. It moves the server's clock itself
+  (`env.sleep` in short steps), heartbeating between steps so its 30 s heartbeat timeout
+  holds, exactly as the real activity heartbeats while it waits.
+- the baseline's `read_checkpoint` returns the whole file each time, `naive_get_process`
+  says `running` until the agent exits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any
+
+from temporalio import activity
+from temporalio.testing import WorkflowEnvironment
+
+from activities.models import (
+    ActivityName,
+    AgentStarted,
+    CheckpointRead,
+    CreateSandboxInput,
+    ListSandboxesInput,
+    Observation,
+    ObserveInput,
+    ReadCheckpointInput,
+    SandboxInfo,
+    SandboxList,
+    SandboxRef,
+    SearchAttributeCheck,
+    SearchAttributeCheckInput,
+)
+from bench.baseline import GET_PROCESS, ProcessRef, ProcessSeen
+from overnight.constants import SEARCH_ATTRIBUTE_TYPES
+
+# Server time moved per step while a long poll waits: well inside the 30 s heartbeat timeout.
+CLOCK_STEP = timedelta(seconds=10)
+# Notes kept in the checkpoint, so it grows to a realistic size and then stays there.
+NOTES_KEPT = 20
+
+
+def checkpoint_read(text: str) -> CheckpointRead:
+    data = text.encode()
+    return CheckpointRead(
+        status="ok", digest=hashlib.sha256(data).hexdigest(), size=len(data), text=text
+    )
+
+
+class HealthyAgentWorld:
+    """One agent, seen through mocked activities, in the time-skipping server's clock."""
+
+    def __init__(self, env: WorkflowEnvironment, *, hours: float, checkpoint_every: float):
+        self._env = env
+        self._run_for = timedelta(hours=hours)
+        self._every = timedelta(seconds=checkpoint_every)
+        self._started: datetime | None = None
+
+    def activities(self) -> list[Callable[..., Any]]:
+        return [
+            self.check_search_attributes,
+            self.create_sandbox,
+            self.observe_agent,
+            self.read_checkpoint,
+            self.pause_sandbox,
+            self.stop_sandbox,
+            self.list_sandboxes,
+            self.get_process,
+        ]
+
+    # ----- the agent, as a function of workflow time -----
+
+    def _version(self, now: datetime) -> int:
+        assert self._started is not None
+        return int((min(now, self._end()) - self._started) / self._every)
+
+    def _end(self) -> datetime:
+        assert self._started is not None
+        return self._started + self._run_for
+
+    def _next_change(self, now: datetime) -> datetime:
+        assert self._started is not None
+        return self._started + (self._version(now) + 1) * self._every
+
+    def _text(self, version: int) -> str:
+        notes = [f"step {n}: changed some files and ran the tests" for n in range(1, version + 1)]
+        return json.dumps(
+            {"step": version, "next": f"step {version + 1}", "notes": notes[-NOTES_KEPT:]}
+        )
+
+    def _read(self, now: datetime, known_digest: str | None) -> CheckpointRead:
+        version = self._version(now)
+        if version == 0:
+            return CheckpointRead(status="missing")
+        read = checkpoint_read(self._text(version))
+        if read.digest == known_digest:
+            return CheckpointRead(status="unchanged", digest=read.digest, size=read.size)
+        return read
+
+    async def _now(self) -> datetime:
+        return await self._env.get_current_time()
+
+    async def _pass_time(self, until: datetime) -> None:
+        now = await self._now()
+        while now < until:
+            activity.heartbeat()
+            await asyncio.sleep(0.002)  # let the heartbeat reach the server first
+            await self._env.sleep(min(CLOCK_STEP, until - now))
+            now = await self._now()
+
+    # ----- activities by name -----
+
+    @activity.defn(name=ActivityName.CHECK_SEARCH_ATTRIBUTES)
+    async def check_search_attributes(self, _: SearchAttributeCheckInput) -> SearchAttributeCheck:
+        return SearchAttributeCheck(present=list(SEARCH_ATTRIBUTE_TYPES))
+
+    @activity.defn(name=ActivityName.CREATE_SANDBOX)
+    async def create_sandbox(self, request: CreateSandboxInput) -> AgentStarted:
+        if self._started is None:
+            self._started = await self._now()
+        name = f"{request.spec.run_id}-{request.attempt}"
+        return AgentStarted(sandbox_id=name, process_id=f"{name}-0")
+
+    @activity.defn(name=ActivityName.OBSERVE_AGENT)
+    async def observe_agent(self, request: ObserveInput) -> Observation:
+        now = await self._now()
+        give_up = now + timedelta(seconds=request.wait_seconds)
+        while True:
+            read = self._read(now, request.known_digest)
+            news = read if read.status == "ok" else None
+            if now >= self._end():
+                return Observation(
+                    process_state="exited", exit_code=0, sandbox_state="running", checkpoint=news
+                )
+            if news is not None:
+                return Observation(
+                    process_state="running", sandbox_state="running", checkpoint=news
+                )
+            if now >= give_up:
+                return Observation(process_state="running", sandbox_state="running")
+            await self._pass_time(min(give_up, self._end(), self._next_change(now)))
+            now = await self._now()
+
+    @activity.defn(name=ActivityName.READ_CHECKPOINT)
+    async def read_checkpoint(self, request: ReadCheckpointInput) -> CheckpointRead:
+        return self._read(await self._now(), request.known_digest)
+
+    @activity.defn(name=GET_PROCESS)
+    async def get_process(self, _: ProcessRef) -> ProcessSeen:
+        if await self._now() >= self._end():
+            return ProcessSeen(state="exited", exit_code=0)
+        return ProcessSeen(state="running")
+
+    @activity.defn(name=ActivityName.PAUSE_SANDBOX)
+    async def pause_sandbox(self, ref: SandboxRef) -> SandboxInfo:
+        return SandboxInfo(sandbox_id=ref.sandbox_id, state="paused")
+
+    @activity.defn(name=ActivityName.STOP_SANDBOX)
+    async def stop_sandbox(self, ref: SandboxRef) -> SandboxInfo:
+        return SandboxInfo(sandbox_id=ref.sandbox_id, state="stopped")
+
+    @activity.defn(name=ActivityName.LIST_SANDBOXES)
+    async def list_sandboxes(self, _: ListSandboxesInput) -> SandboxList:
+        return SandboxList()

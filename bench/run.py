@@ -1,0 +1,188 @@
+"""Runs the chosen benchmarks, both systems side by side, and writes the results."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import platform
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+
+from bench.crash import measure_crash
+from bench.history import measure_history
+from bench.procs import dev_server
+from bench.report import Row, render_text, write_results
+from bench.scale import ScaleSettings, measure_scale
+from overnight.home import HOME_ENV
+
+METRICS = ("crash", "recovery", "history", "scale")
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How big each benchmark is: the full run or the quick one the test suite runs."""
+
+    crash_samples: int
+    poll_seconds: float
+    direct_creates: int
+    history_hours: float
+    scale: ScaleSettings
+
+    @staticmethod
+    def full() -> Plan:
+        return Plan(
+            crash_samples=20,
+            poll_seconds=60,
+            direct_creates=5,
+            history_hours=6,
+            scale=ScaleSettings(levels=[250, 500, 1000, 2000], first=1000, baseline_runs=250),
+        )
+
+    @staticmethod
+    def quick() -> Plan:
+        return Plan(
+            crash_samples=2,
+            poll_seconds=2,
+            direct_creates=1,
+            history_hours=1,
+            scale=ScaleSettings(
+                levels=[4],
+                baseline_runs=3,
+                interval=(1.5, 3.0),
+                poll_seconds=2,
+                warmup=1,
+                window=4,
+                history_sample=10,
+            ),
+        )
+
+
+@dataclass
+class Outcome:
+    rows: list[Row]
+    details: dict[str, Any]
+    json_path: Path
+    md_path: Path
+
+
+@dataclass
+class Options:
+    quick: bool = False
+    only: set[str] = field(default_factory=lambda: set(METRICS))
+    results_dir: Path | None = None
+    # An already running server (the test suite's); else one is started from temporal-dev.yaml.
+    address: str | None = None
+    namespace: str = "default"
+    # Set OVERNIGHT_HOME to a fresh folder for the local sandboxes (the CLI does).
+    private_home: bool = True
+    # Where worker logs, the dev server's database and the origin repo go (default: a new
+    # temporary folder, kept for a look afterwards).
+    state_dir: Path | None = None
+
+
+async def run_bench(options: Options, out: Callable[[str], None] = print) -> Outcome:
+    plan = Plan.quick() if options.quick else Plan.full()
+    began, started_at = time.monotonic(), datetime.now(UTC)
+    load_before = os.getloadavg()
+    state_dir = options.state_dir or Path(tempfile.mkdtemp(prefix="overnight-bench-"))
+    state_dir.mkdir(parents=True, exist_ok=True)
+    if options.private_home:
+        os.environ[HOME_ENV] = str(state_dir / "home")
+    rows: list[Row] = []
+    details: dict[str, Any] = {}
+    if "history" in options.only:
+        out(f"history cost: a healthy {plan.history_hours:g} h run on the time-skipping server")
+        found, details["history"] = await measure_history(hours=plan.history_hours)
+        rows += found
+    if options.only & {"crash", "recovery", "scale"}:
+        async with _server(options, state_dir) as (client, address, server_pid):
+            if options.only & {"crash", "recovery"}:
+                out(f"crash and recovery: {plan.crash_samples} runs each, both at once")
+                found, details["crash"] = await measure_crash(
+                    client,
+                    address,
+                    state_dir,
+                    samples=plan.crash_samples,
+                    poll_seconds=plan.poll_seconds,
+                    direct_samples=plan.direct_creates,
+                )
+                rows = _only(found, options.only) + rows
+            if "scale" in options.only:
+                out(f"scale: levels {plan.scale.levels} on one worker process")
+                found, details["scale"] = await measure_scale(
+                    client, address, server_pid, state_dir, plan.scale
+                )
+                rows += found
+    meta = {
+        "command": "python -m bench" + (" --quick" if options.quick else ""),
+        "machine": _machine(),
+        "started_at": started_at.isoformat(timespec="seconds"),
+        "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "wall_seconds": round(time.monotonic() - began),
+        "load_average_before": [round(x, 2) for x in load_before],
+        "state_dir": str(state_dir),
+        "metrics": sorted(options.only),
+    }
+    folder = options.results_dir or (state_dir / "results" if options.quick else RESULTS_DIR)
+    json_path, md_path = write_results(folder, rows, details, meta)
+    out(render_text(rows))
+    out(f"wrote {json_path} and {md_path} ({meta['wall_seconds']} s)")
+    return Outcome(rows, details, json_path, md_path)
+
+
+def _only(rows: list[Row], only: set[str]) -> list[Row]:
+    """Crash rows for `crash`, recovery rows for `recovery` (both come from the same runs)."""
+    return [
+        row
+        for row in rows
+        if ("recovery" in row.metric and "recovery" in only)
+        or ("recovery" not in row.metric and "crash" in only)
+    ]
+
+
+@asynccontextmanager
+async def _server(
+    options: Options, state_dir: Path
+) -> AsyncIterator[tuple[Client, str, int | None]]:
+    if options.address is not None:
+        client = await _connect(options.address, options.namespace)
+        yield client, options.address, None
+        return
+    async with dev_server(state_dir) as server:
+        client = await _connect(server.address, server.namespace)
+        pid = server.process.pid if server.process is not None else None
+        yield client, server.address, pid
+
+
+async def _connect(address: str, namespace: str) -> Client:
+    return await asyncio.wait_for(
+        Client.connect(address, namespace=namespace, data_converter=pydantic_data_converter),
+        timeout=30,
+    )
+
+
+def _machine() -> str:
+    model = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    return (
+        f"{os.cpu_count()} cores ({model or platform.machine()}), {memory:.0f} GiB, "
+        f"Python {sys.version.split()[0]}"
+    )

@@ -1,0 +1,105 @@
+"""One benchmark worker process: `python -m bench.worker_main --system overnight|baseline ...`.
+
+overnight's worker is `overnight.runner.serve` itself; the baseline's is
+`bench.baseline_worker.serve_baseline`. With `--provider fake` the sandboxes are
+`bench.fake_provider.FakeProvider`'s virtual agents (in this process); with `local`, real local
+sandboxes under `$OVERNIGHT_HOME`. Prints `ready` (and creates `--ready-file`) once polling;
+SIGTERM stops it gracefully.
+With `--metrics-port` the SDK's own metrics (e.g. heartbeat requests sent) are served there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+from pathlib import Path
+
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
+
+from activities.provider import SandboxProvider
+from bench.baseline_worker import serve_baseline
+from bench.fake_provider import FakeProvider
+from overnight.runner import serve
+
+# Room beyond the runs themselves: creates, reads and cleanups run beside the long polls.
+SLOT_MARGIN = 200
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench.worker_main")
+    parser.add_argument("--system", choices=("overnight", "baseline"), required=True)
+    parser.add_argument("--provider", choices=("local", "fake"), default="local")
+    parser.add_argument("--address", required=True)
+    parser.add_argument("--namespace", default="default")
+    parser.add_argument("--task-queue", required=True)
+    parser.add_argument("--max-runs", type=int, default=1000)
+    parser.add_argument("--fake-log", type=Path, help="where the fake provider logs agent starts")
+    parser.add_argument("--fake-interval", type=float, nargs=2, default=(30.0, 60.0))
+    parser.add_argument("--metrics-port", type=int)
+    parser.add_argument("--ready-file", type=Path, help="created once the worker polls")
+    return parser.parse_args(argv)
+
+
+async def run(args: argparse.Namespace) -> None:
+    runtime = Runtime.default()
+    if args.metrics_port:
+        metrics = PrometheusConfig(bind_address=f"127.0.0.1:{args.metrics_port}")
+        runtime = Runtime(telemetry=TelemetryConfig(metrics=metrics))
+    client = await Client.connect(
+        args.address,
+        namespace=args.namespace,
+        data_converter=pydantic_data_converter,
+        runtime=runtime,
+    )
+    providers: dict[str, SandboxProvider] | None = None
+    if args.provider == "fake":
+        low, high = args.fake_interval
+        providers = {"local": FakeProvider(interval=(low, high), log_path=args.fake_log)}
+    ready, stop = asyncio.Event(), asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    announce = asyncio.create_task(_announce(ready, args.ready_file))
+    slots = args.max_runs + SLOT_MARGIN
+    try:
+        if args.system == "overnight":
+            await serve(
+                client,
+                task_queue=args.task_queue,
+                ready=ready,
+                stop=stop,
+                providers=providers,
+                max_concurrent_activities=slots,
+                max_cached_workflows=slots,
+            )
+        else:
+            await serve_baseline(
+                client,
+                task_queue=args.task_queue,
+                ready=ready,
+                stop=stop,
+                providers=providers,
+                max_concurrent_activities=slots,
+                max_cached_workflows=slots,
+            )
+    finally:
+        announce.cancel()
+
+
+async def _announce(ready: asyncio.Event, ready_file: Path | None) -> None:
+    await ready.wait()
+    if ready_file is not None:
+        ready_file.touch()
+    print("ready", flush=True)
+
+
+def main(argv: list[str] | None = None) -> None:
+    asyncio.run(run(parse_args(sys.argv[1:] if argv is None else argv)))
+
+
+if __name__ == "__main__":
+    main()
