@@ -11,6 +11,7 @@ from pydantic import BaseModel
 
 from overnight.client import ReapedSandbox, RunSummary
 from overnight.models import BudgetExtension, RunResult, RunStatus
+from workflows.card import age
 
 
 def json_document(value: BaseModel | Sequence[BaseModel] | dict[str, Any]) -> str:
@@ -24,18 +25,6 @@ def json_document(value: BaseModel | Sequence[BaseModel] | dict[str, Any]) -> st
     else:
         data = [item.model_dump(mode="json") for item in value]
     return json.dumps(data, indent=2)
-
-
-def age(since: datetime | None, now: datetime) -> str:
-    """`42s ago`, `7m ago`, `3h05m ago`; `never` for None."""
-    if since is None:
-        return "never"
-    seconds = max(0, int((now - since).total_seconds()))
-    if seconds < 60:
-        return f"{seconds}s ago"
-    if seconds < 3600:
-        return f"{seconds // 60}m ago"
-    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m ago"
 
 
 def budget_left(status: RunStatus) -> str:

@@ -50,7 +50,7 @@ def render_card(status: RunStatus, now: datetime) -> str:
         f"- **next step** {_next_step(status)}",
         f"- **restarts** {restarts} · **hours** {status.hours_used:.2f} used, "
         f"{hours_left:.2f} left · **spend** {spend}",
-        f"- **last progress** {_age(status.last_progress_at, now)}",
+        f"- **last progress** {age(status.last_progress_at, now)}",
     ]
     if status.attention_reason:
         lines.append(f"- **needs attention** {status.attention_reason}")
@@ -69,12 +69,13 @@ def _next_step(status: RunStatus) -> str:
     return summary.next.replace("\n", " ")
 
 
-def _age(moment: datetime | None, now: datetime) -> str:
-    if moment is None:
+def age(since: datetime | None, now: datetime) -> str:
+    """`42s ago`, `7m ago`, `3h05m ago`; `never` for None (the card and the CLI alike)."""
+    if since is None:
         return "never"
-    seconds = max(0, int((now - moment).total_seconds()))
-    if seconds < 120:
-        return f"{seconds} s ago"
-    if seconds < 7200:
-        return f"{seconds // 60} min ago"
-    return f"{seconds // 3600} h ago"
+    seconds = max(0, int((now - since).total_seconds()))
+    if seconds < 60:
+        return f"{seconds}s ago"
+    if seconds < 3600:
+        return f"{seconds // 60}m ago"
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m ago"
