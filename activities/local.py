@@ -12,6 +12,7 @@ from activities.local_engine import LocalEngine
 from activities.local_procs import ProcessRecord
 from activities.local_state import SandboxMeta
 from activities.models import SandboxInfo
+from activities.polling_watch import Look, poll_watch
 from activities.provider import (
     AgentLaunch,
     CommandOutput,
@@ -19,6 +20,7 @@ from activities.provider import (
     ProcessInfo,
     SandboxNotFound,
     SandboxRequest,
+    Sighting,
 )
 
 
@@ -30,6 +32,7 @@ def sandbox_info(meta: SandboxMeta) -> SandboxInfo:
         stop_reason=meta.stop_reason,
         labels=meta.labels,
         created_at=datetime.fromtimestamp(meta.created_at, UTC),
+        lease_ends_at=None if meta.deadline is None else datetime.fromtimestamp(meta.deadline, UTC),
     )
 
 
@@ -51,6 +54,7 @@ class LocalProvider:
             timeout_seconds=request.timeout_seconds,
             vcpu=request.vcpu,
             memory_mib=request.memory_mib,
+            on_lease_end=request.on_lease_end,
         )
         return sandbox_info(meta), created
 
@@ -87,7 +91,38 @@ class LocalProvider:
             return ProcessInfo(process_id=process_id, state="missing")
         return process_info(record)
 
-    async def read_file(self, sandbox_id: str, path: str, max_bytes: int) -> FileRead:
+    async def watch(
+        self,
+        sandbox_id: str,
+        process_id: str,
+        checkpoint_path: str,
+        *,
+        token: str | None,
+        wait_seconds: float,
+    ) -> Sighting:
+        def look() -> Look:
+            meta = self.engine.find(sandbox_id)
+            if meta is None:
+                gone = SandboxInfo(sandbox_id=sandbox_id, name=sandbox_id, state="missing")
+                return Look(gone, ProcessInfo(process_id=process_id, state="missing"), "missing")
+            try:
+                record = self.engine.process(sandbox_id, process_id)
+            except SandboxNotFound:
+                record = None
+            process = (
+                ProcessInfo(process_id=process_id, state="missing")
+                if record is None
+                else process_info(record)
+            )
+            return Look(sandbox_info(meta), process, self.engine.stamp(sandbox_id, checkpoint_path))
+
+        return await poll_watch(
+            lambda: asyncio.to_thread(look), token=token, wait_seconds=wait_seconds
+        )
+
+    async def read_file(
+        self, sandbox_id: str, path: str, max_bytes: int, *, seen_running: bool = False
+    ) -> FileRead:
         return await asyncio.to_thread(self.engine.read_file, sandbox_id, path, max_bytes)
 
     async def write_file(self, sandbox_id: str, path: str, data: bytes) -> None:
@@ -98,6 +133,9 @@ class LocalProvider:
 
     async def pause(self, sandbox_id: str) -> SandboxInfo:
         return sandbox_info(await asyncio.to_thread(self.engine.pause, sandbox_id))
+
+    async def wake(self, sandbox_id: str, timeout_seconds: float | None = None) -> SandboxInfo:
+        return sandbox_info(await asyncio.to_thread(self.engine.wake, sandbox_id, timeout_seconds))
 
     async def stop(self, sandbox_id: str) -> SandboxInfo:
         return sandbox_info(await asyncio.to_thread(self.engine.stop, sandbox_id))

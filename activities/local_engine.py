@@ -10,9 +10,11 @@ Layout under `home` (`$OVERNIGHT_HOME`, default `~/.overnight`)::
 
 Everything is in files, so any worker process (or the Runtime API fake) can pick up where
 another left off. The engine is synchronous and thread-safe; callers on an event loop use
-`asyncio.to_thread`. The time limit is enforced twice: each agent's launcher kills its
-process group at the deadline, and every engine access to an expired sandbox marks it
-`stopped` with reason `timeout` and kills what still runs.
+`asyncio.to_thread`. The time limit (the lease) is enforced twice: each agent's launcher acts
+at the deadline, and so does every engine access to an expired sandbox. Like Runtime, the
+lease end pauses the sandbox (`on_lease_end="pause"`: agents frozen with SIGSTOP, files kept)
+or stops it (`"stop"`: agents killed, `stop_reason` "lease_expired"); `wake` carries a paused
+sandbox on with a fresh lease.
 
 Failures are `ProviderError`s: `SandboxNotFound`, `SandboxNotRunning`, or kind
 `InvalidRequest` (non-retryable) for a bad name, key, path or folder.
@@ -39,9 +41,11 @@ from activities.local_files import (
 )
 from activities.local_procs import ProcessRecord
 from activities.local_state import (
+    LEASE_EXPIRED,
     NAME_PATTERN,
     PROCESS_ID_PATTERN,
     SANDBOX_FILE,
+    LeaseEnd,
     SandboxMeta,
     default_home,
     flock,
@@ -65,7 +69,7 @@ class LocalEngine:
     """Local sandboxes under `home`. Sandbox ids are their names.
 
     Sandboxes: `get_or_create`, `find` (None if absent), `get`, `list_sandboxes`, `pause`,
-    `resume`, `stop`, `extend`. Agents: `start_process` (idempotent by start key), `process`.
+    `wake`, `stop`, `extend`. Agents: `start_process` (idempotent by start key), `process`.
     Guest: `run`, `read_file` (capped), `write_file` (atomic), `upload_dir`, `host_path`.
     """
 
@@ -91,6 +95,7 @@ class LocalEngine:
         timeout_seconds: float | None = 3600,
         vcpu: int = 2,
         memory_mib: int = 4096,
+        on_lease_end: LeaseEnd = "pause",
     ) -> tuple[SandboxMeta, bool]:
         """The sandbox named `name`, created (running) if absent. True when created now."""
         folder = self.folder(name)
@@ -112,12 +117,15 @@ class LocalEngine:
                 deadline=None if timeout_seconds is None else now + timeout_seconds,
                 vcpu=vcpu,
                 memory_mib=memory_mib,
+                on_lease_end=on_lease_end,
+                lease_seconds=timeout_seconds,
             )
             self._save(meta)
             return meta, True
 
     def find(self, sandbox_id: str) -> SandboxMeta | None:
-        """The sandbox's current state, or None if there is none (an expired one is stopped)."""
+        """The sandbox's current state, or None if there is none (one whose lease ran out is
+        paused or stopped first)."""
         meta = self._load(sandbox_id)
         if meta is None or not meta.expired(time.time()):
             return meta
@@ -149,18 +157,29 @@ class LocalEngine:
     def pause(self, sandbox_id: str) -> SandboxMeta:
         """SIGSTOP the agents. Pausing a paused or stopped sandbox changes nothing."""
         with self._changing(sandbox_id) as meta:
-            if meta.state != "running":
-                return meta
-            local_procs.signal_all(self._procs(sandbox_id), signal.SIGSTOP)
-            return self._save(dataclasses.replace(meta, state="paused"))
+            return self._pause_locked(meta, "requested")
 
-    def resume(self, sandbox_id: str) -> SandboxMeta:
-        """SIGCONT the agents of a paused sandbox (Runtime's `wake`)."""
+    def wake(self, sandbox_id: str, timeout_seconds: float | None = None) -> SandboxMeta:
+        """SIGCONT the agents of a paused sandbox, with a fresh lease: `timeout_seconds` (else
+        the one it was created with) from now, or the lease it paused with if that ends later.
+        Waking a running sandbox changes nothing."""
         with self._changing(sandbox_id) as meta:
             if meta.state != "paused":
                 return meta
+            lease = timeout_seconds if timeout_seconds is not None else meta.fresh_lease()
+            deadline = meta.deadline
+            if lease is not None:
+                deadline = max(deadline or 0.0, time.time() + lease)
             local_procs.signal_all(self._procs(sandbox_id), signal.SIGCONT)
-            return self._save(dataclasses.replace(meta, state="running"))
+            return self._save(
+                dataclasses.replace(
+                    meta, state="running", deadline=deadline, paused_at=None, pause_reason=None
+                )
+            )
+
+    def resume(self, sandbox_id: str) -> SandboxMeta:
+        """Runtime's wake on request: the same as `wake` with the sandbox's own lease."""
+        return self.wake(sandbox_id)
 
     def stop(self, sandbox_id: str, *, reason: str = "stopped") -> SandboxMeta:
         """Kill the agents and mark the sandbox stopped. Stopping a stopped one changes nothing."""
@@ -256,6 +275,16 @@ class LocalEngine:
         except OutsideWorkspace as error:
             raise invalid_request(str(error)) from None
 
+    def stamp(self, sandbox_id: str, path: str) -> str:
+        """What a file looks like without reading it: its size and modification time."""
+        try:
+            found = os.stat(self.workspace(sandbox_id).host_path(path))
+        except OutsideWorkspace:
+            return "outside"
+        except OSError:
+            return "missing"
+        return f"{found.st_size}:{found.st_mtime_ns}"
+
     def read_file(self, sandbox_id: str, path: str, max_bytes: int) -> FileRead:
         """A capped read: `too_large` after a stat alone; `outside` for paths leaving it."""
         self.get(sandbox_id)
@@ -295,8 +324,21 @@ class LocalEngine:
             if meta is None:
                 raise SandboxNotFound(sandbox_id)
             if meta.expired(time.time()):
-                meta = self._stop_locked(meta, "timeout")
+                meta = self._lease_end_locked(meta)
             yield meta
+
+    def _lease_end_locked(self, meta: SandboxMeta) -> SandboxMeta:
+        if meta.on_lease_end == "pause":
+            return self._pause_locked(meta, LEASE_EXPIRED)
+        return self._stop_locked(meta, LEASE_EXPIRED)
+
+    def _pause_locked(self, meta: SandboxMeta, reason: str) -> SandboxMeta:
+        if meta.state != "running":
+            return meta
+        local_procs.signal_all(self._procs(meta.id), signal.SIGSTOP)
+        return self._save(
+            dataclasses.replace(meta, state="paused", paused_at=time.time(), pause_reason=reason)
+        )
 
     def _stop_locked(self, meta: SandboxMeta, reason: str) -> SandboxMeta:
         if meta.state == "stopped":

@@ -7,8 +7,10 @@ agent outlives the worker process that started it. Then it:
 1. starts `bash -c COMMAND` in the agent's working directory, in a process group of its own,
    with stdout and stderr appended to `output.log`;
 2. writes `process.json` (pid, pgid, start time) atomically;
-3. waits, re-reading the sandbox file every `POLL_SECONDS`: at the deadline (which `extend` may
-   move) or when the sandbox is stopped, it kills the agent's process group;
+3. waits, looking at the sandbox file every `POLL_SECONDS` (re-read only when it changed): at
+   the lease end (which `extend` and `wake` move) it pauses the sandbox (SIGSTOP to every agent
+   group, under the sandbox lock) or, for `on_lease_end="stop"`, kills its own group; when the
+   sandbox is stopped it kills its group;
 4. when the agent exits, kills what is left of its group and writes `exit.json` atomically, so
    any later worker process can read the exit code.
 
@@ -17,6 +19,7 @@ Standard library only: it must run whatever the agent's environment holds.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import signal
@@ -61,23 +64,78 @@ def kill_group(pgid: int) -> None:
         pass
 
 
-def should_kill(sandbox_file: Path) -> str | None:
-    """Why the agent must die now (`timeout` or `stopped`), or None."""
-    try:
-        sandbox = json.loads(sandbox_file.read_text())
-    except (OSError, ValueError):
-        return None
+LEASE_EXPIRED = "lease_expired"
+
+
+class SandboxFile:
+    """The sandbox's state file, re-read only when its modification time changes."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._stamp: int | None = None
+        self._value: dict[str, Any] = {}
+
+    def read(self) -> dict[str, Any]:
+        try:
+            stamp = self.path.stat().st_mtime_ns
+            if stamp != self._stamp:
+                self._value, self._stamp = json.loads(self.path.read_text()), stamp
+        except (OSError, ValueError):
+            pass
+        return self._value
+
+
+def lease_over(sandbox: dict[str, Any]) -> bool:
     deadline = sandbox.get("deadline")
-    if deadline is not None and time.time() >= deadline:
-        return "timeout"
+    return sandbox.get("state") == "running" and deadline is not None and time.time() >= deadline
+
+
+def should_kill(sandbox: dict[str, Any]) -> str | None:
+    """Why the agent must die now (`lease_expired` or `stopped`), or None."""
+    if lease_over(sandbox) and sandbox.get("on_lease_end", "stop") == "stop":
+        return LEASE_EXPIRED
     if sandbox.get("state") == "stopped":
         return "stopped"
     return None
 
 
+def pause_at_lease_end(sandbox_file: Path) -> None:
+    """The lease ran out: pause the whole sandbox, as the engine would on its next look.
+
+    Under the sandbox lock and re-checked there, so a concurrent `wake` or `extend` wins."""
+    with open(sandbox_file.parent / ".lock", "ab") as lock:
+        fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+        try:
+            sandbox = json.loads(sandbox_file.read_text())
+            if not lease_over(sandbox):
+                return
+            for proc_dir in (sandbox_file.parent / "processes").iterdir():
+                stop_group(proc_dir)
+            sandbox.update(state="paused", paused_at=time.time(), pause_reason=LEASE_EXPIRED)
+            write_json(sandbox_file, sandbox)
+        except (OSError, ValueError):
+            return
+        finally:
+            fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
+
+
+def stop_group(proc_dir: Path) -> None:
+    """SIGSTOP one agent's group, if it still runs (its exit file says it ended)."""
+    try:
+        started = json.loads((proc_dir / PROCESS_FILE).read_text())
+    except (OSError, ValueError):
+        return
+    if (proc_dir / EXIT_FILE).exists():
+        return
+    try:
+        os.killpg(int(started["pgid"]), signal.SIGSTOP)
+    except (ProcessLookupError, PermissionError, KeyError, ValueError):
+        pass
+
+
 def supervise(proc_dir: Path) -> None:
     launch = json.loads((proc_dir / LAUNCH_FILE).read_text())
-    sandbox_file = Path(launch["sandbox_file"])
+    sandbox_file = SandboxFile(Path(launch["sandbox_file"]))
     with open(proc_dir / OUTPUT_FILE, "ab") as output:
         try:
             child = subprocess.Popen(
@@ -112,10 +170,13 @@ def supervise(proc_dir: Path) -> None:
             break
         except subprocess.TimeoutExpired:
             pass
-        why = should_kill(sandbox_file)
+        sandbox = sandbox_file.read()
+        why = should_kill(sandbox)
         if why is not None:
             reason = reason or why
             kill_group(child.pid)
+        elif lease_over(sandbox):
+            pause_at_lease_end(sandbox_file.path)
     # Helpers the agent left behind in its group go with it.
     kill_group(child.pid)
     killed = returncode < 0

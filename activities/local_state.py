@@ -18,7 +18,10 @@ from activities.provider import ProviderError
 from overnight.home import overnight_home
 
 LocalState = Literal["running", "paused", "stopped"]
+LeaseEnd = Literal["pause", "stop"]
 SANDBOX_FILE = "sandbox.json"
+# Why a sandbox paused or stopped at its lease end (Runtime's `stopReason` for a stop).
+LEASE_EXPIRED = "lease_expired"
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 PROCESS_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
 
@@ -46,6 +49,13 @@ class SandboxMeta:
     memory_mib: int
     stop_reason: str | None = None
     stopped_at: float | None = None
+    # What the lease end does: "pause" keeps memory and files (Runtime's default), "stop" ends it.
+    on_lease_end: LeaseEnd = "stop"
+    # The lease a wake grants: the time limit asked for at create (None: `timeout_seconds`).
+    lease_seconds: float | None = None
+    # Set while paused: when, and why ("lease_expired" or "requested").
+    paused_at: float | None = None
+    pause_reason: str | None = None
 
     @classmethod
     def from_json(cls, value: Mapping[str, Any]) -> SandboxMeta:
@@ -53,7 +63,12 @@ class SandboxMeta:
         return cls(**{k: v for k, v in value.items() if k in fields})
 
     def expired(self, now: float) -> bool:
-        return self.state != "stopped" and self.deadline is not None and now >= self.deadline
+        """Its lease ran out while it was running (a paused sandbox's lease does not run)."""
+        return self.state == "running" and self.deadline is not None and now >= self.deadline
+
+    def fresh_lease(self) -> float | None:
+        """The lease length a wake grants."""
+        return self.lease_seconds if self.lease_seconds is not None else self.timeout_seconds
 
 
 def process_id_for(start_key: str) -> str:

@@ -48,6 +48,8 @@ class SandboxInfo(_Model):
     stop_reason: str | None = None
     labels: dict[str, str] = Field(default_factory=dict)
     created_at: datetime | None = None
+    # When its lease ends (it pauses or stops then); None: no time limit, or not known.
+    lease_ends_at: datetime | None = None
 
 
 class CreateSandboxInput(_Model):

@@ -43,6 +43,22 @@ class SandboxRequest:
     timeout_seconds: float
     vcpu: int
     memory_mib: int
+    # "pause" keeps memory and files at the lease end, so the last checkpoint survives it.
+    on_lease_end: Literal["pause", "stop"] = "pause"
+    # The most the sandbox may cost over its life; Runtime enforces it even with no worker.
+    max_total_cost_micros: int | None = None
+
+
+@dataclass(frozen=True)
+class Sighting:
+    """What one `watch` call saw. `token` lets the next call carry on where this one ended
+    (opaque: a Runtime watch id and cursor, or a local file stamp)."""
+
+    sandbox: SandboxInfo
+    process: ProcessInfo
+    # The checkpoint may have changed since `token` (read it to know).
+    checkpoint_touched: bool
+    token: str | None
 
 
 @dataclass(frozen=True)
@@ -53,6 +69,9 @@ class AgentLaunch:
     command: str
     cwd: str
     env: dict[str, str] = field(default_factory=dict)
+    # Where the agent's exit code is written when it ends, for providers that watch files
+    # rather than processes (Runtime); None: not written.
+    exit_marker: str | None = None
 
 
 class ProviderError(Exception):
@@ -104,8 +123,24 @@ class SandboxProvider(Protocol):
         """A process's state and exit code; `state="missing"` if the sandbox has no such one."""
         ...
 
-    async def read_file(self, sandbox_id: str, path: str, max_bytes: int) -> FileRead:
-        """Read a file whole, refusing (without reading it) one larger than `max_bytes`."""
+    async def watch(
+        self,
+        sandbox_id: str,
+        process_id: str,
+        checkpoint_path: str,
+        *,
+        token: str | None,
+        wait_seconds: float,
+    ) -> Sighting:
+        """Wait until the agent stops running, its sandbox stops running, or the checkpoint may
+        have changed since `token`, at most `wait_seconds`. Never wakes a paused sandbox."""
+        ...
+
+    async def read_file(
+        self, sandbox_id: str, path: str, max_bytes: int, *, seen_running: bool = False
+    ) -> FileRead:
+        """Read a file whole, refusing one larger than `max_bytes` without reading it all.
+        `seen_running`: the caller has just seen the sandbox running (no state check needed)."""
         ...
 
     async def write_file(self, sandbox_id: str, path: str, data: bytes) -> None: ...
@@ -113,6 +148,10 @@ class SandboxProvider(Protocol):
     async def upload_dir(self, sandbox_id: str, local_dir: str, remote_dir: str) -> None: ...
 
     async def pause(self, sandbox_id: str) -> SandboxInfo: ...
+
+    async def wake(self, sandbox_id: str) -> SandboxInfo:
+        """Carry a paused sandbox on, with a fresh lease; a running one is left as it is."""
+        ...
 
     async def stop(self, sandbox_id: str) -> SandboxInfo: ...
 

@@ -4,8 +4,13 @@ Facts of Runtime's API that shape this module:
 - `spawn` has no idempotency key, so an agent start first looks for a process carrying the
   same start key (a comment line at the top of the spawned command).
 - Reading a file (or running anything) in a paused sandbox wakes it, so every guest call is
-  preceded by a state check and refused unless the sandbox is running.
-- Pause, stop and extend answer with the sandbox, which is what they return here.
+  preceded by a state check and refused unless the sandbox is running (or the caller has just
+  seen it running: the watch).
+- Sandboxes pause at their lease end (`on_lease_end="pause"`, memory and files kept), so the
+  last checkpoint can always be salvaged; `wake` carries one on with a fresh lease.
+- A command's timeout must fit the lease left (else 409 `lease_too_short`): `run` shortens it.
+- Pause, stop, wake and extend answer with the sandbox, which is what they return here.
+- Watching holds one request per run (see `activities.runtime_watch`).
 - A client's pooled connections belong to the event loop that opened them: one client per
   loop, built on first use in the worker (never at import).
 """
@@ -18,12 +23,13 @@ import os
 import posixpath
 import re
 import weakref
-from datetime import datetime
+from datetime import UTC, datetime
 from hashlib import sha256
 from typing import Any
 
 import withruntime
 
+from activities import runtime_watch as watching
 from activities.models import ProcessState, SandboxInfo, SandboxState
 from activities.provider import (
     AgentLaunch,
@@ -34,6 +40,7 @@ from activities.provider import (
     SandboxNotFound,
     SandboxNotRunning,
     SandboxRequest,
+    Sighting,
 )
 from activities.runtime_errors import runtime_call
 
@@ -58,6 +65,11 @@ _PROCESS_STATES: dict[str, ProcessState] = {
 }
 _Client = withruntime.AsyncRuntime
 _SAFE_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
+# A command is given at most the lease left minus this, so it never outlasts the lease.
+LEASE_SAFETY_SECONDS = 10
+# After its exit marker appears, an agent's process may take a moment to be reported ended.
+EXIT_REPORT_TRIES = 25
+EXIT_REPORT_PAUSE = 0.2
 
 
 class RuntimeProvider:
@@ -117,6 +129,12 @@ class RuntimeProvider:
         sandbox: withruntime.AsyncSandbox = await self._client().sandboxes.get(sandbox_id)
         return sandbox
 
+    def _handle(self, sandbox_id: str) -> withruntime.AsyncSandbox:
+        """A handle on a sandbox without reading it (the SDK's `get` costs a request). Uses the
+        client's transport, a private attribute of withruntime 0.35 (pinned in pyproject)."""
+        transport = self._client().sandboxes._t
+        return withruntime.AsyncSandbox(transport, {"id": sandbox_id})
+
     async def _running(self, sandbox_id: str) -> withruntime.AsyncSandbox:
         """The sandbox, refused unless running: touching a paused one's guest would wake it."""
         sandbox = await self._get(sandbox_id)
@@ -126,11 +144,16 @@ class RuntimeProvider:
 
     async def get_or_create(self, request: SandboxRequest) -> tuple[SandboxInfo, bool]:
         async with runtime_call(None, self._budget):
+            options: dict[str, Any] = {}
+            if request.max_total_cost_micros is not None:
+                options["max_total_cost_micros"] = max(1, request.max_total_cost_micros)
             sandbox = await self._client().sandboxes.get_or_create(
                 name=request.name,
                 labels=request.labels,
                 timeout_seconds=max(1, math.ceil(request.timeout_seconds)),
-                on_lease_end="stop",
+                # The lease end pauses (memory and files kept): nothing written is lost, and
+                # with no worker alive the sandbox stops costing compute (a dead man's switch).
+                on_lease_end=request.on_lease_end,
                 vcpu=request.vcpu,
                 memory_mib=request.memory_mib,
                 # An agent waiting minutes on its model looks idle; it must never be paused.
@@ -139,6 +162,7 @@ class RuntimeProvider:
                 # during an interrupted create) must come back as stopped, not as a retryable
                 # `start_failed` that a retry would meet again.
                 wait=False,
+                **options,
             )
             if sandbox.state in ("starting", "resuming"):
                 await sandbox.wait_for("running", 60)
@@ -157,6 +181,16 @@ class RuntimeProvider:
     ) -> CommandOutput:
         async with runtime_call(sandbox_id, self._budget + timeout_seconds):
             sandbox = await self._running(sandbox_id)
+            # Runtime refuses a command that would outlast the lease (409 lease_too_short).
+            left = lease_left(sandbox.info)
+            if left is not None:
+                timeout_seconds = min(timeout_seconds, left - LEASE_SAFETY_SECONDS)
+                if timeout_seconds < 1:
+                    raise ProviderError(
+                        f"sandbox {sandbox_id} has {left:.0f} s of lease left: too little to "
+                        "run a command",
+                        kind="LeaseTooShort",
+                    )
             # Over 60 s the SDK streams the output (NDJSON) instead of one JSON answer.
             result = await sandbox.exec(
                 command, cwd=cwd, timeout_ms=max(1, math.ceil(timeout_seconds * 1000))
@@ -177,9 +211,12 @@ class RuntimeProvider:
             for existing in await sandbox.processes():
                 if tagged.search(str(existing.get("command") or "")):
                     return process_info(existing)
+            command = launch.command
+            if launch.exit_marker is not None:
+                command = watching.wrap_with_exit_marker(command, launch.exit_marker)
             # Secrets travel only here, in this one spawn's environment.
             process = await sandbox.spawn(
-                f"{marker}\n{launch.command}", cwd=launch.cwd, env=dict(launch.env)
+                f"{marker}\n{command}", cwd=launch.cwd, env=dict(launch.env)
             )
         return process_info(process.info)
 
@@ -201,28 +238,27 @@ class RuntimeProvider:
             return ProcessInfo(process_id=process_id, state="missing")
         return process_info(process.info)
 
-    async def read_file(self, sandbox_id: str, path: str, max_bytes: int) -> FileRead:
+    async def read_file(
+        self, sandbox_id: str, path: str, max_bytes: int, *, seen_running: bool = False
+    ) -> FileRead:
+        """One request when `seen_running` (the caller has just watched it run), else two: the
+        state is checked first, because a read would wake a paused sandbox. The download is
+        streamed and given up past `max_bytes`, so an oversized file costs little."""
         if not in_workspace(path):
             return FileRead(status="outside")
         async with runtime_call(sandbox_id, self._budget):
-            sandbox = await self._running(sandbox_id)
+            sandbox = self._handle(sandbox_id) if seen_running else await self._running(sandbox_id)
             try:
-                stat = await sandbox.files.stat(path)
-                if not stat.get("exists") or stat.get("type") not in (None, "file"):
-                    return FileRead(status="missing")
-                size = int(stat.get("size") or 0)
-                if size > max_bytes:
-                    # Refused from its size alone: an oversized file is never downloaded.
-                    return FileRead(status="too_large", size=size)
-                data = await sandbox.files.read(path)
+                return await _capped_read(sandbox, path, max_bytes)
             except withruntime.NotFoundError:
                 return FileRead(status="missing")
+            except withruntime.ConflictError as error:
+                if error.code == "is_a_directory":
+                    return FileRead(status="missing")
+                raise
             except withruntime.PermissionDeniedError:
                 # A path the sandbox refuses to serve (a link leading out of /workspace).
                 return FileRead(status="outside")
-        if len(data) > max_bytes:  # it grew between the stat and the read
-            return FileRead(status="too_large", size=len(data))
-        return FileRead(status="ok", size=len(data), data=data)
 
     async def write_file(self, sandbox_id: str, path: str, data: bytes) -> None:
         async with runtime_call(sandbox_id, self._budget):
@@ -233,6 +269,77 @@ class RuntimeProvider:
         async with runtime_call(sandbox_id, self._budget):
             sandbox = await self._running(sandbox_id)
             await sandbox.files.upload(local_dir, remote_dir)
+
+    async def watch(
+        self,
+        sandbox_id: str,
+        process_id: str,
+        checkpoint_path: str,
+        *,
+        token: str | None,
+        wait_seconds: float,
+    ) -> Sighting:
+        running = SandboxInfo(sandbox_id=sandbox_id, state="running")
+        alive = ProcessInfo(process_id=process_id, state="running")
+        known = watching.WatchToken.decode(token)
+        async with runtime_call(sandbox_id, self._budget + wait_seconds):
+            if known is None:
+                # A new watch: look at the sandbox and the agent once, then follow the stream.
+                sandbox = await self._get(sandbox_id)
+                if sandbox.state != "running":
+                    return Sighting(sandbox_info(sandbox.info), alive, False, None)
+                fresh = await watching.start_watch(sandbox, checkpoint_path)
+                process = await self._process_of(sandbox, process_id)
+                return Sighting(sandbox_info(sandbox.info), process, True, fresh.encode())
+            handle = watching.watch_handle(self._client().sandboxes._t, sandbox_id, known)
+            try:
+                news, after = await watching.next_news(handle, checkpoint_path, wait_seconds)
+            except withruntime.NotFoundError:
+                # The watch is gone (it ended, or the sandbox did): start over next time.
+                return Sighting(await self.sandbox(sandbox_id), alive, True, None)
+            if news.ended is not None:
+                info = await self.sandbox(sandbox_id)
+                again = after.encode() if info.state == "paused" else None
+                return Sighting(
+                    info, await self._settled(sandbox_id, process_id, info), False, again
+                )
+            process = alive
+            if news.agent_exited:
+                process = await self._exit_of(sandbox_id, process_id)
+            return Sighting(running, process, news.checkpoint_touched, after.encode())
+
+    async def _process_of(self, sandbox: withruntime.AsyncSandbox, process_id: str) -> ProcessInfo:
+        try:
+            return process_info((await sandbox.process(process_id)).info)
+        except (withruntime.NotFoundError, withruntime.ConflictError):
+            return ProcessInfo(process_id=process_id, state="missing")
+
+    async def _exit_of(self, sandbox_id: str, process_id: str) -> ProcessInfo:
+        """The agent's process once its exit marker appeared: given a moment to be reported
+        ended (the marker is written just before the wrapper exits)."""
+        sandbox = self._handle(sandbox_id)
+        for _ in range(EXIT_REPORT_TRIES):
+            process = await self._process_of(sandbox, process_id)
+            if process.state != "running":
+                return process
+            await asyncio.sleep(EXIT_REPORT_PAUSE)
+        return process
+
+    async def _settled(self, sandbox_id: str, process_id: str, info: SandboxInfo) -> ProcessInfo:
+        """The agent of a sandbox that is no longer running, without waking it."""
+        if info.state == "stopped":
+            return ProcessInfo(process_id=process_id, state="killed")
+        if info.state == "missing":
+            return ProcessInfo(process_id=process_id, state="missing")
+        # Paused: frozen with its sandbox, not asked (asking would wake it).
+        return ProcessInfo(process_id=process_id, state="running")
+
+    async def wake(self, sandbox_id: str) -> SandboxInfo:
+        async with runtime_call(sandbox_id, self._budget):
+            sandbox = await self._get(sandbox_id)
+            if sandbox.state in ("paused", "pausing"):
+                sandbox = await sandbox.wake()
+        return sandbox_info(sandbox.info)
 
     async def pause(self, sandbox_id: str) -> SandboxInfo:
         async with runtime_call(sandbox_id, self._budget):
@@ -250,8 +357,7 @@ class RuntimeProvider:
 
     async def extend(self, sandbox_id: str, seconds: float) -> SandboxInfo:
         async with runtime_call(sandbox_id, self._budget):
-            sandbox = await self._get(sandbox_id)
-            sandbox = await sandbox.extend(max(1, math.ceil(seconds)))
+            sandbox = await self._handle(sandbox_id).extend(max(1, math.floor(seconds)))
         return sandbox_info(sandbox.info)
 
     async def list(self, labels: dict[str, str], *, include_stopped: bool) -> list[SandboxInfo]:
@@ -295,7 +401,32 @@ def sandbox_info(info: dict[str, Any]) -> SandboxInfo:
         stop_reason=info.get("stopReason"),
         labels={str(k): str(v) for k, v in labels.items()},
         created_at=_parse_time(info.get("createdAt")),
+        lease_ends_at=_parse_time(info.get("endsAt") or info.get("expiresAt")),
     )
+
+
+def lease_left(info: dict[str, Any]) -> float | None:
+    """Seconds until the lease ends, by the worker's clock; None without a time limit."""
+    ends = _parse_time(info.get("endsAt") or info.get("expiresAt"))
+    if ends is None:
+        return None
+    if ends.tzinfo is None:
+        ends = ends.replace(tzinfo=UTC)
+    return (ends - datetime.now(UTC)).total_seconds()
+
+
+async def _capped_read(sandbox: withruntime.AsyncSandbox, path: str, max_bytes: int) -> FileRead:
+    pieces: list[bytes] = []
+    size = 0
+    async for piece in sandbox.files.read_stream(path):
+        pieces.append(piece)
+        size += len(piece)
+        if size > max_bytes:
+            # Refused once past the cap: the rest of an oversized file is never downloaded.
+            # One size for every oversized version, so the refusal is news only once.
+            return FileRead(status="too_large", size=max_bytes + 1)
+    data = b"".join(pieces)
+    return FileRead(status="ok", size=len(data), data=data)
 
 
 def process_info(info: dict[str, Any]) -> ProcessInfo:

@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from activities.models import SandboxInfo
+from activities.polling_watch import Look, poll_watch
 from activities.provider import (
     AgentLaunch,
     CommandOutput,
@@ -25,6 +26,7 @@ from activities.provider import (
     SandboxNotFound,
     SandboxNotRunning,
     SandboxRequest,
+    Sighting,
 )
 
 
@@ -161,6 +163,29 @@ class FakeProvider:
             return ProcessInfo(process_id=process_id, state="killed")
         return ProcessInfo(process_id=process_id, state="running")
 
+    async def watch(
+        self,
+        sandbox_id: str,
+        process_id: str,
+        checkpoint_path: str,
+        *,
+        token: str | None,
+        wait_seconds: float,
+    ) -> Sighting:
+        async def look() -> Look:
+            box = self._boxes.get(sandbox_id)
+            version = 0 if box is None or box.agent is None else box.agent.version_at(time.time())
+            return Look(
+                await self.sandbox(sandbox_id),
+                await self.process(sandbox_id, process_id),
+                f"v{version}",
+            )
+
+        return await poll_watch(look, token=token, wait_seconds=wait_seconds, interval=1.0)
+
+    async def wake(self, sandbox_id: str) -> SandboxInfo:
+        return self._set_state(sandbox_id, "running")
+
     # ----- commands and files -----
 
     async def run(
@@ -169,7 +194,9 @@ class FakeProvider:
         self._running(sandbox_id)
         return CommandOutput(exit_code=0, stdout="", stderr="")
 
-    async def read_file(self, sandbox_id: str, path: str, max_bytes: int) -> FileRead:
+    async def read_file(
+        self, sandbox_id: str, path: str, max_bytes: int, *, seen_running: bool = False
+    ) -> FileRead:
         box = self._box(sandbox_id)
         version = 0 if box.agent is None else box.agent.version_at(time.time())
         if version == 0:

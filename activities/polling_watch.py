@@ -1,0 +1,48 @@
+"""`watch` for providers whose looks are cheap (local files, in-memory fakes): look, compare a
+stamp of the checkpoint (size and modification time, or a version), sleep, look again.
+
+A look never hashes or reads the checkpoint; only a changed stamp makes the caller read it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from activities.models import SandboxInfo
+from activities.provider import ProcessInfo, Sighting
+
+# How often a local agent is looked at: a crash is noticed within this.
+LOOK_INTERVAL_SECONDS = 0.25
+
+
+@dataclass(frozen=True)
+class Look:
+    sandbox: SandboxInfo
+    process: ProcessInfo
+    # What the checkpoint looks like now, without reading it ("missing" when absent).
+    stamp: str
+
+
+async def poll_watch(
+    look: Callable[[], Awaitable[Look]],
+    *,
+    token: str | None,
+    wait_seconds: float,
+    interval: float = LOOK_INTERVAL_SECONDS,
+) -> Sighting:
+    """Look every `interval` until something differs from `token` (the stamp of the last
+    look; None: not known, so the checkpoint counts as touched) or `wait_seconds` pass."""
+    give_up = time.monotonic() + wait_seconds
+    while True:
+        seen = await look()
+        touched = seen.stamp != token
+        ended = seen.sandbox.state not in ("running", "starting")
+        if touched or ended or seen.process.state != "running":
+            return Sighting(seen.sandbox, seen.process, touched, seen.stamp)
+        left = give_up - time.monotonic()
+        if left <= 0:
+            return Sighting(seen.sandbox, seen.process, False, seen.stamp)
+        await asyncio.sleep(min(interval, left))

@@ -1,0 +1,147 @@
+"""Watching a Runtime sandbox's agent with one held request instead of polling.
+
+One file watch per sandbox, on the checkpoint's folder, read as a stream
+(`GET …/files/watches/{id}/events?follow=true`): the stream costs one request per ~110 s while
+nothing happens, never wakes a paused sandbox, and ends with `paused` when the sandbox pauses.
+The agent's exit shows up on the same stream, because the spawned command is wrapped to write
+an exit marker (`.overnight-exit-<start key>`) next to the checkpoint when the agent ends; only
+then is the process itself asked for its exit code. So a quiet agent costs ~0.55 requests a
+minute, a crash is seen within the watch's batch delay (100 ms), and exactly one request is held
+per watched run (Runtime serves at most 128 at once per key).
+
+The watch's id and cursor travel between observe activities as an opaque token
+(`<watch id>@<cursor>`), so a new activity carries on the same stream with nothing missed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import posixpath
+import shlex
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+import withruntime
+from withruntime._async_products.watch import AsyncWatchHandle
+
+EXIT_MARKER_PREFIX = ".overnight-exit-"
+# A batch of file events a little after they happen: a crash is seen this fast.
+WATCH_BATCH_MS = 100
+# Events of one batch already read arrive within this; the next batch is not waited for.
+DRAIN_SECONDS = 0.02
+
+
+def exit_marker_path(checkpoint_path: str, start_key: str) -> str:
+    return posixpath.join(posixpath.dirname(checkpoint_path), EXIT_MARKER_PREFIX + start_key)
+
+
+def wrap_with_exit_marker(command: str, marker: str) -> str:
+    """The agent's command in a subshell, followed by writing its exit code to `marker`
+    (atomically, so the watch sees one finished file). The exit code is passed on unchanged."""
+    m = shlex.quote(marker)
+    return (
+        f"(\n{command}\n)\n"
+        "overnight_code=$?\n"
+        f"printf '%s\\n' \"$overnight_code\" > {m}.tmp && mv -f {m}.tmp {m}\n"
+        'exit "$overnight_code"\n'
+    )
+
+
+@dataclass(frozen=True)
+class WatchToken:
+    watch_id: str
+    cursor: int
+
+    def encode(self) -> str:
+        return f"{self.watch_id}@{self.cursor}"
+
+    @classmethod
+    def decode(cls, token: str | None) -> WatchToken | None:
+        if not token or "@" not in token:
+            return None
+        watch_id, _, cursor = token.rpartition("@")
+        try:
+            return cls(watch_id, int(cursor))
+        except ValueError:
+            return None
+
+
+@dataclass(frozen=True)
+class WatchNews:
+    """What a stretch of the stream said: the checkpoint was written, an agent exited, or the
+    stream ended because the sandbox paused or the watch ended."""
+
+    checkpoint_touched: bool = False
+    agent_exited: bool = False
+    ended: str | None = None  # "paused", or why the watch ended
+
+
+def watch_handle(transport: Any, sandbox_id: str, token: WatchToken) -> AsyncWatchHandle:
+    """A handle on an existing watch, without asking Runtime anything."""
+    base = f"/v1/sandboxes/{quote(sandbox_id, safe='')}/files/watches"
+    return AsyncWatchHandle(transport, base, {"id": token.watch_id, "cursor": token.cursor})
+
+
+async def start_watch(sandbox: withruntime.AsyncSandbox, checkpoint_path: str) -> WatchToken:
+    """A new watch on the checkpoint's folder (not recursive: the repo next to it is not
+    watched), running until the sandbox stops."""
+    folder = posixpath.dirname(checkpoint_path)
+    handle = await sandbox.files.watch(folder, batch_ms=WATCH_BATCH_MS, timeout_ms=0)
+    return WatchToken(handle.id, handle.cursor)
+
+
+async def next_news(
+    handle: AsyncWatchHandle, checkpoint_path: str, wait_seconds: float
+) -> tuple[WatchNews, WatchToken]:
+    """Follow the stream until it says something that matters, or `wait_seconds` pass."""
+    touched = exited = False
+    ended: str | None = None
+    events = handle.events()
+    try:
+        async with asyncio.timeout(max(0.0, wait_seconds)):
+            async for event in events:
+                touched, exited = _note(event, checkpoint_path, touched, exited)
+                if touched or exited:
+                    break
+            else:
+                ended = handle.exit_reason or "ended"
+        if touched or exited:
+            # The SDK moves the cursor past a whole batch before handing out its first event:
+            # take the rest of the batch too (already read, so it comes without waiting).
+            touched, exited = await _drain_batch(events, checkpoint_path, touched, exited)
+    except TimeoutError:
+        pass
+    finally:
+        # Ends the held request now rather than whenever the generator is collected.
+        close = getattr(events, "aclose", None)
+        if close is not None:
+            await close()
+    news = WatchNews(checkpoint_touched=touched, agent_exited=exited, ended=ended)
+    return news, WatchToken(handle.id, handle.cursor)
+
+
+async def _drain_batch(
+    events: AsyncIterator[dict[str, Any]], checkpoint_path: str, touched: bool, exited: bool
+) -> tuple[bool, bool]:
+    while True:
+        try:
+            event = await asyncio.wait_for(anext(events), DRAIN_SECONDS)
+        except (TimeoutError, StopAsyncIteration):
+            return touched, exited
+        touched, exited = _note(event, checkpoint_path, touched, exited)
+
+
+def _note(
+    event: dict[str, Any], checkpoint_path: str, touched: bool, exited: bool
+) -> tuple[bool, bool]:
+    for path in (event.get("path"), event.get("oldPath")):
+        if not isinstance(path, str):
+            continue
+        name = posixpath.basename(path)
+        if posixpath.normpath(path) == checkpoint_path:
+            touched = True
+        elif name.startswith(EXIT_MARKER_PREFIX) and not name.endswith(".tmp"):
+            exited = exited or event.get("type") != "remove"
+    return touched, exited
