@@ -66,6 +66,11 @@ class AgentStarted(_Model):
     process_id: str
     # False when a retried activity found the sandbox or the agent already there.
     created: bool = True
+    # When the new sandbox's lease ends (None: no time limit, or not known).
+    lease_ends_at: datetime | None = None
+    # How the sandbox is isolated and limited, said plainly for the status and the Web UI
+    # card (the local provider fills it; e.g. "not isolated (isolation: none)").
+    isolation: str | None = None
 
 
 class StartAgentInput(_Model):
