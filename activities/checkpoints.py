@@ -50,11 +50,13 @@ async def read_checkpoint(
     path: str,
     max_bytes: int,
     known_digest: str | None,
+    *,
+    seen_running: bool = False,
 ) -> CheckpointRead:
     """Read the checkpoint; a gone sandbox reads as missing, one that may not be read (a
     Runtime read would wake a paused sandbox) as unreadable, saying why."""
     try:
-        read = await provider.read_file(sandbox_id, path, max_bytes)
+        read = await provider.read_file(sandbox_id, path, max_bytes, seen_running=seen_running)
     except SandboxNotFound:
         return CheckpointRead(status="missing", detail="the sandbox is gone")
     except SandboxNotRunning as error:

@@ -199,6 +199,12 @@ class LocalEngine:
             timeout = deadline - meta.created_at
             return self._save(dataclasses.replace(meta, deadline=deadline, timeout_seconds=timeout))
 
+    def set_lease_end(self, sandbox_id: str, at: float) -> SandboxMeta:
+        """Move a running sandbox's lease end to `at` (Unix seconds), sooner or later: time
+        passing, for tests and the fake Runtime API (whose clients may only ask 60..3600 s)."""
+        with self._changing(sandbox_id) as meta:
+            return self._save(dataclasses.replace(meta, deadline=at))
+
     # ----- agents -----
 
     def start_process(

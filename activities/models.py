@@ -27,6 +27,7 @@ class ActivityName:
     READ_CHECKPOINT = "read_checkpoint"
     PAUSE_SANDBOX = "pause_sandbox"
     STOP_SANDBOX = "stop_sandbox"
+    WAKE_SANDBOX = "wake_sandbox"
     EXTEND_SANDBOX = "extend_sandbox"
     LIST_SANDBOXES = "list_sandboxes"
     CHECK_SEARCH_ATTRIBUTES = "check_search_attributes"
@@ -59,6 +60,8 @@ class CreateSandboxInput(_Model):
     attempt: int = Field(ge=1)
     checkpoint: str | None = None
     restart_reason: str = ""
+    # Runtime's own cap on the sandbox's lifetime cost: what is left of the spend budget.
+    max_total_cost_micros: int | None = Field(default=None, gt=0)
 
 
 class AgentStarted(_Model):
@@ -103,6 +106,9 @@ class ReadCheckpointInput(_Model):
     checkpoint_path: str
     max_bytes: int = Field(gt=0)
     known_digest: str | None = None
+    # Wake a sandbox paused at its lease end to salvage its checkpoint (Runtime wakes it on
+    # the read anyway; asking says it is meant). Otherwise a paused sandbox is not read.
+    wake_paused: bool = False
 
 
 class ObserveInput(_Model):
@@ -115,7 +121,12 @@ class ObserveInput(_Model):
     max_checkpoint_bytes: int = Field(gt=0)
     known_digest: str | None = None
     wait_seconds: float = Field(ge=0)
+    # Kept for histories recorded before watching: providers pick their own look interval.
     check_interval_seconds: float = Field(default=1.0, gt=0)
+    # Where the previous observe left the provider's watch (opaque), so nothing is missed.
+    watch_token: str | None = None
+    # A changed checkpoint is handed over at most this often (exits and stops at once).
+    report_every_seconds: float = Field(default=0, ge=0)
 
 
 class Observation(_Model):
@@ -125,12 +136,19 @@ class Observation(_Model):
     stop_reason: str | None = None
     # None when the checkpoint did not change since `known_digest`.
     checkpoint: CheckpointRead | None = None
+    lease_ends_at: datetime | None = None
+    watch_token: str | None = None
 
 
 class ExtendSandboxInput(_Model):
+    """Move the sandbox's lease end to `until` (Runtime: at most an hour ahead of now).
+
+    An end, not an amount: the activity extends by what is missing from the lease as it is
+    now, so a retried extension never adds twice."""
+
     provider: Provider
     sandbox_id: str
-    seconds: float = Field(gt=0)
+    until: datetime
 
 
 class ListSandboxesInput(_Model):

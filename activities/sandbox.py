@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import time
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
@@ -23,7 +22,7 @@ from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities import sandbox_setup as setup
-from activities.checkpoints import changed, read_checkpoint
+from activities.checkpoints import read_checkpoint
 from activities.errors import ErrorType, activity_errors, non_retryable
 from activities.heartbeat import auto_heartbeat
 from activities.local import LocalProvider
@@ -44,6 +43,7 @@ from activities.models import (
     SearchAttributeCheckInput,
     StartAgentInput,
 )
+from activities.observe import observe
 from activities.provider import (
     AgentLaunch,
     ProviderError,
@@ -52,6 +52,7 @@ from activities.provider import (
     SandboxProvider,
     SandboxRequest,
 )
+from activities.runtime_watch import exit_marker_path
 from overnight.constants import AGENT_MOUNT, LABEL_ATTEMPT, LABEL_RUN, SEARCH_ATTRIBUTE_TYPES
 from overnight.models import RunSpec
 
@@ -105,6 +106,7 @@ class SandboxActivities:
             self.read_checkpoint,
             self.pause_sandbox,
             self.stop_sandbox,
+            self.wake_sandbox,
             self.extend_sandbox,
             self.list_sandboxes,
             self.check_search_attributes,
@@ -156,6 +158,8 @@ class SandboxActivities:
             timeout_seconds=spec.sandbox_timeout_seconds,
             vcpu=spec.vcpu,
             memory_mib=spec.memory_mib,
+            on_lease_end="pause",
+            max_total_cost_micros=input.max_total_cost_micros,
         )
         async with auto_heartbeat(self._heartbeat_seconds):
             with activity_errors():
@@ -175,7 +179,12 @@ class SandboxActivities:
                         provider, sid, spec.checkpoint_path, input.checkpoint
                     )
                 process = await provider.start_agent(sid, _launch(spec, input.attempt, 0, env))
-        return AgentStarted(sandbox_id=sid, process_id=process.process_id, created=created)
+        return AgentStarted(
+            sandbox_id=sid,
+            process_id=process.process_id,
+            created=created,
+            lease_ends_at=sandbox.lease_ends_at,
+        )
 
     @activity.defn(name=ActivityName.START_AGENT)
     async def start_agent(self, input: StartAgentInput) -> AgentStarted:
@@ -194,20 +203,16 @@ class SandboxActivities:
         """A long poll: back as soon as the agent or its sandbox stops, or the checkpoint
         changes, else after `wait_seconds`."""
         provider = await self._provider(input.provider)
-        give_up = time.monotonic() + _wait_left(input.wait_seconds)
         async with auto_heartbeat(self._heartbeat_seconds):
             with activity_errors():
-                while True:
-                    seen, news = await _look(provider, input)
-                    left = give_up - time.monotonic()
-                    if news or left <= 0:
-                        return seen
-                    await asyncio.sleep(min(input.check_interval_seconds, left))
+                return await observe(provider, input, _wait_left(input.wait_seconds))
 
     @activity.defn(name=ActivityName.READ_CHECKPOINT)
     async def read_checkpoint(self, input: ReadCheckpointInput) -> CheckpointRead:
         provider = await self._provider(input.provider)
         with activity_errors():
+            if input.wake_paused:
+                await _settle(provider, input.sandbox_id, provider.wake(input.sandbox_id))
             return await read_checkpoint(
                 provider,
                 input.sandbox_id,
@@ -228,10 +233,22 @@ class SandboxActivities:
         provider = await self._provider(input.provider)
         return await _settle(provider, input.sandbox_id, provider.stop(input.sandbox_id))
 
+    @activity.defn(name=ActivityName.WAKE_SANDBOX)
+    async def wake_sandbox(self, input: SandboxRef) -> SandboxInfo:
+        provider = await self._provider(input.provider)
+        return await _settle(provider, input.sandbox_id, provider.wake(input.sandbox_id))
+
     @activity.defn(name=ActivityName.EXTEND_SANDBOX)
     async def extend_sandbox(self, input: ExtendSandboxInput) -> SandboxInfo:
         provider = await self._provider(input.provider)
-        call = provider.extend(input.sandbox_id, input.seconds)
+        with activity_errors():
+            now = await provider.sandbox(input.sandbox_id)
+        if now.state not in ("running", "paused") or now.lease_ends_at is None:
+            return now
+        missing = (input.until - now.lease_ends_at).total_seconds()
+        if missing < 1:
+            return now  # already that long (a retried extension): nothing to add
+        call = provider.extend(input.sandbox_id, missing)
         return await _settle(provider, input.sandbox_id, call)
 
     @activity.defn(name=ActivityName.LIST_SANDBOXES)
@@ -263,40 +280,14 @@ class SandboxActivities:
 
 
 def _launch(spec: RunSpec, attempt: int, fresh_start: int, env: dict[str, str]) -> AgentLaunch:
+    start_key = f"{spec.run_id}-{attempt}-{fresh_start}"
     return AgentLaunch(
-        start_key=f"{spec.run_id}-{attempt}-{fresh_start}",
+        start_key=start_key,
         command=spec.command,
         cwd=spec.cwd,
         env=env,
+        exit_marker=exit_marker_path(spec.checkpoint_path, start_key),
     )
-
-
-async def _look(provider: SandboxProvider, input: ObserveInput) -> tuple[Observation, bool]:
-    """One look at the agent; True when it is news the workflow must hear now."""
-    sandbox = await provider.sandbox(input.sandbox_id)
-    if sandbox.state == "missing":
-        return Observation(process_state="missing", sandbox_state="missing"), True
-    process = await provider.process(input.sandbox_id, input.process_id)
-    seen = Observation(
-        process_state=process.state,
-        exit_code=process.exit_code,
-        sandbox_state=sandbox.state,
-        stop_reason=sandbox.stop_reason,
-    )
-    if sandbox.state != "running":
-        # Paused or stopped: report without touching its files (a read would wake it).
-        return seen, sandbox.state != "starting"
-    read = await read_checkpoint(
-        provider,
-        input.sandbox_id,
-        input.checkpoint_path,
-        input.max_checkpoint_bytes,
-        input.known_digest,
-    )
-    news = changed(read, input.known_digest)
-    if news:
-        seen = seen.model_copy(update={"checkpoint": read})
-    return seen, news or process.state != "running"
 
 
 async def _settle(

@@ -11,6 +11,7 @@ To add a provider: write a factory and add it to `FACTORIES`.
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
@@ -33,6 +34,10 @@ class Harness:
     def host_path(self, sandbox_id: str, path: str) -> Path:
         """Where a sandbox path really is, to look at it without the provider."""
         return self.engine.host_path(sandbox_id, path)
+
+    def end_lease_in(self, sandbox_id: str, seconds: float) -> None:
+        """Let time pass: the sandbox's lease now ends in `seconds` (whatever was asked)."""
+        self.engine.set_lease_end(sandbox_id, time.time() + seconds)
 
 
 ProviderFactory = Callable[[Path], AbstractAsyncContextManager[Harness]]

@@ -8,10 +8,13 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Literal
 
 from activities.models import SandboxInfo
 from activities.provider import AgentLaunch, ProcessInfo, SandboxRequest
+from activities.runtime_watch import exit_marker_path
 from overnight.constants import LABEL_ATTEMPT, LABEL_RUN
 from tests.providers.conftest import Harness
 
@@ -19,18 +22,29 @@ from tests.providers.conftest import Harness
 TICKER = "for i in $(seq 600); do echo $i >> /workspace/ticks; sleep 0.1; done"
 
 
-def request(name: str | None = None, *, timeout: float = 600, run: str = "r") -> SandboxRequest:
+def request(
+    name: str | None = None,
+    *,
+    timeout: float = 600,
+    run: str = "r",
+    on_lease_end: Literal["pause", "stop"] = "pause",
+) -> SandboxRequest:
     return SandboxRequest(
         name=name or f"t-{uuid.uuid4().hex[:10]}",
         labels={LABEL_RUN: run, LABEL_ATTEMPT: "1"},
         timeout_seconds=timeout,
         vcpu=1,
         memory_mib=512,
+        on_lease_end=on_lease_end,
     )
 
 
-async def new_sandbox(h: Harness, *, timeout: float = 600) -> SandboxInfo:
-    info, created = await h.provider.get_or_create(request(timeout=timeout))
+async def new_sandbox(
+    h: Harness, *, timeout: float = 600, on_lease_end: Literal["pause", "stop"] = "pause"
+) -> SandboxInfo:
+    info, created = await h.provider.get_or_create(
+        request(timeout=timeout, on_lease_end=on_lease_end)
+    )
     assert created and info.state == "running"
     return info
 
@@ -112,14 +126,35 @@ async def test_an_agent_killed_by_a_signal_reads_as_killed(provider: Harness) ->
     assert (ended.state, ended.exit_code) == ("killed", None)
 
 
-async def test_a_sandbox_past_its_time_limit_is_stopped_and_its_agent_killed(
+async def test_a_sandbox_at_its_lease_end_pauses_with_its_agent_frozen_and_its_files_kept(
     provider: Harness,
 ) -> None:
-    sid = (await new_sandbox(provider, timeout=2)).sandbox_id
+    sid = (await new_sandbox(provider)).sandbox_id
     agent = await start(provider, sid, TICKER)
     assert await ticking(provider, sid)
+    provider.end_lease_in(sid, 0.5)
+    paused = await wait_for_state(provider, sid, "paused", timeout=6)
+    assert paused.state == "paused"
+    assert not await ticking(provider, sid)
+    assert ticks(provider, sid) > 0
+    # Frozen, not dead: woken, it carries on where it was, with a fresh lease.
+    woken = await provider.provider.wake(sid)
+    assert woken.state == "running"
+    assert woken.lease_ends_at is not None
+    assert (woken.lease_ends_at - datetime.now(UTC)).total_seconds() > 500
+    assert (await provider.provider.process(sid, agent.process_id)).state == "running"
+    assert await ticking(provider, sid)
+
+
+async def test_a_sandbox_made_to_stop_at_its_lease_end_stops_with_reason_lease_expired(
+    provider: Harness,
+) -> None:
+    sid = (await new_sandbox(provider, on_lease_end="stop")).sandbox_id
+    agent = await start(provider, sid, TICKER)
+    assert await ticking(provider, sid)
+    provider.end_lease_in(sid, 0.5)
     stopped = await wait_for_state(provider, sid, "stopped", timeout=6)
-    assert (stopped.state, stopped.stop_reason) == ("stopped", "timeout")
+    assert (stopped.state, stopped.stop_reason) == ("stopped", "lease_expired")
     assert (await wait_for_process(provider, sid, agent.process_id)).state == "killed"
     assert not await ticking(provider, sid)
 
@@ -141,7 +176,7 @@ async def test_a_stopped_sandbox_has_its_agent_killed(provider: Harness) -> None
     agent = await start(provider, sid, TICKER)
     assert await ticking(provider, sid)
     stopped = await provider.provider.stop(sid)
-    assert stopped.state == "stopped" and stopped.stop_reason != "timeout"
+    assert stopped.state == "stopped" and stopped.stop_reason != "lease_expired"
     assert (await wait_for_process(provider, sid, agent.process_id)).state == "killed"
     assert not await ticking(provider, sid)
     assert (await provider.provider.stop(sid)).state == "stopped"  # stopping again is fine
@@ -151,8 +186,9 @@ async def test_a_stopped_sandbox_has_its_agent_killed(provider: Harness) -> None
 
 
 async def test_extend_moves_the_deadline(provider: Harness) -> None:
-    sid = (await new_sandbox(provider, timeout=1.5)).sandbox_id
+    sid = (await new_sandbox(provider)).sandbox_id
     await start(provider, sid, TICKER)
+    provider.end_lease_in(sid, 1.5)
     extended = await provider.provider.extend(sid, 3)
     assert extended.state == "running"
     await asyncio.sleep(2.0)  # past the first deadline
@@ -169,7 +205,8 @@ async def test_a_checkpoint_over_the_cap_is_refused_without_reading_it(
     assert made.exit_code == 0, made.stderr
     began = time.monotonic()
     read = await provider.provider.read_file(sid, "/workspace/checkpoint.json", 262144)
-    assert (read.status, read.size, read.data) == ("too_large", 8 * 1024**3, None)
+    assert (read.status, read.data) == ("too_large", None)
+    assert read.size > 262144
     assert time.monotonic() - began < 2
 
 
@@ -220,3 +257,76 @@ async def test_a_gone_sandbox_reads_as_missing(provider: Harness) -> None:
     assert (await provider.provider.sandbox("no-such-sandbox")).state == "missing"
     gone = await provider.provider.process("no-such-sandbox", "no-such-process")
     assert gone.state == "missing"
+
+
+# ---- watching ----------------------------------------------------------------------------
+
+CHECKPOINT = "/workspace/checkpoint.json"
+# Writes a checkpoint atomically every 0.3 s, ten times, then exits 3 (a crash).
+WRITER = (
+    'for i in $(seq 10); do echo "{\\"step\\": $i}" > /workspace/.cp.tmp && '
+    "mv /workspace/.cp.tmp /workspace/checkpoint.json; sleep 0.3; done; exit 3"
+)
+
+
+def launch(command: str, key: str = "w-1") -> AgentLaunch:
+    return AgentLaunch(
+        start_key=key,
+        command=command,
+        cwd="/workspace",
+        exit_marker=exit_marker_path(CHECKPOINT, key),
+    )
+
+
+async def test_a_watch_wakes_up_for_a_checkpoint_write_and_then_for_the_crash(
+    provider: Harness,
+) -> None:
+    sid = (await new_sandbox(provider)).sandbox_id
+    agent = await provider.provider.start_agent(sid, launch(WRITER))
+    token: str | None = None
+    touched = 0
+    began = time.monotonic()
+    while True:
+        seen = await provider.provider.watch(
+            sid, agent.process_id, CHECKPOINT, token=token, wait_seconds=20
+        )
+        token = seen.token
+        touched += seen.checkpoint_touched
+        if seen.process.state != "running":
+            break
+        assert time.monotonic() - began < 15
+    # Ten writes in three seconds: seen as they came, and the exit within moments of it.
+    assert touched >= 2
+    assert (seen.process.state, seen.process.exit_code) == ("exited", 3)
+    assert time.monotonic() - began < 6
+
+
+async def test_a_quiet_watch_waits_its_whole_time_and_reports_nothing(provider: Harness) -> None:
+    sid = (await new_sandbox(provider)).sandbox_id
+    agent = await provider.provider.start_agent(sid, launch("sleep 60"))
+    first = await provider.provider.watch(
+        sid, agent.process_id, CHECKPOINT, token=None, wait_seconds=5
+    )
+    began = time.monotonic()
+    quiet = await provider.provider.watch(
+        sid, agent.process_id, CHECKPOINT, token=first.token, wait_seconds=1.5
+    )
+    assert 1.4 <= time.monotonic() - began < 4
+    assert not quiet.checkpoint_touched
+    assert (quiet.sandbox.state, quiet.process.state) == ("running", "running")
+
+
+async def test_a_watch_reports_a_pause_without_waking_the_sandbox(provider: Harness) -> None:
+    sid = (await new_sandbox(provider)).sandbox_id
+    agent = await provider.provider.start_agent(sid, launch(TICKER))
+    first = await provider.provider.watch(
+        sid, agent.process_id, CHECKPOINT, token=None, wait_seconds=5
+    )
+    provider.end_lease_in(sid, 0.5)
+    seen = await provider.provider.watch(
+        sid, agent.process_id, CHECKPOINT, token=first.token, wait_seconds=10
+    )
+    assert seen.sandbox.state == "paused"
+    await asyncio.sleep(0.5)
+    assert (await provider.provider.sandbox(sid)).state == "paused"
+    assert not await ticking(provider, sid)

@@ -1,0 +1,68 @@
+"""The observe activity's long poll: watch the agent through the provider until there is news.
+
+News the workflow hears at once: the agent ended, its sandbox stopped running (paused at its
+lease end, stopped, gone). A changed checkpoint is news too, but it is handed over at most once
+per `report_every_seconds` (the run's `poll_seconds`, the seed's cadence): an agent that
+checkpoints every few seconds then costs one activity, one download and a few history events
+a minute, not one per write. Held news is never lost: it goes out with whatever ends the poll.
+"""
+
+from __future__ import annotations
+
+import time
+
+from activities.checkpoints import changed, read_checkpoint
+from activities.models import CheckpointRead, Observation, ObserveInput
+from activities.provider import SandboxProvider, Sighting
+
+
+async def observe(
+    provider: SandboxProvider, input: ObserveInput, wait_seconds: float
+) -> Observation:
+    started = time.monotonic()
+    give_up = started + wait_seconds
+    report_at = started + input.report_every_seconds
+    token = input.watch_token
+    news: CheckpointRead | None = None
+    while True:
+        now = time.monotonic()
+        until = give_up if news is None else min(give_up, report_at)
+        seen = await provider.watch(
+            input.sandbox_id,
+            input.process_id,
+            input.checkpoint_path,
+            token=token,
+            wait_seconds=max(0.0, until - now),
+        )
+        token = seen.token
+        running = seen.sandbox.state == "running"
+        ended = not running and seen.sandbox.state != "starting"
+        agent_done = seen.process.state != "running"
+        # An agent that ended may have written its last checkpoint just before: read it once.
+        if running and (seen.checkpoint_touched or agent_done):
+            known = news.digest if news is not None else input.known_digest
+            read = await read_checkpoint(
+                provider,
+                input.sandbox_id,
+                input.checkpoint_path,
+                input.max_checkpoint_bytes,
+                known,
+                seen_running=True,
+            )
+            if changed(read, known):
+                news = read
+        now = time.monotonic()
+        if ended or agent_done or now >= give_up or (news is not None and now >= report_at):
+            return _observation(seen, news, token)
+
+
+def _observation(seen: Sighting, news: CheckpointRead | None, token: str | None) -> Observation:
+    return Observation(
+        process_state=seen.process.state,
+        exit_code=seen.process.exit_code,
+        sandbox_state=seen.sandbox.state,
+        stop_reason=seen.sandbox.stop_reason,
+        lease_ends_at=seen.sandbox.lease_ends_at,
+        checkpoint=news,
+        watch_token=token,
+    )
