@@ -193,7 +193,30 @@ class RunSpec(_StrictInput):
             raise ValueError(f"{sorted(overlap)[0]} is in both env and secret_env")
         if self.fresh_context_exit_code == 0:
             raise ValueError("fresh_context_exit_code may not be 0 (0 means finished)")
+        if self.provider == "runtime":
+            _within_runtime_limits(self)
         return self
+
+
+# What Runtime's API accepts (its reference, 0.2.0): refused here, where the user wrote it,
+# rather than by the first create hours later.
+RUNTIME_TIMEOUT_SECONDS = (60, 3600)
+RUNTIME_MAX_VCPU = 16
+RUNTIME_MEMORY_MIB = (128, 65536)
+
+
+def _within_runtime_limits(spec: RunSpec) -> None:
+    low, high = RUNTIME_TIMEOUT_SECONDS
+    if not low <= spec.sandbox_timeout_seconds <= high:
+        raise ValueError(
+            f"sandbox_timeout_seconds must be {low} to {high} on provider 'runtime' (its lease; "
+            f"a progressing agent's sandbox is extended), got {spec.sandbox_timeout_seconds:g}"
+        )
+    if spec.vcpu > RUNTIME_MAX_VCPU:
+        raise ValueError(f"vcpu may be at most {RUNTIME_MAX_VCPU} on provider 'runtime'")
+    low, high = RUNTIME_MEMORY_MIB
+    if not low <= spec.memory_mib <= high:
+        raise ValueError(f"memory_mib must be {low} to {high} on provider 'runtime'")
 
 
 class RestartRecord(_Strict):
@@ -228,6 +251,12 @@ class RunStatus(_Strict):
     checkpoint_rejected: str | None = None
     attention_reason: str | None = None
     restarts: list[RestartRecord] = Field(default_factory=list)
+    # When the current sandbox's lease ends (extended while the agent progresses).
+    lease_ends_at: datetime | None = None
+    # Times a sandbox paused at its lease end was woken and carried on, with no restart.
+    lease_resumes: int = 0
+    # How the current sandbox is isolated, said plainly (local provider).
+    isolation: str | None = None
 
 
 class RunResult(_Strict):

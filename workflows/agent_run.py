@@ -26,16 +26,18 @@ with workflow.unsafe.imports_passed_through():
         RunSpec,
         RunStatus,
     )
-    from workflows import budget, calls, policies
+    from workflows import budget, calls, lease_steps, policies
     from workflows.card import build_status, render_card
     from workflows.checkpoint import judge
     from workflows.decide import (
         Decision,
+        ExtendLease,
         Finish,
         FreshStart,
         NeedsAttention,
         ObserveFailed,
         Restart,
+        WakeAfterLease,
         Watch,
         decide,
         decide_resume,
@@ -47,6 +49,9 @@ with workflow.unsafe.imports_passed_through():
 
 # Quiet observations that come back this much before their deadline are waited out on a timer.
 EARLY_RETURN_SLACK = timedelta(seconds=1)
+# Runs begun with this marker keep their sandboxes' leases (extend, wake at the lease end);
+# histories recorded before it replay without.
+LEASE_KEEPING_PATCH = "lease-keeping"
 
 
 @workflow.defn(name="AgentRun")
@@ -65,6 +70,8 @@ class AgentRun:
         if carried is not None:
             carried = SupervisorState.model_validate(carried)
         s = carried or SupervisorState(spec=spec, budget=spec.budget, started_at=workflow.now())
+        if carried is None:
+            s.lease_keeping = workflow.patched(LEASE_KEEPING_PATCH)
         self._s = s
         try:
             return await self._supervise(s)
@@ -164,6 +171,10 @@ class AgentRun:
             await self._restart(s, decision.reason, counted=decision.counted)
         elif isinstance(decision, NeedsAttention):
             await self._enter_attention(s, decision)
+        elif isinstance(decision, ExtendLease):
+            await self._extend_lease(s, decision)
+        elif isinstance(decision, WakeAfterLease):
+            await self._wake_after_lease(s, decision)
 
     async def _observe(self, s: SupervisorState) -> Observation | ObserveFailed | None:
         """One long poll; None when a signal interrupted it."""
@@ -183,6 +194,8 @@ class AgentRun:
                 known_digest=s.seen_digest,
                 wait_seconds=wait,
                 check_interval_seconds=min(spec.poll_seconds, 1.0),
+                watch_token=s.watch_token,
+                report_every_seconds=spec.poll_seconds,
             ),
             result_type=Observation,
             start_to_close_timeout=calls.observe_timeout(wait),
@@ -203,6 +216,10 @@ class AgentRun:
             calls.reraise_cancellation(err)
             return ObserveFailed(calls.describe(err))
         self._take_checkpoint(s, seen.checkpoint)
+        s.watch_token = seen.watch_token
+        s.sandbox_paused = seen.sandbox_state == "paused"
+        if seen.lease_ends_at is not None:
+            s.lease_ends_at = seen.lease_ends_at
         return seen
 
     async def _watch(self, s: SupervisorState, decision: Watch, *, quiet: bool) -> None:
@@ -246,7 +263,8 @@ class AgentRun:
         s.state = "starting" if s.attempt == 0 else "restarting"
         s.attempt += 1
         self._publish(s)
-        handle = calls.start_create_sandbox(s.spec, s.attempt, s.checkpoint, reason)
+        cost_cap = budget.spend_left_micros(s, workflow.now()) if s.lease_keeping else None
+        handle = calls.start_create_sandbox(s.spec, s.attempt, s.checkpoint, reason, cost_cap)
         try:
             await workflow.wait_condition(lambda: handle.done() or s.cancel_requested)
         except asyncio.CancelledError:
@@ -277,10 +295,25 @@ class AgentRun:
         s.process_id = started.process_id
         s.sandbox_started_at = now
         s.last_progress_at = now
+        s.lease_ends_at = started.lease_ends_at
+        s.lease_extended_at = now
+        s.watch_token = None
+        s.sandbox_paused = False
+        s.isolation = started.isolation
         # The new sandbox holds the last good checkpoint: that is not news.
         s.seen_digest = s.checkpoint_digest
         s.state = "running"
         self._watch_until = None
+
+    async def _extend_lease(self, s: SupervisorState, decision: ExtendLease) -> None:
+        await lease_steps.extend_lease(s, decision.until)
+        self._watch_until = None
+
+    async def _wake_after_lease(self, s: SupervisorState, decision: WakeAfterLease) -> None:
+        self._watch_until = None
+        if not await lease_steps.wake_after_lease(s, decision.paused_at):
+            why = "sandbox paused at its lease end and could not be woken"
+            await self._act(s, restart_within_budget(s, why, workflow.now()))
 
     async def _fresh_start(self, s: SupervisorState) -> None:
         assert s.sandbox_id is not None
@@ -358,13 +391,17 @@ class AgentRun:
         budget.close_sandbox_spend(s, workflow.now())
         s.sandbox_id = None
         s.process_id = None
+        s.lease_ends_at = None
+        s.watch_token = None
 
     async def _salvage_checkpoint(self, s: SupervisorState, why: str) -> None:
         if s.sandbox_id is None:
             return
-        self._take_checkpoint(
-            s, await calls.read_checkpoint(s.spec, s.sandbox_id, s.seen_digest, why)
+        wake = s.lease_keeping and s.sandbox_paused
+        read = await calls.read_checkpoint(
+            s.spec, s.sandbox_id, s.seen_digest, why, wake_paused=wake
         )
+        self._take_checkpoint(s, read)
 
     async def _sweep(self, s: SupervisorState, *, stop: bool, paused_too: bool, why: str) -> None:
         """Leave none of this run's sandboxes running; `paused_too` ends those kept for a look."""

@@ -45,6 +45,13 @@ def exhausted_reason(state: SupervisorState, now: datetime) -> str | None:
     return None
 
 
+def spend_left_micros(state: SupervisorState, now: datetime) -> int | None:
+    """What is left of the spend budget, in Runtime's microdollars (None: no spend cap)."""
+    if state.budget.max_spend_usd is None:
+        return None
+    return max(1, int((state.budget.max_spend_usd - spend_usd(state, now)) * 1_000_000))
+
+
 def restarts_left(state: SupervisorState) -> int:
     return max(0, state.budget.max_restarts - state.restarts_used)
 

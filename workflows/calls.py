@@ -7,7 +7,7 @@ never imports a provider.
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError, is_cancelled_exception
@@ -18,6 +18,7 @@ with workflow.unsafe.imports_passed_through():
         AgentStarted,
         CheckpointRead,
         CreateSandboxInput,
+        ExtendSandboxInput,
         ListSandboxesInput,
         ReadCheckpointInput,
         SandboxInfo,
@@ -32,14 +33,22 @@ with workflow.unsafe.imports_passed_through():
 
 
 def start_create_sandbox(
-    spec: RunSpec, attempt: int, checkpoint: str | None, reason: str
+    spec: RunSpec,
+    attempt: int,
+    checkpoint: str | None,
+    reason: str,
+    max_total_cost_micros: int | None = None,
 ) -> workflow.ActivityHandle[AgentStarted]:
     """Started, not awaited: a `cancel` signal must be able to interrupt a long create."""
     why = f" ({reason})" if reason else ""
     return workflow.start_activity(
         ActivityName.CREATE_SANDBOX,
         CreateSandboxInput(
-            spec=spec, attempt=attempt, checkpoint=checkpoint, restart_reason=reason
+            spec=spec,
+            attempt=attempt,
+            checkpoint=checkpoint,
+            restart_reason=reason,
+            max_total_cost_micros=max_total_cost_micros,
         ),
         result_type=AgentStarted,
         start_to_close_timeout=policies.CREATE_TIMEOUT,
@@ -72,9 +81,10 @@ async def start_agent(spec: RunSpec, sandbox_id: str, attempt: int, fresh: int) 
 
 
 async def read_checkpoint(
-    spec: RunSpec, sandbox_id: str, known_digest: str | None, why: str
+    spec: RunSpec, sandbox_id: str, known_digest: str | None, why: str, *, wake_paused: bool = False
 ) -> CheckpointRead | None:
-    """The checkpoint if it changed; None when unchanged or unreadable (best effort)."""
+    """The checkpoint if it changed; None when unchanged or unreadable (best effort).
+    `wake_paused`: the sandbox is paused (at its lease end): wake it to salvage the file."""
     try:
         read: CheckpointRead = await workflow.execute_activity(
             ActivityName.READ_CHECKPOINT,
@@ -84,6 +94,7 @@ async def read_checkpoint(
                 checkpoint_path=spec.checkpoint_path,
                 max_bytes=spec.max_checkpoint_bytes,
                 known_digest=known_digest,
+                wake_paused=wake_paused,
             ),
             result_type=CheckpointRead,
             start_to_close_timeout=policies.ACTION_TIMEOUT,
@@ -115,6 +126,43 @@ async def pause_or_stop(spec: RunSpec, sandbox_id: str, *, stop: bool, why: str)
         reraise_cancellation(err)
         workflow.logger.warning("could not %s sandbox %s: %s", verb, sandbox_id, describe(err))
         return False
+
+
+async def wake_sandbox(spec: RunSpec, sandbox_id: str, why: str) -> SandboxInfo | None:
+    """A paused sandbox carried on with a fresh lease; None when it could not be woken."""
+    return await _sandbox_call(
+        ActivityName.WAKE_SANDBOX,
+        SandboxRef(provider=spec.provider, sandbox_id=sandbox_id),
+        f"wake sandbox {sandbox_id} ({why})",
+    )
+
+
+async def extend_sandbox(
+    spec: RunSpec, sandbox_id: str, until: datetime, why: str
+) -> SandboxInfo | None:
+    """The lease moved to `until`; None when it could not be (the lease then ends as set)."""
+    return await _sandbox_call(
+        ActivityName.EXTEND_SANDBOX,
+        ExtendSandboxInput(provider=spec.provider, sandbox_id=sandbox_id, until=until),
+        f"extend sandbox {sandbox_id} to {until:%H:%M:%S} UTC ({why})",
+    )
+
+
+async def _sandbox_call(name: str, arg: object, summary: str) -> SandboxInfo | None:
+    try:
+        info: SandboxInfo = await workflow.execute_activity(
+            name,
+            arg,
+            result_type=SandboxInfo,
+            start_to_close_timeout=policies.ACTION_TIMEOUT,
+            retry_policy=policies.ACTION_RETRY,
+            summary=summary,
+        )
+    except ActivityError as err:
+        reraise_cancellation(err)
+        workflow.logger.warning("%s failed: %s", summary, describe(err))
+        return None
+    return info
 
 
 async def list_sandboxes(spec: RunSpec) -> list[SandboxInfo]:

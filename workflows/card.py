@@ -32,6 +32,9 @@ def build_status(state: SupervisorState, now: datetime) -> RunStatus:
         checkpoint_rejected=state.checkpoint_rejected,
         attention_reason=state.attention_reason if state.state == "needs_attention" else None,
         restarts=list(state.restarts),
+        lease_ends_at=state.lease_ends_at,
+        lease_resumes=state.lease_resumes,
+        isolation=state.isolation,
     )
 
 
@@ -52,6 +55,11 @@ def render_card(status: RunStatus, now: datetime) -> str:
         f"{hours_left:.2f} left · **spend** {spend}",
         f"- **last progress** {age(status.last_progress_at, now)}",
     ]
+    if status.lease_ends_at is not None:
+        woken = f" (woken {status.lease_resumes}x at its end)" if status.lease_resumes else ""
+        lines.append(f"- **lease ends** {status.lease_ends_at:%H:%M:%S} UTC{woken}")
+    if status.isolation:
+        lines.append(f"- **sandbox** {status.isolation}")
     if status.attention_reason:
         lines.append(f"- **needs attention** {status.attention_reason}")
     if status.checkpoint_rejected:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from activities.models import Observation
+from workflows import lease
 from workflows.budget import budget_deadline, exhausted_reason, restarts_left
 from workflows.state import SupervisorState
 
@@ -50,7 +51,22 @@ class NeedsAttention:
     pending_restart: str | None = None
 
 
-Decision = Watch | Restart | FreshStart | Finish | NeedsAttention
+@dataclass(frozen=True)
+class ExtendLease:
+    """The agent progresses and its lease ends soon: move the lease end to `until`."""
+
+    until: datetime
+
+
+@dataclass(frozen=True)
+class WakeAfterLease:
+    """The sandbox paused at its lease end while the agent was progressing: wake it (a fresh
+    lease) and carry on watching the same agent. `paused_at`: when it stopped running."""
+
+    paused_at: datetime
+
+
+Decision = Watch | Restart | FreshStart | Finish | NeedsAttention | ExtendLease | WakeAfterLease
 
 
 @dataclass(frozen=True)
@@ -71,6 +87,8 @@ def decide(state: SupervisorState, seen: Observation | ObserveFailed, now: datet
     if seen.sandbox_state in ("stopped", "missing"):
         return restart_within_budget(state, _sandbox_gone_reason(seen), now)
     if seen.sandbox_state == "paused":
+        if lease.lease_ended(state, seen.lease_ends_at, now):
+            return _after_lease_end(state, seen, now)
         return restart_within_budget(state, "sandbox was paused from outside", now)
     if seen.process_state == "exited" and seen.exit_code == spec.fresh_context_exit_code:
         if state.fresh_starts_used < spec.max_fresh_starts:
@@ -92,7 +110,25 @@ def decide(state: SupervisorState, seen: Observation | ObserveFailed, now: datet
     out_of_budget = exhausted_reason(state, now)
     if out_of_budget is not None:
         return NeedsAttention(out_of_budget)
+    target = lease.extension_target(state, now)
+    if target is not None:
+        return ExtendLease(until=target)
     return Watch(until=next_wake(state, now))
+
+
+def _after_lease_end(state: SupervisorState, seen: Observation, now: datetime) -> Decision:
+    """Paused by its lease end: nothing is lost. Carry on with the same agent unless it had
+    stalled before the lease ended (then its checkpoint goes to a new sandbox) or the budget
+    is spent (then a person decides)."""
+    paused_at = lease.frozen_since(state, seen.lease_ends_at, now)
+    out_of_budget = exhausted_reason(state, now)
+    if out_of_budget is not None:
+        return NeedsAttention(out_of_budget)
+    stall = stall_deadline_of(state)
+    if stall is not None and paused_at >= stall:
+        spec = state.spec
+        return restart_within_budget(state, f"agent stalled {_duration(spec.stall_seconds)}", now)
+    return WakeAfterLease(paused_at=paused_at)
 
 
 def decide_resume(state: SupervisorState, now: datetime) -> Decision:
@@ -118,6 +154,12 @@ def next_wake(state: SupervisorState, now: datetime) -> datetime:
     stall = stall_deadline_of(state)
     if stall is not None:
         wake = min(wake, stall)
+    # In time to extend the lease, and (a safety net for a missed pause) just after its end.
+    point = lease.extension_point(state)
+    if point is not None and point > now:
+        wake = min(wake, point)
+    if state.lease_keeping and state.lease_ends_at is not None and state.lease_ends_at > now:
+        wake = min(wake, state.lease_ends_at + lease.LEASE_END_TOLERANCE)
     return max(wake, now)
 
 
@@ -137,7 +179,7 @@ def restart_within_budget(state: SupervisorState, reason: str, now: datetime) ->
 def _sandbox_gone_reason(seen: Observation) -> str:
     if seen.sandbox_state == "missing":
         return "sandbox disappeared"
-    if seen.stop_reason in ("timeout", "time_limit", "lease_end", "expired"):
+    if seen.stop_reason in ("lease_expired", "timeout", "time_limit", "lease_end", "expired"):
         return "sandbox time limit reached"
     return f"sandbox stopped ({seen.stop_reason or 'no reason given'})"
 

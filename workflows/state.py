@@ -27,6 +27,21 @@ class SupervisorState(BaseModel):
     sandbox_started_at: datetime | None = None
     # Sandboxes of this run that may still be paused (kept for a look), oldest first.
     paused_sandboxes: list[str] = Field(default_factory=list)
+    # How the current sandbox is isolated, as its provider said (None: the provider's own).
+    isolation: str | None = None
+
+    # Leases (see workflows.lease). False for runs begun before leases were kept, so their
+    # recorded histories replay unchanged.
+    lease_keeping: bool = False
+    lease_ends_at: datetime | None = None
+    # When the current lease was last extended (or granted): progress after it earns the next.
+    lease_extended_at: datetime | None = None
+    # Times a sandbox paused at its lease end was woken to carry on (no restart).
+    lease_resumes: int = 0
+    # The current sandbox was last seen paused: salvaging its checkpoint must wake it.
+    sandbox_paused: bool = False
+    # Where the provider's watch of the current sandbox stands (opaque; None: start a new one).
+    watch_token: str | None = None
 
     restarts_used: int = 0
     fresh_starts_used: int = 0

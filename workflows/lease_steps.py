@@ -1,0 +1,44 @@
+"""AgentRun's lease steps: extend a progressing sandbox's lease, wake one paused at its end.
+
+Workflow code (activities through `calls`); the decisions themselves are in `workflows.lease`.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from workflows import budget, calls
+    from workflows.state import SupervisorState
+
+
+async def extend_lease(s: SupervisorState, until: datetime) -> None:
+    assert s.sandbox_id is not None
+    # Marked first: a failed extension is not retried on every look (the lease then ends, the
+    # sandbox pauses, and the run wakes it).
+    s.lease_extended_at = workflow.now()
+    info = await calls.extend_sandbox(s.spec, s.sandbox_id, until, "agent progressing")
+    if info is not None and info.lease_ends_at is not None:
+        s.lease_ends_at = info.lease_ends_at
+
+
+async def wake_after_lease(s: SupervisorState, paused_at: datetime) -> bool:
+    """Wake the sandbox with a fresh lease; False when it could not be woken."""
+    assert s.sandbox_id is not None
+    info = await calls.wake_sandbox(s.spec, s.sandbox_id, "lease ended, agent progressing")
+    if info is None or info.state != "running":
+        return False
+    now = workflow.now()
+    # Frozen time is neither the agent's stall nor compute spend.
+    if s.last_progress_at is not None:
+        s.last_progress_at = min(now, s.last_progress_at + (now - paused_at))
+    budget.close_sandbox_spend(s, paused_at)
+    s.sandbox_started_at = now
+    s.lease_ends_at = info.lease_ends_at
+    s.lease_extended_at = now
+    s.sandbox_paused = False
+    s.lease_resumes += 1
+    workflow.logger.info("sandbox %s woken after its lease end", s.sandbox_id)
+    return True
