@@ -15,6 +15,7 @@ import hashlib
 import json
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any
 
 from temporalio import activity
@@ -143,6 +144,7 @@ class FakeSandbox:
     file: CheckpointRead | None = None
     process_id: str = ""
     answering: bool = True
+    lease_ends_at: datetime | None = None
 
     def info(self) -> SandboxInfo:
         return SandboxInfo(
@@ -151,6 +153,7 @@ class FakeSandbox:
             state=self.state,
             stop_reason=self.stop_reason,
             labels=dict(self.labels),
+            lease_ends_at=self.lease_ends_at,
         )
 
 
@@ -197,6 +200,11 @@ class FakeWorld:
         self.pause_error: ApplicationError | None = None
         self._scripts: dict[int, Iterator[Step]] = {}
         self._hang = Hold()
+        # With a lease, sandboxes pause at its end (as Runtime's do), judged by workflow time.
+        self.lease: timedelta | None = None
+        self.extends: list[tuple[str, datetime]] = []
+        self.wakes: list[str] = []
+        self.lease_pauses: list[str] = []
 
     # -- setting the scene --
 
@@ -232,6 +240,7 @@ class FakeWorld:
             self.read_checkpoint,
             self.pause_sandbox,
             self.stop_sandbox,
+            self.wake_sandbox,
             self.extend_sandbox,
             self.list_sandboxes,
             self.check_search_attributes,
@@ -265,6 +274,8 @@ class FakeWorld:
             raise error
         box.state = "running"
         box.process_id = f"agent-{request.attempt}-0"
+        if self.lease is not None:
+            box.lease_ends_at = _now() + self.lease
         self.log.append(f"create {box.sandbox_id}")
         self.starts.append(
             AgentStart(
@@ -276,7 +287,9 @@ class FakeWorld:
                 process_id=box.process_id,
             )
         )
-        return AgentStarted(sandbox_id=box.sandbox_id, process_id=box.process_id)
+        return AgentStarted(
+            sandbox_id=box.sandbox_id, process_id=box.process_id, lease_ends_at=box.lease_ends_at
+        )
 
     @activity.defn(name=ActivityName.START_AGENT)
     async def start_agent(self, request: StartAgentInput) -> AgentStarted:
@@ -299,6 +312,9 @@ class FakeWorld:
     async def observe_agent(self, request: ObserveInput) -> Observation:
         self.observed.append(request)
         box = self._answering(request.sandbox_id)
+        paused = self._lease_end(box)
+        if paused is not None:
+            return paused
         step = next(self._scripts.get(box.attempt, iter(())), Quiet())
         if isinstance(step, Hangs):
             try:
@@ -363,7 +379,32 @@ class FakeWorld:
 
     @activity.defn(name=ActivityName.EXTEND_SANDBOX)
     async def extend_sandbox(self, request: ExtendSandboxInput) -> SandboxInfo:
-        return self._answering(request.sandbox_id).info()
+        box = self._answering(request.sandbox_id)
+        if box.lease_ends_at is not None and box.state == "running":
+            # Runtime's rule: at most an hour ahead of now.
+            box.lease_ends_at = min(request.until, _now() + timedelta(hours=1))
+            self.extends.append((box.sandbox_id, box.lease_ends_at))
+        return box.info()
+
+    @activity.defn(name=ActivityName.WAKE_SANDBOX)
+    async def wake_sandbox(self, request: SandboxRef) -> SandboxInfo:
+        box = self._answering(request.sandbox_id)
+        if box.state == "paused":
+            box.state = "running"
+            self.wakes.append(box.sandbox_id)
+            if self.lease is not None:
+                box.lease_ends_at = max(box.lease_ends_at or _now(), _now() + self.lease)
+        return box.info()
+
+    def _lease_end(self, box: FakeSandbox) -> Observation | None:
+        """A running sandbox past its lease end pauses there, as Runtime's does."""
+        if box.lease_ends_at is None or box.state != "running" or _now() < box.lease_ends_at:
+            return None
+        box.state = "paused"
+        self.lease_pauses.append(box.sandbox_id)
+        return Observation(
+            process_state="running", sandbox_state="paused", lease_ends_at=box.lease_ends_at
+        )
 
     @activity.defn(name=ActivityName.LIST_SANDBOXES)
     async def list_sandboxes(self, request: ListSandboxesInput) -> SandboxList:
@@ -391,3 +432,8 @@ class FakeWorld:
         if not box.answering:
             raise Unreachable(sandbox_id)
         return box
+
+
+def _now() -> datetime:
+    """Workflow time, as the (time-skipping) server scheduled the running activity."""
+    return activity.info().current_attempt_scheduled_time
