@@ -206,17 +206,18 @@ RUNTIME_MEMORY_MIB = (128, 65536)
 
 
 def _within_runtime_limits(spec: RunSpec) -> None:
+    # "<field>: <why>": the message names the field even though the check spans two.
     low, high = RUNTIME_TIMEOUT_SECONDS
     if not low <= spec.sandbox_timeout_seconds <= high:
         raise ValueError(
-            f"sandbox_timeout_seconds must be {low} to {high} on provider 'runtime' (its lease; "
-            f"a progressing agent's sandbox is extended), got {spec.sandbox_timeout_seconds:g}"
+            f"sandbox_timeout_seconds: must be {low} to {high} on provider 'runtime' (a lease; "
+            f"a progressing agent's is extended), got {spec.sandbox_timeout_seconds:g}"
         )
     if spec.vcpu > RUNTIME_MAX_VCPU:
-        raise ValueError(f"vcpu may be at most {RUNTIME_MAX_VCPU} on provider 'runtime'")
+        raise ValueError(f"vcpu: may be at most {RUNTIME_MAX_VCPU} on provider 'runtime'")
     low, high = RUNTIME_MEMORY_MIB
     if not low <= spec.memory_mib <= high:
-        raise ValueError(f"memory_mib must be {low} to {high} on provider 'runtime'")
+        raise ValueError(f"memory_mib: must be {low} to {high} on provider 'runtime'")
 
 
 class RestartRecord(_Strict):

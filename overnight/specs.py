@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -41,11 +42,24 @@ def parse_spec(raw: Mapping[str, Any], *, source: str = "spec") -> RunSpec:
     try:
         return RunSpec.model_validate(raw)
     except ValidationError as err:
-        first = err.errors()[0]
-        where = ".".join(str(part) for part in first["loc"]) or "(spec)"
-        raise SpecError(
-            f"{source}: field {_printable(where)}: {_printable(first['msg'])}"
-        ) from None
+        where, message = first_error(err)
+        raise SpecError(f"{source}: field {_printable(where)}: {_printable(message)}") from None
+
+
+def first_error(err: ValidationError) -> tuple[str, str]:
+    """The first error's field and message; a check across fields names its field first."""
+    first = err.errors()[0]
+    where = ".".join(str(part) for part in first["loc"])
+    message = str(first["msg"])
+    if not where:
+        named = _NAMED_FIELD.match(message)
+        if named is None:
+            return "(spec)", message
+        where, message = named.group(1), named.group(2)
+    return where, message
+
+
+_NAMED_FIELD = re.compile(r"^Value error, ([a-z_]+): (.*)$", re.DOTALL)
 
 
 def _printable(text: str) -> str:
