@@ -5,11 +5,14 @@
         fake.fail(10, 503, retry_after=0.01)
         ...
 
-See `FakeRuntime` for the fault injection API and `requests()` for what it received.
+It enforces the real API's rules by default (`Rules`; `strict=False` turns them off). See
+`FakeRuntime` for the fault injection API, the counters and the lease hook.
 """
 
 from tests.fake_runtime.faults import Fault
 from tests.fake_runtime.http import Request
+from tests.fake_runtime.rules import Rules
 from tests.fake_runtime.server import FakeRuntime
+from tests.fake_runtime.traffic import Served
 
-__all__ = ["FakeRuntime", "Fault", "Request"]
+__all__ = ["FakeRuntime", "Fault", "Request", "Rules", "Served"]

@@ -1,18 +1,79 @@
-"""The file routes of the fake Runtime API: stat, read, write, folder archives, uploads."""
+"""The file routes of the fake Runtime API: stat, read, write, folder archives, uploads.
+
+All are guest calls (they wake a paused sandbox). A read sends `x-content-length`; a file up
+to 1 MiB comes whole with its `x-content-sha256`, a larger one streams from disk in 1 MiB
+pieces (a reader that stops early is sent little more). Stat answers `{exists, type, size, mode,
+modifiedAt}` (ISO, microseconds) or `{"exists": false}`.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
 import io
+import os
 import re
+import stat
 import tarfile
 import tempfile
 import uuid
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
 
+from activities.local import LocalProvider
 from activities.provider import SandboxProvider
-from tests.fake_runtime.http import Request, Response, RouteTable, error_response, json_response
+from tests.fake_runtime.http import (
+    Request,
+    Response,
+    Route,
+    RouteTable,
+    error_response,
+    json_response,
+)
 
 CHUNK = 1024 * 1024
+# A file up to this size is sent whole with its SHA-256 (`x-content-sha256`), as Runtime does.
+SHA_MAX_BYTES = CHUNK
+
+
+def stat_json(host: Path) -> dict[str, Any]:
+    """`{exists, type, size, mode, modifiedAt}` of a path (links followed), or `{exists: false}`."""
+    try:
+        info = os.stat(host)
+        kind = "directory" if stat.S_ISDIR(info.st_mode) else "file"
+    except FileNotFoundError:
+        try:
+            info = os.lstat(host)  # a dangling link
+        except FileNotFoundError:
+            return {"exists": False}
+        kind = "symlink"
+    except NotADirectoryError:
+        return {"exists": False}
+    modified = datetime.fromtimestamp(info.st_mtime_ns / 1e9, UTC).isoformat(
+        timespec="microseconds"
+    )
+    return {
+        "exists": True,
+        "type": kind,
+        "size": info.st_size,
+        "mode": format(info.st_mode & 0o777, "03o"),
+        "modifiedAt": modified,
+    }
+
+
+async def _file_pieces(host: Path, size: int) -> AsyncIterator[bytes]:
+    """The file's first `size` bytes in pieces, read as the client takes them."""
+    with open(host, "rb") as handle:
+        left = size
+        while left > 0:
+            piece = await asyncio.to_thread(handle.read, min(CHUNK, left))
+            if not piece:
+                return  # shrunk since: the client sees a short body against x-content-length
+            left -= len(piece)
+            yield piece
 
 
 @dataclass
@@ -37,36 +98,63 @@ class FileRoutes:
         sandbox = r"^/v1/sandboxes/([^/:]+)"
         upload = r"^/v1/sandboxes/[^/:]+/(?:files/archive/)?uploads/([^/:]+)"
         return [
-            ("GET", re.compile(sandbox + "/files/stat$"), self._stat),
-            ("GET", re.compile(sandbox + "/files/content$"), self._read),
-            ("PUT", re.compile(sandbox + "/files/content$"), self._write),
-            ("POST", re.compile(sandbox + "/files:chmod$"), self._ignore),
-            ("PUT", re.compile(sandbox + "/files/archive$"), self._unarchive),
-            ("POST", re.compile(sandbox + "/(files/archive/)?uploads$"), self._begin),
-            ("PUT", re.compile(upload + "$"), self._part),
-            ("POST", re.compile(upload + ":(commit|abort)$"), self._finish),
+            Route("GET", re.compile(sandbox + "/files/stat$"), "stat", self._stat, True),
+            Route("GET", re.compile(sandbox + "/files/content$"), "read", self._read, True),
+            Route("PUT", re.compile(sandbox + "/files/content$"), "write", self._write, True),
+            Route("POST", re.compile(sandbox + "/files:chmod$"), "chmod", self._ignore, True),
+            Route(
+                "PUT", re.compile(sandbox + "/files/archive$"), "unarchive", self._unarchive, True
+            ),
+            Route(
+                "POST",
+                re.compile(sandbox + "/(files/archive/)?uploads$"),
+                "upload",
+                self._begin,
+                True,
+            ),
+            Route("PUT", re.compile(upload + "$"), "upload_part", self._part, True),
+            Route(
+                "POST", re.compile(upload + ":(commit|abort)$"), "upload_end", self._finish, True
+            ),
         ]
 
     async def _stat(self, request: Request, groups: list[str]) -> Response:
         path = request.arg("path") or ""
-        # A zero cap reads nothing: the engine answers from the file's size alone.
+        # A zero cap reads nothing: the engine tells a path leading out of /workspace.
         found = await self.engine.read_file(groups[0], path, 0)
         if found.status == "outside":
             return error_response(403, "permission_denied", f"{path} is outside /workspace.")
-        if found.status == "missing":
-            return json_response({"exists": False})
-        return json_response({"exists": True, "type": "file", "size": found.size, "mode": "644"})
+        if not isinstance(self.engine, LocalProvider):
+            if found.status == "missing":
+                return json_response({"exists": False})
+            return json_response(
+                {"exists": True, "type": "file", "size": found.size, "mode": "644"}
+            )
+        return json_response(stat_json(self.engine.engine.host_path(groups[0], path)))
 
     async def _read(self, request: Request, groups: list[str]) -> Response:
         path = request.arg("path") or ""
-        found = await self.engine.read_file(groups[0], path, 64 * CHUNK)
-        if found.status != "ok" or found.data is None:
+        # Up to the small-file size read whole (with its SHA-256); larger, streamed from disk.
+        found = await self.engine.read_file(groups[0], path, SHA_MAX_BYTES)
+        if found.status == "outside":
+            return error_response(403, "permission_denied", f"{path} is outside /workspace.")
+        headers = {"content-type": "application/octet-stream"}
+        if found.status == "ok" and found.data is not None:
+            headers["x-content-length"] = str(len(found.data))
+            headers["x-content-sha256"] = hashlib.sha256(found.data).hexdigest()
+            return Response(200, found.data, headers)
+        host = self._host(groups[0], path)
+        if host is not None and host.is_dir():
+            return error_response(409, "is_a_directory", f"{path} is a folder.")
+        if found.status != "too_large" or host is None:
             return error_response(404, "file_not_found", f"{path} does not exist.")
-        headers = {
-            "content-type": "application/octet-stream",
-            "x-content-length": str(len(found.data)),
-        }
-        return Response(200, found.data, headers)
+        headers["x-content-length"] = str(found.size)
+        return Response(200, headers=headers, stream=_file_pieces(host.resolve(), found.size))
+
+    def _host(self, sandbox_id: str, path: str) -> Path | None:
+        if not isinstance(self.engine, LocalProvider):
+            return None
+        return self.engine.engine.host_path(sandbox_id, path)
 
     async def _write(self, request: Request, groups: list[str]) -> Response:
         await self.engine.write_file(groups[0], request.arg("path") or "", request.body)

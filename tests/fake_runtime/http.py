@@ -12,7 +12,7 @@ import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from http import HTTPStatus
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import parse_qs, unquote, urlsplit
 
 
@@ -44,8 +44,22 @@ class Response:
 
 
 Handler = Callable[[Request], Awaitable[Response]]
-# (method, path pattern, route): a route gets the request and the pattern's groups.
-RouteTable = list[tuple[str, re.Pattern[str], Callable[[Request, list[str]], Awaitable[Response]]]]
+RouteHandler = Callable[[Request, list[str]], Awaitable[Response]]
+
+
+class Route(NamedTuple):
+    """A route gets the request and its path pattern's groups. `name` is what the counters
+    call it; `guest` routes are served by the sandbox itself, so touching them on a paused
+    sandbox wakes it (and on a stopped one finds no disk)."""
+
+    method: str
+    pattern: re.Pattern[str]
+    name: str
+    handler: RouteHandler
+    guest: bool = False
+
+
+RouteTable = list[Route]
 
 
 def json_response(value: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
@@ -108,11 +122,17 @@ async def serve_connection(
                 framing = {"content-length": str(len(response.body))}
                 writer.write(_head(response, framing) + response.body)
             else:
+                # The head goes at once: a held stream must not look like no answer.
                 writer.write(_head(response, {"transfer-encoding": "chunked"}))
-                async for piece in response.stream:
-                    if piece:
-                        writer.write(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
-                        await writer.drain()
+                try:
+                    await writer.drain()
+                    async for piece in response.stream:
+                        if piece:
+                            writer.write(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
+                            await writer.drain()
+                finally:
+                    # A reader that went away ends the stream now (its slot is given back).
+                    await _close(response.stream)
                 writer.write(b"0\r\n\r\n")
             await writer.drain()
             if request.headers.get("connection", "").lower() == "close":
@@ -121,3 +141,9 @@ async def serve_connection(
         return
     finally:
         writer.close()
+
+
+async def _close(stream: AsyncIterator[bytes]) -> None:
+    close = getattr(stream, "aclose", None)
+    if close is not None:
+        await close()

@@ -1,223 +1,200 @@
-"""The sandbox and process routes of the fake Runtime API, answered by a sandbox engine.
+"""The sandbox routes of the fake Runtime API: create, list, get (and `waitFor`), delete, and
+the lifecycle verbs `:pause`, `:stop`, `:wake`, `:extend`.
 
 Everything a sandbox does is delegated to a `SandboxProvider` (the local provider), so the
-`runtime` provider tested through this fake runs the same engine the `local` provider does.
+`runtime` provider tested through this fake runs the same engine the `local` provider does;
+names, leases and wakes are the fake's own (`sandboxes.Sandboxes`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import re
-import shlex
-import threading
 import time
-import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
-from datetime import UTC, datetime
 from typing import Any
 
-from activities.models import SandboxInfo
-from activities.provider import AgentLaunch, SandboxNotFound, SandboxProvider, SandboxRequest
-from tests.fake_runtime.http import Request, Response, RouteTable, error_response, json_response
+from activities.provider import SandboxProvider, SandboxRequest
+from tests.fake_runtime.http import (
+    Request,
+    Response,
+    Route,
+    RouteTable,
+    error_response,
+    json_response,
+)
+from tests.fake_runtime.rules import (
+    DEFAULT_LEASE_SECONDS,
+    Rules,
+    create_problems,
+    lease_problems,
+)
+from tests.fake_runtime.sandboxes import (
+    ENDLESS_LEASE_SECONDS,
+    SHOWN_FIELDS,
+    Record,
+    Sandboxes,
+    lease_left,
+    new_id,
+)
+
+SANDBOX = r"^/v1/sandboxes/([^/:]+)"
+# `:extend` may move the lease end at most this far ahead of now (with a little slack).
+MAX_AHEAD_SECONDS = 3600
+AHEAD_SLACK_SECONDS = 2
+
+
+def refusal(status: int, code: str, problems: list[tuple[str, str]]) -> Response:
+    fields = [name for name, _ in problems]
+    message = " ".join(text for _, text in problems)
+    return error_response(status, code, message, details={"fields": fields, "field": fields[0]})
 
 
 class SandboxRoutes:
-    """Sandboxes, their lifecycle verbs, commands and processes."""
+    """Sandboxes and their lifecycle verbs."""
 
-    def __init__(
-        self, engine: SandboxProvider, wake: Callable[[str], Awaitable[None]] | None = None
-    ) -> None:
+    def __init__(self, engine: SandboxProvider, sandboxes: Sandboxes, rules: Rules) -> None:
         self.engine = engine
-        self._wake_engine = wake
-        self.lock = threading.Lock()  # guards what tests read from their own thread
-        self.wakes: list[tuple[str, str]] = []  # (sandbox id, what touched it while paused)
-        self._meta: dict[str, dict[str, Any]] = {}
-        self._deleted: set[str] = set()
-        self._processes: dict[str, dict[str, dict[str, Any]]] = {}
+        self.sandboxes = sandboxes
+        self.rules = rules
 
     def routes(self) -> RouteTable:
-        sandbox = r"^/v1/sandboxes/([^/:]+)"
         return [
-            ("POST", re.compile(r"^/v1/sandboxes$"), self._create),
-            ("GET", re.compile(r"^/v1/sandboxes$"), self._list),
-            ("GET", re.compile(sandbox + "$"), self._get),
-            ("DELETE", re.compile(sandbox + "$"), self._delete),
-            ("POST", re.compile(sandbox + ":(pause|stop|extend)$"), self._verb),
-            ("POST", re.compile(sandbox + ":exec$"), self._exec),
-            ("POST", re.compile(sandbox + "/processes$"), self._spawn),
-            ("GET", re.compile(sandbox + "/processes$"), self._processes_list),
-            ("GET", re.compile(sandbox + "/processes/([^/:]+)$"), self._process),
+            Route("POST", re.compile(r"^/v1/sandboxes$"), "create", self._create),
+            Route("GET", re.compile(r"^/v1/sandboxes$"), "list", self._list),
+            Route("GET", re.compile(SANDBOX + "$"), "get", self._get),
+            Route("DELETE", re.compile(SANDBOX + "$"), "delete", self._delete),
+            Route("POST", re.compile(SANDBOX + ":pause$"), "pause", self._pause),
+            Route("POST", re.compile(SANDBOX + ":stop$"), "stop", self._stop),
+            Route("POST", re.compile(SANDBOX + ":wake$"), "wake", self._wake),
+            Route("POST", re.compile(SANDBOX + ":extend$"), "extend", self._extend),
         ]
 
-    async def wake(self, sandbox_id: str, why: str) -> None:
-        """Runtime wakes a paused sandbox when its guest is asked anything: so does the fake."""
-        with self.lock:
-            self.wakes.append((sandbox_id, why))
-        if self._wake_engine is not None:
-            await self._wake_engine(sandbox_id)
-
-    async def info(self, sandbox_id: str) -> SandboxInfo:
-        info = await self.engine.sandbox(sandbox_id)
-        if info.state == "missing" or sandbox_id in self._deleted:
-            raise SandboxNotFound(sandbox_id)
-        return info
-
-    def _json(self, info: SandboxInfo, **extra: Any) -> dict[str, Any]:
-        created = info.created_at.isoformat() if info.created_at else None
-        return {
-            "id": info.sandbox_id,
-            "state": info.state,
-            "name": info.name,
-            "labels": info.labels,
-            "createdAt": created,
-            "stopReason": info.stop_reason,
-            **self._meta.get(info.sandbox_id, {}),
-            **extra,
-        }
-
     async def _create(self, request: Request, _: list[str]) -> Response:
-        body = request.json() or {}
-        name = body.get("name") or f"sbx-{uuid.uuid4().hex[:10]}"
-        sandbox = SandboxRequest(
+        body = request.json()
+        problems = create_problems(body, self.rules)
+        if problems:
+            return refusal(400, "invalid_request", problems)
+        name: str | None = body.get("name")
+        async with self.sandboxes.create_lock:  # two creates of one name: one sandbox
+            held = await self.sandboxes.holder(name) if name else None
+            if held is not None:
+                record, info = held
+                if not body.get("getOrCreate"):
+                    return error_response(409, "name_taken", f"A sandbox is already named {name}.")
+                if info.state == "paused":
+                    info = await self.sandboxes.wake(record, "POST /v1/sandboxes (get_or_create)")
+                return json_response(self.sandboxes.json(record, info, reused=True))
+            record = await self._new(body, name)
+        info = (await self.sandboxes.get(record.id))[1]
+        return json_response(self.sandboxes.json(record, info, reused=False), 201)
+
+    async def _new(self, body: dict[str, Any], name: str | None) -> Record:
+        timeout = float(body.get("timeoutSeconds", DEFAULT_LEASE_SECONDS))
+        record = Record(
+            id=new_id(name),
             name=name,
             labels=dict(body.get("labels") or {}),
-            timeout_seconds=float(body.get("timeoutSeconds") or 86400),
-            vcpu=int(body.get("vcpu") or 2),
-            memory_mib=int(body.get("memoryMiB") or 4096),
+            created_at=time.time(),
+            timeout_seconds=timeout,
+            on_lease_end=str(body.get("onLeaseEnd", "pause")),
+            auto_wake=bool(body.get("autoWake", True)),
+            vcpu=int(body.get("vcpu", 2)),
+            memory_mib=int(body.get("memoryMiB", 4096)),
+            max_total_cost_micros=body.get("maxTotalCostMicros"),
+            shown={k: body[k] for k in SHOWN_FIELDS if k in body},
         )
-        info, created = await self.engine.get_or_create(sandbox)
-        if not created and not body.get("getOrCreate"):
-            return error_response(409, "name_taken", f"A sandbox is already named {name}.")
-        if created:
-            keep = ("timeoutSeconds", "onLeaseEnd", "vcpu", "memoryMiB", "idlePauseSeconds")
-            self._meta[info.sandbox_id] = {k: body[k] for k in keep if k in body}
-        elif info.state == "paused":
-            await self.wake(info.sandbox_id, "POST /v1/sandboxes (get_or_create)")
-            info = await self.info(info.sandbox_id)
-        return json_response(self._json(info, reused=not created), 201 if created else 200)
+        await self.engine.get_or_create(
+            SandboxRequest(
+                name=record.id,
+                labels=record.labels,
+                # The engine ends the lease (pause, or stop with "lease_expired").
+                timeout_seconds=timeout if self.rules.leases_end else ENDLESS_LEASE_SECONDS,
+                vcpu=record.vcpu,
+                memory_mib=record.memory_mib,
+                on_lease_end="stop" if record.on_lease_end == "stop" else "pause",
+            )
+        )
+        self.sandboxes.add(record)
+        return record
 
     async def _list(self, request: Request, _: list[str]) -> Response:
         labels = dict(item.split(":", 1) for item in request.query.get("label", []))
         include_stopped = request.arg("includeStopped") == "true"
         states = set(request.query.get("state", []))
-        found = await self.engine.list(labels, include_stopped=include_stopped)
-        data = [
-            self._json(info)
-            for info in found
-            if info.sandbox_id not in self._deleted
-            and (not states or info.state in states)
-            and request.arg("name") in (None, info.name)
-        ]
+        data = []
+        for found in await self.engine.list(labels, include_stopped=include_stopped):
+            record = self.sandboxes.records.get(found.sandbox_id)
+            if record is None:
+                record = (await self.sandboxes.get(found.sandbox_id))[0]
+            if record.deleted or (states and found.state not in states):
+                continue
+            if request.arg("name") not in (None, record.name):
+                continue
+            data.append(self.sandboxes.json(record, found))
         return json_response({"data": data, "nextCursor": None})
 
     async def _get(self, request: Request, groups: list[str]) -> Response:
-        info = await self.info(groups[0])
+        record, info = await self.sandboxes.get(groups[0])
         wanted = request.arg("waitFor")
-        until = time.monotonic() + min(float(request.arg("timeoutSeconds") or 60), 10)
-        while wanted and info.state != wanted and time.monotonic() < until:
-            await asyncio.sleep(0.05)
-            info = await self.info(groups[0])
-        return json_response(self._json(info))
+        asked = float(request.arg("timeoutSeconds") or 60)
+        until = time.monotonic() + max(0.0, min(asked, self.rules.max_hold_seconds))
+        # Held until the state is reached, cannot be reached any more (stopped), or time is up.
+        while wanted and info.state not in (wanted, "stopped") and time.monotonic() < until:
+            await asyncio.sleep(self.rules.poll_seconds)
+            record, info = await self.sandboxes.get(groups[0])
+        return json_response(self.sandboxes.json(record, info))
 
     async def _delete(self, request: Request, groups: list[str]) -> Response:
-        info = await self.engine.stop((await self.info(groups[0])).sandbox_id)
-        self._deleted.add(info.sandbox_id)
-        return json_response({"id": info.sandbox_id, "status": "deleted", "state": "stopped"})
+        record = self.sandboxes.records.get(groups[0])
+        if record is None or not record.deleted:
+            record, _ = await self.sandboxes.get(groups[0])
+            await self.engine.stop(record.id)
+            record.deleted = True
+        # Deleting again answers the same.
+        return json_response({"id": record.id, "status": "deleted", "state": "stopped"})
 
-    async def _verb(self, request: Request, groups: list[str]) -> Response:
-        sandbox_id, verb = groups
-        await self.info(sandbox_id)
-        if verb == "pause":
-            info = await self.engine.pause(sandbox_id)
-        elif verb == "stop":
-            info = await self.engine.stop(sandbox_id)
-        else:
-            info = await self.engine.extend(sandbox_id, float((request.json() or {})["seconds"]))
-        return json_response(self._json(info))
+    async def _pause(self, request: Request, groups: list[str]) -> Response:
+        record, _ = await self.sandboxes.get(groups[0])
+        info = await self.engine.pause(record.id)
+        return json_response(self.sandboxes.json(record, info))
 
-    # --- commands and processes ---
+    async def _stop(self, request: Request, groups: list[str]) -> Response:
+        record, _ = await self.sandboxes.get(groups[0])
+        info = await self.engine.stop(record.id)
+        return json_response(self.sandboxes.json(record, info))
 
-    async def _exec(self, request: Request, groups: list[str]) -> Response:
+    async def _wake(self, request: Request, groups: list[str]) -> Response:
+        record, info = await self.sandboxes.get(groups[0])
         body = request.json() or {}
-        command = body.get("command") or shlex.join(body["argv"])
-        if body.get("env"):
-            exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in body["env"].items())
-            command = f"export {exports}\n{command}"
-        timeout = (body.get("timeoutMs") or 60_000) / 1000
-        process_id = f"exec_{uuid.uuid4().hex[:10]}"
-        run = self.engine.run(groups[0], command, cwd=body.get("cwd"), timeout_seconds=timeout)
-        if not body.get("stream"):
-            started = time.monotonic()
-            out = await run
-            return json_response(
-                {
-                    "exitCode": out.exit_code,
-                    "stdout": out.stdout,
-                    "stderr": out.stderr,
-                    "timedOut": out.timed_out,
-                    "durationMs": int((time.monotonic() - started) * 1000),
-                    "processId": process_id,
-                }
-            )
+        problems = lease_problems(body, self.rules)
+        if problems:
+            return refusal(400, "invalid_request", problems)
+        if info.state == "stopped":
+            return error_response(409, "sandbox_stopped", f"Sandbox {record.id} is stopped.")
+        if info.state != "paused":
+            if self.rules.refuse_needless_wake:
+                return error_response(409, "not_paused", f"Sandbox {record.id} is {info.state}.")
+            return json_response(self.sandboxes.json(record, info))
+        timeout = body.get("timeoutSeconds")
+        why = f"{request.method} {request.path}"
+        info = await self.sandboxes.wake(record, why, None if timeout is None else float(timeout))
+        return json_response(self.sandboxes.json(record, info))
 
-        async def events() -> AsyncIterator[bytes]:
-            yield _line({"type": "start", "processId": process_id})
-            started = time.monotonic()
-            out = await run
-            offset = 0
-            for kind, text in (("stdout", out.stdout), ("stderr", out.stderr)):
-                if text:
-                    yield _line({"type": kind, "offset": offset, "data": text})
-                    offset += len(text.encode())
-            duration = int((time.monotonic() - started) * 1000)
-            yield _line(
-                {
-                    "type": "exit",
-                    "exitCode": out.exit_code,
-                    "timedOut": out.timed_out,
-                    "durationMs": duration,
-                }
-            )
-
-        return Response(200, headers={"content-type": "application/x-ndjson"}, stream=events())
-
-    async def _spawn(self, request: Request, groups: list[str]) -> Response:
-        body = request.json() or {}
-        command = body.get("command") or shlex.join(body["argv"])
-        # One spawn request, one process: a retry carries the same key, the engine's start key.
-        start_key = "spawn-" + request.headers.get("idempotency-key", uuid.uuid4().hex)
-        launch = AgentLaunch(
-            start_key, command, body.get("cwd") or "/workspace", body.get("env") or {}
-        )
-        started = await self.engine.start_agent(groups[0], launch)
-        record = {
-            "id": started.process_id,
-            "command": command,
-            "cwd": launch.cwd,
-            "startedAt": datetime.now(UTC).isoformat(),
-            "user": "sandbox",
-        }
-        self._processes.setdefault(groups[0], {})[started.process_id] = record
-        return json_response(await self._process_json(groups[0], started.process_id), 201)
-
-    async def _process_json(self, sandbox_id: str, process_id: str) -> dict[str, Any]:
-        info = await self.engine.process(sandbox_id, process_id)
-        record = self._processes.get(sandbox_id, {}).get(process_id)
-        if info.state == "missing" or record is None:
-            raise KeyError(process_id)
-        return {**record, "state": info.state, "exitCode": info.exit_code}
-
-    async def _processes_list(self, request: Request, groups: list[str]) -> Response:
-        ids = list(self._processes.get(groups[0], {}))
-        return json_response({"data": [await self._process_json(groups[0], pid) for pid in ids]})
-
-    async def _process(self, request: Request, groups: list[str]) -> Response:
-        try:
-            return json_response(await self._process_json(*groups))
-        except KeyError:
-            return error_response(404, "process_not_found", "No such process.")
-
-
-def _line(event: dict[str, Any]) -> bytes:
-    return json.dumps(event).encode() + b"\n"
+    async def _extend(self, request: Request, groups: list[str]) -> Response:
+        record, info = await self.sandboxes.get(groups[0])
+        seconds = (request.json() or {}).get("seconds")
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds <= 0:
+            return refusal(400, "invalid_request", [("seconds", "seconds must be positive.")])
+        if info.state == "stopped":
+            return error_response(409, "sandbox_stopped", f"Sandbox {record.id} is stopped.")
+        left = lease_left(info)
+        if left is not None:
+            ahead = left + seconds
+            if self.rules.extend_limit and ahead > MAX_AHEAD_SECONDS + AHEAD_SLACK_SECONDS:
+                message = (
+                    f"A lease may end at most an hour ({MAX_AHEAD_SECONDS} s) ahead of now; "
+                    f"this one would end {int(ahead)} s ahead."
+                )
+                return refusal(400, "invalid_request", [("seconds", message)])
+            info = await self.engine.extend(record.id, float(seconds))
+        return json_response(self.sandboxes.json(record, info))

@@ -2,12 +2,26 @@
 
 Its own thread and event loop make it behave like a separate server: the client under test
 (and a Temporal worker) can block, time out or be cancelled without stalling the fake.
+
+It follows the real API's rules by default (`rules.Rules`: create body ranges and unknown
+fields, names given up by stopped sandboxes, leases that pause or stop, wake on request,
+`:wake`/`:extend` limits, commands that must fit the lease, the per-key rate limit, at most
+four file watches a sandbox); `FakeRuntime(..., strict=False)` turns them all off and
+`rules=Rules(one_rule=False)` one at a time.
+
+For tests (see `inspection.Inspection`):
+- `requests(method, path)`, `served()`: what it received and how it answered;
+- `request_count(sandbox_id=, route=, status=)`, `counts_by_route(sandbox_id)`,
+  `bytes_sent(route=, sandbox_id=)`: counters by route name ("read" is file downloads);
+- `wakes`: each wake of a paused sandbox and what caused it;
+- `end_lease_in(sandbox_id, seconds)`, `lease_ends_at(sandbox_id)`, `sandbox_named(name)`;
+- faults: `fail`, `overload`, `drop_connections`, `lose_answers`, `slow`, `hang`,
+  `stop_answering`/`resume_answering`, `revoke_key`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import re
 import threading
 from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
@@ -21,7 +35,9 @@ from activities.local_engine import LocalEngine
 from activities.provider import SandboxProvider
 from tests.fake_runtime.api import RuntimeApi
 from tests.fake_runtime.faults import Fault, Faults
-from tests.fake_runtime.http import Request, serve_connection
+from tests.fake_runtime.http import serve_connection
+from tests.fake_runtime.inspection import Inspection
+from tests.fake_runtime.rules import Rules
 
 T = TypeVar("T")
 PROXY_VARIABLES = (
@@ -34,9 +50,12 @@ PROXY_VARIABLES = (
 )
 
 
-class FakeRuntime:
+class FakeRuntime(Inspection):
     """A loopback Runtime API backed by a sandbox engine built (in the fake's loop) by
-    `engine_factory`. Use as a context manager; `url` and `api_key` point a client at it."""
+    `engine_factory`. Use as a context manager; `url` and `api_key` point a client at it.
+
+    `strict` (default) enforces every rule of the real API; `rules` picks them one by one
+    (and sets the limits' numbers). `self.rules` may be changed while the fake runs."""
 
     def __init__(
         self,
@@ -44,8 +63,11 @@ class FakeRuntime:
         *,
         api_key: str = "test-runtime-key",
         wake: Callable[[SandboxProvider, str], Awaitable[None]] | None = None,
+        strict: bool = True,
+        rules: Rules | None = None,
     ) -> None:
         self.api_key = api_key
+        self.rules = rules if rules is not None else Rules() if strict else Rules.lenient()
         self.faults = Faults()
         self._engine_factory = engine_factory
         self._wake = wake
@@ -60,7 +82,7 @@ class FakeRuntime:
     @classmethod
     def local(cls, home: Path, **options: Any) -> FakeRuntime:
         """The fake on the local provider's engine, with sandboxes under `home`."""
-        return cls(lambda: LocalProvider(LocalEngine(home)), wake=_resume_local, **options)
+        return cls(lambda: LocalProvider(LocalEngine(home)), **options)
 
     # --- lifecycle ---
 
@@ -134,10 +156,12 @@ class FakeRuntime:
         wake = self._wake
 
         async def wake_engine(sandbox_id: str) -> None:
-            if wake is not None:
-                await wake(engine, sandbox_id)
+            assert wake is not None
+            await wake(engine, sandbox_id)
 
-        self._api = RuntimeApi(engine, self.faults, {self.api_key}, wake_engine)
+        # Without a wake hook the engine's own `wake` is used (the local one grants a lease).
+        hook = None if wake is None else wake_engine
+        self._api = RuntimeApi(engine, self.faults, {self.api_key}, hook, self.rules)
         connections: set[asyncio.Task[None]] = set()
 
         async def connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -161,6 +185,7 @@ class FakeRuntime:
             for task in list(connections):
                 task.cancel()
             await asyncio.gather(*connections, return_exceptions=True)
+            await self._api.watches.close()
             await server.wait_closed()
             # Leave no agent running: stop every sandbox this fake's engine still has.
             for info in await engine.list({}, include_stopped=False):
@@ -180,26 +205,6 @@ class FakeRuntime:
         assert self._loop is not None and self._api is not None
         future = asyncio.run_coroutine_threadsafe(work(self._api.engine), self._loop)
         return await asyncio.wrap_future(future)
-
-    # --- what the fake received ---
-
-    def requests(self, method: str | None = None, path: str | None = None) -> list[Request]:
-        """Requests received, oldest first; `path` is a regular expression searched in the path."""
-        assert self._api is not None
-        with self._api.lock:
-            log = list(self._api.log)
-        return [
-            r
-            for r in log
-            if (method is None or r.method == method) and (path is None or re.search(path, r.path))
-        ]
-
-    @property
-    def wakes(self) -> list[tuple[str, str]]:
-        """Each time a paused sandbox's guest was touched (which wakes it on Runtime)."""
-        assert self._api is not None
-        with self._api.lock:
-            return list(self._api.wakes)
 
     # --- faults ---
 
@@ -250,9 +255,3 @@ class FakeRuntime:
         """From now on every request is answered 401."""
         assert self._api is not None
         self._api.api_keys.clear()
-
-
-async def _resume_local(engine: SandboxProvider, sandbox_id: str) -> None:
-    """Runtime's wake, on the local engine: the paused agents carry on."""
-    assert isinstance(engine, LocalProvider)
-    await asyncio.to_thread(engine.engine.resume, sandbox_id)
