@@ -11,6 +11,7 @@ in Runtime's error shape.
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 
@@ -25,6 +26,7 @@ from tests.fake_runtime.sandboxes import Sandboxes
 from tests.fake_runtime.traffic import RateLimiter, Served, Tracked, Traffic, seconds_header
 from tests.fake_runtime.watches import WatchRoutes
 
+log = logging.getLogger(__name__)
 _SANDBOX_PATH = re.compile(r"^/v1/sandboxes/([^/:]+)")
 
 
@@ -175,6 +177,9 @@ class RuntimeApi:
             return error_response(status, error.kind, str(error))
         except (ValueError, KeyError, TypeError) as error:
             return error_response(400, "invalid_request", str(error))
+        except Exception as error:  # noqa: BLE001 - a bug behind the API is a 500, not a cut
+            log.exception("%s %s failed", request.method, request.path)
+            return error_response(500, "internal_error", f"{type(error).__name__}: {error}")
 
     async def _touch(self, sandbox_id: str, request: Request) -> Response | None:
         """A guest call: a paused sandbox wakes (or refuses), a stopped one has no disk."""

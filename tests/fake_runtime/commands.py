@@ -47,6 +47,7 @@ PROCESS = SANDBOX + r"/processes/([^/:]+)"
 # What a process's state is now (the engine asked each time).
 ProcessState = Callable[[], Awaitable[ProcessInfo]]
 DEFAULT_EXEC_MS = 60_000
+SETTLE_SECONDS = 1.0
 CHUNK_BYTES = 64 * 1024
 
 
@@ -184,7 +185,14 @@ class CommandRoutes:
         reader.cursor = max(0, int(request.arg("cursor") or 0))
 
         async def state() -> ProcessInfo:
-            return await self.engine.process(sandbox_id, process_id)
+            info = await self.engine.process(sandbox_id, process_id)
+            # The engine may say "killed" for a moment between the agent's exit and its
+            # launcher recording the exit code: an exit event is final, so let it settle.
+            settle = time.monotonic() + SETTLE_SECONDS
+            while info.state == "killed" and info.exit_code is None and time.monotonic() < settle:
+                await asyncio.sleep(0.05)
+                info = await self.engine.process(sandbox_id, process_id)
+            return info
 
         if request.arg("follow") == "true":
             return stream(reader.follow(state))

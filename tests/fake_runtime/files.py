@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from activities.local import LocalProvider
+from activities.local_files import OutsideWorkspace
 from activities.provider import SandboxProvider
 from tests.fake_runtime.http import (
     Request,
@@ -64,6 +65,16 @@ def stat_json(host: Path) -> dict[str, Any]:
     }
 
 
+def _mode(value: Any) -> int:
+    """A file mode as the SDK sends it ("755"); 0644 when none is given."""
+    if value in (None, ""):
+        return 0o644
+    mode = int(str(value), 8)
+    if not 0 <= mode <= 0o777:
+        raise ValueError(f"mode {value} is not a 3-digit octal mode")
+    return mode
+
+
 async def _file_pieces(host: Path, size: int) -> AsyncIterator[bytes]:
     """The file's first `size` bytes in pieces, read as the client takes them."""
     with open(host, "rb") as handle:
@@ -82,6 +93,7 @@ class _Upload:
     path: str
     archive: bool
     parts: dict[int, bytes] = field(default_factory=dict)
+    mode: int = 0o644
 
     def data(self) -> bytes:
         return b"".join(self.parts[offset] for offset in sorted(self.parts))
@@ -101,7 +113,7 @@ class FileRoutes:
             Route("GET", re.compile(sandbox + "/files/stat$"), "stat", self._stat, True),
             Route("GET", re.compile(sandbox + "/files/content$"), "read", self._read, True),
             Route("PUT", re.compile(sandbox + "/files/content$"), "write", self._write, True),
-            Route("POST", re.compile(sandbox + "/files:chmod$"), "chmod", self._ignore, True),
+            Route("POST", re.compile(sandbox + "/files:chmod$"), "chmod", self._chmod, True),
             Route(
                 "PUT", re.compile(sandbox + "/files/archive$"), "unarchive", self._unarchive, True
             ),
@@ -120,20 +132,35 @@ class FileRoutes:
 
     async def _stat(self, request: Request, groups: list[str]) -> Response:
         path = request.arg("path") or ""
-        # A zero cap reads nothing: the engine tells a path leading out of /workspace.
-        found = await self.engine.read_file(groups[0], path, 0)
-        if found.status == "outside":
-            return error_response(403, "permission_denied", f"{path} is outside /workspace.")
         if not isinstance(self.engine, LocalProvider):
+            # A zero cap reads nothing: the engine answers from the file's size alone.
+            found = await self.engine.read_file(groups[0], path, 0)
+            if found.status == "outside":
+                return error_response(403, "permission_denied", f"{path} is outside /workspace.")
             if found.status == "missing":
                 return json_response({"exists": False})
-            return json_response(
-                {"exists": True, "type": "file", "size": found.size, "mode": "644"}
-            )
-        return json_response(stat_json(self.engine.engine.host_path(groups[0], path)))
+            return json_response({"exists": True, "type": "file", "size": found.size})
+        host = self._inside(groups[0], path)
+        if host is None:
+            return error_response(403, "permission_denied", f"{path} is outside /workspace.")
+        return json_response(stat_json(host))
+
+    def _inside(self, sandbox_id: str, path: str) -> Path | None:
+        """The real path of a sandbox path, None if it (or a link on it) leads out of /workspace."""
+        assert isinstance(self.engine, LocalProvider)
+        self.engine.engine.get(sandbox_id)  # SandboxNotFound first
+        workspace = self.engine.engine.workspace(sandbox_id)
+        try:
+            host = workspace.host_path(path)
+        except OutsideWorkspace:
+            return None
+        return host if workspace.inside(host.resolve()) else None
 
     async def _read(self, request: Request, groups: list[str]) -> Response:
         path = request.arg("path") or ""
+        host = self._inside(groups[0], path) if isinstance(self.engine, LocalProvider) else None
+        if host is not None and host.is_dir():
+            return error_response(409, "is_a_directory", f"{path} is a folder.")
         # Up to the small-file size read whole (with its SHA-256); larger, streamed from disk.
         found = await self.engine.read_file(groups[0], path, SHA_MAX_BYTES)
         if found.status == "outside":
@@ -143,25 +170,35 @@ class FileRoutes:
             headers["x-content-length"] = str(len(found.data))
             headers["x-content-sha256"] = hashlib.sha256(found.data).hexdigest()
             return Response(200, found.data, headers)
-        host = self._host(groups[0], path)
-        if host is not None and host.is_dir():
-            return error_response(409, "is_a_directory", f"{path} is a folder.")
         if found.status != "too_large" or host is None:
             return error_response(404, "file_not_found", f"{path} does not exist.")
         headers["x-content-length"] = str(found.size)
         return Response(200, headers=headers, stream=_file_pieces(host.resolve(), found.size))
 
-    def _host(self, sandbox_id: str, path: str) -> Path | None:
-        if not isinstance(self.engine, LocalProvider):
-            return None
-        return self.engine.engine.host_path(sandbox_id, path)
-
     async def _write(self, request: Request, groups: list[str]) -> Response:
-        await self.engine.write_file(groups[0], request.arg("path") or "", request.body)
-        return json_response({"path": request.arg("path"), "size": len(request.body)})
+        path = request.arg("path") or ""
+        await self._put(groups[0], path, request.body, _mode(request.arg("mode")))
+        return json_response({"path": path, "size": len(request.body)})
 
-    async def _ignore(self, request: Request, groups: list[str]) -> Response:
-        return json_response({})
+    async def _put(self, sandbox_id: str, path: str, data: bytes, mode: int) -> None:
+        """Write a file atomically with its permissions (0644 unless asked otherwise)."""
+        if isinstance(self.engine, LocalProvider):
+            write = self.engine.engine.write_file
+            await asyncio.to_thread(write, sandbox_id, path, data, mode=mode)
+        else:
+            await self.engine.write_file(sandbox_id, path, data)
+
+    async def _chmod(self, request: Request, groups: list[str]) -> Response:
+        body = request.json() or {}
+        path, mode = str(body["path"]), _mode(body.get("mode"))
+        if isinstance(self.engine, LocalProvider):
+            host = self._inside(groups[0], path)
+            if host is None:
+                return error_response(403, "permission_denied", f"{path} is outside /workspace.")
+            if not host.exists():
+                return error_response(404, "file_not_found", f"{path} does not exist.")
+            os.chmod(host, mode)
+        return json_response({"path": path, "mode": format(mode, "03o")})
 
     async def _unarchive(self, request: Request, groups: list[str]) -> Response:
         await self._unpack(groups[0], request.arg("path") or "", request.body)
@@ -176,7 +213,10 @@ class FileRoutes:
     async def _begin(self, request: Request, groups: list[str]) -> Response:
         body = request.json() or {}
         upload_id = f"up_{uuid.uuid4().hex[:12]}"
-        self._uploads[upload_id] = _Upload(groups[0], body["path"], archive=bool(groups[1]))
+        upload = _Upload(groups[0], body["path"], archive=bool(groups[1]))
+        upload.mode = _mode(body.get("mode"))
+        self._uploads[upload_id] = upload
+        # Echoing the mode tells the SDK it is applied at commit (no chmod needed).
         return json_response({"uploadId": upload_id, "chunkBytes": CHUNK, "mode": body.get("mode")})
 
     async def _part(self, request: Request, groups: list[str]) -> Response:
@@ -189,5 +229,5 @@ class FileRoutes:
             if upload.archive:
                 await self._unpack(upload.sandbox_id, upload.path, upload.data())
             else:
-                await self.engine.write_file(upload.sandbox_id, upload.path, upload.data())
+                await self._put(upload.sandbox_id, upload.path, upload.data(), upload.mode)
         return json_response({})
