@@ -347,6 +347,25 @@ async def test_held_streams_count_toward_requests_served_at_once(
     assert (await rt.sandboxes.get(sandbox.id)).state == "paused"
 
 
+async def test_a_stream_its_reader_left_gives_its_slot_back_at_once(
+    fake: FakeRuntime, rt: withruntime.AsyncRuntime
+) -> None:
+    sandbox = await new_sandbox(rt)
+    watch = await sandbox.files.watch("/workspace")
+    stream = watch.events()
+    reading = asyncio.ensure_future(anext(stream))
+    while not any(s.route == "watch_events" for s in fake.served()):
+        await asyncio.sleep(0.02)
+    reading.cancel()
+    await asyncio.gather(reading, return_exceptions=True)
+    await stream.aclose()  # type: ignore[attr-defined]  # an async generator
+
+    give_up = time.monotonic() + 2
+    while not all(s.done for s in fake.served()) and time.monotonic() < give_up:
+        await asyncio.sleep(0.02)
+    assert all(s.done for s in fake.served())  # not held until the 110 s time limit
+
+
 # --- counting ---
 
 

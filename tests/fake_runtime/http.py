@@ -124,15 +124,8 @@ async def serve_connection(
             else:
                 # The head goes at once: a held stream must not look like no answer.
                 writer.write(_head(response, {"transfer-encoding": "chunked"}))
-                try:
-                    await writer.drain()
-                    async for piece in response.stream:
-                        if piece:
-                            writer.write(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
-                            await writer.drain()
-                finally:
-                    # A reader that went away ends the stream now (its slot is given back).
-                    await _close(response.stream)
+                if not await _send_stream(reader, writer, response.stream):
+                    return
                 writer.write(b"0\r\n\r\n")
             await writer.drain()
             if request.headers.get("connection", "").lower() == "close":
@@ -141,6 +134,38 @@ async def serve_connection(
         return
     finally:
         writer.close()
+
+
+async def _send_stream(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, stream: AsyncIterator[bytes]
+) -> bool:
+    """Send a stream's pieces as chunks; False if the client went away first.
+
+    The client sends nothing while it waits for an answer (it never pipelines), so the end of
+    its side means it closed: the stream then ends at once, as on a real server, rather than
+    at its next write (which for a quiet watch may be minutes away)."""
+
+    async def pump() -> None:
+        await writer.drain()
+        async for piece in stream:
+            if piece:
+                writer.write(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
+                await writer.drain()
+
+    sending = asyncio.ensure_future(pump())
+    hangup = asyncio.ensure_future(reader.read(1))
+    try:
+        await asyncio.wait({sending, hangup}, return_when=asyncio.FIRST_COMPLETED)
+        if sending.done():
+            sending.result()  # a failed write ends the connection
+            return not hangup.done()  # a byte early would be a pipelined request: give up
+        return False
+    finally:
+        for task in (sending, hangup):
+            task.cancel()
+        await asyncio.gather(sending, hangup, return_exceptions=True)
+        # The stream ends now, however it ended (its slot is given back).
+        await _close(stream)
 
 
 async def _close(stream: AsyncIterator[bytes]) -> None:
