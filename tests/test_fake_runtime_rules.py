@@ -610,6 +610,19 @@ async def test_a_large_file_is_streamed_with_its_length(
     assert "x-content-sha256" not in read.headers and read.bytes_sent == len(data)
 
 
+async def test_a_large_write_goes_up_in_parts_and_wakes_a_paused_sandbox(
+    fake: FakeRuntime, rt: withruntime.AsyncRuntime
+) -> None:
+    sandbox = await new_sandbox(rt)
+    await sandbox.pause()
+    data = bytes(range(256)) * 9000  # 2.3 MB: begin, three parts, commit
+    await sandbox.files.write("/workspace/big.bin", data, mode=0o600)
+    assert (host(fake, sandbox.id) / "big.bin").read_bytes() == data
+    assert (await sandbox.files.stat("/workspace/big.bin"))["mode"] == "600"
+    assert fake.counts_by_route(sandbox.id)["upload_part"] == 3
+    assert [sandbox_id for sandbox_id, _ in fake.wakes] == [sandbox.id]
+
+
 async def test_a_watch_ends_at_its_timeout_and_when_its_sandbox_stops(
     rt: withruntime.AsyncRuntime,
 ) -> None:

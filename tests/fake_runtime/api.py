@@ -162,8 +162,9 @@ class RuntimeApi:
             )
         route, groups = found
         try:
-            if route.guest:
-                refused = await self._touch(groups[0], request)
+            in_sandbox = _SANDBOX_PATH.match(request.path)
+            if route.guest and in_sandbox:  # (an upload part's groups name the upload only)
+                refused = await self._touch(in_sandbox.group(1), request)
                 if refused is not None:
                     return refused
             return await route.handler(request, groups)
