@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, datetime
 
+from activities import local_isolation
 from activities.local_engine import LocalEngine
 from activities.local_procs import ProcessRecord
 from activities.local_state import SandboxMeta
@@ -33,6 +34,7 @@ def sandbox_info(meta: SandboxMeta) -> SandboxInfo:
         labels=meta.labels,
         created_at=datetime.fromtimestamp(meta.created_at, UTC),
         lease_ends_at=None if meta.deadline is None else datetime.fromtimestamp(meta.deadline, UTC),
+        isolation=local_isolation.describe(meta),
     )
 
 
@@ -55,6 +57,8 @@ class LocalProvider:
             vcpu=request.vcpu,
             memory_mib=request.memory_mib,
             on_lease_end=request.on_lease_end,
+            isolation=request.isolation,
+            binds=request.binds,
         )
         return sandbox_info(meta), created
 

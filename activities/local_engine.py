@@ -26,11 +26,11 @@ import dataclasses
 import os
 import signal
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from activities import local_procs
+from activities import local_isolation, local_limits, local_procs
 from activities.local_files import (
     OutsideWorkspace,
     WorkspaceMap,
@@ -58,6 +58,7 @@ from activities.provider import (
     SandboxNotFound,
     SandboxNotRunning,
 )
+from overnight.isolation import HostBind, Isolation
 
 # Like Runtime: `extend` moves the end at most this far ahead of now.
 MAX_AHEAD_SECONDS = 24 * 3600
@@ -96,15 +97,22 @@ class LocalEngine:
         vcpu: int = 2,
         memory_mib: int = 4096,
         on_lease_end: LeaseEnd = "pause",
+        isolation: Isolation = "bubblewrap",
+        binds: Sequence[HostBind] = (),
     ) -> tuple[SandboxMeta, bool]:
-        """The sandbox named `name`, created (running) if absent. True when created now."""
+        """The sandbox named `name`, created (running) if absent. True when created now.
+
+        Refused (IsolationUnavailable) when this machine cannot give it `isolation`, or
+        (InvalidRequest) when a bind names no host path (see local_isolation)."""
         folder = self.folder(name)
         self.sandboxes_dir.mkdir(parents=True, exist_ok=True)
         with flock(self.sandboxes_dir / ".create.lock"):
             existing = self.find(name)
             if existing is not None:
                 return existing, False
-            for sub in ("workspace", "home", "processes"):
+            local_isolation.require(isolation)
+            local_isolation.check_binds(binds)
+            for sub in ("workspace", "home", "processes", "tmp"):
                 (folder / sub).mkdir(parents=True, exist_ok=True)
             now = time.time()
             meta = SandboxMeta(
@@ -119,6 +127,9 @@ class LocalEngine:
                 memory_mib=memory_mib,
                 on_lease_end=on_lease_end,
                 lease_seconds=timeout_seconds,
+                isolation=isolation,
+                limits=local_limits.choose(),
+                binds=[bind.model_dump() for bind in binds],
             )
             self._save(meta)
             return meta, True
@@ -229,12 +240,10 @@ class LocalEngine:
             if meta.state != "running":
                 raise SandboxNotRunning(sandbox_id, meta.state)
             sandbox_cwd = cwd or "/workspace"
-            real_cwd = self._real_dir(sandbox_id, sandbox_cwd)
+            self._real_dir(sandbox_id, sandbox_cwd)
             local_procs.launch(
                 proc_dir,
-                command=self.workspace(sandbox_id).map_text(command),
-                cwd=str(real_cwd),
-                env=self._env(sandbox_id, env),
+                wrapped=self._wrap(meta, command, sandbox_cwd, env, agent=True),
                 sandbox_file=self.folder(sandbox_id) / SANDBOX_FILE,
                 sandbox_command=command,
                 sandbox_cwd=sandbox_cwd,
@@ -266,11 +275,9 @@ class LocalEngine:
             raise SandboxNotRunning(sandbox_id, meta.state)
         if meta.deadline is not None:
             timeout_seconds = min(timeout_seconds, meta.deadline - time.time())
-        real_cwd = self._real_dir(sandbox_id, cwd or "/workspace")
+        self._real_dir(sandbox_id, cwd or "/workspace")
         return local_procs.run_command(
-            self.workspace(sandbox_id).map_text(command),
-            cwd=str(real_cwd),
-            env=self._env(sandbox_id, env),
+            self._wrap(meta, command, cwd or "/workspace", env, agent=False),
             timeout_seconds=timeout_seconds,
         )
 
@@ -376,9 +383,20 @@ class LocalEngine:
         except OutsideWorkspace as error:
             raise invalid_request(str(error)) from None
 
-    def _env(self, sandbox_id: str, extra: Mapping[str, str] | None) -> dict[str, str]:
+    def _wrap(
+        self,
+        meta: SandboxMeta,
+        command: str,
+        cwd: str,
+        extra: Mapping[str, str] | None,
+        *,
+        agent: bool,
+    ) -> local_isolation.Wrapped:
+        """`command` ready to run in the sandbox, isolated as it was created."""
         env = {name: os.environ[name] for name in PASSED_THROUGH_ENV if name in os.environ}
         env.setdefault("PATH", os.defpath)
-        env["HOME"] = str(self.folder(sandbox_id) / "home")
-        env.update(self.workspace(sandbox_id).map_env(dict(extra or {})))
-        return env
+        env["HOME"] = str(self.folder(meta.id) / "home")
+        mapped = meta.isolation == "none"  # isolated, /workspace is real: nothing to rewrite
+        env.update(self.workspace(meta.id).map_env(dict(extra or {})) if mapped else extra or {})
+        folder = self.folder(meta.id)
+        return local_isolation.wrap(folder, self.home, meta, command, cwd, env, agent=agent)

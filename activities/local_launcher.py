@@ -4,15 +4,16 @@ The engine starts this file as `python -I local_launcher.py PROCESS_DIR`, in a n
 with the agent's environment. It detaches at once (forks; the engine reaps the parent), so the
 agent outlives the worker process that started it. Then it:
 
-1. starts `bash -c COMMAND` in the agent's working directory, in a process group of its own,
-   with stdout and stderr appended to `output.log`;
-2. writes `process.json` (pid, pgid, start time) atomically;
+1. starts the agent's argv (`bash -c COMMAND`, or for an isolated sandbox bubblewrap around it,
+   see local_isolation) in a process group of its own, with stdout and stderr appended to
+   `output.log`;
+2. writes `process.json` (pid, pgid, start time; isolated: its PID namespace) atomically;
 3. waits, looking at the sandbox file every `POLL_SECONDS` (re-read only when it changed): at
    the lease end (which `extend` and `wake` move) it pauses the sandbox (SIGSTOP to every agent
    group, under the sandbox lock) or, for `on_lease_end="stop"`, kills its own group; when the
    sandbox is stopped it kills its group;
-4. when the agent exits, kills what is left of its group and writes `exit.json` atomically, so
-   any later worker process can read the exit code.
+4. when the agent exits, kills what is left of its group (isolated: of its namespace) and
+   writes `exit.json` atomically, so any later worker process can read the exit code.
 
 Standard library only: it must run whatever the agent's environment holds.
 """
@@ -20,6 +21,7 @@ Standard library only: it must run whatever the agent's environment holds.
 from __future__ import annotations
 
 import fcntl
+import importlib.util
 import json
 import os
 import signal
@@ -37,6 +39,20 @@ OUTPUT_FILE = "output.log"
 POLL_SECONDS = 0.2
 # The exit code a shell gives for a command it could not start.
 CANNOT_START = 127
+
+
+def _sibling(name: str) -> Any:
+    """A module next to this file, loaded by path: `python -I` puts no folder on sys.path."""
+    spec = importlib.util.spec_from_file_location(
+        f"_launcher_{name}", Path(__file__).parent / f"{name}.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+local_ns = _sibling("local_ns")
 
 
 def write_json(path: Path, value: dict[str, Any]) -> None:
@@ -120,13 +136,16 @@ def pause_at_lease_end(sandbox_file: Path) -> None:
 
 
 def stop_group(proc_dir: Path) -> None:
-    """SIGSTOP one agent's group, if it still runs (its exit file says it ended)."""
+    """SIGSTOP one agent's group (isolated: its whole namespace), if it still runs (its exit
+    file says it ended)."""
     try:
         started = json.loads((proc_dir / PROCESS_FILE).read_text())
     except (OSError, ValueError):
         return
     if (proc_dir / EXIT_FILE).exists():
         return
+    if started.get("pid_ns") is not None:
+        local_ns.signal_namespace(int(started["pid_ns"]), signal.SIGSTOP)
     try:
         os.killpg(int(started["pgid"]), signal.SIGSTOP)
     except (ProcessLookupError, PermissionError, KeyError, ValueError):
@@ -136,15 +155,17 @@ def stop_group(proc_dir: Path) -> None:
 def supervise(proc_dir: Path) -> None:
     launch = json.loads((proc_dir / LAUNCH_FILE).read_text())
     sandbox_file = SandboxFile(Path(launch["sandbox_file"]))
+    pipes = local_ns.Pipes(launch.get("argv") or ["bash", "-c", launch["command"]])
     with open(proc_dir / OUTPUT_FILE, "ab") as output:
         try:
             child = subprocess.Popen(
-                ["bash", "-c", launch["command"]],
+                pipes.argv,
                 cwd=launch["cwd"],
                 stdin=subprocess.DEVNULL,
                 stdout=output,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
+                pass_fds=pipes.pass_fds(),
             )
         except OSError as error:
             output.write(f"overnight: cannot start the agent: {error}\n".encode())
@@ -153,6 +174,7 @@ def supervise(proc_dir: Path) -> None:
                 {"state": "exited", "exit_code": CANNOT_START, "ended_at": time.time()},
             )
             return
+    namespace = pipes.started()
     write_json(
         proc_dir / PROCESS_FILE,
         {
@@ -161,6 +183,7 @@ def supervise(proc_dir: Path) -> None:
             "proc_start": proc_start_time(child.pid),
             "launcher_pid": os.getpid(),
             "started_at": time.time(),
+            **namespace,
         },
     )
     reason: str | None = None
@@ -174,18 +197,20 @@ def supervise(proc_dir: Path) -> None:
         why = should_kill(sandbox)
         if why is not None:
             reason = reason or why
+            local_ns.kill_recorded(namespace)
             kill_group(child.pid)
         elif lease_over(sandbox):
             pause_at_lease_end(sandbox_file.path)
-    # Helpers the agent left behind in its group go with it.
+    # Helpers the agent left behind in its group (and namespace) go with it.
+    local_ns.kill_recorded(namespace)
     kill_group(child.pid)
-    killed = returncode < 0
+    killed, exit_code, sig = pipes.ending(returncode)
     write_json(
         proc_dir / EXIT_FILE,
         {
             "state": "killed" if killed else "exited",
-            "exit_code": None if killed else returncode,
-            "signal": -returncode if killed else None,
+            "exit_code": exit_code,
+            "signal": sig,
             "reason": reason,
             "ended_at": time.time(),
         },

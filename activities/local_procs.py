@@ -17,7 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from activities import local_launcher as launcher
+from activities import local_ns
 from activities.local_files import read_json, write_json
+from activities.local_isolation import Wrapped
 from activities.models import ProcessState
 from activities.provider import CommandOutput, ProviderError
 
@@ -90,24 +92,22 @@ def _alive(started: dict[str, object]) -> bool:
 def launch(
     proc_dir: Path,
     *,
-    command: str,
-    cwd: str,
-    env: dict[str, str],
+    wrapped: Wrapped,
     sandbox_file: Path,
     sandbox_command: str,
     sandbox_cwd: str,
 ) -> None:
     """Start the launcher for a new agent and wait until it reports the agent's pid.
 
-    `proc_dir` must be new and claimed by the caller (under the sandbox lock). `env` goes only
-    to the process, never to a file: it may hold secrets.
+    `proc_dir` must be new and claimed by the caller (under the sandbox lock). The env goes
+    only to the process, never to a file: it may hold secrets.
     """
     proc_dir.mkdir(parents=True)
     write_json(
         proc_dir / launcher.LAUNCH_FILE,
         {
-            "command": command,
-            "cwd": cwd,
+            "argv": wrapped.argv,
+            "cwd": wrapped.cwd,
             "sandbox_file": str(sandbox_file),
             "sandbox_command": sandbox_command,
             "sandbox_cwd": sandbox_cwd,
@@ -117,7 +117,7 @@ def launch(
     with open(proc_dir / "launcher.log", "ab") as log:
         starter = subprocess.Popen(
             [sys.executable, "-I", str(LAUNCHER), str(proc_dir)],
-            env=env,
+            env=wrapped.env,
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=log,
@@ -133,10 +133,16 @@ def launch(
 
 
 def signal_group(proc_dir: Path, sig: signal.Signals) -> None:
-    """Send `sig` to the agent's process group if the agent still runs."""
+    """Send `sig` to the agent's process group if the agent still runs: to every process of
+    its PID namespace when it is isolated (SIGKILL: to the namespace's PID 1)."""
     started = read_json(proc_dir / launcher.PROCESS_FILE)
     if started is None or (proc_dir / launcher.EXIT_FILE).exists() or not _alive(started):
         return
+    if started.get("pid_ns") is not None:
+        if sig == signal.SIGKILL:
+            local_ns.kill_namespace(int(started["ns_pid"]), int(started["pid_ns"]))
+        else:
+            local_ns.signal_namespace(int(started["pid_ns"]), sig)
     try:
         os.killpg(int(started["pgid"]), sig)
     except (ProcessLookupError, PermissionError):
@@ -161,15 +167,14 @@ def wait_all_ended(procs_dir: Path, *, timeout: float) -> None:
         time.sleep(0.02)
 
 
-def run_command(
-    command: str, *, cwd: str, env: dict[str, str], timeout_seconds: float
-) -> CommandOutput:
-    """Run `bash -c command` to completion; at the timeout its whole process group is killed."""
+def run_command(wrapped: Wrapped, *, timeout_seconds: float) -> CommandOutput:
+    """Run a command to completion; at the timeout its whole process group is killed (an
+    isolated one's sandbox dies with its bwrap: `--die-with-parent`)."""
     try:
         proc = subprocess.Popen(
-            ["bash", "-c", command],
-            cwd=cwd,
-            env=env,
+            wrapped.argv,
+            cwd=wrapped.cwd,
+            env=wrapped.env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

@@ -56,6 +56,12 @@ class SandboxMeta:
     # Set while paused: when, and why ("lease_expired" or "requested").
     paused_at: float | None = None
     pause_reason: str | None = None
+    # How its processes are isolated ("bubblewrap", or "none": sandboxes made before isolation
+    # existed read as "none") and limited ("systemd" or "prlimit"; see local_limits), and the
+    # host paths bound into it (`{"path", "writable"}`).
+    isolation: str = "none"
+    limits: str = "prlimit"
+    binds: list[dict[str, Any]] = dataclasses.field(default_factory=list)
 
     @classmethod
     def from_json(cls, value: Mapping[str, Any]) -> SandboxMeta:

@@ -51,6 +51,8 @@ class SandboxInfo(_Model):
     created_at: datetime | None = None
     # When its lease ends (it pauses or stops then); None: no time limit, or not known.
     lease_ends_at: datetime | None = None
+    # How it is isolated and limited, in a sentence (local sandboxes; None: not said).
+    isolation: str | None = None
 
 
 class CreateSandboxInput(_Model):

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 from activities.models import ProcessState, SandboxInfo
+from overnight.isolation import HostBind
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,10 @@ class SandboxRequest:
     on_lease_end: Literal["pause", "stop"] = "pause"
     # The most the sandbox may cost over its life; Runtime enforces it even with no worker.
     max_total_cost_micros: int | None = None
+    # Local sandboxes: how they are isolated, and the host paths shown in them (see
+    # activities/local_isolation); other providers isolate their own way and ignore these.
+    isolation: Literal["bubblewrap", "none"] = "bubblewrap"
+    binds: tuple[HostBind, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ from activities.checkpoints import read_checkpoint
 from activities.errors import ErrorType, activity_errors, non_retryable
 from activities.heartbeat import auto_heartbeat
 from activities.local import LocalProvider
+from activities.local_isolation import spec_binds
 from activities.models import (
     ActivityName,
     AgentStarted,
@@ -160,6 +161,8 @@ class SandboxActivities:
             memory_mib=spec.memory_mib,
             on_lease_end="pause",
             max_total_cost_micros=input.max_total_cost_micros,
+            isolation=spec.isolation,
+            binds=spec_binds(spec),
         )
         async with auto_heartbeat(self._heartbeat_seconds):
             with activity_errors():
@@ -184,6 +187,7 @@ class SandboxActivities:
             process_id=process.process_id,
             created=created,
             lease_ends_at=sandbox.lease_ends_at,
+            isolation=sandbox.isolation,
         )
 
     @activity.defn(name=ActivityName.START_AGENT)

@@ -42,7 +42,9 @@ from bench.report import Row, percentile, summarize
 from bench.timeline import activities
 from overnight.constants import LABEL_RUN, WORKFLOW_TYPE
 from overnight.demo import AGENT_DIR, DemoFiles, make_origin
+from overnight.isolation import HostBind
 from overnight.models import RunSpec, RunStatus
+from overnight.outside_world import ledger_url
 
 AGENT_COMMAND = "python3 /workspace/agent/main.py --resume /workspace/checkpoint.json"
 DIE_AFTER_STEP = 2
@@ -78,10 +80,11 @@ def crash_spec(run_id: str, files: DemoFiles, step_delay: float, poll_seconds: f
     return RunSpec(
         run_id=run_id,
         repo=str(files.origin),
+        binds=[HostBind(path=str(files.origin), writable=True)],
         agent_dir=str(AGENT_DIR),
         command=AGENT_COMMAND,
         env={
-            "OVERNIGHT_LEDGER": str(files.ledger),
+            "OVERNIGHT_LEDGER_URL": ledger_url(files.ledger),
             "AGENT_DIE_AFTER": str(DIE_AFTER_STEP),
             "AGENT_STEP_DELAY": f"{step_delay:.3f}",
         },

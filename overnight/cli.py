@@ -76,6 +76,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = commands.add_parser("demo", help="a run that recovers from a crash, end to end")
     demo.add_argument("--keep-server", action="store_true", help="leave the dev server running")
+    demo.add_argument(
+        "--isolation",
+        choices=("bubblewrap", "none"),
+        default="bubblewrap",
+        help="how the demo's sandboxes are isolated (none: where bubblewrap cannot run)",
+    )
     return parser
 
 
@@ -237,4 +243,4 @@ async def _dev(args: argparse.Namespace) -> int:
 async def _demo(args: argparse.Namespace) -> int:
     from overnight.demo import run_demo
 
-    return await run_demo(keep_server=args.keep_server)
+    return await run_demo(keep_server=args.keep_server, isolation=args.isolation)

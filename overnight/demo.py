@@ -2,7 +2,10 @@
 is restarted from its last checkpoint, and finishes with exactly two outside actions.
 
 Everything is local: the dev server from temporal-dev.yaml (started or reused), a worker in
-this process, a bare git repository as the origin, and local sandboxes under the state dir.
+this process, a bare git repository as the origin (bound writable into the sandboxes, so the
+agent can push), the outside world as a loopback service keeping the ledger of outside
+actions (overnight/outside_world.py), and local sandboxes under the state dir, isolated with
+bubblewrap unless `--isolation none`.
 """
 
 from __future__ import annotations
@@ -24,8 +27,11 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from overnight import client as api
 from overnight import render
 from overnight.devconfig import DevConfig
+from overnight.errors import SpecError
 from overnight.home import overnight_home
+from overnight.isolation import HostBind, Isolation
 from overnight.models import Budget, RunResult, RunSpec, RunStatus
+from overnight.outside_world import ledger_url
 
 AGENT_DIR = Path(__file__).resolve().parent.parent / "examples" / "agent"
 DIE_AFTER_STEP = 4  # open the pull request
@@ -76,15 +82,23 @@ def make_origin(root: Path) -> DemoFiles:
     return DemoFiles(origin=origin, ledger=root / "outside-world" / "ledger.jsonl")
 
 
-def demo_spec(run_id: str, files: DemoFiles, *, agent_dir: Path = AGENT_DIR) -> RunSpec:
-    """The demo's RunSpec: short polls and stalls, so the whole story takes seconds."""
+def demo_spec(
+    run_id: str,
+    files: DemoFiles,
+    *,
+    ledger: str,
+    agent_dir: Path = AGENT_DIR,
+    isolation: Isolation = "bubblewrap",
+) -> RunSpec:
+    """The demo's RunSpec: short polls and stalls, so the whole story takes seconds. `ledger`
+    is the outside world's URL for this run's ledger."""
     return RunSpec(
         run_id=run_id,
         repo=str(files.origin),
         agent_dir=str(agent_dir),
         command="python3 /workspace/agent/main.py --resume /workspace/checkpoint.json",
         env={
-            "OVERNIGHT_LEDGER": str(files.ledger),
+            "OVERNIGHT_LEDGER_URL": ledger,
             "AGENT_DIE_AFTER": str(DIE_AFTER_STEP),
             "AGENT_STEP_DELAY": "0.5",
         },
@@ -92,6 +106,9 @@ def demo_spec(run_id: str, files: DemoFiles, *, agent_dir: Path = AGENT_DIR) -> 
         stall_seconds=10,
         sandbox_timeout_seconds=120,
         budget=Budget(max_restarts=3, max_hours=1),
+        isolation=isolation,
+        # The agent pushes each step, so a new sandbox clones the work the checkpoint lists.
+        binds=[HostBind(path=str(files.origin), writable=True)],
     )
 
 
@@ -106,14 +123,22 @@ async def run_demo(
     keep_server: bool = False,
     config: DevConfig | None = None,
     out: Callable[[str], None] = print,
+    isolation: Isolation = "bubblewrap",
 ) -> int:
     """The whole demo; 0 when the run finished with exactly two outside actions."""
+    from activities.local_isolation import bwrap_problem
     from overnight.devconfig import default_dev_config
     from overnight.devserver import start_or_reuse
     from overnight.runner import serve
 
     if not (AGENT_DIR / "main.py").is_file():
         raise api.OvernightError(f"the sample agent is missing: {AGENT_DIR / 'main.py'}")
+    problem = bwrap_problem() if isolation == "bubblewrap" else None
+    if problem is not None:
+        raise SpecError(
+            f"{problem}: install bubblewrap (e.g. sudo apt-get install bubblewrap), or run "
+            "the demo without isolation: overnight demo --isolation none"
+        )
     logging.basicConfig(level=logging.WARNING)
     server = await start_or_reuse(config or default_dev_config())
     how = "started" if server.started_here else "reused"
@@ -127,7 +152,8 @@ async def run_demo(
         worker = asyncio.create_task(serve(client, ready=ready, stop=stop))
         try:
             await _wait_ready(worker, ready)
-            return await _demo_run(client, server.ui_url if server.config.ui else None, out)
+            ui = server.ui_url if server.config.ui else None
+            return await _demo_run(client, ui, out, isolation)
         finally:
             stop.set()
             await asyncio.wait_for(worker, timeout=30)
@@ -150,11 +176,13 @@ async def _wait_ready(worker: asyncio.Task[None], ready: asyncio.Event) -> None:
         raise api.OvernightError("the worker did not start polling in time")
 
 
-async def _demo_run(client: Client, ui_base: str | None, out: Callable[[str], None]) -> int:
+async def _demo_run(
+    client: Client, ui_base: str | None, out: Callable[[str], None], isolation: Isolation
+) -> int:
     run_id = new_run_id()
     root = overnight_home() / "demo" / run_id
     files = await asyncio.to_thread(make_origin, root)
-    spec = demo_spec(run_id, files)
+    spec = demo_spec(run_id, files, ledger=ledger_url(files.ledger), isolation=isolation)
     url = api.web_ui_url(ui_base, client.namespace, run_id) if ui_base else None
     started = time.monotonic()
     await api.start_run(client, spec)
@@ -210,6 +238,8 @@ def _report(
         f"{len(actions)} outside action{'s' if len(actions) != 1 else ''} in total:",
         *(f"  {entry.get('key')}: {entry.get('action')}" for entry in actions),
     ]
+    if status.isolation:
+        lines.append(f"sandboxes: {status.isolation}")
     if url:
         lines.append(f"Web UI: {url}")
     return "\n".join(lines)

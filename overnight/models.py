@@ -13,6 +13,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from overnight.isolation import MAX_BINDS, HostBind, Isolation, check_binds
+
 RUN_ID_PATTERN = r"^[a-z0-9][a-z0-9-]{0,62}$"
 ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
 # Variables overnight sets for the agent itself; a spec may not shadow them.
@@ -111,6 +113,10 @@ class RunSpec(_StrictInput):
     rates: Rates = Field(default_factory=Rates)
     attention_hours: PositiveHours = 24
     keep_sandboxes: bool = False
+    # Local provider: how each sandbox is isolated ("none" only on purpose, see README) and
+    # which host paths it sees at the same path (read-only unless `writable`).
+    isolation: Isolation = "bubblewrap"
+    binds: list[HostBind] = Field(default_factory=list, max_length=MAX_BINDS)
 
     @field_validator("branch")
     @classmethod
@@ -195,6 +201,11 @@ class RunSpec(_StrictInput):
             raise ValueError("fresh_context_exit_code may not be 0 (0 means finished)")
         if self.provider == "runtime":
             _within_runtime_limits(self)
+        return self
+
+    @model_validator(mode="after")
+    def _binds_fit(self) -> RunSpec:
+        check_binds(self.binds, self.provider)
         return self
 
 

@@ -30,3 +30,26 @@ ensure_venv() {
         echo "$want" >"$stamp"
     fi
 }
+
+# Installs Debian packages with apt when it can (as root, or with sudo that asks no password).
+apt_install() { # apt_install WHY PACKAGE...
+    local why="$1" sudo=""
+    shift
+    command -v apt-get >/dev/null 2>&1 || return 1
+    if [ "$(id -u)" -ne 0 ]; then
+        command -v sudo >/dev/null 2>&1 || return 1
+        sudo="sudo -n"
+    fi
+    echo "installing $* ($why)" >&2
+    $sudo apt-get update -qq &&
+        DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "$@" >/dev/null
+}
+
+# Local sandboxes are isolated with bubblewrap (bwrap): install it when missing.
+ensure_bubblewrap() {
+    command -v bwrap >/dev/null 2>&1 && return 0
+    if ! apt_install "to isolate local sandboxes" bubblewrap; then
+        echo "warning: could not install bubblewrap (package bubblewrap): local runs refuse to" \
+            "start without it unless their spec says \"isolation\": \"none\"" >&2
+    fi
+}

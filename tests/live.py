@@ -30,6 +30,7 @@ from overnight.constants import LABEL_RUN
 from overnight.demo import make_origin
 from overnight.models import RunSpec
 from overnight.runner import serve
+from tests.git_http import origin_fields
 
 SCRIPTED_AGENT = Path(__file__).resolve().parent / "agents" / "scripted"
 SCRIPTED_COMMAND = "python3 /workspace/agent/main.py"
@@ -64,7 +65,7 @@ def scripted_spec(run_id: str, root: Path, mode: str, **changes: Any) -> RunSpec
     env = {"AGENT_MODE": mode, **changes.pop("env", {})}
     fields: dict[str, Any] = {
         "run_id": run_id,
-        "repo": str(files.origin),
+        **origin_fields(files.origin, changes.get("provider", "local")),
         "agent_dir": str(SCRIPTED_AGENT),
         "command": SCRIPTED_COMMAND,
         "env": env,

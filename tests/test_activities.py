@@ -189,7 +189,8 @@ async def test_create_sandbox_clones_switches_uploads_writes_and_starts_the_agen
         "OVERNIGHT_RUN_ID": run.run_id,
         "OVERNIGHT_ATTEMPT": "2",
         "OVERNIGHT_RESTART_REASON": "x",
-        "OVERNIGHT_CHECKPOINT": str(checkpoint),  # /workspace mapped to the sandbox folder
+        # The real path: the sandbox's folder is mounted at /workspace (bubblewrap).
+        "OVERNIGHT_CHECKPOINT": "/workspace/checkpoint.json",
         "OVERNIGHT_TEST_TOKEN": secret,
         "MODE": "sleep",
     }
@@ -258,7 +259,9 @@ async def test_heartbeats_continue_through_a_slow_clone(
     env.on_heartbeat = lambda *details: beats.append(time.monotonic())
 
     began = time.monotonic()
-    await env.run(acts.create_sandbox, CreateSandboxInput(spec=spec(repo, agent_dir), attempt=1))
+    # Not isolated: the slow git lives in this test's /tmp, which a sandbox's /tmp hides.
+    slow = spec(repo, agent_dir, isolation="none")
+    await env.run(acts.create_sandbox, CreateSandboxInput(spec=slow, attempt=1))
 
     assert time.monotonic() - began >= 2
     assert len(beats) >= 5  # every 0.3 s (a third of the heartbeat timeout) through 2 s

@@ -6,11 +6,13 @@ It stands in for an AI coding agent. It follows overnight's agent contract:
 - writes its checkpoint `{"step", "done", "next", "notes"}` atomically after every step;
 - `--resume PATH` continues after the steps the checkpoint lists as done;
 - its outside actions (opening the pull request, posting the summary) are keyed
-  `{run_id}-step-{n}` in a ledger outside the sandbox (`OVERNIGHT_LEDGER`, a JSONL file that
-  stands for the outside world), and an action whose key is there already is skipped;
+  `{run_id}-step-{n}` in a ledger outside the sandbox, which stands for the outside world: a
+  service over the network (`OVERNIGHT_LEDGER_URL`, see overnight/outside_world.py) or a
+  JSONL file the sandbox may write (`OVERNIGHT_LEDGER`); an action whose key is there already
+  is skipped;
 - commits its work on the current branch after every step (and pushes when there is an origin).
 
-Failure switches, each firing once per run (remembered next to the ledger, so the restart
+Failure switches, each firing once per run (remembered by the ledger, so the restart
 succeeds): `--die-after N` crashes after doing step N's work but before its checkpoint (the
 worst moment: the restart redoes step N), `--stall-at N` hangs before step N,
 `--fresh-context-after N` exits with the fresh-context code after step N's checkpoint.
@@ -28,6 +30,8 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -117,6 +121,47 @@ def fire_once(ledger: Path, run_id: str, switch: str) -> bool:
         return False
 
 
+def post_json(url: str, body: dict[str, str], tries: int = 6) -> dict[str, Any]:
+    """POST to the outside world, again after a network error (each call is idempotent)."""
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback: no proxy
+    data = json.dumps(body).encode()
+    for attempt in range(tries):
+        request = urllib.request.Request(
+            url, data=data, headers={"Content-Type": "application/json"}, method="POST"
+        )
+        try:
+            with opener.open(request, timeout=10) as answer:
+                found: dict[str, Any] = json.loads(answer.read())
+                return found
+        except urllib.error.HTTPError:
+            raise
+        except OSError:
+            if attempt == tries - 1:
+                raise
+            time.sleep(min(0.2 * 2**attempt, 3.0))
+    raise AssertionError("unreachable")
+
+
+class Ledger:
+    """The outside world: a service at `url` when there is one, else the file `path`."""
+
+    def __init__(self, url: str | None, path: Path) -> None:
+        self.url = url.rstrip("/") if url else None
+        self.path = path
+
+    def act(self, key: str, action: str, detail: str) -> bool:
+        if self.url:
+            body = {"key": key, "action": action, "detail": detail}
+            return bool(post_json(f"{self.url}/actions", body)["done"])
+        return outside_action(self.path, key, action, detail)
+
+    def once(self, run_id: str, switch: str) -> bool:
+        if self.url:
+            said = post_json(f"{self.url}/once", {"run_id": run_id, "switch": switch})
+            return bool(said["first"])
+        return fire_once(self.path, run_id, switch)
+
+
 # --- git ----------------------------------------------------------------------------------------
 
 
@@ -149,7 +194,7 @@ def commit_step(n: int, name: str) -> str:
 
 
 class Context:
-    def __init__(self, run_id: str, ledger: Path, notes: list[str]) -> None:
+    def __init__(self, run_id: str, ledger: Ledger, notes: list[str]) -> None:
         self.run_id = run_id
         self.ledger = ledger
         self.notes = notes
@@ -185,14 +230,12 @@ def run_the_tests(ctx: Context, n: int) -> str:
 
 def open_the_pull_request(ctx: Context, n: int) -> str:
     branch = git("rev-parse", "--abbrev-ref", "HEAD").stdout.strip() or "unknown"
-    opened = outside_action(ctx.ledger, ctx.key(n), "open_pull_request", f"branch {branch}")
+    opened = ctx.ledger.act(ctx.key(n), "open_pull_request", f"branch {branch}")
     return "opened the pull request" if opened else "pull request already open: not reopened"
 
 
 def post_a_summary(ctx: Context, n: int) -> str:
-    posted = outside_action(
-        ctx.ledger, ctx.key(n), "post_summary", f"{len(ctx.notes)} notes; migration added"
-    )
+    posted = ctx.ledger.act(ctx.key(n), "post_summary", f"{len(ctx.notes)} notes; migration added")
     return "posted the summary" if posted else "summary already posted: not reposted"
 
 
@@ -240,7 +283,10 @@ def main(argv: list[str] | None = None) -> int:
     env_checkpoint = os.environ.get("OVERNIGHT_CHECKPOINT")
     checkpoint_path = Path(env_checkpoint) if env_checkpoint else args.resume
     checkpoint_path = checkpoint_path or Path("checkpoint.json")
-    ledger = Path(os.environ.get("OVERNIGHT_LEDGER") or checkpoint_path.parent / "ledger.jsonl")
+    ledger = Ledger(
+        os.environ.get("OVERNIGHT_LEDGER_URL"),
+        Path(os.environ.get("OVERNIGHT_LEDGER") or checkpoint_path.parent / "ledger.jsonl"),
+    )
 
     checkpoint = load_checkpoint(args.resume)
     notes: list[str] = list(checkpoint["notes"])
@@ -251,7 +297,7 @@ def main(argv: list[str] | None = None) -> int:
 
     for n in range(checkpoint["step"] + 1, len(STEPS) + 1):
         name = STEPS[n - 1]
-        if args.stall_at == n and fire_once(ledger, run_id, f"stalled-at-{n}"):
+        if args.stall_at == n and ledger.once(run_id, f"stalled-at-{n}"):
             print(f"stalling at step {n} ({name})", flush=True)
             while True:
                 time.sleep(3600)
@@ -260,7 +306,7 @@ def main(argv: list[str] | None = None) -> int:
         outcome = STEP_ACTIONS[n - 1](ctx, n)
         committed = commit_step(n, name)
         print(f"step {n} ({name}): {outcome}; {committed}", flush=True)
-        if args.die_after == n and fire_once(ledger, run_id, f"died-after-{n}"):
+        if args.die_after == n and ledger.once(run_id, f"died-after-{n}"):
             print(f"dying after step {n}, before its checkpoint", file=sys.stderr, flush=True)
             return CRASH_EXIT_CODE
         notes.append(f"step {n}: {outcome}")
@@ -271,7 +317,7 @@ def main(argv: list[str] | None = None) -> int:
             "notes": notes,
         }
         write_checkpoint(checkpoint_path, checkpoint)
-        if args.fresh_context_after == n and fire_once(ledger, run_id, f"fresh-after-{n}"):
+        if args.fresh_context_after == n and ledger.once(run_id, f"fresh-after-{n}"):
             print(f"context full after step {n}: asking for a fresh start", flush=True)
             return int(args.fresh_context_code)
     print("all steps done", flush=True)

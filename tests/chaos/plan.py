@@ -14,6 +14,8 @@ from typing import Literal
 
 from overnight.demo import AGENT_DIR
 from overnight.models import Budget, RunSpec
+from overnight.outside_world import ledger_url
+from tests.git_http import origin_fields
 
 AgentFault = Literal["crash", "stall", "fresh_context", "time_limit"]
 AGENT_FAULTS: tuple[AgentFault, ...] = ("crash", "stall", "fresh_context", "time_limit")
@@ -132,13 +134,13 @@ def plan_runs(size: ChaosSize, prefix: str) -> list[RunPlan]:
 def run_spec(size: ChaosSize, plan: RunPlan, origin: Path, ledger: Path) -> RunSpec:
     limited = plan.has("time_limit")
     env = {
-        "OVERNIGHT_LEDGER": str(ledger),
+        "OVERNIGHT_LEDGER_URL": ledger_url(ledger),
         "AGENT_STEP_DELAY": str(size.time_limit_step_delay if limited else size.step_delay),
         **{name: str(step) for name, step in plan.switches.items()},
     }
     return RunSpec(
         run_id=plan.run_id,
-        repo=str(origin),
+        **origin_fields(origin, plan.provider),
         agent_dir=str(AGENT_DIR),
         command=COMMAND,
         env=env,

@@ -14,6 +14,8 @@ from temporalio.client import Client
 from overnight import client as api
 from overnight.demo import AGENT_DIR, DemoFiles, make_origin
 from overnight.models import RunSpec, RunStatus
+from overnight.outside_world import ledger_url
+from tests.git_http import origin_fields
 
 
 def new_run_id(prefix: str) -> str:
@@ -23,14 +25,15 @@ def new_run_id(prefix: str) -> str:
 def agent_spec(
     run_id: str, root: Path, *, agent_env: dict[str, str] | None = None, **changes: Any
 ) -> tuple[RunSpec, DemoFiles]:
-    """A spec running the real sample agent against a fresh bare origin under `root`."""
+    """A spec running the real sample agent against a fresh bare origin under `root`, served
+    as its provider can reach it, with its ledger behind the loopback outside world."""
     files = make_origin(root / run_id)
     fields: dict[str, Any] = {
         "run_id": run_id,
-        "repo": str(files.origin),
+        **origin_fields(files.origin, changes.get("provider", "local")),
         "agent_dir": str(AGENT_DIR),
         "command": "python3 /workspace/agent/main.py --resume /workspace/checkpoint.json",
-        "env": {"OVERNIGHT_LEDGER": str(files.ledger), **(agent_env or {})},
+        "env": {"OVERNIGHT_LEDGER_URL": ledger_url(files.ledger), **(agent_env or {})},
         "poll_seconds": 1,
         "stall_seconds": 10,
         "sandbox_timeout_seconds": 120,

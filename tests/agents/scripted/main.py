@@ -9,6 +9,12 @@ contract asks, to `$OVERNIGHT_CHECKPOINT`:
 - `secret-proof`: write a checkpoint holding the sha256 of the secret variable named by
   `AGENT_SECRET_NAME` (never the value), and exit 0.
 - `last-words`: write a first checkpoint, wait, write a final one, and exit 0.
+- `escape`: try to write each host path in `AGENT_ESCAPE_PATHS` (`:`-separated), write a
+  checkpoint saying how each try went, and exit 0.
+- `steps`: three steps, a checkpoint after each, resumed from the checkpoint; crashes once per
+  run after step `AGENT_DIE_AFTER` (remembered by the outside world at
+  `OVERNIGHT_LEDGER_URL`). With `AGENT_HARDCODED=1` the checkpoint path is written in the
+  code, `/workspace/checkpoint.json`, as agents made for Runtime sandboxes often do.
 
 `AGENT_HOLD` (seconds, default 3) is how long each checkpoint stays before the next move.
 """
@@ -21,6 +27,7 @@ import os
 import sys
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 
 GOOD = {"step": 1, "done": ["good step"], "next": "the bad write", "notes": ["good checkpoint"]}
@@ -52,9 +59,59 @@ def bad_version(mode: str, good: bytes) -> bytes | None:
     return None
 
 
+def try_to_write(target: str) -> str:
+    try:
+        Path(target).parent.mkdir(parents=True, exist_ok=True)
+        Path(target).write_text("escaped\n")
+    except OSError as error:
+        return f"refused: {os.strerror(error.errno or 0)}"
+    return "written"
+
+
+def first_time(switch: str) -> bool:
+    """Asks the outside world whether this run reaches `switch` for the first time."""
+    body = {"run_id": os.environ["OVERNIGHT_RUN_ID"], "switch": switch}
+    request = urllib.request.Request(
+        os.environ["OVERNIGHT_LEDGER_URL"].rstrip("/") + "/once",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    with opener.open(request, timeout=10) as answer:
+        return bool(json.loads(answer.read())["first"])
+
+
+def steps(path: Path, hold: float) -> int:
+    done = 0
+    if path.exists():
+        done = int(json.loads(path.read_text())["step"])
+    die_after = int(os.environ.get("AGENT_DIE_AFTER", "0"))
+    for n in range(done + 1, 4):
+        time.sleep(hold)
+        if n == die_after and first_time(f"died-after-{n}"):
+            print(f"dying after step {n}, before its checkpoint", flush=True)
+            return 3
+        next_step = f"step {n + 1}" if n < 3 else "done"
+        cp = {
+            "step": n,
+            "next": next_step,
+            "notes": [f"step {n} in attempt " + os.environ["OVERNIGHT_ATTEMPT"]],
+        }
+        write(path, json.dumps(cp).encode())
+    return 0
+
+
 def main() -> int:
     mode = os.environ["AGENT_MODE"]
     hold = float(os.environ.get("AGENT_HOLD", "3"))
+    if mode == "steps":
+        hard_coded = os.environ.get("AGENT_HARDCODED") == "1"
+        return steps(
+            Path(
+                "/workspace/checkpoint.json" if hard_coded else os.environ["OVERNIGHT_CHECKPOINT"]
+            ),
+            hold,
+        )
     path = Path(os.environ["OVERNIGHT_CHECKPOINT"])
     path.parent.mkdir(parents=True, exist_ok=True)
     if mode == "secret-proof":
@@ -63,6 +120,10 @@ def main() -> int:
         proof["secret_sha256"] = hashlib.sha256(value.encode()).hexdigest() if value else ""
         write(path, json.dumps(proof).encode())
         print(f"secret present: {bool(value)}", flush=True)
+        return 0
+    if mode == "escape":
+        tries = {t: try_to_write(t) for t in os.environ["AGENT_ESCAPE_PATHS"].split(":")}
+        write(path, json.dumps({"step": 1, "next": "done", "tries": tries}).encode())
         return 0
     if mode == "last-words":
         write(path, json.dumps({"step": 1, "next": "last words"}).encode())

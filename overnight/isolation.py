@@ -1,0 +1,53 @@
+"""How a local sandbox is isolated, as a spec says it: `isolation` and `binds` of `RunSpec`.
+
+Plain data, validated without looking at the disk: a spec is validated inside the workflow
+too. Whether a bind exists is checked where it is mounted, by the worker.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, field_validator
+
+# "bubblewrap": the default, refused where bwrap cannot run; "none": no isolation, on purpose.
+Isolation = Literal["bubblewrap", "none"]
+MAX_BINDS = 32
+# Paths the sandbox itself provides: a bind there would hide them.
+SANDBOX_OWNED = ("/workspace", "/proc", "/dev")
+
+
+class HostBind(BaseModel):
+    """A host path shown in a local sandbox at the same path: read-only unless `writable`."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    path: str
+    writable: bool = False
+
+    @field_validator("path")
+    @classmethod
+    def _a_host_path(cls, value: str) -> str:
+        if "\x00" in value:
+            raise ValueError("bind path contains a NUL byte")
+        if not value.startswith("/"):
+            raise ValueError(f"bind path {value!r} must be absolute")
+        normal = "/" + posixpath.normpath(value).lstrip("/")
+        if normal == "/":
+            raise ValueError("bind path may not be / (the whole host)")
+        for owned in SANDBOX_OWNED:
+            if normal == owned or normal.startswith(owned + "/"):
+                raise ValueError(f"bind path {value!r} is under {owned}, which the sandbox owns")
+        return normal
+
+
+def check_binds(binds: list[HostBind], provider: str) -> None:
+    """What a list of binds may not be, whatever its paths are (ValueError, one line)."""
+    if binds and provider != "local":
+        raise ValueError("binds: host paths can be bound into local sandboxes only")
+    seen: set[str] = set()
+    for bind in binds:
+        if bind.path in seen:
+            raise ValueError(f"binds: {bind.path} is listed twice")
+        seen.add(bind.path)
