@@ -14,7 +14,7 @@ import sys
 import time
 import uuid
 from collections.abc import AsyncIterator
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -423,21 +423,27 @@ async def test_pause_and_stop_are_idempotent_and_a_missing_sandbox_is_no_error(
     assert (await env.run(acts.stop_sandbox, ref)).state == "stopped"
     assert (await env.run(acts.stop_sandbox, ref)).state == "stopped"
     assert (await env.run(acts.pause_sandbox, ref)).state == "stopped"
-    extended = ExtendSandboxInput(provider="local", sandbox_id="life", seconds=60)
+    later = datetime.now(UTC) + timedelta(hours=2)
+    extended = ExtendSandboxInput(provider="local", sandbox_id="life", until=later)
     assert (await env.run(acts.extend_sandbox, extended)).state == "stopped"
     gone = ref.model_copy(update={"sandbox_id": "no-such-sandbox"})
     assert (await env.run(acts.stop_sandbox, gone)).state == "missing"
     assert (await env.run(acts.pause_sandbox, gone)).state == "missing"
 
 
-async def test_extend_sandbox_moves_the_deadline(
+async def test_extend_sandbox_moves_the_lease_end_to_the_time_asked_and_only_once(
     acts: SandboxActivities, engine: LocalEngine
 ) -> None:
     meta, _ = engine.get_or_create("longer", timeout_seconds=100)
-    extend = ExtendSandboxInput(provider="local", sandbox_id="longer", seconds=50)
+    until = datetime.fromtimestamp(meta.deadline or 0, UTC) + timedelta(seconds=50)
+    extend = ExtendSandboxInput(provider="local", sandbox_id="longer", until=until)
     info = await ActivityEnvironment().run(acts.extend_sandbox, extend)
     assert info.state == "running"
+    assert info.lease_ends_at == pytest.approx(until, abs=timedelta(seconds=0.01))
+    # A retried extension (same end) adds nothing.
+    again = await ActivityEnvironment().run(acts.extend_sandbox, extend)
     assert engine.get("longer").deadline == pytest.approx((meta.deadline or 0) + 50)
+    assert again.lease_ends_at == info.lease_ends_at
 
 
 async def test_list_sandboxes_finds_overnight_sandboxes_by_run(
