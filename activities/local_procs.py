@@ -76,6 +76,22 @@ def read_record(proc_dir: Path) -> ProcessRecord:
 
 
 def _alive(started: dict[str, object]) -> bool:
+    """Whether the agent may still run, or has ended without its launcher having written
+    `exit.json` yet (then the exit code is a moment away: not a kill)."""
+    return _agent_alive(started) or _launcher_alive(started)
+
+
+def _launcher_alive(started: dict[str, object]) -> bool:
+    pid = started.get("launcher_pid")
+    try:
+        return (
+            isinstance(pid, int) and b"local_launcher" in Path(f"/proc/{pid}/cmdline").read_bytes()
+        )
+    except OSError:
+        return False
+
+
+def _agent_alive(started: dict[str, object]) -> bool:
     pid = started.get("pid")
     if not isinstance(pid, int):
         return False

@@ -82,22 +82,17 @@ def first_time(switch: str) -> bool:
 
 
 def steps(path: Path, hold: float) -> int:
-    done = 0
-    if path.exists():
-        done = int(json.loads(path.read_text())["step"])
+    checkpoint = json.loads(path.read_text()) if path.exists() else {"step": 0, "notes": []}
+    notes: list[str] = checkpoint["notes"]
     die_after = int(os.environ.get("AGENT_DIE_AFTER", "0"))
-    for n in range(done + 1, 4):
+    for n in range(int(checkpoint["step"]) + 1, 4):
         time.sleep(hold)
         if n == die_after and first_time(f"died-after-{n}"):
             print(f"dying after step {n}, before its checkpoint", flush=True)
             return 3
+        notes.append(f"step {n} in attempt {os.environ['OVERNIGHT_ATTEMPT']}")
         next_step = f"step {n + 1}" if n < 3 else "done"
-        cp = {
-            "step": n,
-            "next": next_step,
-            "notes": [f"step {n} in attempt " + os.environ["OVERNIGHT_ATTEMPT"]],
-        }
-        write(path, json.dumps(cp).encode())
+        write(path, json.dumps({"step": n, "next": next_step, "notes": notes}).encode())
     return 0
 
 
