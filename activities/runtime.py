@@ -184,13 +184,13 @@ class RuntimeProvider:
             # Runtime refuses a command that would outlast the lease (409 lease_too_short).
             left = lease_left(sandbox.info)
             if left is not None:
-                timeout_seconds = min(timeout_seconds, left - LEASE_SAFETY_SECONDS)
-                if timeout_seconds < 1:
+                if left - LEASE_SAFETY_SECONDS < 1:
                     raise ProviderError(
                         f"sandbox {sandbox_id} has {left:.0f} s of lease left: too little to "
                         "run a command",
                         kind="LeaseTooShort",
                     )
+                timeout_seconds = min(timeout_seconds, left - LEASE_SAFETY_SECONDS)
             # Over 60 s the SDK streams the output (NDJSON) instead of one JSON answer.
             result = await sandbox.exec(
                 command, cwd=cwd, timeout_ms=max(1, math.ceil(timeout_seconds * 1000))

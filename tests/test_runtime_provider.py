@@ -87,7 +87,7 @@ async def test_create_by_name_is_idempotent_and_asks_for_no_idle_pause(
         assert body["labels"] == {LABEL_RUN: "run-a", LABEL_ATTEMPT: "1"}
         assert body["idlePauseSeconds"] == 0
         assert body["timeoutSeconds"] == 900
-        assert (body["vcpu"], body["memoryMiB"], body["onLeaseEnd"]) == (2, 2048, "stop")
+        assert (body["vcpu"], body["memoryMiB"], body["onLeaseEnd"]) == (2, 2048, "pause")
 
 
 async def test_a_storm_of_ten_503s_fails_retryable_until_a_retry_succeeds(
@@ -357,17 +357,19 @@ async def test_the_fake_wakes_a_paused_sandbox_on_a_read_as_runtime_does(
     assert (await provider.sandbox(sandbox_id)).state == "running"
 
 
-async def test_an_oversize_checkpoint_is_refused_without_downloading_it(
+async def test_an_oversize_checkpoint_is_refused_without_downloading_it_all(
     fake: FakeRuntime, provider: RuntimeProvider
 ) -> None:
     sandbox_id = await created(provider)
-    await provider.write_file(sandbox_id, CHECKPOINT, b"x" * 300_000)
+    made = await provider.run(sandbox_id, f"truncate -s 256M {CHECKPOINT}")
+    assert made.exit_code == 0, made.stderr
 
     read = await provider.read_file(sandbox_id, CHECKPOINT, 262_144)
 
-    assert (read.status, read.size, read.data) == ("too_large", 300_000, None)
-    assert fake.requests("GET", r"/files/stat$")
-    assert fake.requests("GET", r"/files/content$") == []
+    assert (read.status, read.data) == ("too_large", None)
+    assert read.size > 262_144
+    # The download is given up past the cap: a small part of the 256 MiB ever leaves.
+    assert fake.bytes_sent(route="read", sandbox_id=sandbox_id) < 32 * 1024 * 1024
 
 
 async def test_a_large_checkpoint_under_the_cap_travels_in_chunks(
