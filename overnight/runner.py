@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import signal
 import threading
 from collections.abc import AsyncIterator, Mapping
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
 # coroutines: the SDK's default of 100 slots would cap a worker at 100 runs.
 MAX_CONCURRENT_ACTIVITIES = 5000
 MAX_CACHED_WORKFLOWS = 5000
+logger = logging.getLogger(__name__)
 
 
 async def serve(
@@ -53,6 +55,7 @@ async def serve(
     from workflows.agent_run import AgentRun
 
     if providers is None:
+        _warn_if_local_runs_cannot_be_isolated()
         sandbox_activities = SandboxActivities.from_env(client)
     else:
         sandbox_activities = SandboxActivities(client, providers=providers)
@@ -66,6 +69,14 @@ async def serve(
             max_cached_workflows=max_cached_workflows,
         )
         await run_worker(worker, ready=ready, stop=stop)
+
+
+def _warn_if_local_runs_cannot_be_isolated() -> None:
+    from activities.local_isolation import INSTALL_HINT, bwrap_problem
+
+    problem = bwrap_problem()
+    if problem is not None:
+        logger.warning("local runs will be refused: %s: %s", problem, INSTALL_HINT)
 
 
 async def run_worker(
