@@ -50,6 +50,8 @@ def status_text(status: RunStatus, *, now: datetime, ui_url: str | None) -> str:
         f"  budget left:   {budget_left(status)} (spent ${status.spend_usd:.2f})",
         f"  last progress: {age(status.last_progress_at, now)}",
     ]
+    if status.isolation:
+        lines.append(f"  sandbox:       {status.isolation}")
     if status.attention_reason:
         lines.append(f"  needs you:     {status.attention_reason}")
     if status.restarts:

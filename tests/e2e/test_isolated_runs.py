@@ -7,6 +7,7 @@ import asyncio
 import json
 import shutil
 import subprocess
+import sys
 import uuid
 from pathlib import Path
 
@@ -15,12 +16,14 @@ from temporalio.client import Client
 
 from overnight import client as api
 from overnight.demo import ledger_entries
+from overnight.devserver import DevServer
 from overnight.models import RunResult, RunSpec
 from overnight.outside_world import ledger_url
 from tests.e2e.helpers import agent_spec, new_run_id, wait_no_agent_processes
 from tests.live import scripted_spec
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
+OVERNIGHT = Path(sys.executable).parent / "overnight"
 
 
 async def _finish(client: Client, task_queue: str, spec: RunSpec, runs: list[str]) -> RunResult:
@@ -102,7 +105,7 @@ async def test_a_declared_writable_bind_takes_the_agents_pushes(
 
 
 async def test_a_run_without_isolation_works_and_says_so(
-    dev_client: Client, task_queue: str, tmp_path: Path, runs: list[str]
+    dev_server: DevServer, dev_client: Client, task_queue: str, tmp_path: Path, runs: list[str]
 ) -> None:
     run_id = new_run_id("noiso")
     spec, files = agent_spec(run_id, tmp_path, agent_env={"AGENT_DIE_AFTER": "4"}, isolation="none")
@@ -118,3 +121,11 @@ async def test_a_run_without_isolation_works_and_says_so(
     assert status.isolation is not None
     assert status.isolation.startswith("not isolated (isolation: none)")
     assert await wait_no_agent_processes(run_id) == []
+    shown = await asyncio.to_thread(
+        subprocess.run,
+        [str(OVERNIGHT), "--address", dev_server.address, "status", run_id],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert "  sandbox:       not isolated (isolation: none)" in shown.stdout, shown.stderr
