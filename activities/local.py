@@ -103,6 +103,7 @@ class LocalProvider:
         *,
         token: str | None,
         wait_seconds: float,
+        report_touch: bool = True,
     ) -> Sighting:
         def look() -> Look:
             meta = self.engine.find(sandbox_id)
@@ -121,7 +122,10 @@ class LocalProvider:
             return Look(sandbox_info(meta), process, self.engine.stamp(sandbox_id, checkpoint_path))
 
         return await poll_watch(
-            lambda: asyncio.to_thread(look), token=token, wait_seconds=wait_seconds
+            lambda: asyncio.to_thread(look),
+            token=token,
+            wait_seconds=wait_seconds,
+            report_touch=report_touch,
         )
 
     async def read_file(

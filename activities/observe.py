@@ -23,23 +23,29 @@ async def observe(
     give_up = started + wait_seconds
     report_at = started + input.report_every_seconds
     token = input.watch_token
+    # The checkpoint was written since the last read: read it once, when news is due.
+    dirty = False
     news: CheckpointRead | None = None
     while True:
         now = time.monotonic()
-        until = give_up if news is None else min(give_up, report_at)
+        until = give_up if not dirty else min(give_up, max(now, report_at))
         seen = await provider.watch(
             input.sandbox_id,
             input.process_id,
             input.checkpoint_path,
             token=token,
             wait_seconds=max(0.0, until - now),
+            report_touch=not dirty,
         )
         token = seen.token
+        dirty = dirty or seen.checkpoint_touched
         running = seen.sandbox.state == "running"
         ended = not running and seen.sandbox.state != "starting"
         agent_done = seen.process.state != "running"
+        now = time.monotonic()
+        due = ended or agent_done or now >= give_up
         # An agent that ended may have written its last checkpoint just before: read it once.
-        if running and (seen.checkpoint_touched or agent_done):
+        if running and ((dirty and (due or now >= report_at)) or agent_done):
             known = news.digest if news is not None else input.known_digest
             read = await read_checkpoint(
                 provider,
@@ -49,10 +55,10 @@ async def observe(
                 known,
                 seen_running=True,
             )
+            dirty = False
             if changed(read, known):
                 news = read
-        now = time.monotonic()
-        if ended or agent_done or now >= give_up or (news is not None and now >= report_at):
+        if due or news is not None:
             return _observation(seen, news, token)
 
 

@@ -32,15 +32,17 @@ async def poll_watch(
     token: str | None,
     wait_seconds: float,
     interval: float = LOOK_INTERVAL_SECONDS,
+    report_touch: bool = True,
 ) -> Sighting:
     """Look every `interval` until something differs from `token` (the stamp of the last
-    look; None: not known, so the checkpoint counts as touched) or `wait_seconds` pass."""
+    look; None: not known, so the checkpoint counts as touched) or `wait_seconds` pass.
+    Without `report_touch`, a changed stamp alone does not end the wait."""
     give_up = time.monotonic() + wait_seconds
     while True:
         seen = await look()
         touched = seen.stamp != token
         ended = seen.sandbox.state not in ("running", "starting")
-        if touched or ended or seen.process.state != "running":
+        if (touched and report_touch) or ended or seen.process.state != "running":
             return Sighting(seen.sandbox, seen.process, touched, seen.stamp)
         left = give_up - time.monotonic()
         if left <= 0:

@@ -136,9 +136,12 @@ class SandboxProvider(Protocol):
         *,
         token: str | None,
         wait_seconds: float,
+        report_touch: bool = True,
     ) -> Sighting:
-        """Wait until the agent stops running, its sandbox stops running, or the checkpoint may
-        have changed since `token`, at most `wait_seconds`. Never wakes a paused sandbox."""
+        """Wait until the agent stops running, its sandbox stops running, or (`report_touch`)
+        the checkpoint may have changed since `token`, at most `wait_seconds`. A caller that
+        already knows the checkpoint changed passes `report_touch=False` and is woken only for
+        the rest. Never wakes a paused sandbox."""
         ...
 
     async def read_file(

@@ -278,6 +278,7 @@ class RuntimeProvider:
         *,
         token: str | None,
         wait_seconds: float,
+        report_touch: bool = True,
     ) -> Sighting:
         running = SandboxInfo(sandbox_id=sandbox_id, state="running")
         alive = ProcessInfo(process_id=process_id, state="running")
@@ -293,7 +294,9 @@ class RuntimeProvider:
                 return Sighting(sandbox_info(sandbox.info), process, True, fresh.encode())
             handle = watching.watch_handle(self._client().sandboxes._t, sandbox_id, known)
             try:
-                news, after = await watching.next_news(handle, checkpoint_path, wait_seconds)
+                news, after = await watching.next_news(
+                    handle, checkpoint_path, wait_seconds, report_touch=report_touch
+                )
             except withruntime.NotFoundError:
                 # The watch is gone (it ended, or the sandbox did): start over next time.
                 return Sighting(await self.sandbox(sandbox_id), alive, True, None)

@@ -88,14 +88,24 @@ async def start_watch(sandbox: withruntime.AsyncSandbox, checkpoint_path: str) -
     """A new watch on the checkpoint's folder (not recursive: the repo next to it is not
     watched), running until the sandbox stops."""
     folder = posixpath.dirname(checkpoint_path)
-    handle = await sandbox.files.watch(folder, batch_ms=WATCH_BATCH_MS, timeout_ms=0)
+    try:
+        handle = await sandbox.files.watch(folder, batch_ms=WATCH_BATCH_MS, timeout_ms=0)
+    except withruntime.ConflictError as error:
+        if error.code != "too_many_watches":
+            raise
+        # At most four run in a sandbox: ours whose tokens were lost (a reset workflow) go.
+        for watch in await sandbox.files.watches.list():
+            if watch.get("path") == folder:
+                await sandbox.files.watches.stop(str(watch["id"]))
+        handle = await sandbox.files.watch(folder, batch_ms=WATCH_BATCH_MS, timeout_ms=0)
     return WatchToken(handle.id, handle.cursor)
 
 
 async def next_news(
-    handle: AsyncWatchHandle, checkpoint_path: str, wait_seconds: float
+    handle: AsyncWatchHandle, checkpoint_path: str, wait_seconds: float, *, report_touch: bool
 ) -> tuple[WatchNews, WatchToken]:
-    """Follow the stream until it says something that matters, or `wait_seconds` pass."""
+    """Follow the stream until it says something that matters (a checkpoint write only with
+    `report_touch`), or `wait_seconds` pass."""
     touched = exited = False
     ended: str | None = None
     events = handle.events()
@@ -103,11 +113,11 @@ async def next_news(
         async with asyncio.timeout(max(0.0, wait_seconds)):
             async for event in events:
                 touched, exited = _note(event, checkpoint_path, touched, exited)
-                if touched or exited:
+                if (touched and report_touch) or exited:
                     break
             else:
                 ended = handle.exit_reason or "ended"
-        if touched or exited:
+        if (touched and report_touch) or exited:
             # The SDK moves the cursor past a whole batch before handing out its first event:
             # take the rest of the batch too (already read, so it comes without waiting).
             touched, exited = await _drain_batch(events, checkpoint_path, touched, exited)

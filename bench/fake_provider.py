@@ -171,6 +171,7 @@ class FakeProvider:
         *,
         token: str | None,
         wait_seconds: float,
+        report_touch: bool = True,
     ) -> Sighting:
         async def look() -> Look:
             box = self._boxes.get(sandbox_id)
@@ -181,7 +182,9 @@ class FakeProvider:
                 f"v{version}",
             )
 
-        return await poll_watch(look, token=token, wait_seconds=wait_seconds, interval=1.0)
+        return await poll_watch(
+            look, token=token, wait_seconds=wait_seconds, interval=1.0, report_touch=report_touch
+        )
 
     async def wake(self, sandbox_id: str) -> SandboxInfo:
         return self._set_state(sandbox_id, "running")

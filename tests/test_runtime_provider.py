@@ -418,3 +418,23 @@ def test_one_provider_serves_one_event_loop_after_another(fake: FakeRuntime) -> 
         thread.start()
         thread.join(timeout=30)
     assert answers == [0, 0]
+
+
+async def test_a_watch_is_started_again_when_lost_tokens_left_four_running(
+    fake: FakeRuntime, provider: RuntimeProvider
+) -> None:
+    sandbox_id = await created(provider)
+    agent = await provider.start_agent(
+        sandbox_id, AgentLaunch(start_key="w", command="sleep 30", cwd="/workspace")
+    )
+    # Four watches whose tokens nobody kept (Runtime runs at most four in a sandbox).
+    for _ in range(4):
+        lost = await provider.watch(
+            sandbox_id, agent.process_id, CHECKPOINT, token=None, wait_seconds=1
+        )
+        assert lost.token is not None
+    seen = await provider.watch(
+        sandbox_id, agent.process_id, CHECKPOINT, token=None, wait_seconds=1
+    )
+    assert seen.token is not None and seen.sandbox.state == "running"
+    assert fake.request_count(sandbox_id=sandbox_id, route="watch_stop") >= 1
