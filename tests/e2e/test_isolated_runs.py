@@ -17,9 +17,9 @@ from temporalio.client import Client
 from overnight import client as api
 from overnight.demo import ledger_entries
 from overnight.devserver import DevServer
-from overnight.models import RunResult, RunSpec
+from overnight.models import BudgetExtension, RunResult, RunSpec
 from overnight.outside_world import ledger_url
-from tests.e2e.helpers import agent_spec, new_run_id, wait_no_agent_processes
+from tests.e2e.helpers import agent_spec, new_run_id, wait_for_status, wait_no_agent_processes
 from tests.live import scripted_spec
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
@@ -129,3 +129,21 @@ async def test_a_run_without_isolation_works_and_says_so(
         timeout=60,
     )
     assert "  sandbox:       not isolated (isolation: none)" in shown.stdout, shown.stderr
+
+
+async def test_a_bind_missing_on_the_worker_waits_for_a_person_who_can_fix_it(
+    dev_client: Client, task_queue: str, tmp_path: Path, runs: list[str]
+) -> None:
+    run_id = new_run_id("nobind")
+    data = tmp_path / "data"
+    spec, _ = agent_spec(run_id, tmp_path, binds=[{"path": str(data)}])
+    runs.append(run_id)
+    await api.start_run(dev_client, spec, task_queue=task_queue)
+    waiting = await wait_for_status(dev_client, run_id, lambda s: s.state == "needs_attention")
+    assert f"binds: {data} does not exist on this worker" in (waiting.attention_reason or "")
+
+    data.mkdir()
+    await api.extend_budget(dev_client, run_id, BudgetExtension(restarts=1))
+    result = await asyncio.wait_for(api.wait_result(dev_client, run_id), timeout=60)
+
+    assert (result.outcome, result.attempts) == ("finished", 2)
