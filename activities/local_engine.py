@@ -6,7 +6,11 @@ Layout under `home` (`$OVERNIGHT_HOME`, default `~/.overnight`)::
     sandboxes/<name>/.lock              flock held while the state or the processes change
     sandboxes/<name>/workspace/         what the sandbox sees as /workspace
     sandboxes/<name>/home/              $HOME of its commands and agents
+    sandboxes/<name>/tmp/               its /tmp and /var/tmp, when isolated
     sandboxes/<name>/processes/<id>/    one agent each (see local_procs)
+
+Commands and agents run isolated with bubblewrap unless the sandbox was made with
+`isolation="none"` (see local_isolation), limited as local_limits can.
 
 Everything is in files, so any worker process (or the Runtime API fake) can pick up where
 another left off. The engine is synchronous and thread-safe; callers on an event loop use

@@ -132,6 +132,23 @@ def test_pause_freezes_every_process_of_the_sandbox_and_wake_thaws_them(
     assert wait_for(lambda: "T" not in sandbox_states()), marked(marker)
 
 
+def test_the_lease_end_freezes_every_process_of_the_sandbox(engine: LocalEngine) -> None:
+    name = f"iso-{uuid.uuid4().hex[:8]}"
+    engine.get_or_create(name, timeout_seconds=1.0, on_lease_end="pause")
+    marker = f"MARK_{uuid.uuid4().hex}"
+    engine.start_process(
+        name, "k-1", "setsid sleep 300 & sleep 300", cwd="/workspace", env={marker: "1"}
+    )
+    started = json.loads((engine.folder(name) / "processes" / "k-1" / "process.json").read_text())
+
+    def sandbox_states() -> set[str]:
+        return {s for pid, s in marked(marker).items() if pid != started["launcher_pid"]}
+
+    # Nobody asks the engine: the agent's launcher pauses the sandbox at the lease end.
+    assert wait_for(lambda: sandbox_states() == {"T"}, timeout=6), marked(marker)
+    assert engine.get(name).state == "paused"
+
+
 def test_an_exit_code_and_a_signal_are_told_apart(engine: LocalEngine) -> None:
     sid = sandbox(engine)
     exited, _ = engine.start_process(sid, "k-1", "exit 137", cwd="/workspace")
