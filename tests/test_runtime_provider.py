@@ -7,6 +7,7 @@ idempotency without a spawn key, the wake-on-read trap, and what goes over the w
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import threading
 import time
 import uuid
@@ -88,6 +89,29 @@ async def test_create_by_name_is_idempotent_and_asks_for_no_idle_pause(
         assert body["idlePauseSeconds"] == 0
         assert body["timeoutSeconds"] == 900
         assert (body["vcpu"], body["memoryMiB"], body["onLeaseEnd"]) == (2, 2048, "pause")
+
+
+async def test_a_spend_cap_travels_as_max_total_cost_micros_so_runtime_enforces_it(
+    fake: FakeRuntime, provider: RuntimeProvider
+) -> None:
+    capped = dataclasses.replace(request("run-c-1"), max_total_cost_micros=2_500_000)
+    await provider.get_or_create(capped)
+    await provider.get_or_create(request("run-d-1"))
+    first, second = (r.json() for r in fake.requests("POST", r"^/v1/sandboxes$"))
+    assert first["maxTotalCostMicros"] == 2_500_000
+    assert "maxTotalCostMicros" not in second
+
+
+async def test_a_command_is_given_at_most_the_lease_left(
+    fake: FakeRuntime, provider: RuntimeProvider
+) -> None:
+    sandbox_id = await created(provider)
+    fake.end_lease_in(sandbox_id, 40)
+    # Asked for 20 minutes (the clone's timeout): Runtime would answer 409 lease_too_short.
+    done = await provider.run(sandbox_id, "echo ok", timeout_seconds=20 * 60)
+    assert (done.exit_code, done.stdout) == (0, "ok\n")
+    sent = fake.requests("POST", r":exec$")[-1].json()
+    assert sent["timeoutMs"] <= 40_000
 
 
 async def test_a_storm_of_ten_503s_fails_retryable_until_a_retry_succeeds(

@@ -205,6 +205,7 @@ class FakeWorld:
         self.extends: list[tuple[str, datetime]] = []
         self.wakes: list[str] = []
         self.lease_pauses: list[str] = []
+        self.create_inputs: list[CreateSandboxInput] = []
 
     # -- setting the scene --
 
@@ -250,6 +251,7 @@ class FakeWorld:
 
     @activity.defn(name=ActivityName.CREATE_SANDBOX)
     async def create_sandbox(self, request: CreateSandboxInput) -> AgentStarted:
+        self.create_inputs.append(request)
         spec = request.spec
         name = f"{spec.run_id}-{request.attempt}"
         existing = next((b for b in self.sandboxes.values() if b.name == name), None)

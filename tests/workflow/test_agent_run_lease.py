@@ -75,3 +75,25 @@ async def test_a_sandbox_paused_at_its_lease_end_is_woken_and_the_same_agent_goe
     assert world.lease_pauses == ["box-1"] and world.wakes == ["box-1"]
     assert status.lease_resumes == 1
     assert "all done" in (result.checkpoint or "")
+
+
+async def test_each_sandbox_is_capped_at_what_the_spend_budget_has_left(
+    client: Client, world: FakeWorld
+) -> None:
+    world.script(1, [progress(note("step 2", "step 1 done")), exits(3)])
+    world.script(2, [exits(0, final=note("done", "all done"))])
+    spec = make_spec(budget=Budget(max_spend_usd=2.0))
+    async with started_run(client, world, spec) as handle:
+        await handle.result()
+    first, second = (i.max_total_cost_micros for i in world.create_inputs[:2])
+    assert first == 2_000_000
+    assert second is not None and 0 < second < first
+
+
+async def test_without_a_spend_budget_no_cost_cap_is_asked_for(
+    client: Client, world: FakeWorld
+) -> None:
+    world.script(1, [exits(0, final=note("done", "all done"))])
+    async with started_run(client, world, make_spec()) as handle:
+        await handle.result()
+    assert [i.max_total_cost_micros for i in world.create_inputs] == [None]
