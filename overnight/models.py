@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from overnight.isolation import MAX_BINDS, HostBind, Isolation, check_binds
 
 RUN_ID_PATTERN = r"^[a-z0-9][a-z0-9-]{0,62}$"
+RUN_ID_PATTERN_OR_EMPTY = r"^([a-z0-9][a-z0-9-]{0,62})?$"
 ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
 # Variables overnight sets for the agent itself; a spec may not shadow them.
 RESERVED_ENV = frozenset(
@@ -91,7 +92,8 @@ def _workspace_path(value: str, field: str) -> str:
 class RunSpec(_StrictInput):
     """Everything needed to start one supervised agent run. Unknown fields are refused."""
 
-    run_id: str = Field(pattern=RUN_ID_PATTERN)
+    # Left out (""): taken from the workflow id by the workflow (schedules, plain clients).
+    run_id: str = Field(default="", pattern=RUN_ID_PATTERN_OR_EMPTY)
     repo: str = Field(min_length=1)
     branch: str = ""
     agent_dir: str = Field(min_length=1)
@@ -192,7 +194,7 @@ class RunSpec(_StrictInput):
 
     @model_validator(mode="after")
     def _defaults_and_cross_checks(self) -> RunSpec:
-        if not self.branch:
+        if not self.branch and self.run_id:
             self.branch = f"agent/{self.run_id}"
         overlap = set(self.env) & set(self.secret_env)
         if overlap:

@@ -46,9 +46,21 @@ def parse_spec(raw: Mapping[str, Any], *, source: str = "spec") -> RunSpec:
         raise SpecError(f"{source}: field {_printable(where)}: {_printable(message)}") from None
 
 
+def describe_errors(err: ValidationError, source: str) -> str:
+    """Every wrong field on one line: `spec: field a: why; field b: why`."""
+    parts = [
+        f"field {_printable(where)}: {_printable(message)}"
+        for where, message in (_field_and_message(e) for e in err.errors())
+    ]
+    return f"{source}: " + "; ".join(dict.fromkeys(parts))
+
+
 def first_error(err: ValidationError) -> tuple[str, str]:
     """The first error's field and message; a check across fields names its field first."""
-    first = err.errors()[0]
+    return _field_and_message(err.errors()[0])
+
+
+def _field_and_message(first: Any) -> tuple[str, str]:
     where = ".".join(str(part) for part in first["loc"])
     message = str(first["msg"])
     if not where:

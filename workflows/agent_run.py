@@ -23,10 +23,9 @@ with workflow.unsafe.imports_passed_through():
         BudgetExtension,
         RestartRecord,
         RunResult,
-        RunSpec,
         RunStatus,
     )
-    from workflows import budget, calls, lease_steps, policies
+    from workflows import budget, calls, intake, lease_steps, policies
     from workflows.card import build_status, render_card
     from workflows.checkpoint import judge
     from workflows.decide import (
@@ -52,6 +51,10 @@ EARLY_RETURN_SLACK = timedelta(seconds=1)
 # Runs begun with this marker keep their sandboxes' leases (extend, wake at the lease end);
 # histories recorded before it replay without.
 LEASE_KEEPING_PATCH = "lease-keeping"
+# Runs begun with this marker refuse a given run_id other than their workflow id.
+RUN_ID_MATCH_PATCH = "run-id-matches-workflow-id"
+# Runs begun with this marker end a Temporal cancellation as Canceled, not Completed.
+CANCELED_PATCH = "temporal-cancel-ends-canceled"
 
 
 @workflow.defn(name="AgentRun")
@@ -62,24 +65,36 @@ class AgentRun:
         self._budget_changed = False
         self._watch_until: datetime | None = None
 
+    # The input is a `RunSpec` (and, after continue-as-new, the carried `SupervisorState`), taken
+    # raw and validated here: a payload that does not fit must fail the run at once as
+    # `InvalidSpec`, naming its fields, not fail the workflow task forever in the decoder.
     @workflow.run
-    async def run(self, spec: RunSpec, carried: SupervisorState | None = None) -> RunResult:
-        # Starters send one argument and continue-as-new sends two; temporalio only applies the
-        # type hints when the counts match, so validate both here whatever arrived.
-        spec = RunSpec.model_validate(spec)
-        if carried is not None:
-            carried = SupervisorState.model_validate(carried)
-        s = carried or SupervisorState(spec=spec, budget=spec.budget, started_at=workflow.now())
-        if carried is None:
+    async def run(self, spec: Any, carried: Any = None) -> RunResult:
+        workflow_id = workflow.info().workflow_id
+        # Runs begun before run ids had to match their workflow id are not refused on replay.
+        match_id = workflow.patched(RUN_ID_MATCH_PATCH)
+        try:
+            accepted = intake.accept_spec(spec, workflow_id, require_match=match_id)
+            kept = None if carried is None else intake.accept_carried(carried)
+        except intake.InvalidInput as bad:
+            raise ApplicationError(str(bad), type="InvalidSpec", non_retryable=True) from None
+        s = kept or SupervisorState(
+            spec=accepted, budget=accepted.budget, started_at=workflow.now()
+        )
+        if kept is None:
             s.lease_keeping = workflow.patched(LEASE_KEEPING_PATCH)
         self._s = s
         try:
             return await self._supervise(s)
         except asyncio.CancelledError:
-            # Temporal cancellation: clean up like a `cancel` signal, then report `cancelled`.
+            # Temporal cancellation: clean up like a `cancel` signal, then end as Canceled (the
+            # `cancel` signal is the graceful stop that completes with outcome `cancelled`).
             s.cancel_requested = True
             s.cancel_reason = s.cancel_reason or "cancelled through Temporal"
-            return await self._end(s, "cancelled")
+            result = await self._end(s, "cancelled")
+            if workflow.patched(CANCELED_PATCH):
+                raise
+            return result
 
     # ---- messages -------------------------------------------------------------------------
 

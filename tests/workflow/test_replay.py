@@ -7,6 +7,8 @@ non-determinism error). If the change is deliberate and no old runs matter, re-r
 
 from __future__ import annotations
 
+import base64
+import json
 import os
 from pathlib import Path
 
@@ -28,6 +30,14 @@ def test_histories_are_checked_in() -> None:
 
 @pytest.mark.parametrize("path", RECORDED, ids=[path.stem for path in RECORDED])
 async def test_recorded_history_replays(path: Path) -> None:
-    history = WorkflowHistory.from_json(f"replay-{path.stem}", path.read_text())
+    text = path.read_text()
+    history = WorkflowHistory.from_json(_workflow_id(text), text)
     replayer = Replayer(workflows=[AgentRun], data_converter=pydantic_data_converter)
     await replayer.replay_workflow(history)
+
+
+def _workflow_id(text: str) -> str:
+    """The recorded run's workflow id: the workflow tests start each run with id = run_id."""
+    started = json.loads(text)["events"][0]["workflowExecutionStartedEventAttributes"]
+    spec = json.loads(base64.b64decode(started["input"]["payloads"][0]["data"]))
+    return str(spec["run_id"])
