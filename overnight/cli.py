@@ -168,14 +168,14 @@ async def _start(args: argparse.Namespace) -> int:
     spec = api.load_spec(args.spec)  # before connecting: a bad spec never reaches a server
     client = await _connect(args)
     handle = await api.start_run(client, spec, task_queue=args.task_queue)
-    url = _ui_url(client, spec.run_id)
+    url = _ui_url(client, handle.id)
     if not args.json:
         print(f"started {handle.id}" + (f"\nWeb UI: {url}" if url else ""), flush=True)
     if not args.wait:
         if args.json:
             print(render.json_document({"run_id": handle.id, "web_ui": url}))
         return OK
-    result = await api.wait_result(client, spec.run_id)
+    result = await api.wait_result(client, handle.id)
     if args.json:
         print(render.json_document({"run_id": handle.id, "web_ui": url, "result": result}))
     else:

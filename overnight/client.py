@@ -7,8 +7,9 @@ query `status`, and `extend_budget` as an update too.
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Mapping
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import quote
 
@@ -102,7 +103,12 @@ class ReapedSandbox(BaseModel):
 async def start_run(
     client: Client, spec: RunSpec, *, task_queue: str = TASK_QUEUE
 ) -> WorkflowHandle[Any, RunResult]:
-    """Start a run. A run id names one run: a second start with it is refused, open or closed."""
+    """Start a run. A run id names one run: a second start with it is refused, open or closed.
+    A spec without one gets a new one (`run-<UTC time>-<4 hex>`)."""
+    if not spec.run_id:
+        spec = RunSpec.model_validate(
+            {**spec.model_dump(exclude_unset=True), "run_id": new_run_id()}
+        )
     try:
         return await client.start_workflow(
             WORKFLOW_TYPE,
@@ -126,6 +132,11 @@ async def start_run(
         raise RunAlreadyExists(
             f"run id {spec.run_id!r} was used by an earlier run; choose a new run_id"
         ) from None
+
+
+def new_run_id(now: datetime | None = None) -> str:
+    stamp = (now or datetime.now(UTC)).strftime("%Y%m%d-%H%M%S")
+    return f"run-{stamp}-{secrets.token_hex(2)}"
 
 
 def run_handle(client: Client, run_id: str) -> WorkflowHandle[Any, RunResult]:

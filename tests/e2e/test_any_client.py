@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 import uuid
 from pathlib import Path
@@ -16,8 +17,9 @@ import pytest
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
+from overnight import client as api
 from overnight.devserver import DevServer
-from overnight.models import RunResult
+from overnight.models import RunResult, RunSpec
 from tests.e2e.helpers import agent_spec, wait_for_status
 from tests.e2e.test_stock_cli import temporal
 
@@ -128,3 +130,15 @@ async def test_a_spec_without_run_id_takes_it_from_the_workflow_id(
     assert status.sandbox_id is not None and status.sandbox_id.startswith(run_id)
     result = await asyncio.wait_for(handle.result(), timeout=60)
     assert (result.run_id, result.outcome) == (run_id, "finished")
+
+
+async def test_overnight_start_names_a_run_whose_spec_has_no_run_id(
+    dev_client: Client, task_queue: str, tmp_path: Path, runs: list[str]
+) -> None:
+    raw = raw_spec(tmp_path)
+    del raw["run_id"]
+    handle = await api.start_run(dev_client, RunSpec.model_validate(raw), task_queue=task_queue)
+    runs.append(handle.id)
+    assert re.fullmatch(r"run-\d{8}-\d{6}-[0-9a-f]{4}", handle.id)
+    status = await wait_for_status(dev_client, handle.id, lambda s: s.state != "starting")
+    assert status.run_id == handle.id
