@@ -14,7 +14,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import ExitStack, asynccontextmanager
 from pathlib import Path
 
@@ -85,10 +85,18 @@ class WorkerProcess:
 
     ENTRY = ("-m", "bench.worker_main")
 
-    def __init__(self, args: Sequence[str], log_file: Path, metrics_port: int | None = None):
+    def __init__(
+        self,
+        args: Sequence[str],
+        log_file: Path,
+        metrics_port: int | None = None,
+        env: Mapping[str, str | None] | None = None,
+    ):
         self._args = list(args)
         self._log_file = log_file
         self.metrics_port = metrics_port
+        # Changes to this process's environment for the worker (None: removed).
+        self._env = dict(env or {})
         self._process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -106,7 +114,12 @@ class WorkerProcess:
         # All output to the log: a pipe nobody reads would fill up and block the worker.
         with self._log_file.open("ab") as log:
             self._process = subprocess.Popen(
-                args, cwd=REPO_ROOT, stdin=subprocess.DEVNULL, stdout=log, stderr=log
+                args,
+                cwd=REPO_ROOT,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                env=self._environ() if self._env else None,
             )
         deadline = time.monotonic() + READY_TIMEOUT_SECONDS
         while not ready_file.exists():
@@ -114,6 +127,10 @@ class WorkerProcess:
                 await self.stop()
                 raise RuntimeError(f"benchmark worker did not start; see {self._log_file}")
             await asyncio.sleep(0.1)
+
+    def _environ(self) -> dict[str, str]:
+        merged: dict[str, str | None] = {**os.environ, **self._env}
+        return {key: value for key, value in merged.items() if value is not None}
 
     async def stop(self) -> None:
         """SIGTERM (a graceful worker shutdown), then SIGKILL if it takes too long."""
@@ -158,9 +175,13 @@ class WorkerProcess:
 
 @asynccontextmanager
 async def worker_process(
-    args: Sequence[str], log_file: Path, *, metrics: bool = False
+    args: Sequence[str],
+    log_file: Path,
+    *,
+    metrics: bool = False,
+    env: Mapping[str, str | None] | None = None,
 ) -> AsyncIterator[WorkerProcess]:
-    worker = WorkerProcess(args, log_file, free_ports(1)[0] if metrics else None)
+    worker = WorkerProcess(args, log_file, free_ports(1)[0] if metrics else None, env)
     await worker.start()
     try:
         yield worker

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from collections.abc import Sequence
@@ -23,6 +24,8 @@ class Row:
     at_least: float | None = None
     ratio_at_most: float | None = None
     note: str = ""
+    # The benchmark (`--only` name) that measured it: a partial run keeps the others' rows.
+    group: str = ""
 
     @property
     def ratio(self) -> float | None:
@@ -44,6 +47,11 @@ class Row:
 
     def as_json(self) -> dict[str, Any]:
         return asdict(self) | {"ratio": _round(self.ratio), "passed": self.passed}
+
+    @classmethod
+    def from_json(cls, value: dict[str, Any]) -> Row:
+        names = {field.name for field in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in value.items() if k in names})
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -102,6 +110,48 @@ def render_markdown(rows: Sequence[Row]) -> str:
     return "\n".join(lines + ([""] + notes if notes else []))
 
 
+def merge_earlier(
+    folder: Path,
+    rows: list[Row],
+    details: dict[str, Any],
+    meta: dict[str, Any],
+    order: Sequence[str],
+) -> list[Row]:
+    """The rows of this run, plus those of benchmarks it did not run from `folder`'s last
+    results (a run of `--only X` refreshes X's rows and keeps the rest), in `order` of group.
+    Their details are kept too, and `meta["kept"]` says which run each kept group is from."""
+    try:
+        earlier = json.loads((folder / "latest.json").read_text())
+    except (OSError, ValueError):
+        earlier = {}
+    ran = set(meta.get("metrics", []))
+    before = earlier.get("meta", {})
+    kept_from: dict[str, Any] = dict(before.get("kept", {}))
+    kept: list[Row] = []
+    for value in earlier.get("rows", []):
+        row = Row.from_json(value)
+        row.group = row.group or _group_of(row.metric)
+        if row.group not in ran:
+            kept.append(row)
+            kept_from.setdefault(row.group, before.get("finished_at"))
+    meta["kept"] = {group: at for group, at in kept_from.items() if group not in ran}
+    for name, value in earlier.get("details", {}).items():
+        details.setdefault(name, value)
+    rank = {group: i for i, group in enumerate(order)}
+    return sorted(rows + kept, key=lambda row: rank.get(row.group, len(rank)))
+
+
+def _group_of(metric: str) -> str:
+    """The group of a row written before rows carried one."""
+    if "recovery" in metric:
+        return "recovery"
+    if "crash" in metric:
+        return "crash"
+    if "history" in metric or "billable" in metric:
+        return "history"
+    return "scale"
+
+
 def write_results(
     folder: Path, rows: Sequence[Row], details: dict[str, Any], meta: dict[str, Any]
 ) -> tuple[Path, Path]:
@@ -113,6 +163,13 @@ def write_results(
         f"# overnight benchmarks\n\n{meta.get('command', '')} on {meta.get('machine', '')}, "
         f"{meta.get('finished_at', '')}; {meta.get('wall_seconds', '?')} s.\n\n"
     )
+    kept = meta.get("kept") or {}
+    if kept:
+        header += (
+            "Rows kept from earlier runs: "
+            + ", ".join(f"{group} ({at})" for group, at in sorted(kept.items()))
+            + ".\n\n"
+        )
     md_path.write_text(header + render_markdown(rows) + "\n")
     return json_path, md_path
 

@@ -20,12 +20,16 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 
 from bench.crash import measure_crash
 from bench.history import measure_history
+from bench.key_limit import KeySettings, measure_key_limit
 from bench.procs import dev_server
-from bench.report import Row, render_text, write_results
+from bench.provider_cost import CostSettings, measure_provider_cost
+from bench.provider_rows import cost_rows
+from bench.report import Row, merge_earlier, render_text, write_results
+from bench.runtime_crash import measure_runtime_crash
 from bench.scale import ScaleSettings, measure_scale
 from overnight.home import HOME_ENV
 
-METRICS = ("crash", "recovery", "history", "scale")
+METRICS = ("crash", "recovery", "history", "scale", "requests")
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
 
@@ -38,6 +42,9 @@ class Plan:
     direct_creates: int
     history_hours: float
     scale: ScaleSettings
+    runtime_crash_samples: int
+    cost: CostSettings
+    key: KeySettings
 
     @staticmethod
     def full() -> Plan:
@@ -47,6 +54,9 @@ class Plan:
             direct_creates=5,
             history_hours=6,
             scale=ScaleSettings(levels=[250, 500, 1000, 2000], first=1000, baseline_runs=250),
+            runtime_crash_samples=10,
+            cost=CostSettings(),
+            key=KeySettings(),
         )
 
     @staticmethod
@@ -65,6 +75,17 @@ class Plan:
                 window=4,
                 history_sample=10,
             ),
+            runtime_crash_samples=1,
+            cost=CostSettings(
+                runs_per_kind=1,
+                window=20,
+                poll_seconds=4,
+                tick=(2.0, 3.0),
+                idle=2,
+                settle=2,
+                start_timeout=120,
+            ),
+            key=KeySettings(runs=4, per_second=4, window=6, settle=2, start_timeout=120),
         )
 
 
@@ -104,8 +125,8 @@ async def run_bench(options: Options, out: Callable[[str], None] = print) -> Out
     if "history" in options.only:
         out(f"history cost: a healthy {plan.history_hours:g} h run on the time-skipping server")
         found, details["history"] = await measure_history(hours=plan.history_hours)
-        rows += found
-    if options.only & {"crash", "recovery", "scale"}:
+        rows += _grouped(found, "history")
+    if options.only & {"crash", "recovery", "scale", "requests"}:
         async with _server(options, state_dir) as (client, address, server_pid):
             if options.only & {"crash", "recovery"}:
                 out(f"crash and recovery: {plan.crash_samples} runs each, both at once")
@@ -118,12 +139,26 @@ async def run_bench(options: Options, out: Callable[[str], None] = print) -> Out
                     direct_samples=plan.direct_creates,
                 )
                 rows = _only(found, options.only) + rows
+            if "crash" in options.only:
+                out(f"crash on runtime: {plan.runtime_crash_samples} runs each, both at once")
+                found, details["runtime_crash"] = await measure_runtime_crash(
+                    client,
+                    address,
+                    state_dir,
+                    samples=plan.runtime_crash_samples,
+                    poll_seconds=plan.poll_seconds,
+                )
+                rows += _grouped(found, "crash")
             if "scale" in options.only:
                 out(f"scale: levels {plan.scale.levels} on one worker process")
                 found, details["scale"] = await measure_scale(
                     client, address, server_pid, state_dir, plan.scale
                 )
-                rows += found
+                rows += _grouped(found, "scale")
+            if "requests" in options.only:
+                rows += _grouped(
+                    await _requests(client, address, state_dir, plan, details, out), "requests"
+                )
     meta = {
         "command": "python -m bench" + (" --quick" if options.quick else ""),
         "machine": _machine(),
@@ -135,20 +170,44 @@ async def run_bench(options: Options, out: Callable[[str], None] = print) -> Out
         "metrics": sorted(options.only),
     }
     folder = options.results_dir or (state_dir / "results" if options.quick else RESULTS_DIR)
+    if set(METRICS) - options.only:
+        rows = merge_earlier(folder, rows, details, meta, METRICS)
     json_path, md_path = write_results(folder, rows, details, meta)
     out(render_text(rows))
     out(f"wrote {json_path} and {md_path} ({meta['wall_seconds']} s)")
     return Outcome(rows, details, json_path, md_path)
 
 
+async def _requests(
+    client: Client,
+    address: str,
+    state_dir: Path,
+    plan: Plan,
+    details: dict[str, Any],
+    out: Callable[[str], None],
+) -> list[Row]:
+    cost = plan.cost
+    out(
+        f"provider cost: {cost.runs_per_kind} runs per agent kind, system and provider; "
+        f"a {cost.window:g} s window"
+    )
+    details["requests"] = await measure_provider_cost(client, address, state_dir, cost, out)
+    out(f"key limit: {plan.key.runs} runtime runs on one key")
+    details["key_limit"] = await measure_key_limit(client, address, state_dir, plan.key, cost, out)
+    return cost_rows(details["requests"], details["key_limit"])
+
+
+def _grouped(rows: list[Row], group: str) -> list[Row]:
+    for row in rows:
+        row.group = group
+    return rows
+
+
 def _only(rows: list[Row], only: set[str]) -> list[Row]:
     """Crash rows for `crash`, recovery rows for `recovery` (both come from the same runs)."""
-    return [
-        row
-        for row in rows
-        if ("recovery" in row.metric and "recovery" in only)
-        or ("recovery" not in row.metric and "crash" in only)
-    ]
+    for row in rows:
+        row.group = "recovery" if "recovery" in row.metric else "crash"
+    return [row for row in rows if row.group in only]
 
 
 @asynccontextmanager

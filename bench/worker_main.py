@@ -3,8 +3,10 @@
 overnight's worker is `overnight.runner.serve` itself; the baseline's is
 `bench.baseline_worker.serve_baseline`. With `--provider fake` the sandboxes are
 `bench.fake_provider.FakeProvider`'s virtual agents (in this process); with `local`, real local
-sandboxes under `$OVERNIGHT_HOME`. Prints `ready` (and creates `--ready-file`) once polling;
-SIGTERM stops it gracefully.
+sandboxes under `$OVERNIGHT_HOME` (with `--counts-file`, the engine's looks and reads counted
+there, see bench/counting.py); with `runtime`, the runtime provider too (the Runtime API named
+by `RUNTIME_API_URL` and `RUNTIME_API_KEY`). Prints `ready` (and creates `--ready-file`) once
+polling; SIGTERM stops it gracefully.
 With `--metrics-port` the SDK's own metrics (e.g. heartbeat requests sent) are served there.
 """
 
@@ -20,8 +22,11 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 
+from activities.local import LocalProvider
 from activities.provider import SandboxProvider
+from activities.sandbox import build_runtime_provider
 from bench.baseline_worker import serve_baseline
+from bench.counting import CountingEngine, dump_counts
 from bench.fake_provider import FakeProvider
 from overnight.runner import serve
 
@@ -32,7 +37,7 @@ SLOT_MARGIN = 200
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench.worker_main")
     parser.add_argument("--system", choices=("overnight", "baseline"), required=True)
-    parser.add_argument("--provider", choices=("local", "fake"), default="local")
+    parser.add_argument("--provider", choices=("local", "fake", "runtime"), default="local")
     parser.add_argument("--address", required=True)
     parser.add_argument("--namespace", default="default")
     parser.add_argument("--task-queue", required=True)
@@ -40,6 +45,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--fake-log", type=Path, help="where the fake provider logs agent starts")
     parser.add_argument("--fake-interval", type=float, nargs=2, default=(30.0, 60.0))
     parser.add_argument("--metrics-port", type=int)
+    parser.add_argument("--counts-file", type=Path, help="local: count looks and reads here")
     parser.add_argument("--ready-file", type=Path, help="created once the worker polls")
     return parser.parse_args(argv)
 
@@ -56,9 +62,16 @@ async def run(args: argparse.Namespace) -> None:
         runtime=runtime,
     )
     providers: dict[str, SandboxProvider] | None = None
+    counting: asyncio.Task[None] | None = None
     if args.provider == "fake":
         low, high = args.fake_interval
         providers = {"local": FakeProvider(interval=(low, high), log_path=args.fake_log)}
+    elif args.provider == "runtime":
+        providers = {"local": LocalProvider(), "runtime": build_runtime_provider()}
+    elif args.counts_file is not None:
+        engine = CountingEngine()
+        providers = {"local": LocalProvider(engine)}
+        counting = asyncio.create_task(dump_counts(engine, args.counts_file))
     ready, stop = asyncio.Event(), asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -88,6 +101,8 @@ async def run(args: argparse.Namespace) -> None:
             )
     finally:
         announce.cancel()
+        if counting is not None:
+            counting.cancel()
 
 
 async def _announce(ready: asyncio.Event, ready_file: Path | None) -> None:
