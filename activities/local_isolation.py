@@ -30,7 +30,7 @@ from urllib.parse import urlsplit
 from activities import local_inside, local_limits
 from activities.local_files import WORKSPACE, WorkspaceMap
 from activities.local_ns import INFO_FD, STATUS_FD
-from activities.local_state import SandboxMeta
+from activities.local_state import SandboxMeta, invalid_request
 from activities.provider import ProviderError
 from activities.sandbox_setup import clone_source
 from overnight.isolation import HostBind
@@ -98,7 +98,7 @@ def _probe() -> str | None:
 def require(isolation: str) -> None:
     """Refuse a sandbox whose isolation this machine cannot give (one line: how to fix it)."""
     if isolation not in ("bubblewrap", "none"):
-        raise ProviderError(f"unknown isolation {isolation!r}", kind="InvalidRequest")
+        raise invalid_request(f"unknown isolation {isolation!r}")
     problem = bwrap_problem() if isolation == "bubblewrap" else None
     if problem is not None:
         raise ProviderError(
@@ -109,11 +109,7 @@ def require(isolation: str) -> None:
 def check_binds(binds: Sequence[HostBind]) -> None:
     for bind in binds:
         if not os.path.exists(bind.path):
-            raise ProviderError(
-                f"binds: {bind.path} does not exist on this worker",
-                kind="InvalidRequest",
-                retryable=False,
-            )
+            raise invalid_request(f"binds: {bind.path} does not exist on this worker")
 
 
 def describe(meta: SandboxMeta) -> str:
