@@ -19,7 +19,7 @@ from pydantic import ValidationError
 from temporalio.client import Client
 
 from overnight import client as api
-from overnight import render
+from overnight import render, schedule_cli
 from overnight.constants import TASK_QUEUE
 from overnight.models import BudgetExtension
 
@@ -71,6 +71,8 @@ def build_parser() -> argparse.ArgumentParser:
     reap = commands.add_parser("reap", help="stop sandboxes left by closed runs")
     reap.add_argument("--paused", action="store_true", help="stop paused ones too")
     reap.add_argument("--json", action="store_true")
+
+    schedule_cli.add_parser(commands, _Parser)
 
     commands.add_parser("dev", help="start the dev server (temporal-dev.yaml) and a worker")
 
@@ -130,6 +132,7 @@ async def _dispatch(args: argparse.Namespace) -> int:
         "cancel": _cancel,
         "extend": _extend,
         "reap": _reap,
+        "schedule": _schedule,
         "dev": _dev,
         "demo": _demo,
     }
@@ -231,6 +234,10 @@ async def _reap(args: argparse.Namespace) -> int:
         reaped = await api.reap(client, providers, include_paused=args.paused)
     print(render.json_document(reaped) if args.json else render.reaped_text(reaped))
     return OK if all(entry.stopped for entry in reaped) else FAILED
+
+
+async def _schedule(args: argparse.Namespace) -> int:
+    return await schedule_cli.run(args, _connect)
 
 
 async def _dev(args: argparse.Namespace) -> int:
