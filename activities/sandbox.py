@@ -167,6 +167,11 @@ class SandboxActivities:
         async with auto_heartbeat(self._heartbeat_seconds):
             with activity_errors():
                 sandbox, created = await provider.get_or_create(request)
+                if not created and sandbox.state == "paused":
+                    # Its lease ended while this create was retried (sandboxes pause at their
+                    # lease end): carry on in it with a fresh lease, as Runtime's get-or-create
+                    # does for a paused holder of the name.
+                    sandbox = await provider.wake(sandbox.sandbox_id)
                 if not created and sandbox.state in ("stopped", "missing"):
                     raise non_retryable(
                         ErrorType.SANDBOX_GONE,

@@ -1,63 +1,118 @@
-"""A sandbox that reached its time limit before its create finished does not wedge the run.
+"""A create that meets its sandbox already ended (paused or stopped) does not wedge the run.
 
 Found by the full chaos run: a worker was SIGKILLed while it created sandbox `{run_id}-2` of a
 time-limited run. The create is retried only after its heartbeat timeout (60 s); by then the
-sandbox had reached its time limit and stopped. Sandbox names are fixed per attempt, so every
-retry found the same stopped sandbox: on Runtime the create was retried for an hour
-(`start_failed` maps to a retryable `RuntimeUnavailable`), on the local provider it failed at
-once (`SandboxNotRunning`) and the run went to `needs_attention`. Either way the run stopped
-making progress although its budget had restarts left.
+sandbox had reached its time limit. Sandbox names are fixed per attempt, so every retry met
+that same ended sandbox, and the run stopped making progress although its budget had restarts
+left.
 
-Here the state the retry meets is set up directly: the run's attempt-1 sandbox exists and has
-stopped at its time limit. The run must go on in a new sandbox and finish.
+What the retry meets now depends on how the sandbox ended and on the provider's name rules:
+
+- **paused at its lease end** (what a lease end does now, on both providers): the retried create
+  must carry on with it (Runtime's get-or-create wakes a paused holder of the name, with a fresh
+  lease) and the run finishes in that sandbox, attempt 1;
+- **stopped** (stopped by someone, or an older sandbox made with `onLeaseEnd: "stop"`): on
+  Runtime a stopped sandbox gives its name up, so the create makes a new sandbox under the same
+  name (attempt 1); a local sandbox keeps its folder and name, so the create fails as
+  `SandboxGone` and the run goes on in sandbox 2.
+
+Here the state the retry meets is set up directly, through each provider (for Runtime: the real
+SDK against the strict fake, a 60 s lease ended by letting time pass).
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
+from typing import Literal
 
 import pytest
 from temporalio.client import Client
 
+from activities.local import LocalProvider
 from activities.local_engine import LocalEngine
+from activities.local_isolation import spec_binds
+from activities.provider import SandboxProvider, SandboxRequest
+from activities.runtime import RuntimeProvider
 from overnight import client as api
 from overnight.constants import LABEL_ATTEMPT, LABEL_RUN
 from overnight.home import overnight_home
+from overnight.models import RunSpec
 from tests.fake_runtime import FakeRuntime
 from tests.live import in_process_worker, new_run_id, nothing_left_running, scripted_spec
 
-
-def stopped_at_time_limit(home: Path, run_id: str) -> None:
-    """What an interrupted create leaves once the time limit passed: `{run_id}-1`, stopped."""
-    engine = LocalEngine(home)
-    labels = {LABEL_RUN: run_id, LABEL_ATTEMPT: "1"}
-    meta, _ = engine.get_or_create(f"{run_id}-1", labels=labels, timeout_seconds=60)
-    engine.stop(meta.id, reason="timeout")
+Ended = Literal["paused", "stopped"]
 
 
+async def ended_first_sandbox(
+    provider: SandboxProvider, engine: LocalEngine, spec: RunSpec, ended: Ended
+) -> str:
+    """What an interrupted create leaves once the lease passed: `{run_id}-1`, made as the
+    create activity makes it, then ended; its id."""
+    request = SandboxRequest(
+        name=f"{spec.run_id}-1",
+        labels={LABEL_RUN: spec.run_id, LABEL_ATTEMPT: "1"},
+        timeout_seconds=spec.sandbox_timeout_seconds,
+        vcpu=spec.vcpu,
+        memory_mib=spec.memory_mib,
+        on_lease_end="pause",
+        isolation=spec.isolation,
+        binds=spec_binds(spec),
+    )
+    info, created = await provider.get_or_create(request)
+    assert created
+    if ended == "paused":
+        engine.set_lease_end(info.sandbox_id, time.time())  # time passes: the lease ends
+    else:
+        await provider.stop(info.sandbox_id)
+    now = await provider.sandbox(info.sandbox_id)
+    assert now.state == ended, now
+    return info.sandbox_id
+
+
+@pytest.mark.parametrize("ended", ["paused", "stopped"])
 @pytest.mark.parametrize("provider", ["local", "runtime"])
-async def test_a_run_whose_sandbox_stopped_during_its_create_goes_on_in_a_new_one(
-    dev_client: Client, tmp_path: Path, provider: str
+async def test_a_create_that_meets_its_sandbox_ended_does_not_wedge_the_run(
+    dev_client: Client, tmp_path: Path, provider: str, ended: Ended
 ) -> None:
     run_id = new_run_id(f"gone-{provider}")
     spec = scripted_spec(
         run_id, tmp_path, "last-words", provider=provider, env={"AGENT_HOLD": "0.5"}
     )
     runtime_home = tmp_path / "runtime-home"
+    home = runtime_home if provider == "runtime" else overnight_home()
     with pytest.MonkeyPatch.context() as env:
         async with (
             FakeRuntime.local(runtime_home) as fake,
             nothing_left_running(dev_client, [None, runtime_home]) as runs,
         ):
             fake.use(env, tmp_path / "config")
-            stopped_at_time_limit(
-                runtime_home if provider == "runtime" else overnight_home(), run_id
+            sandboxes: SandboxProvider = (
+                RuntimeProvider() if provider == "runtime" else LocalProvider(LocalEngine(home))
             )
+            try:
+                first_id = await ended_first_sandbox(sandboxes, LocalEngine(home), spec, ended)
+            finally:
+                await sandboxes.aclose()
             async with in_process_worker(dev_client, "gone") as queue:
                 runs.append(run_id)
                 await api.start_run(dev_client, spec, task_queue=queue)
                 result = await asyncio.wait_for(api.wait_result(dev_client, run_id), timeout=40)
+            used = LocalEngine(home).list_sandboxes({LABEL_RUN: run_id}, include_stopped=True)
 
     assert result.outcome == "finished"
-    assert result.attempts == 2
+    finished_in = [m.id for m in used if m.id != first_id]
+    if ended == "paused":
+        # Carried on in the sandbox its create met, woken with a fresh lease.
+        assert (result.attempts, result.restarts) == (1, 0)
+        assert finished_in == []
+    elif provider == "runtime":
+        # The stopped sandbox gave its name up: the create made a new one under that name.
+        assert (result.attempts, result.restarts) == (1, 0)
+        assert len(finished_in) == 1
+        assert fake.sandbox_named(f"{run_id}-1") == finished_in[0]
+    else:
+        # A local sandbox keeps its name when stopped: the run goes on in sandbox 2.
+        assert (result.attempts, result.restarts) == (2, 1)
+        assert finished_in == [f"{run_id}-2"]
