@@ -9,6 +9,7 @@ outcome.
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from overnight import client as api
 from overnight.devserver import DevServer
 from overnight.specs import run_summary
 from tests.e2e.helpers import agent_spec, new_run_id, wait_for_status
+from tests.e2e.test_stock_cli import temporal
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
@@ -109,3 +111,47 @@ async def _expect_card(card: FrameLocator, run_id: str) -> None:
 async def _save_screenshot(page: Page) -> None:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     await page.screenshot(path=str(SCREENSHOT), full_page=True)
+
+
+async def test_web_ui_shows_a_bad_spec_from_the_stock_cli_as_failed_naming_the_field(
+    dev_server: DevServer, dev_client: Client, task_queue: str, tmp_path: Path, runs: list[str]
+) -> None:
+    run_id = new_run_id("badspec")
+    runs.append(run_id)
+    spec, _ = agent_spec(run_id, tmp_path)
+    raw = {**spec.model_dump(mode="json"), "secret_env": {"TOKEN": "x"}}
+    await temporal(
+        dev_server,
+        "workflow",
+        "start",
+        "--type",
+        "AgentRun",
+        "--task-queue",
+        task_queue,
+        "--workflow-id",
+        run_id,
+        "--input",
+        json.dumps(raw),
+    )
+    url = api.web_ui_url(dev_server.ui_url, dev_server.namespace, run_id)
+    async with async_playwright() as playwright:
+        browser = await playwright.chromium.launch_persistent_context(
+            str(tmp_path / "chromium-profile"),
+            executable_path=str(CHROMIUM),
+            args=CHROMIUM_ARGS,
+            viewport={"width": 1400, "height": 1000},
+        )
+        try:
+            page = await browser.new_page()
+            await page.goto(url, timeout=UI_TIMEOUT_MS)
+            await expect(page.get_by_role("heading", name=run_id)).to_be_visible(
+                timeout=UI_TIMEOUT_MS
+            )
+            body = page.locator("body")
+            # Failed within seconds, the reason naming the field (the page refreshes itself).
+            await expect(body).to_contain_text(re.compile(r"Failed"), timeout=UI_TIMEOUT_MS)
+            await expect(body).to_contain_text("field secret_env", timeout=UI_TIMEOUT_MS)
+            ARTIFACTS.mkdir(parents=True, exist_ok=True)
+            await page.screenshot(path=str(ARTIFACTS / "web_ui_bad_spec.png"), full_page=True)
+        finally:
+            await browser.close()
