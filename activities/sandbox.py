@@ -54,7 +54,13 @@ from activities.provider import (
     SandboxRequest,
 )
 from activities.runtime_watch import exit_marker_path
-from overnight.constants import AGENT_MOUNT, LABEL_ATTEMPT, LABEL_RUN, SEARCH_ATTRIBUTE_TYPES
+from overnight.constants import (
+    AGENT_MOUNT,
+    KIT_MOUNT,
+    LABEL_ATTEMPT,
+    LABEL_RUN,
+    SEARCH_ATTRIBUTE_TYPES,
+)
 from overnight.models import RunSpec
 
 ProviderFactory = Callable[[], SandboxProvider]
@@ -182,6 +188,7 @@ class SandboxActivities:
                 sid = sandbox.sandbox_id
                 await setup.clone_and_switch(provider, sid, spec)
                 await provider.upload_dir(sid, spec.agent_dir, AGENT_MOUNT)
+                await provider.upload_dir(sid, str(setup.KIT_DIR), KIT_MOUNT)
                 if input.checkpoint is not None:
                     await setup.write_checkpoint_once(
                         provider, sid, spec.checkpoint_path, input.checkpoint

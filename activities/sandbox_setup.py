@@ -14,9 +14,14 @@ import shlex
 from collections.abc import Mapping
 from pathlib import Path
 
+import overnight
 from activities.errors import ErrorType, non_retryable
 from activities.provider import ProviderError, SandboxProvider
+from overnight.constants import KIT_MOUNT
 from overnight.models import RunSpec
+
+# The agent kit's folder on the worker, uploaded to KIT_MOUNT in every sandbox.
+KIT_DIR = Path(overnight.__file__).resolve().parent / "agent_kit"
 
 APP_DIR = "/workspace/app"
 CLONE_TIMEOUT_SECONDS = 20 * 60
@@ -56,6 +61,9 @@ def agent_env(
         OVERNIGHT_ATTEMPT=str(attempt),
         OVERNIGHT_RESTART_REASON=restart_reason,
         OVERNIGHT_CHECKPOINT=spec.checkpoint_path,
+        OVERNIGHT_FRESH_CONTEXT_EXIT_CODE=str(spec.fresh_context_exit_code),
+        # The agent kit first: `import overnight_agent` works with nothing installed.
+        PYTHONPATH=":".join(p for p in (KIT_MOUNT, spec.env.get("PYTHONPATH", "")) if p),
     )
     return env
 

@@ -26,3 +26,5 @@ SEARCH_ATTRIBUTE_TYPES = {
 # Where sandboxes see their files.
 WORKSPACE = "/workspace"
 AGENT_MOUNT = "/workspace/agent"
+# The agent kit (`overnight_agent`, overnight/agent_kit/) in every sandbox, on PYTHONPATH.
+KIT_MOUNT = "/workspace/.overnight/kit"

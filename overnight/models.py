@@ -20,7 +20,13 @@ RUN_ID_PATTERN_OR_EMPTY = r"^([a-z0-9][a-z0-9-]{0,62})?$"
 ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
 # Variables overnight sets for the agent itself; a spec may not shadow them.
 RESERVED_ENV = frozenset(
-    {"OVERNIGHT_RUN_ID", "OVERNIGHT_ATTEMPT", "OVERNIGHT_RESTART_REASON", "OVERNIGHT_CHECKPOINT"}
+    {
+        "OVERNIGHT_RUN_ID",
+        "OVERNIGHT_ATTEMPT",
+        "OVERNIGHT_RESTART_REASON",
+        "OVERNIGHT_CHECKPOINT",
+        "OVERNIGHT_FRESH_CONTEXT_EXIT_CODE",
+    }
 )
 
 # Upper bounds keep every deadline computable (a `timedelta` of 1e300 s overflows in the workflow).

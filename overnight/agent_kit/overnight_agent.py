@@ -1,0 +1,175 @@
+"""overnight's agent kit: the two rules of a recoverable agent, done once, right.
+
+Every sandbox overnight starts has this file on the agent's `PYTHONPATH`, so an agent writes
+
+    from overnight_agent import Checkpoint, fresh_context
+
+with nothing to install. Standard library only, Python 3.8 or newer (annotations are never
+evaluated, thanks to `from __future__ import annotations`).
+
+1. **Checkpoints are atomic.** `Checkpoint.save()` writes a temp file in the same folder,
+   fsyncs it, renames it over the checkpoint and fsyncs the folder: a crash at any moment
+   leaves the previous checkpoint or the new one, never a torn file.
+2. **Outside actions carry a key fixed per step.** `checkpoint.action_key(step)` is
+   `{run_id}-step-{step}`, the same on every attempt, so a step redone after a crash finds its
+   action already done (`checkpoint.done(key)`, or the outside service's own idempotency).
+
+The checkpoint is JSON: `step` (steps done), `plan`, `next` (what comes next, shown in
+`overnight status`), `notes` (the last one shown too), `done_actions` (keys of outside actions
+done), plus anything else the agent keeps in `data`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+from typing import Any, NoReturn
+
+FRESH_CONTEXT_EXIT_CODE = 75
+
+
+def run_id() -> str:
+    return os.environ.get("OVERNIGHT_RUN_ID", "local-run")
+
+
+def attempt() -> int:
+    """1 for the first sandbox, 2 for the first restart, ..."""
+    try:
+        return int(os.environ.get("OVERNIGHT_ATTEMPT", "1"))
+    except ValueError:
+        return 1
+
+
+def restart_reason() -> str:
+    """Why this start is a restart ("agent crashed (exit 3)", ...); empty on the first."""
+    return os.environ.get("OVERNIGHT_RESTART_REASON", "")
+
+
+def checkpoint_path() -> str:
+    return os.environ.get("OVERNIGHT_CHECKPOINT", "/workspace/checkpoint.json")
+
+
+def fresh_context_exit_code() -> int:
+    try:
+        return int(os.environ.get("OVERNIGHT_FRESH_CONTEXT_EXIT_CODE", FRESH_CONTEXT_EXIT_CODE))
+    except ValueError:
+        return FRESH_CONTEXT_EXIT_CODE
+
+
+class Checkpoint:
+    """The agent's checkpoint: load it at start, change it, `save()` after every step."""
+
+    def __init__(self, path: str, values: dict[str, Any] | None = None) -> None:
+        values = dict(values or {})
+        self.path = path
+        self.step: int = _int(values.pop("step", 0))
+        self.plan: list[str] = _strings(values.pop("plan", []))
+        self.next: str | None = _text(values.pop("next", None))
+        self.notes: list[str] = _strings(values.pop("notes", []))
+        self.done_actions: list[str] = _strings(values.pop("done_actions", []))
+        # Everything else the agent keeps, saved as it is.
+        self.data: dict[str, Any] = values
+
+    @classmethod
+    def load(cls, path: str | None = None) -> Checkpoint:
+        """The checkpoint at `path` (default: `OVERNIGHT_CHECKPOINT`); an empty one when there
+        is none yet. One that is not a JSON object is not trusted: empty, with a note."""
+        path = path or checkpoint_path()
+        try:
+            with open(path, encoding="utf-8") as source:
+                values = json.load(source)
+        except FileNotFoundError:
+            return cls(path)
+        except (OSError, ValueError) as error:
+            fresh = cls(path)
+            fresh.note(f"checkpoint at {path} could not be read ({error}); starting over")
+            return fresh
+        if not isinstance(values, dict):
+            fresh = cls(path)
+            fresh.note(f"checkpoint at {path} is not a JSON object; starting over")
+            return fresh
+        return cls(path, values)
+
+    def to_dict(self) -> dict[str, Any]:
+        known = {
+            "step": self.step,
+            "plan": self.plan,
+            "next": self.next,
+            "notes": self.notes,
+            "done_actions": self.done_actions,
+        }
+        return {**self.data, **known}
+
+    def note(self, text: str) -> None:
+        self.notes.append(text)
+
+    def action_key(self, step: int | None = None) -> str:
+        """The key of the outside action of `step` (default: the step being done now, i.e.
+        `self.step + 1`): the same on every attempt of this run."""
+        return f"{run_id()}-step-{self.step + 1 if step is None else step}"
+
+    def done(self, key: str) -> bool:
+        return key in self.done_actions
+
+    def mark_done(self, key: str) -> None:
+        if key not in self.done_actions:
+            self.done_actions.append(key)
+
+    def save(self) -> None:
+        """Replace the checkpoint whole or not at all (temp file, fsync, rename, fsync)."""
+        folder = os.path.dirname(os.path.abspath(self.path))
+        os.makedirs(folder, exist_ok=True)
+        text = json.dumps(self.to_dict(), indent=1, sort_keys=True)
+        fd, temp = tempfile.mkstemp(prefix=".checkpoint-", suffix=".tmp", dir=folder)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as out:
+                out.write(text)
+                out.flush()
+                os.fsync(out.fileno())
+            os.replace(temp, self.path)
+        except BaseException:
+            try:
+                os.unlink(temp)
+            except OSError:
+                pass
+            raise
+        _fsync_folder(folder)
+
+
+def fresh_context(summary: str, checkpoint: Checkpoint | None = None) -> NoReturn:
+    """Save `summary` into the checkpoint's notes and exit with the fresh-context code: overnight
+    starts the agent again in the same sandbox, with a fresh context and this checkpoint."""
+    checkpoint = checkpoint or Checkpoint.load()
+    checkpoint.note(summary)
+    checkpoint.save()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    sys.exit(fresh_context_exit_code())
+
+
+def _fsync_folder(folder: str) -> None:
+    """Make the rename itself durable (where the platform allows opening a folder)."""
+    try:
+        handle = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(handle)
+    except OSError:
+        pass
+    finally:
+        os.close(handle)
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _strings(value: Any) -> list[str]:
+    return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
