@@ -31,6 +31,8 @@ EXIT_MARKER_PREFIX = ".overnight-exit-"
 WATCH_BATCH_MS = 100
 # Events of one batch already read arrive within this; the next batch is not waited for.
 DRAIN_SECONDS = 0.02
+# Shorter waits read what is pending in one long poll instead of opening a stream.
+STREAM_AT_LEAST_SECONDS = 2.0
 
 
 def exit_marker_path(checkpoint_path: str, start_key: str) -> str:
@@ -105,7 +107,11 @@ async def next_news(
     handle: AsyncWatchHandle, checkpoint_path: str, wait_seconds: float, *, report_touch: bool
 ) -> tuple[WatchNews, WatchToken]:
     """Follow the stream until it says something that matters (a checkpoint write only with
-    `report_touch`), or `wait_seconds` pass."""
+    `report_touch`), or `wait_seconds` pass. With little or no time left (a retried observe
+    near its deadline) what is already there is still read, in one request: an exit that
+    happened must never be missed for want of time to look."""
+    if wait_seconds < STREAM_AT_LEAST_SECONDS:
+        return await _pending_news(handle, checkpoint_path, wait_seconds)
     touched = exited = False
     ended: str | None = None
     events = handle.events()
@@ -128,6 +134,18 @@ async def next_news(
         close = getattr(events, "aclose", None)
         if close is not None:
             await close()
+    news = WatchNews(checkpoint_touched=touched, agent_exited=exited, ended=ended)
+    return news, WatchToken(handle.id, handle.cursor)
+
+
+async def _pending_news(
+    handle: AsyncWatchHandle, checkpoint_path: str, wait_seconds: float
+) -> tuple[WatchNews, WatchToken]:
+    wait_ms = int(max(0.0, wait_seconds) * 1000)
+    touched = exited = False
+    for event in await handle.get_new_events(wait_ms=wait_ms):
+        touched, exited = _note(event, checkpoint_path, touched, exited)
+    ended = handle.exit_reason
     news = WatchNews(checkpoint_touched=touched, agent_exited=exited, ended=ended)
     return news, WatchToken(handle.id, handle.cursor)
 

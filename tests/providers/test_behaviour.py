@@ -330,3 +330,19 @@ async def test_a_watch_reports_a_pause_without_waking_the_sandbox(provider: Harn
     await asyncio.sleep(0.5)
     assert (await provider.provider.sandbox(sid)).state == "paused"
     assert not await ticking(provider, sid)
+
+
+async def test_a_watch_with_no_time_left_still_reports_an_exit_that_happened(
+    provider: Harness,
+) -> None:
+    """A retried observe near its deadline waits zero seconds: it must still look."""
+    sid = (await new_sandbox(provider)).sandbox_id
+    agent = await provider.provider.start_agent(sid, launch("sleep 0.5; exit 3"))
+    first = await provider.provider.watch(
+        sid, agent.process_id, CHECKPOINT, token=None, wait_seconds=5
+    )
+    await asyncio.sleep(2)  # it has exited by now; nobody watched
+    seen = await provider.provider.watch(
+        sid, agent.process_id, CHECKPOINT, token=first.token, wait_seconds=0
+    )
+    assert (seen.process.state, seen.process.exit_code) == ("exited", 3)
