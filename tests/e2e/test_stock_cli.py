@@ -8,7 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from temporalio.client import Client
+import pytest
+from temporalio.client import Client, WorkflowFailureError
+from temporalio.exceptions import CancelledError
 
 from overnight import client as api
 from overnight.devserver import DevServer
@@ -63,7 +65,15 @@ async def test_temporal_cli_queries_status_extends_budget_and_cancels_a_run(
     extended = await wait_for_status(dev_client, run_id, lambda s: s.budget.max_restarts == 7)
     assert extended.budget.max_hours == spec.budget.max_hours + 1
 
+    # A Temporal cancellation cleans up, then ends the run as Canceled (what the Web UI's
+    # status filter finds); the `cancel` signal is the graceful stop with outcome `cancelled`.
     await temporal(dev_server, "workflow", "cancel", "-w", run_id)
-    result = await asyncio.wait_for(api.wait_result(dev_client, run_id), timeout=30)
-    assert result.outcome == "cancelled"
+    with pytest.raises(WorkflowFailureError) as ended:
+        await asyncio.wait_for(api.wait_result(dev_client, run_id), timeout=30)
+    assert isinstance(ended.value.cause, CancelledError)
+    shown = json.loads(
+        await temporal(dev_server, "workflow", "describe", "-w", run_id, "-o", "json")
+    )
+    assert "CANCELED" in json.dumps(shown["workflowExecutionInfo"]["status"]).upper()
+    assert (await api.get_status(dev_client, run_id)).state == "cancelled"
     assert await wait_no_agent_processes(run_id) == []
