@@ -1,13 +1,18 @@
 """How many runtime runs one API key carries: 100 concurrent runs against the limiter.
 
-One overnight worker process (runtime provider, real `withruntime` SDK) and one fake Runtime
-API with the real API's per-key limits (`Rules()`: 50 requests a second in bursts of 200, 128
-served at once, a request over the limit waiting up to 5 s, then 429 `rate_limited`). `runs`
-ticking agents (bench/agents/ticker) are started `per_second` a second; once all are up, a
-window of `window` seconds is measured. Reported for the start (from the first start until
-all are up) and the window: 429 answers, the most requests in flight (admitted by the limiter:
-a held watch stream counts until it ends) and open (in flight or waiting for a slot), and the
-requests per run-hour at this scale.
+`workers` overnight worker processes (runtime provider, real `withruntime` SDK), all on one key
+of one fake Runtime API with the real API's per-key limits (`Rules()`: 50 requests a second in
+bursts of 200, 128 served at once, a request over the limit waiting up to 5 s, then 429
+`rate_limited`). `runs` ticking agents (bench/agents/ticker), spread evenly over the workers,
+are started `per_second` a second; once all are up, a window of `window` seconds is measured.
+Reported for the start (from the first start until all are up) and the window: 429 answers,
+the most requests in flight (admitted by the limiter: a held watch stream counts until it
+ends) and open (in flight or waiting for a slot), how many runs had their watch stream open
+(fewest, mean), and the requests per run-hour at this scale.
+
+Why several workers: one worker's SDK client holds at most 48 connections, 40 of them for
+streams (withruntime 0.35's `DEFAULT_MAX_CONNECTIONS`, `_KEPT_FOR_CALLS`), so one worker holds
+at most 40 watch streams; the check with `workers=1` measures what that means.
 """
 
 from __future__ import annotations
@@ -21,8 +26,16 @@ from typing import Any
 
 from temporalio.client import Client
 
-from bench.fleet import BenchRun, counts_per_hour, end_runs, start_runs, wait_up, worker_args
-from bench.procs import worker_process
+from bench.fleet import (
+    BenchRun,
+    counts_per_hour,
+    end_runs,
+    start_runs,
+    wait_up,
+    worker_args,
+    workers,
+)
+from bench.procs import WorkerProcess
 from bench.provider_cost import CostSettings, ticker_spec
 from bench.runtime_world import Flight, Window, worker_env
 from overnight.demo import make_origin
@@ -32,6 +45,7 @@ from tests.fake_runtime import FakeRuntime, Rules
 @dataclass(frozen=True)
 class KeySettings:
     runs: int = 100
+    workers: int = 3
     per_second: float = 2.0
     window: float = 180.0
     settle: float = 10.0
@@ -47,6 +61,8 @@ def _facts(window: Window, runs: int) -> dict[str, Any]:
         "in_flight_max": window.in_flight_max,
         "in_flight_mean": round(window.in_flight_mean, 1),
         "open_max": window.open_max,
+        "watched_min": window.watched_min,
+        "watched_mean": round(window.watched_mean, 1),
     }
 
 
@@ -58,25 +74,35 @@ async def measure_key_limit(
     cost: CostSettings,
     say: Any = print,
 ) -> dict[str, Any]:
-    origin = make_origin(state_dir / "key-origin").origin
     tag = uuid.uuid4().hex[:6]
-    queue = f"bench-key-{tag}"
+    name = f"key-{settings.workers}w"
+    origin = make_origin(state_dir / f"{name}-origin").origin
+    queues = [f"bench-{name}-{i}-{tag}" for i in range(settings.workers)]
     rules = Rules()  # the real API's limits
     async with AsyncExitStack() as stack:
-        fake = await stack.enter_async_context(
-            FakeRuntime.local(state_dir / "runtime-home-key", api_key=f"key-{tag}", rules=rules)
+        fake = FakeRuntime.local(
+            state_dir / f"runtime-home-{name}", api_key=f"{name}-{tag}", rules=rules
         )
+        await stack.enter_async_context(fake)
         flight = stack.enter_context(Flight(fake))
-        args = worker_args("overnight", "runtime", address, client.namespace, queue, settings.runs)
         env = worker_env(fake, state_dir / "config")
-        await stack.enter_async_context(worker_process(args, state_dir / "key-worker.log", env=env))
+        each = -(-settings.runs // settings.workers)
+        group = [
+            WorkerProcess(
+                worker_args("overnight", "runtime", address, client.namespace, queue, each),
+                state_dir / f"{name}-worker-{i}.log",
+                env=env,
+            )
+            for i, queue in enumerate(queues)
+        ]
+        await stack.enter_async_context(workers(group))
         runs = [
             BenchRun(
                 "overnight",
                 "runtime",
                 "ticking",
-                ticker_spec(f"key-{i}-{tag}", origin, "runtime", "ticking", cost),
-                queue,
+                ticker_spec(f"{name}-{i}-{tag}", origin, "runtime", "ticking", cost),
+                queues[i % settings.workers],
             )
             for i in range(settings.runs)
         ]
@@ -86,7 +112,10 @@ async def measure_key_limit(
             late = await wait_up(client, runs, settings.start_timeout)
             await asyncio.sleep(settings.settle)
             start = flight.window()
-            say(f"key limit: {settings.runs} runs up ({len(late)} late); {settings.window:g} s")
+            say(
+                f"key limit: {settings.runs} runs on {settings.workers} workers up "
+                f"({len(late)} late); {settings.window:g} s"
+            )
             flight.mark()
             await asyncio.sleep(settings.window)
             steady = flight.window()

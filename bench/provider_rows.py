@@ -45,7 +45,9 @@ def _routes(cost: dict[str, Any], tail: str) -> str:
     return "; ".join(parts)
 
 
-def cost_rows(cost: dict[str, Any], key: dict[str, Any] | None) -> list[Row]:
+def cost_rows(
+    cost: dict[str, Any], key: dict[str, Any] | None, cap: dict[str, Any] | None = None
+) -> list[Row]:
     s = cost["settings"]
     low, high = s["tick"]
     tick = f"checkpoint every {low:g}-{high:g} s"
@@ -98,6 +100,8 @@ def cost_rows(cost: dict[str, Any], key: dict[str, Any] | None) -> list[Row]:
             )
         )
     rows += _key_rows(cost, key)
+    if cap is not None:
+        rows.append(_cap_row(cap))
     return rows
 
 
@@ -134,11 +138,12 @@ def _key_rows(cost: dict[str, Any], key: dict[str, Any] | None) -> list[Row]:
     ]
     if key is None:
         return rows
-    n = key["settings"]["runs"]
+    n, workers = key["settings"]["runs"], key["settings"]["workers"]
     start, steady = key["start"], key["steady"]
+    on = f"{n} concurrent runtime runs on one key ({workers} workers)"
     rows += [
         Row(
-            f"{n} concurrent runtime runs on one key: 429 answers",
+            f"{on}: 429 answers",
             "answers",
             None,
             float(start["status_429"] + steady["status_429"]),
@@ -152,7 +157,7 @@ def _key_rows(cost: dict[str, Any], key: dict[str, Any] | None) -> list[Row]:
             ),
         ),
         Row(
-            f"{n} concurrent runtime runs on one key: most requests in flight",
+            f"{on}: most requests in flight",
             "requests",
             None,
             float(max(start["in_flight_max"], steady["in_flight_max"])),
@@ -162,8 +167,36 @@ def _key_rows(cost: dict[str, Any], key: dict[str, Any] | None) -> list[Row]:
                 f"{max(start['open_max'], steady['open_max'])}"
             ),
         ),
+        Row(
+            f"{on}: runs watched at once, fewest",
+            "runs",
+            None,
+            float(steady["watched_min"]),
+            f">= {n}",
+            at_least=n,
+            note=f"a run is watched while its watch stream is open; mean {steady['watched_mean']}",
+        ),
     ]
     return rows
+
+
+def _cap_row(cap: dict[str, Any]) -> Row:
+    n, steady = cap["settings"]["runs"], cap["steady"]
+    return Row(
+        f"runtime runs one worker watches at once ({n} started), mean",
+        "runs",
+        None,
+        float(steady["watched_mean"]),
+        f">= {n}",
+        at_least=n,
+        note=(
+            f"fewest {steady['watched_min']}, most requests in flight "
+            f"{max(cap['start']['in_flight_max'], steady['in_flight_max'])}: the worker's "
+            "withruntime client holds at most 48 connections, 40 of them for streams "
+            "(DEFAULT_MAX_CONNECTIONS, _KEPT_FOR_CALLS in withruntime 0.35); the other runs' "
+            "observes wait in the client for a stream slot, unwatched"
+        ),
+    )
 
 
 def _runs_by_rate(per_run_hour: float | None) -> float | None:

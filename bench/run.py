@@ -45,6 +45,7 @@ class Plan:
     runtime_crash_samples: int
     cost: CostSettings
     key: KeySettings
+    worker_cap: KeySettings
 
     @staticmethod
     def full() -> Plan:
@@ -57,6 +58,7 @@ class Plan:
             runtime_crash_samples=10,
             cost=CostSettings(),
             key=KeySettings(),
+            worker_cap=KeySettings(runs=60, workers=1, per_second=4, window=60),
         )
 
     @staticmethod
@@ -85,7 +87,8 @@ class Plan:
                 settle=2,
                 start_timeout=120,
             ),
-            key=KeySettings(runs=4, per_second=4, window=6, settle=2, start_timeout=120),
+            key=KeySettings(runs=4, workers=2, per_second=4, window=6, settle=2),
+            worker_cap=KeySettings(runs=2, workers=1, per_second=4, window=4, settle=1),
         )
 
 
@@ -192,9 +195,12 @@ async def _requests(
         f"a {cost.window:g} s window"
     )
     details["requests"] = await measure_provider_cost(client, address, state_dir, cost, out)
-    out(f"key limit: {plan.key.runs} runtime runs on one key")
-    details["key_limit"] = await measure_key_limit(client, address, state_dir, plan.key, cost, out)
-    return cost_rows(details["requests"], details["key_limit"])
+    key, cap = plan.key, plan.worker_cap
+    out(f"key limit: {key.runs} runtime runs on one key, {key.workers} workers")
+    details["key_limit"] = await measure_key_limit(client, address, state_dir, key, cost, out)
+    out(f"worker cap: {cap.runs} runtime runs on one worker")
+    details["worker_cap"] = await measure_key_limit(client, address, state_dir, cap, cost, out)
+    return cost_rows(details["requests"], details["key_limit"], details["worker_cap"])
 
 
 def _grouped(rows: list[Row], group: str) -> list[Row]:

@@ -8,7 +8,9 @@ are local ones (the local engine) under their own home.
 
 `Flight` samples how many requests the fake holds: `in_flight` is the key's limiter count
 (admitted, not yet answered to the end: a held watch stream counts until it ends; at most
-`max_in_flight`), `open` also counts requests waiting for admission.
+`max_in_flight`), `open` also counts requests waiting for admission, and `watched` is how many
+sandboxes had a watch stream open within the last `WATCH_GAP_SECONDS` (a run whose stream is
+not open is not being watched; the moment between one stream and the next is not a gap).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +28,7 @@ from tests.fake_runtime.server import PROXY_VARIABLES
 from tests.git_http import origin_fields
 
 SAMPLE_SECONDS = 0.02
+WATCH_GAP_SECONDS = 1.0
 
 
 def worker_env(fake: FakeRuntime, config_home: Path) -> dict[str, str | None]:
@@ -50,6 +53,8 @@ class Window:
     in_flight_max: int
     in_flight_mean: float
     open_max: int
+    watched_min: int
+    watched_mean: float
 
     def of_runs(self, run_ids: Sequence[str]) -> list[Served]:
         """The requests about these runs' sandboxes (ids start with `<run id>-`)."""
@@ -68,7 +73,8 @@ class _Mark:
     total: int = 0
     in_flight_max: int = 0
     open_max: int = 0
-    pending: set[int] = field(default_factory=set)
+    watched_total: int = 0
+    watched_min: int | None = None
 
 
 class Flight:
@@ -83,6 +89,7 @@ class Flight:
         self._thread = threading.Thread(target=self._run, name="bench-flight", daemon=True)
         self._seen = 0
         self._open: list[Served] = []
+        self._watched_at: dict[str, float] = {}
 
     def __enter__(self) -> Flight:
         self._thread.start()
@@ -108,12 +115,20 @@ class Flight:
             self._seen += len(new)
         self._open = [s for s in self._open + new if not s.done]
         flying = self.in_flight()
+        now = time.monotonic()
+        for s in self._open:
+            if s.route == "watch_events" and s.sandbox_id:
+                self._watched_at[s.sandbox_id] = now
+        watched = sum(1 for at in self._watched_at.values() if at >= now - WATCH_GAP_SECONDS)
         with self._lock:
             mark = self._mark
             mark.samples += 1
             mark.total += flying
             mark.in_flight_max = max(mark.in_flight_max, flying)
             mark.open_max = max(mark.open_max, len(self._open))
+            mark.watched_total += watched
+            low = mark.watched_min
+            mark.watched_min = watched if low is None else min(low, watched)
 
     def mark(self) -> None:
         with self._lock:
@@ -130,4 +145,6 @@ class Flight:
             in_flight_max=mark.in_flight_max,
             in_flight_mean=mark.total / max(1, mark.samples),
             open_max=mark.open_max,
+            watched_min=mark.watched_min or 0,
+            watched_mean=mark.watched_total / max(1, mark.samples),
         )

@@ -35,11 +35,25 @@ async def test_quick_bench_measures_both_systems_on_every_metric(
         "recovery overhead beyond provider create+clone, median",
         "billable actions / supervised hour",
         "scale: most runs on one worker with tick lag p99 <= 2 s",
+        "crash-to-noticed on runtime, median",
+        "runtime requests / run-hour, quiet agent",
+        "local checkpoint reads / run-hour, quiet agent",
+        "runtime runs one key sustains under 50 req/s (from the measured rate)",
+        "4 concurrent runtime runs on one key (2 workers): 429 answers",
     ):
         assert expected in metrics
     for row in outcome.rows:
-        assert row.baseline is not None and row.overnight is not None, row.metric
+        assert row.overnight is not None, row.metric
+        # The key checks run overnight alone; every other row has both columns.
+        alone = "concurrent" in row.metric or "one worker watches" in row.metric
+        assert alone or row.baseline is not None, row.metric
     assert outcome.details["crash"]["incomplete_samples"] == []
+    assert outcome.details["runtime_crash"]["incomplete_samples"] == []
+    cells = outcome.details["requests"]["cells"]
+    for system in ("overnight", "baseline"):
+        assert cells[f"{system}/runtime/ticking"]["requests_per_hour"] > 0
+        assert cells[f"{system}/local/ticking"]["read_per_hour"] > 0
+    assert outcome.details["key_limit"]["late_runs"] == []
     assert outcome.details["history"]["overnight"]["events"] > 0
     overnight_scale = outcome.details["scale"]["overnight"]["levels"][0]
     assert overnight_scale["all_started"] and overnight_scale["lag"]["n"] > 0
