@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from activities.local_isolation import spec_binds
+from activities.sandbox_setup import KIT_DIR
 from overnight import client as api
 from overnight.demo import ledger_entries
 from overnight.errors import SpecError
@@ -104,6 +105,7 @@ def test_the_sample_agent_keeps_its_ledger_over_the_network(tmp_path: Path) -> N
         "OVERNIGHT_CHECKPOINT": str(checkpoint),
         "OVERNIGHT_LEDGER_URL": ledger_url(ledger),
         "AGENT_DIE_AFTER": "4",
+        "PYTHONPATH": str(KIT_DIR),  # the agent kit, as in a sandbox
     }
     app = tmp_path / "app"
     app.mkdir()

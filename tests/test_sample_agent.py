@@ -1,4 +1,5 @@
-"""The sample agent, run as a real process in a real git repository."""
+"""The sample agent, run as a real process in a real git repository, with the agent kit on its
+PYTHONPATH as every sandbox has it."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from typing import Any
 
 import pytest
 
+from activities.sandbox_setup import KIT_DIR
+
 AGENT = Path(__file__).resolve().parent.parent / "examples" / "agent" / "main.py"
 FRESH_CONTEXT = 75
 
@@ -24,7 +27,7 @@ class Workspace:
     run_id: str = "agent-test"
 
     def run(
-        self, *flags: str, attempt: int = 1, reason: str = ""
+        self, *flags: str, attempt: int = 1, reason: str = "", **extra: str
     ) -> subprocess.CompletedProcess[str]:
         env = {
             **os.environ,
@@ -33,6 +36,8 @@ class Workspace:
             "OVERNIGHT_RESTART_REASON": reason,
             "OVERNIGHT_CHECKPOINT": str(self.checkpoint),
             "OVERNIGHT_LEDGER": str(self.ledger),
+            "PYTHONPATH": str(KIT_DIR),
+            **extra,
         }
         command = [sys.executable, str(AGENT), "--resume", str(self.checkpoint), *flags]
         return subprocess.run(
@@ -167,6 +172,7 @@ def test_stall_happens_once_and_hangs_before_the_step(workspace: Workspace) -> N
                 "OVERNIGHT_RUN_ID": workspace.run_id,
                 "OVERNIGHT_CHECKPOINT": str(workspace.checkpoint),
                 "OVERNIGHT_LEDGER": str(workspace.ledger),
+                "PYTHONPATH": str(KIT_DIR),
             },
             capture_output=True,
             timeout=3,
@@ -189,3 +195,22 @@ def test_agent_pushes_each_step_to_origin(workspace: Workspace, tmp_path: Path) 
         check=True,
     )
     assert log.stdout.splitlines()[0] == "step 5: post a summary"
+
+
+def test_the_checkpoint_is_the_kits_with_the_keys_of_the_outside_actions_done(
+    workspace: Workspace,
+) -> None:
+    assert workspace.run().returncode == 0
+    checkpoint = workspace.checkpoint_data()
+    assert checkpoint["plan"] == checkpoint["done"]
+    assert checkpoint["done_actions"] == ["agent-test-step-4", "agent-test-step-5"]
+
+
+def test_a_fresh_context_exit_uses_the_runs_code_and_saves_a_summary(
+    workspace: Workspace,
+) -> None:
+    stopped = workspace.run("--fresh-context-after", "3", OVERNIGHT_FRESH_CONTEXT_EXIT_CODE="77")
+    assert stopped.returncode == 77, stopped.stderr
+    checkpoint = workspace.checkpoint_data()
+    assert checkpoint["step"] == 3
+    assert checkpoint["notes"][-1].startswith("context full after step 3")

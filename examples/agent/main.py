@@ -1,16 +1,21 @@
 """A sample agent for overnight: five steps, a checkpoint after each, idempotent outside actions.
 
-It stands in for an AI coding agent. It follows overnight's agent contract:
+It stands in for an AI coding agent, written on overnight's agent kit (`overnight_agent`, on
+the agent's `PYTHONPATH` in every sandbox; outside one, put `overnight/agent_kit` there):
 
-- reads `OVERNIGHT_RUN_ID`, `OVERNIGHT_ATTEMPT`, `OVERNIGHT_RESTART_REASON`, `OVERNIGHT_CHECKPOINT`;
-- writes its checkpoint `{"step", "done", "next", "notes"}` atomically after every step;
-- `--resume PATH` continues after the steps the checkpoint lists as done;
-- its outside actions (opening the pull request, posting the summary) are keyed
-  `{run_id}-step-{n}` in a ledger outside the sandbox, which stands for the outside world: a
-  service over the network (`OVERNIGHT_LEDGER_URL`, see overnight/outside_world.py) or a
-  JSONL file the sandbox may write (`OVERNIGHT_LEDGER`); an action whose key is there already
-  is skipped;
-- commits its work on the current branch after every step (and pushes when there is an origin).
+- `Checkpoint.load()` / `save()`: the checkpoint is read from `--resume PATH` (else
+  `OVERNIGHT_CHECKPOINT`) and saved atomically to `OVERNIGHT_CHECKPOINT` after every step,
+  with `step`, `next`, `notes`, `done` (the names of the steps done), `plan` and
+  `done_actions`; a restart continues after the steps it lists as done;
+- `action_key(n)`: its outside actions (opening the pull request, posting the summary) are
+  keyed `{run_id}-step-{n}`, the same on every attempt, in a ledger outside the sandbox, which
+  stands for the outside world: a service over the network (`OVERNIGHT_LEDGER_URL`, see
+  overnight/outside_world.py) or a JSONL file the sandbox may write (`OVERNIGHT_LEDGER`); an
+  action whose key is there already is skipped;
+- `fresh_context(summary)`: saves a summary note and asks for a fresh start (the run's
+  fresh-context exit code, `OVERNIGHT_FRESH_CONTEXT_EXIT_CODE`);
+- it commits its work on the current branch after every step (and pushes when there is an
+  origin).
 
 Failure switches, each firing once per run (remembered by the ledger, so the restart
 succeeds): `--die-after N` crashes after doing step N's work but before its checkpoint (the
@@ -28,13 +33,14 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+
+from overnight_agent import Checkpoint, attempt, fresh_context, restart_reason, run_id
 
 STEPS = [
     "read the code",
@@ -45,40 +51,6 @@ STEPS = [
 ]
 CRASH_EXIT_CODE = 3
 MIGRATION = "migrations/0001_add_due_date.sql"
-
-
-# --- checkpoint -------------------------------------------------------------------------------
-
-
-def load_checkpoint(path: Path | None) -> dict[str, Any]:
-    empty: dict[str, Any] = {"step": 0, "done": [], "next": STEPS[0], "notes": []}
-    if path is None or not path.is_file():
-        return empty
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return empty
-    if not isinstance(data, dict) or not isinstance(data.get("step"), int):
-        return empty
-    data.setdefault("done", [])
-    data.setdefault("notes", [])
-    return data
-
-
-def write_checkpoint(path: Path, checkpoint: dict[str, Any]) -> None:
-    """Write whole or not at all: a reader never sees half a checkpoint."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".checkpoint-", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            json.dump(checkpoint, out, indent=1)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
 
 
 # --- the ledger: the outside world -----------------------------------------------------------
@@ -110,9 +82,9 @@ def outside_action(ledger: Path, key: str, action: str, detail: str) -> bool:
         return True
 
 
-def fire_once(ledger: Path, run_id: str, switch: str) -> bool:
+def fire_once(ledger: Path, run: str, switch: str) -> bool:
     """True the first time a failure switch is reached in this run, False ever after."""
-    marker = ledger.parent / f".{run_id}.{switch}"
+    marker = ledger.parent / f".{run}.{switch}"
     try:
         marker.parent.mkdir(parents=True, exist_ok=True)
         with open(marker, "x", encoding="utf-8"):
@@ -125,7 +97,7 @@ def post_json(url: str, body: dict[str, str], tries: int = 6) -> dict[str, Any]:
     """POST to the outside world, again after a network error (each call is idempotent)."""
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback: no proxy
     data = json.dumps(body).encode()
-    for attempt in range(tries):
+    for n in range(tries):
         request = urllib.request.Request(
             url, data=data, headers={"Content-Type": "application/json"}, method="POST"
         )
@@ -136,9 +108,9 @@ def post_json(url: str, body: dict[str, str], tries: int = 6) -> dict[str, Any]:
         except urllib.error.HTTPError:
             raise
         except OSError:
-            if attempt == tries - 1:
+            if n == tries - 1:
                 raise
-            time.sleep(min(0.2 * 2**attempt, 3.0))
+            time.sleep(min(0.2 * 2**n, 3.0))
     raise AssertionError("unreachable")
 
 
@@ -155,11 +127,11 @@ class Ledger:
             return bool(post_json(f"{self.url}/actions", body)["done"])
         return outside_action(self.path, key, action, detail)
 
-    def once(self, run_id: str, switch: str) -> bool:
+    def once(self, run: str, switch: str) -> bool:
         if self.url:
-            said = post_json(f"{self.url}/once", {"run_id": run_id, "switch": switch})
+            said = post_json(f"{self.url}/once", {"run_id": run, "switch": switch})
             return bool(said["first"])
-        return fire_once(self.path, run_id, switch)
+        return fire_once(self.path, run, switch)
 
 
 # --- git ----------------------------------------------------------------------------------------
@@ -194,13 +166,19 @@ def commit_step(n: int, name: str) -> str:
 
 
 class Context:
-    def __init__(self, run_id: str, ledger: Ledger, notes: list[str]) -> None:
-        self.run_id = run_id
+    def __init__(self, checkpoint: Checkpoint, ledger: Ledger) -> None:
+        self.checkpoint = checkpoint
         self.ledger = ledger
-        self.notes = notes
 
-    def key(self, n: int) -> str:
-        return f"{self.run_id}-step-{n}"
+    def act(self, n: int, action: str, detail: str) -> bool:
+        """Do step `n`'s outside action once per run: True when done now, False when its key
+        (the same on every attempt) shows it done already, by this attempt or an earlier one."""
+        key = self.checkpoint.action_key(n)
+        if self.checkpoint.done(key):
+            return False
+        done_now = self.ledger.act(key, action, detail)
+        self.checkpoint.mark_done(key)  # saved with the step's checkpoint
+        return done_now
 
 
 def read_the_code(ctx: Context, n: int) -> str:
@@ -230,12 +208,13 @@ def run_the_tests(ctx: Context, n: int) -> str:
 
 def open_the_pull_request(ctx: Context, n: int) -> str:
     branch = git("rev-parse", "--abbrev-ref", "HEAD").stdout.strip() or "unknown"
-    opened = ctx.ledger.act(ctx.key(n), "open_pull_request", f"branch {branch}")
+    opened = ctx.act(n, "open_pull_request", f"branch {branch}")
     return "opened the pull request" if opened else "pull request already open: not reopened"
 
 
 def post_a_summary(ctx: Context, n: int) -> str:
-    posted = ctx.ledger.act(ctx.key(n), "post_summary", f"{len(ctx.notes)} notes; migration added")
+    notes = len(ctx.checkpoint.notes)
+    posted = ctx.act(n, "post_summary", f"{notes} notes; migration added")
     return "posted the summary" if posted else "summary already posted: not reposted"
 
 
@@ -267,7 +246,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=_int_or_none(env("AGENT_FRESH_CONTEXT_AFTER")),
     )
     parser.add_argument(
-        "--fresh-context-code", type=int, default=int(env("AGENT_FRESH_CONTEXT_CODE", "75"))
+        "--fresh-context-code",
+        type=int,
+        default=_int_or_none(env("AGENT_FRESH_CONTEXT_CODE")),
+        help="override the run's fresh-context code (OVERNIGHT_FRESH_CONTEXT_EXIT_CODE)",
     )
     parser.add_argument(
         "--step-delay", type=float, default=float(env("AGENT_STEP_DELAY", "0") or 0)
@@ -275,29 +257,38 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def load(args: argparse.Namespace) -> Checkpoint:
+    """The checkpoint to continue from (`--resume`, else `OVERNIGHT_CHECKPOINT`), saved to
+    `OVERNIGHT_CHECKPOINT` (else the `--resume` path, else ./checkpoint.json)."""
+    target = os.environ.get("OVERNIGHT_CHECKPOINT") or str(args.resume or "checkpoint.json")
+    checkpoint = Checkpoint.load(str(args.resume) if args.resume else target)
+    checkpoint.path = target
+    checkpoint.plan = list(STEPS)
+    if checkpoint.step == 0:
+        checkpoint.next = STEPS[0]
+    return checkpoint
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    run_id = os.environ.get("OVERNIGHT_RUN_ID", "local")
-    attempt = os.environ.get("OVERNIGHT_ATTEMPT", "1")
-    reason = os.environ.get("OVERNIGHT_RESTART_REASON", "")
-    env_checkpoint = os.environ.get("OVERNIGHT_CHECKPOINT")
-    checkpoint_path = Path(env_checkpoint) if env_checkpoint else args.resume
-    checkpoint_path = checkpoint_path or Path("checkpoint.json")
+    if args.fresh_context_code is not None:
+        os.environ["OVERNIGHT_FRESH_CONTEXT_EXIT_CODE"] = str(args.fresh_context_code)
+    run = run_id()
+    checkpoint = load(args)
     ledger = Ledger(
         os.environ.get("OVERNIGHT_LEDGER_URL"),
-        Path(os.environ.get("OVERNIGHT_LEDGER") or checkpoint_path.parent / "ledger.jsonl"),
+        Path(os.environ.get("OVERNIGHT_LEDGER") or Path(checkpoint.path).parent / "ledger.jsonl"),
     )
+    if restart_reason():
+        checkpoint.note(
+            f"attempt {attempt()} resumed at step {checkpoint.step + 1}: {restart_reason()}"
+        )
+    ctx = Context(checkpoint, ledger)
+    print(f"attempt {attempt()}: resuming after step {checkpoint.step}", flush=True)
 
-    checkpoint = load_checkpoint(args.resume)
-    notes: list[str] = list(checkpoint["notes"])
-    if reason:
-        notes.append(f"attempt {attempt} resumed at step {checkpoint['step'] + 1}: {reason}")
-    ctx = Context(run_id, ledger, notes)
-    print(f"attempt {attempt}: resuming after step {checkpoint['step']}", flush=True)
-
-    for n in range(checkpoint["step"] + 1, len(STEPS) + 1):
+    for n in range(checkpoint.step + 1, len(STEPS) + 1):
         name = STEPS[n - 1]
-        if args.stall_at == n and ledger.once(run_id, f"stalled-at-{n}"):
+        if args.stall_at == n and ledger.once(run, f"stalled-at-{n}"):
             print(f"stalling at step {n} ({name})", flush=True)
             while True:
                 time.sleep(3600)
@@ -306,20 +297,17 @@ def main(argv: list[str] | None = None) -> int:
         outcome = STEP_ACTIONS[n - 1](ctx, n)
         committed = commit_step(n, name)
         print(f"step {n} ({name}): {outcome}; {committed}", flush=True)
-        if args.die_after == n and ledger.once(run_id, f"died-after-{n}"):
+        if args.die_after == n and ledger.once(run, f"died-after-{n}"):
             print(f"dying after step {n}, before its checkpoint", file=sys.stderr, flush=True)
             return CRASH_EXIT_CODE
-        notes.append(f"step {n}: {outcome}")
-        checkpoint = {
-            "step": n,
-            "done": STEPS[:n],
-            "next": STEPS[n] if n < len(STEPS) else "done",
-            "notes": notes,
-        }
-        write_checkpoint(checkpoint_path, checkpoint)
-        if args.fresh_context_after == n and ledger.once(run_id, f"fresh-after-{n}"):
+        checkpoint.note(f"step {n}: {outcome}")
+        checkpoint.step = n
+        checkpoint.data["done"] = STEPS[:n]
+        checkpoint.next = STEPS[n] if n < len(STEPS) else "done"
+        checkpoint.save()
+        if args.fresh_context_after == n and ledger.once(run, f"fresh-after-{n}"):
             print(f"context full after step {n}: asking for a fresh start", flush=True)
-            return int(args.fresh_context_code)
+            fresh_context(f"context full after step {n}: {len(checkpoint.notes)} notes", checkpoint)
     print("all steps done", flush=True)
     return 0
 
