@@ -34,6 +34,7 @@ from overnight.models import Budget, RunResult, RunSpec, RunStatus
 from overnight.outside_world import ledger_url
 
 AGENT_DIR = Path(__file__).resolve().parent.parent / "examples" / "agent"
+AGENT_COMMAND = "python3 /workspace/agent/main.py --resume /workspace/checkpoint.json"
 DIE_AFTER_STEP = 4  # open the pull request
 RESULT_TIMEOUT_SECONDS = 120
 WORKER_READY_TIMEOUT_SECONDS = 30
@@ -88,15 +89,17 @@ def demo_spec(
     *,
     ledger: str,
     agent_dir: Path = AGENT_DIR,
+    command: str = AGENT_COMMAND,
     isolation: Isolation = "bubblewrap",
 ) -> RunSpec:
     """The demo's RunSpec: short polls and stalls, so the whole story takes seconds. `ledger`
-    is the outside world's URL for this run's ledger."""
+    is the outside world's URL for this run's ledger. Another agent (`agent_dir`, `command`)
+    plays the same scenario if it takes the sample agent's switches (examples/shell_agent)."""
     return RunSpec(
         run_id=run_id,
         repo=str(files.origin),
         agent_dir=str(agent_dir),
-        command="python3 /workspace/agent/main.py --resume /workspace/checkpoint.json",
+        command=command,
         env={
             "OVERNIGHT_LEDGER_URL": ledger,
             "AGENT_DIE_AFTER": str(DIE_AFTER_STEP),
