@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -25,7 +26,9 @@ from overnight.outside_world import ledger_url
 sys.path.insert(0, str(KIT_DIR))
 import overnight_agent  # noqa: E402  (the kit is a plain file, as agents see it)
 
-AGENT = Path(__file__).resolve().parent.parent / "examples" / "shell_agent" / "agent.sh"
+ROOT = Path(__file__).resolve().parent.parent
+AGENT = ROOT / "examples" / "shell_agent" / "agent.sh"
+README = ROOT / "README.md"
 STEPS = [
     "read the code",
     "write the migration",
@@ -218,3 +221,26 @@ def test_a_kill_at_any_moment_then_a_restart_does_each_outside_action_once(
     assert resumed.returncode == 0, resumed.stderr
     assert shell.checkpoint_data()["step"] == 5
     assert shell.ledger_keys() == ["shell-test-step-4", "shell-test-step-5"]
+
+
+def test_the_readmes_shell_snippet_resumes_acts_once_and_saves_whole(tmp_path: Path) -> None:
+    block = re.search(r"```bash\n(# resume after.*?)```", README.read_text(), re.S)
+    assert block is not None
+    kit = overnight_agent.Checkpoint(str(tmp_path / "checkpoint.json"))
+    kit.step = 3
+    kit.save()
+    ledger = tmp_path / "ledger.jsonl"
+    stub = """checkpoint_json() { printf '{\\n "step": %d\\n}' $((step + 1)); }\n"""
+    script = stub + block.group(1)  # the snippet's checkpoint_json: the kit's layout
+    env = {
+        "PATH": os.environ["PATH"],
+        "OVERNIGHT_RUN_ID": "readme",
+        "OVERNIGHT_CHECKPOINT": kit.path,
+        "OVERNIGHT_LEDGER_URL": ledger_url(ledger),
+    }
+    for _ in range(2):
+        done = subprocess.run(["bash", "-c", script], env=env, capture_output=True, timeout=30)
+        assert done.returncode == 0, done.stderr
+    assert json.loads(Path(kit.path).read_text()) == {"step": 5}  # each run resumed after 3, 4
+    assert [entry["key"] for entry in ledger_entries(ledger)] == ["readme-step-4"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint.json", "ledger.jsonl"]

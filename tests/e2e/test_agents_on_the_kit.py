@@ -71,3 +71,29 @@ async def test_each_example_agent_recovers_from_the_demo_crash_doing_each_outsid
         check=True,
     )
     assert pushed.stdout.splitlines() == ["step 2: write the migration"]
+
+
+async def test_the_readmes_minimal_agent_runs_with_one_fresh_start_and_one_pull_request(
+    dev_client: Client, task_queue: str, tmp_path: Path, runs: list[str]
+) -> None:
+    run_id = new_run_id("minimal")
+    files = make_origin(tmp_path / run_id)
+    spec = demo_spec(
+        run_id,
+        files,
+        ledger=ledger_url(files.ledger),
+        agent_dir=EXAMPLES / "minimal_agent",
+        command="python3 /workspace/agent/main.py",
+    )
+    runs.append(run_id)
+
+    await api.start_run(dev_client, spec, task_queue=task_queue)
+    result = await asyncio.wait_for(api.wait_result(dev_client, run_id), timeout=60)
+
+    status = await api.get_status(dev_client, run_id)
+    assert (result.outcome, result.attempts, result.restarts) == ("finished", 1, 0)
+    assert status.fresh_starts_used == 1
+    assert [e["key"] for e in ledger_entries(files.ledger)] == [f"{run_id}-step-3"]
+    checkpoint = json.loads(result.checkpoint or "{}")
+    assert (checkpoint["step"], checkpoint["next"]) == (3, "done")
+    assert "attempt 1 resumed at step 2: context window full: fresh start" in checkpoint["notes"]
