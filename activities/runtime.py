@@ -18,6 +18,7 @@ Facts of Runtime's API that shape this module:
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import math
 import os
 import posixpath
@@ -284,6 +285,8 @@ class RuntimeProvider:
         alive = ProcessInfo(process_id=process_id, state="running")
         known = watching.WatchToken.decode(token)
         async with runtime_call(sandbox_id, self._budget + wait_seconds):
+            if known is not None and known.pending:
+                return await self._pending(sandbox_id, process_id, known)
             if known is None:
                 # A new watch: look at the sandbox and the agent once, then follow the stream.
                 sandbox = await self._get(sandbox_id)
@@ -300,16 +303,34 @@ class RuntimeProvider:
             except withruntime.NotFoundError:
                 # The watch is gone (it ended, or the sandbox did): start over next time.
                 return Sighting(await self.sandbox(sandbox_id), alive, True, None)
-            if news.ended is not None:
-                info = await self.sandbox(sandbox_id)
-                again = after.encode() if info.state == "paused" else None
-                return Sighting(
-                    info, await self._settled(sandbox_id, process_id, info), False, again
-                )
+            info = None
+            if news.ended is None and not news.settled and news.pending():
+                info = await self.sandbox(sandbox_id)  # not known to run: ask, without waking
+            if news.ended is not None or (info is not None and info.state != "running"):
+                info = info or await self.sandbox(sandbox_id)
+                paused = info.state == "paused"
+                later = dataclasses.replace(after, pending=news.pending())
+                process = await self._settled(sandbox_id, process_id, info)
+                return Sighting(info, process, False, later.encode() if paused else None)
             process = alive
             if news.agent_exited:
                 process = await self._exit_of(sandbox_id, process_id)
             return Sighting(running, process, news.checkpoint_touched, after.encode())
+
+    async def _pending(
+        self, sandbox_id: str, process_id: str, known: watching.WatchToken
+    ) -> Sighting:
+        """News read just before a pause: acted on once the sandbox runs again."""
+        info = await self.sandbox(sandbox_id)
+        if info.state != "running":
+            return Sighting(
+                info, await self._settled(sandbox_id, process_id, info), False, known.encode()
+            )
+        process = ProcessInfo(process_id=process_id, state="running")
+        if "x" in known.pending:
+            process = await self._exit_of(sandbox_id, process_id)
+        done = dataclasses.replace(known, pending="")
+        return Sighting(info, process, "t" in known.pending, done.encode())
 
     async def _process_of(self, sandbox: withruntime.AsyncSandbox, process_id: str) -> ProcessInfo:
         try:

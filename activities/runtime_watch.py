@@ -29,8 +29,9 @@ from withruntime._async_products.watch import AsyncWatchHandle
 EXIT_MARKER_PREFIX = ".overnight-exit-"
 # A batch of file events a little after they happen: a crash is seen this fast.
 WATCH_BATCH_MS = 100
-# Events of one batch already read arrive within this; the next batch is not waited for.
-DRAIN_SECONDS = 0.02
+# After news, the stream is read on until it is quiet this long (a pause would follow at once).
+SETTLE_SECONDS = 0.3
+SETTLE_MAX_SECONDS = 2.0
 # Shorter waits read what is pending in one long poll instead of opening a stream.
 STREAM_AT_LEAST_SECONDS = 2.0
 
@@ -53,19 +54,25 @@ def wrap_with_exit_marker(command: str, marker: str) -> str:
 
 @dataclass(frozen=True)
 class WatchToken:
+    """Where a watch stands. `pending` carries news read just before the sandbox paused, to be
+    acted on once it runs again (asking now would wake it): "x" an agent exited, "t" the
+    checkpoint was written."""
+
     watch_id: str
     cursor: int
+    pending: str = ""
 
     def encode(self) -> str:
-        return f"{self.watch_id}@{self.cursor}"
+        return f"{self.watch_id}@{self.cursor}" + (f"!{self.pending}" if self.pending else "")
 
     @classmethod
     def decode(cls, token: str | None) -> WatchToken | None:
         if not token or "@" not in token:
             return None
+        token, _, pending = token.partition("!")
         watch_id, _, cursor = token.rpartition("@")
         try:
-            return cls(watch_id, int(cursor))
+            return cls(watch_id, int(cursor), pending)
         except ValueError:
             return None
 
@@ -78,6 +85,12 @@ class WatchNews:
     checkpoint_touched: bool = False
     agent_exited: bool = False
     ended: str | None = None  # "paused", or why the watch ended
+    # The stream was followed past the news, so a pause right after it would have shown:
+    # the sandbox ran when the news was read. False: not known (ask before touching it).
+    settled: bool = True
+
+    def pending(self) -> str:
+        return ("x" if self.agent_exited else "") + ("t" if self.checkpoint_touched else "")
 
 
 def watch_handle(transport: Any, sandbox_id: str, token: WatchToken) -> AsyncWatchHandle:
@@ -124,9 +137,13 @@ async def next_news(
             else:
                 ended = handle.exit_reason or "ended"
         if (touched and report_touch) or exited:
-            # The SDK moves the cursor past a whole batch before handing out its first event:
-            # take the rest of the batch too (already read, so it comes without waiting).
-            touched, exited = await _drain_batch(events, checkpoint_path, touched, exited)
+            # Events can be old (a retried observe reads from its first cursor), and the
+            # sandbox may have paused since: follow the stream until it goes quiet, so a
+            # `paused` after them is seen before anything asks the sandbox (which wakes it).
+            # This also takes the rest of the batch the SDK moved the cursor past.
+            touched, exited, stopped = await _settle(events, checkpoint_path, touched, exited)
+            if stopped:
+                ended = handle.exit_reason or "ended"
     except TimeoutError:
         pass
     finally:
@@ -146,19 +163,25 @@ async def _pending_news(
     for event in await handle.get_new_events(wait_ms=wait_ms):
         touched, exited = _note(event, checkpoint_path, touched, exited)
     ended = handle.exit_reason
-    news = WatchNews(checkpoint_touched=touched, agent_exited=exited, ended=ended)
+    news = WatchNews(touched, exited, ended, settled=False)
     return news, WatchToken(handle.id, handle.cursor)
 
 
-async def _drain_batch(
+async def _settle(
     events: AsyncIterator[dict[str, Any]], checkpoint_path: str, touched: bool, exited: bool
-) -> tuple[bool, bool]:
-    while True:
+) -> tuple[bool, bool, bool]:
+    """Read on until the stream is quiet for SETTLE_SECONDS (at most SETTLE_MAX_SECONDS);
+    True when it ended meanwhile (the sandbox paused, or the watch ended)."""
+    give_up = asyncio.get_running_loop().time() + SETTLE_MAX_SECONDS
+    while asyncio.get_running_loop().time() < give_up:
         try:
-            event = await asyncio.wait_for(anext(events), DRAIN_SECONDS)
-        except (TimeoutError, StopAsyncIteration):
-            return touched, exited
+            event = await asyncio.wait_for(anext(events), SETTLE_SECONDS)
+        except TimeoutError:
+            return touched, exited, False
+        except StopAsyncIteration:
+            return touched, exited, True
         touched, exited = _note(event, checkpoint_path, touched, exited)
+    return touched, exited, False
 
 
 def _note(

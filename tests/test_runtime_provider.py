@@ -31,6 +31,7 @@ from activities.provider import (
     SandboxRequest,
 )
 from activities.runtime import RuntimeProvider, start_marker
+from activities.runtime_watch import exit_marker_path
 from activities.sandbox import SandboxActivities
 from overnight.constants import LABEL_ATTEMPT, LABEL_RUN
 from tests.fake_runtime import FakeRuntime
@@ -462,3 +463,37 @@ async def test_a_watch_is_started_again_when_lost_tokens_left_four_running(
     )
     assert seen.token is not None and seen.sandbox.state == "running"
     assert fake.request_count(sandbox_id=sandbox_id, route="watch_stop") >= 1
+
+
+async def test_news_read_from_before_a_pause_wakes_nothing_and_is_acted_on_after_the_wake(
+    fake: FakeRuntime, provider: RuntimeProvider
+) -> None:
+    sandbox_id = await created(provider)
+    launch = AgentLaunch(
+        start_key="w-1",
+        command="sleep 0.5; exit 3",
+        cwd="/workspace",
+        exit_marker=exit_marker_path(CHECKPOINT, "w-1"),
+    )
+    agent = await provider.start_agent(sandbox_id, launch)
+    first = await provider.watch(
+        sandbox_id, agent.process_id, CHECKPOINT, token=None, wait_seconds=5
+    )
+    await asyncio.sleep(1.5)  # the agent has exited, unwatched
+    fake.end_lease_in(sandbox_id, 0.1)  # ... and then the lease ended: paused
+    await asyncio.sleep(1.0)
+    wakes_before = len(fake.wakes)
+
+    # A retried observe reads from its first cursor: the exit is old news, the pause newer.
+    seen = await provider.watch(
+        sandbox_id, agent.process_id, CHECKPOINT, token=first.token, wait_seconds=10
+    )
+    assert seen.sandbox.state == "paused"
+    assert len(fake.wakes) == wakes_before, "asking about the exit woke the paused sandbox"
+    assert (await provider.sandbox(sandbox_id)).state == "paused"
+
+    await provider.wake(sandbox_id)
+    after = await provider.watch(
+        sandbox_id, agent.process_id, CHECKPOINT, token=seen.token, wait_seconds=10
+    )
+    assert (after.process.state, after.process.exit_code) == ("exited", 3)
