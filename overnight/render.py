@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import BaseModel
@@ -50,6 +50,9 @@ def status_text(status: RunStatus, *, now: datetime, ui_url: str | None) -> str:
         f"  budget left:   {budget_left(status)} (spent ${status.spend_usd:.2f})",
         f"  last progress: {age(status.last_progress_at, now)}",
     ]
+    if status.lease_ends_at is not None and status.state in ("running", "restarting"):
+        woken = f", woken {status.lease_resumes}x at its end" if status.lease_resumes else ""
+        lines.append(f"  lease ends:    {until(status.lease_ends_at, now)}{woken}")
     if status.isolation:
         lines.append(f"  sandbox:       {status.isolation}")
     if status.attention_reason:
@@ -60,6 +63,17 @@ def status_text(status: RunStatus, *, now: datetime, ui_url: str | None) -> str:
     if ui_url:
         lines.append(f"  Web UI:        {ui_url}")
     return "\n".join(lines)
+
+
+def until(moment: datetime, now: datetime) -> str:
+    """`in 42m (14:05 UTC)`; `passed (14:05 UTC)` once it is behind."""
+    seconds = int((moment - now).total_seconds())
+    clock = f"{moment.astimezone(UTC):%H:%M} UTC"
+    if seconds < 0:
+        return f"passed ({clock})"
+    if seconds < 3600:
+        return f"in {max(1, seconds // 60)}m ({clock})"
+    return f"in {seconds // 3600}h{seconds % 3600 // 60:02d}m ({clock})"
 
 
 def timeline_text(status: RunStatus) -> str:
