@@ -304,8 +304,10 @@ class RuntimeProvider:
                 # The watch is gone (it ended, or the sandbox did): start over next time.
                 return Sighting(await self.sandbox(sandbox_id), alive, True, None)
             info = None
-            if news.ended is None and not news.settled and news.pending():
-                info = await self.sandbox(sandbox_id)  # not known to run: ask, without waking
+            if news.ended is None and not news.settled:
+                # A short look (no stream followed): whether it still runs is not known; a
+                # paused sandbox must not be taken for a running one. Ask, without waking.
+                info = await self.sandbox(sandbox_id)
             if news.ended is not None or (info is not None and info.state != "running"):
                 info = info or await self.sandbox(sandbox_id)
                 paused = info.state == "paused"
@@ -315,7 +317,7 @@ class RuntimeProvider:
             process = alive
             if news.agent_exited:
                 process = await self._exit_of(sandbox_id, process_id)
-            return Sighting(running, process, news.checkpoint_touched, after.encode())
+            return Sighting(info or running, process, news.checkpoint_touched, after.encode())
 
     async def _pending(
         self, sandbox_id: str, process_id: str, known: watching.WatchToken

@@ -23,7 +23,8 @@ MAX_AHEAD = timedelta(seconds=3600 - 60)
 MARGIN = timedelta(minutes=15)
 # A lease end reported this close to now counts as reached (clocks differ a little).
 LEASE_END_TOLERANCE = timedelta(seconds=5)
-# An extension that would add less than this is not worth a request.
+# An extension that would add less than this (or than the margin, for a short lease) is not
+# worth a request.
 LEAST_EXTENSION = timedelta(seconds=30)
 
 
@@ -52,7 +53,7 @@ def extension_target(state: SupervisorState, now: datetime) -> datetime | None:
         return None  # a stalled agent's sandbox is not kept
     lease = timedelta(seconds=state.spec.sandbox_timeout_seconds)
     target = min(now + min(lease, MAX_AHEAD), budget_deadline(state, now))
-    if target - state.lease_ends_at < LEAST_EXTENSION:
+    if target - state.lease_ends_at < min(LEAST_EXTENSION, margin(state)):
         return None
     return target
 

@@ -57,7 +57,7 @@ def retried(window_passed_seconds: float) -> ActivityEnvironment:
 
 def look(sandbox_id: str, process_id: str, token: str | None, provider: str) -> ObserveInput:
     return ObserveInput(
-        provider=provider,  # type: ignore[arg-type]
+        provider=provider,
         sandbox_id=sandbox_id,
         process_id=process_id,
         checkpoint_path=CHECKPOINT,
@@ -72,16 +72,7 @@ def look(sandbox_id: str, process_id: str, token: str | None, provider: str) -> 
     "provider",
     [
         "local",
-        pytest.param(
-            "runtime",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="product bug (reported to the lead): RuntimeProvider.watch with a token "
-                "and no time left to read the stream (a retried observe past its window, or "
-                "any short wait) answers the sandbox 'running' and the agent alive without "
-                "looking; a sandbox paused at its lease end is then taken for a stalled one",
-            ),
-        ),
+        "runtime",
     ],
 )
 async def test_a_retried_observe_sees_a_sandbox_paused_at_its_lease_end(

@@ -120,17 +120,7 @@ async def lease_end_with_no_worker(
         ("local", BRIEF_ABSENCE),
         ("runtime", BRIEF_ABSENCE),
         ("local", LONG_ABSENCE),
-        pytest.param(
-            "runtime",
-            LONG_ABSENCE,
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="product bug (reported to the lead; tests/chaos/"
-                "test_observe_paused_sandbox.py): the retried observe, past its window, is "
-                "told the paused sandbox is running, so the frozen agent is restarted as "
-                "stalled and its steps since the last copied checkpoint are redone",
-            ),
-        ),
+        ("runtime", LONG_ABSENCE),
     ],
     ids=["local-brief", "runtime-brief", "local-long", "runtime-long"],
 )
@@ -150,17 +140,7 @@ async def test_a_lease_ending_while_no_worker_is_alive_costs_zero_steps(
     "provider",
     [
         "local",
-        pytest.param(
-            "runtime",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="product bug (reported to the lead): the runtime watch takes checkpoint "
-                "events left in its stream from before the pause as proof the sandbox runs, "
-                "and the observe's checkpoint read (made without a state check) wakes the "
-                "paused sandbox behind the run's back: the lease end is never seen as one "
-                "(lease_resumes 0) and the frozen time counts toward the stall timer",
-            ),
-        ),
+        "runtime",
     ],
 )
 async def test_the_run_itself_wakes_a_sandbox_paused_at_its_lease_end(
@@ -176,14 +156,6 @@ PROGRESS_LEASE_SECONDS = 4
 PROGRESS_STEPS = 14  # a step a second: three and a half leases
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="product bug (reported to the lead): workflows/lease.py never extends a lease "
-    "shorter than ~40 s, because an extension must add LEAST_EXTENSION (30 s) and one made at "
-    "the extension point adds only 3/4 of the lease; so a progressing local run with a "
-    "few-second lease meets every lease end (paused ~5 s, then woken: lease_resumes 3 here). "
-    "Passes with the least extension capped at the margin: min(LEAST_EXTENSION, margin(state))",
-)
 @pytest.mark.timeout(90)
 async def test_a_progressing_local_run_keeps_its_sandbox_across_its_lease_ends(
     dev_client: Client, tmp_path: Path
