@@ -12,16 +12,18 @@ import time
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from temporalio.client import Client
 from temporalio.service import RPCError
 
 from activities.local_engine import LocalEngine
-from bench.baseline import BASELINE_WORKFLOW, NaiveStatus
+from bench.baseline import BASELINE_WORKFLOW
 from bench.procs import WorkerProcess
 from overnight.constants import LABEL_RUN, WORKFLOW_TYPE
-from overnight.models import RunSpec, RunStatus
+from overnight.models import RunSpec
 
 WORKFLOWS = {"overnight": WORKFLOW_TYPE, "baseline": BASELINE_WORKFLOW}
 SYSTEMS = ("overnight", "baseline")
@@ -79,24 +81,48 @@ async def start_runs(
     await asyncio.gather(*tasks)
 
 
-async def status_of(client: Client, run: BenchRun) -> RunStatus | NaiveStatus | None:
+@dataclass(frozen=True)
+class Restart:
+    at: datetime
+    sandbox_id: str | None
+
+
+@dataclass(frozen=True)
+class Seen:
+    """The few fields of either system's `status` a benchmark needs, read leniently: the
+    workers may run a newer `RunStatus` than this process imported."""
+
+    state: str | None
+    process_id: str | None
+    restarts: list[Restart]
+
+    @classmethod
+    def parse(cls, value: Any) -> Seen | None:
+        if not isinstance(value, dict):
+            return None
+        restarts = [
+            Restart(datetime.fromisoformat(r["at"]), r.get("sandbox_id"))
+            for r in value.get("restarts") or []
+        ]
+        return cls(value.get("state"), value.get("process_id"), restarts)
+
+
+async def status_of(client: Client, run: BenchRun) -> Seen | None:
     handle = client.get_workflow_handle(run.run_id)
-    kind: type[RunStatus] | type[NaiveStatus] = (
-        RunStatus if run.system == "overnight" else NaiveStatus
-    )
     try:
-        return await asyncio.wait_for(
-            handle.query("status", result_type=kind), timeout=QUERY_TIMEOUT_SECONDS
+        answer = await asyncio.wait_for(
+            handle.query("status", result_type=dict), timeout=QUERY_TIMEOUT_SECONDS
         )
     except (RPCError, TimeoutError):
         return None
+    return Seen.parse(answer)
 
 
-def is_up(run: BenchRun, status: RunStatus | NaiveStatus | None) -> bool:
+def is_up(run: BenchRun, status: Seen | None) -> bool:
     """Its agent has been started (overnight: and the run says it is running)."""
     if status is None or status.process_id is None:
         return False
-    return not isinstance(status, RunStatus) or status.state == "running"
+    return run.system != "overnight" or status.state == "running"
 
 
 async def wait_up(client: Client, runs: Sequence[BenchRun], timeout: float) -> list[str]:
@@ -113,9 +139,7 @@ async def wait_up(client: Client, runs: Sequence[BenchRun], timeout: float) -> l
     return [run.run_id for run in waiting]
 
 
-async def statuses(
-    client: Client, runs: Sequence[BenchRun]
-) -> dict[str, RunStatus | NaiveStatus | None]:
+async def statuses(client: Client, runs: Sequence[BenchRun]) -> dict[str, Seen | None]:
     found = await asyncio.gather(*(status_of(client, run) for run in runs))
     return {run.run_id: status for run, status in zip(runs, found, strict=True)}
 

@@ -30,6 +30,7 @@ from bench.counting import Counts, read_counts
 from bench.fleet import (
     SYSTEMS,
     BenchRun,
+    Seen,
     counts_per_hour,
     end_runs,
     start_runs,
@@ -201,13 +202,17 @@ def _local_counts(runs: list[BenchRun], before: Counts, after: Counts) -> Counte
     return total
 
 
+def _restarts(status: Seen | None) -> int:
+    return 0 if status is None else len(status.restarts)
+
+
 def _results(
     groups: list[Group],
     runs: list[BenchRun],
     windows: dict[str, Window],
     before: _Snapshot,
     after: _Snapshot,
-    found: dict[str, Any],
+    found: dict[str, Seen | None],
     late: list[str],
     settings: CostSettings,
 ) -> dict[str, Any]:
@@ -235,7 +240,7 @@ def _results(
                     cell[f"{what}_per_hour"] = counts_per_hour(done[what], len(ours), seconds)
                 cell["worker_cpu_per_run"] = cpu / seconds / max(1, len(ours))
                 cell["worker_idle_cpu"] = group.idle_cpu_per_second
-            cell["restarts"] = sum(len(getattr(found.get(r.run_id), "restarts", [])) for r in ours)
+            cell["restarts"] = sum(_restarts(found.get(run.run_id)) for run in ours)
             cells[f"{group.system}/{group.provider}/{kind}"] = cell
         if group.provider == "runtime":
             window = windows[group.system]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import platform
 import sys
@@ -189,18 +190,28 @@ async def _requests(
     details: dict[str, Any],
     out: Callable[[str], None],
 ) -> list[Row]:
+    """Provider cost, then the key checks; each stage's figures are saved as soon as they are
+    measured (`requests-details.json`), and a failed key check loses only its own rows."""
     cost = plan.cost
     out(
         f"provider cost: {cost.runs_per_kind} runs per agent kind, system and provider; "
         f"a {cost.window:g} s window"
     )
     details["requests"] = await measure_provider_cost(client, address, state_dir, cost, out)
-    key, cap = plan.key, plan.worker_cap
-    out(f"key limit: {key.runs} runtime runs on one key, {key.workers} workers")
-    details["key_limit"] = await measure_key_limit(client, address, state_dir, key, cost, out)
-    out(f"worker cap: {cap.runs} runtime runs on one worker")
-    details["worker_cap"] = await measure_key_limit(client, address, state_dir, cap, cost, out)
-    return cost_rows(details["requests"], details["key_limit"], details["worker_cap"])
+    saved = state_dir / "requests-details.json"
+    saved.write_text(json.dumps(details["requests"], indent=1, default=str))
+    checks: dict[str, dict[str, Any] | None] = {}
+    for name, settings in (("key_limit", plan.key), ("worker_cap", plan.worker_cap)):
+        out(f"{name}: {settings.runs} runtime runs on one key, {settings.workers} worker(s)")
+        try:
+            checks[name] = await measure_key_limit(client, address, state_dir, settings, cost, out)
+        except Exception as error:  # noqa: BLE001 - reported; the other rows still count
+            out(f"{name} failed: {error!r}")
+            details[f"{name}_error"] = repr(error)
+            checks[name] = None
+        details[name] = checks[name]
+        saved.write_text(json.dumps(details, indent=1, default=str))
+    return cost_rows(details["requests"], checks["key_limit"], checks["worker_cap"])
 
 
 def _grouped(rows: list[Row], group: str) -> list[Row]:

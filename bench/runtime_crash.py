@@ -26,7 +26,16 @@ from temporalio.client import Client
 from activities.local_engine import LocalEngine
 from activities.local_procs import read_record
 from bench.crash import AGENT_COMMAND, DIE_AFTER_STEP, FIRST_CRASH_SECONDS
-from bench.fleet import SYSTEMS, BenchRun, end_runs, start_runs, statuses, worker_args, workers
+from bench.fleet import (
+    SYSTEMS,
+    BenchRun,
+    Seen,
+    end_runs,
+    start_runs,
+    statuses,
+    worker_args,
+    workers,
+)
 from bench.procs import WorkerProcess
 from bench.report import Row, percentile, summarize
 from bench.runtime_world import bench_spec, worker_env
@@ -86,7 +95,7 @@ async def measure_runtime_crash(
     engine = LocalEngine(home)
     for run in runs:
         status = found.get(run.run_id)
-        restarts = getattr(status, "restarts", [])
+        restarts = status.restarts if status is not None else []
         exited = _exit_of(engine, restarts[0].sandbox_id) if restarts else None
         if exited is None:
             missing.append(run.run_id)
@@ -100,11 +109,13 @@ async def measure_runtime_crash(
     }
 
 
-async def _wait_noticed(client: Client, runs: list[BenchRun], timeout: float) -> dict[str, Any]:
+async def _wait_noticed(
+    client: Client, runs: list[BenchRun], timeout: float
+) -> dict[str, Seen | None]:
     deadline = time.monotonic() + timeout
     while True:
         found = await statuses(client, runs)
-        done = all(getattr(status, "restarts", None) for status in found.values())
+        done = all(status is not None and status.restarts for status in found.values())
         if done or time.monotonic() > deadline:
             return found
         await asyncio.sleep(1.0)
