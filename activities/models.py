@@ -31,6 +31,10 @@ class ActivityName:
     EXTEND_SANDBOX = "extend_sandbox"
     LIST_SANDBOXES = "list_sandboxes"
     CHECK_SEARCH_ATTRIBUTES = "check_search_attributes"
+    # Notifications (activities.notify_activities): a first try to every target of a state
+    # change, and one more try for one target (from the `OvernightNotify` workflow).
+    SEND_NOTIFICATION = "send_notification"
+    DELIVER_NOTIFICATION = "deliver_notification"
 
 
 class _Model(BaseModel):
@@ -55,6 +59,14 @@ class SandboxInfo(_Model):
     isolation: str | None = None
 
 
+class OutputTail(_Model):
+    """The last lines of an agent's output (~40 lines / 4 KiB), secret values redacted."""
+
+    text: str
+    # Earlier output was left out.
+    truncated: bool = False
+
+
 class CreateSandboxInput(_Model):
     """Create sandbox `{run_id}-{attempt}` and start the agent in it, from `checkpoint`."""
 
@@ -76,6 +88,8 @@ class AgentStarted(_Model):
     # How the sandbox is isolated and limited, said plainly for the status and the Web UI
     # card (the local provider fills it; e.g. "not isolated (isolation: none)").
     isolation: str | None = None
+    # A start in the same sandbox: the last words of the agent it replaces (when asked).
+    previous_output: OutputTail | None = None
 
 
 class StartAgentInput(_Model):
@@ -86,6 +100,9 @@ class StartAgentInput(_Model):
     attempt: int = Field(ge=1)
     fresh_start: int = Field(ge=1)
     restart_reason: str = ""
+    # The agent process that just ended (its last words are read before the new start).
+    output_of: str | None = None
+    secret_env: list[str] = Field(default_factory=list)
 
 
 class CheckpointRead(_Model):
@@ -111,6 +128,17 @@ class ReadCheckpointInput(_Model):
     # Wake a sandbox paused at its lease end to salvage its checkpoint (Runtime wakes it on
     # the read anyway; asking says it is meant). Otherwise a paused sandbox is not read.
     wake_paused: bool = False
+    # The agent process whose last words (the tail of its output) to read too, and the names
+    # of the run's secret variables, whose values are redacted from them in the worker.
+    output_of: str | None = None
+    secret_env: list[str] = Field(default_factory=list)
+
+
+class CheckpointSalvage(CheckpointRead):
+    """What `read_checkpoint` salvages from a sandbox at an attempt's end: the checkpoint,
+    and (when asked, best effort) the agent's last words."""
+
+    output_tail: OutputTail | None = None
 
 
 class ObserveInput(_Model):

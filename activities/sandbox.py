@@ -25,12 +25,13 @@ from activities import sandbox_setup as setup
 from activities.checkpoints import read_checkpoint
 from activities.errors import ErrorType, activity_errors, non_retryable
 from activities.heartbeat import auto_heartbeat
+from activities.last_words import read_last_words
 from activities.local import LocalProvider
 from activities.local_isolation import spec_binds
 from activities.models import (
     ActivityName,
     AgentStarted,
-    CheckpointRead,
+    CheckpointSalvage,
     CreateSandboxInput,
     ExtendSandboxInput,
     ListSandboxesInput,
@@ -106,7 +107,10 @@ class SandboxActivities:
         )
 
     def all(self) -> list[Callable[..., Any]]:
+        from activities.notify_activities import NotifyActivities
+
         return [
+            *NotifyActivities(self._client).all(),
             self.create_sandbox,
             self.start_agent,
             self.observe_agent,
@@ -208,9 +212,16 @@ class SandboxActivities:
         env = setup.agent_env(spec, attempt=input.attempt, restart_reason=input.restart_reason)
         provider = await self._provider(spec.provider)
         launch = _launch(spec, input.attempt, input.fresh_start, env)
+        previous = None
+        if input.output_of is not None:
+            previous = await read_last_words(
+                provider, input.sandbox_id, input.output_of, input.secret_env, may_wake=False
+            )
         with activity_errors():
             process = await provider.start_agent(input.sandbox_id, launch)
-        return AgentStarted(sandbox_id=input.sandbox_id, process_id=process.process_id)
+        return AgentStarted(
+            sandbox_id=input.sandbox_id, process_id=process.process_id, previous_output=previous
+        )
 
     # ----- watching -----
 
@@ -224,18 +235,28 @@ class SandboxActivities:
                 return await observe(provider, input, _wait_left(input.wait_seconds))
 
     @activity.defn(name=ActivityName.READ_CHECKPOINT)
-    async def read_checkpoint(self, input: ReadCheckpointInput) -> CheckpointRead:
+    async def read_checkpoint(self, input: ReadCheckpointInput) -> CheckpointSalvage:
         provider = await self._provider(input.provider)
         with activity_errors():
             if input.wake_paused:
                 await _settle(provider, input.sandbox_id, provider.wake(input.sandbox_id))
-            return await read_checkpoint(
+            tail = None
+            if input.output_of is not None:
+                tail = await read_last_words(
+                    provider,
+                    input.sandbox_id,
+                    input.output_of,
+                    input.secret_env,
+                    may_wake=input.wake_paused,
+                )
+            read = await read_checkpoint(
                 provider,
                 input.sandbox_id,
                 input.checkpoint_path,
                 input.max_bytes,
                 input.known_digest,
             )
+        return CheckpointSalvage(**read.model_dump(), output_tail=tail)
 
     # ----- lifecycle -----
 

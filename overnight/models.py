@@ -14,6 +14,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from overnight.isolation import MAX_BINDS, HostBind, Isolation, check_binds
+from overnight.notify_spec import MAX_WEBHOOKS, Webhook, webhooks_from_input
 
 RUN_ID_PATTERN = r"^[a-z0-9][a-z0-9-]{0,62}$"
 RUN_ID_PATTERN_OR_EMPTY = r"^([a-z0-9][a-z0-9-]{0,62})?$"
@@ -125,6 +126,14 @@ class RunSpec(_StrictInput):
     # which host paths it sees at the same path (read-only unless `writable`).
     isolation: Isolation = "bubblewrap"
     binds: list[HostBind] = Field(default_factory=list, max_length=MAX_BINDS)
+    # Webhooks told when the run needs a person, fails, finishes or is cancelled (and, if they
+    # ask, of every restart); a worker-wide default comes from its environment (README).
+    notify: list[Webhook] = Field(default_factory=list, max_length=MAX_WEBHOOKS)
+
+    @field_validator("notify", mode="before")
+    @classmethod
+    def _notify_shorthand(cls, value: object) -> object:
+        return webhooks_from_input(value)
 
     @field_validator("branch")
     @classmethod
@@ -244,6 +253,23 @@ class RestartRecord(_Strict):
     reason: str
     at: datetime
     sandbox_id: str | None = None
+    # The ended attempt's last output lines (secret values redacted); kept on recent records.
+    output_tail: str | None = None
+
+
+class LastWords(_Strict):
+    """The tail of an agent's output when it ended (stdout and stderr together, at most ~40
+    lines / 4 KiB, every value of the run's `secret_env` replaced by `***`)."""
+
+    attempt: int
+    # 0 for the attempt's first agent; n for its n-th fresh-context start.
+    fresh_start: int = 0
+    # Why it ended: a restart reason, "finished", "context window full", "cancelled", ...
+    reason: str
+    at: datetime
+    tail: str
+    # Earlier output was left out (more than the tail holds).
+    truncated: bool = False
 
 
 class CheckpointSummary(_Strict):
@@ -277,6 +303,8 @@ class RunStatus(_Strict):
     lease_resumes: int = 0
     # How the current sandbox is isolated, said plainly (local provider).
     isolation: str | None = None
+    # The last words of the agent that ended most recently (any reason).
+    last_words: LastWords | None = None
 
 
 class RunResult(_Strict):

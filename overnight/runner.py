@@ -53,6 +53,7 @@ async def serve(
     # Imported here so that modules needing only the client (the CLI) do not load providers.
     from activities.sandbox import SandboxActivities
     from workflows.agent_run import AgentRun
+    from workflows.notify_run import NotifyRun
 
     if providers is None:
         _warn_if_local_runs_cannot_be_isolated()
@@ -63,7 +64,7 @@ async def serve(
         worker = Worker(
             client,
             task_queue=task_queue,
-            workflows=[AgentRun],
+            workflows=[AgentRun, NotifyRun],
             activities=sandbox_activities.all(),
             max_concurrent_activities=max_concurrent_activities,
             max_cached_workflows=max_cached_workflows,

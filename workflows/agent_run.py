@@ -43,6 +43,8 @@ with workflow.unsafe.imports_passed_through():
         next_wake,
         restart_within_budget,
     )
+    from workflows.notice import note_last_words, record_restart
+    from workflows.notify_steps import NOTIFY_PATCH, Notifier
     from workflows.publish import Publisher
     from workflows.state import SupervisorState
 
@@ -62,6 +64,7 @@ class AgentRun:
     def __init__(self) -> None:
         self._s: SupervisorState | None = None
         self._publisher = Publisher()
+        self._notifier = Notifier()
         self._budget_changed = False
         self._watch_until: datetime | None = None
 
@@ -83,6 +86,7 @@ class AgentRun:
         )
         if kept is None:
             s.lease_keeping = workflow.patched(LEASE_KEEPING_PATCH)
+            s.notifying = workflow.patched(NOTIFY_PATCH)
         self._s = s
         try:
             return await self._supervise(s)
@@ -162,6 +166,7 @@ class AgentRun:
                 return await self._end(s, "cancelled")
             if workflow.info().is_continue_as_new_suggested():
                 await workflow.wait_condition(workflow.all_handlers_finished)
+                await self._notifier.settle()
                 workflow.continue_as_new(args=[s.spec, s])
             if s.state == "needs_attention":
                 decision = await self._wait_for_person(s)
@@ -308,6 +313,7 @@ class AgentRun:
         now = workflow.now()
         s.sandbox_id = started.sandbox_id
         s.process_id = started.process_id
+        s.process_fresh_start = 0
         s.sandbox_started_at = now
         s.last_progress_at = now
         s.lease_ends_at = started.lease_ends_at
@@ -333,25 +339,35 @@ class AgentRun:
     async def _fresh_start(self, s: SupervisorState) -> None:
         assert s.sandbox_id is not None
         s.fresh_starts_used += 1
+        ended = s.process_id
         try:
-            started = await calls.start_agent(s.spec, s.sandbox_id, s.attempt, s.fresh_starts_used)
+            started = await calls.start_agent(
+                s.spec, s.sandbox_id, s.attempt, s.fresh_starts_used, ended
+            )
         except ActivityError as err:
             calls.reraise_cancellation(err)
             await self._restart(s, f"could not start the agent again: {calls.describe(err)}")
             return
+        exit_code = s.spec.fresh_context_exit_code
+        note_last_words(
+            s, started.previous_output, f"context window full (exit {exit_code})", workflow.now()
+        )
         s.process_id = started.process_id
+        s.process_fresh_start = s.fresh_starts_used
         s.last_progress_at = workflow.now()
         self._watch_until = None
 
     async def _restart(self, s: SupervisorState, reason: str, *, counted: bool = True) -> None:
         now = workflow.now()
-        s.restarts.append(
-            RestartRecord(attempt=s.attempt, reason=reason, at=now, sandbox_id=s.sandbox_id)
-        )
+        record = RestartRecord(attempt=s.attempt, reason=reason, at=now, sandbox_id=s.sandbox_id)
+        s.restarts.append(record)
         if counted:
             s.restarts_used += 1
         s.pending_restart = None
-        await self._set_aside(s, why=reason)
+        await self._set_aside(s, why=reason, ended=reason)
+        record_restart(s, record)
+        s.state = "restarting"
+        self._notifier.tell(s, "restart", reason)
         await self._start_sandbox(s, reason)
 
     async def _enter_attention(self, s: SupervisorState, decision: NeedsAttention) -> None:
@@ -359,10 +375,12 @@ class AgentRun:
         s.pending_restart = decision.pending_restart
         s.attention_since = workflow.now()
         self._budget_changed = False
-        await self._set_aside(s, why=f"needs attention: {decision.reason}")
+        ended = decision.pending_restart or decision.reason
+        await self._set_aside(s, why=f"needs attention: {decision.reason}", ended=ended)
         # Only once the sandbox is paused: `needs_attention` promises nothing runs.
         s.state = "needs_attention"
         workflow.logger.warning("run needs attention: %s", decision.reason)
+        self._notifier.tell(s, "needs_attention", _attention_text(decision))
 
     async def _wait_for_person(self, s: SupervisorState) -> Decision | None:
         assert s.attention_since is not None
@@ -377,12 +395,13 @@ class AgentRun:
         except TimeoutError:
             s.state = "failed"
             self._publish(s)
-            raise ApplicationError(
+            why = (
                 f"run {s.spec.run_id} is out of budget ({s.attention_reason}) and nobody "
-                f"extended it within {s.spec.attention_hours:g} h",
-                type="OutOfBudget",
-                non_retryable=True,
-            ) from None
+                f"extended it within {s.spec.attention_hours:g} h"
+            )
+            self._notifier.tell(s, "failed", why)
+            await self._notifier.settle()
+            raise ApplicationError(why, type="OutOfBudget", non_retryable=True) from None
         if s.cancel_requested:
             return None
         self._budget_changed = False
@@ -396,11 +415,12 @@ class AgentRun:
         s.state = "restarting"
         return decision
 
-    async def _set_aside(self, s: SupervisorState, *, why: str) -> None:
-        """Copy the checkpoint and pause the current sandbox, kept for a look."""
+    async def _set_aside(self, s: SupervisorState, *, why: str, ended: str) -> None:
+        """Copy the checkpoint (and the agent's last words: `ended` says why it ended) and
+        pause the current sandbox, kept for a look."""
         if s.sandbox_id is None:
             return
-        await self._salvage_checkpoint(s, why)
+        await self._salvage_checkpoint(s, why, ended)
         await calls.pause_or_stop(s.spec, s.sandbox_id, stop=False, why=why)
         s.paused_sandboxes.append(s.sandbox_id)
         budget.close_sandbox_spend(s, workflow.now())
@@ -409,14 +429,16 @@ class AgentRun:
         s.lease_ends_at = None
         s.watch_token = None
 
-    async def _salvage_checkpoint(self, s: SupervisorState, why: str) -> None:
+    async def _salvage_checkpoint(self, s: SupervisorState, why: str, ended: str) -> None:
         if s.sandbox_id is None:
             return
         wake = s.lease_keeping and s.sandbox_paused
         read = await calls.read_checkpoint(
-            s.spec, s.sandbox_id, s.seen_digest, why, wake_paused=wake
+            s.spec, s.sandbox_id, s.seen_digest, why, wake_paused=wake, output_of=s.process_id
         )
         self._take_checkpoint(s, read)
+        if read is not None:
+            note_last_words(s, read.output_tail, ended, workflow.now())
 
     async def _sweep(self, s: SupervisorState, *, stop: bool, paused_too: bool, why: str) -> None:
         """Leave none of this run's sandboxes running; `paused_too` ends those kept for a look."""
@@ -430,15 +452,21 @@ class AgentRun:
         s.state = "finishing"
         self._publish(s)
         why = "run finished" if outcome == "finished" else f"run cancelled: {s.cancel_reason}"
+        ended = "finished (exit 0)" if outcome == "finished" else f"cancelled: {s.cancel_reason}"
         keep = s.spec.keep_sandboxes
         if s.sandbox_id is not None:
-            await self._salvage_checkpoint(s, why)
+            await self._salvage_checkpoint(s, why, ended)
             await calls.pause_or_stop(s.spec, s.sandbox_id, stop=not keep, why=why)
             budget.close_sandbox_spend(s, workflow.now())
         await self._sweep(s, stop=not keep, paused_too=not keep, why=why)
         s.state = "finished" if outcome == "finished" else "cancelled"
         s.process_id = None
         self._publish(s)
+        if outcome == "finished":
+            self._notifier.tell(s, "finished", f"finished after {s.attempt} attempt(s)")
+        else:
+            self._notifier.tell(s, "cancelled", s.cancel_reason or "cancelled")
+        await self._notifier.settle()
         now = workflow.now()
         return RunResult(
             run_id=s.spec.run_id,
@@ -454,6 +482,12 @@ class AgentRun:
         now = workflow.now()
         status = build_status(s, now)
         self._publisher.publish(status, render_card(status, now), s.search_attributes or [])
+
+
+def _attention_text(decision: NeedsAttention) -> str:
+    if decision.pending_restart and decision.pending_restart != decision.reason:
+        return f"{decision.pending_restart}; {decision.reason}"
+    return decision.reason
 
 
 def _is_quiet(seen: Observation | ObserveFailed) -> bool:

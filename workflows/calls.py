@@ -16,7 +16,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.models import (
         ActivityName,
         AgentStarted,
-        CheckpointRead,
+        CheckpointSalvage,
         CreateSandboxInput,
         ExtendSandboxInput,
         ListSandboxesInput,
@@ -60,7 +60,11 @@ def start_create_sandbox(
     )
 
 
-async def start_agent(spec: RunSpec, sandbox_id: str, attempt: int, fresh: int) -> AgentStarted:
+async def start_agent(
+    spec: RunSpec, sandbox_id: str, attempt: int, fresh: int, ended: str | None = None
+) -> AgentStarted:
+    """Start the agent again in its sandbox; `ended`: the process it replaces (its last
+    words come back in the result)."""
     started: AgentStarted = await workflow.execute_activity(
         ActivityName.START_AGENT,
         StartAgentInput(
@@ -69,6 +73,8 @@ async def start_agent(spec: RunSpec, sandbox_id: str, attempt: int, fresh: int) 
             attempt=attempt,
             fresh_start=fresh,
             restart_reason="context window full: fresh start",
+            output_of=ended,
+            secret_env=list(spec.secret_env),
         ),
         result_type=AgentStarted,
         start_to_close_timeout=policies.ACTION_TIMEOUT,
@@ -81,12 +87,19 @@ async def start_agent(spec: RunSpec, sandbox_id: str, attempt: int, fresh: int) 
 
 
 async def read_checkpoint(
-    spec: RunSpec, sandbox_id: str, known_digest: str | None, why: str, *, wake_paused: bool = False
-) -> CheckpointRead | None:
+    spec: RunSpec,
+    sandbox_id: str,
+    known_digest: str | None,
+    why: str,
+    *,
+    wake_paused: bool = False,
+    output_of: str | None = None,
+) -> CheckpointSalvage | None:
     """The checkpoint if it changed; None when unchanged or unreadable (best effort).
-    `wake_paused`: the sandbox is paused (at its lease end): wake it to salvage the file."""
+    `wake_paused`: the sandbox is paused (at its lease end): wake it to salvage the file.
+    `output_of`: the agent process whose last words to bring back too."""
     try:
-        read: CheckpointRead = await workflow.execute_activity(
+        read: CheckpointSalvage = await workflow.execute_activity(
             ActivityName.READ_CHECKPOINT,
             ReadCheckpointInput(
                 provider=spec.provider,
@@ -95,8 +108,10 @@ async def read_checkpoint(
                 max_bytes=spec.max_checkpoint_bytes,
                 known_digest=known_digest,
                 wake_paused=wake_paused,
+                output_of=output_of,
+                secret_env=list(spec.secret_env),
             ),
-            result_type=CheckpointRead,
+            result_type=CheckpointSalvage,
             start_to_close_timeout=policies.ACTION_TIMEOUT,
             retry_policy=policies.CLEANUP_RETRY,
             summary=f"copy checkpoint ({why})",

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from activities.output_tail import markdown_block
 from overnight.models import RunStatus
 from workflows.budget import hours_used, spend_usd
 from workflows.checkpoint import summarize
 from workflows.state import SupervisorState
+
+# The card shows this many of the last words' lines (`overnight logs` shows the rest).
+CARD_TAIL_LINES = 15
 
 
 def build_status(state: SupervisorState, now: datetime) -> RunStatus:
@@ -35,6 +39,7 @@ def build_status(state: SupervisorState, now: datetime) -> RunStatus:
         lease_ends_at=state.lease_ends_at,
         lease_resumes=state.lease_resumes,
         isolation=state.isolation,
+        last_words=state.last_words,
     )
 
 
@@ -67,6 +72,16 @@ def render_card(status: RunStatus, now: datetime) -> str:
     if status.restarts:
         last = status.restarts[-1]
         lines.append(f"- **last restart** attempt {last.attempt}: {last.reason}")
+    words = status.last_words
+    if words is not None and words.tail:
+        tail = "\n".join(words.tail.splitlines()[-CARD_TAIL_LINES:])
+        lines += [
+            "",
+            f"**last output** of attempt {words.attempt} ({words.reason}, "
+            f"{words.at:%H:%M:%S} UTC):",
+            "",
+            markdown_block(tail),
+        ]
     return "\n".join(lines)
 
 

@@ -81,3 +81,17 @@ CLEANUP_RETRY = RetryPolicy(
 
 VISIBILITY_CHECK_TIMEOUT = timedelta(seconds=30)
 VISIBILITY_CHECK_RETRY = RetryPolicy(maximum_attempts=3)
+
+# Notifications: the run's first try at each state change is one attempt, quick, never
+# retried by the run (a receiver that is down must not hold it up); targets it did not reach
+# go to an `OvernightNotify` workflow, which keeps trying each for up to a day.
+NOTIFY_TIMEOUT = timedelta(seconds=30)
+NOTIFY_RETRY = RetryPolicy(maximum_attempts=1)
+DELIVERY_TIMEOUT = timedelta(seconds=30)
+DELIVERY_DEADLINE = timedelta(hours=24)
+DELIVERY_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=2),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(minutes=10),
+    non_retryable_error_types=["WebhookRefused"],
+)

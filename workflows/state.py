@@ -9,7 +9,7 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from overnight.models import Budget, RestartRecord, RunSpec, RunState
+from overnight.models import Budget, LastWords, RestartRecord, RunSpec, RunState
 
 
 class SupervisorState(BaseModel):
@@ -69,6 +69,15 @@ class SupervisorState(BaseModel):
 
     cancel_requested: bool = False
     cancel_reason: str | None = None
+
+    # The current agent process's fresh-context start (0: the attempt's first agent).
+    process_fresh_start: int = 0
+    # The last words of the agent that ended most recently (redacted in the worker).
+    last_words: LastWords | None = None
+    # Notifications (see workflows.notify_steps). False for runs begun before them, so their
+    # recorded histories replay unchanged; the count numbers each state change told of.
+    notifying: bool = False
+    notifications_sent: int = 0
 
     # Which search attributes the namespace has (None until checked).
     search_attributes: list[str] | None = None

@@ -161,7 +161,10 @@ class CommandRoutes:
         record = self._processes.get(sandbox_id, {}).get(process_id)
         if info.state == "missing" or record is None:
             raise KeyError(process_id)
-        return {**record, "state": info.state, "exitCode": info.exit_code}
+        # Everything it wrote so far, in bytes (the end of its output, as a cursor).
+        log = self._log(sandbox_id, process_id)
+        size = log.stat().st_size if log is not None and log.exists() else 0
+        return {**record, "state": info.state, "exitCode": info.exit_code, "outputBytes": size}
 
     async def _list(self, request: Request, groups: list[str]) -> Response:
         ids = list(self._processes.get(groups[0], {}))

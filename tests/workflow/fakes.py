@@ -25,11 +25,13 @@ from activities.models import (
     ActivityName,
     AgentStarted,
     CheckpointRead,
+    CheckpointSalvage,
     CreateSandboxInput,
     ExtendSandboxInput,
     ListSandboxesInput,
     Observation,
     ObserveInput,
+    OutputTail,
     ReadCheckpointInput,
     SandboxInfo,
     SandboxList,
@@ -39,6 +41,7 @@ from activities.models import (
     SearchAttributeCheckInput,
     StartAgentInput,
 )
+from activities.notify_models import DeliveryInput, Notification, SendResult
 from overnight.constants import LABEL_ATTEMPT, LABEL_RUN
 
 # ---- script steps: what the agent and its sandbox do between two looks ------------------
@@ -206,6 +209,16 @@ class FakeWorld:
         self.wakes: list[str] = []
         self.lease_pauses: list[str] = []
         self.create_inputs: list[CreateSandboxInput] = []
+        # What each agent process printed (by process id, `agent-<attempt>-<fresh>`): its
+        # last words come back when the workflow asks for them.
+        self.output: dict[str, str] = {}
+        self.tail_requests: list[str] = []
+        # Notifications the run sent (first tries), and later tries for one target each.
+        self.notifications: list[Notification] = []
+        self.deliveries: list[DeliveryInput] = []
+        # The next try fails like this (once), or first tries leave these targets.
+        self.notify_error: ApplicationError | None = None
+        self.notify_undelivered: list[str] = []
 
     # -- setting the scene --
 
@@ -245,7 +258,19 @@ class FakeWorld:
             self.extend_sandbox,
             self.list_sandboxes,
             self.check_search_attributes,
+            self.send_notification,
+            self.deliver_notification,
         ]
+
+    def notified(self) -> list[str]:
+        """The events notified, in order."""
+        return [note.event for note in self.notifications]
+
+    def _tail(self, process_id: str | None) -> OutputTail | None:
+        if process_id is None or process_id not in self.output:
+            return None
+        self.tail_requests.append(process_id)
+        return OutputTail(text=self.output[process_id])
 
     # -- the activities, by registered name --
 
@@ -308,7 +333,11 @@ class FakeWorld:
                 process_id=box.process_id,
             )
         )
-        return AgentStarted(sandbox_id=box.sandbox_id, process_id=box.process_id)
+        return AgentStarted(
+            sandbox_id=box.sandbox_id,
+            process_id=box.process_id,
+            previous_output=self._tail(request.output_of),
+        )
 
     @activity.defn(name=ActivityName.OBSERVE_AGENT)
     async def observe_agent(self, request: ObserveInput) -> Observation:
@@ -348,13 +377,28 @@ class FakeWorld:
         return Observation(process_state="running", sandbox_state="running")
 
     @activity.defn(name=ActivityName.READ_CHECKPOINT)
-    async def read_checkpoint(self, request: ReadCheckpointInput) -> CheckpointRead:
+    async def read_checkpoint(self, request: ReadCheckpointInput) -> CheckpointSalvage:
         box = self._answering(request.sandbox_id)
+        tail = self._tail(request.output_of)
         if box.file is None or box.state == "stopped":
-            return CheckpointRead(status="missing")
-        if box.file.digest == request.known_digest:
-            return CheckpointRead(status="unchanged", digest=box.file.digest, size=box.file.size)
-        return box.file
+            found = CheckpointRead(status="missing")
+        elif box.file.digest == request.known_digest:
+            found = CheckpointRead(status="unchanged", digest=box.file.digest, size=box.file.size)
+        else:
+            found = box.file
+        return CheckpointSalvage(**found.model_dump(), output_tail=tail)
+
+    @activity.defn(name=ActivityName.SEND_NOTIFICATION)
+    async def send_notification(self, note: Notification) -> SendResult:
+        self.notifications.append(note)
+        error, self.notify_error = self.notify_error, None
+        if error is not None:
+            raise error
+        return SendResult(delivered=["spec-0"], undelivered=list(self.notify_undelivered))
+
+    @activity.defn(name=ActivityName.DELIVER_NOTIFICATION)
+    async def deliver_notification(self, request: DeliveryInput) -> None:
+        self.deliveries.append(request)
 
     @activity.defn(name=ActivityName.PAUSE_SANDBOX)
     async def pause_sandbox(self, request: SandboxRef) -> SandboxInfo:

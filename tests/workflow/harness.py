@@ -26,6 +26,7 @@ from temporalio.worker import Worker
 from overnight.models import RunResult, RunSpec, RunStatus
 from tests.workflow.fakes import FakeWorld
 from workflows.agent_run import AgentRun
+from workflows.notify_run import NotifyRun
 
 HISTORIES = Path(__file__).resolve().parent.parent / "histories"
 RECORD_ENV = "OVERNIGHT_RECORD_HISTORIES"
@@ -51,7 +52,7 @@ async def running_worker(client: Client, world: FakeWorld) -> AsyncIterator[str]
     async with Worker(
         client,
         task_queue=task_queue,
-        workflows=[AgentRun],
+        workflows=[AgentRun, NotifyRun],
         activities=world.activities(),
         # Deliver cancellations to heartbeating fakes at once, not after a throttled minute.
         max_heartbeat_throttle_interval=timedelta(milliseconds=100),

@@ -1,0 +1,112 @@
+"""The last words of an agent: the tail of its output, cut small and with its secrets redacted.
+
+Pure functions, used in the worker (the tail kept in a restart record, notifications) and by
+the CLI (`overnight logs`). Redaction happens before anything is cut, on a window a little
+larger than the tail, so a secret straddling the window's start can never survive as a piece.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+# What a restart record keeps of the ended attempt's output.
+TAIL_LINES = 40
+TAIL_BYTES = 4096
+REDACTED = "***"
+# Read this much more than the tail, so a secret cut by the window is still whole in it.
+REDACTION_MARGIN_BYTES = 1024
+
+
+@dataclass(frozen=True)
+class Tail:
+    text: str
+    # Earlier output was left out.
+    truncated: bool
+
+
+def secret_values(names: Iterable[str], environ: Mapping[str, str] | None = None) -> list[str]:
+    """The values of the named variables in this process's environment (the worker's), each
+    non-empty one and each of its lines (a multi-line secret printed line by line)."""
+    source = os.environ if environ is None else environ
+    values: set[str] = set()
+    for name in names:
+        value = source.get(name)
+        if not value:
+            continue
+        values.add(value)
+        values.update(line for line in value.splitlines() if line.strip())
+    return sorted(values, key=len, reverse=True)
+
+
+def redact(text: str, secrets: Iterable[str], *, start: int = 0) -> str:
+    """`text[start:]` with every occurrence of each secret replaced by `***` (longest first),
+    counting occurrences that begin before `start` too: a secret cut by the start is still
+    replaced, never shown in part."""
+    values = sorted({s for s in secrets if s}, key=len, reverse=True)
+    if not values:
+        return text[start:]
+    pattern = re.compile("|".join(re.escape(value) for value in values))
+    out: list[str] = []
+    pos = start
+    for found in pattern.finditer(text):
+        if found.end() <= pos:
+            continue
+        if found.start() > pos:
+            out.append(text[pos : found.start()])
+        out.append(REDACTED)
+        pos = found.end()
+    out.append(text[pos:])
+    return "".join(out)
+
+
+def window_bytes(secrets: Iterable[str]) -> int:
+    """How many bytes of output to read for a tail: the tail, and before it a margin at least
+    as long as the longest secret."""
+    longest = max((len(s.encode()) for s in secrets), default=0)
+    return TAIL_BYTES + max(REDACTION_MARGIN_BYTES, longest)
+
+
+def cut_tail(
+    data: bytes,
+    secrets: Iterable[str],
+    *,
+    from_start: bool,
+    lines: int = TAIL_LINES,
+    max_bytes: int = TAIL_BYTES,
+) -> Tail:
+    """The last `lines` lines (at most `max_bytes` bytes) of `data`, secrets redacted.
+
+    `from_start`: `data` is the whole output. Otherwise it is the end of a longer output read
+    with a margin (`window_bytes`): only what follows the margin is kept, redacted with the
+    margin in sight, and its first line (likely a piece) is dropped."""
+    text = data.decode("utf-8", errors="replace")
+    margin = 0 if from_start else max(0, len(data) - max_bytes)
+    start = len(data[:margin].decode("utf-8", errors="replace")) if margin else 0
+    kept = redact(text, secrets, start=start).splitlines()
+    truncated = not from_start
+    if not from_start and len(kept) > 1:
+        kept = kept[1:]  # a piece of a line (one long line is kept: its end is the news)
+    if len(kept) > lines:
+        kept, truncated = kept[-lines:], True
+    while kept and len("\n".join(kept).encode()) > max_bytes:
+        if len(kept) == 1:
+            # One long line: keep its end, whole characters only.
+            end = kept[0].encode()[-max_bytes:]
+            kept = [end.decode("utf-8", errors="ignore")]
+        else:
+            kept = kept[1:]
+        truncated = True
+    return Tail(text="\n".join(kept), truncated=truncated)
+
+
+def markdown_block(text: str) -> str:
+    """`text` as a fenced Markdown code block whose fence no run of backticks in it can end."""
+    longest = run = 0
+    for char in text:
+        run = run + 1 if char == "`" else 0
+        longest = max(longest, run)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}text\n{text}\n{fence}"
