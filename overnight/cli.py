@@ -19,7 +19,7 @@ from pydantic import ValidationError
 from temporalio.client import Client
 
 from overnight import client as api
-from overnight import render, schedule_cli
+from overnight import forensics_cli, render, schedule_cli
 from overnight.constants import TASK_QUEUE
 from overnight.models import BudgetExtension
 
@@ -72,6 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     reap.add_argument("--paused", action="store_true", help="stop paused ones too")
     reap.add_argument("--json", action="store_true")
 
+    forensics_cli.add_parsers(commands, _Parser)
     schedule_cli.add_parser(commands, _Parser)
 
     commands.add_parser("dev", help="start the dev server (temporal-dev.yaml) and a worker")
@@ -133,6 +134,8 @@ async def _dispatch(args: argparse.Namespace) -> int:
         "extend": _extend,
         "reap": _reap,
         "schedule": _schedule,
+        "logs": _logs,
+        "inspect": _inspect,
         "dev": _dev,
         "demo": _demo,
     }
@@ -234,6 +237,14 @@ async def _reap(args: argparse.Namespace) -> int:
         reaped = await api.reap(client, providers, include_paused=args.paused)
     print(render.json_document(reaped) if args.json else render.reaped_text(reaped))
     return OK if all(entry.stopped for entry in reaped) else FAILED
+
+
+async def _logs(args: argparse.Namespace) -> int:
+    return await forensics_cli.run_logs(args, _connect)
+
+
+async def _inspect(args: argparse.Namespace) -> int:
+    return await forensics_cli.run_inspect(args, _connect)
 
 
 async def _schedule(args: argparse.Namespace) -> int:

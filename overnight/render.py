@@ -13,6 +13,9 @@ from overnight.client import ReapedSandbox, RunSummary
 from overnight.models import BudgetExtension, RunResult, RunStatus
 from workflows.card import age
 
+# `overnight status` shows this many lines of the last words (`overnight logs` has the rest).
+STATUS_TAIL_LINES = 10
+
 
 def json_document(value: BaseModel | Sequence[BaseModel] | dict[str, Any]) -> str:
     if isinstance(value, BaseModel):
@@ -62,6 +65,15 @@ def status_text(status: RunStatus, *, now: datetime, ui_url: str | None) -> str:
         lines.append(f"  restarts:      {len(status.restarts)}, last: {last.reason}")
     if ui_url:
         lines.append(f"  Web UI:        {ui_url}")
+    words = status.last_words
+    if words is not None and words.tail:
+        shown = words.tail.splitlines()[-STATUS_TAIL_LINES:]
+        more = words.truncated or len(words.tail.splitlines()) > len(shown)
+        lines.append(
+            f"  last words:    attempt {words.attempt}, {words.reason} ({words.at:%H:%M:%S} UTC)"
+            + (f"; more: overnight logs {status.run_id} --attempt {words.attempt}" if more else "")
+        )
+        lines += [f"    | {line}" for line in shown]
     return "\n".join(lines)
 
 

@@ -9,6 +9,9 @@ contract asks, to `$OVERNIGHT_CHECKPOINT`:
 - `secret-proof`: write a checkpoint holding the sha256 of the secret variable named by
   `AGENT_SECRET_NAME` (never the value), and exit 0.
 - `last-words`: write a first checkpoint, wait, write a final one, and exit 0.
+- `loud-crash`: print a few lines of work, one holding the secret named by `AGENT_SECRET_NAME`
+  (as careless agents do), and crash (exit 3) in attempt 1 after a checkpoint; later attempts
+  print a line and finish. For the tests of what overnight keeps of an agent's output.
 - `escape`: try to write each host path in `AGENT_ESCAPE_PATHS` (`:`-separated), write a
   checkpoint saying how each try went, and exit 0.
 - `steps`: three steps, a checkpoint after each, resumed from the checkpoint; crashes once per
@@ -96,6 +99,24 @@ def steps(path: Path, hold: float) -> int:
     return 0
 
 
+def loud_crash(path: Path) -> int:
+    attempt = os.environ["OVERNIGHT_ATTEMPT"]
+    if attempt != "1":
+        print(f"attempt {attempt}: picking up from the checkpoint", flush=True)
+        write(path, json.dumps({"step": 2, "next": "done", "notes": ["recovered"]}).encode())
+        print("all done", flush=True)
+        return 0
+    write(path, json.dumps({"step": 1, "next": "call the API", "notes": ["step 1"]}).encode())
+    for n in range(1, 6):
+        print(f"working: line {n} of the first attempt", flush=True)
+    secret = os.environ.get(os.environ.get("AGENT_SECRET_NAME", ""), "")
+    print(f"calling the API with token={secret}", flush=True)
+    print("Traceback (most recent call last):", file=sys.stderr, flush=True)
+    print(f"RuntimeError: the API refused token {secret}", file=sys.stderr, flush=True)
+    time.sleep(float(os.environ.get("AGENT_HOLD", "0.5")))
+    return 3
+
+
 def main() -> int:
     mode = os.environ["AGENT_MODE"]
     hold = float(os.environ.get("AGENT_HOLD", "3"))
@@ -120,6 +141,8 @@ def main() -> int:
         tries = {t: try_to_write(t) for t in os.environ["AGENT_ESCAPE_PATHS"].split(":")}
         write(path, json.dumps({"step": 1, "next": "done", "tries": tries}).encode())
         return 0
+    if mode == "loud-crash":
+        return loud_crash(path)
     if mode == "last-words":
         write(path, json.dumps({"step": 1, "next": "last words"}).encode())
         time.sleep(hold)

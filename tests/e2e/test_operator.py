@@ -1,0 +1,258 @@
+"""The operator at 2 a.m., on the real dev server with real agents: why did it crash (its last
+words in `overnight status` and the Web UI, a planted secret redacted), what is it printing
+(`overnight logs`, `--follow` across attempts), and what did it leave (`overnight inspect`)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import secrets
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from playwright.async_api import async_playwright, expect
+from temporalio.client import Client
+
+from activities.local_engine import LocalEngine
+from overnight import client as api
+from overnight.devserver import DevServer
+from overnight.home import overnight_home
+from overnight.models import Budget
+from tests.e2e.helpers import agent_spec, new_run_id, wait_for_status
+from tests.e2e.test_web_ui import CHROMIUM, CHROMIUM_ARGS, UI_TIMEOUT_MS, _open_user_metadata
+from tests.fake_runtime import FakeRuntime
+from tests.live import in_process_worker, nothing_left_running, scripted_spec
+
+OVERNIGHT = Path(sys.executable).parent / "overnight"
+SECRET_NAME = "OVERNIGHT_OPERATOR_TEST_SECRET"
+ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
+
+
+async def overnight_cli(
+    server: DevServer, *args: str, env: dict[str, str] | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    """The CLI in its own process, as a person runs it: without the worker's secret."""
+    base = {k: v for k, v in os.environ.items() if k != SECRET_NAME}
+    return await asyncio.to_thread(
+        subprocess.run,
+        [str(OVERNIGHT), "--address", server.address, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**base, **(env or {})},
+    )
+
+
+@pytest.mark.timeout(180)
+async def test_a_crashed_agents_last_words_show_in_status_and_web_ui_and_its_sandbox_can_be_read(
+    dev_server: DevServer,
+    dev_client: Client,
+    task_queue: str,
+    tmp_path: Path,
+    runs: list[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    secret = f"op-{secrets.token_hex(12)}"
+    monkeypatch.setenv(SECRET_NAME, secret)  # the worker's environment (it runs in this process)
+    run_id = new_run_id("lastwords")
+    runs.append(run_id)
+    spec = scripted_spec(
+        run_id,
+        tmp_path,
+        "loud-crash",
+        secret_env=[SECRET_NAME],
+        env={"AGENT_SECRET_NAME": SECRET_NAME},
+        budget=Budget(max_restarts=0),
+    )
+    await api.start_run(dev_client, spec, task_queue=task_queue)
+    status = await wait_for_status(
+        dev_client, run_id, lambda s: s.state == "needs_attention", timeout=60
+    )
+
+    words = status.last_words
+    assert words is not None
+    assert (words.attempt, words.reason) == (1, "agent crashed (exit 3)")
+    assert words.tail.splitlines()[-3:] == [
+        "calling the API with token=***",
+        "Traceback (most recent call last):",
+        "RuntimeError: the API refused token ***",
+    ]
+    assert secret not in status.model_dump_json()
+
+    # `overnight status`, from a shell without the secret.
+    shown = await overnight_cli(dev_server, "status", run_id)
+    assert shown.returncode == 0, shown.stderr
+    assert "  last words:    attempt 1, agent crashed (exit 3)" in shown.stdout
+    assert "    | RuntimeError: the API refused token ***" in shown.stdout
+    assert "    | working: line 5 of the first attempt" in shown.stdout
+    assert secret not in shown.stdout + shown.stderr
+
+    # The Web UI's card, in headless Chromium.
+    if CHROMIUM.exists():
+        card_text = await _card_text(dev_server, run_id, tmp_path)
+        assert "last output of attempt 1" in card_text
+        assert "RuntimeError: the API refused token ***" in card_text
+        assert secret not in card_text
+
+    # Its sandbox is paused, kept for a look: `inspect` lists it and prints a file, unwoken.
+    engine = LocalEngine(overnight_home())
+    sandbox = f"{run_id}-1"
+    assert engine.get(sandbox).state == "paused"
+    listed = await overnight_cli(dev_server, "inspect", run_id)
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.startswith(f"sandbox {sandbox} (attempt 1, paused): /workspace, ")
+    assert re.search(r"file +\d+ B  [\d-]+ [\d:]+  /workspace/checkpoint\.json\n", listed.stdout)
+    assert "dir  " in listed.stdout and "/workspace/app/.git/\n" in listed.stdout
+    assert "/workspace/app/.git/HEAD" not in listed.stdout
+    printed = await overnight_cli(dev_server, "inspect", run_id, "checkpoint.json")
+    assert json.loads(printed.stdout)["next"] == "call the API"
+    as_json = json.loads((await overnight_cli(dev_server, "inspect", run_id, "--json")).stdout)
+    assert (as_json["sandbox_state"], as_json["woken"]) == ("paused", False)
+    assert "/workspace/checkpoint.json" in {e["path"] for e in as_json["entries"]}
+    missing = await overnight_cli(dev_server, "inspect", run_id, "nothing/here")
+    assert missing.returncode == 2 and "no file or folder /workspace/nothing/here" in missing.stderr
+    assert engine.get(sandbox).state == "paused"
+
+    # `overnight logs`: the whole output, redacted where this shell knows the secret.
+    logged = await overnight_cli(dev_server, "logs", run_id, env={SECRET_NAME: secret})
+    assert logged.returncode == 0, logged.stderr
+    lines = logged.stdout.splitlines()
+    assert lines[0] == "working: line 1 of the first attempt"
+    assert lines[-1] == "RuntimeError: the API refused token ***"
+    assert secret not in logged.stdout
+    tail = await overnight_cli(
+        dev_server, "logs", run_id, "--tail", "2", "--json", env={SECRET_NAME: secret}
+    )
+    document = json.loads(tail.stdout)
+    assert (document["attempt"], document["sandbox_id"]) == (1, sandbox)
+    assert document["output"].splitlines() == lines[-2:]
+
+
+@pytest.mark.timeout(180)
+async def test_logs_follow_shows_the_demos_attempts_in_order_and_ends_with_the_run(
+    dev_server: DevServer, dev_client: Client, task_queue: str, tmp_path: Path, runs: list[str]
+) -> None:
+    run_id = new_run_id("follow")
+    runs.append(run_id)
+    # The demo's story: the sample agent crashes after opening its pull request (step 4).
+    spec, _ = agent_spec(
+        run_id, tmp_path, agent_env={"AGENT_DIE_AFTER": "4", "AGENT_STEP_DELAY": "0.5"}
+    )
+    await api.start_run(dev_client, spec, task_queue=task_queue)
+    follower = await asyncio.create_subprocess_exec(
+        str(OVERNIGHT),
+        "--address",
+        dev_server.address,
+        "logs",
+        run_id,
+        "--follow",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(follower.communicate(), timeout=120)
+    result = await api.wait_result(dev_client, run_id)
+    text = out.decode()
+
+    assert follower.returncode == 0, err.decode()
+    assert result.outcome == "finished"
+    lines = text.splitlines()
+    one = lines.index(f"=== attempt 1 · sandbox {run_id}-1 ===")
+    two = lines.index(
+        f"=== attempt 2 · sandbox {run_id}-2 (attempt 1 ended: agent crashed (exit 3)) ==="
+    )
+    end = lines.index(f"=== run {run_id} ended: finished ===")
+    assert one < two < end == len(lines) - 1
+    first, second = lines[one + 1 : two], lines[two + 1 : end]
+    assert first[0] == "attempt 1: resuming after step 0"
+    assert "step 4 (open the pull request): opened the pull request; committed" in first
+    assert "dying after step 4, before its checkpoint" in first
+    assert first[-1] == "--- agent ended (exit 3) ---"
+    assert second[0] == "attempt 2: resuming after step 3"
+    assert second[-2:] == ["all steps done", "--- agent ended (exit 0) ---"]
+
+    # Afterwards, one attempt at a time.
+    earlier = await overnight_cli(dev_server, "logs", run_id, "--attempt", "1")
+    assert earlier.stdout.splitlines() == first[:-1]
+    last_two = await overnight_cli(dev_server, "logs", run_id, "--tail", "2")
+    assert last_two.stdout.splitlines() == second[-3:-1]
+    bad = await overnight_cli(dev_server, "logs", run_id, "--attempt", "7")
+    assert bad.returncode == 2 and "has no attempt 7 (attempts: 1, 2)" in bad.stderr
+
+
+async def _card_text(server: DevServer, run_id: str, tmp_path: Path) -> str:
+    url = api.web_ui_url(server.ui_url, server.namespace, run_id)
+    async with async_playwright() as playwright:
+        browser = await playwright.chromium.launch_persistent_context(
+            str(tmp_path / "chromium-profile"),
+            executable_path=str(CHROMIUM),
+            args=CHROMIUM_ARGS,
+            viewport={"width": 1400, "height": 1400},
+        )
+        try:
+            page = await _open_user_metadata(browser, url, run_id)
+            body = page.frame_locator("iframe#user-metadata-current-details").locator("body")
+            await expect(body).to_contain_text("needs_attention", timeout=UI_TIMEOUT_MS)
+            await expect(body).to_contain_text("the API refused token ***", timeout=UI_TIMEOUT_MS)
+            ARTIFACTS.mkdir(parents=True, exist_ok=True)
+            await page.screenshot(path=str(ARTIFACTS / "web_ui_last_words.png"), full_page=True)
+            return await body.inner_text()
+        finally:
+            await browser.close()
+
+
+@pytest.mark.timeout(180)
+async def test_reading_a_paused_runtime_sandbox_wakes_it_says_so_and_pauses_it_again(
+    dev_server: DevServer, dev_client: Client, tmp_path: Path
+) -> None:
+    runtime_home = tmp_path / "runtime-home"
+    engine = LocalEngine(runtime_home)
+    run_id = new_run_id("rtlook")
+    spec = scripted_spec(
+        run_id, tmp_path, "loud-crash", provider="runtime", budget=Budget(max_restarts=0)
+    )
+    with pytest.MonkeyPatch.context() as env:
+        async with (
+            FakeRuntime.local(runtime_home) as fake,
+            nothing_left_running(dev_client, [runtime_home]) as runs,
+            in_process_worker(dev_client, "rtlook") as queue,
+        ):
+            fake.use(env, tmp_path / "config")
+            runs.append(run_id)
+            await api.start_run(dev_client, spec, task_queue=queue)
+            status = await wait_for_status(
+                dev_client, run_id, lambda s: s.state == "needs_attention", timeout=60
+            )
+            assert status.last_words is not None
+            assert "RuntimeError: the API refused token " in status.last_words.tail
+            sandbox = fake.sandbox_named(f"{run_id}-1")
+            assert sandbox is not None and engine.get(sandbox).state == "paused"
+            woken_before = len(fake.wakes)
+            cli_env = fake.environ(tmp_path / "config")
+
+            listed = await overnight_cli(dev_server, "inspect", run_id, env=cli_env)
+            logged = await overnight_cli(dev_server, "logs", run_id, env=cli_env)
+
+            assert listed.returncode == 0, listed.stderr
+            assert "/workspace/checkpoint.json\n" in listed.stdout
+            assert f"sandbox {sandbox} (attempt 1) is paused: reading a paused Runtime" in (
+                listed.stderr
+            )
+            assert f"sandbox {sandbox} paused again" in listed.stderr
+            assert logged.returncode == 0, logged.stderr
+            assert logged.stdout.splitlines()[-1].startswith("RuntimeError: the API refused")
+            assert f"sandbox {sandbox} paused again" in logged.stderr
+            # Each read woke it once, on purpose (`:wake`), and left it paused as it was.
+            wakes = fake.wakes[woken_before:]
+            assert [(sid, cause.rsplit(" ", 1)[-1]) for sid, cause in wakes] == [
+                (sandbox, f"/v1/sandboxes/{sandbox}:wake"),
+                (sandbox, f"/v1/sandboxes/{sandbox}:wake"),
+            ]
+            assert engine.get(sandbox).state == "paused"
+            # Output was read by cursor with long polls: never a stream the agent would wait on.
+            reads = fake.requests("GET", r"/processes/[^/]+/output$")
+            assert reads and all(r.arg("follow") is None for r in reads)
+            assert all(r.arg("waitMs") is not None for r in reads)
