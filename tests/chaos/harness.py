@@ -5,10 +5,16 @@
 
 Stack: a dev server from temporal-dev.yaml on a SQLite file in `folder`, two `worker.py`
 processes, the local provider, and the runtime provider over the loopback fake Runtime API
-(in this process, on its own thread). Faults: every agent carries some (see `plan`), one
-worker is SIGKILLed and restarted every `worker_kill_every` seconds, the fake answers with a
-storm of 503s, 529s and slow answers for `storm_seconds`, and the dev server may be SIGKILLed
-and started again on the same database.
+(in this process, on its own thread; strict: it refuses what the real API refuses). Faults:
+every agent carries some (see `plan`), one worker is SIGKILLed and restarted every
+`worker_kill_every` seconds, the fake answers with a storm of 503s, 529s and slow answers for
+`storm_seconds`, and the dev server may be SIGKILLed and started again on the same database.
+
+Lease ends are time passing, made to happen here (`LocalEngine.set_lease_end`, the fake's
+`end_lease_in`): runs carrying `lease_end` meet them after chosen checkpoints, with workers
+alive; and in the dead man's window every worker is SIGKILLed at once and every running
+sandbox's lease ends, so the sandboxes must pause with nobody watching and the runs go on
+when the workers are back.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ import asyncio
 import contextlib
 import json
 import os
+import subprocess
 import time
 import uuid
 from collections.abc import Callable
@@ -30,9 +37,10 @@ from temporalio.service import RPCError
 
 from activities.local_engine import LocalEngine
 from overnight import client as api
+from overnight.constants import LABEL_ATTEMPT, LABEL_RUN
 from overnight.demo import ledger_entries, make_origin
 from overnight.models import RunResult, RunStatus
-from tests.chaos.plan import ChaosSize, RunPlan, plan_runs, run_spec
+from tests.chaos.plan import STEPS, ChaosSize, RunPlan, plan_runs, run_spec
 from tests.chaos.stack import ChaosServer, WorkerPool, chaos_dev_config, worker_env
 from tests.chaos.storm import Storm, end_storm, start_storm
 from tests.chaos.verdict import ChaosReport, RunFacts, checkpoint_step
@@ -42,6 +50,12 @@ from tests.fake_runtime import FakeRuntime
 WORKERS = 2
 RESTART_WORKER_AFTER = 1.0
 LOOK_EVERY = 2.0
+# Lease ends: how often a leased run's checkpoint is looked at, how soon after it the lease
+# ends, and when the sandboxes of the dead man's window are looked at (all paused by then).
+LEASE_LOOK_EVERY = 0.25
+LEASE_ENDS_IN = 0.5
+DEAD_MAN_LOOK_AFTER = 3.0
+LEASE_HANDLED_WITHIN = 15.0
 RPC_TIMEOUT = timedelta(seconds=10)
 CLOSED = {
     WorkflowExecutionStatus.COMPLETED,
@@ -70,8 +84,18 @@ class Chaos:
         self.client: Client | None = None
         self.plans: list[RunPlan] = []
         self.ledgers: dict[str, Path] = {}
+        self.origins: dict[str, Path] = {}
         self.results: dict[str, RunResult | str] = {}
         self.storm: Storm | None = None
+        # Held while workers are killed on purpose, so two shakers never overlap.
+        self.workers_lock = asyncio.Lock()
+        self.dead_man_windows = 0
+        self.dead_man_active = False
+        self.lease_ends: dict[str, int] = {}
+        # Sandboxes whose lease the harness ended with workers alive, until woken again.
+        self.lease_ended: list[tuple[RunPlan, str]] = []
+        self.lease_ends_unwatched: dict[str, int] = {}
+        self.paused_unwatched: dict[str, int] = {}
         self.started_at = 0.0
         self._log: list[str] = []
 
@@ -151,6 +175,7 @@ class Chaos:
         for plan in self.plans:
             files = await asyncio.to_thread(make_origin, self.folder / "runs" / plan.run_id)
             self.ledgers[plan.run_id] = files.ledger
+            self.origins[plan.run_id] = files.origin
             specs.append(run_spec(self.size, plan, files.origin, files.ledger))
         self.started_at = time.monotonic()
         for spec in specs:
@@ -163,6 +188,8 @@ class Chaos:
             asyncio.create_task(self._storm()),
             asyncio.create_task(self._restart_server()),
             asyncio.create_task(self._revive_workers()),
+            asyncio.create_task(self._end_leases()),
+            asyncio.create_task(self._dead_man()),
         ]
         try:
             await self._wait_for_results()
@@ -214,12 +241,13 @@ class Chaos:
         kills = 0
         while self.size.max_worker_kills is None or kills < self.size.max_worker_kills:
             await asyncio.sleep(self.size.worker_kill_every)
-            worker = self.pool.workers[kills % len(self.pool.workers)]
-            self.pool.kill(worker)
-            kills += 1
-            self.note(f"SIGKILL {worker.name} (kill {kills})")
-            await asyncio.sleep(RESTART_WORKER_AFTER)
-            self.pool.start(worker)
+            async with self.workers_lock:
+                worker = self.pool.workers[kills % len(self.pool.workers)]
+                self.pool.kill(worker)
+                kills += 1
+                self.note(f"SIGKILL {worker.name} (kill {kills})")
+                await asyncio.sleep(RESTART_WORKER_AFTER)
+                self.pool.start(worker)
 
     async def _revive_workers(self) -> None:
         assert self.pool is not None
@@ -237,6 +265,123 @@ class Chaos:
         finally:
             end_storm(self.fake)
             self.note(f"storm over: {self.storm.counts}")
+
+    async def _end_leases(self) -> None:
+        """Runs carrying `lease_end`: once the agent has checkpointed each chosen step (and
+        works on the next), its sandbox's lease ends, with workers alive."""
+        due = {plan.run_id: list(plan.lease_end_after) for plan in self.plans}
+        while any(due.values()):
+            await asyncio.sleep(LEASE_LOOK_EVERY)
+            if self.dead_man_active:
+                continue
+            for plan in self.plans:
+                steps = due[plan.run_id]
+                if not steps or plan.run_id in self.results:
+                    continue
+                found = await asyncio.to_thread(self._running_sandbox, plan)
+                if found is None:
+                    continue
+                sandbox_id, step = found
+                if step is None or step < steps[0]:
+                    continue
+                if step >= STEPS:
+                    steps.clear()  # the agent is done: nothing left to interrupt
+                    continue
+                steps.pop(0)
+                await asyncio.to_thread(self._end_lease, plan, sandbox_id)
+                self.lease_ended.append((plan, sandbox_id))
+                self.lease_ends[plan.run_id] = self.lease_ends.get(plan.run_id, 0) + 1
+                self.note(f"lease end: {plan.run_id} sandbox {sandbox_id} after step {step}")
+
+    async def _dead_man(self) -> None:
+        """Every worker SIGKILLed at once and every running sandbox's lease ended: with nobody
+        left to extend or wake them, they must pause; the workers come back after a while."""
+        if self.size.dead_man_at is None:
+            return
+        assert self.pool is not None
+        await asyncio.sleep(self.size.dead_man_at)
+        # One fault at a time: a lease end made with workers alive is handled first.
+        give_up = time.monotonic() + LEASE_HANDLED_WITHIN
+        while time.monotonic() < give_up and await asyncio.to_thread(self._lease_end_pending):
+            await asyncio.sleep(LEASE_LOOK_EVERY)
+        async with self.workers_lock:
+            self.dead_man_active = True
+            try:
+                for worker in self.pool.workers:
+                    self.pool.kill(worker, counted=False)
+                ended = []
+                for plan in self.plans:
+                    if plan.run_id in self.results:
+                        continue
+                    if plan.provider not in self.size.dead_man_providers:
+                        continue
+                    for sandbox_id in await asyncio.to_thread(self._sandboxes_running, plan):
+                        await asyncio.to_thread(self._end_lease, plan, sandbox_id)
+                        ended.append((plan, sandbox_id))
+                self.note(
+                    f"SIGKILL every worker for {self.size.dead_man_seconds:.0f}s; "
+                    f"lease ended for {len(ended)} running sandbox(es)"
+                )
+                await asyncio.sleep(DEAD_MAN_LOOK_AFTER)
+                for plan, sandbox_id in ended:
+                    state = await asyncio.to_thread(self._state, plan, sandbox_id)
+                    run = plan.run_id
+                    self.lease_ends_unwatched[run] = self.lease_ends_unwatched.get(run, 0) + 1
+                    if state == "paused":
+                        self.paused_unwatched[run] = self.paused_unwatched.get(run, 0) + 1
+                    else:
+                        self.note(f"{sandbox_id} is {state} at its lease end with no worker")
+                await asyncio.sleep(max(0.0, self.size.dead_man_seconds - DEAD_MAN_LOOK_AFTER))
+            finally:
+                for worker in self.pool.workers:
+                    if worker.process is None:
+                        self.pool.start(worker)
+                self.dead_man_active = False
+                self.dead_man_windows += 1
+            self.note("workers started again after the dead man's window")
+
+    def _lease_end_pending(self) -> bool:
+        """Whether a sandbox whose lease the harness ended with workers alive is still
+        waiting to be woken (about to pause, or paused)."""
+        for plan, sandbox_id in self.lease_ended:
+            meta = self._engine(plan).find(sandbox_id)
+            if meta is None or meta.state == "stopped":
+                continue
+            if meta.state == "paused" or (meta.deadline or 0) <= time.time() + 1:
+                return True
+        return False
+
+    def _engine(self, plan: RunPlan) -> LocalEngine:
+        return LocalEngine(self.local_home if plan.provider == "local" else self.runtime_home)
+
+    def _sandboxes_running(self, plan: RunPlan) -> list[str]:
+        found = self._engine(plan).list_sandboxes({LABEL_RUN: plan.run_id})
+        return [meta.id for meta in found if meta.state == "running"]
+
+    def _running_sandbox(self, plan: RunPlan) -> tuple[str, int | None] | None:
+        """The run's newest running sandbox and the step its checkpoint holds."""
+        engine = self._engine(plan)
+        running = [
+            meta
+            for meta in engine.list_sandboxes({LABEL_RUN: plan.run_id})
+            if meta.state == "running"
+        ]
+        if not running:
+            return None
+        newest = max(running, key=lambda meta: int(meta.labels.get(LABEL_ATTEMPT, "0")))
+        path = engine.host_path(newest.id, "/workspace/checkpoint.json")
+        return newest.id, checkpoint_step(path)
+
+    def _end_lease(self, plan: RunPlan, sandbox_id: str) -> None:
+        """Time passes: the sandbox's lease ends in a moment (whatever its lease was)."""
+        if plan.provider == "runtime":
+            self.fake.end_lease_in(sandbox_id, LEASE_ENDS_IN)
+        else:
+            LocalEngine(self.local_home).set_lease_end(sandbox_id, time.time() + LEASE_ENDS_IN)
+
+    def _state(self, plan: RunPlan, sandbox_id: str) -> str:
+        meta = self._engine(plan).find(sandbox_id)
+        return "missing" if meta is None else meta.state
 
     async def _restart_server(self) -> None:
         if self.size.server_restart_at is None:
@@ -260,6 +405,7 @@ class Chaos:
         facts = [await self._facts(plan) for plan in self.plans]
         infra = {
             "worker SIGKILL + restart": self.pool.kills,
+            "every worker SIGKILLed at once (dead man's window)": self.dead_man_windows,
             "dev server SIGKILL + restart": self.server.kills,
         }
         for name, count in (self.storm.counts if self.storm else {}).items():
@@ -284,6 +430,7 @@ class Chaos:
         if status is not None:
             facts.restarts = list(status.restarts)
             facts.fresh_starts = status.fresh_starts_used
+            facts.lease_resumes = status.lease_resumes
             if facts.failure and status.attention_reason:
                 facts.failure += f"; needs attention: {status.attention_reason}"
         ledger = self.ledgers[plan.run_id]
@@ -306,6 +453,12 @@ class Chaos:
             elif meta.state == "paused":
                 facts.sandboxes_paused.append(meta.id)
         facts.live_agent_pids = agent_pids(plan.run_id)
+        facts.branch_commits = await asyncio.to_thread(
+            branch_commits, self.origins[plan.run_id], f"agent/{plan.run_id}"
+        )
+        facts.lease_ends = self.lease_ends.get(plan.run_id, 0)
+        facts.lease_ends_unwatched = self.lease_ends_unwatched.get(plan.run_id, 0)
+        facts.paused_unwatched = self.paused_unwatched.get(plan.run_id, 0)
         return facts
 
     async def _status(self, run_id: str) -> RunStatus | None:
@@ -316,6 +469,25 @@ class Chaos:
             except Exception:  # a query of a closed run may meet a worker restarting
                 await asyncio.sleep(2)
         return None
+
+
+def branch_commits(origin: Path, branch: str) -> list[str]:
+    """Subjects of the commits on `branch` in the bare repository `origin`, oldest first."""
+    done = subprocess.run(
+        [
+            "git",
+            "--git-dir",
+            str(origin),
+            "log",
+            "--reverse",
+            "--format=%s",
+            f"refs/heads/{branch}",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return done.stdout.splitlines() if done.returncode == 0 else []
 
 
 async def run_chaos(size: ChaosSize, folder: Path, say: Say = print) -> ChaosReport:

@@ -149,12 +149,13 @@ class WorkerPool:
         except OSError:
             return False
 
-    def kill(self, worker: WorkerProcess) -> None:
-        """SIGKILL the worker process itself (its agents live in their own sessions)."""
+    def kill(self, worker: WorkerProcess, *, counted: bool = True) -> None:
+        """SIGKILL the worker process itself (its agents live in their own sessions).
+        `counted`: one of the kills `kills` reports (not one of a window with none alive)."""
         if worker.process is not None and worker.process.poll() is None:
             os.kill(worker.process.pid, signal.SIGKILL)
             worker.process.wait()
-            worker.killed += 1
+            worker.killed += counted
         worker.process = None
 
     def revive_dead(self) -> int:

@@ -1,8 +1,13 @@
 """Judging a chaos run from what it left behind: results, ledgers, checkpoints, sandboxes.
 
 Pure functions over collected facts, plus `render_table`. A restart is *explained* when its
-reason is one of the agent faults that run carried (a crash or a stall once, a time limit
-any number of times); every other restart was caused by a transient fault and counts
+reason is one of the agent faults that run carried (a crash or a stall, once each); every other
+restart was caused by a transient fault and counts against overnight. A lease end explains no
+restart: the sandbox pauses and the run goes on with the same agent.
+
+A step is *redone* when the agent did it twice: each step is a commit the agent pushes to the
+run's branch in its origin, so a step done again is a second commit of it. A crash after a
+step's work (before its checkpoint) redoes that one step by design; any other redo counts
 against overnight.
 """
 
@@ -19,11 +24,11 @@ from overnight.models import RestartRecord, RunResult
 from tests.chaos.plan import STEPS, RunPlan
 
 _RESUMED = re.compile(r"^attempt (\d+) resumed at step (\d+): (.*)$")
+_STEP_COMMIT = re.compile(r"^step (\d+): ")
 # How each agent fault shows as a restart reason, and how often one injection may cause it.
-_REASONS = {
+_REASONS: dict[str, tuple[re.Pattern[str], int | None]] = {
     "crash": (re.compile(r"^agent crashed \(exit 3\)$"), 1),
     "stall": (re.compile(r"^agent stalled "), 1),
-    "time_limit": (re.compile(r"^sandbox time limit reached$"), None),
 }
 
 
@@ -46,6 +51,15 @@ class RunFacts:
     sandboxes_running: list[str] = field(default_factory=list)
     sandboxes_paused: list[str] = field(default_factory=list)
     live_agent_pids: list[int] = field(default_factory=list)
+    # Subjects of the commits on the run's branch in its origin, oldest first.
+    branch_commits: list[str] = field(default_factory=list)
+    # Lease ends the harness made this run meet: with workers alive, and with none alive
+    # (`paused_unwatched`: of those, the ones seen paused while no worker was alive).
+    lease_ends: int = 0
+    lease_ends_unwatched: int = 0
+    paused_unwatched: int = 0
+    # Times a sandbox paused at its lease end was woken and its agent carried on (status).
+    lease_resumes: int = 0
 
 
 @dataclass(frozen=True)
@@ -58,6 +72,7 @@ class RunVerdict:
     explained_restarts: int
     transient_restarts: list[str]
     left_running: int
+    steps_redone: int
 
 
 def judge_run(facts: RunFacts) -> RunVerdict:
@@ -74,7 +89,18 @@ def judge_run(facts: RunFacts) -> RunVerdict:
         explained_restarts=explained,
         transient_restarts=transient,
         left_running=len(facts.sandboxes_running) + (1 if facts.live_agent_pids else 0),
+        steps_redone=steps_redone(facts),
     )
+
+
+def steps_redone(facts: RunFacts) -> int:
+    """Steps the agent did more than once, beyond the one each fired crash redoes."""
+    done = Counter(
+        int(m.group(1)) for subject in facts.branch_commits if (m := _STEP_COMMIT.match(subject))
+    )
+    extra = sum(count - 1 for count in done.values())
+    crashes = sum(1 for switch in facts.fired_switches if switch.startswith("died-after-"))
+    return max(0, extra - crashes)
 
 
 def classify_restarts(plan: RunPlan, restarts: list[RestartRecord]) -> tuple[int, list[str]]:
@@ -179,6 +205,11 @@ class ChaosReport:
             "left_paused": sum(len(f.sandboxes_paused) for f in self.runs),
             "explained_restarts": sum(v.explained_restarts for v in verdicts),
             "transient_restarts": sum(len(v.transient_restarts) for v in verdicts),
+            "steps_redone": sum(v.steps_redone for v in verdicts),
+            "lease_ends": sum(f.lease_ends + f.lease_ends_unwatched for f in self.runs),
+            "lease_ends_unwatched": sum(f.lease_ends_unwatched for f in self.runs),
+            "paused_unwatched": sum(f.paused_unwatched for f in self.runs),
+            "lease_resumes": sum(f.lease_resumes for f in self.runs),
             "stall_late_max": round(
                 max((x for f in self.runs for x in stall_lateness(f)), default=0)
             ),
@@ -194,12 +225,10 @@ class ChaosReport:
             for switch in facts.fired_switches:
                 kind = switch.split("-", 1)[0]
                 fired[{"died": "crash", "stalled": "stall", "fresh": "fresh_context"}[kind]] += 1
-            fired["time_limit"] += sum(
-                1 for r in facts.restarts if _REASONS["time_limit"][0].search(r.reason)
-            )
+            fired["lease_end"] += facts.lease_ends
         return {
             kind: (carried[kind], fired[kind])
-            for kind in ("crash", "stall", "fresh_context", "time_limit")
+            for kind in ("crash", "stall", "fresh_context", "lease_end")
         }
 
     def ok(self) -> bool:
@@ -211,6 +240,8 @@ class ChaosReport:
             and f["checkpoints_lost"] == 0
             and f["left_running"] == 0
             and f["transient_restarts"] == 0
+            and f["steps_redone"] == 0
+            and f["paused_unwatched"] == f["lease_ends_unwatched"]
         )
 
     def run_lines(self) -> list[str]:
@@ -220,8 +251,13 @@ class ChaosReport:
             outcome = facts.result.outcome if facts.result else f"NOT FINISHED ({facts.failure})"
             reasons = "; ".join(r.reason for r in facts.restarts) or "no restarts"
             faults = "+".join(facts.plan.faults) or "none"
+            leases = (
+                f"lease ends {facts.lease_ends}+{facts.lease_ends_unwatched} unwatched, "
+                f"woken {facts.lease_resumes}"
+            )
             lines.append(
-                f"{facts.plan.run_id} {facts.plan.provider:<7} {faults:<26} {outcome}: {reasons}"
+                f"{facts.plan.run_id} {facts.plan.provider:<7} {faults:<26} {outcome}: "
+                f"{reasons}; {leases}"
             )
         return lines
 
@@ -240,6 +276,15 @@ class ChaosReport:
                     f"{rid} ({', '.join(facts.plan.faults) or 'no faults'}): "
                     f"unexplained restarts {verdict.transient_restarts}"
                 )
+            if verdict.steps_redone:
+                lines.append(
+                    f"{rid}: {verdict.steps_redone} step(s) redone: {facts.branch_commits}"
+                )
+            if facts.paused_unwatched != facts.lease_ends_unwatched:
+                lines.append(
+                    f"{rid}: {facts.lease_ends_unwatched - facts.paused_unwatched} sandbox(es) "
+                    "not paused at a lease end with no worker alive"
+                )
             if verdict.left_running:
                 lines.append(
                     f"{rid}: left running {facts.sandboxes_running} pids {facts.live_agent_pids}"
@@ -251,7 +296,7 @@ _AGENT_FAULT_NAMES = {
     "crash": "agent crash (exit 3 mid-step)",
     "stall": "agent stall (hangs before a step)",
     "fresh_context": "fresh-context exit (code 75)",
-    "time_limit": "sandbox time limit hit",
+    "lease_end": "lease end met, workers alive",
 }
 
 
@@ -260,6 +305,12 @@ def render_table(report: ChaosReport) -> str:
     rows: list[tuple[str, str]] = [("faults injected", "")]
     for kind, (carried, fired) in report.agent_faults().items():
         rows.append((f"  {_AGENT_FAULT_NAMES[kind]}", f"{fired} (in {carried} runs)"))
+    rows.append(
+        (
+            "  lease end met with no worker alive",
+            f"{f['lease_ends_unwatched']} (paused then: {f['paused_unwatched']})",
+        )
+    )
     for name, count in report.infra_faults.items():
         rows.append((f"  {name}", str(count)))
     rows += [
@@ -268,6 +319,8 @@ def render_table(report: ChaosReport) -> str:
         ("  duplicate outside actions (ledger)", str(f["duplicates"])),
         ("  missing outside actions (ledger)", str(f["missing_actions"])),
         ("  checkpoints lost", str(f["checkpoints_lost"])),
+        ("  steps redone (beyond a crash's own step)", str(f["steps_redone"])),
+        ("  lease ends carried on by the same agent", str(f["lease_resumes"])),
         ("  sandboxes left running", str(f["left_running"])),
         ("  sandboxes left paused", str(f["left_paused"])),
         ("  restarts explained by agent faults", str(f["explained_restarts"])),

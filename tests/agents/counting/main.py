@@ -64,7 +64,9 @@ def main() -> int:
     quiet_after = int(os.environ.get("AGENT_QUIET_AFTER", "0"))
     quiet_seconds = float(os.environ.get("AGENT_QUIET_SECONDS", "0"))
     die_after = int(os.environ.get("AGENT_DIE_AFTER", "0"))
-    checkpoint = json.loads(path.read_text()) if path.exists() else {"step": 0, "notes": []}
+    checkpoint: dict[str, Any] = (
+        json.loads(path.read_text()) if path.exists() else {"step": 0, "notes": []}
+    )
     notes: list[str] = checkpoint["notes"]
     for n in range(int(checkpoint["step"]) + 1, steps + 1):
         time.sleep(step_seconds)
