@@ -1,4 +1,5 @@
-"""A secret in `secret_env` reaches the agent and nothing else.
+"""A secret in `secret_env` reaches the agent and nothing else: not even when the agent prints
+it, then its last words (kept in the run's status) and the notifications are redacted.
 
 The secret's value is set only in a worker process's environment (`python worker.py`, as in
 production); neither this test process nor the CLI ever has it. Runs on both providers
@@ -17,6 +18,7 @@ import os
 import secrets
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -34,6 +36,7 @@ from tests.live import (
     scripted_spec,
     task_failures,
 )
+from tests.webhook_receiver import Receiver
 
 OVERNIGHT = Path(sys.executable).parent / "overnight"
 SECRET_NAME = "OVERNIGHT_TEST_SECRET"
@@ -187,3 +190,75 @@ async def test_a_secret_reaches_the_agent_and_appears_nowhere_else(
     for run_id in runs:
         assert running_sandboxes(run_id, world.local_home) == []
         assert running_sandboxes(run_id, world.runtime_home) == []
+
+
+async def test_a_secret_the_agent_prints_is_redacted_from_its_last_words_and_notifications(
+    dev_server: DevServer, dev_client: Client, world: SecretWorld
+) -> None:
+    secret = world.secret
+    outputs: list[str] = []
+    with Receiver() as receiver:
+        async with nothing_left_running(dev_client, [world.local_home, world.runtime_home]) as runs:
+            starts = []
+            for provider in ("local", "runtime"):
+                run_id = new_run_id(f"loud-{provider}")
+                runs.append(run_id)
+                spec = scripted_spec(
+                    run_id,
+                    world.root / "origins",
+                    "loud-crash",
+                    provider=provider,
+                    secret_env=[SECRET_NAME],
+                    env={"AGENT_SECRET_NAME": SECRET_NAME},
+                    budget={"max_restarts": 1},
+                    notify=[{"url": receiver.url, "on_restart": True}],
+                )
+                spec_file = world.root / f"{run_id}.json"
+                spec_file.write_text(spec.model_dump_json())
+                starts.append(
+                    overnight_cli(
+                        dev_server,
+                        "start",
+                        str(spec_file),
+                        "--wait",
+                        "--json",
+                        "--task-queue",
+                        world.task_queue,
+                    )
+                )
+            for finished in await asyncio.gather(*starts):
+                assert finished.returncode == 0, finished.stderr
+                outputs += [finished.stdout, finished.stderr]
+            for run_id in runs:
+                shown = await overnight_cli(dev_server, "status", run_id, "--json")
+                outputs += [shown.stdout, shown.stderr]
+                status = json.loads(shown.stdout)
+                # The crash's last words are kept, the secret in them redacted by the worker.
+                [record] = status["restarts"]
+                assert "calling the API with token=***" in record["output_tail"]
+                assert "RuntimeError: the API refused token ***" in record["output_tail"]
+                assert status["last_words"]["tail"].endswith("all done")
+            give_up = time.monotonic() + 30
+            while len(receiver.accepted) < 4 and time.monotonic() < give_up:
+                await asyncio.sleep(0.2)
+            async for execution in dev_client.list_workflows():
+                assert secret not in await history_text(dev_client, execution.id), execution.id
+
+    # Each run told of its restart (with the crash's last words) and of its end.
+    by_run: dict[str, list[str]] = {}
+    for got in receiver.accepted:
+        by_run.setdefault(got.json["run_id"], []).append(got.event)
+        assert secret.encode() not in got.body
+    assert by_run == {run_id: ["restart", "finished"] for run_id in runs}
+    restart = next(r.json for r in receiver.accepted if r.event == "restart")
+    assert restart["output_tail"]["text"].endswith("RuntimeError: the API refused token ***")
+    for text in outputs:
+        assert secret not in text
+    log = "".join(w.log_file.read_text(errors="replace") for w in world.pool.workers)
+    assert secret not in log
+    # The agent's own output, in its own sandbox, holds what it printed (as Runtime would keep
+    # it); nothing overnight copied out of a sandbox, and no other file, does.
+    holding = files_holding(world.root, secret.encode())
+    assert holding, "the agent printed the secret"
+    for path in holding:
+        assert path.name == "output.log" and path.parent.parent.name == "processes", path
