@@ -17,7 +17,7 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from activities.models import ActivityName, CheckpointRead, Observation, ObserveInput
+    from activities.models import CheckpointRead, Observation
     from overnight.models import (
         Budget,
         BudgetExtension,
@@ -25,7 +25,7 @@ with workflow.unsafe.imports_passed_through():
         RunResult,
         RunStatus,
     )
-    from workflows import budget, calls, intake, lease_steps, policies
+    from workflows import budget, calls, end_steps, intake, lease_steps
     from workflows.card import build_status, render_card
     from workflows.checkpoint import judge
     from workflows.decide import (
@@ -43,7 +43,7 @@ with workflow.unsafe.imports_passed_through():
         next_wake,
         restart_within_budget,
     )
-    from workflows.notice import note_last_words, record_restart
+    from workflows.notice import attention_text, note_last_words, record_restart
     from workflows.notify_steps import NOTIFY_PATCH, Notifier
     from workflows.publish import Publisher
     from workflows.state import SupervisorState
@@ -202,27 +202,7 @@ class AgentRun:
         now = workflow.now()
         until = self._watch_until or next_wake(s, now)
         wait = max(0.0, (until - now).total_seconds())
-        spec = s.spec
-        handle = workflow.start_activity(
-            ActivityName.OBSERVE_AGENT,
-            ObserveInput(
-                provider=spec.provider,
-                sandbox_id=s.sandbox_id,
-                process_id=s.process_id,
-                checkpoint_path=spec.checkpoint_path,
-                max_checkpoint_bytes=spec.max_checkpoint_bytes,
-                known_digest=s.seen_digest,
-                wait_seconds=wait,
-                check_interval_seconds=min(spec.poll_seconds, 1.0),
-                watch_token=s.watch_token,
-                report_every_seconds=spec.poll_seconds,
-            ),
-            result_type=Observation,
-            start_to_close_timeout=calls.observe_timeout(wait),
-            heartbeat_timeout=policies.observe_heartbeat(spec.poll_seconds),
-            retry_policy=policies.OBSERVE_RETRY,
-            summary=f"watch agent in sandbox {s.attempt}",
-        )
+        handle = calls.start_observe(s, wait)
         try:
             await workflow.wait_condition(lambda: handle.done() or s.cancel_requested)
         finally:
@@ -307,7 +287,7 @@ class AgentRun:
                 await self._act(s, restart_within_budget(s, why, workflow.now()))
                 return
             why = f"could not create sandbox {s.attempt}: {calls.describe(err)}"
-            await self._sweep(s, stop=True, paused_too=False, why="half-made sandbox")
+            await end_steps.sweep(s, stop=True, paused_too=False, why="half-made sandbox")
             await self._enter_attention(s, NeedsAttention(why, pending_restart=reason or why))
             return
         now = workflow.now()
@@ -380,7 +360,8 @@ class AgentRun:
         # Only once the sandbox is paused: `needs_attention` promises nothing runs.
         s.state = "needs_attention"
         workflow.logger.warning("run needs attention: %s", decision.reason)
-        self._notifier.tell(s, "needs_attention", _attention_text(decision))
+        why = attention_text(decision.reason, decision.pending_restart)
+        self._notifier.tell(s, "needs_attention", why)
 
     async def _wait_for_person(self, s: SupervisorState) -> Decision | None:
         assert s.attention_since is not None
@@ -440,14 +421,6 @@ class AgentRun:
         if read is not None:
             note_last_words(s, read.output_tail, ended, workflow.now())
 
-    async def _sweep(self, s: SupervisorState, *, stop: bool, paused_too: bool, why: str) -> None:
-        """Leave none of this run's sandboxes running; `paused_too` ends those kept for a look."""
-        for box in await calls.list_sandboxes(s.spec):
-            if box.sandbox_id == s.sandbox_id:
-                continue
-            if box.state in ("running", "starting") or (paused_too and box.state == "paused"):
-                await calls.pause_or_stop(s.spec, box.sandbox_id, stop=stop, why=why)
-
     async def _end(self, s: SupervisorState, outcome: str) -> RunResult:
         s.state = "finishing"
         self._publish(s)
@@ -458,7 +431,7 @@ class AgentRun:
             await self._salvage_checkpoint(s, why, ended)
             await calls.pause_or_stop(s.spec, s.sandbox_id, stop=not keep, why=why)
             budget.close_sandbox_spend(s, workflow.now())
-        await self._sweep(s, stop=not keep, paused_too=not keep, why=why)
+        await end_steps.sweep(s, stop=not keep, paused_too=not keep, why=why)
         s.state = "finished" if outcome == "finished" else "cancelled"
         s.process_id = None
         self._publish(s)
@@ -482,12 +455,6 @@ class AgentRun:
         now = workflow.now()
         status = build_status(s, now)
         self._publisher.publish(status, render_card(status, now), s.search_attributes or [])
-
-
-def _attention_text(decision: NeedsAttention) -> str:
-    if decision.pending_restart and decision.pending_restart != decision.reason:
-        return f"{decision.pending_restart}; {decision.reason}"
-    return decision.reason
 
 
 def _is_quiet(seen: Observation | ObserveFailed) -> bool:

@@ -20,6 +20,8 @@ with workflow.unsafe.imports_passed_through():
         CreateSandboxInput,
         ExtendSandboxInput,
         ListSandboxesInput,
+        Observation,
+        ObserveInput,
         ReadCheckpointInput,
         SandboxInfo,
         SandboxList,
@@ -30,6 +32,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from overnight.models import RunSpec
     from workflows import policies
+    from workflows.state import SupervisorState
 
 
 def start_create_sandbox(
@@ -213,6 +216,33 @@ async def present_search_attributes() -> list[str]:
         workflow.logger.warning("search attribute check failed, not setting any: %s", describe(err))
         return []
     return found.present
+
+
+def start_observe(s: SupervisorState, wait: float) -> workflow.ActivityHandle[Observation]:
+    """One long poll of the current agent, at most `wait` seconds (started, not awaited: a
+    signal may interrupt it)."""
+    assert s.sandbox_id is not None and s.process_id is not None
+    spec = s.spec
+    return workflow.start_activity(
+        ActivityName.OBSERVE_AGENT,
+        ObserveInput(
+            provider=spec.provider,
+            sandbox_id=s.sandbox_id,
+            process_id=s.process_id,
+            checkpoint_path=spec.checkpoint_path,
+            max_checkpoint_bytes=spec.max_checkpoint_bytes,
+            known_digest=s.seen_digest,
+            wait_seconds=wait,
+            check_interval_seconds=min(spec.poll_seconds, 1.0),
+            watch_token=s.watch_token,
+            report_every_seconds=spec.poll_seconds,
+        ),
+        result_type=Observation,
+        start_to_close_timeout=observe_timeout(wait),
+        heartbeat_timeout=policies.observe_heartbeat(spec.poll_seconds),
+        retry_policy=policies.OBSERVE_RETRY,
+        summary=f"watch agent in sandbox {s.attempt}",
+    )
 
 
 def observe_timeout(wait_seconds: float) -> timedelta:

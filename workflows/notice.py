@@ -78,3 +78,10 @@ def notification(
         webhooks=list(s.spec.notify),
         secret_env=list(s.spec.secret_env),
     )
+
+
+def attention_text(reason: str, pending_restart: str | None) -> str:
+    """Why the run needs a person: what happened (a crash...) and what ran out."""
+    if pending_restart and pending_restart != reason:
+        return f"{pending_restart}; {reason}"
+    return reason
