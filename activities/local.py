@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import asyncio
 from datetime import UTC, datetime
+from typing import Any
 
 from activities import local_isolation
 from activities.local_engine import LocalEngine
 from activities.local_procs import ProcessRecord
+from activities.local_snapshots import LocalSnapshots
 from activities.local_state import SandboxMeta
 from activities.models import SandboxInfo
 from activities.polling_watch import Look, poll_watch
@@ -23,6 +25,10 @@ from activities.provider import (
     SandboxRequest,
     Sighting,
 )
+from activities.snapshot_provider import SnapshotInfo
+
+# In a sandbox made from a snapshot: which one its workspace was filled from (set once).
+RESTORED_MARK = "restored-from"
 
 
 def sandbox_info(meta: SandboxMeta) -> SandboxInfo:
@@ -38,6 +44,19 @@ def sandbox_info(meta: SandboxMeta) -> SandboxInfo:
     )
 
 
+def snapshot_info(record: dict[str, Any]) -> SnapshotInfo:
+    return SnapshotInfo(
+        snapshot_id=record["id"],
+        state=record.get("state", "ready"),
+        name=record.get("name", ""),
+        mode=record.get("mode", "disk"),
+        labels=dict(record.get("labels", {})),
+        size_bytes=record.get("sizeBytes"),
+        created_at=datetime.fromtimestamp(record.get("createdAt", 0), UTC),
+        source_sandbox_id=record.get("source"),
+    )
+
+
 def process_info(record: ProcessRecord) -> ProcessInfo:
     return ProcessInfo(process_id=record.process_id, state=record.state, exit_code=record.exit_code)
 
@@ -47,6 +66,7 @@ class LocalProvider:
 
     def __init__(self, engine: LocalEngine | None = None):
         self.engine = engine or LocalEngine()
+        self.snapshots = LocalSnapshots(self.engine)
 
     async def get_or_create(self, request: SandboxRequest) -> tuple[SandboxInfo, bool]:
         meta, created = await asyncio.to_thread(
@@ -60,7 +80,49 @@ class LocalProvider:
             isolation=request.isolation,
             binds=request.binds,
         )
+        if request.snapshot_id is not None:
+            await asyncio.to_thread(self._restore_once, meta.id, request.snapshot_id)
         return sandbox_info(meta), created
+
+    def _restore_once(self, sandbox_id: str, snapshot_id: str) -> None:
+        # Once per sandbox, before its agent starts: a retried create finds the mark.
+        mark = self.engine.folder(sandbox_id) / RESTORED_MARK
+        if mark.exists():
+            return
+        self.snapshots.restore_into(snapshot_id, sandbox_id)
+        mark.write_text(snapshot_id)
+
+    async def snapshot(
+        self,
+        sandbox_id: str,
+        *,
+        name: str,
+        mode: str,
+        labels: dict[str, str],
+        retention_days: int,
+    ) -> SnapshotInfo:
+        record = await asyncio.to_thread(
+            self.snapshots.take,
+            sandbox_id,
+            name=name,
+            mode=mode,
+            labels=labels,
+            retention_days=retention_days,
+        )
+        return snapshot_info(record)
+
+    async def snapshot_info(self, snapshot_id: str) -> SnapshotInfo:
+        record = await asyncio.to_thread(self.snapshots.get, snapshot_id)
+        if record is None:
+            return SnapshotInfo(snapshot_id=snapshot_id, state="missing")
+        return snapshot_info(record)
+
+    async def delete_snapshot(self, snapshot_id: str) -> None:
+        await asyncio.to_thread(self.snapshots.delete, snapshot_id)
+
+    async def list_snapshots(self, labels: dict[str, str]) -> list[SnapshotInfo]:
+        records = await asyncio.to_thread(self.snapshots.list, labels)
+        return [snapshot_info(r) for r in records]
 
     async def sandbox(self, sandbox_id: str) -> SandboxInfo:
         meta = await asyncio.to_thread(self.engine.find, sandbox_id)

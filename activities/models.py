@@ -35,6 +35,10 @@ class ActivityName:
     # change, and one more try for one target (from the `OvernightNotify` workflow).
     SEND_NOTIFICATION = "send_notification"
     DELIVER_NOTIFICATION = "deliver_notification"
+    # Snapshot recovery (activities.snapshot_activities).
+    TAKE_SNAPSHOT = "take_snapshot"
+    DELETE_SNAPSHOTS = "delete_snapshots"
+    LIST_SNAPSHOTS = "list_snapshots"
 
 
 class _Model(BaseModel):
@@ -67,8 +71,22 @@ class OutputTail(_Model):
     truncated: bool = False
 
 
+class SnapshotRestore(_Model):
+    """Make the new sandbox from this snapshot (when it is still ready) instead of clone +
+    upload + checkpoint."""
+
+    snapshot_id: str
+    mode: str = "disk"
+    # The agent's snapshot request it answered (answered again in the copy: a memory-mode
+    # agent restored inside `snapshot_here()` goes on).
+    request: int = 0
+    # Memory mode: the start key of the agent captured running (adopted when it runs).
+    adopt_start_key: str | None = None
+
+
 class CreateSandboxInput(_Model):
-    """Create sandbox `{run_id}-{attempt}` and start the agent in it, from `checkpoint`."""
+    """Create sandbox `{run_id}-{attempt}` and start the agent in it, from `checkpoint`
+    (or from `restore`, a snapshot)."""
 
     spec: RunSpec
     attempt: int = Field(ge=1)
@@ -76,6 +94,7 @@ class CreateSandboxInput(_Model):
     restart_reason: str = ""
     # Runtime's own cap on the sandbox's lifetime cost: what is left of the spend budget.
     max_total_cost_micros: int | None = Field(default=None, gt=0)
+    restore: SnapshotRestore | None = None
 
 
 class AgentStarted(_Model):
@@ -90,6 +109,10 @@ class AgentStarted(_Model):
     isolation: str | None = None
     # A start in the same sandbox: the last words of the agent it replaces (when asked).
     previous_output: OutputTail | None = None
+    # The snapshot the sandbox was made from (None: from the checkpoint), and whether the
+    # agent captured running in it was adopted (memory mode) rather than started.
+    restored_from: str | None = None
+    adopted: bool = False
 
 
 class StartAgentInput(_Model):
@@ -199,3 +222,51 @@ class SearchAttributeCheck(_Model):
 
 class SearchAttributeCheckInput(_Model):
     """No fields: the activity asks the worker's own namespace."""
+
+
+class TakeSnapshotInput(_Model):
+    """Pause the sandbox, capture it, wait for `ready` (or `failed`), wake it, answer the
+    agent's request; then delete `delete_ids` if the capture is ready."""
+
+    provider: Provider
+    sandbox_id: str
+    run_id: str
+    # The run's n-th capture (its name `{run_id}-snap-{n}` makes a retry find it).
+    number: int = Field(ge=1)
+    mode: str = "disk"
+    retention_days: int = Field(default=7, ge=1)
+    # The agent's request number (0: an automatic capture after a checkpoint change).
+    request: int = Field(default=0, ge=0)
+    delete_ids: list[str] = Field(default_factory=list)
+
+
+class SnapshotTaken(_Model):
+    state: Literal["ready", "failed"]
+    snapshot_id: str | None = None
+    size_bytes: int | None = None
+    # How long the sandbox was held paused for it.
+    pause_seconds: float = 0
+    error: str | None = None
+    deleted: list[str] = Field(default_factory=list)
+
+
+class DeleteSnapshotsInput(_Model):
+    provider: Provider
+    snapshot_ids: list[str] = Field(default_factory=list)
+
+
+class ListSnapshotsInput(_Model):
+    provider: Provider
+    run_id: str | None = None
+
+
+class SnapshotSummary(_Model):
+    snapshot_id: str
+    state: str
+    run_id: str | None = None
+    size_bytes: int | None = None
+    created_at: datetime | None = None
+
+
+class SnapshotList(_Model):
+    snapshots: list[SnapshotSummary] = Field(default_factory=list)

@@ -52,6 +52,8 @@ class SandboxRequest:
     # activities/local_isolation); other providers isolate their own way and ignore these.
     isolation: Literal["bubblewrap", "none"] = "bubblewrap"
     binds: tuple[HostBind, ...] = ()
+    # Start as a copy of this snapshot (recovery "snapshot"; see activities.snapshot_provider).
+    snapshot_id: str | None = None
 
 
 @dataclass(frozen=True)

@@ -44,6 +44,7 @@ from activities.provider import (
     Sighting,
 )
 from activities.runtime_errors import runtime_call
+from activities.runtime_snapshots import RuntimeSnapshots
 
 API_KEY_VARIABLE = "RUNTIME_API_KEY"
 START_KEY_MARKER = "# overnight-start-key="
@@ -73,7 +74,7 @@ EXIT_REPORT_TRIES = 25
 EXIT_REPORT_PAUSE = 0.2
 
 
-class RuntimeProvider:
+class RuntimeProvider(RuntimeSnapshots):
     """`SandboxProvider` on Runtime. The key is read from the worker's `RUNTIME_API_KEY` only.
 
     The SDK's own retries are kept short on purpose (`max_retries`, `timeout`, no capacity
@@ -148,6 +149,8 @@ class RuntimeProvider:
             options: dict[str, Any] = {}
             if request.max_total_cost_micros is not None:
                 options["max_total_cost_micros"] = max(1, request.max_total_cost_micros)
+            if request.snapshot_id is not None:
+                options["snapshot"] = request.snapshot_id
             sandbox = await self._client().sandboxes.get_or_create(
                 name=request.name,
                 labels=request.labels,

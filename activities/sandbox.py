@@ -55,6 +55,7 @@ from activities.provider import (
     SandboxRequest,
 )
 from activities.runtime_watch import exit_marker_path
+from activities.snapshot_activities import SnapshotActivities, start_restored, usable_restore
 from overnight.constants import (
     AGENT_MOUNT,
     KIT_MOUNT,
@@ -111,6 +112,7 @@ class SandboxActivities:
 
         return [
             *NotifyActivities(self._client).all(),
+            *SnapshotActivities(self._provider, self._heartbeat_seconds).all(),
             self.create_sandbox,
             self.start_agent,
             self.observe_agent,
@@ -176,6 +178,7 @@ class SandboxActivities:
         )
         async with auto_heartbeat(self._heartbeat_seconds):
             with activity_errors():
+                request = await usable_restore(provider, request, input.restore)
                 sandbox, created = await provider.get_or_create(request)
                 if not created and sandbox.state == "paused":
                     # Its lease ended while this create was retried (sandboxes pause at their
@@ -190,6 +193,21 @@ class SandboxActivities:
                 if sandbox.state != "running":
                     raise SandboxNotRunning(sandbox.sandbox_id, sandbox.state)
                 sid = sandbox.sandbox_id
+                launch = _launch(spec, input.attempt, 0, env)
+                if request.snapshot_id is not None and input.restore is not None:
+                    # Files (and, in memory mode, the agent) come back from the snapshot.
+                    process, adopted = await start_restored(
+                        provider, sandbox, input.restore, launch
+                    )
+                    return AgentStarted(
+                        sandbox_id=sid,
+                        process_id=process.process_id,
+                        created=created,
+                        lease_ends_at=sandbox.lease_ends_at,
+                        isolation=sandbox.isolation,
+                        restored_from=request.snapshot_id,
+                        adopted=adopted,
+                    )
                 await setup.clone_and_switch(provider, sid, spec)
                 await provider.upload_dir(sid, spec.agent_dir, AGENT_MOUNT)
                 await provider.upload_dir(sid, str(setup.KIT_DIR), KIT_MOUNT)
@@ -197,7 +215,7 @@ class SandboxActivities:
                     await setup.write_checkpoint_once(
                         provider, sid, spec.checkpoint_path, input.checkpoint
                     )
-                process = await provider.start_agent(sid, _launch(spec, input.attempt, 0, env))
+                process = await provider.start_agent(sid, launch)
         return AgentStarted(
             sandbox_id=sid,
             process_id=process.process_id,

@@ -10,6 +10,13 @@ DEFAULT_NAMESPACE = "default"
 # Sandbox labels: every sandbox a run creates carries them, so `overnight reap` can find it.
 LABEL_RUN = "overnight-run"
 LABEL_ATTEMPT = "overnight-attempt"
+# Snapshots carry LABEL_RUN too, and their number in the run.
+LABEL_SNAPSHOT = "overnight-snapshot"
+# Where the supervisor answers an agent's snapshot request (see the agent kit's
+# `snapshot_here()`): JSON {"request", "state", "snapshot_id"}.
+SNAPSHOT_ANSWER = "/workspace/.overnight/snapshot.json"
+# The checkpoint key an agent asks for a snapshot with: a number greater than the last asked.
+SNAPSHOT_REQUEST_KEY = "snapshot_request"
 
 # Search attributes (registered by the dev server from temporal-dev.yaml).
 SA_STATE = "OvernightState"

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from overnight.isolation import MAX_BINDS, HostBind, Isolation, check_binds
 from overnight.notify_spec import MAX_WEBHOOKS, Webhook, webhooks_from_input
+from overnight.snapshot_spec import Recovery, SnapshotMode, check_snapshot_mode
 
 RUN_ID_PATTERN = r"^[a-z0-9][a-z0-9-]{0,62}$"
 RUN_ID_PATTERN_OR_EMPTY = r"^([a-z0-9][a-z0-9-]{0,62})?$"
@@ -84,6 +85,8 @@ class Rates(_StrictInput):
 
     vcpu_hour_usd: float = Field(default=0.025, ge=0)
     gib_hour_usd: float = Field(default=0.0075, ge=0)
+    # Snapshot storage, per GiB kept per hour (recovery "snapshot").
+    snapshot_gib_hour_usd: float = Field(default=0.0001, ge=0)
 
 
 def _workspace_path(value: str, field: str) -> str:
@@ -129,6 +132,16 @@ class RunSpec(_StrictInput):
     # Webhooks told when the run needs a person, fails, finishes or is cancelled (and, if they
     # ask, of every restart); a worker-wide default comes from its environment (README).
     notify: list[Webhook] = Field(default_factory=list, max_length=MAX_WEBHOOKS)
+    # How a restart recovers (see overnight/snapshot_spec.py and the README): "checkpoint"
+    # (clone, upload, checkpoint) or "snapshot" (the latest ready snapshot of the sandbox).
+    recovery: Recovery = "checkpoint"
+    # Left out: the provider's first ("memory" on runtime, "disk" on local).
+    snapshot_mode: SnapshotMode | None = None
+    # The least time between two captures (a request inside it waits for its end).
+    snapshot_every_seconds: PositiveSeconds = 600
+    snapshot_retention_days: int = Field(default=7, ge=1, le=365)
+    # The agent declares a capture right after each checkpoint change safe (no request needed).
+    snapshot_on_checkpoint: bool = False
 
     @field_validator("notify", mode="before")
     @classmethod
@@ -218,6 +231,9 @@ class RunSpec(_StrictInput):
             raise ValueError("fresh_context_exit_code may not be 0 (0 means finished)")
         if self.provider == "runtime":
             _within_runtime_limits(self)
+        mode = check_snapshot_mode(self.provider, self.snapshot_mode)
+        if self.recovery == "snapshot":
+            self.snapshot_mode = mode
         return self
 
     @model_validator(mode="after")

@@ -23,6 +23,7 @@ from tests.fake_runtime.http import Request, Response, Route, error_response
 from tests.fake_runtime.routes import SandboxRoutes
 from tests.fake_runtime.rules import Rules
 from tests.fake_runtime.sandboxes import Sandboxes
+from tests.fake_runtime.snapshots import SnapshotRoutes
 from tests.fake_runtime.traffic import RateLimiter, Served, Tracked, Traffic, seconds_header
 from tests.fake_runtime.watches import WatchRoutes
 
@@ -53,9 +54,14 @@ class RuntimeApi:
         self._limiters: dict[str, RateLimiter] = {}
         self._answers: dict[tuple[str, str, str], Response] = {}
         self._key_locks: dict[tuple[str, str, str], asyncio.Lock] = {}
+        sandbox_routes = SandboxRoutes(engine, self.sandboxes, self.rules)
+        commands = CommandRoutes(engine, self.sandboxes, self.rules)
+        self.snapshots = SnapshotRoutes(engine, self.sandboxes, self.rules, commands)  # type: ignore[arg-type]
+        sandbox_routes.snapshots = self.snapshots
         self._routes = (
-            SandboxRoutes(engine, self.sandboxes, self.rules).routes()
-            + CommandRoutes(engine, self.sandboxes, self.rules).routes()
+            sandbox_routes.routes()
+            + commands.routes()
+            + self.snapshots.routes()
             + FileRoutes(engine).routes()
             + self.watches.routes()
         )

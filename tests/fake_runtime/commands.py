@@ -63,6 +63,7 @@ class CommandRoutes:
     """`:exec`, spawn, process list and state, and process output."""
 
     def __init__(self, engine: SandboxProvider, sandboxes: Sandboxes, rules: Rules) -> None:
+        self.envs: dict[tuple[str, str], dict[str, str]] = {}
         self.engine = engine
         self.sandboxes = sandboxes
         self.rules = rules
@@ -154,6 +155,8 @@ class CommandRoutes:
             "outputEncoding": body.get("outputEncoding") or "utf8",
         }
         self._processes.setdefault(groups[0], {})[started.process_id] = record
+        # Kept apart (never shown): a memory snapshot's simulation starts it again with it.
+        self.envs[(groups[0], started.process_id)] = dict(launch.env)
         return json_response(await self._process_json(groups[0], started.process_id), 201)
 
     async def _process_json(self, sandbox_id: str, process_id: str) -> dict[str, Any]:

@@ -56,6 +56,8 @@ class SandboxRoutes:
         self.engine = engine
         self.sandboxes = sandboxes
         self.rules = rules
+        # The snapshot routes (set by the API), for creates with `snapshot`.
+        self.snapshots: Any = None
 
     def routes(self) -> RouteTable:
         return [
@@ -74,6 +76,10 @@ class SandboxRoutes:
         problems = create_problems(body, self.rules)
         if problems:
             return refusal(400, "invalid_request", problems)
+        if self.snapshots is not None:
+            refused: Response | None = self.snapshots.problems(body)
+            if refused is not None:
+                return refused
         name: str | None = body.get("name")
         async with self.sandboxes.create_lock:  # two creates of one name: one sandbox
             held = await self.sandboxes.holder(name) if name else None
@@ -90,10 +96,12 @@ class SandboxRoutes:
 
     async def _new(self, body: dict[str, Any], name: str | None) -> Record:
         timeout = float(body.get("timeoutSeconds", DEFAULT_LEASE_SECONDS))
+        snapshot = body.get("snapshot")
+        kept = self.snapshots.labels_for(body) if snapshot is not None else None
         record = Record(
             id=new_id(name),
             name=name,
-            labels=dict(body.get("labels") or {}),
+            labels=kept if kept is not None else dict(body.get("labels") or {}),
             created_at=time.time(),
             timeout_seconds=timeout,
             on_lease_end=str(body.get("onLeaseEnd", "pause")),
@@ -112,8 +120,11 @@ class SandboxRoutes:
                 vcpu=record.vcpu,
                 memory_mib=record.memory_mib,
                 on_lease_end="stop" if record.on_lease_end == "stop" else "pause",
+                snapshot_id=None if snapshot is None else self.snapshots.copy_of(snapshot),
             )
         )
+        if snapshot is not None:
+            await self.snapshots.restart_processes(snapshot, record.id)
         self.sandboxes.add(record)
         return record
 

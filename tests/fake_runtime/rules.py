@@ -110,6 +110,8 @@ class Rules:
     poll_seconds: float = 0.05
     # A process's output is kept (and served) up to its last this many bytes.
     output_keep_bytes: int = 1024 * 1024
+    # A snapshot is `capturing` this long before it is `ready` (the source must stay paused).
+    snapshot_capture_seconds: float = 0.3
 
     @classmethod
     def lenient(cls, **numbers: Any) -> Rules:

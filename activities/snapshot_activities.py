@@ -1,0 +1,186 @@
+"""Snapshot recovery's activities: take a snapshot at a safe point, delete and list them, and
+the restore half of `create_sandbox`.
+
+A capture holds the sandbox paused from before the snapshot is asked for until it is `ready`
+or `failed` (Runtime's rule), then wakes it and answers the agent's request in
+`SNAPSHOT_ANSWER`. A failed capture comes back as `state="failed"`, never as an error that
+could end the attempt: the workflow logs it and tries again later.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
+from typing import Any
+
+from temporalio import activity
+
+from activities.errors import ErrorType, activity_errors, non_retryable
+from activities.heartbeat import auto_heartbeat
+from activities.models import (
+    ActivityName,
+    DeleteSnapshotsInput,
+    ListSnapshotsInput,
+    SandboxInfo,
+    SnapshotList,
+    SnapshotRestore,
+    SnapshotSummary,
+    SnapshotTaken,
+    TakeSnapshotInput,
+)
+from activities.provider import AgentLaunch, ProcessInfo, ProviderError, SandboxProvider
+from activities.provider import SandboxRequest as Request
+from activities.snapshot_provider import SnapshotProvider
+from overnight.constants import LABEL_RUN, LABEL_SNAPSHOT, SNAPSHOT_ANSWER
+
+ProviderGetter = Callable[[str], Awaitable[SandboxProvider]]
+
+
+def snapshots_of(provider: SandboxProvider) -> SnapshotProvider:
+    if not isinstance(provider, SnapshotProvider):
+        raise non_retryable(ErrorType.INVALID_REQUEST, "this provider offers no snapshots")
+    return provider
+
+
+def snapshot_name(run_id: str, number: int) -> str:
+    return f"{run_id}-snap-{number}"
+
+
+async def answer_request(
+    provider: SandboxProvider, sandbox_id: str, request: int, state: str, snapshot_id: str | None
+) -> None:
+    """Tell an agent waiting in `snapshot_here()` that its snapshot is taken (or failed)."""
+    answer = {"request": request, "state": state, "snapshot_id": snapshot_id}
+    await provider.write_file(sandbox_id, SNAPSHOT_ANSWER, json.dumps(answer).encode())
+
+
+class SnapshotActivities:
+    def __init__(self, provider: ProviderGetter, heartbeat_seconds: float | None = None):
+        self._provider = provider
+        self._heartbeat_seconds = heartbeat_seconds
+
+    def all(self) -> list[Callable[..., Any]]:
+        return [self.take_snapshot, self.delete_snapshots, self.list_snapshots]
+
+    @activity.defn(name=ActivityName.TAKE_SNAPSHOT)
+    async def take_snapshot(self, input: TakeSnapshotInput) -> SnapshotTaken:
+        provider = await self._provider(input.provider)
+        snaps = snapshots_of(provider)
+        labels = {LABEL_RUN: input.run_id, LABEL_SNAPSHOT: str(input.number)}
+        async with auto_heartbeat(self._heartbeat_seconds):
+            with activity_errors():
+                before = await provider.sandbox(input.sandbox_id)
+                if before.state not in ("running", "paused"):
+                    return SnapshotTaken(state="failed", error=f"sandbox is {before.state}")
+                was_running = before.state == "running"
+                paused_at = time.monotonic()
+                if was_running:
+                    await provider.pause(input.sandbox_id)
+                try:
+                    taken = await snaps.snapshot(
+                        input.sandbox_id,
+                        name=snapshot_name(input.run_id, input.number),
+                        mode=input.mode,
+                        labels=labels,
+                        retention_days=input.retention_days,
+                    )
+                    error = taken.error
+                except ProviderError as failed:
+                    if failed.retryable:
+                        raise
+                    taken, error = None, str(failed)
+                finally:
+                    # Held paused until the snapshot is ready or failed, then carried on.
+                    if was_running:
+                        await provider.wake(input.sandbox_id)
+                held = time.monotonic() - paused_at
+                ready = taken is not None and taken.state == "ready"
+                snap_id = None if taken is None else taken.snapshot_id
+                if was_running and input.request:
+                    await answer_request(
+                        provider,
+                        input.sandbox_id,
+                        input.request,
+                        "ready" if ready else "failed",
+                        snap_id,
+                    )
+                deleted: list[str] = []
+                if ready:
+                    for old in input.delete_ids:
+                        await snaps.delete_snapshot(old)
+                        deleted.append(old)
+        if not ready:
+            why = error or f"snapshot ended {taken.state if taken else 'failed'}"
+            return SnapshotTaken(state="failed", snapshot_id=snap_id, pause_seconds=held, error=why)
+        assert taken is not None
+        return SnapshotTaken(
+            state="ready",
+            snapshot_id=taken.snapshot_id,
+            size_bytes=taken.size_bytes,
+            pause_seconds=round(held, 3),
+            deleted=deleted,
+        )
+
+    @activity.defn(name=ActivityName.DELETE_SNAPSHOTS)
+    async def delete_snapshots(self, input: DeleteSnapshotsInput) -> SnapshotList:
+        provider = await self._provider(input.provider)
+        snaps = snapshots_of(provider)
+        with activity_errors():
+            for snap_id in input.snapshot_ids:
+                await snaps.delete_snapshot(snap_id)
+        return SnapshotList()
+
+    @activity.defn(name=ActivityName.LIST_SNAPSHOTS)
+    async def list_snapshots(self, input: ListSnapshotsInput) -> SnapshotList:
+        provider = await self._provider(input.provider)
+        snaps = snapshots_of(provider)
+        labels = {LABEL_RUN: input.run_id} if input.run_id else {}
+        with activity_errors():
+            found = await snaps.list_snapshots(labels)
+        return SnapshotList(
+            snapshots=[
+                SnapshotSummary(
+                    snapshot_id=f.snapshot_id,
+                    state=f.state,
+                    run_id=f.labels.get(LABEL_RUN),
+                    size_bytes=f.size_bytes,
+                    created_at=f.created_at,
+                )
+                for f in found
+                if LABEL_RUN in f.labels
+            ]
+        )
+
+
+async def usable_restore(
+    provider: SandboxProvider, request: Request, restore: SnapshotRestore | None
+) -> Request:
+    """The create request made from the snapshot if it is still ready; else unchanged (this
+    restart then recovers from the checkpoint)."""
+    if restore is None or not isinstance(provider, SnapshotProvider):
+        return request
+    info = await provider.snapshot_info(restore.snapshot_id)
+    if info.state != "ready":
+        activity.logger.warning(
+            "snapshot %s is %s: recovering from the checkpoint", restore.snapshot_id, info.state
+        )
+        return request
+    return replace(request, snapshot_id=restore.snapshot_id)
+
+
+async def start_restored(
+    provider: SandboxProvider, sandbox: SandboxInfo, restore: SnapshotRestore, launch: AgentLaunch
+) -> tuple[ProcessInfo, bool]:
+    """In a sandbox made from a snapshot: answer the request the snapshot held, then adopt the
+    agent captured running (memory mode, found by its start key) or start it on the
+    checkpoint the snapshot held. True when adopted."""
+    sid = sandbox.sandbox_id
+    if restore.request:
+        await answer_request(provider, sid, restore.request, "ready", restore.snapshot_id)
+    if restore.mode == "memory" and restore.adopt_start_key:
+        found = await provider.start_agent(sid, replace(launch, start_key=restore.adopt_start_key))
+        if found.state == "running":
+            return found, True
+    return await provider.start_agent(sid, launch), False
