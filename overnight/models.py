@@ -288,6 +288,22 @@ class LastWords(_Strict):
     truncated: bool = False
 
 
+class SnapshotRecord(_Strict):
+    """One ready snapshot of a run's sandbox (recovery "snapshot")."""
+
+    snapshot_id: str
+    mode: str
+    taken_at: datetime
+    size_bytes: int | None = None
+    # How long the sandbox was held paused for it.
+    pause_seconds: float = 0
+    # The attempt and fresh-context start of the agent it holds (memory mode adopts it).
+    attempt: int
+    fresh_start: int = 0
+    # The agent's request it answered (0: taken after a checkpoint change).
+    request: int = 0
+
+
 class CheckpointSummary(_Strict):
     next: str | None = None
     last_note: str | None = None
@@ -321,6 +337,14 @@ class RunStatus(_Strict):
     isolation: str | None = None
     # The last words of the agent that ended most recently (any reason).
     last_words: LastWords | None = None
+    # Snapshot recovery: the latest ready snapshot, captures taken and failed, the sandbox's
+    # total pause for them, the last failure, and the snapshot the current sandbox came from.
+    latest_snapshot: SnapshotRecord | None = None
+    snapshots_taken: int = 0
+    snapshot_failures: int = 0
+    snapshot_pause_seconds: float = 0
+    snapshot_error: str | None = None
+    restored_from: str | None = None
 
 
 class RunResult(_Strict):

@@ -11,7 +11,7 @@ from pydantic import BaseModel
 
 from overnight.client import ReapedSandbox, RunSummary
 from overnight.models import BudgetExtension, RunResult, RunStatus
-from workflows.card import age
+from workflows.card import age, snapshot_line
 
 # `overnight status` shows this many lines of the last words (`overnight logs` has the rest).
 STATUS_TAIL_LINES = 10
@@ -58,6 +58,9 @@ def status_text(status: RunStatus, *, now: datetime, ui_url: str | None) -> str:
         lines.append(f"  lease ends:    {until(status.lease_ends_at, now)}{woken}")
     if status.isolation:
         lines.append(f"  sandbox:       {status.isolation}")
+    snapshot = snapshot_line(status, now)
+    if snapshot:
+        lines.append(f"  snapshot:      {snapshot.replace('`', '')}")
     if status.attention_reason:
         lines.append(f"  needs you:     {status.attention_reason}")
     if status.restarts:

@@ -25,7 +25,7 @@ with workflow.unsafe.imports_passed_through():
         RunResult,
         RunStatus,
     )
-    from workflows import budget, calls, end_steps, intake, lease_steps
+    from workflows import budget, calls, end_steps, intake, lease_steps, snapshot_steps
     from workflows.card import build_status, render_card
     from workflows.checkpoint import judge
     from workflows.decide import (
@@ -36,6 +36,7 @@ with workflow.unsafe.imports_passed_through():
         NeedsAttention,
         ObserveFailed,
         Restart,
+        TakeSnapshot,
         WakeAfterLease,
         Watch,
         decide,
@@ -46,6 +47,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.notice import attention_text, note_last_words, record_restart
     from workflows.notify_steps import NOTIFY_PATCH, Notifier
     from workflows.publish import Publisher
+    from workflows.snapshot import restore_for
     from workflows.state import SupervisorState
 
 # Quiet observations that come back this much before their deadline are waited out on a timer.
@@ -195,6 +197,9 @@ class AgentRun:
             await self._extend_lease(s, decision)
         elif isinstance(decision, WakeAfterLease):
             await self._wake_after_lease(s, decision)
+        elif isinstance(decision, TakeSnapshot):
+            await snapshot_steps.take_snapshot(s, decision)
+            self._watch_until = None
 
     async def _observe(self, s: SupervisorState) -> Observation | ObserveFailed | None:
         """One long poll; None when a signal interrupted it."""
@@ -264,7 +269,10 @@ class AgentRun:
         s.attempt += 1
         self._publish(s)
         cost_cap = budget.spend_left_micros(s, workflow.now()) if s.lease_keeping else None
-        handle = calls.start_create_sandbox(s.spec, s.attempt, s.checkpoint, reason, cost_cap)
+        restore = restore_for(s)
+        handle = calls.start_create_sandbox(
+            s.spec, s.attempt, s.checkpoint, reason, cost_cap, restore=restore
+        )
         try:
             await workflow.wait_condition(lambda: handle.done() or s.cancel_requested)
         except asyncio.CancelledError:
@@ -301,6 +309,7 @@ class AgentRun:
         s.watch_token = None
         s.sandbox_paused = False
         s.isolation = started.isolation
+        s.restored_from = started.restored_from
         # The new sandbox holds the last good checkpoint: that is not news.
         s.seen_digest = s.checkpoint_digest
         s.state = "running"
@@ -432,6 +441,8 @@ class AgentRun:
             await calls.pause_or_stop(s.spec, s.sandbox_id, stop=not keep, why=why)
             budget.close_sandbox_spend(s, workflow.now())
         await end_steps.sweep(s, stop=not keep, paused_too=not keep, why=why)
+        if not keep:
+            await snapshot_steps.delete_all(s, why)
         s.state = "finished" if outcome == "finished" else "cancelled"
         s.process_id = None
         self._publish(s)

@@ -24,8 +24,30 @@ def hours_used(state: SupervisorState, now: datetime) -> float:
     return max(0.0, active) / SECONDS_PER_HOUR
 
 
+def snapshot_storage_usd(state: SupervisorState, now: datetime) -> float:
+    """What the run's snapshots have cost to keep (the deleted ones' share is closed)."""
+    rate = state.spec.rates.snapshot_gib_hour_usd
+    held = 0.0
+    for record in state.snapshots:
+        hours = max(0.0, (now - record.taken_at).total_seconds()) / SECONDS_PER_HOUR
+        held += (record.size_bytes or 0) / 2**30 * hours * rate
+    return state.closed_snapshot_spend_usd + held
+
+
+def close_snapshot_spend(state: SupervisorState, snapshot_ids: list[str], now: datetime) -> None:
+    """Fold deleted snapshots' storage into the closed share and forget them."""
+    gone = [r for r in state.snapshots if r.snapshot_id in snapshot_ids]
+    if not gone:
+        return
+    before = snapshot_storage_usd(state, now)
+    state.snapshots = [r for r in state.snapshots if r.snapshot_id not in snapshot_ids]
+    state.closed_snapshot_spend_usd += before - snapshot_storage_usd(state, now)
+
+
 def spend_usd(state: SupervisorState, now: datetime) -> float:
     spend = state.closed_spend_usd
+    if state.snapshots or state.closed_snapshot_spend_usd:
+        spend += snapshot_storage_usd(state, now)
     if state.sandbox_started_at is not None:
         lifetime = max(0.0, (now - state.sandbox_started_at).total_seconds())
         spend += lifetime / SECONDS_PER_HOUR * hourly_rate_usd(state.spec)

@@ -28,6 +28,7 @@ with workflow.unsafe.imports_passed_through():
         SandboxRef,
         SearchAttributeCheck,
         SearchAttributeCheckInput,
+        SnapshotRestore,
         StartAgentInput,
     )
     from overnight.models import RunSpec
@@ -41,9 +42,13 @@ def start_create_sandbox(
     checkpoint: str | None,
     reason: str,
     max_total_cost_micros: int | None = None,
+    restore: SnapshotRestore | None = None,
 ) -> workflow.ActivityHandle[AgentStarted]:
-    """Started, not awaited: a `cancel` signal must be able to interrupt a long create."""
+    """Started, not awaited: a `cancel` signal must be able to interrupt a long create.
+    `restore`: make it from that snapshot (recovery "snapshot") if it is still ready."""
     why = f" ({reason})" if reason else ""
+    if restore is not None:
+        why = f" from snapshot {restore.snapshot_id}{why}"
     return workflow.start_activity(
         ActivityName.CREATE_SANDBOX,
         CreateSandboxInput(
@@ -52,6 +57,7 @@ def start_create_sandbox(
             checkpoint=checkpoint,
             restart_reason=reason,
             max_total_cost_micros=max_total_cost_micros,
+            restore=restore,
         ),
         result_type=AgentStarted,
         start_to_close_timeout=policies.CREATE_TIMEOUT,

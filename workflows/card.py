@@ -40,6 +40,12 @@ def build_status(state: SupervisorState, now: datetime) -> RunStatus:
         lease_resumes=state.lease_resumes,
         isolation=state.isolation,
         last_words=state.last_words,
+        latest_snapshot=state.snapshots[-1] if state.snapshots else None,
+        snapshots_taken=state.snapshots_taken,
+        snapshot_failures=state.snapshot_failures,
+        snapshot_pause_seconds=round(state.snapshot_pause_seconds, 3),
+        snapshot_error=state.snapshot_error,
+        restored_from=state.restored_from,
     )
 
 
@@ -65,6 +71,9 @@ def render_card(status: RunStatus, now: datetime) -> str:
         lines.append(f"- **lease ends** {status.lease_ends_at:%H:%M:%S} UTC{woken}")
     if status.isolation:
         lines.append(f"- **sandbox** {status.isolation}")
+    snapshot = snapshot_line(status, now)
+    if snapshot:
+        lines.append(f"- **snapshot** {snapshot}")
     if status.attention_reason:
         lines.append(f"- **needs attention** {status.attention_reason}")
     if status.checkpoint_rejected:
@@ -102,3 +111,25 @@ def age(since: datetime | None, now: datetime) -> str:
     if seconds < 3600:
         return f"{seconds // 60}m ago"
     return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m ago"
+
+
+def snapshot_line(status: RunStatus, now: datetime) -> str | None:
+    """The latest snapshot and its age, what captures cost in pauses, and failures (the card
+    and `overnight status` alike); None when the run never tried one."""
+    latest = status.latest_snapshot
+    if latest is None and not status.snapshot_failures:
+        return None
+    parts = []
+    if latest is not None:
+        size = "" if latest.size_bytes is None else f", {latest.size_bytes / 2**20:.1f} MiB"
+        parts.append(
+            f"`{latest.snapshot_id}` ({latest.mode}{size}) taken {age(latest.taken_at, now)}"
+        )
+    else:
+        parts.append("none ready")
+    parts.append(f"{status.snapshots_taken} taken, paused {status.snapshot_pause_seconds:.1f} s")
+    if status.snapshot_failures:
+        parts.append(f"{status.snapshot_failures} failed (last: {status.snapshot_error or '-'})")
+    if status.restored_from:
+        parts.append(f"sandbox made from `{status.restored_from}`")
+    return " · ".join(parts)

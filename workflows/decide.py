@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from activities.models import Observation
-from workflows import lease
+from workflows import lease, snapshot
 from workflows.budget import budget_deadline, exhausted_reason, restarts_left
 from workflows.state import SupervisorState
 
@@ -66,7 +66,17 @@ class WakeAfterLease:
     paused_at: datetime
 
 
-Decision = Watch | Restart | FreshStart | Finish | NeedsAttention | ExtendLease | WakeAfterLease
+TakeSnapshot = snapshot.TakeSnapshot
+Decision = (
+    Watch
+    | Restart
+    | FreshStart
+    | Finish
+    | NeedsAttention
+    | ExtendLease
+    | WakeAfterLease
+    | TakeSnapshot
+)
 
 
 @dataclass(frozen=True)
@@ -113,6 +123,9 @@ def decide(state: SupervisorState, seen: Observation | ObserveFailed, now: datet
     target = lease.extension_target(state, now)
     if target is not None:
         return ExtendLease(until=target)
+    capture = snapshot.capture_due(state, now)
+    if capture is not None:
+        return capture
     return Watch(until=next_wake(state, now))
 
 
@@ -160,6 +173,9 @@ def next_wake(state: SupervisorState, now: datetime) -> datetime:
         wake = min(wake, point)
     if state.lease_keeping and state.lease_ends_at is not None and state.lease_ends_at > now:
         wake = min(wake, state.lease_ends_at + lease.LEASE_END_TOLERANCE)
+    capture = snapshot.next_capture_at(state, now)
+    if capture is not None:
+        wake = min(wake, capture)
     return max(wake, now)
 
 

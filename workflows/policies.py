@@ -95,3 +95,16 @@ DELIVERY_RETRY = RetryPolicy(
     maximum_interval=timedelta(minutes=10),
     non_retryable_error_types=["WebhookRefused"],
 )
+
+# A snapshot capture: up to ten minutes held paused (Runtime's capture deadline) plus the pause
+# and the wake; a few tries (each finds a capture already taken by its name), then it counts
+# as a failed capture, tried again after `snapshot_every_seconds`, never a restart.
+SNAPSHOT_TIMEOUT = timedelta(minutes=15)
+SNAPSHOT_HEARTBEAT = timedelta(seconds=60)
+SNAPSHOT_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=2),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=30),
+    maximum_attempts=3,
+    non_retryable_error_types=NON_RETRYABLE_TYPES,
+)

@@ -9,7 +9,14 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from overnight.models import Budget, LastWords, RestartRecord, RunSpec, RunState
+from overnight.models import (
+    Budget,
+    LastWords,
+    RestartRecord,
+    RunSpec,
+    RunState,
+    SnapshotRecord,
+)
 
 
 class SupervisorState(BaseModel):
@@ -78,6 +85,22 @@ class SupervisorState(BaseModel):
     # recorded histories replay unchanged; the count numbers each state change told of.
     notifying: bool = False
     notifications_sent: int = 0
+
+    # Snapshot recovery (see workflows.snapshot): ready snapshots kept (oldest first), captures
+    # tried (each names one), the agent's last request answered, and for the status and spend.
+    snapshots: list[SnapshotRecord] = Field(default_factory=list)
+    snapshot_tries: int = 0
+    snapshot_last_try_at: datetime | None = None
+    snapshot_request_done: int = 0
+    # The checkpoint the latest snapshot holds (a capture after a change needs a newer one).
+    snapshot_checkpoint_digest: str | None = None
+    snapshots_taken: int = 0
+    snapshot_failures: int = 0
+    snapshot_error: str | None = None
+    snapshot_pause_seconds: float = 0
+    # Storage of snapshots already deleted.
+    closed_snapshot_spend_usd: float = 0
+    restored_from: str | None = None
 
     # Which search attributes the namespace has (None until checked).
     search_attributes: list[str] | None = None
