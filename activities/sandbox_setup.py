@@ -62,6 +62,8 @@ def agent_env(
         OVERNIGHT_RESTART_REASON=restart_reason,
         OVERNIGHT_CHECKPOINT=spec.checkpoint_path,
         OVERNIGHT_FRESH_CONTEXT_EXIT_CODE=str(spec.fresh_context_exit_code),
+        # The agent kit's `snapshot_here()` asks for snapshots only in snapshot mode.
+        OVERNIGHT_RECOVERY=spec.recovery,
         # The agent kit first: `import overnight_agent` works with nothing installed.
         PYTHONPATH=":".join(p for p in (KIT_MOUNT, spec.env.get("PYTHONPATH", "")) if p),
     )

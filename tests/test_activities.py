@@ -192,6 +192,7 @@ async def test_create_sandbox_clones_switches_uploads_writes_and_starts_the_agen
         # The real path: the sandbox's folder is mounted at /workspace (bubblewrap).
         "OVERNIGHT_CHECKPOINT": "/workspace/checkpoint.json",
         "OVERNIGHT_FRESH_CONTEXT_EXIT_CODE": "75",
+        "OVERNIGHT_RECOVERY": "checkpoint",
         "OVERNIGHT_TEST_TOKEN": secret,
         "MODE": "sleep",
     }

@@ -139,4 +139,49 @@ def test_the_kit_is_python_3_8_and_standard_library_only() -> None:
             node.names if isinstance(node, ast.Import) else [ast.alias(node.module or "")]
         )
     }
-    assert imported <= {"__future__", "json", "os", "sys", "tempfile", "typing"}, imported
+    assert imported <= {"__future__", "json", "os", "sys", "tempfile", "time", "typing"}, imported
+
+
+def test_snapshot_here_asks_through_the_checkpoint_and_waits_for_the_answer(
+    tmp_path: Path,
+) -> None:
+    """The request is the checkpoint's `snapshot_request` (one more each time); the call
+    returns once the supervisor's answer names that request."""
+    path = tmp_path / "checkpoint.json"
+    answer = tmp_path / "snapshot.json"
+    script = (
+        "import json, overnight_agent as k\n"
+        "cp = k.Checkpoint.load(); cp.step = 3; cp.save()\n"
+        "print(json.dumps(k.snapshot_here(cp, timeout=20, poll=0.05)))\n"
+    )
+    env = _env(
+        OVERNIGHT_CHECKPOINT=str(path),
+        OVERNIGHT_RECOVERY="snapshot",
+        OVERNIGHT_SNAPSHOT_ANSWER=str(answer),
+    )
+    agent = subprocess.Popen(
+        [sys.executable, "-c", script], env=env, stdout=subprocess.PIPE, text=True
+    )
+    give_up = time.monotonic() + 10
+    while time.monotonic() < give_up:
+        if path.exists() and json.loads(path.read_text()).get("snapshot_request") == 1:
+            break
+        time.sleep(0.05)
+    assert json.loads(path.read_text())["step"] == 3
+    assert agent.poll() is None  # waiting for the snapshot
+    answer.write_text(json.dumps({"request": 1, "state": "ready", "snapshot_id": "snap-1"}))
+    out, _ = agent.communicate(timeout=10)
+    assert json.loads(out) == {"request": 1, "state": "ready", "snapshot_id": "snap-1"}
+
+
+def test_snapshot_here_returns_at_once_without_snapshot_recovery(tmp_path: Path) -> None:
+    path = tmp_path / "checkpoint.json"
+    script = "import overnight_agent as k; print(k.snapshot_here(timeout=30))"
+    out = subprocess.run(
+        [sys.executable, "-c", script],
+        env=_env(OVERNIGHT_CHECKPOINT=str(path)),
+        capture_output=True,
+        text=True,
+        timeout=10,
+    )
+    assert out.stdout.strip() == "None" and not path.exists()

@@ -25,6 +25,7 @@ import json
 import os
 import sys
 import tempfile
+import time
 from typing import Any, NoReturn
 
 FRESH_CONTEXT_EXIT_CODE = 75
@@ -147,6 +148,52 @@ def fresh_context(summary: str, checkpoint: Checkpoint | None = None) -> NoRetur
     sys.stdout.flush()
     sys.stderr.flush()
     sys.exit(fresh_context_exit_code())
+
+
+# Snapshot recovery (`recovery: "snapshot"` in the run's spec). The request travels in the
+# checkpoint (overnight already watches it): `snapshot_request`, a number greater than the last.
+# The answer comes back in SNAPSHOT_ANSWER: {"request", "state": "ready"|"failed", "snapshot_id"}.
+SNAPSHOT_REQUEST_KEY = "snapshot_request"
+SNAPSHOT_ANSWER = "/workspace/.overnight/snapshot.json"
+
+
+def recovery() -> str:
+    """How this run recovers: "checkpoint" or "snapshot" (`OVERNIGHT_RECOVERY`)."""
+    return os.environ.get("OVERNIGHT_RECOVERY", "checkpoint")
+
+
+def snapshot_here(
+    checkpoint: Checkpoint | None = None, timeout: float = 1800, poll: float = 0.2
+) -> dict[str, Any] | None:
+    """Ask overnight for a snapshot of the whole sandbox now, and wait until it is taken.
+
+    Call it at a safe point: between steps, after `checkpoint.save()`, never during a model
+    call (the sandbox is paused while it is captured). Files, a database the agent filled, a
+    warm cache, a dev server it configured, come back on a restart from this snapshot instead
+    of being rebuilt. Returns the answer (`{"request", "state", "snapshot_id"}`; `state` is
+    "failed" when the capture failed, which overnight tries again later), or None when the run
+    does not use snapshots or no answer came within `timeout` seconds (the agent goes on
+    either way). Captures are at least the spec's `snapshot_every_seconds` apart: a request
+    sooner waits for that.
+    """
+    if recovery() != "snapshot":
+        return None
+    checkpoint = checkpoint or Checkpoint.load()
+    number = _int(checkpoint.data.get(SNAPSHOT_REQUEST_KEY, 0)) + 1
+    checkpoint.data[SNAPSHOT_REQUEST_KEY] = number
+    checkpoint.save()
+    answer_path = os.environ.get("OVERNIGHT_SNAPSHOT_ANSWER", SNAPSHOT_ANSWER)
+    give_up = time.monotonic() + timeout
+    while time.monotonic() < give_up:
+        try:
+            with open(answer_path, encoding="utf-8") as source:
+                answer = json.load(source)
+        except (OSError, ValueError):
+            answer = None
+        if isinstance(answer, dict) and _int(answer.get("request")) >= number:
+            return answer
+        time.sleep(poll)
+    return None
 
 
 def _fsync_folder(folder: str) -> None:
