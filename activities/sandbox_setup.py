@@ -17,7 +17,7 @@ from pathlib import Path
 import overnight
 from activities.errors import ErrorType, non_retryable
 from activities.provider import ProviderError, SandboxProvider
-from overnight.constants import KIT_MOUNT
+from overnight.constants import KIT_MOUNT, SNAPSHOT_ANSWER
 from overnight.models import RunSpec
 
 # The agent kit's folder on the worker, uploaded to KIT_MOUNT in every sandbox.

@@ -90,11 +90,13 @@ class RunSummary(BaseModel):
 
 class ReapedSandbox(BaseModel):
     provider: str
+    # A sandbox id, or a snapshot id for `kind == "snapshot"` (`stopped`: deleted).
     sandbox_id: str
     run_id: str
     was: str
     stopped: bool
     detail: str = ""
+    kind: str = "sandbox"
 
 
 # --- one run ----------------------------------------------------------------------------------
@@ -259,6 +261,53 @@ async def reap(
                 open_runs[run_id] = status == WorkflowExecutionStatus.RUNNING
             if not open_runs[run_id]:
                 reaped.append(await _stop(provider_name, provider, sandbox, run_id))
+    reaped += await _reap_snapshots(client, providers, include_paused=include_paused)
+    return reaped
+
+
+# A run that ended this way deleted its own snapshots: any left were kept on purpose
+# (`keep_sandboxes`), like its paused sandboxes.
+_CLEAN_ENDINGS = (WorkflowExecutionStatus.COMPLETED, WorkflowExecutionStatus.CANCELED)
+
+
+async def _reap_snapshots(
+    client: Client, providers: Mapping[str, SandboxProvider], *, include_paused: bool
+) -> list[ReapedSandbox]:
+    """Delete snapshots of runs that no longer exist, or that ended without cleaning up
+    (terminated, failed, timed out); those of a run that ended well only with `include_paused`."""
+    from activities.snapshot_provider import SnapshotProvider
+
+    statuses: dict[str, WorkflowExecutionStatus | None] = {}
+    reaped: list[ReapedSandbox] = []
+    for provider_name, provider in providers.items():
+        if not isinstance(provider, SnapshotProvider):
+            continue
+        for snap in await provider.list_snapshots({}):
+            run_id = snap.labels.get(LABEL_RUN)
+            if run_id is None:
+                continue
+            if run_id not in statuses:
+                statuses[run_id] = await _workflow_status(client, run_id)
+            status = statuses[run_id]
+            if status == WorkflowExecutionStatus.RUNNING:
+                continue
+            if status in _CLEAN_ENDINGS and not include_paused:
+                continue
+            entry = ReapedSandbox(
+                provider=provider_name,
+                sandbox_id=snap.snapshot_id,
+                run_id=run_id,
+                was=snap.state,
+                stopped=False,
+                kind="snapshot",
+            )
+            try:
+                await provider.delete_snapshot(snap.snapshot_id)
+            except Exception as err:  # one stubborn snapshot must not keep the others
+                entry.detail = f"{type(err).__name__}: {err}"
+            else:
+                entry.stopped = True
+            reaped.append(entry)
     return reaped
 
 

@@ -158,10 +158,16 @@ def reaped_text(reaped: Sequence[ReapedSandbox]) -> str:
         return "nothing to reap"
     lines = []
     for entry in reaped:
-        what = "stopped" if entry.stopped else f"could not stop ({entry.detail})"
-        lines.append(f"{entry.provider} sandbox {entry.sandbox_id} of {entry.run_id}: {what}")
-    stopped = sum(entry.stopped for entry in reaped)
+        if entry.kind == "snapshot":
+            what = "deleted" if entry.stopped else f"could not delete ({entry.detail})"
+        else:
+            what = "stopped" if entry.stopped else f"could not stop ({entry.detail})"
+        lines.append(f"{entry.provider} {entry.kind} {entry.sandbox_id} of {entry.run_id}: {what}")
+    stopped = sum(entry.stopped for entry in reaped if entry.kind != "snapshot")
     lines.append(f"reaped {stopped} sandbox{'es' if stopped != 1 else ''}")
+    deleted = sum(entry.stopped for entry in reaped if entry.kind == "snapshot")
+    if deleted:
+        lines[-1] += f" and {deleted} snapshot{'s' if deleted != 1 else ''}"
     return "\n".join(lines)
 
 
