@@ -67,6 +67,10 @@ def agent_env(
         # The agent kit first: `import overnight_agent` works with nothing installed.
         PYTHONPATH=":".join(p for p in (KIT_MOUNT, spec.env.get("PYTHONPATH", "")) if p),
     )
+    if spec.recovery == "snapshot":
+        # Where `snapshot_here()` reads the answer (a variable, so an unisolated local
+        # sandbox maps it to its folder like every /workspace path).
+        env["OVERNIGHT_SNAPSHOT_ANSWER"] = SNAPSHOT_ANSWER
     return env
 
 
