@@ -56,6 +56,9 @@ LEASE_LOOK_EVERY = 0.25
 LEASE_ENDS_IN = 0.5
 DEAD_MAN_LOOK_AFTER = 3.0
 LEASE_HANDLED_WITHIN = 15.0
+# A lease end made is met when its sandbox is seen paused within this (looked at this often).
+LEASE_MET_WITHIN = 3.0
+LEASE_MET_LOOK_EVERY = 0.05
 RPC_TIMEOUT = timedelta(seconds=10)
 CLOSED = {
     WorkflowExecutionStatus.COMPLETED,
@@ -91,7 +94,12 @@ class Chaos:
         self.workers_lock = asyncio.Lock()
         self.dead_man_windows = 0
         self.dead_man_active = False
+        # Lease ends made with workers alive that were met (the sandbox paused), and those an
+        # extension the run made just then moved out of the way (never met).
         self.lease_ends: dict[str, int] = {}
+        self.lease_ends_preempted: dict[str, int] = {}
+        self._lease_watchers: set[asyncio.Task[None]] = set()
+        self._making_lease_ends = 0
         # Sandboxes whose lease the harness ended with workers alive, until woken again.
         self.lease_ended: list[tuple[RunPlan, str]] = []
         self.lease_ends_unwatched: dict[str, int] = {}
@@ -194,9 +202,9 @@ class Chaos:
         try:
             await self._wait_for_results()
         finally:
-            for task in shakers:
+            for task in [*shakers, *self._lease_watchers]:
                 task.cancel()
-            await asyncio.gather(*shakers, return_exceptions=True)
+            await asyncio.gather(*shakers, *self._lease_watchers, return_exceptions=True)
             if self.storm is not None:
                 end_storm(self.fake)
             assert self.pool is not None
@@ -279,7 +287,7 @@ class Chaos:
                 if not steps or plan.run_id in self.results:
                     continue
                 found = await asyncio.to_thread(self._running_sandbox, plan)
-                if found is None:
+                if found is None or self.dead_man_active:
                     continue
                 sandbox_id, step = found
                 if step is None or step < steps[0]:
@@ -288,10 +296,34 @@ class Chaos:
                     steps.clear()  # the agent is done: nothing left to interrupt
                     continue
                 steps.pop(0)
-                await asyncio.to_thread(self._end_lease, plan, sandbox_id)
                 self.lease_ended.append((plan, sandbox_id))
-                self.lease_ends[plan.run_id] = self.lease_ends.get(plan.run_id, 0) + 1
-                self.note(f"lease end: {plan.run_id} sandbox {sandbox_id} after step {step}")
+                self._making_lease_ends += 1
+                try:
+                    await asyncio.to_thread(self._end_lease, plan, sandbox_id)
+                finally:
+                    self._making_lease_ends -= 1
+                watcher = asyncio.create_task(self._lease_end_met(plan, sandbox_id, step))
+                self._lease_watchers.add(watcher)
+                watcher.add_done_callback(self._lease_watchers.discard)
+
+    async def _lease_end_met(self, plan: RunPlan, sandbox_id: str, step: int) -> None:
+        """Whether the lease end made just now was met: the sandbox paused (a look at an
+        expired sandbox pauses it, as any engine access does), or an extension the run made
+        meanwhile moved the lease out of the way."""
+        run = plan.run_id
+        give_up = time.monotonic() + LEASE_MET_WITHIN
+        while time.monotonic() < give_up:
+            state = await asyncio.to_thread(self._state, plan, sandbox_id)
+            if state == "paused":
+                self.lease_ends[run] = self.lease_ends.get(run, 0) + 1
+                self.note(f"lease end met: {run} sandbox {sandbox_id} after step {step}")
+                return
+            if state != "running":
+                self.note(f"lease end made: {sandbox_id} {state} before it came")
+                return
+            await asyncio.sleep(LEASE_MET_LOOK_EVERY)
+        self.lease_ends_preempted[run] = self.lease_ends_preempted.get(run, 0) + 1
+        self.note(f"lease end made: {run} sandbox {sandbox_id} extended before it came")
 
     async def _dead_man(self) -> None:
         """Every worker SIGKILLed at once and every running sandbox's lease ended: with nobody
@@ -300,12 +332,15 @@ class Chaos:
             return
         assert self.pool is not None
         await asyncio.sleep(self.size.dead_man_at)
-        # One fault at a time: a lease end made with workers alive is handled first.
+        # One fault at a time: no new lease end with workers alive from now on, and one made
+        # already is handled (met and woken, or extended away) first.
+        self.dead_man_active = True
         give_up = time.monotonic() + LEASE_HANDLED_WITHIN
-        while time.monotonic() < give_up and await asyncio.to_thread(self._lease_end_pending):
+        while time.monotonic() < give_up and (
+            self._making_lease_ends or await asyncio.to_thread(self._lease_end_pending)
+        ):
             await asyncio.sleep(LEASE_LOOK_EVERY)
         async with self.workers_lock:
-            self.dead_man_active = True
             try:
                 for worker in self.pool.workers:
                     self.pool.kill(worker, counted=False)
@@ -457,6 +492,7 @@ class Chaos:
             branch_commits, self.origins[plan.run_id], f"agent/{plan.run_id}"
         )
         facts.lease_ends = self.lease_ends.get(plan.run_id, 0)
+        facts.lease_ends_preempted = self.lease_ends_preempted.get(plan.run_id, 0)
         facts.lease_ends_unwatched = self.lease_ends_unwatched.get(plan.run_id, 0)
         facts.paused_unwatched = self.paused_unwatched.get(plan.run_id, 0)
         return facts

@@ -56,6 +56,7 @@ class RunFacts:
     # Lease ends the harness made this run meet: with workers alive, and with none alive
     # (`paused_unwatched`: of those, the ones seen paused while no worker was alive).
     lease_ends: int = 0
+    lease_ends_preempted: int = 0  # made, but an extension moved the lease first
     lease_ends_unwatched: int = 0
     paused_unwatched: int = 0
     # Times a sandbox paused at its lease end was woken and its agent carried on (status).
@@ -207,6 +208,7 @@ class ChaosReport:
             "transient_restarts": sum(len(v.transient_restarts) for v in verdicts),
             "steps_redone": sum(v.steps_redone for v in verdicts),
             "lease_ends": sum(f.lease_ends + f.lease_ends_unwatched for f in self.runs),
+            "lease_ends_preempted": sum(f.lease_ends_preempted for f in self.runs),
             "lease_ends_unwatched": sum(f.lease_ends_unwatched for f in self.runs),
             "paused_unwatched": sum(f.paused_unwatched for f in self.runs),
             "lease_resumes": sum(f.lease_resumes for f in self.runs),
@@ -305,6 +307,7 @@ def render_table(report: ChaosReport) -> str:
     rows: list[tuple[str, str]] = [("faults injected", "")]
     for kind, (carried, fired) in report.agent_faults().items():
         rows.append((f"  {_AGENT_FAULT_NAMES[kind]}", f"{fired} (in {carried} runs)"))
+    rows.append(("  lease end made, extended away before it came", str(f["lease_ends_preempted"])))
     rows.append(
         (
             "  lease end met with no worker alive",
