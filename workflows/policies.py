@@ -82,11 +82,14 @@ CLEANUP_RETRY = RetryPolicy(
 VISIBILITY_CHECK_TIMEOUT = timedelta(seconds=30)
 VISIBILITY_CHECK_RETRY = RetryPolicy(maximum_attempts=3)
 
-# Notifications: the run's first try at each state change is one attempt, quick, never
-# retried by the run (a receiver that is down must not hold it up); targets it did not reach
-# go to an `OvernightNotify` workflow, which keeps trying each for up to a day.
+# Notifications: the run's first try at each state change is quick. The activity never fails
+# for a receiver (it says which it did not reach), so its few retries are for a worker that
+# died or lacked it (a rolling deploy); targets it did not reach go to an `OvernightNotify`
+# workflow, which keeps trying each for up to a day.
 NOTIFY_TIMEOUT = timedelta(seconds=30)
-NOTIFY_RETRY = RetryPolicy(maximum_attempts=1)
+NOTIFY_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1), backoff_coefficient=2.0, maximum_attempts=3
+)
 DELIVERY_TIMEOUT = timedelta(seconds=30)
 DELIVERY_DEADLINE = timedelta(hours=24)
 DELIVERY_RETRY = RetryPolicy(

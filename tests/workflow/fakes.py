@@ -216,8 +216,9 @@ class FakeWorld:
         # Notifications the run sent (first tries), and later tries for one target each.
         self.notifications: list[Notification] = []
         self.deliveries: list[DeliveryInput] = []
-        # The next try fails like this (once), or first tries leave these targets.
+        # The next `notify_failures` tries fail like this, or first tries leave these targets.
         self.notify_error: ApplicationError | None = None
+        self.notify_failures = 0
         self.notify_undelivered: list[str] = []
 
     # -- setting the scene --
@@ -391,9 +392,9 @@ class FakeWorld:
     @activity.defn(name=ActivityName.SEND_NOTIFICATION)
     async def send_notification(self, note: Notification) -> SendResult:
         self.notifications.append(note)
-        error, self.notify_error = self.notify_error, None
-        if error is not None:
-            raise error
+        if self.notify_failures > 0 and self.notify_error is not None:
+            self.notify_failures -= 1
+            raise self.notify_error
         return SendResult(delivered=["spec-0"], undelivered=list(self.notify_undelivered))
 
     @activity.defn(name=ActivityName.DELIVER_NOTIFICATION)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
 from overnight.models import BudgetExtension, RunResult
@@ -21,6 +22,7 @@ from tests.workflow.harness import (
     status_of,
     until_state,
 )
+from workflows import policies
 from workflows.notice import TAILS_KEPT
 from workflows.notify_steps import notify_workflow_id
 
@@ -109,7 +111,9 @@ async def test_a_notification_that_cannot_be_sent_never_holds_up_or_fails_the_ru
 ) -> None:
     # A server of its own: one that ran a child workflow of a closed run stops skipping time.
     client = private_env.client
-    world.notify_error = ApplicationError("receiver down", type="WebhookUnreachable")
+    # Every try the run makes fails (its worker dies each time, say).
+    world.notify_error = ApplicationError("worker lost", type="WorkerLost")
+    world.notify_failures = policies.NOTIFY_RETRY.maximum_attempts
     world.script(1, [progress("cp-1"), exits(0)])
     async with started_run(client, world, make_spec(notify=[HOOK])) as handle:
         result = await handle.result()
@@ -120,8 +124,8 @@ async def test_a_notification_that_cannot_be_sent_never_holds_up_or_fails_the_ru
         await keep_history(handle, "notify_retried")
 
     assert isinstance(result, RunResult) and result.outcome == "finished"
-    # The retry workflow tried every target again (the first try said nothing of them).
-    assert world.notified() == ["finished", "finished"]
+    # The retry workflow tried every target again (the run's tries said nothing of them).
+    assert world.notified() == ["finished"] * (policies.NOTIFY_RETRY.maximum_attempts + 1)
 
 
 async def test_targets_a_first_try_missed_are_tried_again_one_by_one(
@@ -159,6 +163,29 @@ async def test_restart_records_keep_tails_only_for_the_newest_ones(
     tails = [record.output_tail for record in status.restarts]
     assert tails[:2] == [None, None]
     assert tails[2:] == [f"attempt {n} died" for n in range(3, crashes + 1)]
+
+
+async def test_a_worker_without_notifications_costs_the_run_nothing(
+    client: Client, world: FakeWorld
+) -> None:
+    # A worker (a benchmark's, say) that lacks the activity: no retry workflow is started.
+    world.notify_error = ApplicationError("not registered", type="NotFoundError")
+    world.notify_failures = policies.NOTIFY_RETRY.maximum_attempts
+    world.script(1, [exits(0)])
+    async with started_run(client, world, make_spec(notify=[HOOK])) as handle:
+        result = await handle.result()
+
+    assert result.outcome == "finished"
+    assert world.notified() == ["finished"] * policies.NOTIFY_RETRY.maximum_attempts
+    assert not await _exists(client, notify_workflow_id(result.run_id, 1))
+
+
+async def _exists(client: Client, workflow_id: str) -> bool:
+    try:
+        await client.get_workflow_handle(workflow_id).describe()
+    except RPCError:
+        return False
+    return True
 
 
 async def _count(world: FakeWorld) -> int:
