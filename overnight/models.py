@@ -340,6 +340,8 @@ class RunStatus(_Strict):
     # Snapshot recovery: the latest ready snapshot, captures taken and failed, the sandbox's
     # total pause for them, the last failure, and the snapshot the current sandbox came from.
     latest_snapshot: SnapshotRecord | None = None
+    # Every snapshot the run still keeps (id, size, pause time), oldest first.
+    snapshots: list[SnapshotRecord] = Field(default_factory=list)
     snapshots_taken: int = 0
     snapshot_failures: int = 0
     snapshot_pause_seconds: float = 0

@@ -41,6 +41,7 @@ def build_status(state: SupervisorState, now: datetime) -> RunStatus:
         isolation=state.isolation,
         last_words=state.last_words,
         latest_snapshot=state.snapshots[-1] if state.snapshots else None,
+        snapshots=list(state.snapshots),
         snapshots_taken=state.snapshots_taken,
         snapshot_failures=state.snapshot_failures,
         snapshot_pause_seconds=round(state.snapshot_pause_seconds, 3),

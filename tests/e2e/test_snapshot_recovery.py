@@ -5,7 +5,8 @@ simulation, see tests/fake_runtime/snapshots.py).
 
 The warm agent (tests/agents/warm) builds warm state (a SQLite database and a helper process),
 asks for a snapshot, and crashes later: restarted from the snapshot it finds its database and
-does not build it again; restarted from the checkpoint (no snapshot mode) it must.
+does not build it again (restarted from the checkpoint it must: `bench.snapshot_recovery`
+measures both).
 """
 
 from __future__ import annotations
@@ -82,18 +83,3 @@ async def test_a_crashed_agent_comes_back_from_its_snapshot_with_its_warm_state(
             # The run's snapshots are gone with it (no keep_sandboxes).
             home = runtime_home if provider == "runtime" else overnight_home()
             assert LocalSnapshots(LocalEngine(home)).list({LABEL_RUN: run_id}) == []
-
-
-async def test_without_snapshots_the_restart_builds_the_warm_state_again(
-    dev_client: Client, tmp_path: Path
-) -> None:
-    client = dev_client
-    queue = f"snap-{uuid.uuid4().hex[:8]}"
-    run_id = new_run_id("nosnap")
-    spec = warm_spec(run_id, tmp_path, "local")
-    async with nothing_left_running(client) as runs, worker_on(client, queue):
-        runs.append(run_id)
-        await api.start_run(client, spec, task_queue=queue)
-        result = await asyncio.wait_for(api.wait_result(client, run_id), timeout=90)
-    final = json.loads(result.checkpoint or "{}")
-    assert result.restarts == 1 and final["builds"] == 2

@@ -119,5 +119,6 @@ def test_the_status_and_card_show_the_latest_snapshot_and_its_age() -> None:
     now = T0 + timedelta(minutes=7)
     status = build_status(s, now)
     assert status.latest_snapshot is not None and status.latest_snapshot.snapshot_id == "snap-1"
+    assert [r.size_bytes for r in status.snapshots] == [2**30]
     card = render_card(status, now)
     assert "**snapshot** `snap-1` (disk, 1024.0 MiB) taken 7m ago · 1 taken, paused 1.5 s" in card
