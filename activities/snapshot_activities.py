@@ -74,9 +74,8 @@ class SnapshotActivities:
                 before = await provider.sandbox(input.sandbox_id)
                 if before.state not in ("running", "paused"):
                     return SnapshotTaken(state="failed", error=f"sandbox is {before.state}")
-                was_running = before.state == "running"
                 paused_at = time.monotonic()
-                if was_running:
+                if before.state == "running":
                     await provider.pause(input.sandbox_id)
                 try:
                     taken = await snaps.snapshot(
@@ -92,20 +91,16 @@ class SnapshotActivities:
                         raise
                     taken, error = None, str(failed)
                 finally:
-                    # Held paused until the snapshot is ready or failed, then carried on.
-                    if was_running:
-                        await provider.wake(input.sandbox_id)
+                    # Held paused until the snapshot is ready or failed, then carried on. Always
+                    # woken: the workflow captures running sandboxes only, and a retried capture
+                    # whose first try paused it finds it paused.
+                    await provider.wake(input.sandbox_id)
                 held = time.monotonic() - paused_at
                 ready = taken is not None and taken.state == "ready"
                 snap_id = None if taken is None else taken.snapshot_id
-                if was_running and input.request:
-                    await answer_request(
-                        provider,
-                        input.sandbox_id,
-                        input.request,
-                        "ready" if ready else "failed",
-                        snap_id,
-                    )
+                if input.request:
+                    state = "ready" if ready else "failed"
+                    await answer_request(provider, input.sandbox_id, input.request, state, snap_id)
                 deleted: list[str] = []
                 if ready:
                     for old in input.delete_ids:

@@ -185,3 +185,20 @@ async def test_the_fake_refuses_image_with_snapshot_and_keeps_the_snapshots_labe
         await client.snapshots.get(taken.snapshot_id)
     for made_id in (made.id, named.id):
         await h.provider.stop(made_id)
+
+
+async def test_a_retried_capture_finds_its_snapshot_and_leaves_the_sandbox_running(
+    provider: Harness,
+) -> None:
+    """A first try paused the sandbox and captured it, then failed before the wake: the retry
+    finds the sandbox paused, the snapshot already there (by its name), and wakes it."""
+    h = provider
+    sid = (await new_sandbox(h)).sandbox_id
+    env = ActivityEnvironment()
+    first = await env.run(activities(h).take_snapshot, take(h, sid, 1))
+    await h.provider.pause(sid)
+    again = await env.run(activities(h).take_snapshot, take(h, sid, 1, request=1))
+    assert again.state == "ready" and again.snapshot_id == first.snapshot_id
+    assert (await h.provider.sandbox(sid)).state == "running"
+    answer = json.loads(h.host_path(sid, SNAPSHOT_ANSWER).read_text())
+    assert answer["request"] == 1 and answer["snapshot_id"] == first.snapshot_id
