@@ -85,9 +85,9 @@ def cost_rows(
                 "reads",
                 *_pair(cost, f"local/{kind}", "read_per_hour"),
                 note=(
-                    f"read {kib[1]} KiB (overnight) / {kib[0]} KiB (baseline) an hour; also per "
-                    f"hour: checkpoint stats {stamps[1]} / {stamps[0]}, process looks "
-                    f"{looks[1]} / {looks[0]}"
+                    f"read {_fmt(kib[1])} KiB (overnight) / {_fmt(kib[0])} KiB (baseline) an "
+                    f"hour; also per hour: checkpoint stats {_fmt(stamps[1])} / "
+                    f"{_fmt(stamps[0])}, process looks {_fmt(looks[1])} / {_fmt(looks[0])}"
                 ),
             )
         )

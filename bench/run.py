@@ -164,7 +164,11 @@ async def run_bench(options: Options, out: Callable[[str], None] = print) -> Out
                     await _requests(client, address, state_dir, plan, details, out), "requests"
                 )
     meta = {
-        "command": "python -m bench" + (" --quick" if options.quick else ""),
+        "command": "python -m bench"
+        + (" --quick" if options.quick else "")
+        + "".join(
+            f" --only {m}" for m in METRICS if m in options.only and options.only != set(METRICS)
+        ),
         "machine": _machine(),
         "started_at": started_at.isoformat(timespec="seconds"),
         "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
