@@ -22,7 +22,7 @@ from temporalio.client import Client
 from activities.forensics import MAX_LISTED_FILES, FileEntry, FileListing
 from activities.output_tail import redact, secret_values
 from activities.provider import SandboxProvider
-from overnight import logs
+from overnight import logs, logs_follow
 from overnight.errors import OvernightError
 from overnight.providers import open_providers
 from overnight.run_view import CannotRead, RunView, load_run, opened
@@ -118,7 +118,7 @@ async def _follow(
         except CannotRead as why:
             logs.say(str(why))
         # Then on from the end of what was shown: the agent's new lines, and later attempts.
-    ended = await logs.follow(client, view, provider, start, printer, reload)
+    ended = await logs_follow.follow(client, view, provider, start, printer, reload)
     printer.event("end", f"=== run {view.run_id} ended: {ended} ===", state=ended)
     return 0
 

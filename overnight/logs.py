@@ -9,20 +9,15 @@ fresh-context starts, with a header line for each, and ends when the run ends.
 
 from __future__ import annotations
 
-import asyncio
 import codecs
 import json
 import sys
-import time
-from collections.abc import Callable
 from typing import Any, TextIO
-
-from temporalio.client import Client, WorkflowExecutionStatus
 
 from activities.forensics import AgentProcess, OutputChunk, SandboxForensics
 from activities.output_tail import redact, secret_values
 from activities.provider import SandboxProvider
-from overnight.run_view import CannotRead, RunView, opened, refresh_sandboxes
+from overnight.run_view import RunView, opened
 
 # A followed agent's output is asked for with long polls this long (Runtime's own cap is 8 s).
 FOLLOW_WAIT_SECONDS = 2.0
@@ -113,7 +108,7 @@ async def show_attempt(
         for agent in agents:
             if agent.fresh_start:
                 p.event("agent", agent_header(agent), attempt=attempt, process_id=agent.process_id)
-            await _drain(box.forensics, sid, agent, attempt, p, 0, wait=0)
+            await drain(box.forensics, sid, agent, attempt, p, 0, wait=0)
 
 
 async def _show_tail(
@@ -144,7 +139,7 @@ async def _show_tail(
     p.output(attempt, kept[-1][0] if kept else "", shown, final=True)
 
 
-async def _drain(
+async def drain(
     look: SandboxForensics,
     sid: str,
     agent: AgentProcess,
@@ -165,137 +160,3 @@ async def _drain(
         p.output(attempt, agent.process_id, chunk.data, final=ended)
         if ended or not chunk.data or wait > 0:
             return chunk
-
-
-async def follow(
-    client: Client,
-    view: RunView,
-    provider: SandboxProvider,
-    start: int,
-    p: Printer,
-    reload: Callable[[], Any],
-) -> str:
-    """Follow from attempt `start` on, until the run ends; returns how it ended."""
-    attempt = start
-    announced: set[int] = set()
-    while True:
-        if attempt not in view.sandboxes:
-            if not view.open:
-                return await _ending(client, view)
-            await asyncio.sleep(LOOK_AROUND_SECONDS / 2)
-            await _look_around(client, view, provider, reload, attempt)
-            continue
-        if attempt not in announced:
-            announced.add(attempt)
-            p.event("attempt", attempt_header(view, attempt), attempt=attempt)
-        try:
-            await _follow_attempt(client, view, provider, attempt, p, reload)
-        except CannotRead as why:
-            say(str(why))
-            tail = view.kept_tail(attempt)
-            if tail:
-                p.event("kept", "(its last words, as the run kept them:)", attempt=attempt)
-                p.output(attempt, "kept", tail.encode(), final=True)
-        newer = [n for n in view.sandboxes if n > attempt]
-        if newer:
-            attempt = min(newer)
-            continue
-        if not view.open:
-            return await _ending(client, view)
-        await asyncio.sleep(LOOK_AROUND_SECONDS)
-        await _look_around(client, view, provider, reload, attempt)
-
-
-async def _follow_attempt(
-    client: Client,
-    view: RunView,
-    provider: SandboxProvider,
-    attempt: int,
-    p: Printer,
-    reload: Callable[[], Any],
-) -> None:
-    """Print the attempt's agents as they write, until all ended, a newer attempt exists or
-    the run ended. A sandbox woken for the read is read as it is, not followed."""
-    async with opened(view, provider, attempt, say) as box:
-        sid = box.sandbox.sandbox_id
-        cursors: dict[str, int] = {}
-        ended: set[str] = set()
-        looked = time.monotonic()
-        while True:
-            agents = await box.forensics.agents(sid)
-            for agent in agents:
-                if agent.process_id in ended:
-                    continue
-                if agent.process_id not in cursors and agent.fresh_start:
-                    p.event("agent", agent_header(agent), attempt=attempt)
-                running = agent is agents[-1] and not box.woken
-                chunk = await _drain(
-                    box.forensics,
-                    sid,
-                    agent,
-                    attempt,
-                    p,
-                    cursors.get(agent.process_id, 0),
-                    wait=FOLLOW_WAIT_SECONDS if running else 0,
-                )
-                cursors[agent.process_id] = chunk.next_cursor
-                if chunk.state != "running":
-                    ended.add(agent.process_id)
-                    footer = agent_footer(chunk.state, chunk.exit_code)
-                    p.event("agent_end", footer, attempt=attempt, exit_code=chunk.exit_code)
-            if box.woken:
-                return
-            if time.monotonic() - looked >= LOOK_AROUND_SECONDS or len(ended) == len(agents):
-                looked = time.monotonic()
-                await _look_around(client, view, provider, reload, attempt)
-                if any(n > attempt for n in view.sandboxes) or not view.open:
-                    await _last_read(box.forensics, sid, attempt, p, cursors, ended)
-                    return
-                if len(ended) == len(agents):
-                    await asyncio.sleep(LOOK_AROUND_SECONDS / 2)
-
-
-async def _last_read(
-    look: SandboxForensics,
-    sid: str,
-    attempt: int,
-    p: Printer,
-    cursors: dict[str, int],
-    ended: set[str],
-) -> None:
-    """What the attempt's agents wrote since the last read, now that it is over."""
-    for agent in await look.agents(sid):
-        if agent.process_id in ended:
-            continue
-        start = cursors.get(agent.process_id, 0)
-        await _drain(look, sid, agent, attempt, p, start, wait=0)
-        p.output(attempt, agent.process_id, b"", final=True)
-
-
-async def _look_around(
-    client: Client,
-    view: RunView,
-    provider: SandboxProvider,
-    reload: Callable[[], Any],
-    attempt: int,
-) -> None:
-    """Refresh what the view knows: new sandboxes, whether the run is still open, and (at a
-    new attempt, for its header) the restart reasons."""
-    before = set(view.sandboxes)
-    await refresh_sandboxes(view, provider)
-    described = await client.get_workflow_handle(view.run_id).describe()
-    view.open = described.status == WorkflowExecutionStatus.RUNNING
-    if set(view.sandboxes) != before or not view.open:
-        await reload()
-
-
-async def _ending(client: Client, view: RunView) -> str:
-    """How the run ended, in a word or two: its state, and the workflow's when they differ."""
-    described = await client.get_workflow_handle(view.run_id).describe()
-    workflow = described.status.name.lower() if described.status is not None else "closed"
-    state = view.status.state if view.status is not None else None
-    if state is None or workflow in ("terminated", "timed_out"):
-        return workflow
-    if workflow in ("completed", state):
-        return state
-    return f"{state} (workflow {workflow})"

@@ -183,6 +183,34 @@ async def test_logs_follow_shows_the_demos_attempts_in_order_and_ends_with_the_r
     assert bad.returncode == 2 and "has no attempt 7 (attempts: 1, 2)" in bad.stderr
 
 
+@pytest.mark.timeout(120)
+async def test_logs_follow_marks_a_fresh_context_start_in_the_same_sandbox(
+    dev_server: DevServer, dev_client: Client, task_queue: str, tmp_path: Path, runs: list[str]
+) -> None:
+    run_id = new_run_id("fresh")
+    runs.append(run_id)
+    spec, _ = agent_spec(
+        run_id, tmp_path, agent_env={"AGENT_FRESH_CONTEXT_AFTER": "2", "AGENT_STEP_DELAY": "0.3"}
+    )
+    await api.start_run(dev_client, spec, task_queue=task_queue)
+    await wait_for_status(dev_client, run_id, lambda s: s.attempt == 1, timeout=30)
+    followed = await overnight_cli(dev_server, "logs", run_id, "--follow", timeout=90)
+
+    assert followed.returncode == 0, followed.stderr
+    lines = followed.stdout.splitlines()
+    fresh = next(i for i, line in enumerate(lines) if line.startswith("--- fresh-context start"))
+    assert lines[0] == f"=== attempt 1 · sandbox {run_id}-1 ==="
+    assert "context full after step 2: asking for a fresh start" in lines[:fresh]
+    assert lines[fresh - 1] == "--- agent ended (exit 75) ---"
+    assert lines[fresh + 1] == "attempt 1: resuming after step 2"
+    assert lines[-3:] == [
+        "all steps done",
+        "--- agent ended (exit 0) ---",
+        f"=== run {run_id} ended: finished ===",
+    ]
+    assert not any(line.startswith("=== attempt 2") for line in lines)
+
+
 async def _card_text(server: DevServer, run_id: str, tmp_path: Path) -> str:
     url = api.web_ui_url(server.ui_url, server.namespace, run_id)
     async with async_playwright() as playwright:
@@ -256,3 +284,51 @@ async def test_reading_a_paused_runtime_sandbox_wakes_it_says_so_and_pauses_it_a
             reads = fake.requests("GET", r"/processes/[^/]+/output$")
             assert reads and all(r.arg("follow") is None for r in reads)
             assert all(r.arg("waitMs") is not None for r in reads)
+
+
+@pytest.mark.timeout(180)
+async def test_following_a_runtime_run_reads_only_running_sandboxes_and_wakes_none(
+    dev_server: DevServer, dev_client: Client, tmp_path: Path
+) -> None:
+    runtime_home = tmp_path / "runtime-home"
+    run_id = new_run_id("rtfollow")
+    spec = scripted_spec(
+        run_id,
+        tmp_path,
+        "loud-crash",
+        provider="runtime",
+        budget=Budget(max_restarts=1),
+        env={"AGENT_HOLD": "2"},  # attempt 2 runs long enough to be followed
+    )
+    with pytest.MonkeyPatch.context() as env:
+        async with (
+            FakeRuntime.local(runtime_home) as fake,
+            nothing_left_running(dev_client, [runtime_home]) as runs,
+            in_process_worker(dev_client, "rtfollow") as queue,
+        ):
+            fake.use(env, tmp_path / "config")
+            runs.append(run_id)
+            await api.start_run(dev_client, spec, task_queue=queue)
+            await wait_for_status(dev_client, run_id, lambda s: s.attempt == 1, timeout=30)
+            cli_env = fake.environ(tmp_path / "config")
+            followed = await overnight_cli(
+                dev_server, "logs", run_id, "--follow", env=cli_env, timeout=120
+            )
+            wakes = fake.wakes
+            reads = fake.requests("GET", r"/processes/[^/]+/output$")
+
+    assert followed.returncode == 0, followed.stderr
+    lines = followed.stdout.splitlines()
+    assert lines[0].startswith(f"=== attempt 1 · sandbox {run_id}-1")
+    assert "working: line 5 of the first attempt" in lines
+    two = next(i for i, line in enumerate(lines) if line.startswith("=== attempt 2"))
+    assert "(attempt 1 ended: agent crashed (exit 3))" in lines[two]
+    assert lines[two + 1 :] == [
+        "attempt 2: picking up from the checkpoint",
+        "all done",
+        "--- agent ended (exit 0) ---",
+        f"=== run {run_id} ended: finished ===",
+    ], followed.stdout + followed.stderr
+    # Only the run itself woke anything (none here); the follower's reads were long polls.
+    assert [cause for _, cause in wakes if "output" in cause or "processes" in cause] == []
+    assert reads and all(r.arg("follow") is None for r in reads)
