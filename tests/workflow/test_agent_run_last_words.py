@@ -6,7 +6,8 @@ The activities are the FakeWorld's: the tail it hands back stands for what the w
 
 from __future__ import annotations
 
-from temporalio.client import Client, WorkflowExecutionStatus
+import pytest
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
@@ -104,6 +105,44 @@ async def test_needs_attention_is_told_once_with_the_last_words_and_the_budget_l
     # The restart made after the extension carries the tail read when the run stopped.
     [record] = status.restarts
     assert record.output_tail == "about to fail\nValueError: no"
+
+
+async def test_a_run_nobody_extends_tells_of_its_failure_before_it_fails(
+    client: Client, world: FakeWorld
+) -> None:
+    world.output["agent-1-0"] = "no more ideas"
+    world.script(1, [exits(1)])
+    spec = make_spec(notify=[HOOK], budget={"max_restarts": 0}, attention_hours=1)
+    async with started_run(client, world, spec) as handle:
+        with pytest.raises(WorkflowFailureError):
+            await handle.result()
+        await keep_history(handle, "failed_notified")
+
+    assert world.notified() == ["needs_attention", "failed"]
+    failed = world.notifications[1]
+    assert (failed.state, failed.output_tail) == ("failed", "no more ideas")
+    assert "nobody extended it within 1 h" in failed.reason
+
+
+async def test_a_cancelled_run_tells_of_it_with_the_reason(
+    client: Client, world: FakeWorld
+) -> None:
+    world.output["agent-1-0"] = "halfway there"
+    world.script(1, [progress("cp-1")])
+    async with started_run(client, world, make_spec(notify=[HOOK])) as handle:
+        await eventually(lambda: status_of(handle), lambda s: s.checkpoint_bytes > 0)
+        await handle.signal("cancel", "wrong branch")
+        result = await handle.result()
+        status = await status_of(handle)
+
+    assert result.outcome == "cancelled"
+    assert world.notified() == ["cancelled"]
+    assert world.notifications[0].reason == "wrong branch"
+    assert status.last_words is not None
+    assert (status.last_words.reason, status.last_words.tail) == (
+        "cancelled: wrong branch",
+        "halfway there",
+    )
 
 
 async def test_a_notification_that_cannot_be_sent_never_holds_up_or_fails_the_run(
