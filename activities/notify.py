@@ -59,8 +59,10 @@ class Target:
     url: str | None
     format: NotifyFormat
     secret: str | None = None
-    # Why it cannot be sent from this worker (e.g. its URL variable is not set here).
+    # Why it cannot be sent from this worker, and whether another try (maybe on another
+    # worker) could (its URL variable is not set here) or not (the URL is not one).
     problem: str | None = None
+    problem_lasts: bool = False
 
 
 @dataclass(frozen=True)
@@ -79,16 +81,19 @@ def targets(note: Notification, environ: Mapping[str, str]) -> list[Target]:
             continue
         secret = environ.get(hook.secret_env) if hook.secret_env else default_secret
         url = hook.url or environ.get(hook.url_env or "") or None
-        problem = None if url else f"{hook.url_env} is not set in this worker's environment"
-        if url and hook.url_env:
-            problem = _url_problem(url, hook.url_env)
-        found.append(Target(f"spec-{i}", url, hook.format, secret or None, problem))
+        if url is None:
+            problem = f"{hook.url_env} is not set in this worker's environment"
+            found.append(Target(f"spec-{i}", None, hook.format, None, problem))
+            continue
+        bad = _url_problem(url, hook.url_env) if hook.url_env else None
+        found.append(Target(f"spec-{i}", url, hook.format, secret or None, bad, bad is not None))
     wants_restarts = environ.get(ON_RESTART_ENV, "").strip().lower() in ("1", "true", "yes")
     if note.event == "restart" and not wants_restarts:
         return found
     fmt: NotifyFormat = "slack" if environ.get(FORMAT_ENV, "").strip() == "slack" else "json"
     for j, url in enumerate(u for u in _SPLIT.split(environ.get(URL_ENV, "")) if u):
-        found.append(Target(f"worker-{j}", url, fmt, default_secret, _url_problem(url, URL_ENV)))
+        bad = _url_problem(url, URL_ENV)
+        found.append(Target(f"worker-{j}", url, fmt, default_secret, bad, bad is not None))
     return found
 
 
@@ -185,7 +190,7 @@ def deliver(
 ) -> Delivery:
     """One POST (blocking: run it in a thread). Never raises."""
     if target.problem is not None or target.url is None:
-        return Delivery(False, True, target.problem or "no URL")
+        return Delivery(False, not target.problem_lasts, target.problem or "no URL")
     data = body(note, target.format, web_ui, secret_values(note.secret_env, environ))
     request = urllib.request.Request(
         target.url,

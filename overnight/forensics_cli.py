@@ -25,7 +25,7 @@ from activities.provider import SandboxProvider
 from overnight import logs, logs_follow
 from overnight.errors import OvernightError
 from overnight.providers import open_providers
-from overnight.run_view import CannotRead, RunView, load_run, opened
+from overnight.run_view import CannotRead, RunView, load_run, opened, query_status
 
 Connect = Callable[[argparse.Namespace], Awaitable[Client]]
 # The most `inspect PATH` prints of one file.
@@ -107,9 +107,7 @@ async def _follow(
     start = args.attempt or view.latest() or 1
 
     async def reload() -> None:
-        from overnight.run_view import _status
-
-        view.status = await _status(client, view.run_id) or view.status
+        view.status = await query_status(client, view.run_id) or view.status
 
     if args.tail is not None and start in view.sandboxes:
         printer.event("attempt", logs.attempt_header(view, start), attempt=start)

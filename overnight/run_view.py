@@ -90,7 +90,7 @@ async def load_run(client: Client, run_id: str, provider_for: ProviderLookup) ->
     spec = await run_spec(client, run_id)
     handle = client.get_workflow_handle(run_id)
     described = await handle.describe()
-    status = await _status(client, run_id)
+    status = await query_status(client, run_id)
     view = RunView(
         run_id=run_id,
         spec=spec,
@@ -143,7 +143,8 @@ async def run_spec(client: Client, run_id: str) -> RunSpec:
     raise RunNotFound(run_id)
 
 
-async def _status(client: Client, run_id: str) -> RunStatus | None:
+async def query_status(client: Client, run_id: str) -> RunStatus | None:
+    """The run's status if a worker answers within a few seconds, else None."""
     try:
         status: RunStatus = await client.get_workflow_handle(run_id).query(
             "status", result_type=RunStatus, rpc_timeout=STATUS_TIMEOUT

@@ -215,3 +215,11 @@ def test_a_spec_takes_webhooks_as_urls_or_objects_and_refuses_bad_ones() -> None
         with pytest.raises(ValidationError):
             RunSpec.model_validate({**base, "notify": bad})
     assert json.loads(spec.model_dump_json())["notify"][1]["url"] is None
+
+
+async def test_a_worker_default_that_is_not_a_url_is_refused_not_retried() -> None:
+    note = a_notification([], "finished")
+    sent = await NotifyActivities(
+        None, worker_env(OVERNIGHT_NOTIFY_URL="hooks.example/no-scheme")
+    ).send_notification(note)
+    assert (sent.refused, sent.undelivered) == (["worker-0"], [])

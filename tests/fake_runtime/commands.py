@@ -2,7 +2,8 @@
 
 Output (`GET …/processes/{pid}/output?cursor=N`) is read from the engine's
 `<sandbox>/processes/<pid>/output.log` (stdout and stderr together, so every chunk is
-`stdout`); offsets count its bytes, and only its last `output_keep_bytes` are kept. Two ways:
+`stdout`); offsets count its bytes, and only its last `output_keep_bytes` are kept (a process
+object's `outputBytes` is the end of its output, a cursor). Two ways:
 
 - `follow=true`: NDJSON, one event a line, written as the output grows:
   `{"type":"stdout","offset":N,"data":"…"}` (`"base64"` instead of `"data"` for a process
