@@ -192,10 +192,15 @@ async def opened(
         yield Opened(current, forensics)
         return
     if not view.may_wake(current):
+        why = (
+            "is paused at its lease end and the run is about to wake it"
+            if view.status is not None
+            else "is paused, and with no worker answering it cannot be told whether the run "
+            "will wake it"
+        )
         raise CannotRead(
-            f"sandbox {sandbox.sandbox_id} (attempt {attempt}) is paused at its lease end and "
-            "the run may wake it any moment: not woken for a read (that could cost the run a "
-            "restart); try again in a minute"
+            f"sandbox {sandbox.sandbox_id} (attempt {attempt}) {why}: not woken for a read "
+            "(that could cost the run a restart); try again in a minute"
         )
     say(
         f"sandbox {sandbox.sandbox_id} (attempt {attempt}) is paused: reading a paused Runtime "
