@@ -67,6 +67,11 @@ _PROCESS_STATES: dict[str, ProcessState] = {
 }
 _Client = withruntime.AsyncRuntime
 _SAFE_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
+# Each watched run holds one stream; the SDK's default pool (48 connections, 40 for streams)
+# would cap a worker at 40 watched runs. Runtime itself serves at most 128 requests at once per
+# key, so a worker may hold that many streams, plus room for ordinary calls.
+RUNTIME_SERVED_AT_ONCE = 128
+CALL_CONNECTIONS = 8
 # A command is given at most the lease left minus this, so it never outlasts the lease.
 LEASE_SAFETY_SECONDS = 10
 # After its exit marker appears, an agent's process may take a moment to be reported ended.
@@ -89,11 +94,13 @@ class RuntimeProvider(RuntimeSnapshots):
         timeout_seconds: float = 75,
         max_retries: int = 2,
         call_budget_seconds: float = 180,
+        max_connections: int = RUNTIME_SERVED_AT_ONCE + CALL_CONNECTIONS,
     ) -> None:
         # 75 s per attempt: a pause or stop may be held up to 60 s by `Prefer: wait=60`.
         self._timeout = timeout_seconds
         self._max_retries = max_retries
         self._budget = call_budget_seconds
+        self._max_connections = max_connections
         self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Client] = (
             weakref.WeakKeyDictionary()
         )
@@ -117,6 +124,7 @@ class RuntimeProvider(RuntimeSnapshots):
                     timeout=self._timeout,
                     max_retries=self._max_retries,
                     wait_for_capacity=0,
+                    max_connections=self._max_connections,
                 )
             except ValueError as error:
                 raise ProviderError(

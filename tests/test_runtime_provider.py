@@ -497,3 +497,29 @@ async def test_news_read_from_before_a_pause_wakes_nothing_and_is_acted_on_after
         sandbox_id, agent.process_id, CHECKPOINT, token=seen.token, wait_seconds=10
     )
     assert (after.process.state, after.process.exit_code) == ("exited", 3)
+
+
+async def test_one_worker_holds_a_watch_stream_for_each_of_many_runs_at_once(
+    fake: FakeRuntime, provider: RuntimeProvider
+) -> None:
+    """A watch queued behind a full stream pool would return "quiet" without looking."""
+    runs = 45
+    tokens: list[tuple[str, str, str | None]] = []
+    for n in range(runs):
+        sandbox_id = await created(provider, f"many-{n}-1")
+        agent = await provider.start_agent(
+            sandbox_id, AgentLaunch(start_key=f"m-{n}", command="sleep 60", cwd="/workspace")
+        )
+        first = await provider.watch(
+            sandbox_id, agent.process_id, CHECKPOINT, token=None, wait_seconds=1
+        )
+        tokens.append((sandbox_id, agent.process_id, first.token))
+    began = time.monotonic()
+    seen = await asyncio.gather(
+        *(provider.watch(s, p, CHECKPOINT, token=t, wait_seconds=3) for s, p, t in tokens)
+    )
+    # All held at once: done in about one wait, not two.
+    assert time.monotonic() - began < 5.5
+    assert all(s.sandbox.state == "running" and not s.checkpoint_touched for s in seen)
+    # Every run's watch reached Runtime (one queued for a free stream would not have).
+    assert fake.counts_by_route().get("watch_events", 0) >= runs
