@@ -22,6 +22,7 @@ with workflow.unsafe.imports_passed_through():
         ActivityName,
         AgentStarted,
         CheckpointRead,
+        CheckpointSalvage,
         CreateSandboxInput,
         ProcessState,
         ReadCheckpointInput,
@@ -143,7 +144,8 @@ class NaiveAgentRun:
                 checkpoint_path=spec.checkpoint_path,
                 max_bytes=spec.max_checkpoint_bytes,
             ),
-            result_type=CheckpointRead,
+            # The activity answers a CheckpointSalvage (a CheckpointRead and maybe last words).
+            result_type=CheckpointSalvage,
             start_to_close_timeout=STEP_TIMEOUT,
             retry_policy=NO_RETRY,
         )
