@@ -15,7 +15,7 @@ from activities.local_procs import ProcessRecord
 from activities.local_snapshots import LocalSnapshots
 from activities.local_state import SandboxMeta
 from activities.models import SandboxInfo
-from activities.polling_watch import Look, poll_watch
+from activities.polling_watch import poll_watch
 from activities.provider import (
     AgentLaunch,
     CommandOutput,
@@ -167,22 +167,9 @@ class LocalProvider:
         wait_seconds: float,
         report_touch: bool = True,
     ) -> Sighting:
-        def look() -> Look:
-            meta = self.engine.find(sandbox_id)
-            if meta is None:
-                gone = SandboxInfo(sandbox_id=sandbox_id, name=sandbox_id, state="missing")
-                return Look(gone, ProcessInfo(process_id=process_id, state="missing"), "missing")
-            try:
-                record = self.engine.process(sandbox_id, process_id)
-            except SandboxNotFound:
-                record = None
-            process = (
-                ProcessInfo(process_id=process_id, state="missing")
-                if record is None
-                else process_info(record)
-            )
-            return Look(sandbox_info(meta), process, self.engine.stamp(sandbox_id, checkpoint_path))
+        from activities.local_look import LocalLook  # it builds on this module's converters
 
+        look = LocalLook(self.engine, sandbox_id, process_id, checkpoint_path)
         return await poll_watch(
             lambda: asyncio.to_thread(look),
             token=token,

@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from activities.models import SandboxInfo
 from activities.provider import ProcessInfo, Sighting
 
-# How often a local agent is looked at: a crash is noticed within this.
-LOOK_INTERVAL_SECONDS = 0.25
+# How often a local agent is looked at: a crash is noticed within this (each look is a few
+# stat calls, see activities.local_look).
+LOOK_INTERVAL_SECONDS = 0.5
 
 
 @dataclass(frozen=True)
