@@ -462,6 +462,7 @@ class Chaos:
         else:
             facts.failure = outcome or "no outcome"
         status = await self._status(plan.run_id)
+        facts.status_unreadable = status is None
         if status is not None:
             facts.restarts = list(status.restarts)
             facts.fresh_starts = status.fresh_starts_used
@@ -499,11 +500,14 @@ class Chaos:
 
     async def _status(self, run_id: str) -> RunStatus | None:
         assert self.client is not None
+        error: Exception | None = None
         for _ in range(5):
             try:
                 return await api.get_status(self.client, run_id)
-            except Exception:  # a query of a closed run may meet a worker restarting
+            except Exception as failed:  # a query of a closed run may meet a worker restarting
+                error = failed
                 await asyncio.sleep(2)
+        self.note(f"status of {run_id} unreadable: {type(error).__name__}: {error}")
         return None
 
 

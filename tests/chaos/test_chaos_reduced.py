@@ -36,6 +36,7 @@ async def test_reduced_chaos_loses_nothing_and_leaves_nothing_running(tmp_path: 
     assert figures["steps_redone"] == 0, explain
     assert figures["left_running"] == 0, explain
     assert figures["transient_restarts"] == 0, explain
+    assert report.ok(), explain  # and every run's status was read
     # The dead man's switch: with no worker alive, every lease that ended paused its sandbox.
     assert figures["paused_unwatched"] == figures["lease_ends_unwatched"] > 0, explain
     # Lease ends met with a progressing agent are carried on by that agent (no restart).

@@ -61,6 +61,8 @@ class RunFacts:
     paused_unwatched: int = 0
     # Times a sandbox paused at its lease end was woken and its agent carried on (status).
     lease_resumes: int = 0
+    # The run's status could not be queried: its restarts and lease resumes are unknown.
+    status_unreadable: bool = False
 
 
 @dataclass(frozen=True)
@@ -244,6 +246,7 @@ class ChaosReport:
             and f["transient_restarts"] == 0
             and f["steps_redone"] == 0
             and f["paused_unwatched"] == f["lease_ends_unwatched"]
+            and not any(facts.status_unreadable for facts in self.runs)
         )
 
     def run_lines(self) -> list[str]:
@@ -269,6 +272,8 @@ class ChaosReport:
             rid = facts.plan.run_id
             if not verdict.finished:
                 lines.append(f"{rid}: not finished ({facts.failure})")
+            if facts.status_unreadable:
+                lines.append(f"{rid}: status unreadable: restarts and lease resumes unknown")
             if verdict.duplicates or verdict.missing_actions:
                 lines.append(f"{rid}: ledger {facts.ledger_keys}")
             if verdict.checkpoint_lost:
