@@ -422,7 +422,9 @@ class AgentRun:
     async def _salvage_checkpoint(self, s: SupervisorState, why: str, ended: str) -> None:
         if s.sandbox_id is None:
             return
-        wake = s.lease_keeping and s.sandbox_paused
+        # A sandbox may have paused at its lease end since the run last looked (its worker
+        # died, the read was retried late): salvaging wakes it, whatever the last look said.
+        wake = s.lease_keeping
         read = await calls.read_checkpoint(
             s.spec, s.sandbox_id, s.seen_digest, why, wake_paused=wake, output_of=s.process_id
         )
