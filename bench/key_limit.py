@@ -10,9 +10,10 @@ the most requests in flight (admitted by the limiter: a held watch stream counts
 ends) and open (in flight or waiting for a slot), how many runs had their watch stream open
 (fewest, mean), and the requests per run-hour at this scale.
 
-Why several workers: one worker's SDK client holds at most 48 connections, 40 of them for
-streams (withruntime 0.35's `DEFAULT_MAX_CONNECTIONS`, `_KEPT_FOR_CALLS`), so one worker holds
-at most 40 watch streams; the check with `workers=1` measures what that means.
+Several workers share the key, as in a deployment. The check with `workers=1` measures how many
+runs one worker watches at once: its SDK client must hold a stream per watched run
+(withruntime 0.35's default pool, 48 connections with 40 for streams, capped a worker at 40
+until the runtime provider sized its pool for 128 streams plus calls).
 """
 
 from __future__ import annotations

@@ -191,10 +191,10 @@ def _cap_row(cap: dict[str, Any]) -> Row:
         at_least=n,
         note=(
             f"fewest {steady['watched_min']}, most requests in flight "
-            f"{max(cap['start']['in_flight_max'], steady['in_flight_max'])}: the worker's "
-            "withruntime client holds at most 48 connections, 40 of them for streams "
-            "(DEFAULT_MAX_CONNECTIONS, _KEPT_FOR_CALLS in withruntime 0.35); the other runs' "
-            "observes wait in the client for a stream slot, unwatched"
+            f"{max(cap['start']['in_flight_max'], steady['in_flight_max'])}; the worker's "
+            "withruntime client holds one stream per watched run, up to its pool (the SDK's "
+            "default: 48 connections, 40 for streams); runs beyond it wait in the client for "
+            "a stream slot, unwatched"
         ),
     )
 
