@@ -93,7 +93,7 @@ NOTIFY_RETRY = RetryPolicy(
 DELIVERY_TIMEOUT = timedelta(seconds=30)
 DELIVERY_DEADLINE = timedelta(hours=24)
 DELIVERY_RETRY = RetryPolicy(
-    initial_interval=timedelta(seconds=2),
+    initial_interval=timedelta(seconds=1),
     backoff_coefficient=2.0,
     maximum_interval=timedelta(minutes=10),
     non_retryable_error_types=["WebhookRefused"],

@@ -93,9 +93,9 @@ async def test_a_receiver_gets_one_signed_needs_attention_through_a_worker_kill_
 
             # The only worker dies (SIGKILL) and another takes over: the run's history replays.
             pool.kill(worker)
+            receiver.up()
             pool.start(worker)
             await pool.wait_ready()
-            receiver.up()
             await until(lambda: receiver.events() == ["needs_attention"], "needs_attention")
             retried = dev_client.get_workflow_handle(retry_id)
             described = await retried.describe()
