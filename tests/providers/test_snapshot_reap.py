@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import uuid
 
-from temporalio.testing import ActivityEnvironment, WorkflowEnvironment
+from temporalio.client import Client
+from temporalio.testing import ActivityEnvironment
 
 from activities.models import TakeSnapshotInput
 from overnight import client as api
@@ -16,10 +17,12 @@ from tests.providers.test_snapshots import activities
 
 
 async def test_reap_deletes_snapshots_of_runs_that_are_gone_and_spares_a_live_runs(
-    provider: Harness, time_skipping_env: WorkflowEnvironment
+    provider: Harness, dev_client: Client
 ) -> None:
+    # The session's dev server, not the shared time-skipping one: a run left waiting for a
+    # worker there holds the test server's clock and hangs every later workflow test.
     h = provider
-    client = time_skipping_env.client
+    client = dev_client
     ghost, alive = f"ghost-{uuid.uuid4().hex[:8]}", f"alive-{uuid.uuid4().hex[:8]}"
     # A run that is still going (no worker needed to be RUNNING).
     handle = await client.start_workflow(
