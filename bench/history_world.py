@@ -39,6 +39,7 @@ from activities.models import (
     SearchAttributeCheck,
     SearchAttributeCheckInput,
 )
+from activities.notify_models import Notification, SendResult
 from bench.baseline import GET_PROCESS, ProcessRef, ProcessSeen
 from overnight.constants import SEARCH_ATTRIBUTE_TYPES
 
@@ -74,6 +75,7 @@ class HealthyAgentWorld:
             self.stop_sandbox,
             self.list_sandboxes,
             self.get_process,
+            self.send_notification,
         ]
 
     # ----- the agent, as a function of workflow time -----
@@ -170,3 +172,8 @@ class HealthyAgentWorld:
     @activity.defn(name=ActivityName.LIST_SANDBOXES)
     async def list_sandboxes(self, _: ListSandboxesInput) -> SandboxList:
         return SandboxList()
+
+    @activity.defn(name=ActivityName.SEND_NOTIFICATION)
+    async def send_notification(self, _: Notification) -> SendResult:
+        # No targets in the benchmark's runs: nothing to send, nothing left for a retry.
+        return SendResult()
