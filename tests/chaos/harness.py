@@ -348,8 +348,6 @@ class Chaos:
                 for plan in self.plans:
                     if plan.run_id in self.results:
                         continue
-                    if plan.provider not in self.size.dead_man_providers:
-                        continue
                     for sandbox_id in await asyncio.to_thread(self._sandboxes_running, plan):
                         await asyncio.to_thread(self._end_lease, plan, sandbox_id)
                         ended.append((plan, sandbox_id))

@@ -60,10 +60,6 @@ class ChaosSize:
     # switch) and the runs go on when the workers are back.
     dead_man_at: float | None = None
     dead_man_seconds: float = 8.0
-    # Providers whose sandboxes' leases end in the dead man's window, and whose runs may carry
-    # `lease_end` (a leased run planned on another provider goes to the first one listed).
-    dead_man_providers: tuple[str, ...] = ("local", "runtime")
-    lease_end_providers: tuple[str, ...] = ("local", "runtime")
     deadline_seconds: float = 1200.0
     seed: int = 7
     # How long each agent step takes, and what counts as a stall: well above a step on a
@@ -98,13 +94,6 @@ REDUCED = ChaosSize(
     storm_seconds=10.0,
     dead_man_at=5.0,
     dead_man_seconds=5.0,
-    # Two known bugs of the runtime watch around a sandbox paused at its lease end (a retried
-    # observe takes it for running; a checkpoint read on stale watch events wakes it behind
-    # the run's back: tests/chaos/test_observe_paused_sandbox.py and the strict-xfail cases in
-    # tests/e2e/test_lease_ends.py) make runtime lease ends flaky here; the suite keeps its
-    # lease ends local until they are fixed. The full size ends both, so its table shows them.
-    dead_man_providers=("local",),
-    lease_end_providers=("local",),
     deadline_seconds=150.0,
 )
 
@@ -128,7 +117,6 @@ def plan_runs(size: ChaosSize, prefix: str) -> list[RunPlan]:
     """One plan per run: providers alternate, fault sets go round, step numbers are random."""
     rng = random.Random(size.seed)
     plans = []
-    owed = 0  # runs moved off a provider for their lease ends; the next ones make up for it
     for i in range(size.runs):
         faults = FAULT_SETS[i % len(FAULT_SETS)]
         switches = {}
@@ -142,26 +130,16 @@ def plan_runs(size: ChaosSize, prefix: str) -> list[RunPlan]:
         if "lease_end" in faults:
             count = min(size.lease_ends_per_run, STEPS - 1)
             lease_end_after = tuple(sorted(rng.sample(range(1, STEPS), count)))
-        provider: Literal["local", "runtime"] = "local" if i % 2 == 0 else "runtime"
-        if "lease_end" in faults and provider not in size.lease_end_providers:
-            provider, owed = _provider(size.lease_end_providers[0]), owed + 1
-        elif owed and "lease_end" not in faults and provider in size.lease_end_providers:
-            provider, owed = "runtime" if provider == "local" else "local", owed - 1
         plans.append(
             RunPlan(
                 run_id=f"{prefix}-{i:02d}",
-                provider=provider,
+                provider="local" if i % 2 == 0 else "runtime",
                 faults=faults,
                 switches=switches,
                 lease_end_after=lease_end_after,
             )
         )
     return plans
-
-
-def _provider(name: str) -> Literal["local", "runtime"]:
-    assert name in ("local", "runtime"), name
-    return "local" if name == "local" else "runtime"
 
 
 def run_spec(size: ChaosSize, plan: RunPlan, origin: Path, ledger: Path) -> RunSpec:
