@@ -39,6 +39,9 @@ class ActivityName:
     TAKE_SNAPSHOT = "take_snapshot"
     DELETE_SNAPSHOTS = "delete_snapshots"
     LIST_SNAPSHOTS = "list_snapshots"
+    # Money (activities.money_activities): the key's daily spending limit, read on its own
+    # while a run waits for the daily window to reopen.
+    READ_DAILY_LIMIT = "read_daily_limit"
 
 
 class _Model(BaseModel):
@@ -48,6 +51,44 @@ class _Model(BaseModel):
 class SandboxRef(_Model):
     provider: Provider
     sandbox_id: str
+    # A wake: first check the key's daily spending limit still covers this much (the fresh
+    # lease), and refuse with `DailySpendingLimit` if not. Ignored by pause and stop.
+    daily_room_micros: int | None = Field(default=None, ge=0)
+    # A pause or stop at a sandbox's end: read what it was charged afterwards.
+    read_charge: bool = False
+
+
+class SandboxCharge(_Model):
+    """What the provider charged for one sandbox so far (Runtime's `GET /v1/usage`), money in
+    integer microdollars: settled charges, and money held against its lease not yet settled."""
+
+    sandbox_id: str
+    charged_micros: int = 0
+    held_micros: int = 0
+    running_seconds: float = 0
+
+
+class DailyLimitRead(_Model):
+    """The key's daily spending limit (Runtime's `GET /v1/limits`), in microdollars over the
+    last 24 hours; `limit_micros` None: no limit set."""
+
+    limit_micros: int | None = None
+    used_micros: int = 0
+    remaining_micros: int | None = None
+
+
+class MoneyRead(_Model):
+    """A look at what a sandbox cost and what the key may still spend (best effort: either
+    part is None when the provider cannot tell, or the read failed)."""
+
+    charge: SandboxCharge | None = None
+    daily: DailyLimitRead | None = None
+    # The provider keeps no account (local sandboxes): spend stays an estimate.
+    keeps_account: bool = True
+
+
+class ReadDailyLimitInput(_Model):
+    provider: Provider
 
 
 class SandboxInfo(_Model):
@@ -95,6 +136,9 @@ class CreateSandboxInput(_Model):
     # Runtime's own cap on the sandbox's lifetime cost: what is left of the spend budget.
     max_total_cost_micros: int | None = Field(default=None, gt=0)
     restore: SnapshotRestore | None = None
+    # What its first lease costs: the key's daily spending limit must still cover it, else
+    # the create is refused (`DailySpendingLimit`) before anything is made.
+    lease_cost_micros: int | None = Field(default=None, ge=0)
 
 
 class AgentStarted(_Model):
@@ -113,6 +157,8 @@ class AgentStarted(_Model):
     # agent captured running in it was adopted (memory mode) rather than started.
     restored_from: str | None = None
     adopted: bool = False
+    # The key's daily spending limit as read before the create (None: not read).
+    daily: DailyLimitRead | None = None
 
 
 class StartAgentInput(_Model):
@@ -180,6 +226,8 @@ class ObserveInput(_Model):
     watch_token: str | None = None
     # A changed checkpoint is handed over at most this often (exits and stops at once).
     report_every_seconds: float = Field(default=0, ge=0)
+    # Read what the sandbox has cost so far, and the key's daily limit, before answering.
+    read_money: bool = False
 
 
 class Observation(_Model):
@@ -191,6 +239,15 @@ class Observation(_Model):
     checkpoint: CheckpointRead | None = None
     lease_ends_at: datetime | None = None
     watch_token: str | None = None
+    # When asked (`read_money`): the sandbox's charges and the key's daily limit.
+    money: MoneyRead | None = None
+
+
+class SandboxSettled(SandboxInfo):
+    """A sandbox just paused or stopped, with what it was charged (when the provider keeps an
+    account and could tell)."""
+
+    charge: SandboxCharge | None = None
 
 
 class ExtendSandboxInput(_Model):
@@ -202,6 +259,9 @@ class ExtendSandboxInput(_Model):
     provider: Provider
     sandbox_id: str
     until: datetime
+    # What one second of lease costs: the key's daily spending limit must still cover the
+    # seconds added, else the extension is refused (`DailySpendingLimit`). None: not checked.
+    micros_per_second: float | None = Field(default=None, ge=0)
 
 
 class ListSandboxesInput(_Model):

@@ -44,6 +44,7 @@ from activities.provider import (
     Sighting,
 )
 from activities.runtime_errors import runtime_call
+from activities.runtime_money import RuntimeAccount
 from activities.runtime_snapshots import RuntimeSnapshots
 
 API_KEY_VARIABLE = "RUNTIME_API_KEY"
@@ -79,7 +80,7 @@ EXIT_REPORT_TRIES = 25
 EXIT_REPORT_PAUSE = 0.2
 
 
-class RuntimeProvider(RuntimeSnapshots):
+class RuntimeProvider(RuntimeSnapshots, RuntimeAccount):
     """`SandboxProvider` on Runtime. The key is read from the worker's `RUNTIME_API_KEY` only.
 
     The SDK's own retries are kept short on purpose (`max_retries`, `timeout`, no capacity

@@ -32,6 +32,8 @@ SPENDING_CODES = frozenset(
         "account_share_full",
     }
 )
+# Past the key's daily spending limit (a 402): the run waits for the 24-hour window to reopen.
+DAILY_LIMIT_CODES = frozenset({"spending_limit_reached", "spending_limit", "spend_limit_reached"})
 # A 409 with one of these is about the sandbox's state, not the request (code -> state).
 NOT_RUNNING_CODES = {
     "sandbox_paused": "paused",
@@ -58,6 +60,8 @@ def provider_error(error: Exception, sandbox_id: str | None = None) -> ProviderE
         return ProviderError(text, kind="AuthenticationFailed", retryable=False)
     if isinstance(error, withruntime.PermissionDeniedError):
         return ProviderError(text, kind="PermissionDenied", retryable=False)
+    if code in DAILY_LIMIT_CODES:
+        return ProviderError(text, kind="DailySpendingLimit", retryable=False)
     if (
         isinstance(error, withruntime.AccountBlockedError)
         or status == 402

@@ -41,10 +41,13 @@ from activities.models import (
     SandboxInfo,
     SandboxList,
     SandboxRef,
+    SandboxSettled,
     SearchAttributeCheck,
     SearchAttributeCheckInput,
     StartAgentInput,
 )
+from activities.money import ensure_daily_room, read_charge, read_money
+from activities.money_activities import MoneyActivities
 from activities.observe import observe
 from activities.provider import (
     AgentLaunch,
@@ -113,6 +116,7 @@ class SandboxActivities:
         return [
             *NotifyActivities(self._client).all(),
             *SnapshotActivities(self._provider, self._heartbeat_seconds).all(),
+            *MoneyActivities(self._provider).all(),
             self.create_sandbox,
             self.start_agent,
             self.observe_agent,
@@ -178,6 +182,12 @@ class SandboxActivities:
         )
         async with auto_heartbeat(self._heartbeat_seconds):
             with activity_errors():
+                daily = None
+                if activity.info().attempt == 1:
+                    # Only before the first try: a retry may find the sandbox its first try
+                    # made, whose own lease is already counted against the limit.
+                    what = f"sandbox {input.attempt}'s first lease"
+                    daily = await ensure_daily_room(provider, input.lease_cost_micros, what)
                 request = await usable_restore(provider, request, input.restore)
                 sandbox, created = await provider.get_or_create(request)
                 if not created and sandbox.state == "paused":
@@ -207,6 +217,7 @@ class SandboxActivities:
                         isolation=sandbox.isolation,
                         restored_from=request.snapshot_id,
                         adopted=adopted,
+                        daily=daily,
                     )
                 await setup.clone_and_switch(provider, sid, spec)
                 await provider.upload_dir(sid, spec.agent_dir, AGENT_MOUNT)
@@ -222,6 +233,7 @@ class SandboxActivities:
             created=created,
             lease_ends_at=sandbox.lease_ends_at,
             isolation=sandbox.isolation,
+            daily=daily,
         )
 
     @activity.defn(name=ActivityName.START_AGENT)
@@ -250,7 +262,11 @@ class SandboxActivities:
         provider = await self._provider(input.provider)
         async with auto_heartbeat(self._heartbeat_seconds):
             with activity_errors():
-                return await observe(provider, input, _wait_left(input.wait_seconds))
+                seen = await observe(provider, input, _wait_left(input.wait_seconds))
+        if not input.read_money:
+            return seen
+        money = await read_money(provider, input.sandbox_id, fresh=False)
+        return seen.model_copy(update={"money": money})
 
     @activity.defn(name=ActivityName.READ_CHECKPOINT)
     async def read_checkpoint(self, input: ReadCheckpointInput) -> CheckpointSalvage:
@@ -279,18 +295,26 @@ class SandboxActivities:
     # ----- lifecycle -----
 
     @activity.defn(name=ActivityName.PAUSE_SANDBOX)
-    async def pause_sandbox(self, input: SandboxRef) -> SandboxInfo:
+    async def pause_sandbox(self, input: SandboxRef) -> SandboxSettled:
         provider = await self._provider(input.provider)
-        return await _settle(provider, input.sandbox_id, provider.pause(input.sandbox_id))
+        info = await _settle(provider, input.sandbox_id, provider.pause(input.sandbox_id))
+        return await _with_charge(provider, info, input.read_charge)
 
     @activity.defn(name=ActivityName.STOP_SANDBOX)
-    async def stop_sandbox(self, input: SandboxRef) -> SandboxInfo:
+    async def stop_sandbox(self, input: SandboxRef) -> SandboxSettled:
         provider = await self._provider(input.provider)
-        return await _settle(provider, input.sandbox_id, provider.stop(input.sandbox_id))
+        info = await _settle(provider, input.sandbox_id, provider.stop(input.sandbox_id))
+        return await _with_charge(provider, info, input.read_charge)
 
     @activity.defn(name=ActivityName.WAKE_SANDBOX)
     async def wake_sandbox(self, input: SandboxRef) -> SandboxInfo:
         provider = await self._provider(input.provider)
+        if input.daily_room_micros is not None:
+            with activity_errors():
+                now = await provider.sandbox(input.sandbox_id)
+                if now.state == "paused":
+                    what = "waking the sandbox (a fresh lease)"
+                    await ensure_daily_room(provider, input.daily_room_micros, what)
         return await _settle(provider, input.sandbox_id, provider.wake(input.sandbox_id))
 
     @activity.defn(name=ActivityName.EXTEND_SANDBOX)
@@ -303,6 +327,10 @@ class SandboxActivities:
         missing = (input.until - now.lease_ends_at).total_seconds()
         if missing < 1:
             return now  # already that long (a retried extension): nothing to add
+        if input.micros_per_second is not None:
+            with activity_errors():
+                cost = int(missing * input.micros_per_second)
+                await ensure_daily_room(provider, cost, f"extending the lease by {missing:.0f} s")
         call = provider.extend(input.sandbox_id, missing)
         return await _settle(provider, input.sandbox_id, call)
 
@@ -357,6 +385,11 @@ async def _settle(
         except SandboxNotRunning:
             return await provider.sandbox(sandbox_id)
     return info
+
+
+async def _with_charge(provider: SandboxProvider, info: SandboxInfo, read: bool) -> SandboxSettled:
+    charge = await read_charge(provider, info.sandbox_id) if read else None
+    return SandboxSettled(**info.model_dump(), charge=charge)
 
 
 def _wait_left(wait_seconds: float) -> float:

@@ -309,6 +309,17 @@ class CheckpointSummary(_Strict):
     last_note: str | None = None
 
 
+class DailyLimit(_Strict):
+    """The provider key's daily spending limit as last read (Runtime's `GET /v1/limits`):
+    the most it may commit in any 24 hours (None: no limit set), what it has used (charges
+    settled plus money on hold) and what is left."""
+
+    limit_usd: float | None = None
+    used_usd: float = 0
+    remaining_usd: float | None = None
+    read_at: datetime
+
+
 class RunStatus(_Strict):
     """What the `status` query answers."""
 
@@ -321,7 +332,17 @@ class RunStatus(_Strict):
     fresh_starts_used: int = 0
     budget: Budget
     hours_used: float = 0
+    # What the budget counts: the provider's charges where it has a figure (Runtime), the
+    # estimate (sandbox lifetime x `rates`) elsewhere.
     spend_usd: float = 0
+    # The provider's own figure for the sandboxes it has one for (None: none yet, or a
+    # provider that keeps no account), and the estimate for every sandbox.
+    spend_charged_usd: float | None = None
+    spend_estimated_usd: float = 0
+    # The provider key's daily spending limit as last read (None: not read, or none kept).
+    daily_limit: DailyLimit | None = None
+    # The run is held only by that daily limit: it goes on by itself when the window reopens.
+    waiting_for_daily_window: bool = False
     started_at: datetime
     last_progress_at: datetime | None = None
     checkpoint_bytes: int = 0

@@ -11,7 +11,7 @@ from pydantic import BaseModel
 
 from overnight.client import ReapedSandbox, RunSummary
 from overnight.models import BudgetExtension, RunResult, RunStatus
-from workflows.card import age, snapshot_line
+from workflows.card import age, money_line, snapshot_line
 
 # `overnight status` shows this many lines of the last words (`overnight logs` has the rest).
 STATUS_TAIL_LINES = 10
@@ -53,6 +53,9 @@ def status_text(status: RunStatus, *, now: datetime, ui_url: str | None) -> str:
         f"  budget left:   {budget_left(status)} (spent ${status.spend_usd:.2f})",
         f"  last progress: {age(status.last_progress_at, now)}",
     ]
+    money = money_line(status)
+    if money:
+        lines.append(f"  charged:       {money}")
     if status.lease_ends_at is not None and status.state in ("running", "restarting"):
         woken = f", woken {status.lease_resumes}x at its end" if status.lease_resumes else ""
         lines.append(f"  lease ends:    {until(status.lease_ends_at, now)}{woken}")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, NoReturn
 
 from pydantic import ValidationError
 from temporalio import workflow
@@ -25,7 +25,16 @@ with workflow.unsafe.imports_passed_through():
         RunResult,
         RunStatus,
     )
-    from workflows import budget, calls, end_steps, intake, lease_steps, snapshot_steps
+    from workflows import (
+        budget,
+        calls,
+        end_steps,
+        intake,
+        lease_steps,
+        money,
+        money_steps,
+        snapshot_steps,
+    )
     from workflows.card import build_status, render_card
     from workflows.checkpoint import judge
     from workflows.decide import (
@@ -221,6 +230,7 @@ class AgentRun:
             calls.reraise_cancellation(err)
             return ObserveFailed(calls.describe(err))
         self._take_checkpoint(s, seen.checkpoint)
+        money.take_money(s, seen.money, workflow.now())
         s.watch_token = seen.watch_token
         s.sandbox_paused = seen.sandbox_state == "paused"
         if seen.lease_ends_at is not None:
@@ -270,8 +280,15 @@ class AgentRun:
         self._publish(s)
         cost_cap = budget.spend_left_micros(s, workflow.now()) if s.lease_keeping else None
         restore = restore_for(s)
+        lease_cost = money.next_lease_micros(s) if money.keeps_account(s) else None
         handle = calls.start_create_sandbox(
-            s.spec, s.attempt, s.checkpoint, reason, cost_cap, restore=restore
+            s.spec,
+            s.attempt,
+            s.checkpoint,
+            reason,
+            cost_cap,
+            restore=restore,
+            lease_cost_micros=lease_cost,
         )
         try:
             await workflow.wait_condition(lambda: handle.done() or s.cancel_requested)
@@ -289,6 +306,11 @@ class AgentRun:
             if s.cancel_requested:
                 return  # the loop ends the run and sweeps up whatever the create made
             calls.reraise_cancellation(err)
+            if calls.error_type(err) == calls.DAILY_LIMIT_TYPE:
+                # Refused before anything was made: wait for the key's daily window.
+                held = money_steps.daily_attention(s, calls.describe(err), reason)
+                await self._enter_attention(s, held, daily=True)
+                return
             if calls.error_type(err) == "SandboxGone":
                 # Its time limit passed while the create was retried: go on in the next one.
                 why = f"sandbox {s.attempt} ended before the agent started"
@@ -303,6 +325,9 @@ class AgentRun:
         s.process_id = started.process_id
         s.process_fresh_start = 0
         s.sandbox_started_at = now
+        s.sandbox_spent_before_usd = 0
+        if started.daily is not None:
+            money.take_daily(s, started.daily, now)
         s.last_progress_at = now
         s.lease_ends_at = started.lease_ends_at
         s.lease_extended_at = now
@@ -321,9 +346,18 @@ class AgentRun:
 
     async def _wake_after_lease(self, s: SupervisorState, decision: WakeAfterLease) -> None:
         self._watch_until = None
-        if not await lease_steps.wake_after_lease(s, decision.paused_at):
+        woken = await lease_steps.wake_after_lease(s, decision.paused_at)
+        if isinstance(woken, str):
+            # The key's daily limit refused the fresh lease: the same agent waits, paused.
+            budget.close_sandbox_spend(s, decision.paused_at)
+            s.sandbox_paused = True
+            held = money_steps.daily_attention(s, woken, None)
+            await self._enter_attention(s, held, daily=True, keep_sandbox=True)
+        elif not woken:
             why = "sandbox paused at its lease end and could not be woken"
             await self._act(s, restart_within_budget(s, why, workflow.now()))
+        else:
+            s.state = "running"
 
     async def _fresh_start(self, s: SupervisorState) -> None:
         assert s.sandbox_id is not None
@@ -359,13 +393,24 @@ class AgentRun:
         self._notifier.tell(s, "restart", reason)
         await self._start_sandbox(s, reason)
 
-    async def _enter_attention(self, s: SupervisorState, decision: NeedsAttention) -> None:
+    async def _enter_attention(
+        self,
+        s: SupervisorState,
+        decision: NeedsAttention,
+        *,
+        daily: bool = False,
+        keep_sandbox: bool = False,
+    ) -> None:
+        """`daily`: held only by the key's daily spending limit (goes on by itself when its
+        window reopens); `keep_sandbox`: the sandbox is already paused and will be woken."""
         s.attention_reason = decision.reason
         s.pending_restart = decision.pending_restart
         s.attention_since = workflow.now()
+        s.daily_window_wait = daily
         self._budget_changed = False
         ended = decision.pending_restart or decision.reason
-        await self._set_aside(s, why=f"needs attention: {decision.reason}", ended=ended)
+        if not keep_sandbox:
+            await self._set_aside(s, why=f"needs attention: {decision.reason}", ended=ended)
         # Only once the sandbox is paused: `needs_attention` promises nothing runs.
         s.state = "needs_attention"
         workflow.logger.warning("run needs attention: %s", decision.reason)
@@ -376,34 +421,49 @@ class AgentRun:
         assert s.attention_since is not None
         deadline = s.attention_since + timedelta(hours=s.spec.attention_hours)
         left = deadline - workflow.now()
+        wait, summary = left, "waiting for a person: extend_budget or cancel"
+        if s.daily_window_wait:
+            wait = min(left, money.DAILY_WINDOW_RECHECK)
+            summary = "waiting for the key's daily spending window (or extend_budget, cancel)"
         try:
             await workflow.wait_condition(
                 lambda: self._budget_changed or s.cancel_requested,
-                timeout=max(left, timedelta(seconds=1)),
-                timeout_summary="waiting for a person: extend_budget or cancel",
+                timeout=max(wait, timedelta(seconds=1)),
+                timeout_summary=summary,
             )
         except TimeoutError:
-            s.state = "failed"
-            self._publish(s)
-            why = (
-                f"run {s.spec.run_id} is out of budget ({s.attention_reason}) and nobody "
-                f"extended it within {s.spec.attention_hours:g} h"
-            )
-            self._notifier.tell(s, "failed", why)
-            await self._notifier.settle()
-            raise ApplicationError(why, type="OutOfBudget", non_retryable=True) from None
+            if s.daily_window_wait and workflow.now() < deadline:
+                if not await money_steps.daily_window_open(s):
+                    return None
+                self._budget_changed = True  # room again: resume as after an extension
+            if not self._budget_changed:
+                await self._give_up(s)
         if s.cancel_requested:
             return None
         self._budget_changed = False
         decision = decide_resume(s, workflow.now())
         if isinstance(decision, NeedsAttention):
             s.attention_reason = decision.reason
+            s.daily_window_wait = False
             return None
         s.attention_seconds += (workflow.now() - s.attention_since).total_seconds()
         s.attention_since = None
         s.attention_reason = None
+        s.daily_window_wait = False
         s.state = "restarting"
         return decision
+
+    async def _give_up(self, s: SupervisorState) -> NoReturn:
+        """Nobody came within `attention_hours`: the run fails (its sandboxes stay paused)."""
+        s.state = "failed"
+        self._publish(s)
+        why = (
+            f"run {s.spec.run_id} is out of budget ({s.attention_reason}) and nobody "
+            f"extended it within {s.spec.attention_hours:g} h"
+        )
+        self._notifier.tell(s, "failed", why)
+        await self._notifier.settle()
+        raise ApplicationError(why, type="OutOfBudget", non_retryable=True)
 
     async def _set_aside(self, s: SupervisorState, *, why: str, ended: str) -> None:
         """Copy the checkpoint (and the agent's last words: `ended` says why it ended) and
@@ -411,9 +471,8 @@ class AgentRun:
         if s.sandbox_id is None:
             return
         await self._salvage_checkpoint(s, why, ended)
-        await calls.pause_or_stop(s.spec, s.sandbox_id, stop=False, why=why)
+        await money_steps.end_sandbox(s, stop=False, why=why)
         s.paused_sandboxes.append(s.sandbox_id)
-        budget.close_sandbox_spend(s, workflow.now())
         s.sandbox_id = None
         s.process_id = None
         s.lease_ends_at = None
@@ -440,8 +499,7 @@ class AgentRun:
         keep = s.spec.keep_sandboxes
         if s.sandbox_id is not None:
             await self._salvage_checkpoint(s, why, ended)
-            await calls.pause_or_stop(s.spec, s.sandbox_id, stop=not keep, why=why)
-            budget.close_sandbox_spend(s, workflow.now())
+            await money_steps.end_sandbox(s, stop=not keep, why=why)
         await end_steps.sweep(s, stop=not keep, paused_too=not keep, why=why)
         if not keep:
             await snapshot_steps.delete_all(s, why)

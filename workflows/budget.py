@@ -5,9 +5,10 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from overnight.models import Budget, BudgetExtension, RunSpec
-from workflows.state import SupervisorState
+from workflows.state import ChargeFigure, SupervisorState
 
 SECONDS_PER_HOUR = 3600.0
+MICROS_PER_USD = 1_000_000
 
 
 def hourly_rate_usd(spec: RunSpec) -> float:
@@ -44,14 +45,46 @@ def close_snapshot_spend(state: SupervisorState, snapshot_ids: list[str], now: d
     state.closed_snapshot_spend_usd += before - snapshot_storage_usd(state, now)
 
 
-def spend_usd(state: SupervisorState, now: datetime) -> float:
+def estimated_spend_usd(state: SupervisorState, now: datetime) -> float:
+    """Sandbox lifetimes x `rates`, plus snapshot storage: what the run would cost by the
+    estimate alone."""
     spend = state.closed_spend_usd
     if state.snapshots or state.closed_snapshot_spend_usd:
         spend += snapshot_storage_usd(state, now)
-    if state.sandbox_started_at is not None:
-        lifetime = max(0.0, (now - state.sandbox_started_at).total_seconds())
-        spend += lifetime / SECONDS_PER_HOUR * hourly_rate_usd(state.spec)
+    return spend + _current_segment_usd(state, now)
+
+
+def spend_usd(state: SupervisorState, now: datetime) -> float:
+    """What the budget counts: each sandbox's provider figure (charged + held) where one was
+    read, plus the estimate of the time since that read; the estimate where none was."""
+    spend = estimated_spend_usd(state, now)
+    for figure in state.charges.values():
+        spend += figure.micros / MICROS_PER_USD - figure.estimated_usd
     return spend
+
+
+def charged_usd(state: SupervisorState) -> float | None:
+    """The provider's own figures, summed (None: it has given none)."""
+    if not state.charges:
+        return None
+    return sum(figure.micros for figure in state.charges.values()) / MICROS_PER_USD
+
+
+def record_charge(
+    state: SupervisorState, sandbox_id: str, charged_micros: int, held_micros: int, now: datetime
+) -> None:
+    """Take the provider's figure for the current sandbox (read at `now`)."""
+    estimate = state.sandbox_spent_before_usd + _current_segment_usd(state, now)
+    state.charges[sandbox_id] = ChargeFigure(
+        micros=charged_micros + held_micros, estimated_usd=estimate, read_at=now
+    )
+
+
+def _current_segment_usd(state: SupervisorState, now: datetime) -> float:
+    if state.sandbox_started_at is None:
+        return 0.0
+    lifetime = max(0.0, (now - state.sandbox_started_at).total_seconds())
+    return lifetime / SECONDS_PER_HOUR * hourly_rate_usd(state.spec)
 
 
 def exhausted_reason(state: SupervisorState, now: datetime) -> str | None:
@@ -103,5 +136,16 @@ def extended(budget: Budget, extension: BudgetExtension) -> Budget:
 
 def close_sandbox_spend(state: SupervisorState, now: datetime) -> None:
     """Fold the current sandbox's lifetime into the closed spend (it has been paused or stopped)."""
-    state.closed_spend_usd = spend_usd(state, now)
+    segment = _current_segment_usd(state, now)
+    state.closed_spend_usd += segment
+    state.sandbox_spent_before_usd += segment
     state.sandbox_started_at = None
+
+
+def lease_cost_micros(spec: RunSpec, seconds: float) -> int:
+    """What `seconds` of one sandbox's lease cost by the estimate, in microdollars."""
+    return int(seconds / SECONDS_PER_HOUR * hourly_rate_usd(spec) * MICROS_PER_USD)
+
+
+def micros_per_second(spec: RunSpec) -> float:
+    return hourly_rate_usd(spec) * MICROS_PER_USD / SECONDS_PER_HOUR

@@ -7,6 +7,7 @@ never imports a provider.
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from temporalio import workflow
@@ -20,20 +21,33 @@ with workflow.unsafe.imports_passed_through():
         CreateSandboxInput,
         ExtendSandboxInput,
         ListSandboxesInput,
+        MoneyRead,
         Observation,
         ObserveInput,
         ReadCheckpointInput,
+        ReadDailyLimitInput,
         SandboxInfo,
         SandboxList,
         SandboxRef,
+        SandboxSettled,
         SearchAttributeCheck,
         SearchAttributeCheckInput,
         SnapshotRestore,
         StartAgentInput,
     )
     from overnight.models import RunSpec
-    from workflows import policies
+    from workflows import money, policies
     from workflows.state import SupervisorState
+
+# What the provider says when the key's daily spending limit refuses a step.
+DAILY_LIMIT_TYPE = "DailySpendingLimit"
+
+
+@dataclass(frozen=True)
+class DailyLimitRefused:
+    """A wake or extension refused because the key's daily spending limit cannot cover it."""
+
+    text: str
 
 
 def start_create_sandbox(
@@ -43,6 +57,7 @@ def start_create_sandbox(
     reason: str,
     max_total_cost_micros: int | None = None,
     restore: SnapshotRestore | None = None,
+    lease_cost_micros: int | None = None,
 ) -> workflow.ActivityHandle[AgentStarted]:
     """Started, not awaited: a `cancel` signal must be able to interrupt a long create.
     `restore`: make it from that snapshot (recovery "snapshot") if it is still ready."""
@@ -58,6 +73,7 @@ def start_create_sandbox(
             restart_reason=reason,
             max_total_cost_micros=max_total_cost_micros,
             restore=restore,
+            lease_cost_micros=lease_cost_micros,
         ),
         result_type=AgentStarted,
         start_to_close_timeout=policies.CREATE_TIMEOUT,
@@ -132,47 +148,67 @@ async def read_checkpoint(
     return read
 
 
-async def pause_or_stop(spec: RunSpec, sandbox_id: str, *, stop: bool, why: str) -> bool:
-    """Best effort: a failed pause or stop is logged and never hides what caused it."""
+async def pause_or_stop(
+    spec: RunSpec, sandbox_id: str, *, stop: bool, why: str, read_charge: bool = False
+) -> SandboxSettled | None:
+    """Best effort: a failed pause or stop is logged and never hides what caused it (None).
+    `read_charge`: the sandbox's end, so bring back what the provider charged for it."""
     name = ActivityName.STOP_SANDBOX if stop else ActivityName.PAUSE_SANDBOX
     verb = "stop" if stop else "pause"
     try:
-        await workflow.execute_activity(
+        settled: SandboxSettled = await workflow.execute_activity(
             name,
-            SandboxRef(provider=spec.provider, sandbox_id=sandbox_id),
-            result_type=SandboxInfo,
+            SandboxRef(provider=spec.provider, sandbox_id=sandbox_id, read_charge=read_charge),
+            result_type=SandboxSettled,
             start_to_close_timeout=policies.ACTION_TIMEOUT,
             retry_policy=policies.CLEANUP_RETRY,
             summary=f"{verb} sandbox {sandbox_id} ({why})",
         )
-        return True
+        return settled
     except ActivityError as err:
         reraise_cancellation(err)
         workflow.logger.warning("could not %s sandbox %s: %s", verb, sandbox_id, describe(err))
-        return False
+        return None
 
 
-async def wake_sandbox(spec: RunSpec, sandbox_id: str, why: str) -> SandboxInfo | None:
-    """A paused sandbox carried on with a fresh lease; None when it could not be woken."""
+async def wake_sandbox(
+    spec: RunSpec, sandbox_id: str, why: str, *, daily_room_micros: int | None = None
+) -> SandboxInfo | DailyLimitRefused | None:
+    """A paused sandbox carried on with a fresh lease; None when it could not be woken.
+    `daily_room_micros`: what the fresh lease commits, checked against the daily limit."""
     return await _sandbox_call(
         ActivityName.WAKE_SANDBOX,
-        SandboxRef(provider=spec.provider, sandbox_id=sandbox_id),
+        SandboxRef(
+            provider=spec.provider, sandbox_id=sandbox_id, daily_room_micros=daily_room_micros
+        ),
         f"wake sandbox {sandbox_id} ({why})",
     )
 
 
 async def extend_sandbox(
-    spec: RunSpec, sandbox_id: str, until: datetime, why: str
-) -> SandboxInfo | None:
+    spec: RunSpec,
+    sandbox_id: str,
+    until: datetime,
+    why: str,
+    *,
+    micros_per_second: float | None = None,
+) -> SandboxInfo | DailyLimitRefused | None:
     """The lease moved to `until`; None when it could not be (the lease then ends as set)."""
     return await _sandbox_call(
         ActivityName.EXTEND_SANDBOX,
-        ExtendSandboxInput(provider=spec.provider, sandbox_id=sandbox_id, until=until),
+        ExtendSandboxInput(
+            provider=spec.provider,
+            sandbox_id=sandbox_id,
+            until=until,
+            micros_per_second=micros_per_second,
+        ),
         f"extend sandbox {sandbox_id} to {until:%H:%M:%S} UTC ({why})",
     )
 
 
-async def _sandbox_call(name: str, arg: object, summary: str) -> SandboxInfo | None:
+async def _sandbox_call(
+    name: str, arg: object, summary: str
+) -> SandboxInfo | DailyLimitRefused | None:
     try:
         info: SandboxInfo = await workflow.execute_activity(
             name,
@@ -185,8 +221,28 @@ async def _sandbox_call(name: str, arg: object, summary: str) -> SandboxInfo | N
     except ActivityError as err:
         reraise_cancellation(err)
         workflow.logger.warning("%s failed: %s", summary, describe(err))
+        if error_type(err) == DAILY_LIMIT_TYPE:
+            return DailyLimitRefused(describe(err))
         return None
     return info
+
+
+async def read_daily_limit(spec: RunSpec) -> MoneyRead | None:
+    """The key's daily spending limit, read fresh; None when it could not be read."""
+    try:
+        read: MoneyRead = await workflow.execute_activity(
+            ActivityName.READ_DAILY_LIMIT,
+            ReadDailyLimitInput(provider=spec.provider),
+            result_type=MoneyRead,
+            start_to_close_timeout=policies.ACTION_TIMEOUT,
+            retry_policy=policies.CLEANUP_RETRY,
+            summary="read the key's daily spending limit (waiting for its window)",
+        )
+    except ActivityError as err:
+        reraise_cancellation(err)
+        workflow.logger.warning("could not read the daily spending limit: %s", describe(err))
+        return None
+    return read
 
 
 async def list_sandboxes(spec: RunSpec) -> list[SandboxInfo]:
@@ -242,6 +298,7 @@ def start_observe(s: SupervisorState, wait: float) -> workflow.ActivityHandle[Ob
             check_interval_seconds=min(spec.poll_seconds, 1.0),
             watch_token=s.watch_token,
             report_every_seconds=spec.poll_seconds,
+            read_money=money.money_due(s, workflow.now()),
         ),
         result_type=Observation,
         start_to_close_timeout=observe_timeout(wait),

@@ -6,7 +6,7 @@ from datetime import datetime
 
 from activities.output_tail import markdown_block
 from overnight.models import RunStatus
-from workflows.budget import hours_used, spend_usd
+from workflows.budget import charged_usd, estimated_spend_usd, hours_used, spend_usd
 from workflows.checkpoint import summarize
 from workflows.state import SupervisorState
 
@@ -29,6 +29,10 @@ def build_status(state: SupervisorState, now: datetime) -> RunStatus:
         budget=state.budget,
         hours_used=round(hours_used(state, now), 4),
         spend_usd=round(spend_usd(state, now), 4),
+        spend_charged_usd=_rounded(charged_usd(state)),
+        spend_estimated_usd=round(estimated_spend_usd(state, now), 4),
+        daily_limit=state.daily_limit,
+        waiting_for_daily_window=state.daily_window_wait and state.state == "needs_attention",
         started_at=state.started_at,
         last_progress_at=state.last_progress_at,
         checkpoint_bytes=len(state.checkpoint.encode()) if state.checkpoint else 0,
@@ -67,6 +71,9 @@ def render_card(status: RunStatus, now: datetime) -> str:
         f"{hours_left:.2f} left · **spend** {spend}",
         f"- **last progress** {age(status.last_progress_at, now)}",
     ]
+    money = money_line(status)
+    if money:
+        lines.append(f"- **charged** {money}")
     if status.lease_ends_at is not None:
         woken = f" (woken {status.lease_resumes}x at its end)" if status.lease_resumes else ""
         lines.append(f"- **lease ends** {status.lease_ends_at:%H:%M:%S} UTC{woken}")
@@ -93,6 +100,33 @@ def render_card(status: RunStatus, now: datetime) -> str:
             markdown_block(tail),
         ]
     return "\n".join(lines)
+
+
+def money_line(status: RunStatus) -> str | None:
+    """The provider's figures beside the estimate, and the key's daily limit (the card and
+    `overnight status` alike); None when the provider keeps no account."""
+    parts = []
+    if status.spend_charged_usd is not None:
+        parts.append(
+            f"${status.spend_charged_usd:.2f} by the provider "
+            f"(estimate ${status.spend_estimated_usd:.2f})"
+        )
+    daily = status.daily_limit
+    if daily is not None:
+        if daily.limit_usd is None:
+            parts.append("no daily spending limit on the key")
+        else:
+            left = daily.remaining_usd if daily.remaining_usd is not None else 0.0
+            parts.append(
+                f"daily limit ${daily.limit_usd:.2f}: ${daily.used_usd:.2f} used, ${left:.2f} left"
+            )
+    if status.waiting_for_daily_window:
+        parts.append("waiting for the daily window to reopen")
+    return " · ".join(parts) or None
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 4)
 
 
 def _next_step(status: RunStatus) -> str:

@@ -145,7 +145,10 @@ def _after_lease_end(state: SupervisorState, seen: Observation, now: datetime) -
 
 
 def decide_resume(state: SupervisorState, now: datetime) -> Decision:
-    """After a budget extension: go on from the checkpoint, or keep waiting if still short."""
+    """After a budget extension (or the daily spending window reopening): go on from the
+    checkpoint, or keep waiting if still short."""
+    if state.daily_window_wait:
+        return _resume_after_daily_limit(state, now)
     reason = state.pending_restart
     if reason is not None:
         return restart_within_budget(state, reason, now)
@@ -153,6 +156,18 @@ def decide_resume(state: SupervisorState, now: datetime) -> Decision:
     if out_of_budget is not None:
         return NeedsAttention(out_of_budget)
     return Restart("resumed after the budget was extended", counted=False)
+
+
+def _resume_after_daily_limit(state: SupervisorState, now: datetime) -> Decision:
+    """Held only by the key's daily limit, so nothing failed: wake the sandbox kept paused at
+    its lease end (the same agent goes on), or make the sandbox the limit refused. Neither
+    counts as a restart (a restart that was due was counted when it was decided)."""
+    out_of_budget = exhausted_reason(state, now)
+    if out_of_budget is not None:
+        return NeedsAttention(out_of_budget, pending_restart=state.pending_restart)
+    if state.sandbox_id is not None:
+        return WakeAfterLease(paused_at=state.lease_ends_at or now)
+    return Restart(state.pending_restart or "daily spending window reopened", counted=False)
 
 
 def stall_deadline_of(state: SupervisorState) -> datetime | None:

@@ -10,7 +10,7 @@ from datetime import datetime
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from workflows import budget, calls
+    from workflows import budget, calls, money
     from workflows.state import SupervisorState
 
 
@@ -19,15 +19,29 @@ async def extend_lease(s: SupervisorState, until: datetime) -> None:
     # Marked first: a failed extension is not retried on every look (the lease then ends, the
     # sandbox pauses, and the run wakes it).
     s.lease_extended_at = workflow.now()
-    info = await calls.extend_sandbox(s.spec, s.sandbox_id, until, "agent progressing")
+    # Past the key's daily spending limit the extension is refused: the lease then ends, the
+    # sandbox pauses, and waking it waits for the daily window.
+    rate = budget.micros_per_second(s.spec) if money.keeps_account(s) else None
+    info = await calls.extend_sandbox(
+        s.spec, s.sandbox_id, until, "agent progressing", micros_per_second=rate
+    )
+    if isinstance(info, calls.DailyLimitRefused):
+        workflow.logger.warning("lease not extended: %s", info.text)
+        return
     if info is not None and info.lease_ends_at is not None:
         s.lease_ends_at = info.lease_ends_at
 
 
-async def wake_after_lease(s: SupervisorState, paused_at: datetime) -> bool:
-    """Wake the sandbox with a fresh lease; False when it could not be woken."""
+async def wake_after_lease(s: SupervisorState, paused_at: datetime) -> bool | str:
+    """Wake the sandbox with a fresh lease; False when it could not be woken, and the reason
+    when the key's daily spending limit refused the fresh lease (the sandbox stays paused)."""
     assert s.sandbox_id is not None
-    info = await calls.wake_sandbox(s.spec, s.sandbox_id, "lease ended, agent progressing")
+    room = money.next_lease_micros(s) if money.keeps_account(s) else None
+    info = await calls.wake_sandbox(
+        s.spec, s.sandbox_id, "lease ended, agent progressing", daily_room_micros=room
+    )
+    if isinstance(info, calls.DailyLimitRefused):
+        return info.text
     if info is None or info.state != "running":
         return False
     now = workflow.now()

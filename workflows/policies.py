@@ -18,6 +18,7 @@ NON_RETRYABLE_TYPES = [
     "PermissionDenied",
     "InvalidRequest",
     "SpendingLimit",
+    "DailySpendingLimit",
     "SandboxNotFound",
     "MissingSecret",
     "MissingCredentials",

@@ -11,12 +11,25 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from overnight.models import (
     Budget,
+    DailyLimit,
     LastWords,
     RestartRecord,
     RunSpec,
     RunState,
     SnapshotRecord,
 )
+
+
+class ChargeFigure(BaseModel):
+    """What the provider charged one sandbox (settled + held), as last read, beside the
+    estimate of that sandbox's cost up to the same moment: the budget swaps one for the other
+    and keeps estimating only the time since."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    micros: int
+    estimated_usd: float
+    read_at: datetime
 
 
 class SupervisorState(BaseModel):
@@ -63,6 +76,17 @@ class SupervisorState(BaseModel):
 
     # Sandboxes that have ended contribute their whole lifetime here.
     closed_spend_usd: float = 0
+    # The part of that which is the current sandbox's (its leases before a wake), so its
+    # provider's figure can replace its whole estimate.
+    sandbox_spent_before_usd: float = 0
+    # The provider's figures by sandbox id (Runtime; none on the local provider), when they
+    # were last read, and the key's daily spending limit as last read.
+    charges: dict[str, ChargeFigure] = Field(default_factory=dict)
+    money_read_at: datetime | None = None
+    daily_limit: DailyLimit | None = None
+    # The current wait for a person is for the key's daily spending window to reopen: the
+    # run looks again now and then and goes on by itself (a person may still extend or cancel).
+    daily_window_wait: bool = False
 
     last_progress_at: datetime | None = None
 
