@@ -3,7 +3,9 @@
 Both answers are about the whole key or account, not one sandbox, so one read serves every run
 a worker watches: a read less than `SHARED_READ_SECONDS` old is answered again (concurrent
 callers share one request), unless the caller needs it `fresh` (a sandbox's end; the check
-before a create, wake or extension). `GET /v1/usage` lists only the newest hundred resources:
+before a create, wake or extension). A worker watching N runs so spends at most one of each
+per four minutes on them, whatever N: a figure is then at most that old, and the money held
+for a running sandbox's lease covers the minutes since. `GET /v1/usage` lists only the newest hundred resources:
 an older sandbox is simply not found, and the run keeps its estimate for it.
 """
 
@@ -19,7 +21,7 @@ from activities.runtime_errors import runtime_call
 if TYPE_CHECKING:
     import withruntime
 
-SHARED_READ_SECONDS = 60.0
+SHARED_READ_SECONDS = 240.0
 
 
 class _SharedRead:
