@@ -32,6 +32,9 @@ class ErrorType:
     # The attempt's sandbox already ended (e.g. its time limit passed while a create was being
     # retried); its name is taken for good, so the workflow must go on with the next attempt.
     SANDBOX_GONE = "SandboxGone"
+    # The worker began a graceful shutdown: the step ended so another worker carries it on
+    # (retryable, retried at once; activities.heartbeat).
+    WORKER_SHUTDOWN = "WorkerShutdown"
 
 
 def to_application_error(error: ProviderError) -> ApplicationError:

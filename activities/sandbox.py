@@ -24,7 +24,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from activities import sandbox_setup as setup
 from activities.checkpoints import read_checkpoint
 from activities.errors import ErrorType, activity_errors, non_retryable
-from activities.heartbeat import auto_heartbeat
+from activities.heartbeat import auto_heartbeat, hand_over_on_shutdown
 from activities.last_words import read_last_words
 from activities.local import LocalProvider
 from activities.local_isolation import spec_binds
@@ -262,7 +262,11 @@ class SandboxActivities:
         provider = await self._provider(input.provider)
         async with auto_heartbeat(self._heartbeat_seconds):
             with activity_errors():
-                seen = await observe(provider, input, _wait_left(input.wait_seconds))
+                # A worker shutting down hands the watch over at once (a retry elsewhere, from
+                # the same watch token), rather than after the heartbeat timeout.
+                seen = await hand_over_on_shutdown(
+                    observe(provider, input, _wait_left(input.wait_seconds)), "the watch"
+                )
         if not input.read_money:
             return seen
         money = await read_money(provider, input.sandbox_id, fresh=False)

@@ -13,6 +13,7 @@ import logging
 import signal
 import threading
 from collections.abc import AsyncIterator, Mapping
+from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -32,6 +33,13 @@ if TYPE_CHECKING:
 # coroutines: the SDK's default of 100 slots would cap a worker at 100 runs.
 MAX_CONCURRENT_ACTIVITIES = 5000
 MAX_CACHED_WORKFLOWS = 5000
+# The SDK sends at most one heartbeat per min(0.8 x heartbeat timeout, this): at least the
+# longest interval our activities heartbeat at (0.8 x the observe's 270 s timeout,
+# activities.heartbeat), so each heartbeat they make is sent when made, and none more.
+HEARTBEAT_THROTTLE = timedelta(seconds=216)
+# On SIGTERM (a deploy) the observes hand their watches to other workers at once; other
+# activities (a create, a snapshot) get this long to finish before they are handed over too.
+GRACEFUL_SHUTDOWN = timedelta(seconds=10)
 logger = logging.getLogger(__name__)
 
 
@@ -68,6 +76,8 @@ async def serve(
             activities=sandbox_activities.all(),
             max_concurrent_activities=max_concurrent_activities,
             max_cached_workflows=max_cached_workflows,
+            max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
+            graceful_shutdown_timeout=GRACEFUL_SHUTDOWN,
         )
         await run_worker(worker, ready=ready, stop=stop)
 

@@ -240,7 +240,7 @@ async def test_a_retried_create_starts_one_agent_and_keeps_its_checkpoint(
     assert (checkpoint.parent / "starts.log").read_text() == "1\n"
 
 
-async def test_heartbeats_continue_through_a_slow_clone(
+async def test_heartbeats_only_as_needed_through_a_slow_clone(
     acts: SandboxActivities,
     repo: Path,
     agent_dir: Path,
@@ -266,8 +266,10 @@ async def test_heartbeats_continue_through_a_slow_clone(
     await env.run(acts.create_sandbox, CreateSandboxInput(spec=slow, attempt=1))
 
     assert time.monotonic() - began >= 2
-    assert len(beats) >= 5  # every 0.3 s (a third of the heartbeat timeout) through 2 s
-    assert max(b - a for a, b in zip(beats, beats[1:], strict=False)) < 0.9
+    # None at the start (it would carry nothing), then one per 0.72 s (0.8 x the timeout).
+    assert len(beats) >= 2
+    assert beats[0] - began >= 0.6
+    assert max(b - a for a, b in zip([began, *beats], beats, strict=False)) < 0.9
 
 
 async def test_start_agent_starts_a_fresh_process_in_the_same_sandbox(

@@ -228,6 +228,8 @@ class AgentRun:
             seen: Observation = handle.result()
         except ActivityError as err:
             calls.reraise_cancellation(err)
+            if calls.handed_over(err):
+                return None  # its last attempt ended with its worker's shutdown: look again
             return ObserveFailed(calls.describe(err))
         self._take_checkpoint(s, seen.checkpoint)
         money.take_money(s, seen.money, workflow.now())

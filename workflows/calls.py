@@ -325,6 +325,12 @@ def error_type(err: ActivityError) -> str | None:
     return cause.type if isinstance(cause, ApplicationError) else None
 
 
+def handed_over(err: ActivityError) -> bool:
+    """The activity ended because its worker began a graceful shutdown (`WorkerShutdown`,
+    activities.heartbeat): nothing is wrong with the sandbox."""
+    return error_type(err) == "WorkerShutdown"
+
+
 def describe(err: BaseException) -> str:
     """The innermost cause of an activity failure, for logs and restart reasons."""
     while err.__cause__ is not None:

@@ -46,14 +46,16 @@ OBSERVE_RETRY = RetryPolicy(
 )
 # How long past its own wait an observe may take before Temporal times it out.
 OBSERVE_GRACE = timedelta(minutes=2)
-# Heartbeats are billable actions, and the SDK sends one per 0.8 x the heartbeat timeout. The
-# timeout is also how long a SIGKILLed worker's observe waits before another worker takes it
-# over (the agent runs on meanwhile). So it follows poll_seconds, the run's own choice of how
-# closely to be watched: 2.5 x poll, between 30 s and 150 s (~30 heartbeats an hour at the
-# default 60 s poll).
+# Heartbeats are billable actions. The observe heartbeats only to stay inside its heartbeat
+# timeout (none at its start, then one per 0.8 x the timeout: activities.heartbeat), and the
+# timeout is how long a SIGKILLed worker's observe waits before another worker takes it over
+# (the agent runs on meanwhile; a gracefully stopped worker hands its watches over at once). So
+# it follows poll_seconds, the run's own choice of how closely to be watched: 4.5 x poll,
+# between 30 s and 270 s. At the default 60 s poll: 270 s, a heartbeat per 216 s of watching
+# (about 15 an hour), and a dead worker's watches taken over within 4.5 min.
 OBSERVE_HEARTBEAT_MIN = timedelta(seconds=30)
-OBSERVE_HEARTBEAT_MAX = timedelta(seconds=150)
-OBSERVE_HEARTBEAT_PER_POLL = 2.5
+OBSERVE_HEARTBEAT_MAX = timedelta(seconds=270)
+OBSERVE_HEARTBEAT_PER_POLL = 4.5
 
 
 def observe_heartbeat(poll_seconds: float) -> timedelta:
