@@ -6,13 +6,22 @@
         ...
 
 It enforces the real API's rules by default (`Rules`; `strict=False` turns them off). See
-`FakeRuntime` for the fault injection API, the counters and the lease hook.
+`FakeRuntime` for the fault injection API, the counters and the lease hook, and `money` for
+its model of billing (`GET /v1/usage`, `GET /v1/limits`, the daily limit's 402s).
+
+What it does not model: Runtime's real price list (a sandbox costs its vCPUs and memory
+while it runs, at the fake's `Prices`: no CPU floor or active-CPU pricing, no paused storage,
+snapshot, disk or volume charges), outbound traffic (nothing is sent or charged), persistent
+sandboxes' lease renewals, `maxCostMicros`/`maxTotalCostMicros` refusals, the trial's
+figures (only "used up"), quotas (`quota_exceeded`), and time passing on its own (a test
+moves lease ends with `end_lease_in`, and reopens the daily window itself).
 """
 
 from tests.fake_runtime.faults import Fault
 from tests.fake_runtime.http import Request
+from tests.fake_runtime.money import Prices
 from tests.fake_runtime.rules import Rules
 from tests.fake_runtime.server import FakeRuntime
 from tests.fake_runtime.traffic import Served
 
-__all__ = ["FakeRuntime", "Fault", "Request", "Rules", "Served"]
+__all__ = ["FakeRuntime", "Fault", "Prices", "Request", "Rules", "Served"]

@@ -4,8 +4,9 @@ Each request is logged and counted (by route and sandbox), its bearer key checke
 to the key's rate limit (429 `rate_limited` with `Retry-After` after waiting its turn up to
 5 s), armed faults applied, a silenced sandbox's routes held, a repeated Idempotency-Key
 answered from memory (per route), and a guest call to a paused sandbox wakes it (a stopped
-one has no disk: 409 `sandbox_stopped`); then it is routed, and engine failures are answered
-in Runtime's error shape.
+one has no disk: 409 `sandbox_stopped`; one whose fresh lease is past the account's limits
+stays paused: 402); then it is routed, and engine failures and money refusals
+(`money.SpendingRefused`, 402) are answered in Runtime's error shape.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from tests.fake_runtime.commands import CommandRoutes
 from tests.fake_runtime.faults import Faults
 from tests.fake_runtime.files import FileRoutes
 from tests.fake_runtime.http import Request, Response, Route, error_response
+from tests.fake_runtime.money import Billing, SpendingRefused
+from tests.fake_runtime.money_routes import MoneyRoutes
 from tests.fake_runtime.routes import SandboxRoutes
 from tests.fake_runtime.rules import Rules
 from tests.fake_runtime.sandboxes import Sandboxes
@@ -41,12 +44,13 @@ class RuntimeApi:
         api_keys: set[str],
         wake: Callable[[str], Awaitable[None]] | None = None,
         rules: Rules | None = None,
+        billing: Billing | None = None,
     ) -> None:
         self.engine = engine
         self.faults = faults
         self.api_keys = api_keys
         self.rules = rules or Rules()
-        self.sandboxes = Sandboxes(engine, self.rules, wake)
+        self.sandboxes = Sandboxes(engine, self.rules, wake, billing)
         self.lock = self.sandboxes.lock
         self.log: list[Request] = []
         self.traffic = Traffic()
@@ -64,6 +68,7 @@ class RuntimeApi:
             + self.snapshots.routes()
             + FileRoutes(engine).routes()
             + self.watches.routes()
+            + MoneyRoutes(self.sandboxes).routes()
         )
 
     @property
@@ -176,6 +181,10 @@ class RuntimeApi:
             return await route.handler(request, groups)
         except SandboxNotFound:
             return error_response(404, "not_found", "No such sandbox.")
+        except SpendingRefused as refused:
+            return error_response(
+                402, refused.code, refused.message, hint=refused.hint, details=refused.details
+            )
         except SandboxNotRunning as error:
             code = "sandbox_paused" if error.state == "paused" else "not_running"
             return error_response(409, code, str(error))

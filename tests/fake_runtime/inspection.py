@@ -3,7 +3,8 @@
 Route names (the `route=` of the counters): create, list, get, delete, pause, stop, wake,
 extend; exec, spawn, processes, process, output; stat, read (file content downloads), write,
 chmod, unarchive, upload, upload_part, upload_end; watch_start, watch_list, watch_stop,
-watch_events; "unknown" for a path no route serves.
+watch_events; usage, limits (`GET /v1/usage`, `GET /v1/limits`); "unknown" for a path no
+route serves.
 """
 
 from __future__ import annotations

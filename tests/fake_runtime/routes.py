@@ -90,6 +90,11 @@ class SandboxRoutes:
                 if info.state == "paused":
                     info = await self.sandboxes.wake(record, "POST /v1/sandboxes (get_or_create)")
                 return json_response(self.sandboxes.json(record, info, reused=True))
+            timeout = float(body.get("timeoutSeconds", DEFAULT_LEASE_SECONDS))
+            what = "Creating a sandbox"
+            await self.sandboxes.spend(
+                int(body.get("vcpu", 2)), int(body.get("memoryMiB", 4096)), timeout, what
+            )
             record = await self._new(body, name)
         info = (await self.sandboxes.get(record.id))[1]
         return json_response(self.sandboxes.json(record, info, reused=False), 201)
@@ -159,7 +164,7 @@ class SandboxRoutes:
         record = self.sandboxes.records.get(groups[0])
         if record is None or not record.deleted:
             record, _ = await self.sandboxes.get(groups[0])
-            await self.engine.stop(record.id)
+            self.sandboxes.observe(record, await self.engine.stop(record.id))
             record.deleted = True
         # Deleting again answers the same.
         return json_response({"id": record.id, "status": "deleted", "state": "stopped"})
@@ -167,11 +172,13 @@ class SandboxRoutes:
     async def _pause(self, request: Request, groups: list[str]) -> Response:
         record, _ = await self.sandboxes.get(groups[0])
         info = await self.engine.pause(record.id)
+        self.sandboxes.observe(record, info)
         return json_response(self.sandboxes.json(record, info))
 
     async def _stop(self, request: Request, groups: list[str]) -> Response:
         record, _ = await self.sandboxes.get(groups[0])
         info = await self.engine.stop(record.id)
+        self.sandboxes.observe(record, info)
         return json_response(self.sandboxes.json(record, info))
 
     async def _wake(self, request: Request, groups: list[str]) -> Response:
@@ -207,5 +214,8 @@ class SandboxRoutes:
                     f"this one would end {int(ahead)} s ahead."
                 )
                 return refusal(400, "invalid_request", [("seconds", message)])
+            what = f"Extending {record.id} by {seconds} s"
+            await self.sandboxes.spend(record.vcpu, record.memory_mib, float(seconds), what)
             info = await self.engine.extend(record.id, float(seconds))
+            self.sandboxes.observe(record, info)
         return json_response(self.sandboxes.json(record, info))

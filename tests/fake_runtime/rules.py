@@ -90,6 +90,9 @@ class Rules:
     refuse_stopped_guest: bool = True
     # `:extend` refuses a lease end more than an hour (+2 s) ahead of now.
     extend_limit: bool = True
+    # A create, wake (`:wake`, or on request) or `:extend` that would commit money past the daily
+    # spending limit, the credit or the trial answers 402 (see `money`); off: never refused.
+    spending_limits: bool = True
     # `:exec` whose timeoutMs outlasts the lease answers 409 lease_too_short.
     commands_fit_lease: bool = True
     # Per key: `rate_per_second` with bursts of `burst`, `max_in_flight` served at once; a

@@ -4,7 +4,9 @@ Runtime keeps things the local engine does not, so the fake keeps them here:
 - a name table: a name belongs to a sandbox while it can still run (a stopped one gives it
   up), so each create makes an engine sandbox with an id of its own (`<name>-<hex>`);
 - what was asked at create (`timeoutSeconds`, `onLeaseEnd`, `autoWake`, sizes, ...);
-- wakes: a paused sandbox woken by a request or `:wake` runs again with a fresh lease.
+- wakes: a paused sandbox woken by a request or `:wake` runs again with a fresh lease;
+- money (`money.Billing`): every look at a sandbox meters its running time, and what would
+  commit money (`spend`: a create, wake or extension) is first held to the account's limits.
 The engine stays the truth for states, lease ends (it pauses or stops a sandbox at its lease
 end, stopReason "lease_expired"), processes and files; `LocalEngine.set_lease_end` is how a
 test lets time pass.
@@ -25,6 +27,7 @@ from typing import Any
 from activities.local import LocalProvider
 from activities.models import SandboxInfo
 from activities.provider import ProviderError, SandboxNotFound, SandboxProvider
+from tests.fake_runtime.money import MAX_HOLD_MS, Billing
 from tests.fake_runtime.rules import Rules
 
 # The lease given to the engine when leases are switched off (`Rules.leases_end=False`).
@@ -92,9 +95,11 @@ class Sandboxes:
         engine: SandboxProvider,
         rules: Rules,
         wake_engine: Callable[[str], Awaitable[None]] | None = None,
+        billing: Billing | None = None,
     ) -> None:
         self.engine = engine
         self.rules = rules
+        self.billing = billing or Billing()
         self._wake_engine = wake_engine
         self.lock = threading.Lock()  # guards what tests read from their own thread
         self.records: dict[str, Record] = {}
@@ -117,7 +122,40 @@ class Sandboxes:
             raise SandboxNotFound(sandbox_id)
         if record is None:
             record = self._adopt(info)
+        self.observe(record, info)
         return record, info
+
+    def observe(self, record: Record, info: SandboxInfo) -> None:
+        """Meter the sandbox as it is now (it runs, or no longer does)."""
+        self.billing.observe(
+            record.id,
+            info.state,
+            info.lease_ends_at,
+            name=record.name,
+            created_at=record.created_at,
+            vcpu=record.vcpu,
+            memory_mib=record.memory_mib,
+        )
+
+    async def look_at(self, sandbox_ids: list[str]) -> None:
+        """Look at these sandboxes (so the meters see lease ends that passed)."""
+        for sandbox_id in sandbox_ids:
+            record = self.records.get(sandbox_id)
+            if record is not None and record.deleted:
+                continue
+            try:
+                await self.get(sandbox_id)
+            except SandboxNotFound:
+                pass
+
+    async def spend(self, vcpu: int, memory_mib: int, seconds: float | None, what: str) -> None:
+        """Refuse (money.SpendingRefused, a 402) what would commit `seconds` of a sandbox of
+        this size past the trial, the daily limit or the credit (`Rules.spending_limits`)."""
+        if not self.rules.spending_limits or not self.billing.needs_checking():
+            return
+        await self.look_at(self.billing.running_ids())
+        seconds = min(seconds or 0.0, MAX_HOLD_MS / 1000)
+        self.billing.require(self.billing.sandbox_cost(vcpu, memory_mib, seconds), what)
 
     def _adopt(self, info: SandboxInfo) -> Record:
         """A sandbox made in the engine behind the fake's back: known from now on."""
@@ -183,7 +221,9 @@ class Sandboxes:
 
     async def wake(self, record: Record, why: str, timeout: float | None = None) -> SandboxInfo:
         """Carry a paused sandbox on with a fresh lease: `timeout` (else its own) from now, or
-        the lease it paused with if that ends later."""
+        the lease it paused with if that ends later. Its fresh lease must be affordable."""
+        lease = timeout if timeout is not None else record.timeout_seconds
+        await self.spend(record.vcpu, record.memory_mib, lease, f"Waking {record.id}")
         with self.lock:
             self.wakes.append((record.id, why))
         if timeout is not None:

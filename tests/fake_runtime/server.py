@@ -6,8 +6,9 @@ Its own thread and event loop make it behave like a separate server: the client 
 It follows the real API's rules by default (`rules.Rules`: create body ranges and unknown
 fields, names given up by stopped sandboxes, leases that pause or stop, wake on request,
 `:wake`/`:extend` limits, commands that must fit the lease, the per-key rate limit, at most
-four file watches a sandbox); `FakeRuntime(..., strict=False)` turns them all off and
-`rules=Rules(one_rule=False)` one at a time.
+four file watches a sandbox, 402s past the daily spending limit or the credit);
+`FakeRuntime(..., strict=False)` turns them all off and `rules=Rules(one_rule=False)` one at
+a time.
 
 For tests (see `inspection.Inspection`):
 - `requests(method, path)`, `served()`: what it received and how it answered;
@@ -15,6 +16,9 @@ For tests (see `inspection.Inspection`):
   `bytes_sent(route=, sandbox_id=)`: counters by route name ("read" is file downloads);
 - `wakes`: each wake of a paused sandbox and what caused it;
 - `end_lease_in(sandbox_id, seconds)`, `lease_ends_at(sandbox_id)`, `sandbox_named(name)`;
+- money (see `money` for the billing model, `money_routes.MoneyControls`): `prices=`,
+  `set_daily_limit`, `forget_daily_spend`, `set_daily_used`, `set_credit`, `exhaust_trial`,
+  `charged_micros`, `held_micros`, `daily_used_micros`;
 - faults: `fail`, `overload`, `drop_connections`, `lose_answers`, `slow`, `hang`,
   `stop_answering`/`resume_answering`, `revoke_key`.
 """
@@ -37,6 +41,8 @@ from tests.fake_runtime.api import RuntimeApi
 from tests.fake_runtime.faults import Fault, Faults
 from tests.fake_runtime.http import serve_connection
 from tests.fake_runtime.inspection import Inspection
+from tests.fake_runtime.money import Billing, Prices
+from tests.fake_runtime.money_routes import MoneyControls
 from tests.fake_runtime.rules import Rules
 
 T = TypeVar("T")
@@ -50,12 +56,13 @@ PROXY_VARIABLES = (
 )
 
 
-class FakeRuntime(Inspection):
+class FakeRuntime(Inspection, MoneyControls):
     """A loopback Runtime API backed by a sandbox engine built (in the fake's loop) by
     `engine_factory`. Use as a context manager; `url` and `api_key` point a client at it.
 
     `strict` (default) enforces every rule of the real API; `rules` picks them one by one
-    (and sets the limits' numbers). `self.rules` may be changed while the fake runs."""
+    (and sets the limits' numbers). `self.rules` may be changed while the fake runs.
+    `prices` are what its sandboxes cost (default: overnight's default `Rates`)."""
 
     def __init__(
         self,
@@ -65,8 +72,10 @@ class FakeRuntime(Inspection):
         wake: Callable[[SandboxProvider, str], Awaitable[None]] | None = None,
         strict: bool = True,
         rules: Rules | None = None,
+        prices: Prices | None = None,
     ) -> None:
         self.api_key = api_key
+        self.billing = Billing(prices)
         self.rules = rules if rules is not None else Rules() if strict else Rules.lenient()
         self.faults = Faults()
         self._engine_factory = engine_factory
@@ -161,7 +170,7 @@ class FakeRuntime(Inspection):
 
         # Without a wake hook the engine's own `wake` is used (the local one grants a lease).
         hook = None if wake is None else wake_engine
-        self._api = RuntimeApi(engine, self.faults, {self.api_key}, hook, self.rules)
+        self._api = RuntimeApi(engine, self.faults, {self.api_key}, hook, self.rules, self.billing)
         connections: set[asyncio.Task[None]] = set()
 
         async def connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
