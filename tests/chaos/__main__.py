@@ -4,6 +4,11 @@
                                           # restart, a one-minute Runtime API storm
     python -m tests.chaos                 # the reduced size the test suite runs
     python -m tests.chaos --runs 8 --keep # a custom size; keep the folder to look at
+    python -m tests.chaos --takeover      # only the take-over times (about 6 minutes)
+
+After the chaos run, on a stack of its own, a worker holding watches is stopped gracefully
+(SIGTERM) and, at full size, another is SIGKILLed: how soon another worker holds each of
+their runs' watches (`tests/chaos/takeover.py`) is in the table.
 
 Exit code 0 when every run finished with no duplicate action, no lost checkpoint, no sandbox
 left running and no restart caused by a transient fault; 1 otherwise.
@@ -22,7 +27,11 @@ from pathlib import Path
 
 from tests.chaos.harness import run_chaos
 from tests.chaos.plan import FULL, REDUCED
-from tests.chaos.verdict import render_table
+from tests.chaos.takeover import measure_takeover
+from tests.chaos.verdict import render_table, render_takeover
+
+# Runs on the take-over stack: spread over its two workers, each holds some.
+TAKEOVER_RUNS = 6
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -32,6 +41,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, help="seed for fault placement")
     parser.add_argument("--folder", type=Path, help="where to keep state (default: a temp dir)")
     parser.add_argument("--keep", action="store_true", help="keep the folder afterwards")
+    parser.add_argument(
+        "--takeover", action="store_true", help="only the take-over times (SIGTERM and SIGKILL)"
+    )
     args = parser.parse_args(argv)
     size = FULL if args.full else REDUCED
     if args.runs is not None:
@@ -40,19 +52,30 @@ def main(argv: list[str] | None = None) -> int:
         size = dataclasses.replace(size, seed=args.seed)
     logging.basicConfig(level=logging.WARNING)
     folder = args.folder or Path(tempfile.mkdtemp(prefix="overnight-chaos-"))
-    report = asyncio.run(run_chaos(size, folder))
-    print()
-    print("\n".join(report.run_lines()))
-    print()
-    print(render_table(report))
-    problems = report.problems()
+    if args.takeover:
+        takeover = asyncio.run(measure_takeover(folder / "takeover", runs=TAKEOVER_RUNS))
+        print()
+        print(render_takeover(takeover))
+        problems = takeover.problems()
+        report_ok = not problems
+    else:
+        report = asyncio.run(run_chaos(size, folder))
+        report.takeover = asyncio.run(
+            measure_takeover(folder / "takeover", runs=TAKEOVER_RUNS, sigkill=args.full)
+        )
+        print()
+        print("\n".join(report.run_lines()))
+        print()
+        print(render_table(report))
+        problems = report.problems()
+        report_ok = report.ok()
     for line in problems:
         print(f"problem: {line}")
     if args.keep or problems:
         print(f"state kept in {folder}")
     else:
         shutil.rmtree(folder, ignore_errors=True)
-    return 0 if report.ok() else 1
+    return 0 if report_ok else 1
 
 
 if __name__ == "__main__":

@@ -18,10 +18,13 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from overnight.models import RestartRecord, RunResult
 from tests.chaos.plan import STEPS, RunPlan
+
+if TYPE_CHECKING:
+    from tests.chaos.takeover import TakeoverReport
 
 _RESUMED = re.compile(r"^attempt (\d+) resumed at step (\d+): (.*)$")
 _STEP_COMMIT = re.compile(r"^step (\d+): ")
@@ -192,6 +195,8 @@ class ChaosReport:
     worker_self_exits: int
     seconds: float
     notes: list[str] = field(default_factory=list)
+    # A worker gone and its watches taken over elsewhere (measured on a stack of its own).
+    takeover: TakeoverReport | None = None
 
     def verdicts(self) -> list[RunVerdict]:
         return [judge_run(facts) for facts in self.runs]
@@ -247,6 +252,7 @@ class ChaosReport:
             and f["steps_redone"] == 0
             and f["paused_unwatched"] == f["lease_ends_unwatched"]
             and not any(facts.status_unreadable for facts in self.runs)
+            and (self.takeover is None or not self.takeover.problems())
         )
 
     def run_lines(self) -> list[str]:
@@ -296,6 +302,8 @@ class ChaosReport:
                 lines.append(
                     f"{rid}: left running {facts.sandboxes_running} pids {facts.live_agent_pids}"
                 )
+        if self.takeover is not None:
+            lines += [f"take-over too slow: {line}" for line in self.takeover.problems()]
         return lines
 
 
@@ -305,6 +313,29 @@ _AGENT_FAULT_NAMES = {
     "fresh_context": "fresh-context exit (code 75)",
     "lease_end": "lease end met, workers alive",
 }
+
+
+def takeover_rows(report: TakeoverReport) -> list[tuple[str, str]]:
+    rows = [("worker gone: its runs' watches held by another worker after", "")]
+    for takeover, name in (
+        (report.graceful, "  SIGTERM (graceful; target <= 10 s)"),
+        (report.killed, "  SIGKILL (target <= 5 min)"),
+    ):
+        if takeover is None:
+            continue
+        taken = [s for s in takeover.seconds.values() if s is not None]
+        value = f"{max(taken):.1f} s at most" if taken else "never"
+        value += f" ({len(taken)} of {takeover.runs} runs"
+        if takeover.exit_seconds is not None:
+            value += f"; the worker exited in {takeover.exit_seconds:.1f} s"
+        rows.append((name, value + ")"))
+    return rows
+
+
+def render_takeover(report: TakeoverReport) -> str:
+    rows = takeover_rows(report)
+    width = max(len(name) for name, _ in rows) + 2
+    return "\n".join(f"{name:<{width}}{value}" for name, value in rows)
 
 
 def render_table(report: ChaosReport) -> str:
@@ -337,6 +368,8 @@ def render_table(report: ChaosReport) -> str:
         ("  worker exits not caused by the harness", str(report.worker_self_exits)),
         ("  wall time", f"{report.seconds:.0f} s"),
     ]
+    if report.takeover is not None:
+        rows += takeover_rows(report.takeover)
     width = max(len(name) for name, _ in rows) + 2
     lines = [f"{name:<{width}}{value}" for name, value in rows]
     return "\n".join(lines)
