@@ -15,19 +15,23 @@ Actions follow Temporal Cloud's definitions (docs.temporal.io/cloud/actions):
 | MarkerRecorded (local activity, side      | 1                                          |
 | effect)                                   |                                            |
 | StartChildWorkflowExecutionInitiated      | 2                                          |
-| activity heartbeats reaching the server   | 1 each: not in history, estimated below    |
+| activity heartbeats reaching the server   | 1 each: not in history; counted where the  |
+|                                           | worker sent them, else estimated below     |
 
 Queries are billable too but are not part of a run's own cost (none are counted here).
 
-Heartbeats: the SDK sends the first heartbeat at once and then at most one per throttle
-interval, `min(0.8 x heartbeat_timeout, 60 s)` (temporalio's `max_heartbeat_throttle_interval`
-default). overnight's long activities heartbeat every `min(5 s, heartbeat_timeout / 3)`
-(`activities.heartbeat`), so an activity attempt of duration D sends the heartbeats
-`heartbeats_sent` simulates.
+Heartbeats: overnight's long activities heartbeat only to stay inside their heartbeat timeout
+(`activities.heartbeat`): none at the start, then one per `HEARTBEAT_SHARE` (0.8) x the
+timeout, which is also the SDK's throttle window (`min(0.8 x timeout,
+max_heartbeat_throttle_interval)`, the worker's set at or above it), so each one is sent when
+made. The history benchmark counts the heartbeat requests its worker really sent
+(`count_history(..., heartbeats=N)`); `heartbeats_sent` gives what an attempt of a given
+length sends, as a cross-check and where nothing was counted.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -35,10 +39,12 @@ from datetime import datetime
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
 
-SDK_MAX_THROTTLE_SECONDS = 60.0
-HEARTBEAT_CALL_SECONDS = 5.0
-# Activities whose code heartbeats all the time it runs (activities.heartbeat.auto_heartbeat).
+from activities.heartbeat import HEARTBEAT_SHARE
+
+# Activities whose code heartbeats while it runs (activities.heartbeat.auto_heartbeat).
 HEARTBEATING_ACTIVITIES = frozenset({"observe_agent", "create_sandbox"})
+HEARTBEAT_SENT = "heartbeat (sent)"
+HEARTBEAT_ESTIMATED = "heartbeat (est.)"
 
 _ONE_ACTION = {
     EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED: "workflow started",
@@ -58,31 +64,14 @@ _ACTIVITY_CLOSED = (
 )
 
 
-def heartbeats_sent(
-    duration: float,
-    heartbeat_timeout: float,
-    *,
-    call_every: float | None = None,
-    max_throttle: float = SDK_MAX_THROTTLE_SECONDS,
-) -> int:
-    """Heartbeats reaching the server from one attempt of `duration` s that heartbeats every
-    `call_every` s from its start: the first at once, later ones at most once per throttle
-    window, a held one sent when its window ends."""
-    every = call_every or min(HEARTBEAT_CALL_SECONDS, heartbeat_timeout / 3)
-    throttle = min(0.8 * heartbeat_timeout, max_throttle)
-    sent, window_end, pending = 1, throttle, False
-    call = every
-    while call < duration:
-        while pending and window_end <= call:
-            sent, window_end, pending = sent + 1, window_end + throttle, False
-        if call >= window_end:
-            sent, window_end = sent + 1, call + throttle
-        else:
-            pending = True
-        call += every
-    if pending and window_end <= duration:
-        sent += 1
-    return sent
+def heartbeats_sent(duration: float, heartbeat_timeout: float) -> int:
+    """Heartbeats reaching the server from one attempt of `duration` s: one per
+    `HEARTBEAT_SHARE` x `heartbeat_timeout` after its start (none at the start), each sent
+    when made."""
+    if heartbeat_timeout <= 0 or duration <= 0:
+        return 0
+    every = HEARTBEAT_SHARE * heartbeat_timeout
+    return max(0, math.ceil(duration / every) - 1)
 
 
 @dataclass
@@ -93,10 +82,13 @@ class HistoryCost:
     history_bytes: int = 0
     actions: dict[str, int] = field(default_factory=dict)
     activity_seconds: dict[str, float] = field(default_factory=dict)
+    # What `heartbeats_sent` makes of the activities' durations (with `heartbeats` counted).
+    heartbeats_estimated: int = 0
 
     @property
     def actions_in_history(self) -> int:
-        return sum(n for kind, n in self.actions.items() if kind != "heartbeat (est.)")
+        heartbeats = (HEARTBEAT_SENT, HEARTBEAT_ESTIMATED)
+        return sum(n for kind, n in self.actions.items() if kind not in heartbeats)
 
     @property
     def total_actions(self) -> int:
@@ -107,9 +99,13 @@ class HistoryCost:
 
 
 def count_history(
-    runs: Iterable[list[HistoryEvent]], *, heartbeat_timeout_override: float | None = None
+    runs: Iterable[list[HistoryEvent]],
+    *,
+    heartbeats: int | None = None,
+    heartbeat_timeout_override: float | None = None,
 ) -> HistoryCost:
-    """Events and actions of all runs of one workflow's continue-as-new chain."""
+    """Events and actions of all runs of one workflow's continue-as-new chain. `heartbeats`:
+    the heartbeat requests its worker sent, when counted; else they are estimated."""
     cost = HistoryCost()
     for events in runs:
         cost.runs += 1
@@ -117,6 +113,10 @@ def count_history(
         cost.max_events_in_a_run = max(cost.max_events_in_a_run, len(events))
         cost.history_bytes += sum(event.ByteSize() for event in events)
         _count_run(events, cost, heartbeat_timeout_override)
+    if heartbeats is not None:
+        cost.add(HEARTBEAT_SENT, heartbeats)
+    elif cost.heartbeats_estimated:
+        cost.add(HEARTBEAT_ESTIMATED, cost.heartbeats_estimated)
     return cost
 
 
@@ -150,7 +150,7 @@ def _count_run(
             if heartbeat_timeout_override is not None and name == "observe_agent":
                 timeout = heartbeat_timeout_override
             if timeout > 0 and name in HEARTBEATING_ACTIVITIES:
-                cost.add("heartbeat (est.)", heartbeats_sent(seconds, timeout))
+                cost.heartbeats_estimated += heartbeats_sent(seconds, timeout)
 
 
 def _scheduled_id(event: HistoryEvent) -> int:

@@ -19,20 +19,28 @@ from temporalio.api.history.v1 import HistoryEvent
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.runtime import LoggingConfig, Runtime, TelemetryConfig, TelemetryFilter
+from temporalio.runtime import (
+    LoggingConfig,
+    MetricBuffer,
+    Runtime,
+    TelemetryConfig,
+    TelemetryFilter,
+)
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from bench.actions import HistoryCost, count_history
+from bench.actions import HEARTBEAT_SENT, HistoryCost, count_history
 from bench.baseline import BASELINE_WORKFLOW, NaiveAgentRun
 from bench.history_world import HealthyAgentWorld
 from bench.report import Row
+from bench.scale import HEARTBEAT_REQUESTS
 from overnight import binaries
 from overnight.constants import SEARCH_ATTRIBUTE_TYPES, WORKFLOW_TYPE
 from overnight.models import RunSpec
 from workflows.agent_run import AgentRun
 
 EVENT_LIMIT = 10_240
+METRIC_BUFFER_SIZE = 100_000
 CHECKPOINT_EVERY_SECONDS = 300.0
 
 
@@ -50,19 +58,20 @@ def healthy_spec(run_id: str, hours: float) -> RunSpec:
 
 async def measure_history(*, hours: float) -> tuple[list[Row], dict[str, Any]]:
     started = time.monotonic()
+    metrics = MetricBuffer(METRIC_BUFFER_SIZE)
     env = await WorkflowEnvironment.start_time_skipping(
         data_converter=pydantic_data_converter,
         test_server_existing_path=str(binaries.test_server_path()),
-        runtime=_quiet_runtime(),
+        runtime=_quiet_runtime(metrics),
     )
     try:
         await _register_search_attributes(env.client)
-        overnight = await _supervise(env, WORKFLOW_TYPE, hours)
-        baseline = await _supervise(env, BASELINE_WORKFLOW, hours)
+        overnight, our_beats = await _supervise(env, WORKFLOW_TYPE, hours, metrics)
+        baseline, their_beats = await _supervise(env, BASELINE_WORKFLOW, hours, metrics)
     finally:
         await env.shutdown()
-    ours = count_history(overnight)
-    theirs = count_history(baseline)
+    ours = count_history(overnight, heartbeats=our_beats)
+    theirs = count_history(baseline, heartbeats=their_beats)
     without_heartbeat = count_history(overnight, heartbeat_timeout_override=0)
     details = {
         "hours": hours,
@@ -75,10 +84,23 @@ async def measure_history(*, hours: float) -> tuple[list[Row], dict[str, Any]]:
     return _rows(ours, theirs, without_heartbeat, hours), details
 
 
-def _quiet_runtime() -> Runtime:
-    """The SDK's own warnings about the test server's version say nothing about the bench."""
+def _quiet_runtime(metrics: MetricBuffer) -> Runtime:
+    """The SDK's own warnings about the test server's version say nothing about the bench;
+    its metrics count the heartbeat requests the worker sends."""
     quiet = TelemetryFilter(core_level="ERROR", other_level="ERROR")
-    return Runtime(telemetry=TelemetryConfig(logging=LoggingConfig(filter=quiet)))
+    return Runtime(telemetry=TelemetryConfig(logging=LoggingConfig(filter=quiet), metrics=metrics))
+
+
+def _heartbeat_requests(metrics: MetricBuffer) -> int:
+    """RecordActivityTaskHeartbeat requests sent since the last call (the SDK's own count)."""
+    name, operation = HEARTBEAT_REQUESTS
+    return int(
+        sum(
+            update.value
+            for update in metrics.retrieve_updates()
+            if update.metric.name == name and update.attributes.get("operation") == operation
+        )
+    )
 
 
 async def _register_search_attributes(client: Client) -> None:
@@ -92,9 +114,11 @@ async def _register_search_attributes(client: Client) -> None:
 
 
 async def _supervise(
-    env: WorkflowEnvironment, workflow_type: str, hours: float
-) -> list[list[HistoryEvent]]:
-    """Run one healthy supervised run to its end; the events of every run of its chain."""
+    env: WorkflowEnvironment, workflow_type: str, hours: float, metrics: MetricBuffer
+) -> tuple[list[list[HistoryEvent]], int]:
+    """Run one healthy supervised run to its end; the events of every run of its chain, and
+    the heartbeat requests its worker sent."""
+    _heartbeat_requests(metrics)  # what came before is not this run's
     world = HealthyAgentWorld(env, hours=hours, checkpoint_every=CHECKPOINT_EVERY_SECONDS)
     queue = f"history-{uuid.uuid4().hex[:8]}"
     run_id = f"history-{workflow_type.lower()}-{uuid.uuid4().hex[:6]}"
@@ -103,14 +127,18 @@ async def _supervise(
         task_queue=queue,
         workflows=[AgentRun, NaiveAgentRun],
         activities=world.activities(),
-        # The mock's heartbeats must reach the server before it moves the clock on.
+        # The mock's heartbeats (each made in server time, on the real activity's schedule)
+        # must reach the server before it moves the clock on.
         max_heartbeat_throttle_interval=timedelta(0),
     ):
         handle = await env.client.start_workflow(
             workflow_type, healthy_spec(run_id, hours), id=run_id, task_queue=queue
         )
         await handle.result()
-    return await _chain(env.client, run_id, handle.first_execution_run_id)
+    sent = _heartbeat_requests(metrics)
+    if sent != world.heartbeats:
+        raise RuntimeError(f"{world.heartbeats} heartbeats made but {sent} requests counted")
+    return await _chain(env.client, run_id, handle.first_execution_run_id), sent
 
 
 async def _chain(client: Client, workflow_id: str, run_id: str | None) -> list[list[HistoryEvent]]:
@@ -156,7 +184,8 @@ def _rows(ours: HistoryCost, theirs: HistoryCost, lean: HistoryCost, hours: floa
             "ratio <= 0.33",
             ratio_at_most=1 / 3,
             note=(
-                f"incl. est. heartbeats {per_hour(ours.actions.get('heartbeat (est.)', 0))}/h; "
+                f"incl. heartbeats sent {per_hour(ours.actions.get(HEARTBEAT_SENT, 0))}/h "
+                f"(estimate {per_hour(ours.heartbeats_estimated)}/h); "
                 f"without observe heartbeats {per_hour(lean.total_actions)}/h"
             ),
         ),

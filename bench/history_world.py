@@ -5,9 +5,11 @@ They stand for one healthy agent on the time-skipping server: it writes a checkp
 like the real ones in workflow time, which is what shapes a history:
 
 - `observe_agent` is a real long poll: it returns when the checkpoint changes, the agent exits
-  or `wait_seconds` pass, whichever is first. It moves the server's clock itself
-  (`env.sleep` in short steps), heartbeating between steps so its 30 s heartbeat timeout
-  holds, exactly as the real activity heartbeats while it waits.
+  or `wait_seconds` pass, whichever is first. It moves the server's clock itself (`env.sleep`),
+  and heartbeats on the real activity's schedule in that clock: none at its start, then one
+  per `activities.heartbeat.heartbeat_interval()` of its heartbeat timeout (the server times
+  the attempt out if that is too rare). The benchmark counts the heartbeat requests the worker
+  really sent (`heartbeats` here counts the calls).
 - the baseline's `read_checkpoint` returns the whole file each time, `naive_get_process`
   says `running` until the agent exits.
 """
@@ -24,6 +26,7 @@ from typing import Any
 from temporalio import activity
 from temporalio.testing import WorkflowEnvironment
 
+from activities.heartbeat import heartbeat_interval
 from activities.models import (
     ActivityName,
     AgentStarted,
@@ -43,8 +46,6 @@ from activities.notify_models import Notification, SendResult
 from bench.baseline import GET_PROCESS, ProcessRef, ProcessSeen
 from overnight.constants import SEARCH_ATTRIBUTE_TYPES
 
-# Server time moved per step while a long poll waits: well inside the 30 s heartbeat timeout.
-CLOCK_STEP = timedelta(seconds=10)
 # Notes kept in the checkpoint, so it grows to a realistic size and then stays there.
 NOTES_KEPT = 20
 
@@ -64,6 +65,8 @@ class HealthyAgentWorld:
         self._run_for = timedelta(hours=hours)
         self._every = timedelta(seconds=checkpoint_every)
         self._started: datetime | None = None
+        # Heartbeat calls the observe mock made (each one request: the worker does not throttle).
+        self.heartbeats = 0
 
     def activities(self) -> list[Callable[..., Any]]:
         return [
@@ -110,13 +113,23 @@ class HealthyAgentWorld:
     async def _now(self) -> datetime:
         return await self._env.get_current_time()
 
-    async def _pass_time(self, until: datetime) -> None:
+    async def _pass_time(self, until: datetime, last_beat: datetime) -> datetime:
+        """Move the clock to `until`, heartbeating as the real observe does (one per heartbeat
+        interval since the last, `last_beat`); the time of the last heartbeat (or start)."""
+        interval = heartbeat_interval()
+        every = timedelta(seconds=interval) if interval is not None else None
         now = await self._now()
         while now < until:
-            activity.heartbeat()
-            await asyncio.sleep(0.002)  # let the heartbeat reach the server first
-            await self._env.sleep(min(CLOCK_STEP, until - now))
+            beat_at = last_beat + every if every is not None else None
+            step_to = until if beat_at is None else min(until, beat_at)
+            await self._env.sleep(step_to - now)
             now = await self._now()
+            if beat_at is not None and now >= beat_at:
+                activity.heartbeat()
+                self.heartbeats += 1
+                last_beat = now
+                await asyncio.sleep(0.002)  # let the heartbeat reach the server first
+        return last_beat
 
     # ----- activities by name -----
 
@@ -135,6 +148,7 @@ class HealthyAgentWorld:
     async def observe_agent(self, request: ObserveInput) -> Observation:
         now = await self._now()
         give_up = now + timedelta(seconds=request.wait_seconds)
+        last_beat = now
         while True:
             read = self._read(now, request.known_digest)
             news = read if read.status == "ok" else None
@@ -148,7 +162,8 @@ class HealthyAgentWorld:
                 )
             if now >= give_up:
                 return Observation(process_state="running", sandbox_state="running")
-            await self._pass_time(min(give_up, self._end(), self._next_change(now)))
+            until = min(give_up, self._end(), self._next_change(now))
+            last_beat = await self._pass_time(until, last_beat)
             now = await self._now()
 
     @activity.defn(name=ActivityName.READ_CHECKPOINT)
