@@ -166,7 +166,15 @@ class MoneyControls:
     def _look_at_running(self) -> None:
         """Let the fake see lease ends that passed, before the figures are read."""
         api, loop = self._api, self._loop
-        if api is None or loop is None or not loop.is_running():
+        if api is None or loop is None or not loop.is_running() or _inside(loop):
             return
         work = api.sandboxes.look_at(self.billing.running_ids())
         asyncio.run_coroutine_threadsafe(work, loop).result(timeout=60)
+
+
+def _inside(loop: asyncio.AbstractEventLoop) -> bool:
+    """Whether this is the fake's own thread (a hook of the fake: it must not wait on itself)."""
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False
