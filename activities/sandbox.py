@@ -17,9 +17,7 @@ from types import TracebackType
 from typing import Any
 
 from temporalio import activity
-from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 from temporalio.client import Client
-from temporalio.service import RPCError, RPCStatusCode
 
 from activities import sandbox_setup as setup
 from activities.checkpoints import read_checkpoint
@@ -58,18 +56,17 @@ from activities.provider import (
     SandboxRequest,
 )
 from activities.runtime_watch import exit_marker_path
+from activities.search_attributes import SearchAttributeCache
 from activities.snapshot_activities import SnapshotActivities, start_restored, usable_restore
 from overnight.constants import (
     AGENT_MOUNT,
     KIT_MOUNT,
     LABEL_ATTEMPT,
     LABEL_RUN,
-    SEARCH_ATTRIBUTE_TYPES,
 )
 from overnight.models import RunSpec
 
 ProviderFactory = Callable[[], SandboxProvider]
-_CANNOT_LIST = (RPCStatusCode.PERMISSION_DENIED, RPCStatusCode.UNIMPLEMENTED)
 
 
 def build_runtime_provider() -> SandboxProvider:
@@ -101,6 +98,7 @@ class SandboxActivities:
         self._factories = dict(factories or {})
         self._heartbeat_seconds = heartbeat_seconds
         self._building = asyncio.Lock()
+        self._search_attributes = SearchAttributeCache(client)
 
     @classmethod
     def from_env(cls, client: Client | None) -> SandboxActivities:
@@ -351,19 +349,9 @@ class SandboxActivities:
     async def check_search_attributes(
         self, input: SearchAttributeCheckInput
     ) -> SearchAttributeCheck:
-        if self._client is None:
-            return SearchAttributeCheck()
-        request = ListSearchAttributesRequest(namespace=self._client.namespace)
-        try:
-            answer = await self._client.operator_service.list_search_attributes(request)
-        except RPCError as error:
-            if error.status not in _CANNOT_LIST:
-                raise
-            # A namespace that may not list them (e.g. a restricted key): set none, run on.
-            activity.logger.warning("cannot list search attributes: %s", error.message)
-            return SearchAttributeCheck()
-        registered = set(answer.custom_attributes)
-        return SearchAttributeCheck(present=[n for n in SEARCH_ATTRIBUTE_TYPES if n in registered])
+        """Answered from the worker's cache (one server call per worker every few minutes);
+        runs call it as a local activity."""
+        return SearchAttributeCheck(present=await self._search_attributes.present())
 
 
 def _launch(spec: RunSpec, attempt: int, fresh_start: int, env: dict[str, str]) -> AgentLaunch:

@@ -36,7 +36,7 @@ with workflow.unsafe.imports_passed_through():
         StartAgentInput,
     )
     from overnight.models import RunSpec
-    from workflows import money, policies
+    from workflows import money, policies, publish
     from workflows.state import SupervisorState
 
 # What the provider says when the key's daily spending limit refuses a step.
@@ -263,9 +263,20 @@ async def list_sandboxes(spec: RunSpec) -> list[SandboxInfo]:
 
 
 async def present_search_attributes() -> list[str]:
-    """Which of overnight's search attributes the namespace has; none if it cannot tell."""
+    """Which of overnight's search attributes the namespace has; none if it cannot tell.
+
+    Runs begun with `LEAN_WRITES_PATCH` ask through a local activity, answered from the
+    worker's per-process cache (one marker event, no activity task, no extra workflow task);
+    recorded histories replay the activity they had."""
+    if workflow.patched(publish.LEAN_WRITES_PATCH):
+        return await _present_search_attributes(local=True)
+    return await _present_search_attributes(local=False)
+
+
+async def _present_search_attributes(*, local: bool) -> list[str]:
+    run = workflow.execute_local_activity if local else workflow.execute_activity
     try:
-        found: SearchAttributeCheck = await workflow.execute_activity(
+        found: SearchAttributeCheck = await run(
             ActivityName.CHECK_SEARCH_ATTRIBUTES,
             SearchAttributeCheckInput(),
             result_type=SearchAttributeCheck,
@@ -273,8 +284,10 @@ async def present_search_attributes() -> list[str]:
             retry_policy=policies.VISIBILITY_CHECK_RETRY,
             summary="check which search attributes the namespace has",
         )
-    except ActivityError as err:
-        reraise_cancellation(err)
+    except (ActivityError, ApplicationError) as err:
+        # A local activity's failure may come back as its own ApplicationError.
+        if isinstance(err, ActivityError):
+            reraise_cancellation(err)
         workflow.logger.warning("search attribute check failed, not setting any: %s", describe(err))
         return []
     return found.present
