@@ -7,8 +7,12 @@ while levels pass and, if `first` fails, steps down until one passes (runs are t
 go down; bringing 1,000 runs up costs this machine more than a minute, so the search starts
 high). At each level, after a warm-up, a window is measured: tick lag (`bench.ticklag`, from
 the histories of a sample of runs), the worker's CPU, the server's and everyone else's on the
-machine, the worker's RSS and the heartbeats it sent (the SDK's own request counter). A level
-passes when every change in the window was recorded and the p99 lag is <= 2 s.
+machine, the worker's RSS and the heartbeats it sent (the SDK's own request counter), and what
+the sampled runs wrote (workflow tasks, activities, upserts, timers, markers per run-hour). A
+level passes when every change in the window was recorded and the p99 lag past due is <= 2 s:
+overnight's observe holds checkpoint news until `poll_seconds` into each look by design, so its
+lag runs from the change or that point, whichever is later (see bench/ticklag.py); the
+baseline's from the change.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ LAG_TARGET_SECONDS = 2.0
 START_CONCURRENCY = 50
 # A level whose runs are not all up by then is measured as it is (and fails).
 AGENTS_START_TIMEOUT = 150.0
+RSS_TARGET_MIB_PER_THOUSAND = 250.0
 HEARTBEAT_REQUESTS = ("temporal_request", "RecordActivityTaskHeartbeat")
 
 
@@ -49,7 +54,7 @@ class ScaleSettings:
     interval: tuple[float, float] = (30.0, 60.0)
     poll_seconds: float = 60.0
     warmup: float = 10.0
-    window: float = 40.0
+    window: float = 60.0
     # The baseline works once per poll: its window is one poll long (None: poll_seconds).
     baseline_window: float | None = None
     history_sample: int = 300
@@ -62,12 +67,16 @@ class Level:
     lag: dict[str, float | int | None] = field(default_factory=dict)
     lag_watch: dict[str, float | int | None] = field(default_factory=dict)
     lag_deliver: dict[str, float | int | None] = field(default_factory=dict)
+    # Past due: what the pass is judged on (for the baseline the same as `lag`).
+    lag_late: dict[str, float | int | None] = field(default_factory=dict)
     missed: int = 0
     worker_cores: float = 0.0
     server_cores: float | None = None
     other_cores: float | None = None
     worker_rss_mib: float = 0.0
     heartbeats_per_run_hour: float | None = None
+    # History events of the sampled runs in the window, per run-hour, by kind.
+    events_per_run_hour: dict[str, float] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
     window: tuple[float, float] = (0.0, 0.0)
     # Set when the worker process ended during the level (it must not).
@@ -75,8 +84,9 @@ class Level:
 
     @property
     def passed(self) -> bool:
-        p99 = self.lag.get("p99")
-        ok = self.all_started and self.missed == 0 and bool(self.lag.get("n"))
+        lag = self.lag_late or self.lag
+        p99 = lag.get("p99")
+        ok = self.all_started and self.missed == 0 and bool(lag.get("n"))
         ok = ok and self.worker_exit_code is None
         return ok and p99 is not None and p99 <= LAG_TARGET_SECONDS
 
@@ -185,8 +195,9 @@ class _Runner:
         where, worker, settings = self.where, self.worker, self.settings
         overnight = self.system == WORKFLOW_TYPE
         window = settings.window if overnight else settings.baseline_window or settings.poll_seconds
-        # The baseline sees a change only at its next poll: let one pass before reading.
-        settle = 3.0 if overnight else settings.poll_seconds + 3
+        # Both may hold a change up to a poll (the baseline until its next one, overnight's
+        # observe until its report point): let one pass before reading the histories.
+        settle = settings.poll_seconds + 3
         level = Level(runs=runs)
         clock, cpu, server_cpu = time.monotonic(), worker.cpu_seconds(), _cpu(where.server_pid)
         await _start_runs(where.client, self.system, self.queue, self.run_ids, runs, settings)
@@ -202,10 +213,20 @@ class _Runner:
         clock = time.monotonic()
         sample = random.Random(runs).sample(self.run_ids, min(runs, settings.history_sample))
         schedules = read_schedules(self.log)
-        lags = await tick_lags(where.client, self.system, sample, schedules, level.window)
+        report_every = settings.poll_seconds if overnight else None
+        lags = await tick_lags(
+            where.client, self.system, sample, schedules, level.window, report_every
+        )
         level.seconds["read_histories"] = round(time.monotonic() - clock, 1)
         level.lag, level.missed = summarize(lags.total), lags.missed
         level.lag_watch, level.lag_deliver = summarize(lags.watch), summarize(lags.deliver)
+        level.lag_late = summarize(lags.late)
+        elapsed = level.window[1] - level.window[0]
+        if lags.runs and elapsed > 0:
+            level.events_per_run_hour = {
+                kind: round(count / lags.runs / elapsed * 3600, 1)
+                for kind, count in sorted(lags.events.items())
+            }
         level.worker_exit_code = worker.exit_code()
         return level
 
@@ -290,33 +311,64 @@ def _describe(scale: SystemScale) -> dict[str, Any]:
     }
 
 
-def _per_thousand(scale: SystemScale) -> tuple[float | None, float | None]:
+def _measured(scale: SystemScale) -> Level | None:
     """Steady-state cost: at the largest level that kept up (else the largest tried)."""
-    level = scale.best() or scale.largest()
+    return scale.best() or scale.largest()
+
+
+def _per_thousand(scale: SystemScale) -> tuple[float | None, float | None, float | None]:
+    """Worker RSS (MiB), worker CPU and server CPU (% of a core) per 1,000 runs."""
+    level = _measured(scale)
     if level is None:
-        return None, None
+        return None, None, None
     rss = (level.worker_rss_mib - scale.idle_rss_mib) / level.runs * 1000
     cpu = level.worker_cores / level.runs * 1000 * 100
-    return round(rss, 1), round(cpu, 1)
+    server = None
+    if level.server_cores is not None:
+        server = round(level.server_cores / level.runs * 1000 * 100, 1)
+    return round(rss, 1), round(cpu, 1), server
 
 
-def _p99(level: Level | None) -> float | None:
-    value = level.lag.get("p99") if level is not None else None
+def _p99(level: Level | None, late: bool = True) -> float | None:
+    if level is None:
+        return None
+    value = (level.lag_late or level.lag).get("p99") if late else level.lag.get("p99")
     return float(value) if value is not None else None
+
+
+def _per_run_hour(level: Level | None, kind: str) -> float | None:
+    if level is None:
+        return None
+    if kind == "heartbeats":
+        return level.heartbeats_per_run_hour
+    return level.events_per_run_hour.get(kind, 0.0) if level.events_per_run_hour else None
 
 
 def _rows(ours: SystemScale, theirs: SystemScale) -> list[Row]:
     best_ours, best_theirs = ours.best(), theirs.best()
-    rss_ours, cpu_ours = _per_thousand(ours)
-    rss_theirs, cpu_theirs = _per_thousand(theirs)
+    at_ours, at_theirs = _measured(ours), _measured(theirs)
+    rss_ours, cpu_ours, server_ours = _per_thousand(ours)
+    rss_theirs, cpu_theirs, server_theirs = _per_thousand(theirs)
     tried = "; ".join(
-        f"{level.runs} runs: p99 {level.lag.get('p99')} s, {level.missed} missed, worker "
-        f"{level.worker_cores} / server {level.server_cores} / others {level.other_cores} cores"
+        f"{level.runs} runs: p99 past due {_p99(level)} s (change to seen {_p99(level, False)}"
+        f" s), {level.missed} missed, worker {level.worker_cores} / server "
+        f"{level.server_cores} / others {level.other_cores} cores, worker RSS "
+        f"{level.worker_rss_mib:g} MiB"
+        + ("" if level.all_started else ", not all up in time")
         + ("" if level.passed else " (fail)")
         for level in ours.levels
     )
     baseline_runs = theirs.levels[0].runs if theirs.levels else "-"
-    return [
+    where = f"overnight at {at_ours.runs if at_ours else '-'} runs, baseline at {baseline_runs}"
+    spent = (
+        f"{where}; per run-hour: "
+        + ", ".join(
+            f"{kind} {_per_run_hour(at_theirs, kind)} / {_per_run_hour(at_ours, kind)}"
+            for kind in ("workflow_tasks", "activities", "upserts", "timers", "markers")
+        )
+        + " (baseline / overnight; from the histories of the sampled runs in the window)"
+    )
+    rows = [
         Row(
             "scale: most runs on one worker with tick lag p99 <= 2 s",
             "runs",
@@ -327,12 +379,74 @@ def _rows(ours: SystemScale, theirs: SystemScale) -> list[Row]:
             note=f"overnight: {tried}",
         ),
         Row(
-            "tick lag p99 (overnight at its best N, baseline at its N)",
+            "tick lag p99 past due (overnight at its best N, baseline at its N)",
             "s",
             _p99(theirs.largest()),
             _p99(best_ours or ours.largest()),
-            note=f"baseline measured at {baseline_runs} runs (it polls every 60 s)",
+            "<= 2 s",
+            at_most=LAG_TARGET_SECONDS,
+            note=(
+                f"baseline measured at {baseline_runs} runs (it polls every 60 s: due at the "
+                "change); overnight's observe holds news until poll_seconds into each look, so "
+                "it is due then"
+            ),
         ),
-        Row("worker RSS per 1,000 runs", "MiB", rss_theirs, rss_ours),
-        Row("worker CPU per 1,000 runs", "% core", cpu_theirs, cpu_ours),
+        Row(
+            "tick lag p99, checkpoint change -> workflow saw it",
+            "s",
+            _p99(theirs.largest(), False),
+            _p99(best_ours or ours.largest(), False),
+            note="both hold a change up to one poll (60 s) by design",
+        ),
+        Row(
+            "worker RSS per 1,000 runs",
+            "MiB",
+            rss_theirs,
+            rss_ours,
+            f"<= {RSS_TARGET_MIB_PER_THOUSAND:g} MiB",
+            at_most=RSS_TARGET_MIB_PER_THOUSAND,
+            note=f"{where}; RSS minus the idle worker's ({ours.idle_rss_mib:g} MiB)",
+        ),
+        Row("worker CPU per 1,000 runs", "% core", cpu_theirs, cpu_ours, note=where),
+        Row(
+            "history events / run-hour at scale",
+            "events",
+            _per_run_hour(at_theirs, "events"),
+            _per_run_hour(at_ours, "events"),
+            note=spent,
+        ),
+        Row(
+            "search attribute upserts / run-hour at scale",
+            "upserts",
+            _per_run_hour(at_theirs, "upserts"),
+            _per_run_hour(at_ours, "upserts"),
+            note=where,
+        ),
+        Row(
+            "workflow tasks / run-hour at scale",
+            "tasks",
+            _per_run_hour(at_theirs, "workflow_tasks"),
+            _per_run_hour(at_ours, "workflow_tasks"),
+            note=where,
+        ),
+        Row(
+            "heartbeats sent / run-hour at scale",
+            "requests",
+            _per_run_hour(at_theirs, "heartbeats"),
+            _per_run_hour(at_ours, "heartbeats"),
+            note=f"{where}; the worker's own RecordActivityTaskHeartbeat requests",
+        ),
     ]
+    if server_ours is not None:
+        # Only when this run started the dev server (its process is measured).
+        rows.insert(
+            5,
+            Row(
+                "dev server CPU per 1,000 runs",
+                "% core",
+                server_theirs,
+                server_ours,
+                note=f"{where}; the SQLite dev server takes one write at a time",
+            ),
+        )
+    return rows

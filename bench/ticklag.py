@@ -6,6 +6,12 @@ version, for a supervisor that skipped one) started: that is when the workflow c
 It splits into `watch` (change -> the activity that saw it completed; overnight's long poll
 looks once a second, the baseline once per `poll_seconds`) and `deliver` (activity completed
 -> workflow task started: server and worker scheduling).
+
+overnight's observe holds a changed checkpoint until `report_every` seconds (the run's
+`poll_seconds`) after the observe began, by design: one activity and a few history events per
+poll, not per write. So its lag is also measured past due (`late`): from the moment the news
+was due, the change or that point of the observe that carried it, whichever is later, to the
+workflow task that saw it. That is what load adds; the cadence is the run's own choice.
 """
 
 from __future__ import annotations
@@ -14,11 +20,12 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 from temporalio.service import RPCError
 
 from bench.fake_provider import AgentSchedule, version_of
-from bench.timeline import activities, next_workflow_task_start
+from bench.timeline import activities, next_workflow_task_start, unix
 from overnight.constants import WORKFLOW_TYPE
 
 FETCH_CONCURRENCY = 20
@@ -28,6 +35,8 @@ FETCH_CONCURRENCY = 20
 class Seen:
     activity_closed_at: float
     workflow_saw_at: float
+    # When the observe that carried it began (None: not an observe, or not recorded).
+    activity_started_at: float | None = None
 
 
 @dataclass
@@ -35,14 +44,22 @@ class Lags:
     total: list[float] = field(default_factory=list)
     watch: list[float] = field(default_factory=list)
     deliver: list[float] = field(default_factory=list)
+    late: list[float] = field(default_factory=list)
     # Versions that changed in the window and were not recorded when the histories were read.
     missed: int = 0
+    # What the sampled runs wrote in the window: history events by kind, and how many runs.
+    events: dict[str, int] = field(default_factory=dict)
+    runs: int = 0
 
     def extend(self, other: Lags) -> None:
         self.total += other.total
         self.watch += other.watch
         self.deliver += other.deliver
+        self.late += other.late
         self.missed += other.missed
+        for kind, count in other.events.items():
+            self.events[kind] = self.events.get(kind, 0) + count
+        self.runs += other.runs
 
 
 async def tick_lags(
@@ -51,7 +68,9 @@ async def tick_lags(
     run_ids: list[str],
     schedules: dict[str, AgentSchedule],
     window: tuple[float, float],
+    report_every: float | None = None,
 ) -> Lags:
+    """`report_every`: how long overnight's observe holds checkpoint news (None: at once)."""
     gate = asyncio.Semaphore(FETCH_CONCURRENCY)
 
     async def one(run_id: str) -> Lags:
@@ -63,7 +82,10 @@ async def tick_lags(
                 history = await client.get_workflow_handle(run_id).fetch_history()
             except RPCError:
                 return Lags()
-        return lags_of(schedule, recorded_versions(system, list(history.events)), window)
+        events = list(history.events)
+        lags = lags_of(schedule, recorded_versions(system, events), window, report_every)
+        lags.events, lags.runs = events_in(events, window), 1
+        return lags
 
     found = Lags()
     for lags in await asyncio.gather(*(one(run_id) for run_id in run_ids)):
@@ -84,12 +106,15 @@ def recorded_versions(system: str, events: list[Any]) -> dict[int, Seen]:
         version = version_of(str(read.get("text")))
         saw = next_workflow_task_start(events, act.closed_event_id)
         if version is not None and saw is not None and version not in recorded:
-            recorded[version] = Seen(act.closed_at, saw)
+            recorded[version] = Seen(act.closed_at, saw, act.started_at)
     return recorded
 
 
 def lags_of(
-    schedule: AgentSchedule, recorded: dict[int, Seen], window: tuple[float, float]
+    schedule: AgentSchedule,
+    recorded: dict[int, Seen],
+    window: tuple[float, float],
+    report_every: float | None = None,
 ) -> Lags:
     start, end = window
     lags = Lags()
@@ -102,7 +127,43 @@ def lags_of(
             lags.total.append(first.workflow_saw_at - changed)
             lags.watch.append(first.activity_closed_at - changed)
             lags.deliver.append(first.workflow_saw_at - first.activity_closed_at)
+            lags.late.append(first.workflow_saw_at - due_at(changed, first, report_every))
         else:
             lags.missed += 1
         version += 1
     return lags
+
+
+def due_at(changed: float, seen: Seen, report_every: float | None) -> float:
+    """When the news of a change made at `changed` was due: at once, or, if the observe that
+    carried it ran to its report point, at that point when it came after the change."""
+    if report_every is None or seen.activity_started_at is None:
+        return changed
+    report_at = seen.activity_started_at + report_every
+    if seen.activity_closed_at < report_at:
+        return changed  # it came back before its report point: nothing was held
+    return max(changed, report_at)
+
+
+# History events that say where a run's cost goes, by short name.
+_KINDS = {
+    EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED: "workflow_tasks",
+    EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED: "activities",
+    EventType.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES: "upserts",
+    EventType.EVENT_TYPE_TIMER_STARTED: "timers",
+    EventType.EVENT_TYPE_MARKER_RECORDED: "markers",
+}
+
+
+def events_in(events: list[Any], window: tuple[float, float]) -> dict[str, int]:
+    """How many events of each kind in `_KINDS` (and in all) fall in `window`."""
+    start, end = window
+    counts: dict[str, int] = {"events": 0}
+    for event in events:
+        if not start <= unix(event.event_time.ToDatetime()) < end:
+            continue
+        counts["events"] += 1
+        kind = _KINDS.get(event.event_type)
+        if kind is not None:
+            counts[kind] = counts.get(kind, 0) + 1
+    return counts
