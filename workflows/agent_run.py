@@ -55,7 +55,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from workflows.notice import attention_text, note_last_words, record_restart
     from workflows.notify_steps import NOTIFY_PATCH, Notifier
-    from workflows.publish import Publisher
+    from workflows.publish import LEAN_WRITES_PATCH, Publisher
     from workflows.snapshot import restore_for
     from workflows.state import SupervisorState
 
@@ -85,8 +85,11 @@ class AgentRun:
     @workflow.run
     async def run(self, spec: Any, carried: Any = None) -> RunResult:
         workflow_id = workflow.info().workflow_id
+        # Runs begun with LEAN_WRITES_PATCH have every earlier marker's behaviour: one marker
+        # (and one TemporalChangeVersion upsert) at their start rather than one per patch.
+        lean = workflow.patched(LEAN_WRITES_PATCH)
         # Runs begun before run ids had to match their workflow id are not refused on replay.
-        match_id = workflow.patched(RUN_ID_MATCH_PATCH)
+        match_id = lean or workflow.patched(RUN_ID_MATCH_PATCH)
         try:
             accepted = intake.accept_spec(spec, workflow_id, require_match=match_id)
             kept = None if carried is None else intake.accept_carried(carried)
@@ -96,8 +99,8 @@ class AgentRun:
             spec=accepted, budget=accepted.budget, started_at=workflow.now()
         )
         if kept is None:
-            s.lease_keeping = workflow.patched(LEASE_KEEPING_PATCH)
-            s.notifying = workflow.patched(NOTIFY_PATCH)
+            s.lease_keeping = lean or workflow.patched(LEASE_KEEPING_PATCH)
+            s.notifying = lean or workflow.patched(NOTIFY_PATCH)
         self._s = s
         try:
             return await self._supervise(s)
@@ -107,7 +110,7 @@ class AgentRun:
             s.cancel_requested = True
             s.cancel_reason = s.cancel_reason or "cancelled through Temporal"
             result = await self._end(s, "cancelled")
-            if workflow.patched(CANCELED_PATCH):
+            if lean or workflow.patched(CANCELED_PATCH):
                 raise
             return result
 
