@@ -21,6 +21,7 @@ from typing import Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.heartbeat import handed_over
 from activities.models import (
     ActivityName,
     AgentStarted,
@@ -84,7 +85,13 @@ class Hangs:
     """This look never returns on its own: the observe activity heartbeats until cancelled."""
 
 
-Step = Quiet | Writes | Exits | SandboxStops | StopsAnswering | Hangs
+@dataclass(frozen=True)
+class HandedOver:
+    """This look's worker shuts down gracefully: the attempt hands the watch over
+    (`WorkerShutdown`, retried at once elsewhere; activities.heartbeat)."""
+
+
+Step = Quiet | Writes | Exits | SandboxStops | StopsAnswering | Hangs | HandedOver
 
 
 def progress(text: str) -> Writes:
@@ -358,6 +365,8 @@ class FakeWorld:
         if isinstance(step, StopsAnswering):
             box.answering = False
             raise Unreachable(box.sandbox_id)
+        if isinstance(step, HandedOver):
+            raise handed_over("the watch")
         if isinstance(step, SandboxStops):
             box.state = "stopped"
             box.stop_reason = step.reason

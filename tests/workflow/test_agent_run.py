@@ -16,6 +16,7 @@ from temporalio.testing import WorkflowEnvironment
 from overnight.models import RunStatus
 from tests.workflow.fakes import (
     FakeWorld,
+    HandedOver,
     Quiet,
     SandboxStops,
     StopsAnswering,
@@ -184,6 +185,21 @@ async def test_sandbox_that_stops_answering_is_replaced_after_bounded_retries(
     assert world.creates()[1].restart_reason == reason
     # Pausing the dead sandbox failed too; that did not stop the run.
     assert (result.outcome, result.restarts, result.checkpoint) == ("finished", 1, "cp-2")
+
+
+async def test_watches_handed_over_by_workers_shutting_down_cost_no_restart(
+    client: Client, world: FakeWorld
+) -> None:
+    # Every attempt of one observe meets a worker shutting down (a long rolling deploy): its
+    # last attempt's WorkerShutdown is no sign of a dead sandbox; the run just looks again.
+    attempts = policies.OBSERVE_RETRY.maximum_attempts
+    world.script(1, [progress("cp-1"), *[HandedOver()] * attempts, exits(0, final="cp-2")])
+    async with started_run(client, world, make_spec()) as handle:
+        result = await handle.result()
+
+    assert len([look for look in world.observed if look.sandbox_id == "box-1"]) == attempts + 2
+    assert (result.outcome, result.restarts, result.attempts) == ("finished", 0, 1)
+    assert result.checkpoint == "cp-2"
 
 
 async def test_status_reports_restarts_checkpoint_summary_budget_and_hours(
