@@ -99,7 +99,9 @@ async def run_worker(
     """Run `worker` until `stop` is set, the task is cancelled or the worker fails.
 
     `ready` is set once the worker is running. On the way out the worker is shut down
-    gracefully (activities cancelled and awaited). A worker failure is raised here.
+    gracefully: the observes hand their watches to other workers at once, other activities get
+    `GRACEFUL_SHUTDOWN` to finish and are then handed over too (activities.heartbeat). A worker
+    failure is raised here.
     """
     stop = stop or asyncio.Event()
     running = asyncio.create_task(worker.run(), name=f"worker {worker.task_queue}")
