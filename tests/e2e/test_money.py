@@ -52,7 +52,8 @@ async def test_the_spend_of_a_runtime_run_is_what_runtime_charged_its_sandboxes(
             await api.start_run(dev_client, spec, task_queue=queue)
             result = await api.wait_result(dev_client, run_id)
             status = await api.get_status(dev_client, run_id)
-            boxes = [r.sandbox_id for r in status.restarts] + [status.sandbox_id]
+            ids = [r.sandbox_id for r in status.restarts] + [status.sandbox_id]
+            boxes = [sid for sid in ids if sid is not None]
             billed = {sid: fake.charged_micros(sid) + fake.held_micros(sid) for sid in boxes}
 
     assert result.outcome == "finished" and result.restarts == 1
@@ -63,6 +64,7 @@ async def test_the_spend_of_a_runtime_run_is_what_runtime_charged_its_sandboxes(
     assert status.spend_usd == pytest.approx(status.spend_charged_usd, abs=1e-4)
     assert result.spend_usd == pytest.approx(status.spend_charged_usd, abs=1e-4)
     # The estimate at the spec's rates is about a thousandth of the bill.
+    assert status.spend_charged_usd is not None
     assert status.spend_estimated_usd < status.spend_charged_usd / 100
 
 
