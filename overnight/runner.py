@@ -25,6 +25,7 @@ from overnight.connect import connect
 from overnight.constants import TASK_QUEUE
 from overnight.devconfig import default_dev_config, load_dev_config
 from overnight.devserver import start_or_reuse
+from overnight.workflow_runner import shared_module_runner
 
 if TYPE_CHECKING:
     from activities.provider import SandboxProvider
@@ -78,6 +79,8 @@ async def serve(
             max_cached_workflows=max_cached_workflows,
             max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
             graceful_shutdown_timeout=GRACEFUL_SHUTDOWN,
+            # One copy of overnight's modules for every cached run (overnight/workflow_runner.py).
+            workflow_runner=shared_module_runner(),
         )
         await run_worker(worker, ready=ready, stop=stop)
 
