@@ -181,7 +181,7 @@ class SandboxActivities:
         async with auto_heartbeat(self._heartbeat_seconds):
             with activity_errors():
                 daily = None
-                if activity.info().attempt == 1:
+                if not activity.in_activity() or activity.info().attempt == 1:
                     # Only before the first try: a retry may find the sandbox its first try
                     # made, whose own lease is already counted against the limit.
                     what = f"sandbox {input.attempt}'s first lease"
