@@ -5,8 +5,8 @@ a worker watches: a read less than `SHARED_READ_SECONDS` old is answered again (
 callers share one request), unless the caller needs it `fresh` (a sandbox's end; the check
 before a create, wake or extension). A worker watching N runs so spends at most one of each
 per four minutes on them, whatever N: a figure is then at most that old, and the money held
-for a running sandbox's lease covers the minutes since. `GET /v1/usage` lists only the newest hundred resources:
-an older sandbox is simply not found, and the run keeps its estimate for it.
+for a running sandbox's lease covers the minutes since. `GET /v1/usage` lists only the newest
+hundred resources: an older sandbox is simply not found, and the run keeps its estimate for it.
 """
 
 from __future__ import annotations
