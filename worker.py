@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from overnight.constants import TASK_QUEUE
-from overnight.runner import run_dev, run_with_env_config
+from overnight.worker.runner import run_dev, run_with_env_config
 
 
 def main(argv: Sequence[str] | None = None) -> int:

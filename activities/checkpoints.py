@@ -11,7 +11,12 @@ from __future__ import annotations
 import hashlib
 
 from activities.models import CheckpointRead
-from activities.provider import FileRead, SandboxNotFound, SandboxNotRunning, SandboxProvider
+from activities.providers.protocol import (
+    FileRead,
+    SandboxNotFound,
+    SandboxNotRunning,
+    SandboxProvider,
+)
 
 
 def checkpoint_from(read: FileRead, known_digest: str | None) -> CheckpointRead:

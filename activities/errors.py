@@ -15,7 +15,7 @@ from contextlib import contextmanager
 
 from temporalio.exceptions import ApplicationError
 
-from activities.provider import ProviderError
+from activities.providers.protocol import ProviderError
 
 
 class ErrorType:

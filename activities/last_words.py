@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import logging
 
-from activities.forensics import forensics_for
 from activities.models import OutputTail
-from activities.output_tail import cut_tail, secret_values, window_bytes
-from activities.provider import ProviderError, SandboxProvider
+from activities.providers.forensics import forensics_for
+from activities.providers.protocol import ProviderError, SandboxProvider
+from overnight.output_tail import cut_tail, secret_values, window_bytes
 
 logger = logging.getLogger(__name__)
 

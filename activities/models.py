@@ -31,7 +31,7 @@ class ActivityName:
     EXTEND_SANDBOX = "extend_sandbox"
     LIST_SANDBOXES = "list_sandboxes"
     CHECK_SEARCH_ATTRIBUTES = "check_search_attributes"
-    # Notifications (activities.notify_activities): a first try to every target of a state
+    # Notifications (activities.notify.activities): a first try to every target of a state
     # change, and one more try for one target (from the `OvernightNotify` workflow).
     SEND_NOTIFICATION = "send_notification"
     DELIVER_NOTIFICATION = "deliver_notification"

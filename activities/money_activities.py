@@ -13,8 +13,8 @@ from temporalio import activity
 
 from activities.errors import activity_errors
 from activities.models import ActivityName, MoneyRead, ReadDailyLimitInput
-from activities.money import account_of
-from activities.provider import SandboxProvider
+from activities.providers.money import account_of
+from activities.providers.protocol import SandboxProvider
 
 ProviderGetter = Callable[[str], Awaitable[SandboxProvider]]
 

@@ -13,7 +13,7 @@ import time
 
 from activities.checkpoints import changed, read_checkpoint
 from activities.models import CheckpointRead, Observation, ObserveInput
-from activities.provider import SandboxProvider, Sighting
+from activities.providers.protocol import SandboxProvider, Sighting
 
 
 async def observe(

@@ -24,8 +24,6 @@ from activities.checkpoints import read_checkpoint
 from activities.errors import ErrorType, activity_errors, non_retryable
 from activities.heartbeat import auto_heartbeat, hand_over_on_shutdown
 from activities.last_words import read_last_words
-from activities.local import LocalProvider
-from activities.local_isolation import spec_binds
 from activities.models import (
     ActivityName,
     AgentStarted,
@@ -44,10 +42,12 @@ from activities.models import (
     SearchAttributeCheckInput,
     StartAgentInput,
 )
-from activities.money import ensure_daily_room, read_charge, read_money
 from activities.money_activities import MoneyActivities
 from activities.observe import observe
-from activities.provider import (
+from activities.providers.local.isolation import spec_binds
+from activities.providers.local.provider import LocalProvider
+from activities.providers.money import ensure_daily_room, read_charge, read_money
+from activities.providers.protocol import (
     AgentLaunch,
     ProviderError,
     SandboxNotFound,
@@ -55,7 +55,7 @@ from activities.provider import (
     SandboxProvider,
     SandboxRequest,
 )
-from activities.runtime_watch import exit_marker_path
+from activities.providers.runtime.watch import exit_marker_path
 from activities.search_attributes import SearchAttributeCache
 from activities.snapshot_activities import SnapshotActivities, start_restored, usable_restore
 from overnight.constants import (
@@ -77,7 +77,9 @@ def build_runtime_provider() -> SandboxProvider:
             kind=ErrorType.MISSING_CREDENTIALS,
             retryable=False,
         )
-    from activities.runtime import RuntimeProvider  # the SDK loads only where it is used
+    from activities.providers.runtime.provider import (
+        RuntimeProvider,  # the SDK loads only where it is used
+    )
 
     return RuntimeProvider()
 
@@ -109,7 +111,7 @@ class SandboxActivities:
         )
 
     def all(self) -> list[Callable[..., Any]]:
-        from activities.notify_activities import NotifyActivities
+        from activities.notify.activities import NotifyActivities
 
         return [
             *NotifyActivities(self._client).all(),

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import overnight
 from activities.errors import ErrorType, non_retryable
-from activities.provider import ProviderError, SandboxProvider
+from activities.providers.protocol import ProviderError, SandboxProvider
 from overnight.constants import KIT_MOUNT, SNAPSHOT_ANSWER
 from overnight.models import RunSpec
 

@@ -30,9 +30,9 @@ from activities.models import (
     SnapshotTaken,
     TakeSnapshotInput,
 )
-from activities.provider import AgentLaunch, ProcessInfo, ProviderError, SandboxProvider
-from activities.provider import SandboxRequest as Request
-from activities.snapshot_provider import SnapshotProvider
+from activities.providers.protocol import AgentLaunch, ProcessInfo, ProviderError, SandboxProvider
+from activities.providers.protocol import SandboxRequest as Request
+from activities.providers.snapshot_protocol import SnapshotProvider
 from overnight.constants import LABEL_RUN, LABEL_SNAPSHOT, SNAPSHOT_ANSWER
 
 ProviderGetter = Callable[[str], Awaitable[SandboxProvider]]

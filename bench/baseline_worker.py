@@ -11,8 +11,8 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from activities.errors import activity_errors
-from activities.local import LocalProvider
-from activities.provider import SandboxProvider
+from activities.providers.local.provider import LocalProvider
+from activities.providers.protocol import SandboxProvider
 from activities.sandbox import SandboxActivities
 from bench.baseline import (
     BASELINE_TASK_QUEUE,
@@ -21,7 +21,7 @@ from bench.baseline import (
     ProcessRef,
     ProcessSeen,
 )
-from overnight.runner import MAX_CACHED_WORKFLOWS, MAX_CONCURRENT_ACTIVITIES, run_worker
+from overnight.worker.runner import MAX_CACHED_WORKFLOWS, MAX_CONCURRENT_ACTIVITIES, run_worker
 
 
 class NaiveActivities:
@@ -47,7 +47,7 @@ async def serve_baseline(
     max_concurrent_activities: int = MAX_CONCURRENT_ACTIVITIES,
     max_cached_workflows: int = MAX_CACHED_WORKFLOWS,
 ) -> None:
-    """Run the baseline's worker until `stop` is set, like `overnight.runner.serve`."""
+    """Run the baseline's worker until `stop` is set, like `overnight.worker.runner.serve`."""
     providers = providers or {"local": LocalProvider()}
     async with SandboxActivities(client, providers=providers) as sandbox_activities:
         worker = Worker(

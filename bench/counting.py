@@ -17,9 +17,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from activities.local_engine import LocalEngine
-from activities.local_procs import ProcessRecord
-from activities.provider import FileRead
+from activities.providers.local.engine import LocalEngine
+from activities.providers.local.procs import ProcessRecord
+from activities.providers.protocol import FileRead
 
 DUMP_SECONDS = 0.5
 Counts = dict[str, dict[str, int]]  # sandbox id -> {"stamp", "process", "read", "read_bytes"}

@@ -30,21 +30,21 @@ from typing import Any
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError
 
-from activities.local import LocalProvider
-from activities.local_engine import LocalEngine
-from activities.local_procs import ProcessRecord
 from activities.models import CreateSandboxInput
-from activities.provider import ProviderError
+from activities.providers.local.engine import LocalEngine
+from activities.providers.local.procs import ProcessRecord
+from activities.providers.local.provider import LocalProvider
+from activities.providers.protocol import ProviderError
 from activities.sandbox import SandboxActivities
 from bench.baseline import BASELINE_WORKFLOW, NaiveStatus
 from bench.procs import worker_process
 from bench.report import Row, percentile, summarize
 from bench.timeline import activities
+from overnight.cli.demo import AGENT_DIR, DemoFiles, make_origin
+from overnight.cli.outside_world import ledger_url
 from overnight.constants import LABEL_RUN, WORKFLOW_TYPE
-from overnight.demo import AGENT_DIR, DemoFiles, make_origin
 from overnight.isolation import HostBind
 from overnight.models import RunSpec, RunStatus
-from overnight.outside_world import ledger_url
 
 AGENT_COMMAND = "python3 /workspace/agent/main.py --resume /workspace/checkpoint.json"
 DIE_AFTER_STEP = 2

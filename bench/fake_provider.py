@@ -17,8 +17,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from activities.models import SandboxInfo
-from activities.polling_watch import Look, poll_watch
-from activities.provider import (
+from activities.providers.polling_watch import Look, poll_watch
+from activities.providers.protocol import (
     AgentLaunch,
     CommandOutput,
     FileRead,

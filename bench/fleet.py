@@ -19,7 +19,7 @@ from typing import Any
 from temporalio.client import Client
 from temporalio.service import RPCError
 
-from activities.local_engine import LocalEngine
+from activities.providers.local.engine import LocalEngine
 from bench.baseline import BASELINE_WORKFLOW
 from bench.procs import WorkerProcess
 from overnight.constants import LABEL_RUN, WORKFLOW_TYPE

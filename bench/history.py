@@ -34,9 +34,9 @@ from bench.baseline import BASELINE_WORKFLOW, NaiveAgentRun
 from bench.history_world import HealthyAgentWorld
 from bench.report import Row
 from bench.scale import HEARTBEAT_REQUESTS
-from overnight import binaries
 from overnight.constants import SEARCH_ATTRIBUTE_TYPES, WORKFLOW_TYPE
 from overnight.models import RunSpec
+from overnight.worker import binaries
 from workflows.agent_run import AgentRun
 
 EVENT_LIMIT = 10_240

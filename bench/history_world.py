@@ -42,7 +42,7 @@ from activities.models import (
     SearchAttributeCheck,
     SearchAttributeCheckInput,
 )
-from activities.notify_models import Notification, SendResult
+from activities.notify.models import Notification, SendResult
 from bench.baseline import GET_PROCESS, ProcessRef, ProcessSeen
 from overnight.constants import SEARCH_ATTRIBUTE_TYPES
 

@@ -39,8 +39,8 @@ from bench.fleet import (
 from bench.procs import WorkerProcess
 from bench.provider_cost import CostSettings, ticker_spec
 from bench.runtime_world import Flight, Window, worker_env
-from overnight.demo import make_origin
-from tests.fake_runtime import FakeRuntime, Rules
+from fakes.runtime import FakeRuntime, Rules
+from overnight.cli.demo import make_origin
 
 
 @dataclass(frozen=True)

@@ -18,8 +18,8 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import ExitStack, asynccontextmanager
 from pathlib import Path
 
-from overnight.devconfig import default_dev_config
-from overnight.devserver import DevServer, start_or_reuse
+from overnight.worker.devconfig import default_dev_config
+from overnight.worker.devserver import DevServer, start_or_reuse
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 READY_TIMEOUT_SECONDS = 60.0

@@ -41,8 +41,8 @@ from bench.fleet import (
 )
 from bench.procs import WorkerProcess
 from bench.runtime_world import Flight, Window, bench_spec, worker_env
-from overnight.demo import make_origin
-from tests.fake_runtime import FakeRuntime
+from fakes.runtime import FakeRuntime
+from overnight.cli.demo import make_origin
 
 TICKER_DIR = Path(__file__).resolve().parent / "agents" / "ticker"
 KINDS = ("ticking", "quiet")

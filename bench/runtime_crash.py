@@ -23,8 +23,8 @@ from typing import Any
 
 from temporalio.client import Client
 
-from activities.local_engine import LocalEngine
-from activities.local_procs import read_record
+from activities.providers.local.engine import LocalEngine
+from activities.providers.local.procs import read_record
 from bench.crash import AGENT_COMMAND, DIE_AFTER_STEP, FIRST_CRASH_SECONDS
 from bench.fleet import (
     SYSTEMS,
@@ -39,9 +39,9 @@ from bench.fleet import (
 from bench.procs import WorkerProcess
 from bench.report import Row, percentile, summarize
 from bench.runtime_world import bench_spec, worker_env
-from overnight.demo import AGENT_DIR, make_origin
-from overnight.outside_world import ledger_url
-from tests.fake_runtime import FakeRuntime
+from fakes.runtime import FakeRuntime
+from overnight.cli.demo import AGENT_DIR, make_origin
+from overnight.cli.outside_world import ledger_url
 
 
 async def measure_runtime_crash(

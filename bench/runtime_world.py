@@ -1,7 +1,7 @@
 """The runtime provider's world in a benchmark: the loopback fake Runtime API and what it saw.
 
 Runtime itself cannot be measured here, so the runtime provider (the real `withruntime` SDK in
-the worker) talks to `tests.fake_runtime.FakeRuntime`, which follows the real API's rules
+the worker) talks to `fakes.runtime.FakeRuntime`, which follows the real API's rules
 (strict by default: per-key rate limit of 50 requests a second in bursts of 200 and 128 served
 at once, file watches, leases) and counts every request by route and sandbox. Its sandboxes
 are local ones (the local engine) under their own home.
@@ -22,10 +22,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from fakes.git_http import origin_fields
+from fakes.runtime import FakeRuntime, Served
+from fakes.runtime.server import PROXY_VARIABLES
 from overnight.models import RunSpec
-from tests.fake_runtime import FakeRuntime, Served
-from tests.fake_runtime.server import PROXY_VARIABLES
-from tests.git_http import origin_fields
 
 SAMPLE_SECONDS = 0.02
 WATCH_GAP_SECONDS = 1.0

@@ -33,8 +33,8 @@ from bench.fake_provider import read_schedules
 from bench.procs import WorkerProcess, busy_cpu_seconds, cpu_seconds, worker_process
 from bench.report import Row, summarize
 from bench.ticklag import tick_lags
+from overnight.cli.demo import AGENT_DIR
 from overnight.constants import WORKFLOW_TYPE
-from overnight.demo import AGENT_DIR
 from overnight.models import RunSpec
 
 LAG_TARGET_SECONDS = 2.0

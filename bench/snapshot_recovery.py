@@ -28,12 +28,12 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
 from bench.procs import dev_server
-from overnight import client as api
-from overnight.demo import make_origin
+from fakes.git_http import origin_fields
+from overnight.cli import client as api
+from overnight.cli.demo import make_origin
 from overnight.home import HOME_ENV
 from overnight.models import RunSpec
-from overnight.runner import serve
-from tests.git_http import origin_fields
+from overnight.worker.runner import serve
 
 WARM_AGENT = Path(__file__).resolve().parent.parent / "tests" / "agents" / "warm"
 DEFAULT_EVERY = 600

@@ -1,6 +1,6 @@
 """One benchmark worker process: `python -m bench.worker_main --system overnight|baseline ...`.
 
-overnight's worker is `overnight.runner.serve` itself; the baseline's is
+overnight's worker is `overnight.worker.runner.serve` itself; the baseline's is
 `bench.baseline_worker.serve_baseline`. With `--provider fake` the sandboxes are
 `bench.fake_provider.FakeProvider`'s virtual agents (in this process); with `local`, real local
 sandboxes under `$OVERNIGHT_HOME` (with `--counts-file`, the engine's looks and reads counted
@@ -22,13 +22,13 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 
-from activities.local import LocalProvider
-from activities.provider import SandboxProvider
+from activities.providers.local.provider import LocalProvider
+from activities.providers.protocol import SandboxProvider
 from activities.sandbox import build_runtime_provider
 from bench.baseline_worker import serve_baseline
 from bench.counting import CountingEngine, dump_counts
 from bench.fake_provider import FakeProvider
-from overnight.runner import serve
+from overnight.worker.runner import serve
 
 # Room beyond the runs themselves: creates, reads and cleanups run beside the long polls.
 SLOT_MARGIN = 200

@@ -22,10 +22,10 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
-from overnight import binaries
-from overnight.devconfig import DevConfig, load_dev_config
-from overnight.devserver import DevServer, start_or_reuse
 from overnight.home import HOME_ENV
+from overnight.worker import binaries
+from overnight.worker.devconfig import DevConfig, load_dev_config
+from overnight.worker.devserver import DevServer, start_or_reuse
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEV_CONFIG_FILE = REPO_ROOT / "temporal-dev.yaml"

@@ -25,12 +25,12 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError
 
-from activities.local_engine import LocalEngine
+from activities.providers.local.engine import LocalEngine
+from fakes.git_http import origin_fields
+from overnight.cli.demo import make_origin
 from overnight.constants import LABEL_RUN
-from overnight.demo import make_origin
 from overnight.models import RunSpec
-from overnight.runner import serve
-from tests.git_http import origin_fields
+from overnight.worker.runner import serve
 
 SCRIPTED_AGENT = Path(__file__).resolve().parent / "agents" / "scripted"
 SCRIPTED_COMMAND = "python3 /workspace/agent/main.py"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from activities.output_tail import markdown_block
 from overnight.models import RunStatus
+from overnight.output_tail import markdown_block
 from workflows.budget import charged_usd, estimated_spend_usd, hours_used, spend_usd
 from workflows.checkpoint import summarize
 from workflows.state import SupervisorState

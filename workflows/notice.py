@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from activities.models import OutputTail
-from activities.notify_models import BudgetLeft, Notification
+from activities.notify.models import BudgetLeft, Notification
 from overnight.models import LastWords, RestartRecord
 from overnight.notify_spec import NotifyEvent
 from workflows.budget import hours_used, restarts_left, spend_usd

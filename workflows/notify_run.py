@@ -16,7 +16,7 @@ from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from activities.models import ActivityName
-    from activities.notify_models import DeliveryInput, NotifyRetry, SendResult
+    from activities.notify.models import DeliveryInput, NotifyRetry, SendResult
     from workflows import policies
     from workflows.notify_steps import EVERY_TARGET, NOTIFY_WORKFLOW
 

@@ -22,7 +22,7 @@ from temporalio.exceptions import (
 
 with workflow.unsafe.imports_passed_through():
     from activities.models import ActivityName
-    from activities.notify_models import Notification, NotifyRetry, SendResult
+    from activities.notify.models import Notification, NotifyRetry, SendResult
     from overnight.notify_spec import NotifyEvent
     from workflows import policies
     from workflows.notice import notification

@@ -35,17 +35,17 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.runtime import LoggingConfig, Runtime, TelemetryConfig, TelemetryFilter
 from temporalio.service import RPCError
 
-from activities.local_engine import LocalEngine
-from overnight import client as api
+from activities.providers.local.engine import LocalEngine
+from fakes.runtime import FakeRuntime
+from overnight.cli import client as api
+from overnight.cli.demo import ledger_entries, make_origin
 from overnight.constants import LABEL_ATTEMPT, LABEL_RUN
-from overnight.demo import ledger_entries, make_origin
 from overnight.models import RunResult, RunStatus
 from tests.chaos.plan import STEPS, ChaosSize, RunPlan, plan_runs, run_spec
 from tests.chaos.stack import ChaosServer, WorkerPool, chaos_dev_config, worker_env
 from tests.chaos.storm import Storm, end_storm, start_storm
 from tests.chaos.verdict import ChaosReport, RunFacts, checkpoint_step
 from tests.e2e.helpers import agent_pids
-from tests.fake_runtime import FakeRuntime
 
 WORKERS = 2
 RESTART_WORKER_AFTER = 1.0

@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from overnight.demo import AGENT_DIR
+from fakes.git_http import origin_fields
+from overnight.cli.demo import AGENT_DIR
+from overnight.cli.outside_world import ledger_url
 from overnight.models import Budget, RunSpec
-from overnight.outside_world import ledger_url
-from tests.git_http import origin_fields
 
 AgentFault = Literal["crash", "stall", "fresh_context", "lease_end"]
 AGENT_FAULTS: tuple[AgentFault, ...] = ("crash", "stall", "fresh_context", "lease_end")

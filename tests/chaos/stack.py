@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from overnight.devconfig import DevConfig, load_dev_config
-from overnight.devserver import DevServer, start_or_reuse
+from overnight.worker.devconfig import DevConfig, load_dev_config
+from overnight.worker.devserver import DevServer, start_or_reuse
 from tests.conftest import DEV_CONFIG_FILE, REPO_ROOT, free_ports
 
 WORKER_READY_LINE = "worker polling task queue"

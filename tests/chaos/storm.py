@@ -6,7 +6,7 @@ import random
 import threading
 from dataclasses import dataclass, field
 
-from tests.fake_runtime import FakeRuntime, Fault
+from fakes.runtime import FakeRuntime, Fault
 
 
 @dataclass

@@ -33,8 +33,8 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError
 
-from activities.local_engine import LocalEngine
-from overnight import client as api
+from activities.providers.local.engine import LocalEngine
+from overnight.cli import client as api
 from tests.chaos.stack import ChaosServer, WorkerPool, WorkerProcess, chaos_dev_config, worker_env
 from tests.e2e.counting import counting_spec
 

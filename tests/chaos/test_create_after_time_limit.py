@@ -30,16 +30,16 @@ from typing import Literal
 import pytest
 from temporalio.client import Client
 
-from activities.local import LocalProvider
-from activities.local_engine import LocalEngine
-from activities.local_isolation import spec_binds
-from activities.provider import SandboxProvider, SandboxRequest
-from activities.runtime import RuntimeProvider
-from overnight import client as api
+from activities.providers.local.engine import LocalEngine
+from activities.providers.local.isolation import spec_binds
+from activities.providers.local.provider import LocalProvider
+from activities.providers.protocol import SandboxProvider, SandboxRequest
+from activities.providers.runtime.provider import RuntimeProvider
+from fakes.runtime import FakeRuntime
+from overnight.cli import client as api
 from overnight.constants import LABEL_ATTEMPT, LABEL_RUN
 from overnight.home import overnight_home
 from overnight.models import RunSpec
-from tests.fake_runtime import FakeRuntime
 from tests.live import in_process_worker, new_run_id, nothing_left_running, scripted_spec
 
 Ended = Literal["paused", "stopped"]

@@ -25,14 +25,14 @@ from pathlib import Path
 import pytest
 from temporalio.testing import ActivityEnvironment
 
-from activities.local import LocalProvider
-from activities.local_engine import LocalEngine
 from activities.models import ObserveInput
-from activities.provider import AgentLaunch, SandboxProvider, SandboxRequest
-from activities.runtime import RuntimeProvider
-from activities.runtime_watch import exit_marker_path
+from activities.providers.local.engine import LocalEngine
+from activities.providers.local.provider import LocalProvider
+from activities.providers.protocol import AgentLaunch, SandboxProvider, SandboxRequest
+from activities.providers.runtime.provider import RuntimeProvider
+from activities.providers.runtime.watch import exit_marker_path
 from activities.sandbox import SandboxActivities
-from tests.fake_runtime import FakeRuntime
+from fakes.runtime import FakeRuntime
 
 CHECKPOINT = "/workspace/checkpoint.json"
 WINDOW_SECONDS = 20.0

@@ -22,9 +22,9 @@ from pathlib import Path
 
 from temporalio.testing import ActivityEnvironment
 
-from activities.local import LocalProvider
-from activities.local_engine import LocalEngine
 from activities.models import Observation, ObserveInput
+from activities.providers.local.engine import LocalEngine
+from activities.providers.local.provider import LocalProvider
 from activities.sandbox import SandboxActivities
 
 WINDOW_SECONDS = 20.0

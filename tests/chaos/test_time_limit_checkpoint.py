@@ -26,10 +26,10 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 
-from activities.local_engine import LocalEngine
-from overnight import client as api
+from activities.providers.local.engine import LocalEngine
+from fakes.runtime import FakeRuntime
+from overnight.cli import client as api
 from tests.e2e.helpers import wait_for_status
-from tests.fake_runtime import FakeRuntime
 from tests.live import in_process_worker, new_run_id, nothing_left_running, scripted_spec
 
 LEASE_SECONDS = 60  # Runtime's shortest lease

@@ -18,9 +18,9 @@ import pytest_asyncio
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError
 
-from activities.local import LocalProvider
+from activities.providers.local.provider import LocalProvider
 from overnight.constants import LABEL_RUN
-from overnight.runner import serve
+from overnight.worker.runner import serve
 
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")

@@ -21,13 +21,13 @@ from typing import Any
 
 from temporalio.client import Client
 
-from activities.local_engine import LocalEngine
-from overnight.demo import ledger_entries, make_origin
+from activities.providers.local.engine import LocalEngine
+from fakes.git_http import origin_fields
+from overnight.cli.demo import ledger_entries, make_origin
+from overnight.cli.outside_world import ledger_url
 from overnight.models import RunSpec
-from overnight.outside_world import ledger_url
-from overnight.runner import serve
+from overnight.worker.runner import serve
 from tests.e2e.helpers import agent_pids
-from tests.git_http import origin_fields
 
 COUNTING_AGENT = Path(__file__).resolve().parent.parent / "agents" / "counting"
 

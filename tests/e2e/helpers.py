@@ -11,11 +11,11 @@ from typing import Any
 
 from temporalio.client import Client
 
-from overnight import client as api
-from overnight.demo import AGENT_DIR, DemoFiles, make_origin
+from fakes.git_http import origin_fields
+from overnight.cli import client as api
+from overnight.cli.demo import AGENT_DIR, DemoFiles, make_origin
+from overnight.cli.outside_world import ledger_url
 from overnight.models import RunSpec, RunStatus
-from overnight.outside_world import ledger_url
-from tests.git_http import origin_fields
 
 
 def new_run_id(prefix: str) -> str:

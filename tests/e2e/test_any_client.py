@@ -17,9 +17,9 @@ import pytest
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
-from overnight import client as api
-from overnight.devserver import DevServer
+from overnight.cli import client as api
 from overnight.models import RunResult, RunSpec
+from overnight.worker.devserver import DevServer
 from tests.e2e.helpers import agent_spec, wait_for_status
 from tests.e2e.test_stock_cli import temporal
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 from temporalio.client import Client
 
-from overnight import client as api
-from overnight.devserver import DevServer
+from overnight.cli import client as api
 from overnight.models import RunStatus
+from overnight.worker.devserver import DevServer
 from tests.e2e.helpers import agent_spec, new_run_id, wait_for_status
 
 OVERNIGHT = Path(sys.executable).parent / "overnight"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import time
 
-from overnight.demo import run_demo
-from overnight.devserver import DevServer
+from overnight.cli.demo import run_demo
+from overnight.worker.devserver import DevServer
 
 
 async def test_demo_recovers_from_the_crash_with_exactly_two_outside_actions(

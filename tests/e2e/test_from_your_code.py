@@ -20,12 +20,12 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureEr
 from temporalio.common import SearchAttributeKey
 from temporalio.exceptions import CancelledError
 
-from overnight import client as api
+from overnight.cli import client as api
+from overnight.cli.demo import demo_spec, ledger_entries, make_origin
+from overnight.cli.outside_world import ledger_url
 from overnight.constants import TASK_QUEUE
-from overnight.demo import demo_spec, ledger_entries, make_origin
 from overnight.models import RunSpec
-from overnight.outside_world import ledger_url
-from overnight.runner import serve
+from overnight.worker.runner import serve
 from tests.e2e.helpers import wait_for_status
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -15,8 +15,8 @@ from temporalio.runtime import MetricBuffer, Runtime, TelemetryConfig
 from temporalio.worker import Worker
 
 from activities.heartbeat import auto_heartbeat
-from overnight.devserver import DevServer
-from overnight.runner import HEARTBEAT_THROTTLE
+from overnight.worker.devserver import DevServer
+from overnight.worker.runner import HEARTBEAT_THROTTLE
 
 HEARTBEAT_TIMEOUT = timedelta(seconds=2.5)  # one heartbeat per 2 s
 RUNS_FOR = 7.0  # heartbeats at 2, 4 and 6 s

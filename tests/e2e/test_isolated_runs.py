@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 
-from overnight import client as api
-from overnight.demo import ledger_entries
-from overnight.devserver import DevServer
+from overnight.cli import client as api
+from overnight.cli.demo import ledger_entries
+from overnight.cli.outside_world import ledger_url
 from overnight.models import BudgetExtension, RunResult, RunSpec
-from overnight.outside_world import ledger_url
+from overnight.worker.devserver import DevServer
 from tests.e2e.helpers import agent_spec, new_run_id, wait_for_status, wait_no_agent_processes
 from tests.live import scripted_spec
 

@@ -20,8 +20,9 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 
-from activities.local_engine import LocalEngine
-from overnight import client as api
+from activities.providers.local.engine import LocalEngine
+from fakes.runtime import FakeRuntime
+from overnight.cli import client as api
 from overnight.constants import LABEL_RUN
 from overnight.home import overnight_home
 from overnight.models import RunResult, RunStatus
@@ -35,7 +36,6 @@ from tests.e2e.counting import (
     worker_on,
 )
 from tests.e2e.helpers import wait_for_status
-from tests.fake_runtime import FakeRuntime
 from tests.live import new_run_id, nothing_left_running
 
 STEPS = 8

@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 
-from overnight import client as api
+from fakes.runtime import FakeRuntime, Prices
+from overnight.cli import client as api
 from overnight.models import Budget, BudgetExtension, Rates
 from tests.e2e.counting import counting_spec, steps_done, worker_on
 from tests.e2e.helpers import wait_for_status
-from tests.fake_runtime import FakeRuntime, Prices
 from tests.live import new_run_id, nothing_left_running
 
 # A thousand times overnight's default rates: Runtime's bill and the estimate differ plainly.

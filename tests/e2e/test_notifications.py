@@ -15,9 +15,9 @@ import pytest
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError
 
-from overnight import client as api
-from overnight.devserver import DevServer
+from overnight.cli import client as api
 from overnight.models import Budget, BudgetExtension
+from overnight.worker.devserver import DevServer
 from tests.chaos.stack import WorkerPool, worker_env
 from tests.conftest import free_port
 from tests.e2e.helpers import wait_for_status

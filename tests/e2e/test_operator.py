@@ -17,14 +17,14 @@ import pytest
 from playwright.async_api import async_playwright, expect
 from temporalio.client import Client
 
-from activities.local_engine import LocalEngine
-from overnight import client as api
-from overnight.devserver import DevServer
+from activities.providers.local.engine import LocalEngine
+from fakes.runtime import FakeRuntime
+from overnight.cli import client as api
 from overnight.home import overnight_home
 from overnight.models import Budget
+from overnight.worker.devserver import DevServer
 from tests.e2e.helpers import agent_spec, new_run_id, wait_for_status
 from tests.e2e.test_web_ui import CHROMIUM, CHROMIUM_ARGS, UI_TIMEOUT_MS, _open_user_metadata
-from tests.fake_runtime import FakeRuntime
 from tests.live import in_process_worker, nothing_left_running, scripted_spec
 
 OVERNIGHT = Path(sys.executable).parent / "overnight"

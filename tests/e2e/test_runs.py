@@ -11,12 +11,12 @@ from pathlib import Path
 
 from temporalio.client import Client
 
-from activities.local import LocalProvider
-from overnight import client as api
+from activities.providers.local.provider import LocalProvider
+from overnight.cli import client as api
+from overnight.cli.demo import ledger_entries
 from overnight.constants import LABEL_RUN
-from overnight.demo import ledger_entries
-from overnight.devserver import DevServer
 from overnight.models import BudgetExtension
+from overnight.worker.devserver import DevServer
 from tests.e2e.helpers import (
     agent_pids,
     agent_spec,

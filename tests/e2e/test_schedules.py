@@ -16,9 +16,9 @@ from typing import TypeVar
 import pytest_asyncio
 from temporalio.client import Client, WorkflowExecutionStatus
 
-from overnight import client as api
-from overnight.devserver import DevServer
+from overnight.cli import client as api
 from overnight.models import RunStatus
+from overnight.worker.devserver import DevServer
 from tests.e2e.helpers import agent_spec
 from tests.e2e.test_cli_live import OVERNIGHT, overnight
 

@@ -20,16 +20,16 @@ from typing import Any
 import pytest
 from temporalio.client import Client
 
-from activities.local_engine import LocalEngine
-from activities.local_snapshots import LocalSnapshots
-from overnight import client as api
+from activities.providers.local.engine import LocalEngine
+from activities.providers.local.snapshots import LocalSnapshots
+from fakes.git_http import origin_fields
+from fakes.runtime import FakeRuntime
+from overnight.cli import client as api
+from overnight.cli.demo import make_origin
 from overnight.constants import LABEL_RUN
-from overnight.demo import make_origin
 from overnight.home import overnight_home
 from overnight.models import RunSpec
 from tests.e2e.counting import worker_on
-from tests.fake_runtime import FakeRuntime
-from tests.git_http import origin_fields
 from tests.live import new_run_id, nothing_left_running
 
 WARM_AGENT = Path(__file__).resolve().parent.parent / "agents" / "warm"

@@ -12,8 +12,8 @@ import pytest
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import CancelledError
 
-from overnight import client as api
-from overnight.devserver import DevServer
+from overnight.cli import client as api
+from overnight.worker.devserver import DevServer
 from tests.e2e.helpers import agent_spec, new_run_id, wait_for_status, wait_no_agent_processes
 
 TEMPORAL = Path(sys.executable).parent / "temporal"

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from activities.local import LocalProvider
-from activities.local_engine import LocalEngine
-from activities.provider import SandboxProvider
+from activities.providers.local.engine import LocalEngine
+from activities.providers.local.provider import LocalProvider
+from activities.providers.protocol import SandboxProvider
 from tests.providers.runtime_factory import runtime_harness
 
 

@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from activities.local_engine import LocalEngine
-from activities.runtime import RuntimeProvider
-from tests.fake_runtime import FakeRuntime
+from activities.providers.local.engine import LocalEngine
+from activities.providers.runtime.provider import RuntimeProvider
+from fakes.runtime import FakeRuntime
 
 if TYPE_CHECKING:
     from tests.providers.conftest import Harness

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Literal
 
 from activities.models import SandboxInfo
-from activities.provider import AgentLaunch, ProcessInfo, SandboxRequest
-from activities.runtime_watch import exit_marker_path
+from activities.providers.protocol import AgentLaunch, ProcessInfo, SandboxRequest
+from activities.providers.runtime.watch import exit_marker_path
 from overnight.constants import LABEL_ATTEMPT, LABEL_RUN
 from tests.providers.conftest import Harness
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import asyncio
 import time
 
-from activities.forensics import SandboxForensics, forensics_for
-from activities.output_tail import cut_tail
+from activities.providers.forensics import SandboxForensics, forensics_for
+from overnight.output_tail import cut_tail
 from tests.providers.conftest import Harness
 from tests.providers.test_behaviour import new_sandbox, start, wait_for_process
 

@@ -9,8 +9,8 @@ from temporalio.client import Client
 from temporalio.testing import ActivityEnvironment
 
 from activities.models import TakeSnapshotInput
-from overnight import client as api
-from overnight.render import reaped_text
+from overnight.cli import client as api
+from overnight.cli.render import reaped_text
 from tests.providers.conftest import Harness
 from tests.providers.test_behaviour import new_sandbox
 from tests.providers.test_snapshots import activities

@@ -1,0 +1,408 @@
+"""The local sandbox engine: sandboxes as folders, agents as real detached processes.
+
+Layout under `home` (`$OVERNIGHT_HOME`, default `~/.overnight`)::
+
+    sandboxes/<name>/sandbox.json       state (JSON, written atomically)
+    sandboxes/<name>/.lock              flock held while the state or the processes change
+    sandboxes/<name>/workspace/         what the sandbox sees as /workspace
+    sandboxes/<name>/home/              $HOME of its commands and agents
+    sandboxes/<name>/tmp/               its /tmp and /var/tmp, when isolated
+    sandboxes/<name>/processes/<id>/    one agent each (see local_procs)
+
+Commands and agents run isolated with bubblewrap unless the sandbox was made with
+`isolation="none"` (see local_isolation), limited as local_limits can.
+
+Everything is in files, so any worker process (or the Runtime API fake) can pick up where
+another left off. The engine is synchronous and thread-safe; callers on an event loop use
+`asyncio.to_thread`. The time limit (the lease) is enforced twice: each agent's launcher acts
+at the deadline, and so does every engine access to an expired sandbox. Like Runtime, the
+lease end pauses the sandbox (`on_lease_end="pause"`: agents frozen with SIGSTOP, files kept)
+or stops it (`"stop"`: agents killed, `stop_reason` "lease_expired"); `wake` carries a paused
+sandbox on with a fresh lease.
+
+Failures are `ProviderError`s: `SandboxNotFound`, `SandboxNotRunning`, or kind
+`InvalidRequest` (non-retryable) for a bad name, key, path or folder.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import signal
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+from activities.providers.local import isolation as local_isolation
+from activities.providers.local import limits as local_limits
+from activities.providers.local import procs as local_procs
+from activities.providers.local.files import (
+    OutsideWorkspace,
+    WorkspaceMap,
+    atomic_write,
+    merge_tree,
+    read_json,
+    write_json,
+)
+from activities.providers.local.procs import ProcessRecord
+from activities.providers.local.state import (
+    LEASE_EXPIRED,
+    NAME_PATTERN,
+    PROCESS_ID_PATTERN,
+    SANDBOX_FILE,
+    LeaseEnd,
+    SandboxMeta,
+    default_home,
+    flock,
+    invalid_request,
+    process_id_for,
+)
+from activities.providers.protocol import (
+    CommandOutput,
+    FileRead,
+    SandboxNotFound,
+    SandboxNotRunning,
+)
+from overnight.isolation import HostBind, Isolation
+
+# Like Runtime: `extend` moves the end at most this far ahead of now.
+MAX_AHEAD_SECONDS = 24 * 3600
+# Variables of the worker that commands and agents inherit; anything else must be asked for.
+PASSED_THROUGH_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM")
+
+
+class LocalEngine:
+    """Local sandboxes under `home`. Sandbox ids are their names.
+
+    Sandboxes: `get_or_create`, `find` (None if absent), `get`, `list_sandboxes`, `pause`,
+    `wake`, `stop`, `extend`. Agents: `start_process` (idempotent by start key), `process`.
+    Guest: `run`, `read_file` (capped), `write_file` (atomic), `upload_dir`, `host_path`.
+    """
+
+    def __init__(self, home: Path | str | None = None):
+        self.home = Path(home).expanduser() if home is not None else default_home()
+        self.sandboxes_dir = self.home / "sandboxes"
+
+    # ----- sandboxes -----
+
+    def folder(self, sandbox_id: str) -> Path:
+        if not NAME_PATTERN.match(sandbox_id):
+            raise invalid_request(f"{sandbox_id!r} is not a valid sandbox name")
+        return self.sandboxes_dir / sandbox_id
+
+    def workspace(self, sandbox_id: str) -> WorkspaceMap:
+        return WorkspaceMap(self.folder(sandbox_id) / "workspace")
+
+    def get_or_create(
+        self,
+        name: str,
+        *,
+        labels: Mapping[str, str] | None = None,
+        timeout_seconds: float | None = 3600,
+        vcpu: int = 2,
+        memory_mib: int = 4096,
+        on_lease_end: LeaseEnd = "pause",
+        isolation: Isolation = "bubblewrap",
+        binds: Sequence[HostBind] = (),
+    ) -> tuple[SandboxMeta, bool]:
+        """The sandbox named `name`, created (running) if absent. True when created now.
+
+        Refused (IsolationUnavailable) when this machine cannot give it `isolation`, or
+        (InvalidRequest) when a bind names no host path (see local_isolation)."""
+        folder = self.folder(name)
+        self.sandboxes_dir.mkdir(parents=True, exist_ok=True)
+        with flock(self.sandboxes_dir / ".create.lock"):
+            existing = self.find(name)
+            if existing is not None:
+                return existing, False
+            local_isolation.require(isolation)
+            local_isolation.check_binds(binds)
+            for sub in ("workspace", "home", "processes", "tmp"):
+                (folder / sub).mkdir(parents=True, exist_ok=True)
+            now = time.time()
+            meta = SandboxMeta(
+                id=name,
+                name=name,
+                labels=dict(labels or {}),
+                state="running",
+                created_at=now,
+                timeout_seconds=timeout_seconds,
+                deadline=None if timeout_seconds is None else now + timeout_seconds,
+                vcpu=vcpu,
+                memory_mib=memory_mib,
+                on_lease_end=on_lease_end,
+                lease_seconds=timeout_seconds,
+                isolation=isolation,
+                limits=local_limits.choose(),
+                binds=[bind.model_dump() for bind in binds],
+            )
+            self._save(meta)
+            return meta, True
+
+    def find(self, sandbox_id: str) -> SandboxMeta | None:
+        """The sandbox's current state, or None if there is none (one whose lease ran out is
+        paused or stopped first)."""
+        meta = self._load(sandbox_id)
+        if meta is None or not meta.expired(time.time()):
+            return meta
+        with self._changing(sandbox_id) as current:
+            return current
+
+    def get(self, sandbox_id: str) -> SandboxMeta:
+        meta = self.find(sandbox_id)
+        if meta is None:
+            raise SandboxNotFound(sandbox_id)
+        return meta
+
+    def list_sandboxes(
+        self, labels: Mapping[str, str] | None = None, *, include_stopped: bool = False
+    ) -> list[SandboxMeta]:
+        """Sandboxes carrying all of `labels`, oldest first."""
+        found = []
+        if self.sandboxes_dir.is_dir():
+            for folder in self.sandboxes_dir.iterdir():
+                if not NAME_PATTERN.match(folder.name):
+                    continue
+                meta = self.find(folder.name)
+                if meta is None or (meta.state == "stopped" and not include_stopped):
+                    continue
+                if all(meta.labels.get(k) == v for k, v in (labels or {}).items()):
+                    found.append(meta)
+        return sorted(found, key=lambda m: (m.created_at, m.id))
+
+    def pause(self, sandbox_id: str) -> SandboxMeta:
+        """SIGSTOP the agents. Pausing a paused or stopped sandbox changes nothing."""
+        with self._changing(sandbox_id) as meta:
+            return self._pause_locked(meta, "requested")
+
+    def wake(self, sandbox_id: str, timeout_seconds: float | None = None) -> SandboxMeta:
+        """SIGCONT the agents of a paused sandbox, with a fresh lease: `timeout_seconds` (else
+        the one it was created with) from now, or the lease it paused with if that ends later.
+        Waking a running sandbox changes nothing."""
+        with self._changing(sandbox_id) as meta:
+            if meta.state != "paused":
+                return meta
+            lease = timeout_seconds if timeout_seconds is not None else meta.fresh_lease()
+            deadline = meta.deadline
+            if lease is not None:
+                deadline = max(deadline or 0.0, time.time() + lease)
+            local_procs.signal_all(self._procs(sandbox_id), signal.SIGCONT)
+            return self._save(
+                dataclasses.replace(
+                    meta, state="running", deadline=deadline, paused_at=None, pause_reason=None
+                )
+            )
+
+    def resume(self, sandbox_id: str) -> SandboxMeta:
+        """Runtime's wake on request: the same as `wake` with the sandbox's own lease."""
+        return self.wake(sandbox_id)
+
+    def stop(self, sandbox_id: str, *, reason: str = "stopped") -> SandboxMeta:
+        """Kill the agents and mark the sandbox stopped. Stopping a stopped one changes nothing."""
+        with self._changing(sandbox_id) as meta:
+            return self._stop_locked(meta, reason)
+
+    def extend(self, sandbox_id: str, seconds: float) -> SandboxMeta:
+        """Move the deadline `seconds` later (at most 24 h from now)."""
+        if seconds <= 0:
+            raise invalid_request("extend needs a positive number of seconds")
+        with self._changing(sandbox_id) as meta:
+            if meta.state == "stopped":
+                raise SandboxNotRunning(sandbox_id, meta.state)
+            if meta.deadline is None:
+                return meta
+            deadline = min(meta.deadline + seconds, time.time() + MAX_AHEAD_SECONDS)
+            timeout = deadline - meta.created_at
+            return self._save(dataclasses.replace(meta, deadline=deadline, timeout_seconds=timeout))
+
+    def set_lease_end(self, sandbox_id: str, at: float) -> SandboxMeta:
+        """Move a running sandbox's lease end to `at` (Unix seconds), sooner or later: time
+        passing, for tests and the fake Runtime API (whose clients may only ask 60..3600 s)."""
+        with self._changing(sandbox_id) as meta:
+            return self._save(dataclasses.replace(meta, deadline=at))
+
+    # ----- agents -----
+
+    def start_process(
+        self,
+        sandbox_id: str,
+        start_key: str,
+        command: str,
+        *,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> tuple[ProcessRecord, bool]:
+        """Start `command` once per `start_key`; a repeated key returns the first process.
+
+        True when started now. The process runs `bash -c` in its own session and outlives the
+        calling process; `env` (mapped like commands) is added to the sandbox's base env.
+        """
+        process_id = process_id_for(start_key)
+        with self._changing(sandbox_id) as meta:
+            proc_dir = self.folder(sandbox_id) / "processes" / process_id
+            if proc_dir.exists():
+                return local_procs.read_record(proc_dir), False
+            if meta.state != "running":
+                raise SandboxNotRunning(sandbox_id, meta.state)
+            sandbox_cwd = cwd or "/workspace"
+            self._real_dir(sandbox_id, sandbox_cwd)
+            local_procs.launch(
+                proc_dir,
+                wrapped=self._wrap(meta, command, sandbox_cwd, env, agent=True),
+                sandbox_file=self.folder(sandbox_id) / SANDBOX_FILE,
+                sandbox_command=command,
+                sandbox_cwd=sandbox_cwd,
+            )
+            return local_procs.read_record(proc_dir), True
+
+    def process(self, sandbox_id: str, process_id: str) -> ProcessRecord | None:
+        """An agent's state and exit code, or None if the sandbox has no such process."""
+        self.get(sandbox_id)  # enforces the deadline first
+        proc_dir = self.folder(sandbox_id) / "processes" / process_id
+        if not PROCESS_ID_PATTERN.match(process_id) or not proc_dir.is_dir():
+            return None
+        return local_procs.read_record(proc_dir)
+
+    # ----- commands and files -----
+
+    def run(
+        self,
+        sandbox_id: str,
+        command: str,
+        *,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        timeout_seconds: float = 600,
+    ) -> CommandOutput:
+        """Run `bash -c command` to completion (killed at the timeout or the deadline)."""
+        meta = self.get(sandbox_id)
+        if meta.state != "running":
+            raise SandboxNotRunning(sandbox_id, meta.state)
+        if meta.deadline is not None:
+            timeout_seconds = min(timeout_seconds, meta.deadline - time.time())
+        self._real_dir(sandbox_id, cwd or "/workspace")
+        return local_procs.run_command(
+            self._wrap(meta, command, cwd or "/workspace", env, agent=False),
+            timeout_seconds=timeout_seconds,
+        )
+
+    def host_path(self, sandbox_id: str, path: str) -> Path:
+        """Where a sandbox path really is (not resolved); InvalidRequest outside /workspace."""
+        try:
+            return self.workspace(sandbox_id).host_path(path)
+        except OutsideWorkspace as error:
+            raise invalid_request(str(error)) from None
+
+    def stamp(self, sandbox_id: str, path: str) -> str:
+        """What a file looks like without reading it: its size and modification time."""
+        try:
+            found = os.stat(self.workspace(sandbox_id).host_path(path))
+        except OutsideWorkspace:
+            return "outside"
+        except OSError:
+            return "missing"
+        return f"{found.st_size}:{found.st_mtime_ns}"
+
+    def read_file(self, sandbox_id: str, path: str, max_bytes: int) -> FileRead:
+        """A capped read: `too_large` after a stat alone; `outside` for paths leaving it."""
+        self.get(sandbox_id)
+        return self.workspace(sandbox_id).read_capped(path, max_bytes)
+
+    def write_file(
+        self, sandbox_id: str, path: str, data: bytes, *, mode: int | None = None
+    ) -> None:
+        """Write a file atomically, creating its folders."""
+        atomic_write(self._writable(sandbox_id, path), data, mode=mode)
+
+    def upload_dir(self, sandbox_id: str, local_dir: str | Path, remote_dir: str) -> None:
+        """Copy a local folder into the sandbox, merging with what is there."""
+        source = Path(local_dir).expanduser()
+        if not source.is_dir():
+            raise invalid_request(f"{local_dir} is not a folder on this worker")
+        merge_tree(source, self._writable(sandbox_id, remote_dir))
+
+    # ----- internals -----
+
+    def _load(self, sandbox_id: str) -> SandboxMeta | None:
+        value = read_json(self.folder(sandbox_id) / SANDBOX_FILE)
+        return None if value is None else SandboxMeta.from_json(value)
+
+    def _save(self, meta: SandboxMeta) -> SandboxMeta:
+        write_json(self.folder(meta.id) / SANDBOX_FILE, dataclasses.asdict(meta))
+        return meta
+
+    @contextmanager
+    def _changing(self, sandbox_id: str) -> Iterator[SandboxMeta]:
+        """Hold the sandbox's lock and yield its state, stopping it first if it expired."""
+        folder = self.folder(sandbox_id)
+        if not (folder / SANDBOX_FILE).exists():
+            raise SandboxNotFound(sandbox_id)
+        with flock(folder / ".lock"):
+            meta = self._load(sandbox_id)
+            if meta is None:
+                raise SandboxNotFound(sandbox_id)
+            if meta.expired(time.time()):
+                meta = self._lease_end_locked(meta)
+            yield meta
+
+    def _lease_end_locked(self, meta: SandboxMeta) -> SandboxMeta:
+        if meta.on_lease_end == "pause":
+            return self._pause_locked(meta, LEASE_EXPIRED)
+        return self._stop_locked(meta, LEASE_EXPIRED)
+
+    def _pause_locked(self, meta: SandboxMeta, reason: str) -> SandboxMeta:
+        if meta.state != "running":
+            return meta
+        local_procs.signal_all(self._procs(meta.id), signal.SIGSTOP)
+        return self._save(
+            dataclasses.replace(meta, state="paused", paused_at=time.time(), pause_reason=reason)
+        )
+
+    def _stop_locked(self, meta: SandboxMeta, reason: str) -> SandboxMeta:
+        if meta.state == "stopped":
+            return meta
+        stopped = self._save(
+            dataclasses.replace(meta, state="stopped", stop_reason=reason, stopped_at=time.time())
+        )
+        procs = self._procs(meta.id)
+        local_procs.signal_all(procs, signal.SIGKILL)
+        # Give the launchers a moment to record the kills, so a reader sees `killed` at once.
+        local_procs.wait_all_ended(procs, timeout=2.0)
+        return stopped
+
+    def _procs(self, sandbox_id: str) -> Path:
+        return self.folder(sandbox_id) / "processes"
+
+    def _real_dir(self, sandbox_id: str, sandbox_path: str) -> Path:
+        real = self.host_path(sandbox_id, sandbox_path)
+        if not real.is_dir():
+            raise invalid_request(f"working directory {sandbox_path} does not exist")
+        return real
+
+    def _writable(self, sandbox_id: str, path: str) -> Path:
+        meta = self.get(sandbox_id)
+        if meta.state != "running":
+            raise SandboxNotRunning(sandbox_id, meta.state)
+        try:
+            return self.workspace(sandbox_id).resolve_inside(path)
+        except OutsideWorkspace as error:
+            raise invalid_request(str(error)) from None
+
+    def _wrap(
+        self,
+        meta: SandboxMeta,
+        command: str,
+        cwd: str,
+        extra: Mapping[str, str] | None,
+        *,
+        agent: bool,
+    ) -> local_isolation.Wrapped:
+        """`command` ready to run in the sandbox, isolated as it was created."""
+        env = {name: os.environ[name] for name in PASSED_THROUGH_ENV if name in os.environ}
+        env.setdefault("PATH", os.defpath)
+        env["HOME"] = str(self.folder(meta.id) / "home")
+        mapped = meta.isolation == "none"  # isolated, /workspace is real: nothing to rewrite
+        env.update(self.workspace(meta.id).map_env(dict(extra or {})) if mapped else extra or {})
+        folder = self.folder(meta.id)
+        return local_isolation.wrap(folder, self.home, meta, command, cwd, env, agent=agent)

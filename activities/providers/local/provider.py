@@ -1,0 +1,218 @@
+"""The `local` provider: the `SandboxProvider` interface on the local engine.
+
+The engine is synchronous; each call runs in a thread so the worker's event loop stays free.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+from typing import Any
+
+from activities.models import SandboxInfo
+from activities.providers.local import isolation as local_isolation
+from activities.providers.local.engine import LocalEngine
+from activities.providers.local.procs import ProcessRecord
+from activities.providers.local.snapshots import LocalSnapshots
+from activities.providers.local.state import SandboxMeta
+from activities.providers.polling_watch import Look, poll_watch
+from activities.providers.protocol import (
+    AgentLaunch,
+    CommandOutput,
+    FileRead,
+    ProcessInfo,
+    SandboxNotFound,
+    SandboxRequest,
+    Sighting,
+)
+from activities.providers.snapshot_protocol import SnapshotInfo
+
+# In a sandbox made from a snapshot: which one its workspace was filled from (set once).
+RESTORED_MARK = "restored-from"
+
+
+def sandbox_info(meta: SandboxMeta) -> SandboxInfo:
+    return SandboxInfo(
+        sandbox_id=meta.id,
+        name=meta.name,
+        state=meta.state,
+        stop_reason=meta.stop_reason,
+        labels=meta.labels,
+        created_at=datetime.fromtimestamp(meta.created_at, UTC),
+        lease_ends_at=None if meta.deadline is None else datetime.fromtimestamp(meta.deadline, UTC),
+        isolation=local_isolation.describe(meta),
+    )
+
+
+def snapshot_info(record: dict[str, Any]) -> SnapshotInfo:
+    return SnapshotInfo(
+        snapshot_id=record["id"],
+        state=record.get("state", "ready"),
+        name=record.get("name", ""),
+        mode=record.get("mode", "disk"),
+        labels=dict(record.get("labels", {})),
+        size_bytes=record.get("sizeBytes"),
+        created_at=datetime.fromtimestamp(record.get("createdAt", 0), UTC),
+        source_sandbox_id=record.get("source"),
+    )
+
+
+def process_info(record: ProcessRecord) -> ProcessInfo:
+    return ProcessInfo(process_id=record.process_id, state=record.state, exit_code=record.exit_code)
+
+
+class LocalProvider:
+    """Sandboxes as folders under `$OVERNIGHT_HOME/sandboxes`, agents as local processes."""
+
+    def __init__(self, engine: LocalEngine | None = None):
+        self.engine = engine or LocalEngine()
+        self.snapshots = LocalSnapshots(self.engine)
+
+    async def get_or_create(self, request: SandboxRequest) -> tuple[SandboxInfo, bool]:
+        meta, created = await asyncio.to_thread(
+            self.engine.get_or_create,
+            request.name,
+            labels=request.labels,
+            timeout_seconds=request.timeout_seconds,
+            vcpu=request.vcpu,
+            memory_mib=request.memory_mib,
+            on_lease_end=request.on_lease_end,
+            isolation=request.isolation,
+            binds=request.binds,
+        )
+        if request.snapshot_id is not None:
+            await asyncio.to_thread(self._restore_once, meta.id, request.snapshot_id)
+        return sandbox_info(meta), created
+
+    def _restore_once(self, sandbox_id: str, snapshot_id: str) -> None:
+        # Once per sandbox, before its agent starts: a retried create finds the mark.
+        mark = self.engine.folder(sandbox_id) / RESTORED_MARK
+        if mark.exists():
+            return
+        self.snapshots.restore_into(snapshot_id, sandbox_id)
+        mark.write_text(snapshot_id)
+
+    async def snapshot(
+        self,
+        sandbox_id: str,
+        *,
+        name: str,
+        mode: str,
+        labels: dict[str, str],
+        retention_days: int,
+    ) -> SnapshotInfo:
+        record = await asyncio.to_thread(
+            self.snapshots.take,
+            sandbox_id,
+            name=name,
+            mode=mode,
+            labels=labels,
+            retention_days=retention_days,
+        )
+        return snapshot_info(record)
+
+    async def snapshot_info(self, snapshot_id: str) -> SnapshotInfo:
+        record = await asyncio.to_thread(self.snapshots.get, snapshot_id)
+        if record is None:
+            return SnapshotInfo(snapshot_id=snapshot_id, state="missing")
+        return snapshot_info(record)
+
+    async def delete_snapshot(self, snapshot_id: str) -> None:
+        await asyncio.to_thread(self.snapshots.delete, snapshot_id)
+
+    async def list_snapshots(self, labels: dict[str, str]) -> list[SnapshotInfo]:
+        records = await asyncio.to_thread(self.snapshots.list, labels)
+        return [snapshot_info(r) for r in records]
+
+    async def sandbox(self, sandbox_id: str) -> SandboxInfo:
+        meta = await asyncio.to_thread(self.engine.find, sandbox_id)
+        if meta is None:
+            return SandboxInfo(sandbox_id=sandbox_id, name=sandbox_id, state="missing")
+        return sandbox_info(meta)
+
+    async def run(
+        self, sandbox_id: str, command: str, *, cwd: str | None = None, timeout_seconds: float = 600
+    ) -> CommandOutput:
+        return await asyncio.to_thread(
+            self.engine.run, sandbox_id, command, cwd=cwd, timeout_seconds=timeout_seconds
+        )
+
+    async def start_agent(self, sandbox_id: str, launch: AgentLaunch) -> ProcessInfo:
+        record, _ = await asyncio.to_thread(
+            self.engine.start_process,
+            sandbox_id,
+            launch.start_key,
+            launch.command,
+            cwd=launch.cwd,
+            env=launch.env,
+        )
+        return process_info(record)
+
+    async def process(self, sandbox_id: str, process_id: str) -> ProcessInfo:
+        try:
+            record = await asyncio.to_thread(self.engine.process, sandbox_id, process_id)
+        except SandboxNotFound:
+            record = None
+        if record is None:
+            return ProcessInfo(process_id=process_id, state="missing")
+        return process_info(record)
+
+    async def watch(
+        self,
+        sandbox_id: str,
+        process_id: str,
+        checkpoint_path: str,
+        *,
+        token: str | None,
+        wait_seconds: float,
+        report_touch: bool = True,
+    ) -> Sighting:
+        from activities.providers.local.look import (
+            LocalLook,  # it builds on this module's converters
+        )
+
+        look = LocalLook(self.engine, sandbox_id, process_id, checkpoint_path)
+
+        async def look_here() -> Look:
+            # A few stat calls (~15 us): cheaper on the event loop than a hop to a thread,
+            # which would cost more than the look for thousands of watched runs.
+            return look()
+
+        return await poll_watch(
+            look_here,
+            token=token,
+            wait_seconds=wait_seconds,
+            report_touch=report_touch,
+        )
+
+    async def read_file(
+        self, sandbox_id: str, path: str, max_bytes: int, *, seen_running: bool = False
+    ) -> FileRead:
+        return await asyncio.to_thread(self.engine.read_file, sandbox_id, path, max_bytes)
+
+    async def write_file(self, sandbox_id: str, path: str, data: bytes) -> None:
+        await asyncio.to_thread(self.engine.write_file, sandbox_id, path, data)
+
+    async def upload_dir(self, sandbox_id: str, local_dir: str, remote_dir: str) -> None:
+        await asyncio.to_thread(self.engine.upload_dir, sandbox_id, local_dir, remote_dir)
+
+    async def pause(self, sandbox_id: str) -> SandboxInfo:
+        return sandbox_info(await asyncio.to_thread(self.engine.pause, sandbox_id))
+
+    async def wake(self, sandbox_id: str, timeout_seconds: float | None = None) -> SandboxInfo:
+        return sandbox_info(await asyncio.to_thread(self.engine.wake, sandbox_id, timeout_seconds))
+
+    async def stop(self, sandbox_id: str) -> SandboxInfo:
+        return sandbox_info(await asyncio.to_thread(self.engine.stop, sandbox_id))
+
+    async def extend(self, sandbox_id: str, seconds: float) -> SandboxInfo:
+        return sandbox_info(await asyncio.to_thread(self.engine.extend, sandbox_id, seconds))
+
+    async def list(self, labels: dict[str, str], *, include_stopped: bool) -> list[SandboxInfo]:
+        metas = await asyncio.to_thread(
+            self.engine.list_sandboxes, labels, include_stopped=include_stopped
+        )
+        return [sandbox_info(meta) for meta in metas]
+
+    async def aclose(self) -> None:
+        """Nothing to close: the engine holds no connections."""

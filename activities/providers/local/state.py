@@ -1,0 +1,94 @@
+"""A local sandbox's persisted state, its names and its lock.
+
+`sandbox.json` is rewritten atomically on every change, under the sandbox's `.lock` (an
+flock, so a process that dies releases it). Readers need no lock.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fcntl
+import re
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Literal
+
+from activities.providers.protocol import ProviderError
+from overnight.home import overnight_home
+
+LocalState = Literal["running", "paused", "stopped"]
+LeaseEnd = Literal["pause", "stop"]
+SANDBOX_FILE = "sandbox.json"
+# Why a sandbox paused or stopped at its lease end (Runtime's `stopReason` for a stop).
+LEASE_EXPIRED = "lease_expired"
+NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+PROCESS_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
+
+
+def default_home() -> Path:
+    return overnight_home()
+
+
+def invalid_request(message: str) -> ProviderError:
+    return ProviderError(message, kind="InvalidRequest", retryable=False)
+
+
+@dataclasses.dataclass(frozen=True)
+class SandboxMeta:
+    """A local sandbox's state. Times are Unix seconds; `deadline` None means no time limit."""
+
+    id: str
+    name: str
+    labels: dict[str, str]
+    state: LocalState
+    created_at: float
+    timeout_seconds: float | None
+    deadline: float | None
+    vcpu: int
+    memory_mib: int
+    stop_reason: str | None = None
+    stopped_at: float | None = None
+    # What the lease end does: "pause" keeps memory and files (Runtime's default), "stop" ends it.
+    on_lease_end: LeaseEnd = "stop"
+    # The lease a wake grants: the time limit asked for at create (None: `timeout_seconds`).
+    lease_seconds: float | None = None
+    # Set while paused: when, and why ("lease_expired" or "requested").
+    paused_at: float | None = None
+    pause_reason: str | None = None
+    # How its processes are isolated ("bubblewrap", or "none": sandboxes made before isolation
+    # existed read as "none") and limited ("systemd" or "prlimit"; see local_limits), and the
+    # host paths bound into it (`{"path", "writable"}`).
+    isolation: str = "none"
+    limits: str = "prlimit"
+    binds: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+
+    @classmethod
+    def from_json(cls, value: Mapping[str, Any]) -> SandboxMeta:
+        fields = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in value.items() if k in fields})
+
+    def expired(self, now: float) -> bool:
+        """Its lease ran out while it was running (a paused sandbox's lease does not run)."""
+        return self.state == "running" and self.deadline is not None and now >= self.deadline
+
+    def fresh_lease(self) -> float | None:
+        """The lease length a wake grants."""
+        return self.lease_seconds if self.lease_seconds is not None else self.timeout_seconds
+
+
+def process_id_for(start_key: str) -> str:
+    """The process id a start key gets: the key itself (keys are `{run_id}-{attempt}-{n}`)."""
+    if not PROCESS_ID_PATTERN.match(start_key):
+        raise invalid_request(f"{start_key!r} is not a valid start key")
+    return start_key
+
+
+@contextmanager
+def flock(path: Path) -> Iterator[None]:
+    with open(path, "ab") as handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)

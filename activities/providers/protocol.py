@@ -1,0 +1,173 @@
+"""The one interface the sandbox activities act through, and the provider error tree.
+
+Paths, `cwd` and commands are written as the sandbox sees them (`/workspace/...`);
+a provider maps them to wherever its sandboxes really live.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+from activities.models import ProcessState, SandboxInfo
+from overnight.isolation import HostBind
+
+
+@dataclass(frozen=True)
+class CommandOutput:
+    exit_code: int | None
+    stdout: str
+    stderr: str
+    timed_out: bool = False
+
+
+@dataclass(frozen=True)
+class ProcessInfo:
+    process_id: str
+    state: ProcessState
+    exit_code: int | None = None
+
+
+@dataclass(frozen=True)
+class FileRead:
+    """A capped file read. `data` is set only for `status == "ok"`."""
+
+    status: Literal["ok", "missing", "too_large", "outside"]
+    size: int = 0
+    data: bytes | None = None
+
+
+@dataclass(frozen=True)
+class SandboxRequest:
+    name: str
+    labels: dict[str, str]
+    timeout_seconds: float
+    vcpu: int
+    memory_mib: int
+    # "pause" keeps memory and files at the lease end, so the last checkpoint survives it.
+    on_lease_end: Literal["pause", "stop"] = "pause"
+    # The most the sandbox may cost over its life; Runtime enforces it even with no worker.
+    max_total_cost_micros: int | None = None
+    # Local sandboxes: how they are isolated, and the host paths shown in them (see
+    # activities/local_isolation); other providers isolate their own way and ignore these.
+    isolation: Literal["bubblewrap", "none"] = "bubblewrap"
+    binds: tuple[HostBind, ...] = ()
+    # Start as a copy of this snapshot (recovery "snapshot"; see
+    # activities.providers.snapshot_protocol).
+    snapshot_id: str | None = None
+
+
+@dataclass(frozen=True)
+class Sighting:
+    """What one `watch` call saw. `token` lets the next call carry on where this one ended
+    (opaque: a Runtime watch id and cursor, or a local file stamp)."""
+
+    sandbox: SandboxInfo
+    process: ProcessInfo
+    # The checkpoint may have changed since `token` (read it to know).
+    checkpoint_touched: bool
+    token: str | None
+
+
+@dataclass(frozen=True)
+class AgentLaunch:
+    """An agent start. `start_key` makes it idempotent: the same key never starts twice."""
+
+    start_key: str
+    command: str
+    cwd: str
+    env: dict[str, str] = field(default_factory=dict)
+    # Where the agent's exit code is written when it ends, for providers that watch files
+    # rather than processes (Runtime); None: not written.
+    exit_marker: str | None = None
+
+
+class ProviderError(Exception):
+    """A provider failure. `retryable=False` means retrying cannot help (bad key, bad request)."""
+
+    def __init__(self, message: str, *, kind: str = "ProviderError", retryable: bool = True):
+        super().__init__(message)
+        self.kind = kind
+        self.retryable = retryable
+
+
+class SandboxNotFound(ProviderError):
+    def __init__(self, sandbox_id: str):
+        super().__init__(f"sandbox {sandbox_id} not found", kind="SandboxNotFound", retryable=False)
+        self.sandbox_id = sandbox_id
+
+
+class SandboxNotRunning(ProviderError):
+    def __init__(self, sandbox_id: str, state: str):
+        super().__init__(
+            f"sandbox {sandbox_id} is {state}", kind="SandboxNotRunning", retryable=False
+        )
+        self.sandbox_id = sandbox_id
+        self.state = state
+
+
+class SandboxProvider(Protocol):
+    """What overnight needs from a place that runs agents."""
+
+    async def get_or_create(self, request: SandboxRequest) -> tuple[SandboxInfo, bool]:
+        """The sandbox named `request.name`, creating it if absent. True when created now."""
+        ...
+
+    async def sandbox(self, sandbox_id: str) -> SandboxInfo:
+        """Current state; `state="missing"` (not an error) for one that no longer exists."""
+        ...
+
+    async def run(
+        self, sandbox_id: str, command: str, *, cwd: str | None = None, timeout_seconds: float = 600
+    ) -> CommandOutput:
+        """Run a shell command to completion."""
+        ...
+
+    async def start_agent(self, sandbox_id: str, launch: AgentLaunch) -> ProcessInfo:
+        """Start the agent unless a process with `launch.start_key` already exists there."""
+        ...
+
+    async def process(self, sandbox_id: str, process_id: str) -> ProcessInfo:
+        """A process's state and exit code; `state="missing"` if the sandbox has no such one."""
+        ...
+
+    async def watch(
+        self,
+        sandbox_id: str,
+        process_id: str,
+        checkpoint_path: str,
+        *,
+        token: str | None,
+        wait_seconds: float,
+        report_touch: bool = True,
+    ) -> Sighting:
+        """Wait until the agent stops running, its sandbox stops running, or (`report_touch`)
+        the checkpoint may have changed since `token`, at most `wait_seconds`. A caller that
+        already knows the checkpoint changed passes `report_touch=False` and is woken only for
+        the rest. Never wakes a paused sandbox."""
+        ...
+
+    async def read_file(
+        self, sandbox_id: str, path: str, max_bytes: int, *, seen_running: bool = False
+    ) -> FileRead:
+        """Read a file whole, refusing one larger than `max_bytes` without reading it all.
+        `seen_running`: the caller has just seen the sandbox running (no state check needed)."""
+        ...
+
+    async def write_file(self, sandbox_id: str, path: str, data: bytes) -> None: ...
+
+    async def upload_dir(self, sandbox_id: str, local_dir: str, remote_dir: str) -> None: ...
+
+    async def pause(self, sandbox_id: str) -> SandboxInfo: ...
+
+    async def wake(self, sandbox_id: str) -> SandboxInfo:
+        """Carry a paused sandbox on, with a fresh lease; a running one is left as it is."""
+        ...
+
+    async def stop(self, sandbox_id: str) -> SandboxInfo: ...
+
+    async def extend(self, sandbox_id: str, seconds: float) -> SandboxInfo: ...
+
+    async def list(self, labels: dict[str, str], *, include_stopped: bool) -> list[SandboxInfo]: ...
+
+    async def aclose(self) -> None: ...

@@ -1,0 +1,488 @@
+"""The `runtime` provider: sandboxes on Runtime, through the real `withruntime` async client.
+
+Facts of Runtime's API that shape this module:
+- `spawn` has no idempotency key, so an agent start first looks for a process carrying the
+  same start key (a comment line at the top of the spawned command).
+- Reading a file (or running anything) in a paused sandbox wakes it, so every guest call is
+  preceded by a state check and refused unless the sandbox is running (or the caller has just
+  seen it running: the watch).
+- Sandboxes pause at their lease end (`on_lease_end="pause"`, memory and files kept), so the
+  last checkpoint can always be salvaged; `wake` carries one on with a fresh lease.
+- A command's timeout must fit the lease left (else 409 `lease_too_short`): `run` shortens it.
+- Pause, stop, wake and extend answer with the sandbox, which is what they return here.
+- Watching holds one request per run (see `activities.providers.runtime.watch`).
+- A client's pooled connections belong to the event loop that opened them: one client per
+  loop, built on first use in the worker (never at import).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import math
+import os
+import posixpath
+import re
+import weakref
+from datetime import UTC, datetime
+from hashlib import sha256
+from typing import Any
+
+import withruntime
+
+from activities.models import ProcessState, SandboxInfo, SandboxState
+from activities.providers.protocol import (
+    AgentLaunch,
+    CommandOutput,
+    FileRead,
+    ProcessInfo,
+    ProviderError,
+    SandboxNotFound,
+    SandboxNotRunning,
+    SandboxRequest,
+    Sighting,
+)
+from activities.providers.runtime import watch as watching
+from activities.providers.runtime.errors import runtime_call
+from activities.providers.runtime.money import RuntimeAccount
+from activities.providers.runtime.snapshots import RuntimeSnapshots
+
+API_KEY_VARIABLE = "RUNTIME_API_KEY"
+START_KEY_MARKER = "# overnight-start-key="
+WORKSPACE = "/workspace"
+# Runtime's own states folded into the few the workflow reasons about.
+_SANDBOX_STATES: dict[str, SandboxState] = {
+    "starting": "starting",
+    "resuming": "starting",
+    "running": "running",
+    "pausing": "paused",
+    "paused": "paused",
+    "stopping": "stopped",
+    "stopped": "stopped",
+    "deleted": "missing",
+}
+_PROCESS_STATES: dict[str, ProcessState] = {
+    "running": "running",
+    "exited": "exited",
+    "killed": "killed",
+}
+_Client = withruntime.AsyncRuntime
+_SAFE_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
+# Each watched run holds one stream; the SDK's default pool (48 connections, 40 for streams)
+# would cap a worker at 40 watched runs. Runtime itself serves at most 128 requests at once per
+# key, so a worker may hold that many streams, plus room for ordinary calls.
+RUNTIME_SERVED_AT_ONCE = 128
+CALL_CONNECTIONS = 8
+# A command is given at most the lease left minus this, so it never outlasts the lease.
+LEASE_SAFETY_SECONDS = 10
+# After its exit marker appears, an agent's process may take a moment to be reported ended.
+EXIT_REPORT_TRIES = 25
+EXIT_REPORT_PAUSE = 0.2
+
+
+class RuntimeProvider(RuntimeSnapshots, RuntimeAccount):
+    """`SandboxProvider` on Runtime. The key is read from the worker's `RUNTIME_API_KEY` only.
+
+    The SDK's own retries are kept short on purpose (`max_retries`, `timeout`, no capacity
+    wait): its defaults wait minutes inside one activity attempt, invisible to Temporal.
+    A failure here is raised quickly as a retryable `ProviderError`, and the activity retry
+    policy's backoff (growing to minutes, visible in the UI) absorbs a storm instead.
+    """
+
+    def __init__(
+        self,
+        *,
+        timeout_seconds: float = 75,
+        max_retries: int = 2,
+        call_budget_seconds: float = 180,
+        max_connections: int = RUNTIME_SERVED_AT_ONCE + CALL_CONNECTIONS,
+    ) -> None:
+        # 75 s per attempt: a pause or stop may be held up to 60 s by `Prefer: wait=60`.
+        self._timeout = timeout_seconds
+        self._max_retries = max_retries
+        self._budget = call_budget_seconds
+        self._max_connections = max_connections
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Client] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def _client(self) -> _Client:
+        loop = asyncio.get_running_loop()
+        client = self._clients.get(loop)
+        if client is None:
+            key = os.environ.get(API_KEY_VARIABLE, "").strip()
+            if not key:
+                # Never fall back to a `runtime login` key saved on the worker's machine.
+                raise ProviderError(
+                    f"{API_KEY_VARIABLE} is not set in the worker's environment",
+                    kind="MissingCredentials",
+                    retryable=False,
+                )
+            try:
+                # base_url=None: the SDK reads RUNTIME_API_URL, else Runtime's public API.
+                client = withruntime.AsyncRuntime(
+                    api_key=key,
+                    timeout=self._timeout,
+                    max_retries=self._max_retries,
+                    wait_for_capacity=0,
+                    max_connections=self._max_connections,
+                )
+            except ValueError as error:
+                raise ProviderError(
+                    f"RUNTIME_API_URL is not usable: {error}",
+                    kind="RuntimeMisconfigured",
+                    retryable=False,
+                ) from error
+            self._clients[loop] = client
+        return client
+
+    async def _get(self, sandbox_id: str) -> withruntime.AsyncSandbox:
+        sandbox: withruntime.AsyncSandbox = await self._client().sandboxes.get(sandbox_id)
+        return sandbox
+
+    def _handle(self, sandbox_id: str) -> withruntime.AsyncSandbox:
+        """A handle on a sandbox without reading it (the SDK's `get` costs a request). Uses the
+        client's transport, a private attribute of withruntime 0.35 (pinned in pyproject)."""
+        transport = self._client().sandboxes._t
+        return withruntime.AsyncSandbox(transport, {"id": sandbox_id})
+
+    async def _running(self, sandbox_id: str) -> withruntime.AsyncSandbox:
+        """The sandbox, refused unless running: touching a paused one's guest would wake it."""
+        sandbox = await self._get(sandbox_id)
+        if sandbox.state != "running":
+            raise SandboxNotRunning(sandbox_id, sandbox.state or "unknown")
+        return sandbox
+
+    async def get_or_create(self, request: SandboxRequest) -> tuple[SandboxInfo, bool]:
+        async with runtime_call(None, self._budget):
+            options: dict[str, Any] = {}
+            if request.max_total_cost_micros is not None:
+                options["max_total_cost_micros"] = max(1, request.max_total_cost_micros)
+            if request.snapshot_id is not None:
+                options["snapshot"] = request.snapshot_id
+            sandbox = await self._client().sandboxes.get_or_create(
+                name=request.name,
+                labels=request.labels,
+                timeout_seconds=max(1, math.ceil(request.timeout_seconds)),
+                # The lease end pauses (memory and files kept): nothing written is lost, and
+                # with no worker alive the sandbox stops costing compute (a dead man's switch).
+                on_lease_end=request.on_lease_end,
+                vcpu=request.vcpu,
+                memory_mib=request.memory_mib,
+                # An agent waiting minutes on its model looks idle; it must never be paused.
+                idle_pause_seconds=0,
+                # Not waited by the SDK: a reused sandbox that stopped (its time limit passed
+                # during an interrupted create) must come back as stopped, not as a retryable
+                # `start_failed` that a retry would meet again.
+                wait=False,
+                **options,
+            )
+            if sandbox.state in ("starting", "resuming"):
+                await sandbox.wait_for("running", 60)
+        return sandbox_info(sandbox.info), not sandbox.info.get("reused", False)
+
+    async def sandbox(self, sandbox_id: str) -> SandboxInfo:
+        try:
+            async with runtime_call(sandbox_id, self._budget):
+                sandbox = await self._get(sandbox_id)
+        except SandboxNotFound:
+            return SandboxInfo(sandbox_id=sandbox_id, state="missing")
+        return sandbox_info(sandbox.info)
+
+    async def run(
+        self, sandbox_id: str, command: str, *, cwd: str | None = None, timeout_seconds: float = 600
+    ) -> CommandOutput:
+        async with runtime_call(sandbox_id, self._budget + timeout_seconds):
+            sandbox = await self._running(sandbox_id)
+            # Runtime refuses a command that would outlast the lease (409 lease_too_short).
+            left = lease_left(sandbox.info)
+            if left is not None:
+                if left - LEASE_SAFETY_SECONDS < 1:
+                    raise ProviderError(
+                        f"sandbox {sandbox_id} has {left:.0f} s of lease left: too little to "
+                        "run a command",
+                        kind="LeaseTooShort",
+                    )
+                timeout_seconds = min(timeout_seconds, left - LEASE_SAFETY_SECONDS)
+            # Over 60 s the SDK streams the output (NDJSON) instead of one JSON answer.
+            result = await sandbox.exec(
+                command, cwd=cwd, timeout_ms=max(1, math.ceil(timeout_seconds * 1000))
+            )
+        return CommandOutput(
+            exit_code=result.exit_code,
+            stdout=result.stdout,
+            stderr=result.stderr,
+            timed_out=result.timed_out,
+        )
+
+    async def start_agent(self, sandbox_id: str, launch: AgentLaunch) -> ProcessInfo:
+        marker = start_marker(launch.start_key)
+        # The whole key, not a prefix of a longer one ("...-1" must not match "...-10").
+        tagged = re.compile(re.escape(marker) + r"(?![A-Za-z0-9_.:-])")
+        async with runtime_call(sandbox_id, self._budget):
+            sandbox = await self._running(sandbox_id)
+            for existing in await sandbox.processes():
+                if tagged.search(str(existing.get("command") or "")):
+                    return process_info(existing)
+            command = launch.command
+            if launch.exit_marker is not None:
+                command = watching.wrap_with_exit_marker(command, launch.exit_marker)
+            # Secrets travel only here, in this one spawn's environment.
+            process = await sandbox.spawn(
+                f"{marker}\n{command}", cwd=launch.cwd, env=dict(launch.env)
+            )
+        return process_info(process.info)
+
+    async def process(self, sandbox_id: str, process_id: str) -> ProcessInfo:
+        try:
+            async with runtime_call(sandbox_id, self._budget):
+                sandbox = await self._get(sandbox_id)
+                if sandbox.state in ("paused", "pausing"):
+                    # Frozen with its sandbox; not asked of the guest, which would wake it.
+                    return ProcessInfo(process_id=process_id, state="running")
+                try:
+                    process = await sandbox.process(process_id)
+                except (withruntime.NotFoundError, withruntime.ConflictError):
+                    ended = sandbox.state in ("stopped", "stopping")
+                    return ProcessInfo(
+                        process_id=process_id, state="killed" if ended else "missing"
+                    )
+        except SandboxNotFound:
+            return ProcessInfo(process_id=process_id, state="missing")
+        return process_info(process.info)
+
+    async def read_file(
+        self, sandbox_id: str, path: str, max_bytes: int, *, seen_running: bool = False
+    ) -> FileRead:
+        """One request when `seen_running` (the caller has just watched it run), else two: the
+        state is checked first, because a read would wake a paused sandbox. The download is
+        streamed and given up past `max_bytes`, so an oversized file costs little."""
+        if not in_workspace(path):
+            return FileRead(status="outside")
+        async with runtime_call(sandbox_id, self._budget):
+            sandbox = self._handle(sandbox_id) if seen_running else await self._running(sandbox_id)
+            try:
+                return await _capped_read(sandbox, path, max_bytes)
+            except withruntime.NotFoundError:
+                return FileRead(status="missing")
+            except withruntime.ConflictError as error:
+                if error.code == "is_a_directory":
+                    return FileRead(status="missing")
+                raise
+            except withruntime.PermissionDeniedError:
+                # A path the sandbox refuses to serve (a link leading out of /workspace).
+                return FileRead(status="outside")
+
+    async def write_file(self, sandbox_id: str, path: str, data: bytes) -> None:
+        async with runtime_call(sandbox_id, self._budget):
+            sandbox = await self._running(sandbox_id)
+            await sandbox.files.write(path, data)
+
+    async def upload_dir(self, sandbox_id: str, local_dir: str, remote_dir: str) -> None:
+        async with runtime_call(sandbox_id, self._budget):
+            sandbox = await self._running(sandbox_id)
+            await sandbox.files.upload(local_dir, remote_dir)
+
+    async def watch(
+        self,
+        sandbox_id: str,
+        process_id: str,
+        checkpoint_path: str,
+        *,
+        token: str | None,
+        wait_seconds: float,
+        report_touch: bool = True,
+    ) -> Sighting:
+        running = SandboxInfo(sandbox_id=sandbox_id, state="running")
+        alive = ProcessInfo(process_id=process_id, state="running")
+        known = watching.WatchToken.decode(token)
+        async with runtime_call(sandbox_id, self._budget + wait_seconds):
+            if known is not None and known.pending:
+                return await self._pending(sandbox_id, process_id, known)
+            if known is None:
+                # A new watch: look at the sandbox and the agent once, then follow the stream.
+                sandbox = await self._get(sandbox_id)
+                if sandbox.state != "running":
+                    return Sighting(sandbox_info(sandbox.info), alive, False, None)
+                fresh = await watching.start_watch(sandbox, checkpoint_path)
+                process = await self._process_of(sandbox, process_id)
+                return Sighting(sandbox_info(sandbox.info), process, True, fresh.encode())
+            handle = watching.watch_handle(self._client().sandboxes._t, sandbox_id, known)
+            try:
+                news, after = await watching.next_news(
+                    handle, checkpoint_path, wait_seconds, report_touch=report_touch
+                )
+            except withruntime.NotFoundError:
+                # The watch is gone (it ended, or the sandbox did): start over next time.
+                return Sighting(await self.sandbox(sandbox_id), alive, True, None)
+            info = None
+            if news.ended is None and not news.settled:
+                # A short look (no stream followed): whether it still runs is not known; a
+                # paused sandbox must not be taken for a running one. Ask, without waking.
+                info = await self.sandbox(sandbox_id)
+            if news.ended is not None or (info is not None and info.state != "running"):
+                info = info or await self.sandbox(sandbox_id)
+                paused = info.state == "paused"
+                later = dataclasses.replace(after, pending=news.pending())
+                process = await self._settled(sandbox_id, process_id, info)
+                return Sighting(info, process, False, later.encode() if paused else None)
+            process = alive
+            if news.agent_exited:
+                process = await self._exit_of(sandbox_id, process_id)
+            return Sighting(info or running, process, news.checkpoint_touched, after.encode())
+
+    async def _pending(
+        self, sandbox_id: str, process_id: str, known: watching.WatchToken
+    ) -> Sighting:
+        """News read just before a pause: acted on once the sandbox runs again."""
+        info = await self.sandbox(sandbox_id)
+        if info.state != "running":
+            return Sighting(
+                info, await self._settled(sandbox_id, process_id, info), False, known.encode()
+            )
+        process = ProcessInfo(process_id=process_id, state="running")
+        if "x" in known.pending:
+            process = await self._exit_of(sandbox_id, process_id)
+        done = dataclasses.replace(known, pending="")
+        return Sighting(info, process, "t" in known.pending, done.encode())
+
+    async def _process_of(self, sandbox: withruntime.AsyncSandbox, process_id: str) -> ProcessInfo:
+        try:
+            return process_info((await sandbox.process(process_id)).info)
+        except (withruntime.NotFoundError, withruntime.ConflictError):
+            return ProcessInfo(process_id=process_id, state="missing")
+
+    async def _exit_of(self, sandbox_id: str, process_id: str) -> ProcessInfo:
+        """The agent's process once its exit marker appeared: given a moment to be reported
+        ended (the marker is written just before the wrapper exits)."""
+        sandbox = self._handle(sandbox_id)
+        for _ in range(EXIT_REPORT_TRIES):
+            process = await self._process_of(sandbox, process_id)
+            if process.state != "running":
+                return process
+            await asyncio.sleep(EXIT_REPORT_PAUSE)
+        return process
+
+    async def _settled(self, sandbox_id: str, process_id: str, info: SandboxInfo) -> ProcessInfo:
+        """The agent of a sandbox that is no longer running, without waking it."""
+        if info.state == "stopped":
+            return ProcessInfo(process_id=process_id, state="killed")
+        if info.state == "missing":
+            return ProcessInfo(process_id=process_id, state="missing")
+        # Paused: frozen with its sandbox, not asked (asking would wake it).
+        return ProcessInfo(process_id=process_id, state="running")
+
+    async def wake(self, sandbox_id: str) -> SandboxInfo:
+        async with runtime_call(sandbox_id, self._budget):
+            sandbox = await self._get(sandbox_id)
+            if sandbox.state in ("paused", "pausing"):
+                sandbox = await sandbox.wake()
+        return sandbox_info(sandbox.info)
+
+    async def pause(self, sandbox_id: str) -> SandboxInfo:
+        async with runtime_call(sandbox_id, self._budget):
+            sandbox = await self._get(sandbox_id)
+            if sandbox.state in ("running", "starting", "resuming"):
+                sandbox = await sandbox.pause()
+        return sandbox_info(sandbox.info)
+
+    async def stop(self, sandbox_id: str) -> SandboxInfo:
+        async with runtime_call(sandbox_id, self._budget):
+            sandbox = await self._get(sandbox_id)
+            if sandbox.state not in ("stopped", "stopping"):
+                sandbox = await sandbox.stop()
+        return sandbox_info(sandbox.info)
+
+    async def extend(self, sandbox_id: str, seconds: float) -> SandboxInfo:
+        async with runtime_call(sandbox_id, self._budget):
+            sandbox = await self._handle(sandbox_id).extend(max(1, math.floor(seconds)))
+        return sandbox_info(sandbox.info)
+
+    async def list(self, labels: dict[str, str], *, include_stopped: bool) -> list[SandboxInfo]:
+        async with runtime_call(None, self._budget):
+            page = await self._client().sandboxes.list(
+                labels=labels, include_stopped=include_stopped, limit=100
+            )
+            found = [sandbox_info(sandbox.info) async for sandbox in page]
+        if include_stopped:
+            return found
+        return [info for info in found if info.state != "stopped"]
+
+    async def aclose(self) -> None:
+        """Close this loop's client; clients of other (finished) loops go with their loop."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        client = self._clients.pop(loop, None)
+        if client is not None:
+            await client.close()
+
+
+def start_marker(start_key: str) -> str:
+    """The comment line that tags a spawned agent with its start key."""
+    key = start_key if _SAFE_KEY.match(start_key) else sha256(start_key.encode()).hexdigest()
+    return f"{START_KEY_MARKER}{key}"
+
+
+def in_workspace(path: str) -> bool:
+    normal = posixpath.normpath(path)
+    return path.startswith("/") and (normal == WORKSPACE or normal.startswith(WORKSPACE + "/"))
+
+
+def sandbox_info(info: dict[str, Any]) -> SandboxInfo:
+    labels = info.get("labels") or {}
+    return SandboxInfo(
+        sandbox_id=str(info["id"]),
+        name=str(info.get("name") or ""),
+        state=_SANDBOX_STATES.get(str(info.get("state") or ""), "starting"),
+        stop_reason=info.get("stopReason"),
+        labels={str(k): str(v) for k, v in labels.items()},
+        created_at=_parse_time(info.get("createdAt")),
+        lease_ends_at=_parse_time(info.get("endsAt") or info.get("expiresAt")),
+    )
+
+
+def lease_left(info: dict[str, Any]) -> float | None:
+    """Seconds until the lease ends, by the worker's clock; None without a time limit."""
+    ends = _parse_time(info.get("endsAt") or info.get("expiresAt"))
+    if ends is None:
+        return None
+    if ends.tzinfo is None:
+        ends = ends.replace(tzinfo=UTC)
+    return (ends - datetime.now(UTC)).total_seconds()
+
+
+async def _capped_read(sandbox: withruntime.AsyncSandbox, path: str, max_bytes: int) -> FileRead:
+    pieces: list[bytes] = []
+    size = 0
+    async for piece in sandbox.files.read_stream(path):
+        pieces.append(piece)
+        size += len(piece)
+        if size > max_bytes:
+            # Refused once past the cap: the rest of an oversized file is never downloaded.
+            # One size for every oversized version, so the refusal is news only once.
+            return FileRead(status="too_large", size=max_bytes + 1)
+    data = b"".join(pieces)
+    return FileRead(status="ok", size=len(data), data=data)
+
+
+def process_info(info: dict[str, Any]) -> ProcessInfo:
+    exit_code = info.get("exitCode")
+    state = _PROCESS_STATES.get(str(info.get("state") or ""))
+    if state is None:
+        state = "exited" if exit_code is not None else "running"
+    return ProcessInfo(
+        process_id=str(info["id"]),
+        state=state,
+        exit_code=int(exit_code) if exit_code is not None else None,
+    )
+
+
+def _parse_time(value: Any) -> datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        return datetime.fromisoformat(value)
+    except ValueError:
+        return None

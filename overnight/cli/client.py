@@ -1,0 +1,350 @@
+"""The Python API for people and programs driving overnight runs; the CLI is a thin layer over it.
+
+Each function takes a connected `temporalio.client.Client` (see `overnight.connect`) and talks
+to the `AgentRun` workflow by its documented names: signals `cancel` and `extend_budget`,
+query `status`, and `extend_budget` as an update too.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from urllib.parse import quote
+
+from pydantic import BaseModel
+from temporalio.client import Client, WorkflowExecution, WorkflowExecutionStatus, WorkflowHandle
+from temporalio.common import SearchAttributeKey, WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.service import RPCError, RPCStatusCode
+
+from activities.models import SandboxInfo
+from activities.providers.protocol import SandboxProvider
+from overnight.constants import (
+    LABEL_RUN,
+    SA_LAST_PROGRESS,
+    SA_RESTARTS,
+    SA_SANDBOX,
+    SA_STATE,
+    TASK_QUEUE,
+    WORKFLOW_TYPE,
+)
+from overnight.errors import (
+    OvernightError,
+    RunAlreadyExists,
+    RunNotFound,
+    RunNotRunning,
+    SpecError,
+)
+from overnight.models import Budget, BudgetExtension, RunResult, RunSpec, RunStatus
+from overnight.specs import load_spec, parse_spec, redact_url, run_summary
+
+__all__ = [
+    "OvernightError",
+    "ReapedSandbox",
+    "RunAlreadyExists",
+    "RunNotFound",
+    "RunNotRunning",
+    "RunSummary",
+    "SpecError",
+    "cancel_run",
+    "default_ui_base",
+    "extend_budget",
+    "extend_budget_and_wait",
+    "get_status",
+    "list_runs",
+    "load_spec",
+    "parse_spec",
+    "reap",
+    "redact_url",
+    "run_summary",
+    "start_run",
+    "wait_result",
+    "web_ui_url",
+]
+
+# The update shares the signal's name (design.md, section 4).
+BUDGET_UPDATE = "extend_budget"
+# A status query must not hang a CLI when no worker is polling the task queue.
+QUERY_TIMEOUT = timedelta(seconds=15)
+
+_STATE = SearchAttributeKey.for_keyword(SA_STATE)
+_RESTARTS = SearchAttributeKey.for_int(SA_RESTARTS)
+_SANDBOX = SearchAttributeKey.for_keyword(SA_SANDBOX)
+_LAST_PROGRESS = SearchAttributeKey.for_datetime(SA_LAST_PROGRESS)
+
+
+class RunSummary(BaseModel):
+    """One line of `overnight list`: Temporal's view plus the run's search attributes."""
+
+    run_id: str
+    workflow_status: str
+    state: str | None = None
+    restarts: int | None = None
+    sandbox_id: str | None = None
+    last_progress_at: datetime | None = None
+    started_at: datetime
+    closed_at: datetime | None = None
+
+
+class ReapedSandbox(BaseModel):
+    provider: str
+    # A sandbox id, or a snapshot id for `kind == "snapshot"` (`stopped`: deleted).
+    sandbox_id: str
+    run_id: str
+    was: str
+    stopped: bool
+    detail: str = ""
+    kind: str = "sandbox"
+
+
+# --- one run ----------------------------------------------------------------------------------
+
+
+async def start_run(
+    client: Client, spec: RunSpec, *, task_queue: str = TASK_QUEUE
+) -> WorkflowHandle[Any, RunResult]:
+    """Start a run. A run id names one run: a second start with it is refused, open or closed.
+    A spec without one gets a new one (`run-<UTC time>-<4 hex>`)."""
+    if not spec.run_id:
+        spec = RunSpec.model_validate(
+            {**spec.model_dump(exclude_unset=True), "run_id": new_run_id()}
+        )
+    try:
+        return await client.start_workflow(
+            WORKFLOW_TYPE,
+            spec,
+            id=spec.run_id,
+            task_queue=task_queue,
+            result_type=RunResult,
+            # Sandboxes are named `{run_id}-{attempt}`, so reusing an id would meet old ones.
+            id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+            id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
+            static_summary=run_summary(spec),
+            static_details=(
+                f"provider `{spec.provider}`, budget {spec.budget.max_restarts} restarts / "
+                f"{spec.budget.max_hours:g} h, stall after {spec.stall_seconds:g} s"
+            ),
+        )
+    except WorkflowAlreadyStartedError:
+        status = await _workflow_status(client, spec.run_id)
+        if status == WorkflowExecutionStatus.RUNNING:
+            raise RunAlreadyExists(f"run {spec.run_id!r} is already running") from None
+        raise RunAlreadyExists(
+            f"run id {spec.run_id!r} was used by an earlier run; choose a new run_id"
+        ) from None
+
+
+def new_run_id(now: datetime | None = None) -> str:
+    stamp = (now or datetime.now(UTC)).strftime("%Y%m%d-%H%M%S")
+    return f"run-{stamp}-{secrets.token_hex(2)}"
+
+
+def run_handle(client: Client, run_id: str) -> WorkflowHandle[Any, RunResult]:
+    return client.get_workflow_handle(run_id, result_type=RunResult)
+
+
+async def wait_result(client: Client, run_id: str) -> RunResult:
+    result: RunResult = await run_handle(client, run_id).result()
+    return result
+
+
+async def get_status(client: Client, run_id: str) -> RunStatus:
+    try:
+        status: RunStatus = await run_handle(client, run_id).query(
+            "status", result_type=RunStatus, rpc_timeout=QUERY_TIMEOUT
+        )
+    except RPCError as err:
+        raise await _explain(client, run_id, err) from None
+    return status
+
+
+async def cancel_run(client: Client, run_id: str, reason: str | None = None) -> None:
+    await _signal(client, run_id, "cancel", reason)
+
+
+async def extend_budget(client: Client, run_id: str, extension: BudgetExtension) -> None:
+    """Send the `extend_budget` signal (fire and forget; the workflow ignores a bad one)."""
+    await _signal(client, run_id, "extend_budget", extension)
+
+
+async def extend_budget_and_wait(client: Client, run_id: str, extension: BudgetExtension) -> Budget:
+    """The same as an update: waits for the workflow, answers with the new budget, and is
+    refused (not ignored) when the extension is bad."""
+    try:
+        budget: Budget = await run_handle(client, run_id).execute_update(
+            BUDGET_UPDATE, extension, result_type=Budget
+        )
+    except RPCError as err:
+        raise await _explain(client, run_id, err) from None
+    return budget
+
+
+async def _signal(client: Client, run_id: str, name: str, arg: Any) -> None:
+    try:
+        await run_handle(client, run_id).signal(name, arg)
+    except RPCError as err:
+        raise await _explain(client, run_id, err) from None
+
+
+async def _workflow_status(client: Client, run_id: str) -> WorkflowExecutionStatus | None:
+    """The latest execution's status; None when there is no such workflow."""
+    try:
+        return (await client.get_workflow_handle(run_id).describe()).status
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:
+            return None
+        raise
+
+
+async def _explain(client: Client, run_id: str, err: RPCError) -> Exception:
+    if err.status != RPCStatusCode.NOT_FOUND:
+        return err
+    status = await _workflow_status(client, run_id)
+    if status is None:
+        return RunNotFound(run_id)
+    return RunNotRunning(f"run {run_id!r} is no longer running ({_status_name(status)})")
+
+
+def _status_name(status: WorkflowExecutionStatus | None) -> str:
+    return status.name.lower() if status is not None else "unknown"
+
+
+# --- many runs --------------------------------------------------------------------------------
+
+
+def summarize(execution: WorkflowExecution) -> RunSummary:
+    attributes = execution.typed_search_attributes
+    return RunSummary(
+        run_id=execution.id,
+        workflow_status=_status_name(execution.status),
+        state=attributes.get(_STATE),
+        restarts=attributes.get(_RESTARTS),
+        sandbox_id=attributes.get(_SANDBOX),
+        last_progress_at=attributes.get(_LAST_PROGRESS),
+        started_at=execution.start_time,
+        closed_at=execution.close_time,
+    )
+
+
+async def list_runs(
+    client: Client, *, open_only: bool = False, limit: int | None = 100
+) -> list[RunSummary]:
+    query = f"WorkflowType = '{WORKFLOW_TYPE}'"
+    if open_only:
+        query += " AND ExecutionStatus = 'Running'"
+    return [summarize(execution) async for execution in client.list_workflows(query, limit=limit)]
+
+
+async def reap(
+    client: Client,
+    providers: Mapping[str, SandboxProvider],
+    *,
+    include_paused: bool = False,
+) -> list[ReapedSandbox]:
+    """Stop sandboxes labelled with a run whose workflow is closed (or gone).
+
+    A workflow that is terminated cannot clean up after itself; this does it instead. Paused
+    sandboxes are kept for a look unless `include_paused`.
+    """
+    wanted = {"starting", "running"} | ({"paused"} if include_paused else set())
+    open_runs: dict[str, bool] = {}
+    reaped: list[ReapedSandbox] = []
+    for provider_name, provider in providers.items():
+        for sandbox in await provider.list({}, include_stopped=False):
+            run_id = sandbox.labels.get(LABEL_RUN)
+            if run_id is None or sandbox.state not in wanted:
+                continue
+            if run_id not in open_runs:
+                status = await _workflow_status(client, run_id)
+                open_runs[run_id] = status == WorkflowExecutionStatus.RUNNING
+            if not open_runs[run_id]:
+                reaped.append(await _stop(provider_name, provider, sandbox, run_id))
+    reaped += await _reap_snapshots(client, providers, include_paused=include_paused)
+    return reaped
+
+
+# A run that ended this way deleted its own snapshots: any left were kept on purpose
+# (`keep_sandboxes`), like its paused sandboxes.
+_CLEAN_ENDINGS = (WorkflowExecutionStatus.COMPLETED, WorkflowExecutionStatus.CANCELED)
+
+
+async def _reap_snapshots(
+    client: Client, providers: Mapping[str, SandboxProvider], *, include_paused: bool
+) -> list[ReapedSandbox]:
+    """Delete snapshots of runs that no longer exist, or that ended without cleaning up
+    (terminated, failed, timed out); those of a run that ended well only with `include_paused`."""
+    from activities.providers.snapshot_protocol import SnapshotProvider
+
+    statuses: dict[str, WorkflowExecutionStatus | None] = {}
+    reaped: list[ReapedSandbox] = []
+    for provider_name, provider in providers.items():
+        if not isinstance(provider, SnapshotProvider):
+            continue
+        for snap in await provider.list_snapshots({}):
+            run_id = snap.labels.get(LABEL_RUN)
+            if run_id is None:
+                continue
+            if run_id not in statuses:
+                statuses[run_id] = await _workflow_status(client, run_id)
+            status = statuses[run_id]
+            if status == WorkflowExecutionStatus.RUNNING:
+                continue
+            if status in _CLEAN_ENDINGS and not include_paused:
+                continue
+            entry = ReapedSandbox(
+                provider=provider_name,
+                sandbox_id=snap.snapshot_id,
+                run_id=run_id,
+                was=snap.state,
+                stopped=False,
+                kind="snapshot",
+            )
+            try:
+                await provider.delete_snapshot(snap.snapshot_id)
+            except Exception as err:  # one stubborn snapshot must not keep the others
+                entry.detail = f"{type(err).__name__}: {err}"
+            else:
+                entry.stopped = True
+            reaped.append(entry)
+    return reaped
+
+
+async def _stop(
+    provider_name: str, provider: SandboxProvider, sandbox: SandboxInfo, run_id: str
+) -> ReapedSandbox:
+    entry = ReapedSandbox(
+        provider=provider_name,
+        sandbox_id=sandbox.sandbox_id,
+        run_id=run_id,
+        was=sandbox.state,
+        stopped=False,
+    )
+    try:
+        await provider.stop(sandbox.sandbox_id)
+    except Exception as err:  # one stubborn sandbox must not keep the others running
+        entry.detail = f"{type(err).__name__}: {err}"
+        return entry
+    entry.stopped = True
+    return entry
+
+
+# --- the Web UI -------------------------------------------------------------------------------
+
+
+def web_ui_url(ui_base: str, namespace: str, run_id: str) -> str:
+    base = ui_base.rstrip("/")
+    return f"{base}/namespaces/{quote(namespace, safe='')}/workflows/{quote(run_id, safe='')}"
+
+
+def default_ui_base(address: str, override: str | None = None) -> str | None:
+    """Where the Web UI for `address` probably is: the dev server's (gRPC port + 1000), or Cloud."""
+    if override:
+        return override
+    host, _, port = address.rpartition(":")
+    if host in ("localhost", "127.0.0.1", "[::1]", "0.0.0.0") and port.isdigit():
+        return f"http://{'localhost' if host == '0.0.0.0' else host}:{int(port) + 1000}"
+    if host.endswith(".tmprl.cloud"):
+        return "https://cloud.temporal.io"
+    return None

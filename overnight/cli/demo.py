@@ -1,0 +1,253 @@
+"""`overnight demo`: one run of the sample agent that crashes after opening its pull request,
+is restarted from its last checkpoint, and finishes with exactly two outside actions.
+
+Everything is local: the dev server from temporal-dev.yaml (started or reused), a worker in
+this process, a bare git repository as the origin (bound writable into the sandboxes, so the
+agent can push), the outside world as a loopback service keeping the ledger of outside
+actions (overnight/outside_world.py), and local sandboxes under the state dir, isolated with
+bubblewrap unless `--isolation none`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import secrets
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+
+from overnight.cli import client as api
+from overnight.cli import render
+from overnight.cli.outside_world import ledger_url
+from overnight.errors import SpecError
+from overnight.home import overnight_home
+from overnight.isolation import HostBind, Isolation
+from overnight.models import Budget, RunResult, RunSpec, RunStatus
+from overnight.worker.devconfig import DevConfig
+
+AGENT_DIR = Path(__file__).resolve().parents[2] / "examples" / "agent"
+AGENT_COMMAND = "python3 /workspace/agent/main.py --resume /workspace/checkpoint.json"
+DIE_AFTER_STEP = 4  # open the pull request
+RESULT_TIMEOUT_SECONDS = 120
+WORKER_READY_TIMEOUT_SECONDS = 30
+
+TINY_APP = {
+    "README.md": "# tasks\n\nA tiny to-do app the sample agent adds a migration to.\n",
+    "tasks.py": (
+        "def add_task(tasks, title):\n"
+        "    return [*tasks, {'title': title, 'done': False}]\n\n\n"
+        "def finish(tasks, title):\n"
+        "    return [{**t, 'done': t['done'] or t['title'] == title} for t in tasks]\n"
+    ),
+    "tests/test_tasks.py": (
+        "import unittest\n\nfrom tasks import add_task, finish\n\n\n"
+        "class TasksTest(unittest.TestCase):\n"
+        "    def test_finish_marks_the_task_done(self):\n"
+        "        tasks = finish(add_task([], 'write docs'), 'write docs')\n"
+        "        self.assertTrue(tasks[0]['done'])\n"
+    ),
+}
+
+
+@dataclass(frozen=True)
+class DemoFiles:
+    origin: Path
+    ledger: Path
+
+
+def new_run_id() -> str:
+    return f"demo-{datetime.now(UTC):%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
+
+
+def make_origin(root: Path) -> DemoFiles:
+    """A bare repository holding the tiny app, and where the ledger (the outside world) goes."""
+    work, origin = root / "app-seed", root / "origin.git"
+    for relative, text in TINY_APP.items():
+        path = work / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    ident = ["-c", "user.name=overnight demo", "-c", "user.email=demo@overnight.invalid"]
+    _git(root, "init", "-q", "--bare", "-b", "main", str(origin))
+    _git(work, "init", "-q", "-b", "main")
+    _git(work, "add", "-A")
+    _git(work, *ident, "commit", "-q", "-m", "tiny tasks app")
+    _git(work, "push", "-q", str(origin), "main")
+    return DemoFiles(origin=origin, ledger=root / "outside-world" / "ledger.jsonl")
+
+
+def demo_spec(
+    run_id: str,
+    files: DemoFiles,
+    *,
+    ledger: str,
+    agent_dir: Path = AGENT_DIR,
+    command: str = AGENT_COMMAND,
+    isolation: Isolation = "bubblewrap",
+) -> RunSpec:
+    """The demo's RunSpec: short polls and stalls, so the whole story takes seconds. `ledger`
+    is the outside world's URL for this run's ledger. Another agent (`agent_dir`, `command`)
+    plays the same scenario if it takes the sample agent's switches (examples/shell_agent)."""
+    return RunSpec(
+        run_id=run_id,
+        repo=str(files.origin),
+        agent_dir=str(agent_dir),
+        command=command,
+        env={
+            "OVERNIGHT_LEDGER_URL": ledger,
+            "AGENT_DIE_AFTER": str(DIE_AFTER_STEP),
+            "AGENT_STEP_DELAY": "0.5",
+        },
+        poll_seconds=1,
+        stall_seconds=10,
+        sandbox_timeout_seconds=120,
+        budget=Budget(max_restarts=3, max_hours=1),
+        isolation=isolation,
+        # The agent pushes each step, so a new sandbox clones the work the checkpoint lists.
+        binds=[HostBind(path=str(files.origin), writable=True)],
+    )
+
+
+def ledger_entries(ledger: Path) -> list[dict[str, object]]:
+    if not ledger.exists():
+        return []
+    return [json.loads(line) for line in ledger.read_text(encoding="utf-8").splitlines() if line]
+
+
+async def run_demo(
+    *,
+    keep_server: bool = False,
+    config: DevConfig | None = None,
+    out: Callable[[str], None] = print,
+    isolation: Isolation = "bubblewrap",
+) -> int:
+    """The whole demo; 0 when the run finished with exactly two outside actions."""
+    from activities.providers.local.isolation import bwrap_problem
+    from overnight.worker.devconfig import default_dev_config
+    from overnight.worker.devserver import start_or_reuse
+    from overnight.worker.runner import serve
+
+    if not (AGENT_DIR / "main.py").is_file():
+        raise api.OvernightError(f"the sample agent is missing: {AGENT_DIR / 'main.py'}")
+    problem = bwrap_problem() if isolation == "bubblewrap" else None
+    if problem is not None:
+        raise SpecError(
+            f"{problem}: install bubblewrap (e.g. sudo apt-get install bubblewrap), or run "
+            "the demo without isolation: overnight demo --isolation none"
+        )
+    logging.basicConfig(level=logging.WARNING)
+    server = await start_or_reuse(config or default_dev_config())
+    how = "started" if server.started_here else "reused"
+    out(f"Temporal dev server at {server.address} ({how})")
+    try:
+        # Plain loopback connection: env config (TLS, API keys) is for real clusters.
+        client = await Client.connect(
+            server.address, namespace=server.namespace, data_converter=pydantic_data_converter
+        )
+        ready, stop = asyncio.Event(), asyncio.Event()
+        worker = asyncio.create_task(serve(client, ready=ready, stop=stop))
+        try:
+            await _wait_ready(worker, ready)
+            ui = server.ui_url if server.config.ui else None
+            return await _demo_run(client, ui, out, isolation)
+        finally:
+            stop.set()
+            await asyncio.wait_for(worker, timeout=30)
+    finally:
+        if keep_server:
+            out(f"dev server left running at {server.address}")
+        else:
+            server.stop()
+
+
+async def _wait_ready(worker: asyncio.Task[None], ready: asyncio.Event) -> None:
+    waiter = asyncio.create_task(ready.wait())
+    done, _ = await asyncio.wait(
+        {worker, waiter}, timeout=WORKER_READY_TIMEOUT_SECONDS, return_when=asyncio.FIRST_COMPLETED
+    )
+    waiter.cancel()
+    if worker in done:
+        worker.result()  # raises what stopped the worker
+    if not ready.is_set():
+        raise api.OvernightError("the worker did not start polling in time")
+
+
+async def _demo_run(
+    client: Client, ui_base: str | None, out: Callable[[str], None], isolation: Isolation
+) -> int:
+    run_id = new_run_id()
+    root = overnight_home() / "demo" / run_id
+    files = await asyncio.to_thread(make_origin, root)
+    spec = demo_spec(run_id, files, ledger=ledger_url(files.ledger), isolation=isolation)
+    url = api.web_ui_url(ui_base, client.namespace, run_id) if ui_base else None
+    started = time.monotonic()
+    await api.start_run(client, spec)
+    out(f"started {run_id}: the agent will crash after opening its pull request")
+    if url:
+        out(f"Web UI: {url}")
+    result = await _follow(client, run_id, out)
+    status = await api.get_status(client, run_id)
+    actions = ledger_entries(files.ledger)
+    out(_report(result, status, actions, url, time.monotonic() - started))
+    return 0 if result.outcome == "finished" and len(actions) == 2 else 1
+
+
+async def _follow(client: Client, run_id: str, out: Callable[[str], None]) -> RunResult:
+    """Wait for the result, printing a line whenever the state, attempt or step changes."""
+    waiting = asyncio.create_task(api.wait_result(client, run_id))
+    seen: tuple[str, int, str | None] | None = None
+    deadline = time.monotonic() + RESULT_TIMEOUT_SECONDS
+    while not waiting.done():
+        if time.monotonic() > deadline:
+            waiting.cancel()
+            await api.cancel_run(client, run_id, "the demo took too long")
+            raise api.OvernightError(f"{run_id} did not finish in {RESULT_TIMEOUT_SECONDS}s")
+        try:
+            status = await api.get_status(client, run_id)
+        except Exception:  # a query during a worker hiccup: just look again
+            status = None
+        if status is not None:
+            step = status.checkpoint_summary.next if status.checkpoint_summary else None
+            now = (status.state, status.attempt, step)
+            if now != seen:
+                seen = now
+                attempt = f"attempt {status.attempt}" if status.attempt else ""
+                out(f"  {status.state:<11} {attempt:<10} next: {step or '-'}")
+        await asyncio.wait({waiting}, timeout=0.5)
+    return waiting.result()
+
+
+def _report(
+    result: RunResult,
+    status: RunStatus,
+    actions: list[dict[str, object]],
+    url: str | None,
+    seconds: float,
+) -> str:
+    lines = [
+        "",
+        render.result_text(result) + f" in {seconds:.0f}s",
+        "timeline:",
+        render.timeline_text(status),
+        "final checkpoint:",
+        render.checkpoint_text(result.checkpoint),
+        f"{len(actions)} outside action{'s' if len(actions) != 1 else ''} in total:",
+        *(f"  {entry.get('key')}: {entry.get('action')}" for entry in actions),
+    ]
+    if status.isolation:
+        lines.append(f"sandboxes: {status.isolation}")
+    if url:
+        lines.append(f"Web UI: {url}")
+    return "\n".join(lines)
+
+
+def _git(cwd: Path, *args: str) -> None:
+    cwd.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True)

@@ -1,0 +1,256 @@
+"""`overnight logs` and `overnight inspect`: what an agent printed, and what its sandbox holds.
+
+Both read the run's sandboxes from this machine, through the same providers as `overnight
+reap` (local sandboxes under `OVERNIGHT_HOME`; Runtime's with `RUNTIME_API_KEY` set here), and
+need no worker (see overnight.cli.run_view).
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import io
+import json
+import posixpath
+import sys
+from collections.abc import Awaitable, Callable
+from datetime import UTC
+from typing import Any
+
+from temporalio.client import Client
+
+from activities.providers.forensics import MAX_LISTED_FILES, FileEntry, FileListing
+from activities.providers.protocol import SandboxProvider
+from overnight.cli import logs, logs_follow
+from overnight.cli.providers import open_providers
+from overnight.cli.run_view import CannotRead, RunView, load_run, opened, query_status
+from overnight.errors import OvernightError
+from overnight.output_tail import redact, secret_values
+
+Connect = Callable[[argparse.Namespace], Awaitable[Client]]
+# The most `inspect PATH` prints of one file.
+MAX_FILE_BYTES = 16 * 1024 * 1024
+_KIND_WORDS = {"file": "file", "directory": "dir", "symlink": "link", "other": "?"}
+
+
+class BadInput(OvernightError):
+    bad_input = True
+
+
+def add_parsers(commands: argparse._SubParsersAction, parser_class: type) -> None:  # type: ignore[type-arg]
+    read = commands.add_parser("logs", help="what the agent printed (stdout and stderr)")
+    read.add_argument("run_id")
+    read.add_argument("--attempt", type=int, help="this attempt (default: the latest)")
+    read.add_argument(
+        "--follow",
+        "-f",
+        action="store_true",
+        help="carry on as it writes, across restarts, until the run ends",
+    )
+    read.add_argument("--tail", "-n", type=int, metavar="N", help="only the last N lines")
+    read.add_argument(
+        "--json", action="store_true", help="one JSON document (--follow: one JSON event a line)"
+    )
+    look = commands.add_parser("inspect", help="list a sandbox's /workspace, or print a file")
+    look.add_argument("run_id")
+    look.add_argument(
+        "path",
+        nargs="?",
+        default="/workspace",
+        help="a folder to list or a file to print (default /workspace)",
+    )
+    look.add_argument("--attempt", type=int, help="this attempt's sandbox (default: the latest)")
+    look.add_argument("--json", action="store_true")
+
+
+async def run_logs(args: argparse.Namespace, connect: Connect) -> int:
+    if args.attempt is not None and args.attempt < 1:
+        raise BadInput("--attempt must be 1 or more")
+    if args.tail is not None and args.tail < 1:
+        raise BadInput("--tail must be 1 or more")
+    client = await connect(args)
+    async with open_providers() as providers:
+        view = await load_run(client, args.run_id, _lookup(providers))
+        provider = _lookup(providers)(view.spec.provider)
+        if args.follow:
+            return await _follow(client, view, provider, args)
+        attempt = _attempt(view, args.attempt)
+        if args.json:
+            printer = logs.Printer(secret_values(view.spec.secret_env), io.StringIO())
+        else:
+            printer = logs.printer_for(view, json_lines=False)
+        try:
+            await logs.show_attempt(view, provider, attempt, printer, tail=args.tail)
+        except CannotRead as why:
+            return _show_kept(view, attempt, why, json_out=args.json)
+        if args.json:
+            collected = printer.out
+            assert isinstance(collected, io.StringIO)
+            print(
+                json.dumps(
+                    {
+                        "run_id": view.run_id,
+                        "attempt": attempt,
+                        "sandbox_id": view.sandboxes[attempt].sandbox_id,
+                        "output": collected.getvalue(),
+                    },
+                    indent=2,
+                )
+            )
+    return 0
+
+
+async def _follow(
+    client: Client, view: RunView, provider: SandboxProvider, args: argparse.Namespace
+) -> int:
+    printer = logs.printer_for(view, json_lines=args.json)
+    start = args.attempt or view.latest() or 1
+
+    async def reload() -> None:
+        view.status = await query_status(client, view.run_id) or view.status
+
+    if args.tail is not None and start in view.sandboxes:
+        printer.event("attempt", logs.attempt_header(view, start), attempt=start)
+        try:
+            await logs.show_attempt(view, provider, start, printer, tail=args.tail)
+        except CannotRead as why:
+            logs.say(str(why))
+        # Then on from the end of what was shown: the agent's new lines, and later attempts.
+    ended = await logs_follow.follow(client, view, provider, start, printer, reload)
+    printer.event("end", f"=== run {view.run_id} ended: {ended} ===", state=ended)
+    return 0
+
+
+def _show_kept(view: RunView, attempt: int, why: CannotRead, *, json_out: bool) -> int:
+    tail = view.kept_tail(attempt)
+    logs.say(str(why))
+    if tail is None:
+        return 1
+    logs.say(f"its last words, as the run kept them (attempt {attempt}):")
+    if json_out:
+        print(json.dumps({"run_id": view.run_id, "attempt": attempt, "kept_tail": tail}))
+    else:
+        print(tail)
+    return 0
+
+
+async def run_inspect(args: argparse.Namespace, connect: Connect) -> int:
+    path = _workspace_path(args.path)
+    client = await connect(args)
+    async with open_providers() as providers:
+        view = await load_run(client, args.run_id, _lookup(providers))
+        provider = _lookup(providers)(view.spec.provider)
+        attempt = _attempt(view, args.attempt)
+        secrets = secret_values(view.spec.secret_env)
+        async with opened(view, provider, attempt, logs.say) as box:
+            sid = box.sandbox.sandbox_id
+            about = {
+                "run_id": view.run_id,
+                "attempt": attempt,
+                "sandbox_id": sid,
+                "sandbox_state": "paused" if box.woken else box.sandbox.state,
+                "woken": box.woken,
+                "path": path,
+            }
+            listing = await box.forensics.list_files(sid, path, MAX_LISTED_FILES)
+            if listing.is_dir:
+                _print_listing(about, listing, json_out=args.json)
+                return 0
+            read = await box.forensics.read_file(sid, path, MAX_FILE_BYTES)
+    if read.status == "too_large":
+        raise OvernightError(f"{path} is {read.size} bytes: more than inspect prints (16 MiB)")
+    if read.status != "ok" or read.data is None:
+        raise BadInput(f"no file or folder {path} in sandbox {sid} (attempt {attempt})")
+    _print_file(about, read.data, secrets, json_out=args.json)
+    return 0
+
+
+def _print_listing(about: dict[str, Any], listing: FileListing, *, json_out: bool) -> None:
+    if json_out:
+        entries = [
+            {
+                "path": e.path,
+                "type": e.kind,
+                "size": e.size,
+                "modified_at": e.modified_at.isoformat() if e.modified_at else None,
+            }
+            for e in listing.entries
+        ]
+        print(json.dumps({**about, "entries": entries, "more": listing.more}, indent=2))
+        return
+    state = about["sandbox_state"] + (", woken for this look" if about["woken"] else "")
+    print(
+        f"sandbox {about['sandbox_id']} (attempt {about['attempt']}, {state}): "
+        f"{about['path']}, {len(listing.entries) + listing.more} entries"
+    )
+    for entry in listing.entries:
+        print(_entry_line(entry))
+    if listing.more:
+        print(f"... and {listing.more} more")
+
+
+def _entry_line(entry: FileEntry) -> str:
+    when = entry.modified_at.astimezone(UTC) if entry.modified_at else None
+    stamp = f"{when:%Y-%m-%d %H:%M:%S}" if when else "-"
+    size = _size(entry.size) if entry.kind == "file" else "-"
+    suffix = "/" if entry.kind == "directory" else ""
+    return f"  {_KIND_WORDS[entry.kind]:<4} {size:>9}  {stamp}  {entry.path}{suffix}"
+
+
+def _size(n: int) -> str:
+    if n < 1024:
+        return f"{n} B"
+    if n < 1024 * 1024:
+        return f"{n / 1024:.1f} KiB"
+    return f"{n / 1024 / 1024:.1f} MiB"
+
+
+def _print_file(about: dict[str, Any], data: bytes, secrets: list[str], *, json_out: bool) -> None:
+    try:
+        text: str | None = redact(data.decode("utf-8"), secrets)
+    except UnicodeDecodeError:
+        text = None
+    if json_out:
+        content = (
+            {"text": text} if text is not None else {"base64": base64.b64encode(data).decode()}
+        )
+        print(json.dumps({**about, "size": len(data), **content}, indent=2))
+    elif text is not None:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    else:
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
+
+
+def _workspace_path(raw: str) -> str:
+    path = raw if raw.startswith("/") else posixpath.join("/workspace", raw)
+    normal = posixpath.normpath(path)
+    if normal != "/workspace" and not normal.startswith("/workspace/"):
+        raise BadInput(f"{raw}: inspect looks under /workspace only")
+    return normal
+
+
+def _attempt(view: RunView, wanted: int | None) -> int:
+    latest = view.latest()
+    if latest is None:
+        raise OvernightError(f"run {view.run_id} has no sandbox yet")
+    if wanted is None:
+        return latest
+    if wanted not in view.sandboxes:
+        have = ", ".join(map(str, view.attempts))
+        raise BadInput(f"run {view.run_id} has no attempt {wanted} (attempts: {have})")
+    return wanted
+
+
+def _lookup(providers: dict[str, SandboxProvider]) -> Callable[[str], SandboxProvider]:
+    def lookup(name: str) -> SandboxProvider:
+        found = providers.get(name)
+        if found is None:
+            raise OvernightError(
+                f"this run's sandboxes are on provider {name!r}: set RUNTIME_API_KEY here to "
+                "read them"
+            )
+        return found
+
+    return lookup

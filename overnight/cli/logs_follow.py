@@ -1,0 +1,199 @@
+"""`overnight logs --follow`: an agent's output as it writes, across restarts and fresh-context
+starts, until the run ends (see overnight.cli.logs for how output is read and printed).
+
+A followed Runtime sandbox is only read while it runs: before each read its state is asked
+(which never wakes it), so a sandbox that pauses (at its lease end, or set aside after a crash)
+is left alone, and the follower waits for the run to wake it, start the next attempt, or end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Any
+
+from temporalio.client import Client, WorkflowExecutionStatus
+
+from activities.providers.forensics import AgentProcess, SandboxForensics
+from activities.providers.protocol import SandboxProvider
+from overnight.cli.logs import (
+    FOLLOW_WAIT_SECONDS,
+    LOOK_AROUND_SECONDS,
+    Printer,
+    agent_footer,
+    agent_header,
+    attempt_header,
+    drain,
+    say,
+)
+from overnight.cli.run_view import CannotRead, Opened, RunView, opened, refresh_sandboxes
+
+
+async def follow(
+    client: Client,
+    view: RunView,
+    provider: SandboxProvider,
+    start: int,
+    p: Printer,
+    reload: Callable[[], Any],
+) -> str:
+    """Follow from attempt `start` on, until the run ends; returns how it ended."""
+    attempt = start
+    announced: set[int] = set()
+    while True:
+        if attempt not in view.sandboxes:
+            if not view.open:
+                return await _ending(client, view)
+            await asyncio.sleep(LOOK_AROUND_SECONDS / 2)
+            await _look_around(client, view, provider, reload, attempt)
+            continue
+        if attempt not in announced:
+            announced.add(attempt)
+            p.event("attempt", attempt_header(view, attempt), attempt=attempt)
+        try:
+            await _follow_attempt(client, view, provider, attempt, p, reload)
+        except CannotRead as why:
+            say(str(why))
+            tail = view.kept_tail(attempt)
+            if tail:
+                p.event("kept", "(its last words, as the run kept them:)", attempt=attempt)
+                p.output(attempt, "kept", tail.encode(), final=True)
+        newer = [n for n in view.sandboxes if n > attempt]
+        if newer:
+            attempt = min(newer)
+            continue
+        if not view.open:
+            return await _ending(client, view)
+        await asyncio.sleep(LOOK_AROUND_SECONDS)
+        await _look_around(client, view, provider, reload, attempt)
+
+
+async def _follow_attempt(
+    client: Client,
+    view: RunView,
+    provider: SandboxProvider,
+    attempt: int,
+    p: Printer,
+    reload: Callable[[], Any],
+) -> None:
+    """Print the attempt's agents as they write, until all ended, a newer attempt exists or
+    the run ended. A sandbox woken for the read is read as it is, not followed."""
+    async with opened(view, provider, attempt, say) as box:
+        sid = box.sandbox.sandbox_id
+        cursors: dict[str, int] = {}
+        ended: set[str] = set()
+        looked = time.monotonic()
+        agents: list[AgentProcess] = []
+        while True:
+            state = await _state_now(provider, box)
+            if state in ("stopped", "missing") and not agents:
+                raise CannotRead(f"sandbox {sid} (attempt {attempt}) is {state}")
+            if state != "running":
+                # Paused (at its lease end, or set aside): a read would wake it. Wait for the
+                # run to wake it, start a new attempt, or end.
+                await asyncio.sleep(LOOK_AROUND_SECONDS)
+                await _look_around(client, view, provider, reload, attempt)
+                if any(n > attempt for n in view.sandboxes) or not view.open:
+                    _not_read(view, agents, ended, attempt, p)
+                    return
+                continue
+            agents = await box.forensics.agents(sid)
+            for agent in agents:
+                if agent.process_id in ended:
+                    continue
+                if agent.process_id not in cursors and agent.fresh_start:
+                    p.event("agent", agent_header(agent), attempt=attempt)
+                running = agent is agents[-1] and not box.woken
+                chunk = await drain(
+                    box.forensics,
+                    sid,
+                    agent,
+                    attempt,
+                    p,
+                    cursors.get(agent.process_id, 0),
+                    wait=FOLLOW_WAIT_SECONDS if running else 0,
+                )
+                cursors[agent.process_id] = chunk.next_cursor
+                if chunk.state != "running":
+                    ended.add(agent.process_id)
+                    footer = agent_footer(chunk.state, chunk.exit_code)
+                    p.event("agent_end", footer, attempt=attempt, exit_code=chunk.exit_code)
+            if box.woken:
+                return
+            if time.monotonic() - looked >= LOOK_AROUND_SECONDS or len(ended) == len(agents):
+                looked = time.monotonic()
+                await _look_around(client, view, provider, reload, attempt)
+                if any(n > attempt for n in view.sandboxes) or not view.open:
+                    if await _state_now(provider, box) == "running":
+                        await _last_read(box.forensics, sid, attempt, p, cursors, ended)
+                    else:
+                        _not_read(view, agents, ended, attempt, p)
+                    return
+                if len(ended) == len(agents):
+                    await asyncio.sleep(LOOK_AROUND_SECONDS / 2)
+
+
+async def _state_now(provider: SandboxProvider, box: Opened) -> str:
+    """The sandbox's state when reading it could wake it (Runtime), without waking it."""
+    if not box.forensics.wakes_on_read or box.woken:
+        return "running"
+    return (await provider.sandbox(box.sandbox.sandbox_id)).state
+
+
+def _not_read(
+    view: RunView, agents: list[AgentProcess], ended: set[str], attempt: int, p: Printer
+) -> None:
+    if any(agent.process_id not in ended for agent in agents):
+        p.event(
+            "paused",
+            "[the sandbox paused before its last output was read: "
+            f"overnight logs {view.run_id} --attempt {attempt} wakes it to read the rest]",
+            attempt=attempt,
+        )
+
+
+async def _last_read(
+    look: SandboxForensics,
+    sid: str,
+    attempt: int,
+    p: Printer,
+    cursors: dict[str, int],
+    ended: set[str],
+) -> None:
+    """What the attempt's agents wrote since the last read, now that it is over."""
+    for agent in await look.agents(sid):
+        if agent.process_id in ended:
+            continue
+        start = cursors.get(agent.process_id, 0)
+        await drain(look, sid, agent, attempt, p, start, wait=0)
+        p.output(attempt, agent.process_id, b"", final=True)
+
+
+async def _look_around(
+    client: Client,
+    view: RunView,
+    provider: SandboxProvider,
+    reload: Callable[[], Any],
+    attempt: int,
+) -> None:
+    """Refresh what the view knows: new sandboxes, whether the run is still open, and (at a
+    new attempt, for its header) the restart reasons."""
+    before = set(view.sandboxes)
+    await refresh_sandboxes(view, provider)
+    described = await client.get_workflow_handle(view.run_id).describe()
+    view.open = described.status == WorkflowExecutionStatus.RUNNING
+    if set(view.sandboxes) != before or not view.open:
+        await reload()
+
+
+async def _ending(client: Client, view: RunView) -> str:
+    """How the run ended, in a word or two: its state, and the workflow's when they differ."""
+    described = await client.get_workflow_handle(view.run_id).describe()
+    workflow = described.status.name.lower() if described.status is not None else "closed"
+    state = view.status.state if view.status is not None else None
+    if state is None or workflow in ("terminated", "timed_out"):
+        return workflow
+    if workflow in ("completed", state):
+        return state
+    return f"{state} (workflow {workflow})"

@@ -1,0 +1,266 @@
+"""`overnight`: start, watch, steer and clean up agent runs. A thin layer over overnight.cli.client.
+
+Exit codes: 0 ok, 2 bad input (one line saying why), 1 anything else (one line, or the
+traceback with --debug).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+import traceback
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import UTC, datetime
+from typing import NoReturn
+
+from pydantic import ValidationError
+from temporalio.client import Client
+
+from overnight.cli import client as api
+from overnight.cli import forensics as forensics_cli
+from overnight.cli import render
+from overnight.cli import schedule as schedule_cli
+from overnight.constants import TASK_QUEUE
+from overnight.models import BudgetExtension
+
+OK, FAILED, BAD_INPUT = 0, 1, 2
+UI_URL_ENV = "OVERNIGHT_UI_URL"
+
+
+class BadInput(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        # One line instead of argparse's usage block.
+        self.exit(BAD_INPUT, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="overnight", description="Keep an AI agent's long run going.")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks")
+    parser.add_argument("--address", help="Temporal host:port (default: env config)")
+    parser.add_argument("--namespace", help="Temporal namespace (default: env config)")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    start = commands.add_parser("start", help="start a run from a spec file")
+    start.add_argument("spec", help="path to the RunSpec JSON file")
+    start.add_argument("--wait", action="store_true", help="wait for the run's result")
+    start.add_argument("--json", action="store_true")
+    start.add_argument("--task-queue", default=TASK_QUEUE)
+
+    status = commands.add_parser("status", help="show one run")
+    status.add_argument("run_id")
+    status.add_argument("--json", action="store_true")
+
+    listing = commands.add_parser("list", help="list runs")
+    listing.add_argument("--open", action="store_true", help="only runs still going")
+    listing.add_argument("--json", action="store_true")
+
+    cancel = commands.add_parser("cancel", help="cancel a run")
+    cancel.add_argument("run_id")
+    cancel.add_argument("--reason")
+
+    extend = commands.add_parser("extend", help="add to a run's budget")
+    extend.add_argument("run_id")
+    extend.add_argument("--restarts", type=int, default=0)
+    extend.add_argument("--hours", type=float, default=0)
+    extend.add_argument("--spend", type=float, default=0, metavar="USD")
+
+    reap = commands.add_parser("reap", help="stop sandboxes left by closed runs")
+    reap.add_argument("--paused", action="store_true", help="stop paused ones too")
+    reap.add_argument("--json", action="store_true")
+
+    forensics_cli.add_parsers(commands, _Parser)
+    schedule_cli.add_parser(commands, _Parser)
+
+    commands.add_parser("dev", help="start the dev server (temporal-dev.yaml) and a worker")
+
+    demo = commands.add_parser("demo", help="a run that recovers from a crash, end to end")
+    demo.add_argument("--keep-server", action="store_true", help="leave the dev server running")
+    demo.add_argument(
+        "--isolation",
+        choices=("bubblewrap", "none"),
+        default="bubblewrap",
+        help="how the demo's sandboxes are isolated (none: where bubblewrap cannot run)",
+    )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command and return its exit code. As the console script (`argv` None) it
+    exits the process itself, skipping interpreter teardown: the Temporal client's native
+    threads can abort a finalizing interpreter (temporalio/sdk-python#300), which would turn
+    a clean exit code into a crash."""
+    code = run(argv)
+    if argv is None:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
+
+
+def run(argv: Sequence[str] | None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return asyncio.run(_dispatch(args))
+    except KeyboardInterrupt:
+        return FAILED
+    except Exception as err:
+        if args.debug:
+            traceback.print_exc()
+        bad = isinstance(err, BadInput) or getattr(err, "bad_input", False)
+        print(f"overnight: {_one_line(err)}", file=sys.stderr)
+        return BAD_INPUT if bad else FAILED
+
+
+def _one_line(err: BaseException) -> str:
+    text = str(err).strip().splitlines()
+    message = text[0] if text else type(err).__name__
+    return (
+        message
+        if isinstance(err, api.OvernightError | BadInput)
+        else f"{type(err).__name__}: {message}"
+    )
+
+
+async def _dispatch(args: argparse.Namespace) -> int:
+    handlers: dict[str, Callable[[argparse.Namespace], Awaitable[int]]] = {
+        "start": _start,
+        "status": _status,
+        "list": _list,
+        "cancel": _cancel,
+        "extend": _extend,
+        "reap": _reap,
+        "schedule": _schedule,
+        "logs": _logs,
+        "inspect": _inspect,
+        "dev": _dev,
+        "demo": _demo,
+    }
+    return await handlers[args.command](args)
+
+
+async def _connect(args: argparse.Namespace) -> Client:
+    from overnight.connect import connect
+
+    return await connect(args.address, args.namespace)
+
+
+def _ui_url(client: Client, run_id: str) -> str | None:
+    address = client.service_client.config.target_host
+    base = api.default_ui_base(address, os.environ.get(UI_URL_ENV) or _dev_ui_for(address))
+    return api.web_ui_url(base, client.namespace, run_id) if base else None
+
+
+def _dev_ui_for(address: str) -> str | None:
+    """The Web UI of the dev server in temporal-dev.yaml, when that is where we are connected."""
+    from overnight.worker.devconfig import DevConfigError, default_dev_config
+
+    try:
+        config = default_dev_config()
+    except DevConfigError:
+        return None
+    same = address.rsplit(":", 1)[-1] == str(config.port)
+    return config.ui_url if same and config.ui else None
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+async def _start(args: argparse.Namespace) -> int:
+    spec = api.load_spec(args.spec)  # before connecting: a bad spec never reaches a server
+    client = await _connect(args)
+    handle = await api.start_run(client, spec, task_queue=args.task_queue)
+    url = _ui_url(client, handle.id)
+    if not args.json:
+        print(f"started {handle.id}" + (f"\nWeb UI: {url}" if url else ""), flush=True)
+    if not args.wait:
+        if args.json:
+            print(render.json_document({"run_id": handle.id, "web_ui": url}))
+        return OK
+    result = await api.wait_result(client, handle.id)
+    if args.json:
+        print(render.json_document({"run_id": handle.id, "web_ui": url, "result": result}))
+    else:
+        print(render.result_text(result))
+    return OK
+
+
+async def _status(args: argparse.Namespace) -> int:
+    client = await _connect(args)
+    status = await api.get_status(client, args.run_id)
+    if args.json:
+        print(render.json_document(status))
+    else:
+        print(render.status_text(status, now=_now(), ui_url=_ui_url(client, args.run_id)))
+    return OK
+
+
+async def _list(args: argparse.Namespace) -> int:
+    client = await _connect(args)
+    runs = await api.list_runs(client, open_only=args.open)
+    print(render.json_document(runs) if args.json else render.runs_text(runs, now=_now()))
+    return OK
+
+
+async def _cancel(args: argparse.Namespace) -> int:
+    client = await _connect(args)
+    await api.cancel_run(client, args.run_id, args.reason)
+    print(f"asked {args.run_id} to cancel")
+    return OK
+
+
+async def _extend(args: argparse.Namespace) -> int:
+    try:
+        extension = BudgetExtension(restarts=args.restarts, hours=args.hours, spend_usd=args.spend)
+    except ValidationError as err:
+        first = err.errors()[0]
+        raise BadInput(
+            f"--{first['loc'][0]}: {first['msg']}".replace("spend_usd", "spend")
+        ) from None
+    if extension.is_empty():
+        raise BadInput("nothing to add: give --restarts, --hours or --spend")
+    client = await _connect(args)
+    await api.extend_budget(client, args.run_id, extension)
+    print(f"asked {args.run_id} to extend its budget by {render.extension_text(extension)}")
+    return OK
+
+
+async def _reap(args: argparse.Namespace) -> int:
+    from overnight.cli.providers import open_providers
+
+    client = await _connect(args)
+    async with open_providers() as providers:
+        reaped = await api.reap(client, providers, include_paused=args.paused)
+    print(render.json_document(reaped) if args.json else render.reaped_text(reaped))
+    return OK if all(entry.stopped for entry in reaped) else FAILED
+
+
+async def _logs(args: argparse.Namespace) -> int:
+    return await forensics_cli.run_logs(args, _connect)
+
+
+async def _inspect(args: argparse.Namespace) -> int:
+    return await forensics_cli.run_inspect(args, _connect)
+
+
+async def _schedule(args: argparse.Namespace) -> int:
+    return await schedule_cli.run(args, _connect)
+
+
+async def _dev(args: argparse.Namespace) -> int:
+    from overnight.worker.runner import run_dev
+
+    await run_dev()
+    return OK
+
+
+async def _demo(args: argparse.Namespace) -> int:
+    from overnight.cli.demo import run_demo
+
+    return await run_demo(keep_server=args.keep_server, isolation=args.isolation)

@@ -1,0 +1,185 @@
+"""Short, readable text for people, and one JSON document for programs. Pure functions."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import BaseModel
+
+from overnight.cli.client import ReapedSandbox, RunSummary
+from overnight.models import BudgetExtension, RunResult, RunStatus
+from workflows.card import age, money_line, snapshot_line
+
+# `overnight status` shows this many lines of the last words (`overnight logs` has the rest).
+STATUS_TAIL_LINES = 10
+
+
+def json_document(value: BaseModel | Sequence[BaseModel] | dict[str, Any]) -> str:
+    if isinstance(value, BaseModel):
+        data: Any = value.model_dump(mode="json")
+    elif isinstance(value, dict):
+        data = {
+            k: v.model_dump(mode="json") if isinstance(v, BaseModel) else v
+            for k, v in value.items()
+        }
+    else:
+        data = [item.model_dump(mode="json") for item in value]
+    return json.dumps(data, indent=2)
+
+
+def budget_left(status: RunStatus) -> str:
+    budget = status.budget
+    restarts = max(0, budget.max_restarts - status.restarts_used)
+    hours = max(0.0, budget.max_hours - status.hours_used)
+    parts = [f"{restarts} restart{'s' if restarts != 1 else ''}", f"{hours:.1f} h"]
+    if budget.max_spend_usd is not None:
+        parts.append(f"${max(0.0, budget.max_spend_usd - status.spend_usd):.2f}")
+    return ", ".join(parts)
+
+
+def status_text(status: RunStatus, *, now: datetime, ui_url: str | None) -> str:
+    summary = status.checkpoint_summary
+    lines = [
+        f"{status.run_id}: {status.state}, attempt {status.attempt}"
+        + (f" (sandbox {status.sandbox_id})" if status.sandbox_id else ""),
+        f"  step:          {summary.next if summary and summary.next else '-'}",
+    ]
+    if summary and summary.last_note:
+        lines.append(f"  last note:     {summary.last_note}")
+    lines += [
+        f"  budget left:   {budget_left(status)} (spent ${status.spend_usd:.2f})",
+        f"  last progress: {age(status.last_progress_at, now)}",
+    ]
+    money = money_line(status)
+    if money:
+        lines.append(f"  charged:       {money}")
+    if status.lease_ends_at is not None and status.state in ("running", "restarting"):
+        woken = f", woken {status.lease_resumes}x at its end" if status.lease_resumes else ""
+        lines.append(f"  lease ends:    {until(status.lease_ends_at, now)}{woken}")
+    if status.isolation:
+        lines.append(f"  sandbox:       {status.isolation}")
+    snapshot = snapshot_line(status, now)
+    if snapshot:
+        lines.append(f"  snapshot:      {snapshot.replace('`', '')}")
+    if status.attention_reason:
+        lines.append(f"  needs you:     {status.attention_reason}")
+    if status.restarts:
+        last = status.restarts[-1]
+        lines.append(f"  restarts:      {len(status.restarts)}, last: {last.reason}")
+    if ui_url:
+        lines.append(f"  Web UI:        {ui_url}")
+    words = status.last_words
+    if words is not None and words.tail:
+        shown = words.tail.splitlines()[-STATUS_TAIL_LINES:]
+        more = words.truncated or len(words.tail.splitlines()) > len(shown)
+        lines.append(
+            f"  last words:    attempt {words.attempt}, {words.reason} ({words.at:%H:%M:%S} UTC)"
+            + (f"; more: overnight logs {status.run_id} --attempt {words.attempt}" if more else "")
+        )
+        lines += [f"    | {line}" for line in shown]
+    return "\n".join(lines)
+
+
+def until(moment: datetime, now: datetime) -> str:
+    """`in 42m (14:05 UTC)`; `passed (14:05 UTC)` once it is behind."""
+    seconds = int((moment - now).total_seconds())
+    clock = f"{moment.astimezone(UTC):%H:%M} UTC"
+    if seconds < 0:
+        return f"passed ({clock})"
+    if seconds < 3600:
+        return f"in {max(1, seconds // 60)}m ({clock})"
+    return f"in {seconds // 3600}h{seconds % 3600 // 60:02d}m ({clock})"
+
+
+def timeline_text(status: RunStatus) -> str:
+    """When each attempt started, and why the one before it ended."""
+    lines = [f"  {status.started_at:%H:%M:%S}  attempt 1 started"]
+    for record in status.restarts:
+        lines.append(
+            f"  {record.at:%H:%M:%S}  attempt {record.attempt} ended: {record.reason}"
+            f" -> attempt {record.attempt + 1} from the last checkpoint"
+        )
+    lines.append(f"            attempt {status.attempt}: {status.state}")
+    return "\n".join(lines)
+
+
+def checkpoint_text(text: str | None) -> str:
+    """The sample agent's checkpoint as a few lines; any other checkpoint as it is."""
+    if not text:
+        return "  (none)"
+    try:
+        data = json.loads(text)
+        step, done, notes = data["step"], data["done"], data.get("notes", [])
+    except (ValueError, KeyError, TypeError):
+        return "\n".join(f"  {line}" for line in text.splitlines())
+    lines = [f"  step {step}, {len(done)} done, next: {data.get('next', '-')}"]
+    lines += [f"    - {note}" for note in notes]
+    return "\n".join(lines)
+
+
+def runs_text(runs: Sequence[RunSummary], *, now: datetime) -> str:
+    if not runs:
+        return "no runs"
+    rows = [("RUN", "STATE", "RESTARTS", "LAST PROGRESS", "STARTED")]
+    for run in runs:
+        state = run.state or run.workflow_status
+        if run.workflow_status != "running" and run.state and run.state != run.workflow_status:
+            state = f"{run.state} ({run.workflow_status})"
+        rows.append(
+            (
+                run.run_id,
+                state,
+                "-" if run.restarts is None else str(run.restarts),
+                age(run.last_progress_at, now) if run.last_progress_at else "-",
+                age(run.started_at, now),
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return "\n".join(
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        for row in rows
+    )
+
+
+def result_text(result: RunResult) -> str:
+    return (
+        f"{result.run_id}: {result.outcome} after {_count(result.attempts, 'attempt')} "
+        f"({_count(result.restarts, 'restart')}, {result.hours_used:.2f} h, "
+        f"${result.spend_usd:.4f})"
+    )
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def reaped_text(reaped: Sequence[ReapedSandbox]) -> str:
+    if not reaped:
+        return "nothing to reap"
+    lines = []
+    for entry in reaped:
+        if entry.kind == "snapshot":
+            what = "deleted" if entry.stopped else f"could not delete ({entry.detail})"
+        else:
+            what = "stopped" if entry.stopped else f"could not stop ({entry.detail})"
+        lines.append(f"{entry.provider} {entry.kind} {entry.sandbox_id} of {entry.run_id}: {what}")
+    stopped = sum(entry.stopped for entry in reaped if entry.kind != "snapshot")
+    lines.append(f"reaped {stopped} sandbox{'es' if stopped != 1 else ''}")
+    deleted = sum(entry.stopped for entry in reaped if entry.kind == "snapshot")
+    if deleted:
+        lines[-1] += f" and {deleted} snapshot{'s' if deleted != 1 else ''}"
+    return "\n".join(lines)
+
+
+def extension_text(extension: BudgetExtension) -> str:
+    parts = []
+    if extension.restarts:
+        parts.append(f"{extension.restarts} restart{'s' if extension.restarts != 1 else ''}")
+    if extension.hours:
+        parts.append(f"{extension.hours:g} h")
+    if extension.spend_usd:
+        parts.append(f"${extension.spend_usd:.2f}")
+    return ", ".join(parts) or "nothing"

@@ -1,0 +1,228 @@
+"""What `overnight logs` and `overnight inspect` know of a run, found without a worker.
+
+At 2 a.m. the worker may be the thing that is down, so everything here works without one:
+the spec comes from the run's history (its start event), the sandboxes from the provider
+(labelled with the run and the attempt), whether the run is still open from Temporal. The
+`status` query, which needs a worker, only adds what it knows (restart reasons, the tails
+kept in them) when it answers within a few seconds.
+
+Sandboxes are read where they are. A paused Runtime sandbox wakes on any read, so `opened`
+wakes one only when that cannot harm the run (an earlier attempt's, or any of a run that
+waits for a person or has ended), says so on stderr, and pauses it again afterwards.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.service import RPCError, RPCStatusCode
+
+from activities.models import SandboxInfo
+from activities.providers.forensics import SandboxForensics, forensics_for
+from activities.providers.protocol import ProviderError, SandboxProvider
+from overnight.constants import LABEL_ATTEMPT, LABEL_RUN
+from overnight.errors import OvernightError, RunNotFound
+from overnight.models import RunSpec, RunStatus
+
+STATUS_TIMEOUT = timedelta(seconds=5)
+# States in which the run's current sandbox is the supervisor's to wake or pause, not ours.
+_SUPERVISED = ("starting", "running", "restarting", "finishing")
+
+
+class CannotRead(OvernightError):
+    """A sandbox that cannot be read now (and why, in a sentence)."""
+
+
+@dataclass
+class RunView:
+    run_id: str
+    spec: RunSpec
+    open: bool
+    status: RunStatus | None
+    sandboxes: dict[int, SandboxInfo] = field(default_factory=dict)
+
+    @property
+    def attempts(self) -> list[int]:
+        return sorted(self.sandboxes)
+
+    def latest(self) -> int | None:
+        return max(self.sandboxes) if self.sandboxes else None
+
+    def restart_reason(self, attempt: int) -> str | None:
+        """Why `attempt` ended in a restart, when the status says."""
+        if self.status is None:
+            return None
+        for record in self.status.restarts:
+            if record.attempt == attempt:
+                return record.reason
+        return None
+
+    def kept_tail(self, attempt: int) -> str | None:
+        """The last words the run kept of `attempt` (its status), if any."""
+        if self.status is None:
+            return None
+        words = self.status.last_words
+        if words is not None and words.attempt == attempt:
+            return words.tail
+        for record in self.status.restarts:
+            if record.attempt == attempt and record.output_tail:
+                return record.output_tail
+        return None
+
+    def may_wake(self, sandbox: SandboxInfo) -> bool:
+        """Whether waking this paused sandbox for a read cannot cost the run anything: it is
+        not the one the supervisor is running (paused at its lease end, about to be woken)."""
+        if not self.open:
+            return True
+        status = self.status
+        if status is None:
+            # Nobody to ask: only sandboxes older than the latest one are surely set aside.
+            return sandbox.sandbox_id != self.sandboxes[max(self.sandboxes)].sandbox_id
+        return not (status.state in _SUPERVISED and status.sandbox_id == sandbox.sandbox_id)
+
+
+async def load_run(client: Client, run_id: str, provider_for: ProviderLookup) -> RunView:
+    spec = await run_spec(client, run_id)
+    handle = client.get_workflow_handle(run_id)
+    described = await handle.describe()
+    status = await query_status(client, run_id)
+    view = RunView(
+        run_id=run_id,
+        spec=spec,
+        open=described.status == WorkflowExecutionStatus.RUNNING,
+        status=status,
+    )
+    await refresh_sandboxes(view, provider_for(spec.provider))
+    return view
+
+
+ProviderLookup = Callable[[str], SandboxProvider]
+
+
+async def refresh_sandboxes(view: RunView, provider: SandboxProvider) -> None:
+    found = await provider.list({LABEL_RUN: view.spec.run_id}, include_stopped=True)
+    by_attempt: dict[int, SandboxInfo] = {}
+    for info in found:
+        attempt = info.labels.get(LABEL_ATTEMPT, "")
+        if not attempt.isdigit():
+            continue
+        n = int(attempt)
+        # A name given up by a stopped sandbox may be taken again: the newest holds it.
+        older = by_attempt.get(n)
+        if older is None or _created(info) >= _created(older):
+            by_attempt[n] = info
+    view.sandboxes = by_attempt
+
+
+def _created(info: SandboxInfo) -> float:
+    return info.created_at.timestamp() if info.created_at is not None else 0.0
+
+
+async def run_spec(client: Client, run_id: str) -> RunSpec:
+    """The run's spec, from the start event of its latest run (continue-as-new keeps it)."""
+    from workflows.intake import InvalidInput, accept_spec
+
+    handle = client.get_workflow_handle(run_id)
+    try:
+        async for event in handle.fetch_history_events(page_size=1):
+            payloads = event.workflow_execution_started_event_attributes.input.payloads
+            raw = client.data_converter.payload_converter.from_payloads([payloads[0]])[0]
+            try:
+                return accept_spec(raw, run_id, require_match=False)
+            except InvalidInput as bad:
+                raise OvernightError(f"run {run_id!r} has no usable spec: {bad}") from None
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:
+            raise RunNotFound(run_id) from None
+        raise
+    raise RunNotFound(run_id)
+
+
+async def query_status(client: Client, run_id: str) -> RunStatus | None:
+    """The run's status if a worker answers within a few seconds, else None."""
+    try:
+        status: RunStatus = await client.get_workflow_handle(run_id).query(
+            "status", result_type=RunStatus, rpc_timeout=STATUS_TIMEOUT
+        )
+    except Exception:  # no worker answered (or none is running): go without
+        return None
+    return status
+
+
+@dataclass
+class Opened:
+    """A sandbox open for reading: `woken` when it was woken for it (and will be re-paused)."""
+
+    sandbox: SandboxInfo
+    forensics: SandboxForensics
+    woken: bool = False
+
+
+@asynccontextmanager
+async def opened(
+    view: RunView,
+    provider: SandboxProvider,
+    attempt: int,
+    say: Callable[[str], None],
+) -> AsyncIterator[Opened]:
+    """The sandbox of `attempt`, readable; woken (and paused again on the way out) when it is
+    a paused Runtime sandbox that may be woken. CannotRead when it cannot be read now."""
+    sandbox = view.sandboxes.get(attempt)
+    if sandbox is None:
+        have = ", ".join(map(str, view.attempts)) or "none yet"
+        raise CannotRead(f"run {view.run_id} has no sandbox for attempt {attempt} (have: {have})")
+    forensics = forensics_for(provider)
+    if forensics is None:
+        raise CannotRead(f"provider {view.spec.provider!r} cannot be read from here")
+    current = await provider.sandbox(sandbox.sandbox_id)
+    if not forensics.wakes_on_read:
+        yield Opened(current, forensics)
+        return
+    if current.state in ("stopped", "missing"):
+        raise CannotRead(
+            f"sandbox {sandbox.sandbox_id} (attempt {attempt}) is {current.state}: Runtime keeps "
+            "nothing of a stopped sandbox"
+        )
+    if current.state != "paused":
+        yield Opened(current, forensics)
+        return
+    if not view.may_wake(current):
+        why = (
+            "is paused at its lease end and the run is about to wake it"
+            if view.status is not None
+            else "is paused, and with no worker answering it cannot be told whether the run "
+            "will wake it"
+        )
+        raise CannotRead(
+            f"sandbox {sandbox.sandbox_id} (attempt {attempt}) {why}: not woken for a read "
+            "(that could cost the run a restart); try again in a minute"
+        )
+    say(
+        f"sandbox {sandbox.sandbox_id} (attempt {attempt}) is paused: reading a paused Runtime "
+        "sandbox wakes it, so it is woken for this read (a fresh lease, billed while awake) "
+        "and paused again right after"
+    )
+    try:
+        woken = await provider.wake(sandbox.sandbox_id)
+    except ProviderError as error:
+        raise CannotRead(f"could not wake sandbox {sandbox.sandbox_id}: {error}") from None
+    try:
+        yield Opened(woken, forensics, woken=True)
+    finally:
+        await asyncio.shield(_pause_again(provider, sandbox.sandbox_id, say))
+
+
+async def _pause_again(
+    provider: SandboxProvider, sandbox_id: str, say: Callable[[str], None]
+) -> None:
+    try:
+        await provider.pause(sandbox_id)
+    except ProviderError as error:
+        say(f"could not pause sandbox {sandbox_id} again: {error}; run: overnight reap --paused")
+        return
+    say(f"sandbox {sandbox_id} paused again")

@@ -1,0 +1,225 @@
+"""Run the overnight worker: AgentRun plus the sandbox activities, until told to stop.
+
+`serve` runs the worker on a client; `run_dev` (`python worker.py --dev`, `overnight dev`)
+first starts or reuses the local dev server; `run_with_env_config` (`python worker.py`)
+connects with Temporal's environment configuration.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import threading
+from collections.abc import AsyncIterator, Mapping
+from datetime import timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Worker
+
+from overnight.connect import connect
+from overnight.constants import TASK_QUEUE
+from overnight.worker.devconfig import default_dev_config, load_dev_config
+from overnight.worker.devserver import start_or_reuse
+from overnight.worker.workflow_runner import shared_module_runner
+
+if TYPE_CHECKING:
+    from activities.providers.protocol import SandboxProvider
+
+# Every supervised run holds one long-poll observe activity at all times, and those are cheap
+# coroutines: the SDK's default of 100 slots would cap a worker at 100 runs.
+MAX_CONCURRENT_ACTIVITIES = 5000
+MAX_CACHED_WORKFLOWS = 5000
+# The SDK sends at most one heartbeat per min(0.8 x heartbeat timeout, this): at least the
+# longest interval our activities heartbeat at (0.8 x the observe's 270 s timeout,
+# activities.heartbeat), so each heartbeat they make is sent when made, and none more.
+HEARTBEAT_THROTTLE = timedelta(seconds=216)
+# On SIGTERM (a deploy) the observes hand their watches to other workers at once; other
+# activities (a create, a snapshot) get this long to finish before they are handed over too.
+GRACEFUL_SHUTDOWN = timedelta(seconds=10)
+logger = logging.getLogger(__name__)
+
+
+async def serve(
+    client: Client,
+    *,
+    task_queue: str = TASK_QUEUE,
+    ready: asyncio.Event | None = None,
+    stop: asyncio.Event | None = None,
+    max_concurrent_activities: int = MAX_CONCURRENT_ACTIVITIES,
+    max_cached_workflows: int = MAX_CACHED_WORKFLOWS,
+    providers: Mapping[str, SandboxProvider] | None = None,
+) -> None:
+    """Poll `task_queue` for AgentRun workflows and sandbox activities until `stop` is set
+    (or this task is cancelled); then shut the worker down and close the providers.
+
+    `providers` replaces the ones built from the environment (the benchmarks pass an
+    in-process fake whose agents cost nothing)."""
+    # Imported here so that modules needing only the client (the CLI) do not load providers.
+    from activities.sandbox import SandboxActivities
+    from workflows.agent_run import AgentRun
+    from workflows.notify_run import NotifyRun
+
+    if providers is None:
+        _warn_if_local_runs_cannot_be_isolated()
+        sandbox_activities = SandboxActivities.from_env(client)
+    else:
+        sandbox_activities = SandboxActivities(client, providers=providers)
+    async with sandbox_activities:
+        worker = Worker(
+            client,
+            task_queue=task_queue,
+            workflows=[AgentRun, NotifyRun],
+            activities=sandbox_activities.all(),
+            max_concurrent_activities=max_concurrent_activities,
+            max_cached_workflows=max_cached_workflows,
+            max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
+            graceful_shutdown_timeout=GRACEFUL_SHUTDOWN,
+            # One copy of overnight's modules for every cached run (overnight/workflow_runner.py).
+            workflow_runner=shared_module_runner(),
+        )
+        await run_worker(worker, ready=ready, stop=stop)
+
+
+def _warn_if_local_runs_cannot_be_isolated() -> None:
+    from activities.providers.local.isolation import INSTALL_HINT, bwrap_problem
+
+    problem = bwrap_problem()
+    if problem is not None:
+        logger.warning("local runs will be refused: %s: %s", problem, INSTALL_HINT)
+
+
+async def run_worker(
+    worker: Worker,
+    *,
+    ready: asyncio.Event | None = None,
+    stop: asyncio.Event | None = None,
+) -> None:
+    """Run `worker` until `stop` is set, the task is cancelled or the worker fails.
+
+    `ready` is set once the worker is running. On the way out the worker is shut down
+    gracefully: the observes hand their watches to other workers at once, other activities get
+    `GRACEFUL_SHUTDOWN` to finish and are then handed over too (activities.heartbeat). A worker
+    failure is raised here.
+    """
+    stop = stop or asyncio.Event()
+    running = asyncio.create_task(worker.run(), name=f"worker {worker.task_queue}")
+    try:
+        while not worker.is_running and not running.done():
+            await asyncio.sleep(0.01)
+        if ready is not None and worker.is_running:
+            ready.set()
+        stop_requested = asyncio.create_task(stop.wait())
+        try:
+            await asyncio.wait({running, stop_requested}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stop_requested.cancel()
+        if running.done():
+            running.result()  # the worker failed on its own: let the caller see why
+    finally:
+        if not running.done():
+            await asyncio.shield(_shutdown(worker, running))
+
+
+async def run_dev(
+    config_path: Path | str | None = None,
+    *,
+    task_queue: str = TASK_QUEUE,
+    ready: asyncio.Event | None = None,
+    stop: asyncio.Event | None = None,
+) -> None:
+    """Start or reuse the dev server, print the Web UI address, run the worker until stopped.
+
+    Without `config_path`, temporal-dev.yaml from the current folder or the repo is used.
+    Without a `stop` event, SIGINT and SIGTERM stop it (a second one stops waiting). The
+    server is stopped on the way out only if this call started it.
+    """
+    config = default_dev_config() if config_path is None else load_dev_config(config_path)
+    async with _stop_on_signals(stop) as stop_event:
+        server = await start_or_reuse(config)
+        try:
+            how = "started here" if server.started_here else "already running, reused"
+            print(f"Temporal dev server at {server.address} ({how})", flush=True)
+            if config.ui:
+                print(f"Temporal Web UI: {server.ui_url}", flush=True)
+            # Plain loopback connection: env config (TLS, API keys) is for real clusters.
+            client = await Client.connect(
+                server.address, namespace=server.namespace, data_converter=pydantic_data_converter
+            )
+            await _serve_announced(client, task_queue, ready, stop_event)
+        finally:
+            if server.started_here:
+                print("stopping the dev server", flush=True)
+            server.stop()
+
+
+async def run_with_env_config(
+    *,
+    task_queue: str = TASK_QUEUE,
+    ready: asyncio.Event | None = None,
+    stop: asyncio.Event | None = None,
+) -> None:
+    """Run the worker against the cluster Temporal's environment configuration names."""
+    async with _stop_on_signals(stop) as stop_event:
+        client = await connect()
+        print(f"connected to {client.service_client.config.target_host}", flush=True)
+        await _serve_announced(client, task_queue, ready, stop_event)
+
+
+async def _serve_announced(
+    client: Client, task_queue: str, ready: asyncio.Event | None, stop: asyncio.Event
+) -> None:
+    worker_ready = ready or asyncio.Event()
+    announce = asyncio.create_task(_announce_when(worker_ready, task_queue, client.namespace))
+    try:
+        await serve(client, task_queue=task_queue, ready=worker_ready, stop=stop)
+    finally:
+        announce.cancel()
+    print("worker stopped", flush=True)
+
+
+async def _announce_when(ready: asyncio.Event, task_queue: str, namespace: str) -> None:
+    await ready.wait()
+    print(
+        f"worker polling task queue {task_queue!r} in namespace {namespace!r}; Ctrl-C stops",
+        flush=True,
+    )
+
+
+async def _shutdown(worker: Worker, running: asyncio.Task[None]) -> None:
+    if worker.is_running and not worker.is_shutdown:
+        await worker.shutdown()
+    with contextlib.suppress(asyncio.CancelledError):
+        await running
+
+
+@contextlib.asynccontextmanager
+async def _stop_on_signals(stop: asyncio.Event | None) -> AsyncIterator[asyncio.Event]:
+    """Yield `stop`, or a fresh event set by SIGINT/SIGTERM (a second signal cancels the run)."""
+    if stop is not None:
+        yield stop
+        return
+    event = asyncio.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield event  # signal handlers can only be installed from the main thread
+        return
+    loop = asyncio.get_running_loop()
+    main_task = asyncio.current_task()
+
+    def on_signal() -> None:
+        if event.is_set() and main_task is not None:
+            main_task.cancel()  # asked twice: stop waiting for a graceful shutdown
+        event.set()
+
+    signals = (signal.SIGINT, signal.SIGTERM)
+    for sig in signals:
+        loop.add_signal_handler(sig, on_signal)
+    try:
+        yield event
+    finally:
+        for sig in signals:
+            loop.remove_signal_handler(sig)

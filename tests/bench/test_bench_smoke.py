@@ -1,0 +1,63 @@
+"""`python -m bench --quick` runs every benchmark end to end, both systems side by side.
+
+Correctness only: tiny sizes and short polls, so no figure here means anything; the point is
+that each benchmark measures both columns and writes its results.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from bench.run import Options, run_bench
+from overnight.worker.devserver import DevServer
+
+
+async def test_quick_bench_measures_both_systems_on_every_metric(
+    dev_server: DevServer, tmp_path: Path
+) -> None:
+    printed: list[str] = []
+    outcome = await run_bench(
+        Options(
+            quick=True,
+            results_dir=tmp_path / "results",
+            address=dev_server.address,
+            namespace=dev_server.namespace,
+            private_home=False,  # the session's OVERNIGHT_HOME
+            state_dir=tmp_path / "state",
+        ),
+        out=printed.append,
+    )
+
+    metrics = [row.metric for row in outcome.rows]
+    for expected in (
+        "crash-to-noticed, median",
+        "recovery overhead beyond provider create+clone, median",
+        "billable actions / supervised hour",
+        "scale: most runs on one worker with tick lag p99 <= 2 s",
+        "crash-to-noticed on runtime, median",
+        "runtime requests / run-hour, quiet agent",
+        "local checkpoint reads / run-hour, quiet agent",
+        "runtime runs one key sustains under 50 req/s (from the measured rate)",
+        "4 concurrent runtime runs on one key (2 workers): 429 answers",
+    ):
+        assert expected in metrics
+    for row in outcome.rows:
+        assert row.overnight is not None, row.metric
+        # The key checks run overnight alone; every other row has both columns.
+        alone = "concurrent" in row.metric or "one worker watches" in row.metric
+        assert alone or row.baseline is not None, row.metric
+    assert outcome.details["crash"]["incomplete_samples"] == []
+    assert outcome.details["runtime_crash"]["incomplete_samples"] == []
+    cells = outcome.details["requests"]["cells"]
+    for system in ("overnight", "baseline"):
+        assert cells[f"{system}/runtime/ticking"]["requests_per_hour"] > 0
+        assert cells[f"{system}/local/ticking"]["read_per_hour"] > 0
+    assert outcome.details["key_limit"]["late_runs"] == []
+    assert outcome.details["history"]["overnight"]["events"] > 0
+    overnight_scale = outcome.details["scale"]["overnight"]["levels"][0]
+    assert overnight_scale["all_started"] and overnight_scale["lag"]["n"] > 0
+    written = json.loads(outcome.json_path.read_text())
+    assert [row["metric"] for row in written["rows"]] == metrics
+    assert "| metric |" in outcome.md_path.read_text()
+    assert any("crash-to-noticed" in line for line in printed)

@@ -1,0 +1,60 @@
+"""What `overnight status` prints about a sandbox's lease and what the run costs."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from overnight.cli.render import status_text
+from overnight.models import Budget, DailyLimit, RunStatus
+
+NOW = datetime(2026, 11, 30, 14, 0, tzinfo=UTC)
+
+
+def status(**changes: object) -> RunStatus:
+    fields: dict[str, object] = {
+        "run_id": "r",
+        "state": "running",
+        "attempt": 1,
+        "budget": Budget(),
+        "started_at": NOW - timedelta(hours=3),
+    }
+    return RunStatus.model_validate(fields | changes)
+
+
+def test_status_says_when_the_lease_ends_and_how_often_it_was_woken_at_its_end() -> None:
+    text = status_text(
+        status(lease_ends_at=NOW + timedelta(minutes=42), lease_resumes=2), now=NOW, ui_url=None
+    )
+    assert "lease ends:    in 42m (14:42 UTC), woken 2x at its end" in text
+
+
+def test_a_finished_run_shows_no_lease() -> None:
+    text = status_text(
+        status(state="finished", lease_ends_at=NOW + timedelta(minutes=5)), now=NOW, ui_url=None
+    )
+    assert "lease ends" not in text
+
+
+def test_status_shows_what_the_provider_charged_beside_the_estimate_and_the_daily_limit() -> None:
+    daily = DailyLimit(limit_usd=25.0, used_usd=3.1, remaining_usd=21.9, read_at=NOW)
+    text = status_text(
+        status(spend_usd=1.26, spend_charged_usd=1.2, spend_estimated_usd=0.9, daily_limit=daily),
+        now=NOW,
+        ui_url=None,
+    )
+    assert "charged:       $1.20 by the provider (estimate $0.90)" in text
+    assert "daily limit $25.00: $3.10 used, $21.90 left" in text
+
+
+def test_status_says_a_run_waits_for_the_daily_window() -> None:
+    daily = DailyLimit(limit_usd=5.0, used_usd=5.0, remaining_usd=0.0, read_at=NOW)
+    text = status_text(
+        status(state="needs_attention", daily_limit=daily, waiting_for_daily_window=True),
+        now=NOW,
+        ui_url=None,
+    )
+    assert "$0.00 left · waiting for the daily window to reopen" in text
+
+
+def test_a_local_run_shows_no_charges() -> None:
+    assert "charged:" not in status_text(status(spend_usd=0.4), now=NOW, ui_url=None)
