@@ -3,8 +3,9 @@
 Output is read by cursor (see activities.providers.forensics): a reader, however slow,
 never makes the agent wait. Lines are printed whole, each with every value of the run's
 `secret_env` found in this process's environment replaced by `***` (the worker redacts
-what it keeps; here only what this machine knows can be redacted). `--follow` carries on across restarts and
-fresh-context starts, with a header line for each, and ends when the run ends.
+what it keeps; here only what this machine knows can be redacted). `--follow` carries on
+across restarts and fresh-context starts, with a header line for each, and ends when the
+run ends.
 """
 
 from __future__ import annotations
