@@ -8,10 +8,11 @@ for it unless the caller is waking it anyway (`may_wake`) and pauses it again af
 from __future__ import annotations
 
 import logging
+import os
 
 from activities.models import OutputTail
-from activities.providers.forensics import forensics_for
 from activities.providers.protocol import ProviderError, SandboxProvider
+from activities.providers.registry import forensics_for
 from overnight.output_tail import cut_tail, secret_values, window_bytes
 
 logger = logging.getLogger(__name__)
@@ -28,7 +29,7 @@ async def read_last_words(
     forensics = forensics_for(provider)
     if forensics is None:
         return None
-    secrets = secret_values(secret_env)
+    secrets = secret_values(secret_env, os.environ)
     try:
         if forensics.wakes_on_read and not may_wake:
             state = (await provider.sandbox(sandbox_id)).state

@@ -9,7 +9,6 @@ first use inside the worker's event loop (its client belongs to that loop), from
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
@@ -44,17 +43,16 @@ from activities.models import (
 )
 from activities.money_activities import MoneyActivities
 from activities.observe import observe
-from activities.providers.local.isolation import spec_binds
-from activities.providers.local.provider import LocalProvider
+from activities.providers import registry
 from activities.providers.money import ensure_daily_room, read_charge, read_money
 from activities.providers.protocol import (
     AgentLaunch,
-    ProviderError,
     SandboxNotFound,
     SandboxNotRunning,
     SandboxProvider,
     SandboxRequest,
 )
+from activities.providers.registry import ProviderFactory
 from activities.providers.runtime.watch import exit_marker_path
 from activities.search_attributes import SearchAttributeCache
 from activities.snapshot_activities import SnapshotActivities, start_restored, usable_restore
@@ -65,23 +63,6 @@ from overnight.constants import (
     LABEL_RUN,
 )
 from overnight.models import RunSpec
-
-ProviderFactory = Callable[[], SandboxProvider]
-
-
-def build_runtime_provider() -> SandboxProvider:
-    if not os.environ.get("RUNTIME_API_KEY", "").strip():
-        raise ProviderError(
-            "RUNTIME_API_KEY is not set in the worker's environment (needed for provider "
-            "'runtime')",
-            kind=ErrorType.MISSING_CREDENTIALS,
-            retryable=False,
-        )
-    from activities.providers.runtime.provider import (
-        RuntimeProvider,  # the SDK loads only where it is used
-    )
-
-    return RuntimeProvider()
 
 
 class SandboxActivities:
@@ -104,11 +85,8 @@ class SandboxActivities:
 
     @classmethod
     def from_env(cls, client: Client | None) -> SandboxActivities:
-        return cls(
-            client,
-            providers={"local": LocalProvider()},
-            factories={"runtime": build_runtime_provider},
-        )
+        providers, factories = registry.worker_providers()
+        return cls(client, providers=providers, factories=factories)
 
     def all(self) -> list[Callable[..., Any]]:
         from activities.notify.activities import NotifyActivities
@@ -178,7 +156,7 @@ class SandboxActivities:
             on_lease_end="pause",
             max_total_cost_micros=input.max_total_cost_micros,
             isolation=spec.isolation,
-            binds=spec_binds(spec),
+            binds=setup.spec_binds(spec),
         )
         async with auto_heartbeat(self._heartbeat_seconds):
             with activity_errors():

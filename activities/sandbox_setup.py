@@ -13,11 +13,13 @@ import re
 import shlex
 from collections.abc import Mapping
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import overnight
 from activities.errors import ErrorType, non_retryable
 from activities.providers.protocol import ProviderError, SandboxProvider
 from overnight.constants import KIT_MOUNT, SNAPSHOT_ANSWER
+from overnight.isolation import HostBind, is_under
 from overnight.models import RunSpec
 
 # The agent kit's folder on the worker, uploaded to KIT_MOUNT in every sandbox.
@@ -144,3 +146,19 @@ async def write_checkpoint_once(
 def _tail(text: str, limit: int = 500) -> str:
     text = text.strip()
     return text if len(text) <= limit else "…" + text[-limit:]
+
+
+def spec_binds(spec: RunSpec) -> tuple[HostBind, ...]:
+    """The spec's binds, and its `repo` read-only when it is a folder on this machine (the
+    clone reads it there) and no bind shows it already."""
+    binds = tuple(spec.binds)
+    if spec.provider != "local":
+        return binds
+    repo = clone_source(spec.repo)
+    if repo.startswith("file://"):
+        repo = urlsplit(repo).path
+    if not repo.startswith("/") or not os.path.exists(repo):
+        return binds
+    if any(is_under(repo, [bind.path]) for bind in binds):
+        return binds
+    return (*binds, HostBind(path=repo))

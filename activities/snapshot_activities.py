@@ -32,6 +32,7 @@ from activities.models import (
 )
 from activities.providers.protocol import AgentLaunch, ProcessInfo, ProviderError, SandboxProvider
 from activities.providers.protocol import SandboxRequest as Request
+from activities.providers.registry import supports_snapshots
 from activities.providers.snapshot_protocol import SnapshotProvider
 from overnight.constants import LABEL_RUN, LABEL_SNAPSHOT, SNAPSHOT_ANSWER
 
@@ -39,7 +40,7 @@ ProviderGetter = Callable[[str], Awaitable[SandboxProvider]]
 
 
 def snapshots_of(provider: SandboxProvider) -> SnapshotProvider:
-    if not isinstance(provider, SnapshotProvider):
+    if not supports_snapshots(provider):
         raise non_retryable(ErrorType.INVALID_REQUEST, "this provider offers no snapshots")
     return provider
 
@@ -154,7 +155,7 @@ async def usable_restore(
 ) -> Request:
     """The create request made from the snapshot if it is still ready; else unchanged (this
     restart then recovers from the checkpoint)."""
-    if restore is None or not isinstance(provider, SnapshotProvider):
+    if restore is None or not supports_snapshots(provider):
         return request
     info = await provider.snapshot_info(restore.snapshot_id)
     if info.state != "ready":

@@ -1,4 +1,5 @@
-"""The benchmark's results: rows with a target, percentiles, the printed table and the files."""
+"""The benchmark's results: rows with a target, percentiles, the printed table and the files,
+and the tables of the docs page that shows them (docs/performance.md, between markers)."""
 
 from __future__ import annotations
 
@@ -103,11 +104,11 @@ def render_text(rows: Sequence[Row]) -> str:
     return "\n".join(lines)
 
 
-def render_markdown(rows: Sequence[Row]) -> str:
+def render_markdown(rows: Sequence[Row], *, notes: bool = True) -> str:
     lines = ["| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
     lines += ["| " + " | ".join(_cells(row)) + " |" for row in rows]
-    notes = [f"- **{row.metric}**: {row.note}" for row in rows if row.note]
-    return "\n".join(lines + ([""] + notes if notes else []))
+    noted = [f"- **{row.metric}**: {row.note}" for row in rows if row.note] if notes else []
+    return "\n".join(lines + ([""] + noted if noted else []))
 
 
 def merge_earlier(
@@ -172,6 +173,65 @@ def write_results(
         )
     md_path.write_text(header + render_markdown(rows) + "\n")
     return json_path, md_path
+
+
+# The docs page's generated parts: `<!-- generated: NAME -->` ... `<!-- end generated: NAME -->`.
+# Everything between a pair is rewritten; the prose around it is the page's own.
+PAGE_TABLES = {
+    # name: the groups whose rows it shows (None: every group no other table names)
+    "results": None,
+    "snapshot": ("snapshot",),
+}
+
+
+def page_tables(rows: Sequence[Row], meta: dict[str, Any]) -> dict[str, str]:
+    """Each generated table of the docs page: its rows (notes stay in latest.md, they are long)
+    and a line saying which run measured them, since a partial run keeps earlier rows."""
+    named = {group for groups in PAGE_TABLES.values() if groups for group in groups}
+    tables = {}
+    for name, groups in PAGE_TABLES.items():
+        chosen = [
+            row for row in rows if (row.group in groups if groups else row.group not in named)
+        ]
+        tables[name] = render_markdown(chosen, notes=False) + "\n\n" + _measured(chosen, meta)
+    return tables
+
+
+def _measured(rows: Sequence[Row], meta: dict[str, Any]) -> str:
+    ran = set(meta.get("metrics", []))
+    kept = meta.get("kept") or {}
+    groups = list(dict.fromkeys(row.group for row in rows))
+    fresh = [group for group in groups if group in ran]
+    parts = []
+    if fresh:
+        parts.append(
+            f"{', '.join(fresh)}: `{meta.get('command', '')}`, finished "
+            f"{meta.get('finished_at', '?')} ({meta.get('wall_seconds', '?')} s) on "
+            f"{meta.get('machine', '?')}"
+        )
+    for group in groups:
+        if group not in ran:
+            parts.append(f"{group}: an earlier run, finished {kept.get(group, '?')}")
+    if not parts:
+        return "No rows yet: run the benchmark (see above)."
+    return "Generated from `bench/results/latest.json`. Measured by " + "; ".join(parts) + "."
+
+
+def fill_page(page: Path, tables: dict[str, str]) -> list[str]:
+    """Rewrite each table between its markers in `page`; the names whose markers are missing
+    (their tables are left out, the rest is written)."""
+    text = page.read_text()
+    missing = []
+    for name, table in tables.items():
+        begin, end = f"<!-- generated: {name} -->", f"<!-- end generated: {name} -->"
+        head, found, rest = text.partition(begin)
+        _, found_end, tail = rest.partition(end)
+        if not (found and found_end):
+            missing.append(name)
+            continue
+        text = f"{head}{begin}\n{table}\n{end}{tail}"
+    page.write_text(text)
+    return missing
 
 
 def _fmt(value: float | None) -> str:

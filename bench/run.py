@@ -25,13 +25,26 @@ from bench.key_limit import KeySettings, measure_key_limit
 from bench.procs import dev_server
 from bench.provider_cost import CostSettings, measure_provider_cost
 from bench.provider_rows import cost_rows
-from bench.report import Row, merge_earlier, render_text, write_results
+from bench.report import (
+    Row,
+    fill_page,
+    merge_earlier,
+    page_tables,
+    render_text,
+    write_results,
+)
 from bench.runtime_crash import measure_runtime_crash
 from bench.scale import ScaleSettings, measure_scale
 from overnight.home import HOME_ENV
 
 METRICS = ("crash", "recovery", "history", "scale", "requests")
-RESULTS_DIR = Path(__file__).resolve().parent / "results"
+# Every group a row may carry, in the table's order: the suite's, then the benchmarks run on
+# their own (`python -m bench.snapshot_recovery`), whose rows a suite run keeps.
+GROUPS = (*METRICS, "snapshot")
+REPO_ROOT = Path(__file__).resolve().parent.parent
+RESULTS_DIR = REPO_ROOT / "bench" / "results"
+# The docs page showing bench/results' rows: its tables are rewritten, between markers.
+RESULTS_PAGE = REPO_ROOT / "docs" / "performance.md"
 
 
 @dataclass(frozen=True)
@@ -169,7 +182,7 @@ async def run_bench(options: Options, out: Callable[[str], None] = print) -> Out
         + "".join(
             f" --only {m}" for m in METRICS if m in options.only and options.only != set(METRICS)
         ),
-        "machine": _machine(),
+        "machine": machine(),
         "started_at": started_at.isoformat(timespec="seconds"),
         "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "wall_seconds": round(time.monotonic() - began),
@@ -178,12 +191,32 @@ async def run_bench(options: Options, out: Callable[[str], None] = print) -> Out
         "metrics": sorted(options.only),
     }
     folder = options.results_dir or (state_dir / "results" if options.quick else RESULTS_DIR)
-    if set(METRICS) - options.only:
-        rows = merge_earlier(folder, rows, details, meta, METRICS)
-    json_path, md_path = write_results(folder, rows, details, meta)
+    rows, json_path, md_path = save_results(folder, rows, details, meta, out)
     out(render_text(rows))
     out(f"wrote {json_path} and {md_path} ({meta['wall_seconds']} s)")
     return Outcome(rows, details, json_path, md_path)
+
+
+def save_results(
+    folder: Path,
+    rows: list[Row],
+    details: dict[str, Any],
+    meta: dict[str, Any],
+    out: Callable[[str], None] = print,
+    page: Path = RESULTS_PAGE,
+) -> tuple[list[Row], Path, Path]:
+    """Write this run's rows to `folder`, keeping the rows of the benchmarks it did not run
+    from the folder's last results; the rows written, and the two files. Into bench/results
+    (not a quick run's folder) the docs page's tables are rewritten too, so they show what
+    latest.json holds."""
+    rows = merge_earlier(folder, rows, details, meta, GROUPS)
+    json_path, md_path = write_results(folder, rows, details, meta)
+    if folder.resolve() == RESULTS_DIR:
+        missing = fill_page(page, page_tables(rows, meta))
+        out(f"rewrote the tables in {page}")
+        if missing:
+            out(f"warning: {page} has no markers for {', '.join(missing)}: not written")
+    return rows, json_path, md_path
 
 
 async def _requests(
@@ -252,7 +285,8 @@ async def _connect(address: str, namespace: str) -> Client:
     )
 
 
-def _machine() -> str:
+def machine() -> str:
+    """The cores, CPU model, memory and Python the figures were measured with."""
     model = ""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():

@@ -24,7 +24,7 @@ from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 
 from activities.providers.local.provider import LocalProvider
 from activities.providers.protocol import SandboxProvider
-from activities.sandbox import build_runtime_provider
+from activities.providers.registry import PROVIDERS
 from bench.baseline_worker import serve_baseline
 from bench.counting import CountingEngine, dump_counts
 from bench.fake_provider import FakeProvider
@@ -67,7 +67,7 @@ async def run(args: argparse.Namespace) -> None:
         low, high = args.fake_interval
         providers = {"local": FakeProvider(interval=(low, high), log_path=args.fake_log)}
     elif args.provider == "runtime":
-        providers = {"local": LocalProvider(), "runtime": build_runtime_provider()}
+        providers = {"local": LocalProvider(), "runtime": PROVIDERS["runtime"].build()}
     elif args.counts_file is not None:
         engine = CountingEngine()
         providers = {"local": LocalProvider(engine)}

@@ -1,4 +1,5 @@
-"""One way to get a Temporal client: Temporal's environment configuration, pydantic payloads.
+"""One way to get a Temporal client (Temporal's environment configuration, pydantic payloads),
+and where its Web UI shows a run.
 
 `TEMPORAL_ADDRESS`, `TEMPORAL_NAMESPACE`, `TEMPORAL_API_KEY`, the TLS variables and
 `temporal.toml` profiles (`TEMPORAL_PROFILE`, `TEMPORAL_CONFIG_FILE`) all work, so the same code
@@ -7,11 +8,16 @@ talks to the local dev server, a self-hosted cluster or Temporal Cloud.
 
 from __future__ import annotations
 
+from urllib.parse import quote
+
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.envconfig import ClientConfig
 
 from overnight.constants import DEFAULT_ADDRESS
+
+# Names the Web UI's base where it is neither the dev server's nor Temporal Cloud's.
+UI_URL_ENV = "OVERNIGHT_UI_URL"
 
 
 async def connect(address: str | None = None, namespace: str | None = None) -> Client:
@@ -23,3 +29,20 @@ async def connect(address: str | None = None, namespace: str | None = None) -> C
     if namespace:
         config["namespace"] = namespace
     return await Client.connect(**config, data_converter=pydantic_data_converter)
+
+
+def web_ui_url(ui_base: str, namespace: str, run_id: str) -> str:
+    base = ui_base.rstrip("/")
+    return f"{base}/namespaces/{quote(namespace, safe='')}/workflows/{quote(run_id, safe='')}"
+
+
+def default_ui_base(address: str, override: str | None = None) -> str | None:
+    """Where the Web UI for `address` probably is: the dev server's (gRPC port + 1000), or Cloud."""
+    if override:
+        return override
+    host, _, port = address.rpartition(":")
+    if host in ("localhost", "127.0.0.1", "[::1]", "0.0.0.0") and port.isdigit():
+        return f"http://{'localhost' if host == '0.0.0.0' else host}:{int(port) + 1000}"
+    if host.endswith(".tmprl.cloud"):
+        return "https://cloud.temporal.io"
+    return None

@@ -7,6 +7,7 @@ too. Whether a bind exists is checked where it is mounted, by the worker.
 from __future__ import annotations
 
 import posixpath
+from collections.abc import Sequence
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, field_validator
@@ -51,3 +52,9 @@ def check_binds(binds: list[HostBind], provider: str) -> None:
         if bind.path in seen:
             raise ValueError(f"binds: {bind.path} is listed twice")
         seen.add(bind.path)
+
+
+def is_under(path: str, roots: Sequence[str]) -> bool:
+    """Whether `path` is one of `roots` or inside one (by name: no link is followed)."""
+    path = posixpath.normpath(path)
+    return any(path == root or path.startswith(root.rstrip("/") + "/") for root in roots)

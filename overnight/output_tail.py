@@ -7,7 +7,6 @@ larger than the tail, so a secret straddling the window's start can never surviv
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -27,10 +26,10 @@ class Tail:
     truncated: bool
 
 
-def secret_values(names: Iterable[str], environ: Mapping[str, str] | None = None) -> list[str]:
-    """The values of the named variables in this process's environment (the worker's), each
+def secret_values(names: Iterable[str], environ: Mapping[str, str]) -> list[str]:
+    """The values of the named variables in `environ` (the worker's, or the CLI's own), each
     non-empty one and each of its lines (a multi-line secret printed line by line)."""
-    source = os.environ if environ is None else environ
+    source = environ
     values: set[str] = set()
     for name in names:
         value = source.get(name)

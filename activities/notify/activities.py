@@ -21,9 +21,9 @@ from temporalio.exceptions import ApplicationError
 from activities.models import ActivityName
 from activities.notify import send as notify
 from activities.notify.models import DeliveryInput, Notification, SendResult
+from overnight.connect import UI_URL_ENV, default_ui_base, web_ui_url
 
 logger = logging.getLogger(__name__)
-UI_URL_ENV = "OVERNIGHT_UI_URL"
 
 
 class NotifyActivities:
@@ -43,8 +43,6 @@ class NotifyActivities:
         names the UI's base when it is not the dev server's or Temporal Cloud's)."""
         if self._client is None:
             return None
-        from overnight.cli.client import default_ui_base, web_ui_url
-
         address = self._client.service_client.config.target_host
         base = default_ui_base(address, self.environ.get(UI_URL_ENV) or None)
         return web_ui_url(base, self._client.namespace, run_id) if base else None

@@ -2,7 +2,7 @@
 
 What `overnight logs` and `overnight inspect` read, and what the worker reads for an ended
 attempt's last words. A second interface next to `SandboxProvider`, implemented by the
-`local` and `runtime` providers' companions (`forensics_for`): providers without one (a
+`local` and `runtime` providers' companions (`registry.forensics_for`): providers without one (a
 benchmark's fake) simply have no output to show.
 
 Reading never slows an agent down: output is read by cursor (a file offset on `local`, a
@@ -19,7 +19,7 @@ from datetime import datetime
 from typing import Literal, Protocol
 
 from activities.models import ProcessState
-from activities.providers.protocol import FileRead, SandboxProvider
+from activities.providers.protocol import FileRead
 
 # An agent's start key is `{run_id}-{attempt}-{fresh_start}` (activities.sandbox._launch).
 _START_KEY = re.compile(r"^(?P<run>.+)-(?P<attempt>\d+)-(?P<fresh>\d+)$")
@@ -105,22 +105,3 @@ def parse_start_key(start_key: str) -> tuple[int, int] | None:
     if found is None:
         return None
     return int(found["attempt"]), int(found["fresh"])
-
-
-def forensics_for(provider: SandboxProvider) -> SandboxForensics | None:
-    """The forensics companion of one of overnight's providers; None for any other."""
-    from activities.providers.local.provider import LocalProvider
-
-    if isinstance(provider, LocalProvider):
-        from activities.providers.local.forensics import LocalForensics
-
-        return LocalForensics(provider.engine)
-    try:
-        from activities.providers.runtime.provider import RuntimeProvider
-    except ImportError:  # pragma: no cover - the SDK is a dependency
-        return None
-    if isinstance(provider, RuntimeProvider):
-        from activities.providers.runtime.forensics import RuntimeForensics
-
-        return RuntimeForensics(provider)
-    return None

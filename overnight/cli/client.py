@@ -11,7 +11,6 @@ import secrets
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
-from urllib.parse import quote
 
 from pydantic import BaseModel
 from temporalio.client import Client, WorkflowExecution, WorkflowExecutionStatus, WorkflowHandle
@@ -21,6 +20,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from activities.models import SandboxInfo
 from activities.providers.protocol import SandboxProvider
+from overnight.connect import default_ui_base, web_ui_url
 from overnight.constants import (
     LABEL_RUN,
     SA_LAST_PROGRESS,
@@ -275,12 +275,12 @@ async def _reap_snapshots(
 ) -> list[ReapedSandbox]:
     """Delete snapshots of runs that no longer exist, or that ended without cleaning up
     (terminated, failed, timed out); those of a run that ended well only with `include_paused`."""
-    from activities.providers.snapshot_protocol import SnapshotProvider
+    from activities.providers.registry import supports_snapshots
 
     statuses: dict[str, WorkflowExecutionStatus | None] = {}
     reaped: list[ReapedSandbox] = []
     for provider_name, provider in providers.items():
-        if not isinstance(provider, SnapshotProvider):
+        if not supports_snapshots(provider):
             continue
         for snap in await provider.list_snapshots({}):
             run_id = snap.labels.get(LABEL_RUN)
@@ -328,23 +328,3 @@ async def _stop(
         return entry
     entry.stopped = True
     return entry
-
-
-# --- the Web UI -------------------------------------------------------------------------------
-
-
-def web_ui_url(ui_base: str, namespace: str, run_id: str) -> str:
-    base = ui_base.rstrip("/")
-    return f"{base}/namespaces/{quote(namespace, safe='')}/workflows/{quote(run_id, safe='')}"
-
-
-def default_ui_base(address: str, override: str | None = None) -> str | None:
-    """Where the Web UI for `address` probably is: the dev server's (gRPC port + 1000), or Cloud."""
-    if override:
-        return override
-    host, _, port = address.rpartition(":")
-    if host in ("localhost", "127.0.0.1", "[::1]", "0.0.0.0") and port.isdigit():
-        return f"http://{'localhost' if host == '0.0.0.0' else host}:{int(port) + 1000}"
-    if host.endswith(".tmprl.cloud"):
-        return "https://cloud.temporal.io"
-    return None

@@ -11,6 +11,7 @@ import argparse
 import base64
 import io
 import json
+import os
 import posixpath
 import sys
 from collections.abc import Awaitable, Callable
@@ -21,8 +22,8 @@ from temporalio.client import Client
 
 from activities.providers.forensics import MAX_LISTED_FILES, FileEntry, FileListing
 from activities.providers.protocol import SandboxProvider
+from activities.providers.registry import open_configured
 from overnight.cli import logs, logs_follow
-from overnight.cli.providers import open_providers
 from overnight.cli.run_view import CannotRead, RunView, load_run, opened, query_status
 from overnight.errors import OvernightError
 from overnight.output_tail import redact, secret_values
@@ -69,14 +70,14 @@ async def run_logs(args: argparse.Namespace, connect: Connect) -> int:
     if args.tail is not None and args.tail < 1:
         raise BadInput("--tail must be 1 or more")
     client = await connect(args)
-    async with open_providers() as providers:
+    async with open_configured() as providers:
         view = await load_run(client, args.run_id, _lookup(providers))
         provider = _lookup(providers)(view.spec.provider)
         if args.follow:
             return await _follow(client, view, provider, args)
         attempt = _attempt(view, args.attempt)
         if args.json:
-            printer = logs.Printer(secret_values(view.spec.secret_env), io.StringIO())
+            printer = logs.Printer(secret_values(view.spec.secret_env, os.environ), io.StringIO())
         else:
             printer = logs.printer_for(view, json_lines=False)
         try:
@@ -137,11 +138,11 @@ def _show_kept(view: RunView, attempt: int, why: CannotRead, *, json_out: bool) 
 async def run_inspect(args: argparse.Namespace, connect: Connect) -> int:
     path = _workspace_path(args.path)
     client = await connect(args)
-    async with open_providers() as providers:
+    async with open_configured() as providers:
         view = await load_run(client, args.run_id, _lookup(providers))
         provider = _lookup(providers)(view.spec.provider)
         attempt = _attempt(view, args.attempt)
-        secrets = secret_values(view.spec.secret_env)
+        secrets = secret_values(view.spec.secret_env, os.environ)
         async with opened(view, provider, attempt, logs.say) as box:
             sid = box.sandbox.sandbox_id
             about = {

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import codecs
 import json
+import os
 import sys
 from typing import Any, TextIO
 
@@ -71,7 +72,9 @@ class Printer:
 
 
 def printer_for(view: RunView, *, json_lines: bool) -> Printer:
-    return Printer(secret_values(view.spec.secret_env), sys.stdout, json_lines=json_lines)
+    return Printer(
+        secret_values(view.spec.secret_env, os.environ), sys.stdout, json_lines=json_lines
+    )
 
 
 def say(text: str) -> None:

@@ -22,11 +22,11 @@ from overnight.cli import client as api
 from overnight.cli import forensics as forensics_cli
 from overnight.cli import render
 from overnight.cli import schedule as schedule_cli
+from overnight.connect import UI_URL_ENV
 from overnight.constants import TASK_QUEUE
 from overnight.models import BudgetExtension
 
 OK, FAILED, BAD_INPUT = 0, 1, 2
-UI_URL_ENV = "OVERNIGHT_UI_URL"
 
 
 class BadInput(Exception):
@@ -232,10 +232,10 @@ async def _extend(args: argparse.Namespace) -> int:
 
 
 async def _reap(args: argparse.Namespace) -> int:
-    from overnight.cli.providers import open_providers
+    from activities.providers.registry import open_configured
 
     client = await _connect(args)
-    async with open_providers() as providers:
+    async with open_configured() as providers:
         reaped = await api.reap(client, providers, include_paused=args.paused)
     print(render.json_document(reaped) if args.json else render.reaped_text(reaped))
     return OK if all(entry.stopped for entry in reaped) else FAILED

@@ -11,7 +11,7 @@ from pydantic import BaseModel
 
 from overnight.cli.client import ReapedSandbox, RunSummary
 from overnight.models import BudgetExtension, RunResult, RunStatus
-from workflows.card import age, money_line, snapshot_line
+from overnight.status_lines import age, money_line, snapshot_line
 
 # `overnight status` shows this many lines of the last words (`overnight logs` has the rest).
 STATUS_TAIL_LINES = 10

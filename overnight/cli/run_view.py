@@ -23,8 +23,9 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.models import SandboxInfo
-from activities.providers.forensics import SandboxForensics, forensics_for
+from activities.providers.forensics import SandboxForensics
 from activities.providers.protocol import ProviderError, SandboxProvider
+from activities.providers.registry import forensics_for
 from overnight.constants import LABEL_ATTEMPT, LABEL_RUN
 from overnight.errors import OvernightError, RunNotFound
 from overnight.models import RunSpec, RunStatus
@@ -125,7 +126,7 @@ def _created(info: SandboxInfo) -> float:
 
 async def run_spec(client: Client, run_id: str) -> RunSpec:
     """The run's spec, from the start event of its latest run (continue-as-new keeps it)."""
-    from workflows.intake import InvalidInput, accept_spec
+    from overnight.intake import InvalidInput, accept_spec
 
     handle = client.get_workflow_handle(run_id)
     try:

@@ -37,7 +37,8 @@ from activities.models import (
 from activities.providers.local.engine import LocalEngine
 from activities.providers.local.provider import LocalProvider
 from activities.providers.protocol import ProviderError, SandboxNotFound
-from activities.sandbox import SandboxActivities, build_runtime_provider
+from activities.providers.registry import PROVIDERS
+from activities.sandbox import SandboxActivities
 from overnight.constants import LABEL_ATTEMPT, LABEL_RUN, SEARCH_ATTRIBUTE_TYPES
 from overnight.models import RunSpec
 
@@ -73,7 +74,7 @@ def engine(tmp_path: Path) -> LocalEngine:
 async def acts(engine: LocalEngine) -> AsyncIterator[SandboxActivities]:
     activities = SandboxActivities(
         providers={"local": LocalProvider(engine)},
-        factories={"runtime": build_runtime_provider},
+        factories={"runtime": PROVIDERS["runtime"].build},
     )
     async with activities:
         yield activities

@@ -31,10 +31,10 @@ import pytest
 from temporalio.client import Client
 
 from activities.providers.local.engine import LocalEngine
-from activities.providers.local.isolation import spec_binds
 from activities.providers.local.provider import LocalProvider
 from activities.providers.protocol import SandboxProvider, SandboxRequest
 from activities.providers.runtime.provider import RuntimeProvider
+from activities.sandbox_setup import spec_binds
 from fakes.runtime import FakeRuntime
 from overnight.cli import client as api
 from overnight.constants import LABEL_ATTEMPT, LABEL_RUN

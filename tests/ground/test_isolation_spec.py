@@ -12,8 +12,7 @@ from typing import Any
 
 import pytest
 
-from activities.providers.local.isolation import spec_binds
-from activities.sandbox_setup import KIT_DIR
+from activities.sandbox_setup import KIT_DIR, spec_binds
 from overnight.cli import client as api
 from overnight.cli.demo import ledger_entries
 from overnight.cli.outside_world import ledger_url

@@ -6,7 +6,8 @@ from __future__ import annotations
 import asyncio
 import time
 
-from activities.providers.forensics import SandboxForensics, forensics_for
+from activities.providers.forensics import SandboxForensics
+from activities.providers.registry import forensics_for
 from overnight.output_tail import cut_tail
 from tests.providers.conftest import Harness
 from tests.providers.test_behaviour import new_sandbox, start, wait_for_process

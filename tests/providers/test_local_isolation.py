@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
+from activities.providers.local.convert import sandbox_info
 from activities.providers.local.engine import LocalEngine
 from activities.providers.local.procs import ProcessRecord
-from activities.providers.local.provider import sandbox_info
 from overnight.isolation import HostBind
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")

@@ -17,7 +17,6 @@ rewritten to the sandbox's folder in commands and variables (`local_files.Worksp
 from __future__ import annotations
 
 import os
-import posixpath
 import shutil
 import subprocess
 import sys
@@ -25,7 +24,6 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlsplit
 
 from activities.providers.local import inside as local_inside
 from activities.providers.local import limits as local_limits
@@ -33,9 +31,7 @@ from activities.providers.local.files import WORKSPACE, WorkspaceMap
 from activities.providers.local.ns import INFO_FD, STATUS_FD
 from activities.providers.local.state import SandboxMeta, invalid_request
 from activities.providers.protocol import ProviderError
-from activities.sandbox_setup import clone_source
-from overnight.isolation import HostBind
-from overnight.models import RunSpec
+from overnight.isolation import HostBind, is_under
 
 ISOLATION_UNAVAILABLE = "IsolationUnavailable"
 INSTALL_HINT = (
@@ -196,36 +192,15 @@ def bwrap_mounts(
         args += ["--bind", tmp, "/var/tmp"]
     hidden = ["/tmp", "/var/tmp", "/proc", "/dev", WORKSPACE]
     home = str(state_home.resolve())
-    if home != "/" and not _under(home, hidden) and os.path.isdir(home):
+    if home != "/" and not is_under(home, hidden) and os.path.isdir(home):
         args += ["--tmpfs", home]  # other sandboxes and overnight's own state stay unseen
         hidden.append(home)
     for path in needed:  # the interpreter and the shim, wherever they are
         for source in {os.path.dirname(path), sys.base_prefix, os.path.realpath(path)}:
-            if _under(source, hidden):
+            if is_under(source, hidden):
                 args += ["--ro-bind", source, source]
     for bind in sorted(binds, key=lambda b: b.path.count("/")):
         args += ["--bind" if bind.writable else "--ro-bind", bind.path, bind.path]
     own_home = str(folder / "home")
     args += ["--bind", own_home, own_home, "--bind", str(folder / "workspace"), WORKSPACE]
     return args
-
-
-def _under(path: str, roots: Sequence[str]) -> bool:
-    path = posixpath.normpath(path)
-    return any(path == root or path.startswith(root.rstrip("/") + "/") for root in roots)
-
-
-def spec_binds(spec: RunSpec) -> tuple[HostBind, ...]:
-    """The spec's binds, and its `repo` read-only when it is a folder on this machine (the
-    clone reads it there) and no bind shows it already."""
-    binds = tuple(spec.binds)
-    if spec.provider != "local":
-        return binds
-    repo = clone_source(spec.repo)
-    if repo.startswith("file://"):
-        repo = urlsplit(repo).path
-    if not repo.startswith("/") or not os.path.exists(repo):
-        return binds
-    if any(_under(repo, [bind.path]) for bind in binds):
-        return binds
-    return (*binds, HostBind(path=repo))

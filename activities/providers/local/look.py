@@ -13,8 +13,8 @@ from pathlib import Path
 
 from activities.models import SandboxInfo
 from activities.providers.local import launcher
+from activities.providers.local.convert import process_info, sandbox_info
 from activities.providers.local.engine import LocalEngine
-from activities.providers.local.provider import process_info, sandbox_info
 from activities.providers.local.state import SANDBOX_FILE, SandboxMeta
 from activities.providers.polling_watch import Look
 from activities.providers.protocol import ProcessInfo, SandboxNotFound

@@ -6,15 +6,12 @@ The engine is synchronous; each call runs in a thread so the worker's event loop
 from __future__ import annotations
 
 import asyncio
-from datetime import UTC, datetime
-from typing import Any
 
 from activities.models import SandboxInfo
-from activities.providers.local import isolation as local_isolation
+from activities.providers.local.convert import process_info, sandbox_info, snapshot_info
 from activities.providers.local.engine import LocalEngine
-from activities.providers.local.procs import ProcessRecord
+from activities.providers.local.look import LocalLook
 from activities.providers.local.snapshots import LocalSnapshots
-from activities.providers.local.state import SandboxMeta
 from activities.providers.polling_watch import Look, poll_watch
 from activities.providers.protocol import (
     AgentLaunch,
@@ -29,36 +26,6 @@ from activities.providers.snapshot_protocol import SnapshotInfo
 
 # In a sandbox made from a snapshot: which one its workspace was filled from (set once).
 RESTORED_MARK = "restored-from"
-
-
-def sandbox_info(meta: SandboxMeta) -> SandboxInfo:
-    return SandboxInfo(
-        sandbox_id=meta.id,
-        name=meta.name,
-        state=meta.state,
-        stop_reason=meta.stop_reason,
-        labels=meta.labels,
-        created_at=datetime.fromtimestamp(meta.created_at, UTC),
-        lease_ends_at=None if meta.deadline is None else datetime.fromtimestamp(meta.deadline, UTC),
-        isolation=local_isolation.describe(meta),
-    )
-
-
-def snapshot_info(record: dict[str, Any]) -> SnapshotInfo:
-    return SnapshotInfo(
-        snapshot_id=record["id"],
-        state=record.get("state", "ready"),
-        name=record.get("name", ""),
-        mode=record.get("mode", "disk"),
-        labels=dict(record.get("labels", {})),
-        size_bytes=record.get("sizeBytes"),
-        created_at=datetime.fromtimestamp(record.get("createdAt", 0), UTC),
-        source_sandbox_id=record.get("source"),
-    )
-
-
-def process_info(record: ProcessRecord) -> ProcessInfo:
-    return ProcessInfo(process_id=record.process_id, state=record.state, exit_code=record.exit_code)
 
 
 class LocalProvider:
@@ -167,10 +134,6 @@ class LocalProvider:
         wait_seconds: float,
         report_touch: bool = True,
     ) -> Sighting:
-        from activities.providers.local.look import (
-            LocalLook,  # it builds on this module's converters
-        )
-
         look = LocalLook(self.engine, sandbox_id, process_id, checkpoint_path)
 
         async def look_here() -> Look:

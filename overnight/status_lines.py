@@ -1,0 +1,64 @@
+"""Status lines that the Web UI's card and `overnight status` print alike. Pure."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from overnight.models import RunStatus
+
+
+def money_line(status: RunStatus) -> str | None:
+    """The provider's figures beside the estimate, and the key's daily limit (the card and
+    `overnight status` alike); None when the provider keeps no account."""
+    parts = []
+    if status.spend_charged_usd is not None:
+        parts.append(
+            f"${status.spend_charged_usd:.2f} by the provider "
+            f"(estimate ${status.spend_estimated_usd:.2f})"
+        )
+    daily = status.daily_limit
+    if daily is not None:
+        if daily.limit_usd is None:
+            parts.append("no daily spending limit on the key")
+        else:
+            left = daily.remaining_usd if daily.remaining_usd is not None else 0.0
+            parts.append(
+                f"daily limit ${daily.limit_usd:.2f}: ${daily.used_usd:.2f} used, ${left:.2f} left"
+            )
+    if status.waiting_for_daily_window:
+        parts.append("waiting for the daily window to reopen")
+    return " · ".join(parts) or None
+
+
+def age(since: datetime | None, now: datetime) -> str:
+    """`42s ago`, `7m ago`, `3h05m ago`; `never` for None (the card and the CLI alike)."""
+    if since is None:
+        return "never"
+    seconds = max(0, int((now - since).total_seconds()))
+    if seconds < 60:
+        return f"{seconds}s ago"
+    if seconds < 3600:
+        return f"{seconds // 60}m ago"
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m ago"
+
+
+def snapshot_line(status: RunStatus, now: datetime) -> str | None:
+    """The latest snapshot and its age, what captures cost in pauses, and failures (the card
+    and `overnight status` alike); None when the run never tried one."""
+    latest = status.latest_snapshot
+    if latest is None and not status.snapshot_failures:
+        return None
+    parts = []
+    if latest is not None:
+        size = "" if latest.size_bytes is None else f", {latest.size_bytes / 2**20:.1f} MiB"
+        parts.append(
+            f"`{latest.snapshot_id}` ({latest.mode}{size}) taken {age(latest.taken_at, now)}"
+        )
+    else:
+        parts.append("none ready")
+    parts.append(f"{status.snapshots_taken} taken, paused {status.snapshot_pause_seconds:.1f} s")
+    if status.snapshot_failures:
+        parts.append(f"{status.snapshot_failures} failed (last: {status.snapshot_error or '-'})")
+    if status.restored_from:
+        parts.append(f"sandbox made from `{status.restored_from}`")
+    return " · ".join(parts)
