@@ -10,22 +10,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from datetime import datetime, timedelta
-from typing import Any, NoReturn
+from typing import Any
 
-from pydantic import ValidationError
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from activities.models import CheckpointRead, Observation
     from overnight.models import (
-        Budget,
-        BudgetExtension,
         RestartRecord,
         RunResult,
-        RunStatus,
     )
     from workflows import (
+        attention_steps,
         budget,
         calls,
         end_steps,
@@ -36,7 +33,6 @@ with workflow.unsafe.imports_passed_through():
         snapshot_steps,
     )
     from workflows.card import build_status, render_card
-    from workflows.checkpoint import judge
     from workflows.decide import (
         Decision,
         ExtendLease,
@@ -49,12 +45,14 @@ with workflow.unsafe.imports_passed_through():
         WakeAfterLease,
         Watch,
         decide,
-        decide_resume,
+        is_quiet,
         next_wake,
         restart_within_budget,
     )
+    from workflows.messages import RunMessages
     from workflows.notice import attention_text, note_last_words, record_restart
     from workflows.notify_steps import NOTIFY_PATCH, Notifier
+    from workflows.progress import run_result, sandbox_started, take_checkpoint
     from workflows.publish import LEAN_WRITES_PATCH, Publisher
     from workflows.snapshot import restore_for
     from workflows.state import SupervisorState
@@ -71,12 +69,13 @@ CANCELED_PATCH = "temporal-cancel-ends-canceled"
 
 
 @workflow.defn(name="AgentRun")
-class AgentRun:
+class AgentRun(RunMessages):
+    """The loop and its steps; the signals, the update and the query are `RunMessages`'."""
+
     def __init__(self) -> None:
-        self._s: SupervisorState | None = None
+        super().__init__()
         self._publisher = Publisher()
         self._notifier = Notifier()
-        self._budget_changed = False
         self._watch_until: datetime | None = None
 
     # The input is a `RunSpec` (and, after continue-as-new, the carried `SupervisorState`), taken
@@ -114,59 +113,6 @@ class AgentRun:
                 raise
             return result
 
-    # ---- messages -------------------------------------------------------------------------
-
-    # Signal handlers take any arguments: a payload of the wrong type or an extra argument
-    # must never fail the workflow task (a signal that cannot be applied is only logged).
-    @workflow.signal(name="cancel")
-    def cancel(self, reason: Any = None, *_extra: Any) -> None:
-        if self._s is None or self._s.cancel_requested:
-            return
-        self._s.cancel_requested = True
-        self._s.cancel_reason = reason if isinstance(reason, str) else None
-
-    @workflow.signal(name="extend_budget")
-    def extend_budget(self, extension: Any = None, *extra: Any) -> None:
-        if extra:
-            workflow.logger.warning("ignoring an extend_budget signal with %d args", 1 + len(extra))
-            return
-        try:
-            parsed = BudgetExtension.model_validate(extension)
-        except ValidationError as err:
-            workflow.logger.warning("ignoring a bad extend_budget signal: %s", _first_error(err))
-            return
-        self._apply_extension(parsed)
-
-    # The same name as the signal: an update also answers with the new budget, and its
-    # validator refuses a bad extension before it enters history.
-    @workflow.update(name="extend_budget")
-    def extend_budget_update(self, extension: BudgetExtension) -> Budget:
-        self._apply_extension(extension)
-        assert self._s is not None
-        return self._s.budget
-
-    @extend_budget_update.validator
-    def _validate_extend_budget(self, extension: BudgetExtension) -> None:
-        if self._s is None:
-            raise ValueError("the run has not started yet")
-        if self._s.state in ("finished", "cancelled", "failed"):
-            raise ValueError(f"the run is already {self._s.state}")
-        if extension.is_empty():
-            raise ValueError("the extension adds nothing")
-
-    @workflow.query(name="status")
-    def status(self) -> RunStatus:
-        if self._s is None:
-            raise ApplicationError("the run has not started yet")
-        return build_status(self._s, workflow.now())
-
-    def _apply_extension(self, extension: BudgetExtension) -> None:
-        if self._s is None or extension.is_empty():
-            return
-        self._s.budget = budget.extended(self._s.budget, extension)
-        self._budget_changed = True
-        workflow.logger.info("budget extended to %s", self._s.budget)
-
     # ---- the loop -------------------------------------------------------------------------
 
     async def _supervise(self, s: SupervisorState) -> RunResult:
@@ -183,14 +129,19 @@ class AgentRun:
                 await self._notifier.settle()
                 workflow.continue_as_new(args=[s.spec, s])
             if s.state == "needs_attention":
-                decision = await self._wait_for_person(s)
+                waited = await attention_steps.wait_for_person(s, self)
+                if isinstance(waited, attention_steps.Unanswered):
+                    s.state = "failed"
+                    self._publish(s)
+                    await attention_steps.give_up(s, self._notifier)
+                decision = waited
             else:
                 seen = await self._observe(s)
                 if seen is None:
                     continue
                 decision = decide(s, seen, workflow.now())
                 if isinstance(decision, Watch):
-                    await self._watch(s, decision, quiet=_is_quiet(seen))
+                    await self._watch(s, decision, quiet=is_quiet(seen))
                     continue
             if decision is None:
                 continue
@@ -258,24 +209,11 @@ class AgentRun:
             self._watch_until = None
 
     def _take_checkpoint(self, s: SupervisorState, read: CheckpointRead | None) -> None:
-        if read is None or read.status == "unchanged":
-            return
-        if read.digest is not None:
-            s.seen_digest = read.digest
-        verdict = judge(
-            read, previous_was_json=s.checkpoint_is_json, max_bytes=s.spec.max_checkpoint_bytes
-        )
-        if not verdict.accepted:
-            if verdict.reason:
-                s.checkpoint_rejected = verdict.reason
-                workflow.logger.warning("checkpoint not taken: %s", verdict.reason)
-            return
-        s.checkpoint = read.text
-        s.checkpoint_digest = read.digest
-        s.checkpoint_is_json = verdict.is_json
-        s.checkpoint_rejected = None
-        s.last_progress_at = workflow.now()
-        self._watch_until = None
+        taken, refused = take_checkpoint(s, read, workflow.now())
+        if refused:
+            workflow.logger.warning("checkpoint not taken: %s", refused)
+        if taken:
+            self._watch_until = None
 
     # ---- steps --------------------------------------------------------------------------
 
@@ -325,24 +263,7 @@ class AgentRun:
             await end_steps.sweep(s, stop=True, paused_too=False, why="half-made sandbox")
             await self._enter_attention(s, NeedsAttention(why, pending_restart=reason or why))
             return
-        now = workflow.now()
-        s.sandbox_id = started.sandbox_id
-        s.process_id = started.process_id
-        s.process_fresh_start = 0
-        s.sandbox_started_at = now
-        s.sandbox_spent_before_usd = 0
-        if started.daily is not None:
-            money.take_daily(s, started.daily, now)
-        s.last_progress_at = now
-        s.lease_ends_at = started.lease_ends_at
-        s.lease_extended_at = now
-        s.watch_token = None
-        s.sandbox_paused = False
-        s.isolation = started.isolation
-        s.restored_from = started.restored_from
-        # The new sandbox holds the last good checkpoint: that is not news.
-        s.seen_digest = s.checkpoint_digest
-        s.state = "running"
+        sandbox_started(s, started, workflow.now())
         self._watch_until = None
 
     async def _extend_lease(self, s: SupervisorState, decision: ExtendLease) -> None:
@@ -412,7 +333,7 @@ class AgentRun:
         s.pending_restart = decision.pending_restart
         s.attention_since = workflow.now()
         s.daily_window_wait = daily
-        self._budget_changed = False
+        self.budget_changed = False
         ended = decision.pending_restart or decision.reason
         if not keep_sandbox:
             await self._set_aside(s, why=f"needs attention: {decision.reason}", ended=ended)
@@ -421,54 +342,6 @@ class AgentRun:
         workflow.logger.warning("run needs attention: %s", decision.reason)
         why = attention_text(decision.reason, decision.pending_restart)
         self._notifier.tell(s, "needs_attention", why)
-
-    async def _wait_for_person(self, s: SupervisorState) -> Decision | None:
-        assert s.attention_since is not None
-        deadline = s.attention_since + timedelta(hours=s.spec.attention_hours)
-        left = deadline - workflow.now()
-        wait, summary = left, "waiting for a person: extend_budget or cancel"
-        if s.daily_window_wait:
-            wait = min(left, money.DAILY_WINDOW_RECHECK)
-            summary = "waiting for the key's daily spending window (or extend_budget, cancel)"
-        try:
-            await workflow.wait_condition(
-                lambda: self._budget_changed or s.cancel_requested,
-                timeout=max(wait, timedelta(seconds=1)),
-                timeout_summary=summary,
-            )
-        except TimeoutError:
-            if s.daily_window_wait and workflow.now() < deadline:
-                if not await money_steps.daily_window_open(s):
-                    return None
-                self._budget_changed = True  # room again: resume as after an extension
-            if not self._budget_changed:
-                await self._give_up(s)
-        if s.cancel_requested:
-            return None
-        self._budget_changed = False
-        decision = decide_resume(s, workflow.now())
-        if isinstance(decision, NeedsAttention):
-            s.attention_reason = decision.reason
-            s.daily_window_wait = False
-            return None
-        s.attention_seconds += (workflow.now() - s.attention_since).total_seconds()
-        s.attention_since = None
-        s.attention_reason = None
-        s.daily_window_wait = False
-        s.state = "restarting"
-        return decision
-
-    async def _give_up(self, s: SupervisorState) -> NoReturn:
-        """Nobody came within `attention_hours`: the run fails (its sandboxes stay paused)."""
-        s.state = "failed"
-        self._publish(s)
-        why = (
-            f"run {s.spec.run_id} is out of budget ({s.attention_reason}) and nobody "
-            f"extended it within {s.spec.attention_hours:g} h"
-        )
-        self._notifier.tell(s, "failed", why)
-        await self._notifier.settle()
-        raise ApplicationError(why, type="OutOfBudget", non_retryable=True)
 
     async def _set_aside(self, s: SupervisorState, *, why: str, ended: str) -> None:
         """Copy the checkpoint (and the agent's last words: `ended` says why it ended) and
@@ -516,28 +389,9 @@ class AgentRun:
         else:
             self._notifier.tell(s, "cancelled", s.cancel_reason or "cancelled")
         await self._notifier.settle()
-        now = workflow.now()
-        return RunResult(
-            run_id=s.spec.run_id,
-            outcome="finished" if outcome == "finished" else "cancelled",
-            checkpoint=s.checkpoint,
-            attempts=s.attempt,
-            restarts=s.restarts_used,
-            hours_used=round(budget.hours_used(s, now), 4),
-            spend_usd=round(budget.spend_usd(s, now), 4),
-        )
+        return run_result(s, workflow.now())
 
     def _publish(self, s: SupervisorState) -> None:
         now = workflow.now()
         status = build_status(s, now)
         self._publisher.publish(status, render_card(status, now), s.search_attributes or [])
-
-
-def _is_quiet(seen: Observation | ObserveFailed) -> bool:
-    return isinstance(seen, Observation) and seen.checkpoint is None
-
-
-def _first_error(err: ValidationError) -> str:
-    first = err.errors()[0]
-    where = ".".join(str(part) for part in first.get("loc", ())) or "payload"
-    return f"{where}: {first.get('msg', 'invalid')}"

@@ -221,3 +221,8 @@ def _duration(seconds: float) -> str:
     if seconds >= 60 and seconds % 60 == 0:
         return f"{seconds / 60:g} min"
     return f"{seconds:g} s"
+
+
+def is_quiet(seen: Observation | ObserveFailed) -> bool:
+    """A look that saw nothing new (the agent runs, its checkpoint unchanged)."""
+    return isinstance(seen, Observation) and seen.checkpoint is None

@@ -1,0 +1,86 @@
+"""AgentRun's messages: the `cancel` and `extend_budget` signals, the `extend_budget` update
+and the `status` query. They only change or read the run's state; the loop (`agent_run`)
+notices the change.
+
+Workflow code: `AgentRun` inherits these handlers (Temporal collects them from base classes).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ValidationError
+from temporalio import workflow
+from temporalio.exceptions import ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from overnight.models import Budget, BudgetExtension, RunStatus
+    from workflows import budget
+    from workflows.card import build_status
+    from workflows.state import SupervisorState
+
+
+class RunMessages:
+    """What people (and other code) say to a run while it goes on."""
+
+    def __init__(self) -> None:
+        self._s: SupervisorState | None = None
+        # Set by an extension; a run waiting for a person wakes on it (`attention_steps`).
+        self.budget_changed = False
+
+    # Signal handlers take any arguments: a payload of the wrong type or an extra argument
+    # must never fail the workflow task (a signal that cannot be applied is only logged).
+    @workflow.signal(name="cancel")
+    def cancel(self, reason: Any = None, *_extra: Any) -> None:
+        if self._s is None or self._s.cancel_requested:
+            return
+        self._s.cancel_requested = True
+        self._s.cancel_reason = reason if isinstance(reason, str) else None
+
+    @workflow.signal(name="extend_budget")
+    def extend_budget(self, extension: Any = None, *extra: Any) -> None:
+        if extra:
+            workflow.logger.warning("ignoring an extend_budget signal with %d args", 1 + len(extra))
+            return
+        try:
+            parsed = BudgetExtension.model_validate(extension)
+        except ValidationError as err:
+            workflow.logger.warning("ignoring a bad extend_budget signal: %s", _first_error(err))
+            return
+        self._apply_extension(parsed)
+
+    # The same name as the signal: an update also answers with the new budget, and its
+    # validator refuses a bad extension before it enters history.
+    @workflow.update(name="extend_budget")
+    def extend_budget_update(self, extension: BudgetExtension) -> Budget:
+        self._apply_extension(extension)
+        assert self._s is not None
+        return self._s.budget
+
+    @extend_budget_update.validator
+    def _validate_extend_budget(self, extension: BudgetExtension) -> None:
+        if self._s is None:
+            raise ValueError("the run has not started yet")
+        if self._s.state in ("finished", "cancelled", "failed"):
+            raise ValueError(f"the run is already {self._s.state}")
+        if extension.is_empty():
+            raise ValueError("the extension adds nothing")
+
+    @workflow.query(name="status")
+    def status(self) -> RunStatus:
+        if self._s is None:
+            raise ApplicationError("the run has not started yet")
+        return build_status(self._s, workflow.now())
+
+    def _apply_extension(self, extension: BudgetExtension) -> None:
+        if self._s is None or extension.is_empty():
+            return
+        self._s.budget = budget.extended(self._s.budget, extension)
+        self.budget_changed = True
+        workflow.logger.info("budget extended to %s", self._s.budget)
+
+
+def _first_error(err: ValidationError) -> str:
+    first = err.errors()[0]
+    where = ".".join(str(part) for part in first.get("loc", ())) or "payload"
+    return f"{where}: {first.get('msg', 'invalid')}"

@@ -1,0 +1,72 @@
+"""What a run keeps of what it sees: a checkpoint taken, a sandbox started, the result.
+
+Pure functions on `SupervisorState` (no temporalio): the workflow calls them with
+`workflow.now()` and does the logging.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from activities.models import AgentStarted, CheckpointRead
+from overnight.models import RunResult
+from workflows import budget, money
+from workflows.checkpoint import judge
+from workflows.state import SupervisorState
+
+
+def take_checkpoint(
+    s: SupervisorState, read: CheckpointRead | None, now: datetime
+) -> tuple[bool, str | None]:
+    """Take a newly read checkpoint if it may replace the last good one. Returns whether it
+    was taken, and why not when it was refused (None: nothing new to judge)."""
+    if read is None or read.status == "unchanged":
+        return False, None
+    if read.digest is not None:
+        s.seen_digest = read.digest
+    verdict = judge(
+        read, previous_was_json=s.checkpoint_is_json, max_bytes=s.spec.max_checkpoint_bytes
+    )
+    if not verdict.accepted:
+        if verdict.reason:
+            s.checkpoint_rejected = verdict.reason
+        return False, verdict.reason
+    s.checkpoint = read.text
+    s.checkpoint_digest = read.digest
+    s.checkpoint_is_json = verdict.is_json
+    s.checkpoint_rejected = None
+    s.last_progress_at = now
+    return True, None
+
+
+def sandbox_started(s: SupervisorState, started: AgentStarted, now: datetime) -> None:
+    """A new sandbox runs the agent: the run's state follows it."""
+    s.sandbox_id = started.sandbox_id
+    s.process_id = started.process_id
+    s.process_fresh_start = 0
+    s.sandbox_started_at = now
+    s.sandbox_spent_before_usd = 0
+    if started.daily is not None:
+        money.take_daily(s, started.daily, now)
+    s.last_progress_at = now
+    s.lease_ends_at = started.lease_ends_at
+    s.lease_extended_at = now
+    s.watch_token = None
+    s.sandbox_paused = False
+    s.isolation = started.isolation
+    s.restored_from = started.restored_from
+    # The new sandbox holds the last good checkpoint: that is not news.
+    s.seen_digest = s.checkpoint_digest
+    s.state = "running"
+
+
+def run_result(s: SupervisorState, now: datetime) -> RunResult:
+    return RunResult(
+        run_id=s.spec.run_id,
+        outcome="finished" if s.state == "finished" else "cancelled",
+        checkpoint=s.checkpoint,
+        attempts=s.attempt,
+        restarts=s.restarts_used,
+        hours_used=round(budget.hours_used(s, now), 4),
+        spend_usd=round(budget.spend_usd(s, now), 4),
+    )
