@@ -30,7 +30,8 @@ from activities.providers.protocol import (
     SandboxNotRunning,
     SandboxRequest,
 )
-from activities.providers.runtime.provider import RuntimeProvider, start_marker
+from activities.providers.runtime.convert import start_marker
+from activities.providers.runtime.provider import RuntimeProvider
 from activities.providers.runtime.watch import exit_marker_path
 from activities.sandbox import SandboxActivities
 from fakes.runtime import FakeRuntime

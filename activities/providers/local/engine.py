@@ -37,14 +37,8 @@ from pathlib import Path
 from activities.providers.local import isolation as local_isolation
 from activities.providers.local import limits as local_limits
 from activities.providers.local import procs as local_procs
-from activities.providers.local.files import (
-    OutsideWorkspace,
-    WorkspaceMap,
-    atomic_write,
-    merge_tree,
-    read_json,
-    write_json,
-)
+from activities.providers.local.files import WorkspaceMap, read_json, write_json
+from activities.providers.local.guest_files import GuestFiles
 from activities.providers.local.procs import ProcessRecord
 from activities.providers.local.state import (
     LEASE_EXPIRED,
@@ -60,7 +54,6 @@ from activities.providers.local.state import (
 )
 from activities.providers.protocol import (
     CommandOutput,
-    FileRead,
     SandboxNotFound,
     SandboxNotRunning,
 )
@@ -72,7 +65,7 @@ MAX_AHEAD_SECONDS = 24 * 3600
 PASSED_THROUGH_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM")
 
 
-class LocalEngine:
+class LocalEngine(GuestFiles):
     """Local sandboxes under `home`. Sandbox ids are their names.
 
     Sandboxes: `get_or_create`, `find` (None if absent), `get`, `list_sandboxes`, `pause`,
@@ -287,41 +280,6 @@ class LocalEngine:
             timeout_seconds=timeout_seconds,
         )
 
-    def host_path(self, sandbox_id: str, path: str) -> Path:
-        """Where a sandbox path really is (not resolved); InvalidRequest outside /workspace."""
-        try:
-            return self.workspace(sandbox_id).host_path(path)
-        except OutsideWorkspace as error:
-            raise invalid_request(str(error)) from None
-
-    def stamp(self, sandbox_id: str, path: str) -> str:
-        """What a file looks like without reading it: its size and modification time."""
-        try:
-            found = os.stat(self.workspace(sandbox_id).host_path(path))
-        except OutsideWorkspace:
-            return "outside"
-        except OSError:
-            return "missing"
-        return f"{found.st_size}:{found.st_mtime_ns}"
-
-    def read_file(self, sandbox_id: str, path: str, max_bytes: int) -> FileRead:
-        """A capped read: `too_large` after a stat alone; `outside` for paths leaving it."""
-        self.get(sandbox_id)
-        return self.workspace(sandbox_id).read_capped(path, max_bytes)
-
-    def write_file(
-        self, sandbox_id: str, path: str, data: bytes, *, mode: int | None = None
-    ) -> None:
-        """Write a file atomically, creating its folders."""
-        atomic_write(self._writable(sandbox_id, path), data, mode=mode)
-
-    def upload_dir(self, sandbox_id: str, local_dir: str | Path, remote_dir: str) -> None:
-        """Copy a local folder into the sandbox, merging with what is there."""
-        source = Path(local_dir).expanduser()
-        if not source.is_dir():
-            raise invalid_request(f"{local_dir} is not a folder on this worker")
-        merge_tree(source, self._writable(sandbox_id, remote_dir))
-
     # ----- internals -----
 
     def _load(self, sandbox_id: str) -> SandboxMeta | None:
@@ -373,21 +331,6 @@ class LocalEngine:
 
     def _procs(self, sandbox_id: str) -> Path:
         return self.folder(sandbox_id) / "processes"
-
-    def _real_dir(self, sandbox_id: str, sandbox_path: str) -> Path:
-        real = self.host_path(sandbox_id, sandbox_path)
-        if not real.is_dir():
-            raise invalid_request(f"working directory {sandbox_path} does not exist")
-        return real
-
-    def _writable(self, sandbox_id: str, path: str) -> Path:
-        meta = self.get(sandbox_id)
-        if meta.state != "running":
-            raise SandboxNotRunning(sandbox_id, meta.state)
-        try:
-            return self.workspace(sandbox_id).resolve_inside(path)
-        except OutsideWorkspace as error:
-            raise invalid_request(str(error)) from None
 
     def _wrap(
         self,

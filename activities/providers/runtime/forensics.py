@@ -28,8 +28,9 @@ from activities.providers.forensics import (
     parse_start_key,
 )
 from activities.providers.protocol import FileRead
+from activities.providers.runtime.convert import START_KEY_MARKER, process_info
 from activities.providers.runtime.errors import runtime_call
-from activities.providers.runtime.provider import START_KEY_MARKER, RuntimeProvider, process_info
+from activities.providers.runtime.provider import RuntimeProvider
 
 # Runtime's longest long poll.
 MAX_WAIT_MS = 8000

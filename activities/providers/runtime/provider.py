@@ -18,19 +18,15 @@ Facts of Runtime's API that shape this module:
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import math
 import os
-import posixpath
 import re
 import weakref
-from datetime import UTC, datetime
-from hashlib import sha256
 from typing import Any
 
 import withruntime
 
-from activities.models import ProcessState, SandboxInfo, SandboxState
+from activities.models import SandboxInfo
 from activities.providers.protocol import (
     AgentLaunch,
     CommandOutput,
@@ -40,34 +36,22 @@ from activities.providers.protocol import (
     SandboxNotFound,
     SandboxNotRunning,
     SandboxRequest,
-    Sighting,
 )
 from activities.providers.runtime import watch as watching
+from activities.providers.runtime.convert import (
+    in_workspace,
+    lease_left,
+    process_info,
+    sandbox_info,
+    start_marker,
+)
 from activities.providers.runtime.errors import runtime_call
 from activities.providers.runtime.money import RuntimeAccount
 from activities.providers.runtime.snapshots import RuntimeSnapshots
+from activities.providers.runtime.watching import RuntimeWatching
 
 API_KEY_VARIABLE = "RUNTIME_API_KEY"
-START_KEY_MARKER = "# overnight-start-key="
-WORKSPACE = "/workspace"
-# Runtime's own states folded into the few the workflow reasons about.
-_SANDBOX_STATES: dict[str, SandboxState] = {
-    "starting": "starting",
-    "resuming": "starting",
-    "running": "running",
-    "pausing": "paused",
-    "paused": "paused",
-    "stopping": "stopped",
-    "stopped": "stopped",
-    "deleted": "missing",
-}
-_PROCESS_STATES: dict[str, ProcessState] = {
-    "running": "running",
-    "exited": "exited",
-    "killed": "killed",
-}
 _Client = withruntime.AsyncRuntime
-_SAFE_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
 # Each watched run holds one stream; the SDK's default pool (48 connections, 40 for streams)
 # would cap a worker at 40 watched runs. Runtime itself serves at most 128 requests at once per
 # key, so a worker may hold that many streams, plus room for ordinary calls.
@@ -75,12 +59,9 @@ RUNTIME_SERVED_AT_ONCE = 128
 CALL_CONNECTIONS = 8
 # A command is given at most the lease left minus this, so it never outlasts the lease.
 LEASE_SAFETY_SECONDS = 10
-# After its exit marker appears, an agent's process may take a moment to be reported ended.
-EXIT_REPORT_TRIES = 25
-EXIT_REPORT_PAUSE = 0.2
 
 
-class RuntimeProvider(RuntimeSnapshots, RuntimeAccount):
+class RuntimeProvider(RuntimeWatching, RuntimeSnapshots, RuntimeAccount):
     """`SandboxProvider` on Runtime. The key is read from the worker's `RUNTIME_API_KEY` only.
 
     The SDK's own retries are kept short on purpose (`max_retries`, `timeout`, no capacity
@@ -283,95 +264,6 @@ class RuntimeProvider(RuntimeSnapshots, RuntimeAccount):
             sandbox = await self._running(sandbox_id)
             await sandbox.files.upload(local_dir, remote_dir)
 
-    async def watch(
-        self,
-        sandbox_id: str,
-        process_id: str,
-        checkpoint_path: str,
-        *,
-        token: str | None,
-        wait_seconds: float,
-        report_touch: bool = True,
-    ) -> Sighting:
-        running = SandboxInfo(sandbox_id=sandbox_id, state="running")
-        alive = ProcessInfo(process_id=process_id, state="running")
-        known = watching.WatchToken.decode(token)
-        async with runtime_call(sandbox_id, self._budget + wait_seconds):
-            if known is not None and known.pending:
-                return await self._pending(sandbox_id, process_id, known)
-            if known is None:
-                # A new watch: look at the sandbox and the agent once, then follow the stream.
-                sandbox = await self._get(sandbox_id)
-                if sandbox.state != "running":
-                    return Sighting(sandbox_info(sandbox.info), alive, False, None)
-                fresh = await watching.start_watch(sandbox, checkpoint_path)
-                process = await self._process_of(sandbox, process_id)
-                return Sighting(sandbox_info(sandbox.info), process, True, fresh.encode())
-            handle = watching.watch_handle(self._client().sandboxes._t, sandbox_id, known)
-            try:
-                news, after = await watching.next_news(
-                    handle, checkpoint_path, wait_seconds, report_touch=report_touch
-                )
-            except withruntime.NotFoundError:
-                # The watch is gone (it ended, or the sandbox did): start over next time.
-                return Sighting(await self.sandbox(sandbox_id), alive, True, None)
-            info = None
-            if news.ended is None and not news.settled:
-                # A short look (no stream followed): whether it still runs is not known; a
-                # paused sandbox must not be taken for a running one. Ask, without waking.
-                info = await self.sandbox(sandbox_id)
-            if news.ended is not None or (info is not None and info.state != "running"):
-                info = info or await self.sandbox(sandbox_id)
-                paused = info.state == "paused"
-                later = dataclasses.replace(after, pending=news.pending())
-                process = await self._settled(sandbox_id, process_id, info)
-                return Sighting(info, process, False, later.encode() if paused else None)
-            process = alive
-            if news.agent_exited:
-                process = await self._exit_of(sandbox_id, process_id)
-            return Sighting(info or running, process, news.checkpoint_touched, after.encode())
-
-    async def _pending(
-        self, sandbox_id: str, process_id: str, known: watching.WatchToken
-    ) -> Sighting:
-        """News read just before a pause: acted on once the sandbox runs again."""
-        info = await self.sandbox(sandbox_id)
-        if info.state != "running":
-            return Sighting(
-                info, await self._settled(sandbox_id, process_id, info), False, known.encode()
-            )
-        process = ProcessInfo(process_id=process_id, state="running")
-        if "x" in known.pending:
-            process = await self._exit_of(sandbox_id, process_id)
-        done = dataclasses.replace(known, pending="")
-        return Sighting(info, process, "t" in known.pending, done.encode())
-
-    async def _process_of(self, sandbox: withruntime.AsyncSandbox, process_id: str) -> ProcessInfo:
-        try:
-            return process_info((await sandbox.process(process_id)).info)
-        except (withruntime.NotFoundError, withruntime.ConflictError):
-            return ProcessInfo(process_id=process_id, state="missing")
-
-    async def _exit_of(self, sandbox_id: str, process_id: str) -> ProcessInfo:
-        """The agent's process once its exit marker appeared: given a moment to be reported
-        ended (the marker is written just before the wrapper exits)."""
-        sandbox = self._handle(sandbox_id)
-        for _ in range(EXIT_REPORT_TRIES):
-            process = await self._process_of(sandbox, process_id)
-            if process.state != "running":
-                return process
-            await asyncio.sleep(EXIT_REPORT_PAUSE)
-        return process
-
-    async def _settled(self, sandbox_id: str, process_id: str, info: SandboxInfo) -> ProcessInfo:
-        """The agent of a sandbox that is no longer running, without waking it."""
-        if info.state == "stopped":
-            return ProcessInfo(process_id=process_id, state="killed")
-        if info.state == "missing":
-            return ProcessInfo(process_id=process_id, state="missing")
-        # Paused: frozen with its sandbox, not asked (asking would wake it).
-        return ProcessInfo(process_id=process_id, state="running")
-
     async def wake(self, sandbox_id: str) -> SandboxInfo:
         async with runtime_call(sandbox_id, self._budget):
             sandbox = await self._get(sandbox_id)
@@ -419,40 +311,6 @@ class RuntimeProvider(RuntimeSnapshots, RuntimeAccount):
             await client.close()
 
 
-def start_marker(start_key: str) -> str:
-    """The comment line that tags a spawned agent with its start key."""
-    key = start_key if _SAFE_KEY.match(start_key) else sha256(start_key.encode()).hexdigest()
-    return f"{START_KEY_MARKER}{key}"
-
-
-def in_workspace(path: str) -> bool:
-    normal = posixpath.normpath(path)
-    return path.startswith("/") and (normal == WORKSPACE or normal.startswith(WORKSPACE + "/"))
-
-
-def sandbox_info(info: dict[str, Any]) -> SandboxInfo:
-    labels = info.get("labels") or {}
-    return SandboxInfo(
-        sandbox_id=str(info["id"]),
-        name=str(info.get("name") or ""),
-        state=_SANDBOX_STATES.get(str(info.get("state") or ""), "starting"),
-        stop_reason=info.get("stopReason"),
-        labels={str(k): str(v) for k, v in labels.items()},
-        created_at=_parse_time(info.get("createdAt")),
-        lease_ends_at=_parse_time(info.get("endsAt") or info.get("expiresAt")),
-    )
-
-
-def lease_left(info: dict[str, Any]) -> float | None:
-    """Seconds until the lease ends, by the worker's clock; None without a time limit."""
-    ends = _parse_time(info.get("endsAt") or info.get("expiresAt"))
-    if ends is None:
-        return None
-    if ends.tzinfo is None:
-        ends = ends.replace(tzinfo=UTC)
-    return (ends - datetime.now(UTC)).total_seconds()
-
-
 async def _capped_read(sandbox: withruntime.AsyncSandbox, path: str, max_bytes: int) -> FileRead:
     pieces: list[bytes] = []
     size = 0
@@ -465,24 +323,3 @@ async def _capped_read(sandbox: withruntime.AsyncSandbox, path: str, max_bytes: 
             return FileRead(status="too_large", size=max_bytes + 1)
     data = b"".join(pieces)
     return FileRead(status="ok", size=len(data), data=data)
-
-
-def process_info(info: dict[str, Any]) -> ProcessInfo:
-    exit_code = info.get("exitCode")
-    state = _PROCESS_STATES.get(str(info.get("state") or ""))
-    if state is None:
-        state = "exited" if exit_code is not None else "running"
-    return ProcessInfo(
-        process_id=str(info["id"]),
-        state=state,
-        exit_code=int(exit_code) if exit_code is not None else None,
-    )
-
-
-def _parse_time(value: Any) -> datetime | None:
-    if not isinstance(value, str):
-        return None
-    try:
-        return datetime.fromisoformat(value)
-    except ValueError:
-        return None
