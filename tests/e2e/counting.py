@@ -101,7 +101,7 @@ def agent_frozen(run_id: str) -> bool:
     states = []
     for pid in agent_pids(run_id):
         try:
-            if b"local_launcher" in Path(f"/proc/{pid}/cmdline").read_bytes():
+            if b"local/launcher.py" in Path(f"/proc/{pid}/cmdline").read_bytes():
                 continue
             states.append(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0])
         except OSError:

@@ -1,6 +1,6 @@
 """The first process inside an isolated local sandbox: runs the agent and says how it ended.
 
-`python -I -S local_inside.py FD COMMAND` runs `bash -c COMMAND` and writes one JSON object
+`python -I -S inside.py FD COMMAND` runs `bash -c COMMAND` and writes one JSON object
 to the pipe FD when it ends: `{"exit_code": N}`, or `{"signal": N}` when a signal killed it.
 Bubblewrap's own exit status cannot tell `exit 137` from a SIGKILL, and overnight reads the
 two differently (a crash, or an agent killed).

@@ -1,6 +1,6 @@
 """Runs one agent process for the local engine and records how it ended.
 
-The engine starts this file as `python -I local_launcher.py PROCESS_DIR`, in a new session and
+The engine starts this file as `python -I launcher.py PROCESS_DIR`, in a new session and
 with the agent's environment. It detaches at once (forks; the engine reaps the parent), so the
 agent outlives the worker process that started it. Then it:
 
@@ -52,7 +52,7 @@ def _sibling(name: str) -> Any:
     return module
 
 
-local_ns = _sibling("local_ns")
+local_ns = _sibling("ns")
 
 
 def write_json(path: Path, value: dict[str, Any]) -> None:

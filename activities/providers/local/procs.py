@@ -85,7 +85,7 @@ def _launcher_alive(started: dict[str, object]) -> bool:
     pid = started.get("launcher_pid")
     try:
         return (
-            isinstance(pid, int) and b"local_launcher" in Path(f"/proc/{pid}/cmdline").read_bytes()
+            isinstance(pid, int) and b"local/launcher.py" in Path(f"/proc/{pid}/cmdline").read_bytes()
         )
     except OSError:
         return False
