@@ -84,9 +84,8 @@ def _alive(started: dict[str, object]) -> bool:
 def _launcher_alive(started: dict[str, object]) -> bool:
     pid = started.get("launcher_pid")
     try:
-        return (
-            isinstance(pid, int) and b"local/launcher.py" in Path(f"/proc/{pid}/cmdline").read_bytes()
-        )
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes() if isinstance(pid, int) else b""
+        return str(LAUNCHER).encode() in cmdline
     except OSError:
         return False
 
