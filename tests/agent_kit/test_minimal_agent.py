@@ -1,5 +1,5 @@
-"""The README's minimal agent (examples/minimal_agent/main.py) is the file the README shows, and
-it works: a fresh-context exit after step 1, then the rest, its pull request opened once."""
+"""The minimal agent (examples/minimal_agent/main.py) is the file docs/writing-an-agent.md shows,
+and it works: a fresh-context exit after step 1, then the rest, its pull request opened once."""
 
 from __future__ import annotations
 
@@ -17,8 +17,9 @@ ROOT = Path(__file__).resolve().parents[2]
 AGENT = ROOT / "examples" / "minimal_agent" / "main.py"
 
 
-def test_the_readme_shows_the_minimal_agent_as_it_is() -> None:
-    assert f"```python\n{AGENT.read_text()}```" in (ROOT / "README.md").read_text()
+def test_the_docs_show_the_minimal_agent_as_it_is() -> None:
+    page = ROOT / "docs" / "writing-an-agent.md"
+    assert f"```python\n{AGENT.read_text()}```" in page.read_text()
 
 
 def test_the_minimal_agent_starts_afresh_once_and_opens_its_pull_request_once(

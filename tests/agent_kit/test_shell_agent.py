@@ -28,7 +28,7 @@ import overnight_agent  # noqa: E402  (the kit is a plain file, as agents see it
 
 ROOT = Path(__file__).resolve().parents[2]
 AGENT = ROOT / "examples" / "shell_agent" / "agent.sh"
-README = ROOT / "README.md"
+PAGE = ROOT / "docs" / "writing-an-agent.md"
 STEPS = [
     "read the code",
     "write the migration",
@@ -223,8 +223,8 @@ def test_a_kill_at_any_moment_then_a_restart_does_each_outside_action_once(
     assert shell.ledger_keys() == ["shell-test-step-4", "shell-test-step-5"]
 
 
-def test_the_readmes_shell_snippet_resumes_acts_once_and_saves_whole(tmp_path: Path) -> None:
-    block = re.search(r"```bash\n(# resume after.*?)```", README.read_text(), re.S)
+def test_the_docs_shell_snippet_resumes_acts_once_and_saves_whole(tmp_path: Path) -> None:
+    block = re.search(r"```bash\n(# resume after.*?)```", PAGE.read_text(), re.S)
     assert block is not None
     kit = overnight_agent.Checkpoint(str(tmp_path / "checkpoint.json"))
     kit.step = 3

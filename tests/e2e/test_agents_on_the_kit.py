@@ -1,7 +1,7 @@
 """The demo scenario played by every example agent on the real stack (dev server, worker, local
 sandboxes isolated with bubblewrap): the sample agent on the agent kit and the shell agent with
 no Python of its own each crash after opening their pull request, are restarted from their
-last checkpoint, and finish with each outside action done exactly once. The README's minimal
+last checkpoint, and finish with each outside action done exactly once. The docs' minimal
 agent runs too."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""README's "From your own code": the calls of examples/from_your_code/run.py, which the README
-shows as it is, against the real stack: a plain `temporalio` client starts a run from a
+"""docs/from-your-code.md: the calls of examples/from_your_code/run.py, which the page shows as
+it is, against the real stack: a plain `temporalio` client starts a run from a
 `RunSpec` without a run id, queries it, extends its budget and awaits its `RunResult`; the
 `cancel` signal completes the run as `cancelled`, Temporal's cancellation ends it as Canceled;
 `OvernightState` says `cancelled` for both."""
@@ -56,7 +56,7 @@ def spec_without_run_id(root: Path, **env: str) -> tuple[RunSpec, Path]:
 
 @pytest_asyncio.fixture(loop_scope="session")
 async def overnight_queue_worker(dev_client: Client) -> AsyncIterator[None]:
-    """A worker on the default task queue `overnight`, the one the README's code names."""
+    """A worker on the default task queue `overnight`, the one the docs' code names."""
     ready, stop = asyncio.Event(), asyncio.Event()
     worker = asyncio.create_task(serve(dev_client, task_queue=TASK_QUEUE, ready=ready, stop=stop))
     waiter = asyncio.create_task(ready.wait())
@@ -72,8 +72,9 @@ async def overnight_queue_worker(dev_client: Client) -> AsyncIterator[None]:
         await asyncio.wait_for(worker, timeout=60)
 
 
-def test_the_readme_shows_the_client_example_as_it_is() -> None:
-    assert f"```python\n{EXAMPLE.read_text()}```" in (ROOT / "README.md").read_text()
+def test_the_docs_show_the_client_example_as_it_is() -> None:
+    page = ROOT / "docs" / "from-your-code.md"
+    assert f"```python\n{EXAMPLE.read_text()}```" in page.read_text()
 
 
 async def test_a_plain_client_starts_queries_extends_and_awaits_a_run(
