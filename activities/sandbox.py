@@ -2,8 +2,10 @@
 
 `SandboxActivities.from_env(client)` holds the providers: `local` always, `runtime` built on
 first use inside the worker's event loop (its client belongs to that loop), from the worker's
-`RUNTIME_API_KEY`. Provider failures become activity errors in one place
-(`activities.errors.activity_errors`); long steps heartbeat (`activities.heartbeat`).
+`RUNTIME_API_KEY`; and the worker's grants (activities.grants: what a spec may ask for), which
+`check_spec` answers at a run's start and the steps that make or start agents check again.
+Provider failures become activity errors in one place (`activities.errors.activity_errors`);
+long steps heartbeat (`activities.heartbeat`).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from temporalio.client import Client
 from activities import sandbox_setup as setup
 from activities.checkpoints import read_checkpoint
 from activities.errors import ErrorType, activity_errors, non_retryable
+from activities.grants import refuse_unless_allowed, spec_refusals, worker_grants
 from activities.heartbeat import auto_heartbeat, hand_over_on_shutdown
 from activities.last_words import read_last_words
 from activities.models import (
@@ -39,6 +42,8 @@ from activities.models import (
     SandboxSettled,
     SearchAttributeCheck,
     SearchAttributeCheckInput,
+    SpecCheck,
+    SpecCheckInput,
     StartAgentInput,
 )
 from activities.money_activities import MoneyActivities
@@ -62,6 +67,7 @@ from overnight.constants import (
     LABEL_ATTEMPT,
     LABEL_RUN,
 )
+from overnight.grants import Grants
 from overnight.models import RunSpec
 
 
@@ -75,8 +81,11 @@ class SandboxActivities:
         providers: Mapping[str, SandboxProvider] | None = None,
         factories: Mapping[str, ProviderFactory] | None = None,
         heartbeat_seconds: float | None = None,
+        grants: Grants | None = None,
     ):
+        """`grants`: what specs may ask for; without them, the worker's environment says."""
         self._client = client
+        self._grants = worker_grants() if grants is None else grants
         self._providers: dict[str, SandboxProvider] = dict(providers or {})
         self._factories = dict(factories or {})
         self._heartbeat_seconds = heartbeat_seconds
@@ -84,15 +93,19 @@ class SandboxActivities:
         self._search_attributes = SearchAttributeCache(client)
 
     @classmethod
-    def from_env(cls, client: Client | None) -> SandboxActivities:
+    def from_env(cls, client: Client | None, grants: Grants | None = None) -> SandboxActivities:
         providers, factories = registry.worker_providers()
-        return cls(client, providers=providers, factories=factories)
+        return cls(client, providers=providers, factories=factories, grants=grants)
+
+    @property
+    def grants(self) -> Grants:
+        return self._grants
 
     def all(self) -> list[Callable[..., Any]]:
         from activities.notify.activities import NotifyActivities
 
         return [
-            *NotifyActivities(self._client).all(),
+            *NotifyActivities(self._client, grants=self._grants).all(),
             *SnapshotActivities(self._provider, self._heartbeat_seconds).all(),
             *MoneyActivities(self._provider).all(),
             self.create_sandbox,
@@ -105,6 +118,7 @@ class SandboxActivities:
             self.extend_sandbox,
             self.list_sandboxes,
             self.check_search_attributes,
+            self.check_spec,
         ]
 
     async def aclose(self) -> None:
@@ -138,9 +152,18 @@ class SandboxActivities:
 
     # ----- starting agents -----
 
+    @activity.defn(name=ActivityName.CHECK_SPEC)
+    async def check_spec(self, input: SpecCheckInput) -> SpecCheck:
+        """What in the spec this worker's grants do not allow (a local activity at a run's
+        start): a result, not an error, so the run fails once, as `SpecRefused`."""
+        return SpecCheck(refusals=await asyncio.to_thread(spec_refusals, input.spec, self._grants))
+
     @activity.defn(name=ActivityName.CREATE_SANDBOX)
     async def create_sandbox(self, input: CreateSandboxInput) -> AgentStarted:
         spec = input.spec
+        # Again here, before anything is made: a run begun before the check, a worker with
+        # other grants, or a create scheduled by some other workflow.
+        refuse_unless_allowed(spec, self._grants)
         env = setup.agent_env(spec, attempt=input.attempt, restart_reason=input.restart_reason)
         if not Path(spec.agent_dir).expanduser().is_dir():
             raise non_retryable(
@@ -157,6 +180,7 @@ class SandboxActivities:
             max_total_cost_micros=input.max_total_cost_micros,
             isolation=spec.isolation,
             binds=setup.spec_binds(spec),
+            host_ports=tuple(spec.host_ports),
         )
         async with auto_heartbeat(self._heartbeat_seconds):
             with activity_errors():
@@ -217,6 +241,7 @@ class SandboxActivities:
     @activity.defn(name=ActivityName.START_AGENT)
     async def start_agent(self, input: StartAgentInput) -> AgentStarted:
         spec = input.spec
+        refuse_unless_allowed(spec, self._grants)
         env = setup.agent_env(spec, attempt=input.attempt, restart_reason=input.restart_reason)
         provider = await self._provider(spec.provider)
         launch = _launch(spec, input.attempt, input.fresh_start, env)
@@ -271,6 +296,7 @@ class SandboxActivities:
                 input.checkpoint_path,
                 input.max_bytes,
                 input.known_digest,
+                secret_env=input.secret_env,
             )
         return CheckpointSalvage(**read.model_dump(), output_tail=tail)
 

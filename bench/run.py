@@ -5,8 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import platform
-import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator, Callable
@@ -25,26 +23,12 @@ from bench.key_limit import KeySettings, measure_key_limit
 from bench.procs import dev_server
 from bench.provider_cost import CostSettings, measure_provider_cost
 from bench.provider_rows import cost_rows
-from bench.report import (
-    Row,
-    fill_page,
-    merge_earlier,
-    page_tables,
-    render_text,
-    write_results,
-)
+from bench.report import RESULTS_DIR, SUITE, Row, machine, render_text, save_results
 from bench.runtime_crash import measure_runtime_crash
 from bench.scale import ScaleSettings, measure_scale
 from overnight.home import HOME_ENV
 
-METRICS = ("crash", "recovery", "history", "scale", "requests")
-# Every group a row may carry, in the table's order: the suite's, then the benchmarks run on
-# their own (`python -m bench.snapshot_recovery`), whose rows a suite run keeps.
-GROUPS = (*METRICS, "snapshot")
-REPO_ROOT = Path(__file__).resolve().parent.parent
-RESULTS_DIR = REPO_ROOT / "bench" / "results"
-# The docs page showing bench/results' rows: its tables are rewritten, between markers.
-RESULTS_PAGE = REPO_ROOT / "docs" / "performance.md"
+METRICS = SUITE
 
 
 @dataclass(frozen=True)
@@ -197,28 +181,6 @@ async def run_bench(options: Options, out: Callable[[str], None] = print) -> Out
     return Outcome(rows, details, json_path, md_path)
 
 
-def save_results(
-    folder: Path,
-    rows: list[Row],
-    details: dict[str, Any],
-    meta: dict[str, Any],
-    out: Callable[[str], None] = print,
-    page: Path = RESULTS_PAGE,
-) -> tuple[list[Row], Path, Path]:
-    """Write this run's rows to `folder`, keeping the rows of the benchmarks it did not run
-    from the folder's last results; the rows written, and the two files. Into bench/results
-    (not a quick run's folder) the docs page's tables are rewritten too, so they show what
-    latest.json holds."""
-    rows = merge_earlier(folder, rows, details, meta, GROUPS)
-    json_path, md_path = write_results(folder, rows, details, meta)
-    if folder.resolve() == RESULTS_DIR:
-        missing = fill_page(page, page_tables(rows, meta))
-        out(f"rewrote the tables in {page}")
-        if missing:
-            out(f"warning: {page} has no markers for {', '.join(missing)}: not written")
-    return rows, json_path, md_path
-
-
 async def _requests(
     client: Client,
     address: str,
@@ -282,21 +244,4 @@ async def _connect(address: str, namespace: str) -> Client:
     return await asyncio.wait_for(
         Client.connect(address, namespace=namespace, data_converter=pydantic_data_converter),
         timeout=30,
-    )
-
-
-def machine() -> str:
-    """The cores, CPU model, memory and Python the figures were measured with."""
-    model = ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    return (
-        f"{os.cpu_count()} cores ({model or platform.machine()}), {memory:.0f} GiB, "
-        f"Python {sys.version.split()[0]}"
     )

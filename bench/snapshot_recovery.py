@@ -34,8 +34,7 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
 from bench.procs import dev_server
-from bench.report import Row, render_text
-from bench.run import RESULTS_DIR, machine, save_results
+from bench.report import RESULTS_DIR, Row, machine, render_text, save_results
 from fakes.git_http import origin_fields
 from overnight.cli import client as api
 from overnight.cli.demo import make_origin

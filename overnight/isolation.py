@@ -15,6 +15,8 @@ from pydantic import BaseModel, ConfigDict, field_validator
 # "bubblewrap": the default, refused where bwrap cannot run; "none": no isolation, on purpose.
 Isolation = Literal["bubblewrap", "none"]
 MAX_BINDS = 32
+# Most host loopback ports one sandbox may reach (`RunSpec.host_ports`).
+MAX_HOST_PORTS = 16
 # Paths the sandbox itself provides: a bind there would hide them.
 SANDBOX_OWNED = ("/workspace", "/proc", "/dev")
 
@@ -52,6 +54,20 @@ def check_binds(binds: list[HostBind], provider: str) -> None:
         if bind.path in seen:
             raise ValueError(f"binds: {bind.path} is listed twice")
         seen.add(bind.path)
+
+
+def check_host_ports(ports: list[int], provider: str) -> None:
+    """What `host_ports` may not be (ValueError, one line): each a TCP port, once, and only
+    for local sandboxes (a Runtime sandbox has no way to the worker's loopback)."""
+    if ports and provider != "local":
+        raise ValueError("host_ports: only local sandboxes reach ports on the worker's loopback")
+    seen: set[int] = set()
+    for port in ports:
+        if not 1 <= port <= 65535:
+            raise ValueError(f"host_ports: {port} is not a TCP port (1-65535)")
+        if port in seen:
+            raise ValueError(f"host_ports: {port} is listed twice")
+        seen.add(port)
 
 
 def is_under(path: str, roots: Sequence[str]) -> bool:

@@ -13,7 +13,14 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from overnight.isolation import MAX_BINDS, HostBind, Isolation, check_binds
+from overnight.isolation import (
+    MAX_BINDS,
+    MAX_HOST_PORTS,
+    HostBind,
+    Isolation,
+    check_binds,
+    check_host_ports,
+)
 from overnight.notify_spec import MAX_WEBHOOKS, Webhook, webhooks_from_input
 from overnight.snapshot_spec import Recovery, SnapshotMode, check_snapshot_mode
 
@@ -37,6 +44,17 @@ MAX_HOURS = 366 * 24
 PositiveSeconds = Annotated[float, Field(gt=0, le=MAX_SECONDS)]
 PositiveHours = Annotated[float, Field(gt=0, le=MAX_HOURS)]
 MAX_SPEND_EXTENSION_USD = 1_000_000
+# Upper bounds on a spec's sizes and counts, so a mistyped or hostile spec is refused where
+# it is written, not by the 16th create (a prlimit of 10**30 bytes) or by the history.
+MAX_MEMORY_MIB = 1024 * 1024  # 1 TiB
+# The checkpoint travels in activity results and the run's state: well under Temporal's
+# 2 MB per payload (it warns from 512 KB), with room for its JSON escaping.
+MAX_CHECKPOINT_BYTES = 1024 * 1024
+MAX_POLL_SECONDS = 24 * 3600
+MAX_STALL_SECONDS = 7 * 24 * 3600
+MAX_ATTENTION_HOURS = 90 * 24
+MAX_FRESH_STARTS = 10_000
+MAX_RESTARTS = 10_000
 RunState = Literal[
     "starting",
     "running",
@@ -112,23 +130,26 @@ class RunSpec(_StrictInput):
     env: dict[str, str] = Field(default_factory=dict)
     secret_env: list[str] = Field(default_factory=list)
     checkpoint_path: str = "/workspace/checkpoint.json"
-    max_checkpoint_bytes: int = Field(default=262144, gt=0, le=4 * 1024 * 1024)
+    max_checkpoint_bytes: int = Field(default=262144, gt=0, le=MAX_CHECKPOINT_BYTES)
     provider: Provider = "local"
     vcpu: int = Field(default=2, gt=0, le=64)
-    memory_mib: int = Field(default=4096, gt=0)
+    memory_mib: int = Field(default=4096, gt=0, le=MAX_MEMORY_MIB)
     sandbox_timeout_seconds: PositiveSeconds = 3600
-    poll_seconds: PositiveSeconds = 60
-    stall_seconds: PositiveSeconds = 900
+    poll_seconds: float = Field(default=60, gt=0, le=MAX_POLL_SECONDS)
+    stall_seconds: float = Field(default=900, gt=0, le=MAX_STALL_SECONDS)
     fresh_context_exit_code: int = Field(default=75, ge=1, le=255)
-    max_fresh_starts: int = Field(default=50, ge=0)
+    max_fresh_starts: int = Field(default=50, ge=0, le=MAX_FRESH_STARTS)
     budget: Budget = Field(default_factory=Budget)
     rates: Rates = Field(default_factory=Rates)
-    attention_hours: PositiveHours = 24
+    attention_hours: float = Field(default=24, gt=0, le=MAX_ATTENTION_HOURS)
     keep_sandboxes: bool = False
     # Local provider: how each sandbox is isolated ("none" only on purpose, see README) and
     # which host paths it sees at the same path (read-only unless `writable`).
     isolation: Isolation = "bubblewrap"
     binds: list[HostBind] = Field(default_factory=list, max_length=MAX_BINDS)
+    # Local provider: TCP ports on the worker's loopback an isolated sandbox may reach (it has
+    # a network of its own, which reaches out but not the host's loopback otherwise).
+    host_ports: list[int] = Field(default_factory=list, max_length=MAX_HOST_PORTS)
     # Webhooks told when the run needs a person, fails, finishes or is cancelled (and, if they
     # ask, of every restart); a worker-wide default comes from its environment (README).
     notify: list[Webhook] = Field(default_factory=list, max_length=MAX_WEBHOOKS)
@@ -178,6 +199,10 @@ class RunSpec(_StrictInput):
     def _budget_bounded(cls, value: Budget) -> Budget:
         if value.max_hours > MAX_HOURS:
             raise ValueError(f"max_hours may be at most {MAX_HOURS} (a year)")
+        if value.max_restarts > MAX_RESTARTS:
+            raise ValueError(f"max_restarts may be at most {MAX_RESTARTS}")
+        if value.max_spend_usd is not None and value.max_spend_usd > MAX_SPEND_EXTENSION_USD:
+            raise ValueError(f"max_spend_usd may be at most {MAX_SPEND_EXTENSION_USD}")
         return value
 
     @field_validator("env")
@@ -239,6 +264,7 @@ class RunSpec(_StrictInput):
     @model_validator(mode="after")
     def _binds_fit(self) -> RunSpec:
         check_binds(self.binds, self.provider)
+        check_host_ports(self.host_ports, self.provider)
         return self
 
 

@@ -30,11 +30,13 @@ class ProcessInfo:
 
 @dataclass(frozen=True)
 class FileRead:
-    """A capped file read. `data` is set only for `status == "ok"`."""
+    """A capped file read. `data` is set only for `status == "ok"`. `refused`: something is
+    there but is not read (a symlink, a FIFO, a folder: `detail` says which)."""
 
-    status: Literal["ok", "missing", "too_large", "outside"]
+    status: Literal["ok", "missing", "too_large", "outside", "refused"]
     size: int = 0
     data: bytes | None = None
+    detail: str = ""
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,11 @@ class SandboxRequest:
     # activities/local_isolation); other providers isolate their own way and ignore these.
     isolation: Literal["bubblewrap", "none"] = "bubblewrap"
     binds: tuple[HostBind, ...] = ()
+    # Local isolated sandboxes have a network of their own: the worker's loopback ports they
+    # may reach. `network="host"` shares the worker's network instead (the fake Runtime API's
+    # sandboxes, which stand for cloud machines with the internet: here, the loopback).
+    host_ports: tuple[int, ...] = ()
+    network: Literal["own", "host"] = "own"
     # Start as a copy of this snapshot (recovery "snapshot"; see
     # activities.providers.snapshot_protocol).
     snapshot_id: str | None = None

@@ -126,6 +126,8 @@ class SandboxRoutes:
                 memory_mib=record.memory_mib,
                 on_lease_end="stop" if record.on_lease_end == "stop" else "pause",
                 snapshot_id=None if snapshot is None else self.snapshots.copy_of(snapshot),
+                # A cloud sandbox reaches the internet, which is the loopback here.
+                network="host",
             )
         )
         if snapshot is not None:

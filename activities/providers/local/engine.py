@@ -36,9 +36,11 @@ from pathlib import Path
 
 from activities.providers.local import isolation as local_isolation
 from activities.providers.local import limits as local_limits
+from activities.providers.local import netns
 from activities.providers.local import procs as local_procs
 from activities.providers.local.files import WorkspaceMap, read_json, write_json
-from activities.providers.local.guest_files import GuestFiles
+from activities.providers.local.guest_files import GuestFiles, give
+from activities.providers.local.mounts import RESOLV_CONF, SANDBOX_HOME
 from activities.providers.local.procs import ProcessRecord
 from activities.providers.local.state import (
     LEASE_EXPIRED,
@@ -57,6 +59,7 @@ from activities.providers.protocol import (
     SandboxNotFound,
     SandboxNotRunning,
 )
+from overnight.constants import LABEL_RUN
 from overnight.isolation import HostBind, Isolation
 
 # Like Runtime: `extend` moves the end at most this far ahead of now.
@@ -98,6 +101,8 @@ class LocalEngine(GuestFiles):
         on_lease_end: LeaseEnd = "pause",
         isolation: Isolation = "bubblewrap",
         binds: Sequence[HostBind] = (),
+        host_ports: Sequence[int] = (),
+        network: str = "own",
     ) -> tuple[SandboxMeta, bool]:
         """The sandbox named `name`, created (running) if absent. True when created now.
 
@@ -109,10 +114,16 @@ class LocalEngine(GuestFiles):
             existing = self.find(name)
             if existing is not None:
                 return existing, False
-            local_isolation.require(isolation)
+            local_isolation.require(isolation, network)
             local_isolation.check_binds(binds)
+            isolated = isolation == "bubblewrap"
+            run = (labels or {}).get(LABEL_RUN, name)
+            uid = local_isolation.sandbox_uid(run) if isolated else None
             for sub in ("workspace", "home", "processes", "tmp"):
                 (folder / sub).mkdir(parents=True, exist_ok=True)
+            for sub in ("workspace", "home", "tmp"):
+                give(folder / sub, uid)
+            (folder / RESOLV_CONF).write_text(netns.RESOLV_CONF)
             now = time.time()
             meta = SandboxMeta(
                 id=name,
@@ -129,6 +140,9 @@ class LocalEngine(GuestFiles):
                 isolation=isolation,
                 limits=local_limits.choose(),
                 binds=[bind.model_dump() for bind in binds],
+                network=network if isolated else "host",
+                host_ports=list(host_ports),
+                uid=uid,
             )
             self._save(meta)
             return meta, True
@@ -344,7 +358,8 @@ class LocalEngine(GuestFiles):
         """`command` ready to run in the sandbox, isolated as it was created."""
         env = {name: os.environ[name] for name in PASSED_THROUGH_ENV if name in os.environ}
         env.setdefault("PATH", os.defpath)
-        env["HOME"] = str(self.folder(meta.id) / "home")
+        isolated = meta.isolation == "bubblewrap"
+        env["HOME"] = SANDBOX_HOME if isolated else str(self.folder(meta.id) / "home")
         mapped = meta.isolation == "none"  # isolated, /workspace is real: nothing to rewrite
         env.update(self.workspace(meta.id).map_env(dict(extra or {})) if mapped else extra or {})
         folder = self.folder(meta.id)

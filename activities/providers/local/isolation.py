@@ -1,21 +1,28 @@
-"""How a local sandbox's processes are isolated: bubblewrap, or (asked for) nothing at all.
+"""How a local sandbox's processes are isolated: bubblewrap, or (granted) nothing at all.
 
-With `isolation="bubblewrap"` every agent and command of a sandbox runs under `bwrap`:
+The agent is untrusted code. With `isolation="bubblewrap"` every agent and command of a
+sandbox runs under `bwrap`:
 
 - the sandbox's `workspace/` mounted at the real path `/workspace` (no rewriting of commands,
   paths or variables), its `home/` at its own path as `$HOME`, its `tmp/` as `/tmp` and
-  `/var/tmp` (private, and kept for the sandbox's life);
-- the rest of the host read-only, overnight's state folder hidden (other sandboxes, the dev
-  server's database), and only the spec's `binds` on top, read-only unless asked writable;
-- a PID namespace of its own (it sees only its own processes; killing the namespace's PID 1
-  kills them all, `setsid` daemons too), all capabilities dropped, the network shared.
+  `/var/tmp`; of the host only what agents need, read-only (`mounts`), and the spec's binds;
+- its own PID namespace (it sees only its own processes; killing the namespace's PID 1 kills
+  them all, `setsid` daemons too), IPC and host name;
+- its own network (`network="own"`): outbound through slirp4netns, the worker's loopback
+  only on `host_ports` (`netns`);
+- when the worker runs as root, an unprivileged user of its own (`sandbox_uid`): bwrap keeps
+  only the capabilities to change user, which `inside.py` uses at once and so loses, so no
+  agent process holds a capability or root's file access; with `no_new_privs`, no setuid
+  program gives them back. A worker that is not root runs them as itself, in a user
+  namespace that may make no other.
 
 With `isolation="none"` processes run on the host as the worker's user, and `/workspace` is
-rewritten to the sandbox's folder in commands and variables (`local_files.WorkspaceMap`).
+rewritten to the sandbox's folder in commands and variables (`files.WorkspaceMap`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import subprocess
@@ -24,14 +31,17 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from activities.providers.local import inside as local_inside
 from activities.providers.local import limits as local_limits
-from activities.providers.local.files import WORKSPACE, WorkspaceMap
-from activities.providers.local.ns import INFO_FD, STATUS_FD
+from activities.providers.local import netns
+from activities.providers.local.files import WorkspaceMap
+from activities.providers.local.mounts import SHIM_PATH, bwrap_mounts, shim_python
+from activities.providers.local.ns import BLOCK_FD, INFO_FD, STATUS_FD
 from activities.providers.local.state import SandboxMeta, invalid_request
 from activities.providers.protocol import ProviderError
-from overnight.isolation import HostBind, is_under
+from overnight.isolation import HostBind
 
 ISOLATION_UNAVAILABLE = "IsolationUnavailable"
 INSTALL_HINT = (
@@ -41,16 +51,30 @@ INSTALL_HINT = (
 SHIM = Path(local_inside.__file__)
 PROBE_SECONDS = 10.0
 RETRY_PROBE_SECONDS = 30.0
+# The host users sandboxes run as when the worker is root: `first-last` (a run gets one by
+# its id, so its attempts share files it made) or one number.
+SANDBOX_UIDS_ENV = "OVERNIGHT_SANDBOX_UIDS"
+DEFAULT_SANDBOX_UIDS = (1_000_000_000, 1_000_065_535)
+# The most processes one run's sandboxes hold at once (with their own user: root workers).
+MAX_PROCESSES = 1024
+# Commands inside run as another user than the repository's owner: git must not refuse them.
+SAFE_DIRECTORY_ENV = {
+    "GIT_CONFIG_COUNT": "1",
+    "GIT_CONFIG_KEY_0": "safe.directory",
+    "GIT_CONFIG_VALUE_0": "*",
+}
 _probed: tuple[float, str | None] | None = None
 
 
 @dataclass(frozen=True)
 class Wrapped:
-    """A sandbox command ready for `Popen`: its argv, where it starts on the host, its env."""
+    """A sandbox command ready for `Popen`: its argv, where it starts on the host, its env,
+    and the network its bwrap waits for (`{"host_ports", "uid"}`; None: none to plug in)."""
 
     argv: list[str]
     cwd: str
     env: dict[str, str]
+    network: dict[str, Any] | None = None
 
 
 def bwrap_problem() -> str | None:
@@ -69,19 +93,8 @@ def _probe() -> str | None:
     bwrap = shutil.which("bwrap")
     if bwrap is None:
         return "local sandboxes are isolated with bubblewrap, and bwrap is not installed"
-    probe = [
-        bwrap,
-        "--ro-bind",
-        "/",
-        "/",
-        "--dev",
-        "/dev",
-        "--proc",
-        "/proc",
-        *_flags(),
-        "--",
-        "true",
-    ]
+    probe = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    probe += [*_flags(own_network=True, as_user=False), "--", "true"]
     try:
         done = subprocess.run(probe, capture_output=True, text=True, timeout=PROBE_SECONDS)
     except (OSError, subprocess.TimeoutExpired) as error:
@@ -92,15 +105,21 @@ def _probe() -> str | None:
     return None
 
 
-def require(isolation: str) -> None:
+def require(isolation: str, network: str) -> None:
     """Refuse a sandbox whose isolation this machine cannot give (one line: how to fix it)."""
     if isolation not in ("bubblewrap", "none"):
         raise invalid_request(f"unknown isolation {isolation!r}")
+    if network not in ("own", "host"):
+        raise invalid_request(f"unknown network {network!r}")
     problem = bwrap_problem() if isolation == "bubblewrap" else None
     if problem is not None:
         raise ProviderError(
             f"{problem}: {INSTALL_HINT}", kind=ISOLATION_UNAVAILABLE, retryable=False
         )
+    if isolation == "bubblewrap" and network == "own":
+        missing = netns.problem()
+        if missing is not None:
+            raise ProviderError(missing, kind=ISOLATION_UNAVAILABLE, retryable=False)
 
 
 def check_binds(binds: Sequence[HostBind]) -> None:
@@ -109,12 +128,40 @@ def check_binds(binds: Sequence[HostBind]) -> None:
             raise invalid_request(f"binds: {bind.path} does not exist on this worker")
 
 
+def sandbox_uid(run: str, environ: Mapping[str, str] | None = None) -> int | None:
+    """The host user a sandbox of run `run` runs as, or None for the worker's own (a worker
+    that is not root cannot change user)."""
+    if os.geteuid() != 0:
+        return None
+    spec = (os.environ if environ is None else environ).get(SANDBOX_UIDS_ENV, "").strip()
+    first, last = DEFAULT_SANDBOX_UIDS
+    try:
+        if spec:
+            low, _, high = spec.partition("-")
+            first, last = int(low), int(high or low)
+    except ValueError:
+        raise ProviderError(
+            f"{SANDBOX_UIDS_ENV}={spec!r} is not a user id or a range first-last",
+            kind="InvalidRequest",
+            retryable=False,
+        ) from None
+    if not 0 < first <= last < 2**32 - 1:
+        raise ProviderError(
+            f"{SANDBOX_UIDS_ENV}: {first}-{last} must be users other than root",
+            kind="InvalidRequest",
+            retryable=False,
+        )
+    digest = int.from_bytes(hashlib.sha256(run.encode()).digest()[:8], "big")
+    return first + digest % (last - first + 1)
+
+
 def describe(meta: SandboxMeta) -> str:
     """What the sandbox isolates and limits, in one sentence for the status and the card."""
     if meta.isolation == "bubblewrap":
+        who = f"as uid {meta.uid}, " if meta.uid is not None else ""
         text = (
-            "isolated (bubblewrap): only /workspace writable, host read-only, private /tmp, "
-            "own PIDs, network shared"
+            f"isolated (bubblewrap): {who}only /workspace writable, system folders read-only, "
+            f"private /tmp and /run, own PIDs, {_network_words(meta)}"
         )
     else:
         text = (
@@ -126,7 +173,23 @@ def describe(meta: SandboxMeta) -> str:
             f"{b.path} ({'writable' if b.writable else 'read-only'})" for b in binds_of(meta)
         )
         text += f"; binds: {shown}"
-    return f"{text}; {local_limits.describe(meta.limits, meta.vcpu, meta.memory_mib)}"
+    limits = local_limits.describe(meta.limits, meta.vcpu, meta.memory_mib)
+    return f"{text}; {limits}{_processes_words(meta)}"
+
+
+def _network_words(meta: SandboxMeta) -> str:
+    if meta.network != "own":
+        return "network shared"
+    if not meta.host_ports:
+        return "own network (outbound only, not the host's loopback)"
+    ports = ", ".join(str(port) for port in meta.host_ports)
+    return f"own network (outbound, and the host's loopback on ports {ports} only)"
+
+
+def _processes_words(meta: SandboxMeta) -> str:
+    if meta.uid is None or meta.limits == "none":
+        return ""
+    return f"; at most {MAX_PROCESSES} processes"
 
 
 def binds_of(meta: SandboxMeta) -> list[HostBind]:
@@ -144,9 +207,10 @@ def wrap(
     agent: bool,
 ) -> Wrapped:
     """How to run `command` in the sandbox at `folder` (its `SandboxMeta` is `meta`), in the
-    sandbox directory `cwd`, with `env` as the sandbox sees it. An agent's argv carries the
-    INFO_FD and STATUS_FD placeholders for the launcher."""
-    prefix = local_limits.prefix(meta.limits, meta.vcpu, meta.memory_mib)
+    sandbox directory `cwd`, with `env` as the sandbox sees it. The argv carries pipe
+    placeholders (`ns.INFO_FD`, ...) for whoever starts it (`ns.Pipes`)."""
+    processes = MAX_PROCESSES if meta.uid is not None else None
+    prefix = local_limits.prefix(meta.limits, meta.vcpu, meta.memory_mib, processes=processes)
     if meta.isolation != "bubblewrap":
         workspace = WorkspaceMap(folder / "workspace")
         return Wrapped(
@@ -154,53 +218,64 @@ def wrap(
             cwd=str(workspace.host_path(cwd)),
             env=workspace.map_env(dict(env)),
         )
-    binds = binds_of(meta)
+    own_network = meta.network == "own"
+    inner = [shim_python(), "-I", "-S", SHIM_PATH]
+    if meta.uid is not None:
+        inner += ["--as", f"{meta.uid}:{meta.uid}"]
+    pipes: list[str] = []
+    if agent or own_network:
+        pipes += ["--info-fd", INFO_FD]
+    if own_network:
+        pipes += ["--block-fd", BLOCK_FD]
     if agent:
-        inner = [sys.executable, "-I", "-S", str(SHIM), STATUS_FD, command]
-        info = ["--info-fd", INFO_FD]
-    else:
-        inner, info = ["bash", "-c", command], []
-    mounts = bwrap_mounts(folder, state_home, binds, [sys.executable, str(SHIM)])
+        inner += ["--status", STATUS_FD]
+    inner += ["--", command]
+    mounts = bwrap_mounts(folder, state_home, binds_of(meta), SHIM, own_network=own_network)
     bwrap = shutil.which("bwrap") or "bwrap"
-    argv = [*prefix, bwrap, *mounts, "--chdir", cwd, *_flags(), *info, "--", *inner]
-    return Wrapped(argv=argv, cwd=str(folder), env=dict(env))
+    flags = _flags(own_network=own_network, as_user=meta.uid is not None)
+    argv = [*prefix, bwrap, *mounts, "--chdir", cwd, *flags, *pipes, "--", *inner]
+    plan = {"host_ports": list(meta.host_ports), "uid": meta.uid} if own_network else None
+    wanted = dict(env)
+    if meta.uid is not None:
+        wanted.update(SAFE_DIRECTORY_ENV)
+    return Wrapped(argv=argv, cwd=str(folder), env=wanted, network=plan)
 
 
-def _flags() -> list[str]:
-    # As root bwrap keeps every capability (a remount could make the host writable): drop them.
-    root = ["--cap-drop", "ALL"] if os.geteuid() == 0 else []
-    return ["--unshare-pid", "--unshare-ipc", "--die-with-parent", "--new-session", *root]
+def _flags(*, own_network: bool, as_user: bool) -> list[str]:
+    flags = ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--hostname", "sandbox"]
+    flags += ["--die-with-parent", "--new-session"]
+    if own_network:
+        flags.append("--unshare-net")
+    if os.geteuid() == 0:
+        # As root bwrap keeps every capability (a remount could make the host writable): it
+        # drops them all but, for a sandbox with its own user, the two `inside.py` needs to
+        # become that user (and so lose them all) and the one to enter that user's folders
+        # (`--chdir` happens before).
+        flags += ["--cap-drop", "ALL"]
+        if as_user:
+            for cap in ("CAP_SETUID", "CAP_SETGID", "CAP_DAC_READ_SEARCH"):
+                flags += ["--cap-add", cap]
+    else:
+        # The worker's own user, in a user namespace that may not make another (bwrap 0.8+).
+        flags.append("--unshare-user")
+        if _bwrap_knows("--disable-userns"):
+            flags.append("--disable-userns")
+    return flags
 
 
-def bwrap_mounts(
-    folder: Path, state_home: Path, binds: Sequence[HostBind], needed: Sequence[str]
-) -> list[str]:
-    """bwrap's mount arguments, in order (a later mount covers an earlier one)."""
-    args: list[str] = []
-    for entry in sorted(os.scandir("/"), key=lambda e: e.name):
-        target = "/" + entry.name
-        if target in ("/proc", "/dev", "/tmp", WORKSPACE):
-            continue
-        if entry.is_symlink():
-            args += ["--symlink", os.readlink(target), target]
-        else:
-            args += ["--ro-bind", target, target]
-    tmp = str(folder / "tmp")
-    os.makedirs(tmp, exist_ok=True)
-    args += ["--dev", "/dev", "--proc", "/proc", "--bind", tmp, "/tmp"]
-    if os.path.isdir("/var/tmp") and not os.path.islink("/var/tmp"):
-        args += ["--bind", tmp, "/var/tmp"]
-    hidden = ["/tmp", "/var/tmp", "/proc", "/dev", WORKSPACE]
-    home = str(state_home.resolve())
-    if home != "/" and not is_under(home, hidden) and os.path.isdir(home):
-        args += ["--tmpfs", home]  # other sandboxes and overnight's own state stay unseen
-        hidden.append(home)
-    for path in needed:  # the interpreter and the shim, wherever they are
-        for source in {os.path.dirname(path), sys.base_prefix, os.path.realpath(path)}:
-            if is_under(source, hidden):
-                args += ["--ro-bind", source, source]
-    for bind in sorted(binds, key=lambda b: b.path.count("/")):
-        args += ["--bind" if bind.writable else "--ro-bind", bind.path, bind.path]
-    own_home = str(folder / "home")
-    args += ["--bind", own_home, own_home, "--bind", str(folder / "workspace"), WORKSPACE]
-    return args
+_known_flags: dict[str, bool] = {}
+
+
+def _bwrap_knows(flag: str) -> bool:
+    if flag not in _known_flags:
+        try:
+            text = subprocess.run(
+                [shutil.which("bwrap") or "bwrap", "--help"],
+                capture_output=True,
+                text=True,
+                timeout=PROBE_SECONDS,
+            ).stdout
+        except (OSError, subprocess.TimeoutExpired):
+            text = ""
+        _known_flags[flag] = flag in text
+    return _known_flags[flag]

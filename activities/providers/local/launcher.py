@@ -53,6 +53,7 @@ def _sibling(name: str) -> Any:
 
 
 local_ns = _sibling("ns")
+local_netns = _sibling("netns")
 
 
 def write_json(path: Path, value: dict[str, Any]) -> None:
@@ -155,7 +156,20 @@ def stop_group(proc_dir: Path) -> None:
 def supervise(proc_dir: Path) -> None:
     launch = json.loads((proc_dir / LAUNCH_FILE).read_text())
     sandbox_file = SandboxFile(Path(launch["sandbox_file"]))
-    pipes = local_ns.Pipes(launch.get("argv") or ["bash", "-c", launch["command"]])
+    pipes = local_ns.Pipes(
+        launch.get("argv") or ["bash", "-c", launch["command"]],
+        launch.get("network"),
+        local_netns.start,
+    )
+    try:
+        _supervise(proc_dir, launch, sandbox_file, pipes)
+    finally:
+        pipes.close_network()
+
+
+def _supervise(
+    proc_dir: Path, launch: dict[str, Any], sandbox_file: SandboxFile, pipes: Any
+) -> None:
     with open(proc_dir / OUTPUT_FILE, "ab") as output:
         try:
             child = subprocess.Popen(
@@ -175,6 +189,9 @@ def supervise(proc_dir: Path) -> None:
             )
             return
     namespace = pipes.started()
+    if pipes.failure:
+        with open(proc_dir / OUTPUT_FILE, "ab") as output:
+            output.write(f"{pipes.failure}\n".encode())
     write_json(
         proc_dir / PROCESS_FILE,
         {

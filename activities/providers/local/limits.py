@@ -73,12 +73,16 @@ def choose() -> LimitsKind:
     return "prlimit" if shutil.which("prlimit") is not None else "none"
 
 
-def prefix(kind: str, vcpu: int, memory_mib: int) -> list[str]:
-    """What goes before a sandbox's command to limit it (and all it starts)."""
+def prefix(kind: str, vcpu: int, memory_mib: int, *, processes: int | None = None) -> list[str]:
+    """What goes before a sandbox's command to limit it (and all it starts). `processes`:
+    how many processes its user may hold at once (for a sandbox with a user of its own)."""
     if kind == "systemd":
-        return scope_prefix(vcpu, memory_mib)
+        tasks = ["-p", f"TasksMax={processes}"] if processes is not None else []
+        scope = scope_prefix(vcpu, memory_mib)
+        return [*scope[:-1], *tasks, "--"]
     if kind == "prlimit":
-        return ["prlimit", f"--data={memory_mib * 1024 * 1024}", "--"]
+        nproc = [f"--nproc={processes}"] if processes is not None else []
+        return ["prlimit", f"--data={memory_mib * 1024 * 1024}", *nproc, "--"]
     return []
 
 

@@ -5,9 +5,9 @@ starts with `setsid` leave its process group, but never its namespace, so the na
 what pause (SIGSTOP), wake (SIGCONT) and stop (SIGKILL to the namespace's PID 1, which makes
 the kernel kill the rest) act on.
 
-It also holds the launcher's two pipes to an isolated agent (`Pipes`): bubblewrap's info (the
-host pid of the namespace's PID 1) and the status the first process inside writes when the
-agent ends (`local_inside`).
+It also holds the pipes to an isolated process (`Pipes`): bubblewrap's info (the host pid of
+the namespace's PID 1), its block pipe (held while the sandbox's network is plugged in, see
+`netns`) and the status the first process inside writes when an agent ends (`inside`).
 
 Standard library only: the launcher loads it by path (it runs with `python -I`).
 """
@@ -19,6 +19,7 @@ import os
 import select
 import signal
 import time
+from collections.abc import Callable
 from typing import Any
 
 # Rounds of SIGSTOP before giving up on a namespace that keeps making processes.
@@ -26,6 +27,7 @@ STOP_ROUNDS = 20
 # Placeholders in an agent's argv for the pipes' write ends (numbers known only at launch).
 INFO_FD = "@INFO_FD@"
 STATUS_FD = "@STATUS_FD@"
+BLOCK_FD = "@BLOCK_FD@"
 INFO_WAIT_SECONDS = 10.0
 
 
@@ -84,43 +86,99 @@ def kill_recorded(started: dict[str, Any]) -> None:
 
 
 class Pipes:
-    """The launcher's pipes to an isolated agent; nothing at all for an agent that is not."""
+    """The pipes between whoever starts an isolated sandbox process (the launcher, or the
+    engine for a command) and its bubblewrap: bwrap's info (the host pid of the namespace's
+    PID 1), its block pipe (held until the sandbox's network is up) and the status the first
+    process inside writes when an agent ends (`inside`). Nothing at all for a process that is
+    not isolated."""
 
-    def __init__(self, argv: list[str]) -> None:
+    def __init__(
+        self,
+        argv: list[str],
+        network: dict[str, Any] | None = None,
+        start_network: Callable[[int, list[int], int | None], Any] | None = None,
+    ) -> None:
         self.used = INFO_FD in argv
         self._info = os.pipe() if self.used else (-1, -1)
-        self._status = os.pipe() if self.used else (-1, -1)
-        swap = {INFO_FD: str(self._info[1]), STATUS_FD: str(self._status[1])}
+        self._status = os.pipe() if STATUS_FD in argv else (-1, -1)
+        self._block = os.pipe() if BLOCK_FD in argv else (-1, -1)
+        swap = {
+            INFO_FD: str(self._info[1]),
+            STATUS_FD: str(self._status[1]),
+            BLOCK_FD: str(self._block[0]),
+        }
         self.argv = [swap.get(arg, arg) for arg in argv] if self.used else argv
+        self._plan = network
+        self._start_network = start_network
+        self.network: Any = None
+        # Why the sandbox was killed before it ran (its network could not be made).
+        self.failure: str | None = None
 
     def pass_fds(self) -> tuple[int, ...]:
-        return (self._info[1], self._status[1]) if self.used else ()
+        return tuple(fd for fd in (self._info[1], self._status[1], self._block[0]) if fd >= 0)
 
     def started(self) -> dict[str, Any]:
         """After the start: the namespace's PID 1 (`ns_pid`) and the namespace (`pid_ns`),
-        once bwrap has said them; empty when not isolated or bwrap failed to set up."""
+        once bwrap has said them, with the sandbox's network plugged in before it goes on;
+        empty when not isolated or bwrap failed to set up."""
         if not self.used:
             return {}
-        os.close(self._info[1])
-        os.close(self._status[1])
+        for fd in (self._info[1], self._status[1], self._block[0]):
+            if fd >= 0:
+                os.close(fd)
+        pid = self._child_pid()
+        if pid is None:
+            self._release(go=False)
+            return {}
+        found = {"ns_pid": pid, "pid_ns": namespace_of(pid)}
+        if self._plan is not None and self._start_network is not None:
+            try:
+                self.network = self._start_network(
+                    pid, list(self._plan.get("host_ports", [])), self._plan.get("uid")
+                )
+            except Exception as error:  # no sandbox runs without the network it was promised
+                self.failure = f"overnight: the sandbox's network could not be made: {error}"
+                kill_namespace(pid, found["pid_ns"])
+                self._release(go=False)
+                return found
+        self._release(go=True)
+        return found
+
+    def _child_pid(self) -> int | None:
         text, give_up = b"", time.monotonic() + INFO_WAIT_SECONDS
         while time.monotonic() < give_up:
             ready, _, _ = select.select([self._info[0]], [], [], 0.1)
             chunk = os.read(self._info[0], 4096) if ready else b""
             text += chunk
             try:
-                pid = int(json.loads(text)["child-pid"])
+                return int(json.loads(text)["child-pid"])
             except (ValueError, KeyError):
                 if ready and not chunk:
-                    break  # closed without a word: bwrap failed, its message is in the log
-                continue
-            return {"ns_pid": pid, "pid_ns": namespace_of(pid)}
-        return {}
+                    return None  # closed without a word: bwrap failed, its message is logged
+        return None
+
+    def _release(self, *, go: bool) -> None:
+        """Let the sandbox's first process go on (bwrap's block pipe), or not: a sandbox
+        whose network failed has been killed before the pipe closes."""
+        if self._block[1] < 0:
+            return
+        try:
+            if go:
+                os.write(self._block[1], b"1")
+        except BrokenPipeError:
+            pass  # bwrap already ended: its own message says why
+        os.close(self._block[1])
+        self._block = (-1, -1)
+
+    def close_network(self) -> None:
+        if self.network is not None:
+            self.network.close()
+            self.network = None
 
     def ending(self, returncode: int) -> tuple[bool, int | None, int | None]:
         """(killed, exit code, signal) of the agent, after its bwrap (or bash) ended."""
         said: dict[str, Any] = {}
-        if self.used:
+        if self._status[0] >= 0:
             os.set_blocking(self._status[0], False)
             try:
                 said = json.loads(os.read(self._status[0], 4096) or b"{}")

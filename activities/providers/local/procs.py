@@ -18,6 +18,7 @@ from pathlib import Path
 
 from activities.models import ProcessState
 from activities.providers.local import launcher
+from activities.providers.local import netns as local_netns
 from activities.providers.local import ns as local_ns
 from activities.providers.local.files import read_json, write_json
 from activities.providers.local.isolation import Wrapped
@@ -123,6 +124,7 @@ def launch(
         {
             "argv": wrapped.argv,
             "cwd": wrapped.cwd,
+            "network": wrapped.network,
             "sandbox_file": str(sandbox_file),
             "sandbox_command": sandbox_command,
             "sandbox_cwd": sandbox_cwd,
@@ -184,29 +186,38 @@ def wait_all_ended(procs_dir: Path, *, timeout: float) -> None:
 
 def run_command(wrapped: Wrapped, *, timeout_seconds: float) -> CommandOutput:
     """Run a command to completion; at the timeout its whole process group is killed (an
-    isolated one's sandbox dies with its bwrap: `--die-with-parent`)."""
+    isolated one's sandbox dies with its bwrap: `--die-with-parent`). An isolated command
+    with a network of its own waits, held by bwrap, until the network is plugged in."""
+    pipes = local_ns.Pipes(wrapped.argv, wrapped.network, local_netns.start)
     try:
         proc = subprocess.Popen(
-            wrapped.argv,
+            pipes.argv,
             cwd=wrapped.cwd,
             env=wrapped.env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,
+            pass_fds=pipes.pass_fds(),
         )
     except OSError as error:
         return CommandOutput(exit_code=127, stdout="", stderr=f"cannot run: {error}\n")
     timed_out = False
     try:
-        out, err = proc.communicate(timeout=max(timeout_seconds, 0.001))
-    except subprocess.TimeoutExpired:
-        timed_out = True
+        pipes.started()
         try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        out, err = proc.communicate()
+            out, err = proc.communicate(timeout=max(timeout_seconds, 0.001))
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            out, err = proc.communicate()
+    finally:
+        pipes.close_network()
+    if pipes.failure:
+        err = f"{pipes.failure}\n".encode() + err
     return CommandOutput(
         exit_code=None if timed_out else proc.returncode,
         stdout=out[:OUTPUT_CAP].decode(errors="replace"),

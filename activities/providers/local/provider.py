@@ -11,6 +11,7 @@ from activities.models import SandboxInfo
 from activities.providers.local.convert import process_info, sandbox_info, snapshot_info
 from activities.providers.local.engine import LocalEngine
 from activities.providers.local.look import LocalLook
+from activities.providers.local.read_pool import read_in_pool
 from activities.providers.local.snapshots import LocalSnapshots
 from activities.providers.polling_watch import Look, poll_watch
 from activities.providers.protocol import (
@@ -46,6 +47,8 @@ class LocalProvider:
             on_lease_end=request.on_lease_end,
             isolation=request.isolation,
             binds=request.binds,
+            host_ports=request.host_ports,
+            network=request.network,
         )
         if request.snapshot_id is not None:
             await asyncio.to_thread(self._restore_once, meta.id, request.snapshot_id)
@@ -151,7 +154,8 @@ class LocalProvider:
     async def read_file(
         self, sandbox_id: str, path: str, max_bytes: int, *, seen_running: bool = False
     ) -> FileRead:
-        return await asyncio.to_thread(self.engine.read_file, sandbox_id, path, max_bytes)
+        # Agent files are read in a pool of their own, a sandbox at a time (read_pool).
+        return await read_in_pool(sandbox_id, self.engine.read_file, sandbox_id, path, max_bytes)
 
     async def write_file(self, sandbox_id: str, path: str, data: bytes) -> None:
         await asyncio.to_thread(self.engine.write_file, sandbox_id, path, data)

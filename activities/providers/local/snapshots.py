@@ -22,6 +22,7 @@ from typing import Any
 
 from activities.providers.local.engine import LocalEngine
 from activities.providers.local.files import read_json, write_json
+from activities.providers.local.guest_files import give
 from activities.providers.local.state import flock, invalid_request
 from activities.providers.protocol import SandboxNotFound, SandboxNotRunning
 
@@ -117,6 +118,7 @@ class LocalSnapshots:
         partial = target.with_name("workspace.restoring")
         shutil.rmtree(partial, ignore_errors=True)
         shutil.copytree(self.root / snapshot_id / "workspace", partial, symlinks=True)
+        give(partial, self.engine.get(sandbox_id).uid, recursive=True)
         shutil.rmtree(target, ignore_errors=True)
         os.replace(partial, target)
 

@@ -62,6 +62,14 @@ class SandboxMeta:
     isolation: str = "none"
     limits: str = "prlimit"
     binds: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    # Its network: "own" (a namespace of its own reaching out through slirp4netns, and the
+    # worker's loopback only on `host_ports`) or "host" (the worker's; sandboxes made before
+    # sandboxes had a network of their own read as "host").
+    network: str = "host"
+    host_ports: list[int] = dataclasses.field(default_factory=list)
+    # The unprivileged user its processes run as (a worker running as root); None: the
+    # worker's own user.
+    uid: int | None = None
 
     @classmethod
     def from_json(cls, value: Mapping[str, Any]) -> SandboxMeta:
