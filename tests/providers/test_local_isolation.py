@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from activities.providers.local.convert import sandbox_info
-from activities.providers.local.mounts import shim_python
 from activities.providers.local.engine import LocalEngine
+from activities.providers.local.mounts import shim_python
 from activities.providers.local.procs import ProcessRecord
 from overnight.isolation import HostBind
 
