@@ -41,7 +41,7 @@ from bench.procs import worker_process
 from bench.report import Row, percentile, summarize
 from bench.timeline import activities
 from overnight.cli.demo import AGENT_DIR, DemoFiles, make_origin
-from overnight.cli.outside_world import ledger_url
+from overnight.cli.outside_world import host_ports_for, ledger_url
 from overnight.constants import LABEL_RUN, WORKFLOW_TYPE
 from overnight.isolation import HostBind
 from overnight.models import RunSpec, RunStatus
@@ -77,6 +77,7 @@ class CrashSample:
 
 
 def crash_spec(run_id: str, files: DemoFiles, step_delay: float, poll_seconds: float) -> RunSpec:
+    ledger = ledger_url(files.ledger)
     return RunSpec(
         run_id=run_id,
         repo=str(files.origin),
@@ -84,10 +85,11 @@ def crash_spec(run_id: str, files: DemoFiles, step_delay: float, poll_seconds: f
         agent_dir=str(AGENT_DIR),
         command=AGENT_COMMAND,
         env={
-            "OVERNIGHT_LEDGER_URL": ledger_url(files.ledger),
+            "OVERNIGHT_LEDGER_URL": ledger,
             "AGENT_DIE_AFTER": str(DIE_AFTER_STEP),
             "AGENT_STEP_DELAY": f"{step_delay:.3f}",
         },
+        host_ports=host_ports_for(ledger),
         poll_seconds=poll_seconds,
         sandbox_timeout_seconds=600,
     )

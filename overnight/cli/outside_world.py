@@ -1,7 +1,8 @@
 """The sample agent's outside world: a loopback HTTP service keeping ledgers of outside actions.
 
 A real agent's outside actions (opening a pull request, posting a summary) go to services
-over the network, which its sandbox shares with the host; this service stands in for them.
+over the network; this service stands in for them. It listens on the worker's loopback, which
+an isolated local sandbox reaches only on the ports its spec lists (`host_ports_for`).
 Each ledger is a JSONL file on the host, one line per action. An action is recorded once per
 key (`{run_id}-step-{n}`), so a step redone after a crash does not act twice. The sample
 agent's failure switches, which fire once per run, are remembered next to the ledger.
@@ -29,6 +30,7 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import IO, Any
+from urllib.parse import urlsplit
 
 MAX_BODY = 64 * 1024
 _SWITCH = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
@@ -44,6 +46,16 @@ def ledger_url(ledger: Path) -> str:
     _ledgers[token] = ledger
     host, port = server.server_address[:2]
     return f"http://{host!s}:{port}/ledgers/{token}"
+
+
+def host_ports_for(url: str | None, provider: str = "local") -> list[int]:
+    """What a spec whose agent reaches the outside world at `url` lists as `host_ports`: its
+    loopback port for a local sandbox (a network of its own reaches the worker's loopback
+    only there), nothing for a provider whose sandboxes cannot reach the worker."""
+    if not url or provider != "local":
+        return []
+    port = urlsplit(url).port
+    return [port] if port is not None else []
 
 
 @contextlib.contextmanager

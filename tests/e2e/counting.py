@@ -24,10 +24,11 @@ from temporalio.client import Client
 from activities.providers.local.engine import LocalEngine
 from fakes.git_http import origin_fields
 from overnight.cli.demo import ledger_entries, make_origin
-from overnight.cli.outside_world import ledger_url
+from overnight.cli.outside_world import host_ports_for, ledger_url
 from overnight.models import RunSpec
 from overnight.worker.runner import serve
 from tests.e2e.helpers import agent_pids
+from tests.live import granted
 
 COUNTING_AGENT = Path(__file__).resolve().parent.parent / "agents" / "counting"
 
@@ -49,6 +50,7 @@ def counting_spec(
         "sandbox_timeout_seconds": 60,
         **changes,
     }
+    fields["host_ports"] = host_ports_for(fields["env"]["OVERNIGHT_LEDGER_URL"], provider)
     return RunSpec.model_validate(fields), files.ledger
 
 
@@ -67,7 +69,9 @@ async def worker_on(client: Client, queue: str) -> AsyncIterator[None]:
     """AgentRun and the sandbox activities polling `queue` for the block; stopped after it
     (activities cancelled, as a worker going away does)."""
     ready, stop = asyncio.Event(), asyncio.Event()
-    worker = asyncio.create_task(serve(client, task_queue=queue, ready=ready, stop=stop))
+    worker = asyncio.create_task(
+        serve(client, task_queue=queue, ready=ready, stop=stop, grants=granted())
+    )
     waiter = asyncio.create_task(ready.wait())
     await asyncio.wait({worker, waiter}, timeout=30, return_when=asyncio.FIRST_COMPLETED)
     waiter.cancel()

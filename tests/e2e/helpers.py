@@ -14,7 +14,7 @@ from temporalio.client import Client
 from fakes.git_http import origin_fields
 from overnight.cli import client as api
 from overnight.cli.demo import AGENT_DIR, DemoFiles, make_origin
-from overnight.cli.outside_world import ledger_url
+from overnight.cli.outside_world import host_ports_for, ledger_url
 from overnight.models import RunSpec, RunStatus
 
 
@@ -39,6 +39,8 @@ def agent_spec(
         "sandbox_timeout_seconds": 120,
     }
     fields.update(changes)
+    ledger = fields["env"].get("OVERNIGHT_LEDGER_URL")
+    fields.setdefault("host_ports", host_ports_for(ledger, fields.get("provider", "local")))
     return RunSpec.model_validate(fields), files
 
 
