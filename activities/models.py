@@ -42,6 +42,9 @@ class ActivityName:
     # Money (activities.money_activities): the key's daily spending limit, read on its own
     # while a run waits for the daily window to reopen.
     READ_DAILY_LIMIT = "read_daily_limit"
+    # The worker's grants (activities.grants): what of a spec this worker allows, asked at a
+    # run's start before anything is made.
+    CHECK_SPEC = "check_spec"
 
 
 class _Model(BaseModel):
@@ -330,3 +333,16 @@ class SnapshotSummary(_Model):
 
 class SnapshotList(_Model):
     snapshots: list[SnapshotSummary] = Field(default_factory=list)
+
+
+class SpecCheckInput(_Model):
+    """Ask the worker whether it allows `spec` (its grants: overnight/grants.py)."""
+
+    spec: RunSpec
+
+
+class SpecCheck(_Model):
+    """What in the spec the worker does not allow, one line each naming the field and the
+    setting that would allow it; empty: the spec may run."""
+
+    refusals: list[str] = Field(default_factory=list)

@@ -21,6 +21,7 @@ from activities.providers.protocol import ProviderError, SandboxProvider
 from overnight.constants import KIT_MOUNT, SNAPSHOT_ANSWER
 from overnight.isolation import HostBind, is_under
 from overnight.models import RunSpec
+from overnight.specs import redact_url, scrub_url
 
 # The agent kit's folder on the worker, uploaded to KIT_MOUNT in every sandbox.
 KIT_DIR = Path(overnight.__file__).resolve().parent / "agent_kit"
@@ -112,13 +113,25 @@ def branch_script(branch: str) -> str:
 
 
 async def clone_and_switch(provider: SandboxProvider, sandbox_id: str, spec: RunSpec) -> None:
+    """Clone the repo and switch to the run's branch. Errors never carry the repository URL's
+    credentials (its user info, its query's values): they go into restart reasons, the
+    status and notifications."""
     repo = clone_source(spec.repo)
-    cloned = await provider.run(
-        sandbox_id, clone_script(repo), cwd="/workspace", timeout_seconds=CLONE_TIMEOUT_SECONDS
-    )
+
+    def scrubbed(text: str) -> str:
+        return scrub_url(scrub_url(text, spec.repo), repo)
+
+    try:
+        cloned = await provider.run(
+            sandbox_id, clone_script(repo), cwd="/workspace", timeout_seconds=CLONE_TIMEOUT_SECONDS
+        )
+    except ProviderError as error:
+        message = scrubbed(str(error))
+        raise ProviderError(message, kind=error.kind, retryable=error.retryable) from None
     if cloned.exit_code != 0:
-        detail = "timed out" if cloned.timed_out else _tail(cloned.stderr)
-        message = f"git clone of {spec.repo} failed: {detail}"
+        # Scrubbed before it is cut: a credential cut in two would slip through.
+        detail = "timed out" if cloned.timed_out else _tail(scrubbed(cloned.stderr))
+        message = f"git clone of {redact_url(spec.repo)} failed: {detail}"
         if _PERMANENT_CLONE_FAILURE.search(cloned.stderr):
             raise non_retryable(ErrorType.INVALID_REQUEST, message)
         raise ProviderError(message, kind=ErrorType.SETUP_FAILED)
@@ -128,7 +141,7 @@ async def clone_and_switch(provider: SandboxProvider, sandbox_id: str, spec: Run
     if switched.exit_code != 0:
         raise non_retryable(
             ErrorType.INVALID_REQUEST,
-            f"cannot switch to branch {spec.branch}: {_tail(switched.stderr)}",
+            f"cannot switch to branch {spec.branch}: {_tail(scrubbed(switched.stderr))}",
         )
 
 

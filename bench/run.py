@@ -26,6 +26,7 @@ from bench.provider_rows import cost_rows
 from bench.report import RESULTS_DIR, SUITE, Row, machine, render_text, save_results
 from bench.runtime_crash import measure_runtime_crash
 from bench.scale import ScaleSettings, measure_scale
+from overnight.grants import WRITABLE_BIND_ROOTS_ENV
 from overnight.home import HOME_ENV
 
 METRICS = SUITE
@@ -230,14 +231,24 @@ def _only(rows: list[Row], only: set[str]) -> list[Row]:
 async def _server(
     options: Options, state_dir: Path
 ) -> AsyncIterator[tuple[Client, str, int | None]]:
-    if options.address is not None:
-        client = await _connect(options.address, options.namespace)
-        yield client, options.address, None
-        return
-    async with dev_server(state_dir) as server:
-        client = await _connect(server.address, server.namespace)
-        pid = server.process.pid if server.process is not None else None
-        yield client, server.address, pid
+    # The bench's workers (here and in child processes) bind the origins under `state_dir`
+    # writable: a grant of the worker's (overnight/grants.py), for the stack's life only.
+    before = os.environ.get(WRITABLE_BIND_ROOTS_ENV)
+    os.environ[WRITABLE_BIND_ROOTS_ENV] = str(state_dir.resolve())
+    try:
+        if options.address is not None:
+            client = await _connect(options.address, options.namespace)
+            yield client, options.address, None
+            return
+        async with dev_server(state_dir) as server:
+            client = await _connect(server.address, server.namespace)
+            pid = server.process.pid if server.process is not None else None
+            yield client, server.address, pid
+    finally:
+        if before is None:
+            os.environ.pop(WRITABLE_BIND_ROOTS_ENV, None)
+        else:
+            os.environ[WRITABLE_BIND_ROOTS_ENV] = before
 
 
 async def _connect(address: str, namespace: str) -> Client:

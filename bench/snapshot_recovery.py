@@ -38,6 +38,7 @@ from bench.report import RESULTS_DIR, Row, machine, render_text, save_results
 from fakes.git_http import origin_fields
 from overnight.cli import client as api
 from overnight.cli.demo import make_origin
+from overnight.grants import Grants
 from overnight.home import HOME_ENV
 from overnight.models import RunSpec
 from overnight.worker.runner import serve
@@ -125,7 +126,11 @@ async def measure(provider: str, warm: float) -> list[dict[str, Any]]:
             )
             queue = f"snapbench-{uuid.uuid4().hex[:8]}"
             ready, stop = asyncio.Event(), asyncio.Event()
-            worker = asyncio.create_task(serve(client, task_queue=queue, ready=ready, stop=stop))
+            # The origins under `root` are bound writable: the worker grants it.
+            grants = Grants(writable_bind_roots=(str(root.resolve()),))
+            worker = asyncio.create_task(
+                serve(client, task_queue=queue, ready=ready, stop=stop, grants=grants)
+            )
             await asyncio.wait_for(ready.wait(), timeout=60)
             runs = []
             for recovery in ("checkpoint", "snapshot"):

@@ -16,6 +16,8 @@ from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 MAX_WEBHOOKS = 10
+# The worker's variable holding the signing secret of every target that names none.
+DEFAULT_SECRET_ENV = "OVERNIGHT_NOTIFY_SECRET"
 NotifyFormat = Literal["json", "slack"]
 # What a notification is about: the states a run enters that a person may need to hear of.
 NotifyEvent = Literal["needs_attention", "failed", "finished", "cancelled", "restart"]
@@ -42,7 +44,8 @@ class Webhook(BaseModel):
     format: NotifyFormat = "json"
     # Also told of every restart (else only: needs_attention, failed, finished, cancelled).
     on_restart: bool = False
-    # The worker's variable holding the signing secret (default OVERNIGHT_NOTIFY_SECRET).
+    # The worker's variable holding the signing secret (default OVERNIGHT_NOTIFY_SECRET); a
+    # name the worker allows (`OVERNIGHT_SECRET_ENV`, overnight/grants.py).
     secret_env: str | None = None
 
     @field_validator("url")

@@ -7,7 +7,7 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
 
 from pydantic import ValidationError
 
@@ -86,11 +86,45 @@ def _is_relative_local_path(value: str) -> bool:
 
 
 def redact_url(url: str) -> str:
-    """`https://user:token@host/x` -> `https://host/x`: credentials never go into summaries."""
-    parts = urlsplit(url)
+    """`https://user:token@host/x?key=v` -> `https://host/x?key=***`: credentials never go
+    into summaries or errors."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "(a repository URL that does not parse)"
+    if not parts.scheme:
+        return url
+    query = "&".join(f"{key}=***" for key, _ in parse_qsl(parts.query, keep_blank_values=True))
+    return urlunsplit(
+        parts._replace(netloc=parts.netloc.rsplit("@", 1)[-1], query=query, fragment="")
+    )
+
+
+def url_secrets(url: str) -> list[str]:
+    """What in `url` may be a credential: its user info (the user too: often a token) and
+    its query's values, as written and decoded; longest first. (Parts under three characters
+    are left out: no credential, and replacing them would garble the text around.)"""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return [url]
+    found: list[str] = []
     if parts.scheme and "@" in parts.netloc:
-        return urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
-    return url
+        info = parts.netloc.rsplit("@", 1)[0]
+        found += [info, *info.split(":", 1)]
+    found += [pair.partition("=")[2] for pair in parts.query.split("&")]
+    found += [value for _, value in parse_qsl(parts.query)]
+    found += [unquote(item) for item in found]
+    return sorted({item for item in found if len(item) >= 3}, key=len, reverse=True)
+
+
+def scrub_url(text: str, url: str) -> str:
+    """`text` with `url` redacted wherever it appears, and every credential in it as `***`
+    (git may print the URL in its own way)."""
+    text = text.replace(url, redact_url(url))
+    for secret in url_secrets(url):
+        text = text.replace(secret, "***")
+    return text
 
 
 def run_summary(spec: RunSpec) -> str:

@@ -1,7 +1,8 @@
 """Session fixtures shared by the test suite.
 
 - `overnight_home`: OVERNIGHT_HOME points at a temporary folder for the whole session (autouse),
-  so no test touches the real ~/.overnight.
+  so no test touches the real ~/.overnight; `scratch_root()` is the session's temporary folder
+  (every `tmp_path` is inside it), whose folders the tests' workers let specs bind.
 - `dev_server`: a real Temporal dev server started from temporal-dev.yaml on free ports with a
   temporary database; search attributes registered; stopped at the end of the session.
 - `dev_client`: a client of `dev_server` (pydantic data converter).
@@ -29,6 +30,13 @@ from overnight.worker.devserver import DevServer, start_or_reuse
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEV_CONFIG_FILE = REPO_ROOT / "temporal-dev.yaml"
+_scratch: list[Path] = []
+
+
+def scratch_root() -> Path:
+    """This session's temporary folder: every `tmp_path` and the session's OVERNIGHT_HOME."""
+    assert _scratch, "the overnight_home fixture sets it at the session's start"
+    return _scratch[0]
 
 
 def free_ports(count: int = 1) -> list[int]:
@@ -59,6 +67,7 @@ def dev_config_on_free_ports(state_dir: Path, source: Path = DEV_CONFIG_FILE) ->
 
 @pytest.fixture(scope="session", autouse=True)
 def overnight_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    _scratch[:] = [tmp_path_factory.getbasetemp().resolve()]
     home = tmp_path_factory.mktemp("overnight-home")
     previous = os.environ.get(HOME_ENV)
     os.environ[HOME_ENV] = str(home)

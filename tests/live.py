@@ -1,6 +1,8 @@
 """Helpers for tests that drive real runs on the session's dev server with an in-process worker.
 
 - `in_process_worker`: AgentRun plus the sandbox activities polling a task queue of their own.
+- `granted`: what the tests' workers let specs ask for (overnight/grants.py): writable binds
+  inside the session's temporary folder (the origins), and what a test adds.
 - `scripted_spec`: a RunSpec for tests/agents/scripted (hostile and proving agents).
 - `history_text`: a workflow's whole history as searchable text, payloads decoded.
 - `task_failures`: how many workflow tasks of a run failed (a crash in workflow code).
@@ -28,20 +30,46 @@ from temporalio.service import RPCError
 from activities.providers.local.engine import LocalEngine
 from fakes.git_http import origin_fields
 from overnight.cli.demo import make_origin
+from overnight.cli.outside_world import host_ports_for
 from overnight.constants import LABEL_RUN
+from overnight.grants import Grants
 from overnight.models import RunSpec
 from overnight.worker.runner import serve
+from tests.conftest import scratch_root
 
 SCRIPTED_AGENT = Path(__file__).resolve().parent / "agents" / "scripted"
 SCRIPTED_COMMAND = "python3 /workspace/agent/main.py"
 
 
+def granted(
+    *, secret_env: Sequence[str] = (), allow_unisolated: bool = False, **more: Any
+) -> Grants:
+    """The grants of a test's worker: binds, writable too, inside the session's temporary
+    folder (every `tmp_path`, where the origins are), and what the test adds."""
+    return Grants(
+        writable_bind_roots=(str(scratch_root()),),
+        secret_env=tuple(secret_env),
+        allow_unisolated=allow_unisolated,
+    ).merged(Grants(**more))
+
+
 @asynccontextmanager
-async def in_process_worker(client: Client, prefix: str = "live") -> AsyncIterator[str]:
-    """A worker on a fresh task queue for the duration of the block; yields the queue."""
+async def in_process_worker(
+    client: Client, prefix: str = "live", grants: Grants | None = None
+) -> AsyncIterator[str]:
+    """A worker on a fresh task queue for the duration of the block; yields the queue.
+    `grants`: what specs may ask for of it (default: `granted()`)."""
     queue = f"{prefix}-{uuid.uuid4().hex[:8]}"
     ready, stop = asyncio.Event(), asyncio.Event()
-    worker = asyncio.create_task(serve(client, task_queue=queue, ready=ready, stop=stop))
+    worker = asyncio.create_task(
+        serve(
+            client,
+            task_queue=queue,
+            ready=ready,
+            stop=stop,
+            grants=granted() if grants is None else grants,
+        )
+    )
     waiter = asyncio.create_task(ready.wait())
     await asyncio.wait({worker, waiter}, timeout=30, return_when=asyncio.FIRST_COMPLETED)
     waiter.cancel()
@@ -74,6 +102,8 @@ def scripted_spec(run_id: str, root: Path, mode: str, **changes: Any) -> RunSpec
         "sandbox_timeout_seconds": 120,
         **changes,
     }
+    provider = fields.get("provider", "local")
+    fields.setdefault("host_ports", host_ports_for(env.get("OVERNIGHT_LEDGER_URL"), provider))
     return RunSpec.model_validate(fields)
 
 

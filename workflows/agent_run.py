@@ -17,6 +17,7 @@ from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from activities.models import CheckpointRead, Observation
+    from overnight.grants import SPEC_REFUSED, refusal_message
     from overnight.models import (
         RestartRecord,
         RunResult,
@@ -66,6 +67,9 @@ LEASE_KEEPING_PATCH = "lease-keeping"
 RUN_ID_MATCH_PATCH = "run-id-matches-workflow-id"
 # Runs begun with this marker end a Temporal cancellation as Canceled, not Completed.
 CANCELED_PATCH = "temporal-cancel-ends-canceled"
+# Runs begun with this marker first ask their worker whether it grants what the spec asks for
+# (overnight/grants.py), and fail at once as `SpecRefused` if not, before anything is made.
+SPEC_CHECK_PATCH = "worker-grants-spec-check"
 
 
 @workflow.defn(name="AgentRun")
@@ -101,6 +105,12 @@ class AgentRun(RunMessages):
             s.lease_keeping = lean or workflow.patched(LEASE_KEEPING_PATCH)
             s.notifying = lean or workflow.patched(NOTIFY_PATCH)
         self._s = s
+        if kept is None and workflow.patched(SPEC_CHECK_PATCH):
+            refused = await calls.check_spec(accepted)
+            if refused:
+                message = refusal_message(refused)
+                workflow.logger.warning("spec refused by the worker: %s", message)
+                raise ApplicationError(message, type=SPEC_REFUSED, non_retryable=True)
         try:
             return await self._supervise(s)
         except asyncio.CancelledError:

@@ -33,6 +33,8 @@ with workflow.unsafe.imports_passed_through():
         SearchAttributeCheck,
         SearchAttributeCheckInput,
         SnapshotRestore,
+        SpecCheck,
+        SpecCheckInput,
         StartAgentInput,
     )
     from overnight.models import RunSpec
@@ -291,6 +293,21 @@ async def _present_search_attributes(*, local: bool) -> list[str]:
         workflow.logger.warning("search attribute check failed, not setting any: %s", describe(err))
         return []
     return found.present
+
+
+async def check_spec(spec: RunSpec) -> list[str]:
+    """What in `spec` the worker does not allow (its grants, read in the activity from the
+    worker's environment); none: the run may go on. A local activity: the worker running the
+    run answers, at its start, before anything is made."""
+    checked: SpecCheck = await workflow.execute_local_activity(
+        ActivityName.CHECK_SPEC,
+        SpecCheckInput(spec=spec),
+        result_type=SpecCheck,
+        start_to_close_timeout=policies.SPEC_CHECK_TIMEOUT,
+        retry_policy=policies.SPEC_CHECK_RETRY,
+        summary="check the spec against this worker's grants",
+    )
+    return checked.refusals
 
 
 def start_observe(s: SupervisorState, wait: float) -> workflow.ActivityHandle[Observation]:

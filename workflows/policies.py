@@ -23,6 +23,7 @@ NON_RETRYABLE_TYPES = [
     "MissingSecret",
     "MissingCredentials",
     "SandboxGone",
+    "SpecRefused",
 ]
 
 # Creating a sandbox and starting the agent: keep trying through long outages (~1 h).
@@ -84,6 +85,14 @@ CLEANUP_RETRY = RetryPolicy(
 
 VISIBILITY_CHECK_TIMEOUT = timedelta(seconds=30)
 VISIBILITY_CHECK_RETRY = RetryPolicy(maximum_attempts=3)
+
+# Checking a spec against the worker's grants (a local activity at a run's start, before
+# anything is made): quick, a few tries; a check that cannot be made fails the run rather
+# than let its spec through.
+SPEC_CHECK_TIMEOUT = timedelta(seconds=30)
+SPEC_CHECK_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1), backoff_coefficient=2.0, maximum_attempts=5
+)
 
 # Notifications: the run's first try at each state change is quick. The activity never fails
 # for a receiver (it says which it did not reach), so its few retries are for a worker that

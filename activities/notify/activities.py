@@ -18,18 +18,29 @@ from temporalio import activity
 from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 
+from activities.grants import worker_grants
 from activities.models import ActivityName
 from activities.notify import send as notify
 from activities.notify.models import DeliveryInput, Notification, SendResult
 from overnight.connect import UI_URL_ENV, default_ui_base, web_ui_url
+from overnight.grants import Grants
 
 logger = logging.getLogger(__name__)
 
 
 class NotifyActivities:
-    def __init__(self, client: Client | None, environ: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        client: Client | None,
+        environ: Mapping[str, str] | None = None,
+        *,
+        grants: Grants | None = None,
+    ) -> None:
+        """`environ`: the worker's variables (URLs, secrets); `grants`: the secret names a
+        webhook may sign with (without them: the grants `environ` sets)."""
         self._client = client
         self._environ = environ
+        self._grants = worker_grants(environ) if grants is None else grants
 
     def all(self) -> list[Callable[..., Any]]:
         return [self.send_notification, self.deliver_notification]
@@ -50,7 +61,7 @@ class NotifyActivities:
     @activity.defn(name=ActivityName.SEND_NOTIFICATION)
     async def send_notification(self, note: Notification) -> SendResult:
         environ = self.environ
-        found = notify.targets(note, environ)
+        found = notify.targets(note, environ, self._grants)
         web_ui = self.web_ui(note.run_id)
         results = await asyncio.gather(
             *(asyncio.to_thread(notify.deliver, t, note, web_ui, environ) for t in found)
@@ -76,7 +87,8 @@ class NotifyActivities:
     async def deliver_notification(self, input: DeliveryInput) -> None:
         note = input.notification
         environ = self.environ
-        target = next((t for t in notify.targets(note, environ) if t.key == input.target), None)
+        found = notify.targets(note, environ, self._grants)
+        target = next((t for t in found if t.key == input.target), None)
         if target is None:
             raise ApplicationError(
                 f"no target {input.target} for {note.event_id} here",

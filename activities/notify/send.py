@@ -6,13 +6,16 @@ worker-wide default from the environment:
 - `OVERNIGHT_NOTIFY_URL`: one or more URLs (comma or space separated);
 - `OVERNIGHT_NOTIFY_FORMAT`: `json` (default) or `slack`;
 - `OVERNIGHT_NOTIFY_ON_RESTART`: `1` to hear of every restart too;
-- `OVERNIGHT_NOTIFY_SECRET`: the signing secret (also of spec webhooks without `secret_env`).
+- `OVERNIGHT_NOTIFY_SECRET`: the signing secret (also of spec webhooks without `secret_env`; a
+  webhook's own `secret_env` must be a name the worker allows: `OVERNIGHT_SECRET_ENV`).
 
 Each POST carries `X-Overnight-Timestamp` (Unix seconds) and, when there is a secret,
 `X-Overnight-Signature: sha256=<hex HMAC-SHA256 of "<timestamp>.<body>">`, so a receiver can
-check the body and refuse an old timestamp (a replay); `Idempotency-Key` (the event id, the
-same on every retry) lets it drop a repeat. Every value of the run's `secret_env` found in this
-worker's environment is replaced by `***` in the body, whatever field it is in.
+check the body and refuse an old timestamp (a replay). The JSON body carries the `event_id`
+(the same on every retry), so it is signed: a receiver drops a repeat by it. `Idempotency-Key`
+repeats it for receivers that key on the header, which is not signed. Every value of the run's
+`secret_env` found in this worker's environment is replaced by `***` in the body, whatever field
+it is in.
 """
 
 from __future__ import annotations
@@ -31,13 +34,14 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from activities.notify.models import Notification
-from overnight.notify_spec import NotifyFormat, check_url
+from overnight.grants import SECRET_ENV_ENV, Grants
+from overnight.notify_spec import DEFAULT_SECRET_ENV, NotifyFormat, check_url
 from overnight.output_tail import markdown_block, redact, secret_values
 
 URL_ENV = "OVERNIGHT_NOTIFY_URL"
 FORMAT_ENV = "OVERNIGHT_NOTIFY_FORMAT"
 ON_RESTART_ENV = "OVERNIGHT_NOTIFY_ON_RESTART"
-SECRET_ENV = "OVERNIGHT_NOTIFY_SECRET"
+SECRET_ENV = DEFAULT_SECRET_ENV
 POST_TIMEOUT_SECONDS = 10
 USER_AGENT = "overnight-notify/1"
 SLACK_TAIL_LINES = 15
@@ -72,14 +76,25 @@ class Delivery:
     detail: str
 
 
-def targets(note: Notification, environ: Mapping[str, str]) -> list[Target]:
-    """Everyone to tell of `note`, keyed `spec-<i>` (the run's webhooks) and `worker-<j>`."""
+def targets(
+    note: Notification, environ: Mapping[str, str], grants: Grants | None = None
+) -> list[Target]:
+    """Everyone to tell of `note`, keyed `spec-<i>` (the run's webhooks) and `worker-<j>`.
+    A webhook whose `secret_env` the worker does not allow (`grants`) is not sent to."""
     found: list[Target] = []
     default_secret = environ.get(SECRET_ENV) or None
     for i, hook in enumerate(note.webhooks):
         if not hook.wants(note.event):
             continue
-        secret = environ.get(hook.secret_env) if hook.secret_env else default_secret
+        named = hook.secret_env if hook.secret_env not in (None, SECRET_ENV) else None
+        if named is not None and not (grants or Grants()).allows_secret(named):
+            problem = (
+                f"secret_env {named} is not in this worker's allow-list (start the worker with "
+                f"{SECRET_ENV_ENV}={named} to allow it)"
+            )
+            found.append(Target(f"spec-{i}", None, hook.format, None, problem, True))
+            continue
+        secret = environ.get(named) if named else default_secret
         url = hook.url or environ.get(hook.url_env or "") or None
         if url is None:
             problem = f"{hook.url_env} is not set in this worker's environment"

@@ -2,10 +2,13 @@
 is restarted from its last checkpoint, and finishes with exactly two outside actions.
 
 Everything is local: the dev server from temporal-dev.yaml (started or reused), a worker in
-this process, a bare git repository as the origin (bound writable into the sandboxes, so the
-agent can push), the outside world as a loopback service keeping the ledger of outside
-actions (overnight/outside_world.py), and local sandboxes under the state dir, isolated with
-bubblewrap unless `--isolation none`.
+this process on a task queue of its own, a bare git repository as the origin (bound writable
+into the sandboxes, so the agent can push), the outside world as a loopback service keeping the
+ledger of outside actions (overnight/outside_world.py), and local sandboxes under the state dir,
+isolated with bubblewrap unless `--isolation none`. The origin and the ledger live beside the
+state dir, in `<OVERNIGHT_HOME>-demo/<run id>` (never inside it: no sandbox may see the state
+dir), and the demo's worker grants that folder's writable binds, and `isolation: "none"` when
+asked for it, besides what its environment grants (overnight/grants.py).
 """
 
 from __future__ import annotations
@@ -26,8 +29,9 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 
 from overnight.cli import client as api
 from overnight.cli import render
-from overnight.cli.outside_world import ledger_url
+from overnight.cli.outside_world import host_ports_for, ledger_url
 from overnight.errors import SpecError
+from overnight.grants import Grants
 from overnight.home import overnight_home
 from overnight.isolation import HostBind, Isolation
 from overnight.models import Budget, RunResult, RunSpec, RunStatus
@@ -67,6 +71,24 @@ def new_run_id() -> str:
     return f"demo-{datetime.now(UTC):%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
 
 
+def demo_root() -> Path:
+    """Where the demo's origins and ledgers go: beside the state dir, never inside it."""
+    home = overnight_home()
+    return home.with_name(f"{home.name}-demo")
+
+
+def demo_grants(isolation: Isolation) -> Grants:
+    """What the demo's worker lets its spec ask for, besides its environment's grants: the
+    origin's writable bind, and no isolation when the person asked for none."""
+    from activities.grants import worker_grants
+
+    root = demo_root()
+    roots = tuple(dict.fromkeys([str(root), str(root.resolve())]))
+    return worker_grants().merged(
+        Grants(writable_bind_roots=roots, allow_unisolated=isolation == "none")
+    )
+
+
 def make_origin(root: Path) -> DemoFiles:
     """A bare repository holding the tiny app, and where the ledger (the outside world) goes."""
     work, origin = root / "app-seed", root / "origin.git"
@@ -75,12 +97,21 @@ def make_origin(root: Path) -> DemoFiles:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
     ident = ["-c", "user.name=overnight demo", "-c", "user.email=demo@overnight.invalid"]
-    _git(root, "init", "-q", "--bare", "-b", "main", str(origin))
+    # Shared with every user: a worker running as root runs each run's agents as a user of
+    # their own, who pushes here (and git keeps what it adds as open as this).
+    _git(root, "init", "-q", "--bare", "--shared=0777", "-b", "main", str(origin))
     _git(work, "init", "-q", "-b", "main")
     _git(work, "add", "-A")
     _git(work, *ident, "commit", "-q", "-m", "tiny tasks app")
     _git(work, "push", "-q", str(origin), "main")
+    _open_to_everyone(origin)
     return DemoFiles(origin=origin, ledger=root / "outside-world" / "ledger.jsonl")
+
+
+def _open_to_everyone(folder: Path) -> None:
+    for path in [folder, *folder.rglob("*")]:
+        if not path.is_symlink():
+            path.chmod(0o777 if path.is_dir() else 0o666)
 
 
 def demo_spec(
@@ -112,6 +143,8 @@ def demo_spec(
         isolation=isolation,
         # The agent pushes each step, so a new sandbox clones the work the checkpoint lists.
         binds=[HostBind(path=str(files.origin), writable=True)],
+        # The sandbox's network reaches the worker's loopback only on the ledger's port.
+        host_ports=host_ports_for(ledger),
     )
 
 
@@ -152,11 +185,17 @@ async def run_demo(
             server.address, namespace=server.namespace, data_converter=pydantic_data_converter
         )
         ready, stop = asyncio.Event(), asyncio.Event()
-        worker = asyncio.create_task(serve(client, ready=ready, stop=stop))
+        # A queue of its own: a worker of the person's (`overnight dev`) on `overnight` would
+        # neither grant the demo's bind nor go away with the demo.
+        queue = f"demo-{secrets.token_hex(4)}"
+        grants = demo_grants(isolation)
+        worker = asyncio.create_task(
+            serve(client, task_queue=queue, ready=ready, stop=stop, grants=grants)
+        )
         try:
             await _wait_ready(worker, ready)
             ui = server.ui_url if server.config.ui else None
-            return await _demo_run(client, ui, out, isolation)
+            return await _demo_run(client, ui, out, isolation, queue)
         finally:
             stop.set()
             await asyncio.wait_for(worker, timeout=30)
@@ -180,15 +219,19 @@ async def _wait_ready(worker: asyncio.Task[None], ready: asyncio.Event) -> None:
 
 
 async def _demo_run(
-    client: Client, ui_base: str | None, out: Callable[[str], None], isolation: Isolation
+    client: Client,
+    ui_base: str | None,
+    out: Callable[[str], None],
+    isolation: Isolation,
+    task_queue: str,
 ) -> int:
     run_id = new_run_id()
-    root = overnight_home() / "demo" / run_id
+    root = demo_root() / run_id
     files = await asyncio.to_thread(make_origin, root)
     spec = demo_spec(run_id, files, ledger=ledger_url(files.ledger), isolation=isolation)
     url = api.web_ui_url(ui_base, client.namespace, run_id) if ui_base else None
     started = time.monotonic()
-    await api.start_run(client, spec)
+    await api.start_run(client, spec, task_queue=task_queue)
     out(f"started {run_id}: the agent will crash after opening its pull request")
     if url:
         out(f"Web UI: {url}")

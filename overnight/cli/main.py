@@ -16,7 +16,8 @@ from datetime import UTC, datetime
 from typing import NoReturn
 
 from pydantic import ValidationError
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowFailureError
+from temporalio.exceptions import ApplicationError
 
 from overnight.cli import client as api
 from overnight.cli import forensics as forensics_cli
@@ -24,7 +25,9 @@ from overnight.cli import render
 from overnight.cli import schedule as schedule_cli
 from overnight.connect import UI_URL_ENV
 from overnight.constants import TASK_QUEUE
-from overnight.models import BudgetExtension
+from overnight.errors import SpecError
+from overnight.grants import SPEC_REFUSED, refusal_message
+from overnight.models import BudgetExtension, RunSpec
 
 OK, FAILED, BAD_INPUT = 0, 1, 2
 
@@ -174,6 +177,7 @@ def _now() -> datetime:
 
 async def _start(args: argparse.Namespace) -> int:
     spec = api.load_spec(args.spec)  # before connecting: a bad spec never reaches a server
+    _warn_if_refused(spec)
     client = await _connect(args)
     handle = await api.start_run(client, spec, task_queue=args.task_queue)
     url = _ui_url(client, handle.id)
@@ -183,12 +187,37 @@ async def _start(args: argparse.Namespace) -> int:
         if args.json:
             print(render.json_document({"run_id": handle.id, "web_ui": url}))
         return OK
-    result = await api.wait_result(client, handle.id)
+    try:
+        result = await api.wait_result(client, handle.id)
+    except WorkflowFailureError as err:
+        cause = err.cause
+        if isinstance(cause, ApplicationError) and cause.type in (SPEC_REFUSED, "InvalidSpec"):
+            # The run's spec, refused at its start: the one line says why (exit 2).
+            raise SpecError(cause.message) from None
+        raise
     if args.json:
         print(render.json_document({"run_id": handle.id, "web_ui": url, "result": result}))
     else:
         print(render.result_text(result))
     return OK
+
+
+def _warn_if_refused(spec: RunSpec) -> None:
+    """Say early what a worker with this shell's settings would refuse of `spec` (grants:
+    overnight/grants.py). Only a warning: the worker that takes the run decides, by its own."""
+    from activities.grants import spec_refusals, worker_grants
+
+    try:
+        found = spec_refusals(spec, worker_grants())
+    except ValueError as err:  # a grant here that no worker would start with
+        found = [str(err)]
+    if found:
+        print(
+            f"overnight: warning: {refusal_message(found)} (so says this shell's environment; "
+            "the worker that takes the run decides by its own)",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 async def _status(args: argparse.Namespace) -> int:

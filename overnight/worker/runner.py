@@ -29,6 +29,7 @@ from overnight.worker.workflow_runner import shared_module_runner
 
 if TYPE_CHECKING:
     from activities.providers.protocol import SandboxProvider
+    from overnight.grants import Grants
 
 # Every supervised run holds one long-poll observe activity at all times, and those are cheap
 # coroutines: the SDK's default of 100 slots would cap a worker at 100 runs.
@@ -53,12 +54,14 @@ async def serve(
     max_concurrent_activities: int = MAX_CONCURRENT_ACTIVITIES,
     max_cached_workflows: int = MAX_CACHED_WORKFLOWS,
     providers: Mapping[str, SandboxProvider] | None = None,
+    grants: Grants | None = None,
 ) -> None:
     """Poll `task_queue` for AgentRun workflows and sandbox activities until `stop` is set
     (or this task is cancelled); then shut the worker down and close the providers.
 
     `providers` replaces the ones built from the environment (the benchmarks pass an
-    in-process fake whose agents cost nothing)."""
+    in-process fake whose agents cost nothing); `grants`, what specs may ask for, replace the
+    ones in the environment (overnight/grants.py; a worker in a test grants what it runs)."""
     # Imported here so that modules needing only the client (the CLI) do not load providers.
     from activities.sandbox import SandboxActivities
     from workflows.agent_run import AgentRun
@@ -66,9 +69,10 @@ async def serve(
 
     if providers is None:
         _warn_if_local_runs_cannot_be_isolated()
-        sandbox_activities = SandboxActivities.from_env(client)
+        sandbox_activities = SandboxActivities.from_env(client, grants=grants)
     else:
-        sandbox_activities = SandboxActivities(client, providers=providers)
+        sandbox_activities = SandboxActivities(client, providers=providers, grants=grants)
+    logger.info("what specs may ask for here: %s", sandbox_activities.grants.describe())
     async with sandbox_activities:
         worker = Worker(
             client,

@@ -41,6 +41,7 @@ from activities.providers.registry import PROVIDERS
 from activities.sandbox import SandboxActivities
 from overnight.constants import LABEL_ATTEMPT, LABEL_RUN, SEARCH_ATTRIBUTE_TYPES
 from overnight.models import RunSpec
+from tests.live import granted
 
 SECRET_NAME = "OVERNIGHT_TEST_TOKEN"
 # The test agent: records its environment and each start, then does what MODE says.
@@ -75,6 +76,8 @@ async def acts(engine: LocalEngine) -> AsyncIterator[SandboxActivities]:
     activities = SandboxActivities(
         providers={"local": LocalProvider(engine)},
         factories={"runtime": PROVIDERS["runtime"].build},
+        # What these tests ask for on purpose (refusals: tests/activities/test_grants.py).
+        grants=granted(secret_env=[SECRET_NAME], allow_unisolated=True),
     )
     async with activities:
         yield activities

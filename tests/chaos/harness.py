@@ -40,6 +40,7 @@ from fakes.runtime import FakeRuntime
 from overnight.cli import client as api
 from overnight.cli.demo import ledger_entries, make_origin
 from overnight.constants import LABEL_ATTEMPT, LABEL_RUN
+from overnight.grants import WRITABLE_BIND_ROOTS_ENV
 from overnight.models import RunResult, RunStatus
 from tests.chaos.plan import STEPS, ChaosSize, RunPlan, plan_runs, run_spec
 from tests.chaos.stack import ChaosServer, WorkerPool, chaos_dev_config, worker_env
@@ -136,6 +137,8 @@ class Chaos:
                 "TEMPORAL_ADDRESS": self.server.address,
                 "TEMPORAL_NAMESPACE": self.server.config.namespace,
                 "OVERNIGHT_HOME": str(self.local_home),
+                # The runs' origins are bound writable (overnight/grants.py).
+                WRITABLE_BIND_ROOTS_ENV: str(self.folder / "runs"),
                 **self.fake.environ(self.folder / "config"),
             },
         )

@@ -21,6 +21,12 @@ from temporalio.service import RPCError
 from activities.providers.local.provider import LocalProvider
 from overnight.constants import LABEL_RUN
 from overnight.worker.runner import serve
+from tests.live import granted
+
+# The session worker grants what the end-to-end tests ask for on purpose: binds inside the
+# session's temporary folder, unisolated runs (tests/e2e/test_isolated_runs.py) and these
+# secrets (tests/e2e/test_operator.py). Refusals: tests/e2e/test_spec_grants.py.
+SESSION_SECRETS = ("OVERNIGHT_OPERATOR_TEST_SECRET",)
 
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")
@@ -28,7 +34,10 @@ async def task_queue(dev_client: Client) -> AsyncIterator[str]:
     """A worker polling a task queue of its own for the whole session; its name."""
     queue = f"e2e-{uuid.uuid4().hex[:8]}"
     ready, stop = asyncio.Event(), asyncio.Event()
-    worker = asyncio.create_task(serve(dev_client, task_queue=queue, ready=ready, stop=stop))
+    grants = granted(allow_unisolated=True, secret_env=SESSION_SECRETS)
+    worker = asyncio.create_task(
+        serve(dev_client, task_queue=queue, ready=ready, stop=stop, grants=grants)
+    )
     waiter = asyncio.create_task(ready.wait())
     await asyncio.wait({worker, waiter}, timeout=30, return_when=asyncio.FIRST_COMPLETED)
     waiter.cancel()

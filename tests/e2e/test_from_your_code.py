@@ -27,6 +27,7 @@ from overnight.constants import TASK_QUEUE
 from overnight.models import RunSpec
 from overnight.worker.runner import serve
 from tests.e2e.helpers import wait_for_status
+from tests.live import granted
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "from_your_code" / "run.py"
@@ -58,7 +59,9 @@ def spec_without_run_id(root: Path, **env: str) -> tuple[RunSpec, Path]:
 async def overnight_queue_worker(dev_client: Client) -> AsyncIterator[None]:
     """A worker on the default task queue `overnight`, the one the docs' code names."""
     ready, stop = asyncio.Event(), asyncio.Event()
-    worker = asyncio.create_task(serve(dev_client, task_queue=TASK_QUEUE, ready=ready, stop=stop))
+    worker = asyncio.create_task(
+        serve(dev_client, task_queue=TASK_QUEUE, ready=ready, stop=stop, grants=granted())
+    )
     waiter = asyncio.create_task(ready.wait())
     await asyncio.wait({worker, waiter}, timeout=30, return_when=asyncio.FIRST_COMPLETED)
     waiter.cancel()

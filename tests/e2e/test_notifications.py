@@ -16,6 +16,7 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError
 
 from overnight.cli import client as api
+from overnight.grants import SECRET_ENV_ENV, WRITABLE_BIND_ROOTS_ENV
 from overnight.models import Budget, BudgetExtension
 from overnight.worker.devserver import DevServer
 from tests.chaos.stack import WorkerPool, worker_env
@@ -61,6 +62,9 @@ async def test_a_receiver_gets_one_signed_needs_attention_through_a_worker_kill_
             "OVERNIGHT_NOTIFY_SECRET": SIGNING,
             "OVERNIGHT_UI_URL": dev_server.ui_url,
             SECRET_NAME: secret,
+            # What the worker lets specs ask for (overnight/grants.py).
+            SECRET_ENV_ENV: SECRET_NAME,
+            WRITABLE_BIND_ROOTS_ENV: str(tmp_path / "origins"),
         },
     )
     run_id = new_run_id("notify")

@@ -40,6 +40,8 @@ from activities.models import (
     SandboxState,
     SearchAttributeCheck,
     SearchAttributeCheckInput,
+    SpecCheck,
+    SpecCheckInput,
     StartAgentInput,
 )
 from activities.notify.models import DeliveryInput, Notification, SendResult
@@ -227,6 +229,9 @@ class FakeWorld:
         self.notify_error: ApplicationError | None = None
         self.notify_failures = 0
         self.notify_undelivered: list[str] = []
+        # What the worker's grants refuse of a spec (`check_spec`), and the specs it was asked.
+        self.refusals: list[str] = []
+        self.spec_checks: list[SpecCheckInput] = []
 
     # -- setting the scene --
 
@@ -268,6 +273,7 @@ class FakeWorld:
             self.check_search_attributes,
             self.send_notification,
             self.deliver_notification,
+            self.check_spec,
         ]
 
     def notified(self) -> list[str]:
@@ -325,6 +331,11 @@ class FakeWorld:
         return AgentStarted(
             sandbox_id=box.sandbox_id, process_id=box.process_id, lease_ends_at=box.lease_ends_at
         )
+
+    @activity.defn(name=ActivityName.CHECK_SPEC)
+    async def check_spec(self, request: SpecCheckInput) -> SpecCheck:
+        self.spec_checks.append(request)
+        return SpecCheck(refusals=list(self.refusals))
 
     @activity.defn(name=ActivityName.START_AGENT)
     async def start_agent(self, request: StartAgentInput) -> AgentStarted:

@@ -1,0 +1,53 @@
+"""The worker's grants, read from its environment here and nowhere else, and the check of a
+spec against them (overnight/grants.py decides; this module supplies what it needs to know
+of the machine: the settings, the state directory, where each path really leads).
+
+Read in activities only (the workflow asks the `check_spec` activity): worker settings never
+enter workflow code or history, and each worker answers for itself.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from temporalio.exceptions import ApplicationError
+
+from overnight.grants import (
+    SPEC_REFUSED,
+    Grants,
+    parse_grants,
+    refusal_message,
+    refusals,
+    spec_paths,
+)
+from overnight.home import overnight_home
+from overnight.models import RunSpec
+
+
+def worker_grants(environ: Mapping[str, str] | None = None) -> Grants:
+    """The grants in the worker's environment (or `environ`); `BadSetting` when one cannot be
+    read, so the worker does not start on a grant it misunderstands."""
+    return parse_grants(os.environ if environ is None else environ)
+
+
+def spec_refusals(spec: RunSpec, grants: Grants, home: Path | None = None) -> list[str]:
+    """What in `spec` this worker does not allow (none: it may run), checked as written and as
+    the paths really lead on this machine (links followed) right now."""
+    state_dir = home or overnight_home()
+    named = [str(state_dir), *spec_paths(spec), *grants.bind_roots, *grants.writable_bind_roots]
+    real = {path: _resolved(path) for path in named}
+    return refusals(spec, grants, home=str(state_dir), real=real)
+
+
+def refuse_unless_allowed(spec: RunSpec, grants: Grants) -> None:
+    """Raise the run's non-retryable `SpecRefused` error when `spec` asks for what this worker
+    does not grant."""
+    found = spec_refusals(spec, grants)
+    if found:
+        raise ApplicationError(refusal_message(found), type=SPEC_REFUSED, non_retryable=True)
+
+
+def _resolved(path: str) -> str:
+    return os.path.realpath(os.path.expanduser(path))

@@ -1,0 +1,291 @@
+"""What a worker lets a spec ask for: its grants, and the decision over one spec.
+
+Whoever can start a workflow on the task queue can write any `RunSpec` (an agent too, if it
+reaches Temporal; Temporal's own access control decides who can). So the parts of a spec that
+reach past its sandbox are granted by the worker, in its environment, never by the spec:
+
+| setting | default | lets a spec ask for |
+|---|---|---|
+| `OVERNIGHT_ALLOW_UNISOLATED=1` | off | `isolation: "none"` (the agent runs on the host) |
+| `OVERNIGHT_SECRET_ENV=A,B,GITHUB_*` | none | `secret_env` names, and a webhook's `secret_env` |
+| `OVERNIGHT_BIND_ROOTS=/data:/models` | none | read-only `binds` inside these folders |
+| `OVERNIGHT_WRITABLE_BIND_ROOTS=/srv/git` | none | writable `binds` inside these (read-only too) |
+
+A pattern `NAME_*` in `OVERNIGHT_SECRET_ENV` allows every name it begins, except the worker's own
+(`TEMPORAL_*`, `RUNTIME_*`, `OVERNIGHT_*`), which are allowed only when listed one by one.
+Never granted: a bind, a local `repo` or an `agent_dir` inside the worker's state directory
+(`OVERNIGHT_HOME`: the dev server's database, every run's sandboxes), or a bind holding it.
+
+Pure: the grants are parsed from a mapping given here, and read from the worker's environment in
+one place (`activities.grants`), which also resolves the paths (links) the decision compares.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from urllib.parse import unquote, urlsplit
+
+from pydantic import BaseModel, ConfigDict
+
+from overnight.errors import OvernightError
+from overnight.models import RunSpec
+from overnight.notify_spec import DEFAULT_SECRET_ENV
+
+ALLOW_UNISOLATED_ENV = "OVERNIGHT_ALLOW_UNISOLATED"
+SECRET_ENV_ENV = "OVERNIGHT_SECRET_ENV"
+BIND_ROOTS_ENV = "OVERNIGHT_BIND_ROOTS"
+WRITABLE_BIND_ROOTS_ENV = "OVERNIGHT_WRITABLE_BIND_ROOTS"
+SETTINGS = (ALLOW_UNISOLATED_ENV, SECRET_ENV_ENV, BIND_ROOTS_ENV, WRITABLE_BIND_ROOTS_ENV)
+# The `ApplicationError` type a run fails with when its spec asks for what its worker does not
+# grant. Not `InvalidSpec`: the spec is valid (another worker may run it), and the fix is the
+# worker's setting, which the one-line message names.
+SPEC_REFUSED = "SpecRefused"
+# Names a pattern never matches: the worker's own credentials and settings.
+OWN_PREFIXES = ("TEMPORAL_", "RUNTIME_", "OVERNIGHT_")
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*_\*$")
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("", "0", "false", "no", "off")
+_HOME_IS = (
+    "the worker's state directory (OVERNIGHT_HOME: the dev server's database and every run's "
+    "sandboxes)"
+)
+
+
+class BadSetting(OvernightError, ValueError):
+    """A grant in the worker's environment that cannot be read: the worker does not start."""
+
+    bad_input = True
+
+
+class Grants(BaseModel):
+    """What a worker's settings allow specs to ask for (nothing, by default)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    allow_unisolated: bool = False
+    # Variable names, and `NAME_*` patterns.
+    secret_env: tuple[str, ...] = ()
+    # Absolute folders, normalised: read-only binds inside any of these or the writable ones.
+    bind_roots: tuple[str, ...] = ()
+    writable_bind_roots: tuple[str, ...] = ()
+
+    def allows_secret(self, name: str) -> bool:
+        return name in self.secret_env or (
+            _pattern_match(self.secret_env, name) and not name.startswith(OWN_PREFIXES)
+        )
+
+    def describe(self) -> str:
+        """The grants on one line, for the worker's log."""
+        return "; ".join(
+            [
+                f"isolation none: {'allowed' if self.allow_unisolated else 'refused'}",
+                f"secret_env: {', '.join(self.secret_env) or 'none'}",
+                f"binds from: {':'.join(self.bind_roots) or 'nowhere'}",
+                f"writable binds from: {':'.join(self.writable_bind_roots) or 'nowhere'}",
+            ]
+        )
+
+    def merged(self, more: Grants) -> Grants:
+        """These grants and `more` together (a worker's settings plus what its caller adds)."""
+        return Grants(
+            allow_unisolated=self.allow_unisolated or more.allow_unisolated,
+            secret_env=_unique([*self.secret_env, *more.secret_env]),
+            bind_roots=_unique([*self.bind_roots, *more.bind_roots]),
+            writable_bind_roots=_unique([*self.writable_bind_roots, *more.writable_bind_roots]),
+        )
+
+
+def parse_grants(environ: Mapping[str, str]) -> Grants:
+    """The grants the settings in `environ` make; `BadSetting` (one line) for one that is not
+    understood, so a mistyped grant stops the worker rather than allowing or refusing quietly."""
+    flag = environ.get(ALLOW_UNISOLATED_ENV, "").strip().lower()
+    if flag not in _TRUE + _FALSE:
+        raise BadSetting(f"{ALLOW_UNISOLATED_ENV}={flag!r}: say 1 to allow, 0 or nothing not to")
+    return Grants(
+        allow_unisolated=flag in _TRUE,
+        secret_env=_secret_names(environ.get(SECRET_ENV_ENV, "")),
+        bind_roots=_roots(BIND_ROOTS_ENV, environ.get(BIND_ROOTS_ENV, "")),
+        writable_bind_roots=_roots(
+            WRITABLE_BIND_ROOTS_ENV, environ.get(WRITABLE_BIND_ROOTS_ENV, "")
+        ),
+    )
+
+
+def _secret_names(value: str) -> tuple[str, ...]:
+    names = [part.strip() for part in value.split(",") if part.strip()]
+    for name in names:
+        if _PATTERN.match(name):
+            if name.startswith(OWN_PREFIXES):
+                raise BadSetting(
+                    f"{SECRET_ENV_ENV}: {name} would name the worker's own settings and "
+                    "credentials; list each of those by name"
+                )
+        elif not _NAME.match(name):
+            raise BadSetting(
+                f"{SECRET_ENV_ENV}: {name!r} is neither a variable name nor a NAME_* pattern"
+            )
+    return _unique(names)
+
+
+def _roots(setting: str, value: str) -> tuple[str, ...]:
+    roots = []
+    for part in value.split(":"):
+        part = part.strip()
+        if not part:
+            continue
+        if not part.startswith("/"):
+            raise BadSetting(f"{setting}: {part!r} is not an absolute path")
+        roots.append(_normal(part))
+    return _unique(roots)
+
+
+def _unique(items: Iterable[str]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(items))
+
+
+def _pattern_match(entries: Sequence[str], name: str) -> bool:
+    return any(e.endswith("*") and name.startswith(e[:-1]) for e in entries)
+
+
+def _normal(path: str) -> str:
+    return "/" + posixpath.normpath(path).lstrip("/")
+
+
+def _under(path: str, roots: Iterable[str]) -> bool:
+    """Whether `path` is one of `roots` or inside one (by name; absolute paths)."""
+    return any(path == root or path.startswith(root.rstrip("/") + "/") for root in roots)
+
+
+def local_repo_path(repo: str) -> str | None:
+    """The folder a `repo` names on the worker (a path or a `file://` URL); None for a remote."""
+    if repo.startswith("file://"):
+        return unquote(urlsplit(repo).path) or None
+    if "://" in repo or re.match(r"^[\w.-]+@[\w.-]+:", repo):
+        return None
+    return repo
+
+
+def spec_paths(spec: RunSpec) -> list[str]:
+    """The worker's paths a spec names (as written): what `refusals` wants resolved."""
+    paths = [spec.agent_dir, *(bind.path for bind in spec.binds)]
+    repo = local_repo_path(spec.repo)
+    if repo is not None:
+        paths += [repo, urlsplit(spec.repo).path] if spec.repo.startswith("file://") else [repo]
+    return paths
+
+
+def refusals(
+    spec: RunSpec,
+    grants: Grants,
+    *,
+    home: str,
+    real: Mapping[str, str] | None = None,
+) -> list[str]:
+    """What in `spec` its worker does not allow, one `field <name>: why (how to allow it)` each;
+    none: the spec may run. `home` is the worker's state directory; `real` maps a path (as
+    written, or a root) to what it resolves to on the worker (links followed, `~` expanded),
+    and a path must pass as written and as resolved."""
+    real = real or {}
+    found: list[str] = []
+    if spec.provider == "local" and spec.isolation == "none" and not grants.allow_unisolated:
+        found.append(
+            'field isolation: "none" (the agent runs on the worker\'s host, unisolated) is not '
+            f"allowed by this worker (start the worker with {ALLOW_UNISOLATED_ENV}=1 to allow it)"
+        )
+    found += _secret_refusals("secret_env", spec.secret_env, grants)
+    for i, hook in enumerate(spec.notify):
+        if hook.secret_env and hook.secret_env != DEFAULT_SECRET_ENV:
+            found += _secret_refusals(f"notify.{i}.secret_env", [hook.secret_env], grants)
+    homes = _forms(home, real)
+    repo = local_repo_path(spec.repo)
+    if repo is not None:
+        # A file:// URL's path as git may read it, encoded or not.
+        for path in {repo, urlsplit(spec.repo).path} - {""}:
+            if _inside(path, homes, real):
+                found.append(
+                    f"field repo: {_shown(path, real)} is inside {_HOME_IS}, which no "
+                    "sandbox may see; clone from a repository outside it"
+                )
+                break
+    if _inside(spec.agent_dir, homes, real):
+        found.append(
+            f"field agent_dir: {_shown(spec.agent_dir, real)} is inside {_HOME_IS}, "
+            "which no sandbox may see; keep the agent outside it"
+        )
+    for bind in spec.binds:
+        found += _bind_refusals(bind.path, bind.writable, grants, homes, real)
+    return found
+
+
+def refusal_message(found: Sequence[str]) -> str:
+    """The one line a refused run fails with."""
+    return "spec: " + "; ".join(found)
+
+
+def _secret_refusals(field: str, names: Sequence[str], grants: Grants) -> list[str]:
+    refused = [name for name in dict.fromkeys(names) if not grants.allows_secret(name)]
+    if not refused:
+        return []
+    listed = ", ".join(refused)
+    be, them = ("is", "it") if len(refused) == 1 else ("are", "them")
+    own = [n for n in refused if _pattern_match(grants.secret_env, n)]
+    note = f"a pattern never matches a name beginning {', '.join(OWN_PREFIXES)}; " if own else ""
+    return [
+        f"field {field}: {listed} {be} not in this worker's allow-list ({note}start the worker "
+        f"with {SECRET_ENV_ENV}={','.join(refused)} to allow {them})"
+    ]
+
+
+def _bind_refusals(
+    path: str, writable: bool, grants: Grants, homes: list[str], real: Mapping[str, str]
+) -> list[str]:
+    shown = _shown(path, real)
+    if _inside(path, homes, real):
+        return [
+            f"field binds: {shown} is inside {_HOME_IS}, which no sandbox may see; bind a "
+            "folder outside it"
+        ]
+    if any(_under(home, _forms(path, real)) for home in homes):
+        return [
+            f"field binds: {shown} holds {_HOME_IS}, which no sandbox may see; bind a "
+            "folder beside it"
+        ]
+    setting, roots = (
+        (WRITABLE_BIND_ROOTS_ENV, grants.writable_bind_roots)
+        if writable
+        else (BIND_ROOTS_ENV, (*grants.bind_roots, *grants.writable_bind_roots))
+    )
+    allowed = [form for root in roots for form in _forms(root, real)]
+    missing = [p for p in _forms(path, real) if not _under(p, allowed)]
+    if not missing:
+        return []
+    kind = "writable binds" if writable else "binds"
+    where = "is not inside" if len(_forms(path, real)) == 1 else "is not wholly inside"
+    return [
+        f"field binds: {shown}{' (writable)' if writable else ''} {where} a folder this worker "
+        f"allows {kind} from (start the worker with {setting}={':'.join(missing)}, or a folder "
+        "holding it, to allow it)"
+    ]
+
+
+def _forms(path: str, real: Mapping[str, str]) -> list[str]:
+    """`path` as written (when absolute) and as resolved on the worker, normalised."""
+    forms = [_normal(path)] if path.startswith("/") else []
+    resolved = real.get(path)
+    if resolved is not None and resolved.startswith("/"):
+        forms.append(_normal(resolved))
+    return list(dict.fromkeys(forms))
+
+
+def _inside(path: str, homes: list[str], real: Mapping[str, str]) -> bool:
+    return any(_under(form, homes) for form in _forms(path, real))
+
+
+def _shown(path: str, real: Mapping[str, str]) -> str:
+    resolved = real.get(path)
+    if resolved is None or _normal(resolved) == (_normal(path) if path.startswith("/") else path):
+        return path
+    return f"{path} (really {resolved})"
