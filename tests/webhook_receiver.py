@@ -2,9 +2,11 @@
 
 It checks each POST's signature (`X-Overnight-Signature`: HMAC-SHA256 of
 `<X-Overnight-Timestamp>.<body>` under the shared secret), refuses a stale timestamp (a
-replay), and drops a repeat of an `Idempotency-Key` it has already accepted, answering 200 all
-the same. `down()` closes its port (connections are refused) and `up()` opens the same port
-again; `failing = 503` answers with that status instead.
+replay), and drops a repeat of an event it has already accepted, answering 200 all the same:
+the `event_id` of the signed body (the `Idempotency-Key` header, which is not signed, only for
+a body without one, such as Slack's format). `down()` closes its port (connections are
+refused) and `up()` opens the same port again; `failing = 503` answers with that status
+instead.
 """
 
 from __future__ import annotations
@@ -37,6 +39,15 @@ class Received:
     @property
     def event(self) -> str:
         return self.headers.get("x-overnight-event", "")
+
+    @property
+    def event_id(self) -> str:
+        """The event's id from the (signed) body; the header's for a body without one."""
+        try:
+            found = json.loads(self.body).get("event_id")
+        except (ValueError, AttributeError):
+            found = None
+        return found if isinstance(found, str) else self.headers.get("idempotency-key", "")
 
 
 @dataclass
@@ -112,14 +123,13 @@ class Receiver:
         except ValueError:
             fresh = False
         with self._lock:
-            key = headers.get("idempotency-key")
-            repeat = any(r.headers.get("idempotency-key") == key for r in self.accepted)
-            got = Received(headers, body, signed, fresh, repeat)
+            got = Received(headers, body, signed, fresh, False)
+            got.repeat = any(r.event_id == got.event_id for r in self.accepted)
             self.seen.append(got)
             if self.failing is not None:
                 return self.failing
             if not signed or not fresh:
                 return 401
-            if not repeat:
+            if not got.repeat:
                 self.accepted.append(got)
             return 200

@@ -186,6 +186,10 @@ async def test_the_event_id_is_in_the_signed_body_and_is_the_idempotency_key() -
     assert receiver.verify(got.headers, got.body)
     tampered = got.body.replace(note.event_id.encode(), b"night-run-99")
     assert not receiver.verify(got.headers, tampered)
+    # Replayed (within the timestamp's window) under another Idempotency-Key: still a repeat.
+    forged = {**got.headers, "idempotency-key": "night-run-99"}
+    assert receiver._take(forged, got.body) == 200
+    assert receiver.seen[-1].repeat and len(receiver.accepted) == 1
 
 
 # ----- the repository's credentials -----
