@@ -16,7 +16,7 @@ from typing import Literal
 
 from fakes.git_http import origin_fields
 from overnight.cli.demo import AGENT_DIR
-from overnight.cli.outside_world import ledger_url
+from overnight.cli.outside_world import host_ports_for, ledger_url
 from overnight.models import Budget, RunSpec
 
 AgentFault = Literal["crash", "stall", "fresh_context", "lease_end"]
@@ -156,6 +156,7 @@ def run_spec(size: ChaosSize, plan: RunPlan, origin: Path, ledger: Path) -> RunS
         command=COMMAND,
         env=env,
         provider=plan.provider,
+        host_ports=host_ports_for(env["OVERNIGHT_LEDGER_URL"], plan.provider),
         poll_seconds=1,
         stall_seconds=size.stall_seconds,
         sandbox_timeout_seconds=SHORT_LEASE_SECONDS if leased else ROOMY_LIMIT_SECONDS,

@@ -121,8 +121,10 @@ class LocalEngine(GuestFiles):
             uid = local_isolation.sandbox_uid(run) if isolated else None
             for sub in ("workspace", "home", "processes", "tmp"):
                 (folder / sub).mkdir(parents=True, exist_ok=True)
+            if uid is not None:
+                (folder / "home" / ".gitconfig").write_text(local_isolation.SANDBOX_GITCONFIG)
             for sub in ("workspace", "home", "tmp"):
-                give(folder / sub, uid)
+                give(folder / sub, uid, recursive=True)
             (folder / RESOLV_CONF).write_text(netns.RESOLV_CONF)
             now = time.time()
             meta = SandboxMeta(

@@ -57,12 +57,9 @@ SANDBOX_UIDS_ENV = "OVERNIGHT_SANDBOX_UIDS"
 DEFAULT_SANDBOX_UIDS = (1_000_000_000, 1_000_065_535)
 # The most processes one run's sandboxes hold at once (with their own user: root workers).
 MAX_PROCESSES = 1024
-# Commands inside run as another user than the repository's owner: git must not refuse them.
-SAFE_DIRECTORY_ENV = {
-    "GIT_CONFIG_COUNT": "1",
-    "GIT_CONFIG_KEY_0": "safe.directory",
-    "GIT_CONFIG_VALUE_0": "*",
-}
+# A sandbox with a user of its own clones and pushes repositories another user owns: its
+# global git config (in its own $HOME) trusts them, as git wants for that.
+SANDBOX_GITCONFIG = "[safe]\n\tdirectory = *\n"
 _probed: tuple[float, str | None] | None = None
 
 
@@ -235,10 +232,7 @@ def wrap(
     flags = _flags(own_network=own_network, as_user=meta.uid is not None)
     argv = [*prefix, bwrap, *mounts, "--chdir", cwd, *flags, *pipes, "--", *inner]
     plan = {"host_ports": list(meta.host_ports), "uid": meta.uid} if own_network else None
-    wanted = dict(env)
-    if meta.uid is not None:
-        wanted.update(SAFE_DIRECTORY_ENV)
-    return Wrapped(argv=argv, cwd=str(folder), env=wanted, network=plan)
+    return Wrapped(argv=argv, cwd=str(folder), env=dict(env), network=plan)
 
 
 def _flags(*, own_network: bool, as_user: bool) -> list[str]:

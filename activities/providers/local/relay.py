@@ -14,6 +14,7 @@ Standard library only, no site packages: it runs beside the launcher.
 from __future__ import annotations
 
 import ctypes
+import encodings.idna  # noqa: F401 - loaded before dropping to a user who may not read it
 import errno
 import os
 import selectors
