@@ -45,11 +45,15 @@ apt_install() { # apt_install WHY PACKAGE...
         DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "$@" >/dev/null
 }
 
-# Local sandboxes are isolated with bubblewrap (bwrap): install it when missing.
+# Local sandboxes are isolated with bubblewrap (bwrap) and get a network of their own from
+# slirp4netns: install what is missing.
 ensure_bubblewrap() {
-    command -v bwrap >/dev/null 2>&1 && return 0
-    if ! apt_install "to isolate local sandboxes" bubblewrap; then
-        echo "warning: could not install bubblewrap (package bubblewrap): local runs refuse to" \
-            "start without it unless their spec says \"isolation\": \"none\"" >&2
+    local missing=()
+    command -v bwrap >/dev/null 2>&1 || missing+=(bubblewrap)
+    command -v slirp4netns >/dev/null 2>&1 || missing+=(slirp4netns)
+    [ "${#missing[@]}" -eq 0 ] && return 0
+    if ! apt_install "to isolate local sandboxes" "${missing[@]}"; then
+        echo "warning: could not install ${missing[*]}: local runs refuse to start without" \
+            "them unless the worker allows \"isolation\": \"none\"" >&2
     fi
 }
