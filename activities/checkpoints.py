@@ -1,14 +1,23 @@
 """Reading the agent's checkpoint through a provider, and deciding whether it changed.
 
 `digest` is the sha256 of the bytes when they were read. A checkpoint that cannot be taken
-still gets a fingerprint (`too_large:<size>`, `outside`), so a workflow that remembers it is not
-told about the same refusal on every look. A missing checkpoint has none: its absence is
-never news (the last good copy stays).
+still gets a fingerprint (`too_large:<size>`, `outside`, `refused:<why>`), so a workflow that
+remembers it is not told about the same refusal on every look. A missing checkpoint has none:
+its absence is never news (the last good copy stays).
+
+The text is agent bytes. Before it leaves the worker every value of the run's `secret_env`
+in it is replaced by `***` (the status, the result and the history never hold one), and what
+it says is read here with limits (`CheckpointRead.facts`, overnight.checkpoint_text), so the
+workflow parses nothing an agent wrote.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
+from collections.abc import Sequence
+
+import pydantic_core
 
 from activities.models import CheckpointRead
 from activities.providers.protocol import (
@@ -17,14 +26,27 @@ from activities.providers.protocol import (
     SandboxNotRunning,
     SandboxProvider,
 )
+from overnight.checkpoint_text import CheckpointFacts, facts_of
+from overnight.models import CheckpointSummary
+from overnight.output_tail import redact, secret_values, with_json_forms
+
+# The most a checkpoint's text may take in a payload (as JSON): Temporal refuses payloads
+# over 2 MB, and the run's state carries the checkpoint beside a few KiB of its own.
+MAX_PAYLOAD_BYTES = 1536 * 1024
 
 
-def checkpoint_from(read: FileRead, known_digest: str | None) -> CheckpointRead:
-    """What a capped file read means as a checkpoint, relative to `known_digest`."""
+def checkpoint_from(
+    read: FileRead, known_digest: str | None, secrets: Sequence[str] = ()
+) -> CheckpointRead:
+    """What a capped file read means as a checkpoint, relative to `known_digest`, with the
+    values in `secrets` redacted from its text."""
     if read.status == "missing":
         return CheckpointRead(status="missing")
     if read.status == "outside":
         result = CheckpointRead(status="outside", digest="outside")
+    elif read.status == "refused":
+        why = read.detail or "not a regular file"
+        result = CheckpointRead(status="unreadable", digest=f"refused:{why}", detail=why)
     elif read.status == "too_large":
         result = CheckpointRead(status="too_large", digest=f"too_large:{read.size}", size=read.size)
     else:
@@ -38,10 +60,36 @@ def checkpoint_from(read: FileRead, known_digest: str | None) -> CheckpointRead:
             return CheckpointRead(
                 status="unreadable", digest=digest, size=len(data), detail=f"({error.reason})"
             )
-        return CheckpointRead(status="ok", digest=digest, size=len(data), text=text)
+        if secrets:
+            text = redact(text, with_json_forms(secrets))
+        carried = len(pydantic_core.to_json(text))
+        if carried > MAX_PAYLOAD_BYTES:
+            # Control characters take six bytes each as JSON: such a checkpoint under the
+            # byte cap could still make a payload Temporal refuses (2 MB).
+            return CheckpointRead(
+                status="unreadable",
+                digest=digest,
+                size=len(data),
+                detail=f"it takes {carried} bytes as JSON, over the {MAX_PAYLOAD_BYTES} a "
+                "history payload may carry",
+            )
+        facts = _redacted(facts_of(text), secrets)
+        return CheckpointRead(status="ok", digest=digest, size=len(data), text=text, facts=facts)
     if result.digest == known_digest:
         return CheckpointRead(status="unchanged", digest=result.digest, size=result.size)
     return result
+
+
+def _redacted(facts: CheckpointFacts, secrets: Sequence[str]) -> CheckpointFacts:
+    """The summary parsed from the text holds no secret either (a JSON escape can spell one)."""
+    summary = facts.summary
+    if not secrets or summary is None:
+        return facts
+    clean = CheckpointSummary(
+        next=None if summary.next is None else redact(summary.next, secrets),
+        last_note=None if summary.last_note is None else redact(summary.last_note, secrets),
+    )
+    return facts.model_copy(update={"summary": clean})
 
 
 def changed(read: CheckpointRead, known_digest: str | None) -> bool:
@@ -57,13 +105,15 @@ async def read_checkpoint(
     known_digest: str | None,
     *,
     seen_running: bool = False,
+    secret_env: Sequence[str] = (),
 ) -> CheckpointRead:
     """Read the checkpoint; a gone sandbox reads as missing, one that may not be read (a
-    Runtime read would wake a paused sandbox) as unreadable, saying why."""
+    Runtime read would wake a paused sandbox) as unreadable, saying why. The values of the
+    variables named in `secret_env` (in the worker's environment) are redacted from it."""
     try:
         read = await provider.read_file(sandbox_id, path, max_bytes, seen_running=seen_running)
     except SandboxNotFound:
         return CheckpointRead(status="missing", detail="the sandbox is gone")
     except SandboxNotRunning as error:
         return CheckpointRead(status="unreadable", detail=f"not read: the sandbox is {error.state}")
-    return checkpoint_from(read, known_digest)
+    return checkpoint_from(read, known_digest, secret_values(secret_env, os.environ))

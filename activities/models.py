@@ -11,6 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from overnight.checkpoint_text import CheckpointFacts
 from overnight.models import Provider, RunSpec
 
 SandboxState = Literal["starting", "running", "paused", "stopped", "missing"]
@@ -189,6 +190,9 @@ class CheckpointRead(_Model):
     size: int = 0
     text: str | None = None
     detail: str = ""
+    # What the text says, read in the worker with limits (None: reads recorded before it was
+    # sent; the workflow then reads the text itself, with the same limits).
+    facts: CheckpointFacts | None = None
 
 
 class ReadCheckpointInput(_Model):
@@ -231,6 +235,8 @@ class ObserveInput(_Model):
     report_every_seconds: float = Field(default=0, ge=0)
     # Read what the sandbox has cost so far, and the key's daily limit, before answering.
     read_money: bool = False
+    # The run's secret variables: their values are redacted from the checkpoint in the worker.
+    secret_env: list[str] = Field(default_factory=list)
 
 
 class Observation(_Model):

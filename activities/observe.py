@@ -54,6 +54,7 @@ async def observe(
                 input.max_checkpoint_bytes,
                 known,
                 seen_running=True,
+                secret_env=input.secret_env,
             )
             dirty = False
             if changed(read, known):

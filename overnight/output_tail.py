@@ -7,6 +7,7 @@ larger than the tail, so a secret straddling the window's start can never surviv
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -17,6 +18,9 @@ TAIL_BYTES = 4096
 REDACTED = "***"
 # Read this much more than the tail, so a secret cut by the window is still whole in it.
 REDACTION_MARGIN_BYTES = 1024
+# Text that may be cut right after its end (an output read while the agent writes, or cut
+# short) ends in no beginning of a secret this long or longer: it is redacted too.
+CUT_PREFIX_CHARS = 4
 
 
 @dataclass(frozen=True)
@@ -40,10 +44,23 @@ def secret_values(names: Iterable[str], environ: Mapping[str, str]) -> list[str]
     return sorted(values, key=len, reverse=True)
 
 
-def redact(text: str, secrets: Iterable[str], *, start: int = 0) -> str:
+def with_json_forms(secrets: Iterable[str]) -> list[str]:
+    """Each secret, and each as it appears inside a JSON string (escaped quotes, backslashes,
+    control and non-ASCII characters), for text that is JSON, such as a checkpoint."""
+    forms: set[str] = set()
+    for value in secrets:
+        if value:
+            forms.update(
+                (value, json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1])
+            )
+    return sorted(forms, key=len, reverse=True)
+
+
+def redact(text: str, secrets: Iterable[str], *, start: int = 0, cut_end: bool = False) -> str:
     """`text[start:]` with every occurrence of each secret replaced by `***` (longest first),
     counting occurrences that begin before `start` too: a secret cut by the start is still
-    replaced, never shown in part."""
+    replaced, never shown in part. `cut_end`: the text may have been cut right after its end,
+    so a beginning of a secret there (`CUT_PREFIX_CHARS` or more) is replaced too."""
     values = sorted({s for s in secrets if s}, key=len, reverse=True)
     if not values:
         return text[start:]
@@ -57,8 +74,35 @@ def redact(text: str, secrets: Iterable[str], *, start: int = 0) -> str:
             out.append(text[pos : found.start()])
         out.append(REDACTED)
         pos = found.end()
-    out.append(text[pos:])
+    end = len(text)
+    if cut_end:
+        end = max(pos, len(text) - _cut_prefix(text[pos:], values))
+    if end > pos:
+        out.append(text[pos:end])
+    if end < len(text):
+        out.append(REDACTED)
     return "".join(out)
+
+
+def _cut_prefix(text: str, secrets: list[str]) -> int:
+    """The length of the longest beginning of a secret that `text` ends with (0: none, or one
+    shorter than `CUT_PREFIX_CHARS`)."""
+    if not text:
+        return 0
+    last = text[-1]
+    longest = 0
+    for value in secrets:
+        size = min(len(value) - 1, len(text))
+        while size >= max(CUT_PREFIX_CHARS, longest + 1):
+            # Only lengths whose last character is the text's last one can match.
+            size = value.rfind(last, 0, size) + 1
+            if size < max(CUT_PREFIX_CHARS, longest + 1):
+                break
+            if text.endswith(value[:size]):
+                longest = size
+                break
+            size -= 1
+    return longest
 
 
 def window_bytes(secrets: Iterable[str]) -> int:
@@ -84,7 +128,7 @@ def cut_tail(
     text = data.decode("utf-8", errors="replace")
     margin = 0 if from_start else max(0, len(data) - max_bytes)
     start = len(data[:margin].decode("utf-8", errors="replace")) if margin else 0
-    kept = redact(text, secrets, start=start).splitlines()
+    kept = redact(text, secrets, start=start, cut_end=True).splitlines()
     truncated = not from_start
     if not from_start and len(kept) > 1:
         kept = kept[1:]  # a piece of a line (one long line is kept: its end is the news)

@@ -329,6 +329,7 @@ def start_observe(s: SupervisorState, wait: float) -> workflow.ActivityHandle[Ob
             watch_token=s.watch_token,
             report_every_seconds=spec.poll_seconds,
             read_money=money.money_due(s, workflow.now()),
+            secret_env=list(spec.secret_env),
         ),
         result_type=Observation,
         start_to_close_timeout=observe_timeout(wait),

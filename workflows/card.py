@@ -8,7 +8,7 @@ from overnight.models import RunStatus
 from overnight.output_tail import markdown_block
 from overnight.status_lines import age, money_line, snapshot_line
 from workflows.budget import charged_usd, estimated_spend_usd, hours_used, spend_usd
-from workflows.checkpoint import summarize
+from workflows.checkpoint import kept_facts
 from workflows.state import SupervisorState
 
 # The card shows this many of the last words' lines (`overnight logs` shows the rest).
@@ -37,7 +37,7 @@ def build_status(state: SupervisorState, now: datetime) -> RunStatus:
         started_at=state.started_at,
         last_progress_at=state.last_progress_at,
         checkpoint_bytes=len(state.checkpoint.encode()) if state.checkpoint else 0,
-        checkpoint_summary=summarize(state.checkpoint),
+        checkpoint_summary=kept_facts(state.checkpoint, state.checkpoint_facts).summary,
         checkpoint_rejected=state.checkpoint_rejected,
         attention_reason=state.attention_reason if state.state == "needs_attention" else None,
         restarts=list(state.restarts),

@@ -1,16 +1,19 @@
-"""Which checkpoint versions may replace the last good one. Pure functions, no I/O."""
+"""Which checkpoint versions may replace the last good one. Pure functions, no I/O.
+
+The checkpoint is agent bytes: nothing here parses it in a way that could raise. The read
+activity sends what the text says (`CheckpointRead.facts`, see overnight.checkpoint_text);
+reads recorded before it did are read here with the same bounded parser.
+"""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from typing import Any
 
 from activities.models import CheckpointRead
+from overnight.checkpoint_text import SUMMARY_CHARS, CheckpointFacts, facts_of, summary_of
 from overnight.models import CheckpointSummary
 
-# Longest `next` / note text carried into the status and the Web UI card.
-SUMMARY_CHARS = 200
+__all__ = ["SUMMARY_CHARS", "Verdict", "facts", "judge", "kept_facts", "summarize"]
 
 
 @dataclass(frozen=True)
@@ -18,6 +21,19 @@ class Verdict:
     accepted: bool
     is_json: bool = False
     reason: str | None = None
+
+
+def facts(read: CheckpointRead) -> CheckpointFacts:
+    """What a read checkpoint says: the activity's answer, else the text read here."""
+    if read.facts is not None:
+        return read.facts
+    return facts_of(read.text)
+
+
+def kept_facts(checkpoint: str | None, known: CheckpointFacts | None) -> CheckpointFacts:
+    """What the kept checkpoint says: as taken with it, else (a run from before the facts were
+    kept, or carried over from one) its text read here."""
+    return known if known is not None else facts_of(checkpoint)
 
 
 def judge(read: CheckpointRead, *, previous_was_json: bool, max_bytes: int) -> Verdict:
@@ -36,39 +52,14 @@ def judge(read: CheckpointRead, *, previous_was_json: bool, max_bytes: int) -> V
         return Verdict(False, reason=None)
     if len(read.text.encode()) > max_bytes:
         return Verdict(False, reason=f"checkpoint is over the {max_bytes}-byte cap")
-    is_json = _parses_as_json(read.text)
-    if previous_was_json and not is_json:
+    said = facts(read)
+    if said.refusal is not None:
+        return Verdict(False, reason=f"checkpoint could not be read: {said.refusal}")
+    if previous_was_json and not said.is_json:
         return Verdict(False, reason="checkpoint stopped parsing as JSON (truncated or corrupt)")
-    return Verdict(True, is_json=is_json)
+    return Verdict(True, is_json=said.is_json)
 
 
 def summarize(text: str | None) -> CheckpointSummary | None:
-    """The checkpoint's `next` and its last note, when it is such JSON."""
-    if not text:
-        return None
-    try:
-        data: Any = json.loads(text)
-    except ValueError:
-        return None
-    if not isinstance(data, dict):
-        return None
-    next_step = data.get("next")
-    notes = data.get("notes")
-    last_note = notes[-1] if isinstance(notes, list) and notes else None
-    return CheckpointSummary(
-        next=_clip(next_step) if next_step is not None else None,
-        last_note=_clip(last_note) if last_note is not None else None,
-    )
-
-
-def _clip(value: object) -> str:
-    text = value if isinstance(value, str) else json.dumps(value)
-    return text if len(text) <= SUMMARY_CHARS else text[: SUMMARY_CHARS - 1] + "…"
-
-
-def _parses_as_json(text: str) -> bool:
-    try:
-        json.loads(text)
-    except ValueError:
-        return False
-    return True
+    """The checkpoint's `next` and its last note, when it is such JSON (never raises)."""
+    return summary_of(text)

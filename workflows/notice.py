@@ -12,7 +12,7 @@ from activities.notify.models import BudgetLeft, Notification
 from overnight.models import LastWords, RestartRecord
 from overnight.notify_spec import NotifyEvent
 from workflows.budget import hours_used, restarts_left, spend_usd
-from workflows.checkpoint import summarize
+from workflows.checkpoint import kept_facts
 from workflows.state import SupervisorState
 
 # Restart records keep their output tails only for the newest this many (history stays small).
@@ -51,7 +51,7 @@ def notification(
     budget = s.budget
     spent = spend_usd(s, now)
     used = hours_used(s, now)
-    summary = summarize(s.checkpoint)
+    summary = kept_facts(s.checkpoint, s.checkpoint_facts).summary
     words = s.last_words
     return Notification(
         event_id=f"{s.spec.run_id}-{s.notifications_sent}",

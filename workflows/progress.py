@@ -11,7 +11,7 @@ from datetime import datetime
 from activities.models import AgentStarted, CheckpointRead
 from overnight.models import RunResult
 from workflows import budget, money
-from workflows.checkpoint import judge
+from workflows.checkpoint import facts, judge
 from workflows.state import SupervisorState
 
 
@@ -34,6 +34,7 @@ def take_checkpoint(
     s.checkpoint = read.text
     s.checkpoint_digest = read.digest
     s.checkpoint_is_json = verdict.is_json
+    s.checkpoint_facts = facts(read)
     s.checkpoint_rejected = None
     s.last_progress_at = now
     return True, None

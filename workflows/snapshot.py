@@ -11,12 +11,11 @@ sandbox from the latest ready snapshot; with none, from the checkpoint.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from activities.models import SnapshotRestore
-from overnight.constants import SNAPSHOT_REQUEST_KEY
+from overnight.checkpoint_text import snapshot_request_of
 from overnight.snapshot_spec import KEEP_SNAPSHOTS
 from workflows.state import SupervisorState
 
@@ -33,24 +32,22 @@ def snapshot_recovery(state: SupervisorState) -> bool:
 
 
 def requested(checkpoint: str | None) -> int:
-    """The agent's latest snapshot request in its checkpoint (0: none)."""
-    if not checkpoint or SNAPSHOT_REQUEST_KEY not in checkpoint:
-        return 0
-    try:
-        value = json.loads(checkpoint)
-    except ValueError:
-        return 0
-    number = value.get(SNAPSHOT_REQUEST_KEY) if isinstance(value, dict) else None
-    if isinstance(number, bool) or not isinstance(number, int):
-        return 0
-    return max(0, number)
+    """The agent's latest snapshot request in its checkpoint (0: none). Never raises."""
+    return snapshot_request_of(checkpoint)
+
+
+def kept_request(state: SupervisorState) -> int:
+    """The snapshot request in the kept checkpoint, as read with it (else read now)."""
+    if state.checkpoint_facts is not None:
+        return state.checkpoint_facts.snapshot_request
+    return requested(state.checkpoint)
 
 
 def _wanted(state: SupervisorState) -> int | None:
     """The request to answer (0: an automatic capture), or None when nothing is wanted."""
     if not snapshot_recovery(state) or state.sandbox_id is None or state.process_id is None:
         return None
-    asked = requested(state.checkpoint)
+    asked = kept_request(state)
     if asked > state.snapshot_request_done:
         return asked
     changed = state.checkpoint_digest not in (None, state.snapshot_checkpoint_digest)

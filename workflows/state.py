@@ -9,6 +9,7 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from overnight.checkpoint_text import CheckpointFacts
 from overnight.models import (
     Budget,
     DailyLimit,
@@ -94,6 +95,9 @@ class SupervisorState(BaseModel):
     checkpoint: str | None = None
     checkpoint_digest: str | None = None
     checkpoint_is_json: bool = False
+    # What the kept checkpoint says (its summary, a snapshot request), as read with it. None
+    # for runs from before it was kept: the text is then read (never raising) when needed.
+    checkpoint_facts: CheckpointFacts | None = None
     # Digest of the last version seen, good or not, so a rejected file is not re-sent.
     seen_digest: str | None = None
     checkpoint_rejected: str | None = None

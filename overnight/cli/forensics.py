@@ -24,6 +24,7 @@ from activities.providers.forensics import MAX_LISTED_FILES, FileEntry, FileList
 from activities.providers.protocol import SandboxProvider
 from activities.providers.registry import open_configured
 from overnight.cli import logs, logs_follow
+from overnight.cli.render import terminal_safe
 from overnight.cli.run_view import CannotRead, RunView, load_run, opened, query_status
 from overnight.errors import OvernightError
 from overnight.output_tail import redact, secret_values
@@ -131,7 +132,7 @@ def _show_kept(view: RunView, attempt: int, why: CannotRead, *, json_out: bool) 
     if json_out:
         print(json.dumps({"run_id": view.run_id, "attempt": attempt, "kept_tail": tail}))
     else:
-        print(tail)
+        print(terminal_safe(tail))
     return 0
 
 
@@ -160,9 +161,13 @@ async def run_inspect(args: argparse.Namespace, connect: Connect) -> int:
             read = await box.forensics.read_file(sid, path, MAX_FILE_BYTES)
     if read.status == "too_large":
         raise OvernightError(f"{path} is {read.size} bytes: more than inspect prints (16 MiB)")
+    if read.status == "outside":
+        raise BadInput(f"{path} leads outside /workspace (through a symlink): inspect stays inside")
+    if read.status == "refused":
+        raise BadInput(terminal_safe(f"{path} is not read: {read.detail}"))
     if read.status != "ok" or read.data is None:
         raise BadInput(f"no file or folder {path} in sandbox {sid} (attempt {attempt})")
-    _print_file(about, read.data, secrets, json_out=args.json)
+    _print_file(about, read.data, secrets, json_out=args.json, tty=sys.stdout.isatty())
     return 0
 
 
@@ -182,10 +187,11 @@ def _print_listing(about: dict[str, Any], listing: FileListing, *, json_out: boo
     state = about["sandbox_state"] + (", woken for this look" if about["woken"] else "")
     print(
         f"sandbox {about['sandbox_id']} (attempt {about['attempt']}, {state}): "
-        f"{about['path']}, {len(listing.entries) + listing.more} entries"
+        f"{terminal_safe(about['path'])}, {len(listing.entries) + listing.more} entries"
     )
     for entry in listing.entries:
-        print(_entry_line(entry))
+        # File names are the agent's: one named "\x1b[2J" is shown, not obeyed.
+        print(terminal_safe(_entry_line(entry)))
     if listing.more:
         print(f"... and {listing.more} more")
 
@@ -206,7 +212,11 @@ def _size(n: int) -> str:
     return f"{n / 1024 / 1024:.1f} MiB"
 
 
-def _print_file(about: dict[str, Any], data: bytes, secrets: list[str], *, json_out: bool) -> None:
+def _print_file(
+    about: dict[str, Any], data: bytes, secrets: list[str], *, json_out: bool, tty: bool
+) -> None:
+    """The file as it is into a pipe or a file; on a terminal, its control characters (and
+    bytes that are not UTF-8) escaped, so the agent's bytes cannot drive the terminal."""
     try:
         text: str | None = redact(data.decode("utf-8"), secrets)
     except UnicodeDecodeError:
@@ -216,6 +226,10 @@ def _print_file(about: dict[str, Any], data: bytes, secrets: list[str], *, json_
             {"text": text} if text is not None else {"base64": base64.b64encode(data).decode()}
         )
         print(json.dumps({**about, "size": len(data), **content}, indent=2))
+    elif tty:
+        shown = text if text is not None else data.decode("utf-8", errors="backslashreplace")
+        sys.stdout.write(terminal_safe(redact(shown, secrets)))
+        sys.stdout.flush()
     elif text is not None:
         sys.stdout.write(text)
         sys.stdout.flush()

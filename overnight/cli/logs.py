@@ -18,8 +18,9 @@ from typing import Any, TextIO
 
 from activities.providers.forensics import AgentProcess, OutputChunk, SandboxForensics
 from activities.providers.protocol import SandboxProvider
+from overnight.cli.render import terminal_safe
 from overnight.cli.run_view import RunView, opened
-from overnight.output_tail import redact, secret_values
+from overnight.output_tail import TAIL_BYTES, redact, secret_values, window_bytes
 
 # A followed agent's output is asked for with long polls this long (Runtime's own cap is 8 s).
 FOLLOW_WAIT_SECONDS = 2.0
@@ -43,7 +44,7 @@ class Printer:
         if self.json_lines:
             self._json({"type": kind, **fields, "text": text})
         else:
-            self.out.write(text + "\n")
+            self.out.write(terminal_safe(text) + "\n")
         self.out.flush()
 
     def output(self, attempt: int, process_id: str, data: bytes, *, final: bool = False) -> None:
@@ -53,18 +54,19 @@ class Printer:
         text = self._pending.pop(process_id, "") + decoder.decode(data, final=final)
         lines = text.split("\n")
         rest = lines.pop()
-        if final and rest:
-            lines.append(rest)
-        elif rest:
+        if rest and not final:
             self._pending[process_id] = rest
-        for line in lines:
-            shown = redact(line, self.secrets)
+        shown = [redact(line, self.secrets) for line in lines]
+        if final and rest:
+            # The output's last piece, perhaps cut off in the middle of a secret.
+            shown.append(redact(rest, self.secrets, cut_end=True))
+        for line in shown:
             if self.json_lines:
                 self._json(
-                    {"type": "output", "attempt": attempt, "process_id": process_id, "text": shown}
+                    {"type": "output", "attempt": attempt, "process_id": process_id, "text": line}
                 )
             else:
-                self.out.write(shown + "\n")
+                self.out.write(terminal_safe(line) + "\n")
         self.out.flush()
 
     def _json(self, value: dict[str, Any]) -> None:
@@ -124,13 +126,18 @@ async def _show_tail(
     lines: int,
 ) -> None:
     wanted = min(1024 * 1024, max(64 * 1024, lines * BYTES_PER_LINE))
+    # Read a margin more, at least as long as the longest secret: a secret cut where the read
+    # begins is still whole in it, so it is redacted, never shown in part.
+    margin = window_bytes(p.secrets) - TAIL_BYTES
     kept: list[tuple[str, bytes]] = []
     count = 0
     for agent in reversed(agents):
-        chunk = await look.output_tail(sid, agent.process_id, wanted)
+        chunk = await look.output_tail(sid, agent.process_id, wanted + margin)
         data = chunk.data
-        if chunk.next_cursor - len(data) > 0 and b"\n" in data:
-            data = data[data.index(b"\n") + 1 :]  # a piece of a line
+        if chunk.next_cursor - len(data) > 0:
+            data = _after_margin(data, p.secrets, margin)
+            if b"\n" in data:
+                data = data[data.index(b"\n") + 1 :]  # a piece of a line
         kept.insert(0, (agent.process_id, data))
         count += data.count(b"\n")
         if count >= lines:
@@ -141,6 +148,15 @@ async def _show_tail(
         chosen.pop()
     shown = b"".join(line + b"\n" for line in chosen[-lines:])
     p.output(attempt, kept[-1][0] if kept else "", shown, final=True)
+
+
+def _after_margin(data: bytes, secrets: list[str], margin: int) -> bytes:
+    """What follows the first `margin` bytes of `data`, redacted with the margin in sight."""
+    if len(data) <= margin:
+        return b""
+    text = data.decode("utf-8", errors="replace")
+    start = len(data[:margin].decode("utf-8", errors="replace"))
+    return redact(text, secrets, start=start).encode()
 
 
 async def drain(

@@ -3,18 +3,39 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import BaseModel
 
+from overnight.checkpoint_text import parse
 from overnight.cli.client import ReapedSandbox, RunSummary
 from overnight.models import BudgetExtension, RunResult, RunStatus
 from overnight.status_lines import age, money_line, snapshot_line
 
 # `overnight status` shows this many lines of the last words (`overnight logs` has the rest).
 STATUS_TAIL_LINES = 10
+
+# What a terminal would act on rather than show: C0 controls but tab and newline (a carriage
+# return only before a newline is kept), DEL, C1 controls (8-bit CSI, OSC, ...), and the
+# Unicode bidirectional overrides that make text read differently from what it holds.
+_TERMINAL_UNSAFE = re.compile(
+    "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]|\r(?!\n)"
+)
+
+
+def terminal_safe(text: str) -> str:
+    """`text` (agent bytes: output, checkpoint notes, file names) with every control character
+    shown as its escape (`\\x1b`, `\\u202e`), so printing it cannot move the cursor, clear
+    the screen or retitle the operator's terminal. Newlines and tabs are kept."""
+    return _TERMINAL_UNSAFE.sub(_escape, text)
+
+
+def _escape(found: re.Match[str]) -> str:
+    code = ord(found.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
 def json_document(value: BaseModel | Sequence[BaseModel] | dict[str, Any]) -> str:
@@ -80,7 +101,7 @@ def status_text(status: RunStatus, *, now: datetime, ui_url: str | None) -> str:
             + (f"; more: overnight logs {status.run_id} --attempt {words.attempt}" if more else "")
         )
         lines += [f"    | {line}" for line in shown]
-    return "\n".join(lines)
+    return terminal_safe("\n".join(lines))
 
 
 def until(moment: datetime, now: datetime) -> str:
@@ -103,21 +124,23 @@ def timeline_text(status: RunStatus) -> str:
             f" -> attempt {record.attempt + 1} from the last checkpoint"
         )
     lines.append(f"            attempt {status.attempt}: {status.state}")
-    return "\n".join(lines)
+    return terminal_safe("\n".join(lines))
 
 
 def checkpoint_text(text: str | None) -> str:
     """The sample agent's checkpoint as a few lines; any other checkpoint as it is."""
     if not text:
         return "  (none)"
+    ok, data = parse(text)
     try:
-        data = json.loads(text)
+        if not ok:
+            raise ValueError("not JSON")
         step, done, notes = data["step"], data["done"], data.get("notes", [])
-    except (ValueError, KeyError, TypeError):
-        return "\n".join(f"  {line}" for line in text.splitlines())
-    lines = [f"  step {step}, {len(done)} done, next: {data.get('next', '-')}"]
-    lines += [f"    - {note}" for note in notes]
-    return "\n".join(lines)
+        lines = [f"  step {step}, {len(done)} done, next: {data.get('next', '-')}"]
+        lines += [f"    - {note}" for note in notes]
+    except (ValueError, KeyError, TypeError, AttributeError):
+        lines = [f"  {line}" for line in text.splitlines()]
+    return terminal_safe("\n".join(lines))
 
 
 def runs_text(runs: Sequence[RunSummary], *, now: datetime) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import posixpath
 import stat
 import time
 from datetime import UTC, datetime
@@ -25,8 +26,9 @@ from activities.providers.forensics import (
 )
 from activities.providers.local import procs as local_procs
 from activities.providers.local.engine import LocalEngine
-from activities.providers.local.files import OutsideWorkspace
+from activities.providers.local.files import WORKSPACE, NotFollowed, OutsideWorkspace, open_dir
 from activities.providers.local.launcher import OUTPUT_FILE
+from activities.providers.local.read_pool import read_in_pool
 from activities.providers.local.state import invalid_request
 from activities.providers.protocol import FileRead, SandboxNotFound
 
@@ -54,15 +56,15 @@ class LocalForensics:
             size = _size(log)
             return self._read(sandbox_id, process_id, max(0, size - max_bytes), 0)
 
-        return await asyncio.to_thread(tail)
+        return await read_in_pool(sandbox_id, tail)
 
     async def list_files(self, sandbox_id: str, path: str, max_entries: int) -> FileListing:
-        return await asyncio.to_thread(self._list, sandbox_id, path, max_entries)
+        return await read_in_pool(sandbox_id, self._list, sandbox_id, path, max_entries)
 
     async def read_file(
         self, sandbox_id: str, path: str, max_bytes: int, *, seen_running: bool = False
     ) -> FileRead:
-        return await asyncio.to_thread(self.engine.read_file, sandbox_id, path, max_bytes)
+        return await read_in_pool(sandbox_id, self.engine.read_file, sandbox_id, path, max_bytes)
 
     # ----- in a thread -----
 
@@ -109,9 +111,7 @@ class LocalForensics:
         start = min(max(0, cursor), size)
         data = b""
         if size > start:
-            with open(log, "rb") as handle:
-                handle.seek(start)
-                data = handle.read(min(size - start, OUTPUT_READ_BYTES))
+            data = _read_log(log, start, min(size - start, OUTPUT_READ_BYTES))
         # Ended only once everything it wrote has been handed out.
         done = ended and start + len(data) >= size
         return OutputChunk(
@@ -122,32 +122,41 @@ class LocalForensics:
         )
 
     def _list(self, sandbox_id: str, path: str, max_entries: int) -> FileListing:
+        """The folder at `path` and everything below it, through no symlink: folders are
+        opened relative to their parent without following links (a link is listed, never
+        entered), so nothing outside the workspace is listed, whatever the agent swaps in."""
         if self.engine.find(sandbox_id) is None:
             raise SandboxNotFound(sandbox_id)
         workspace = self.engine.workspace(sandbox_id)
         try:
-            top = workspace.host_path(path)
+            parts = workspace.parts(path)
+            top = open_dir(workspace.root, parts)
+        except FileNotFoundError:
+            return FileListing(entries=[], is_dir=False)
+        except NotFollowed as why:
+            if "symbolic link" in str(why):
+                raise invalid_request(f"{path}: {why}; inspect stays inside /workspace") from None
+            return FileListing(entries=[], is_dir=False)  # a file: read, not listed
         except OutsideWorkspace as error:
             raise invalid_request(str(error)) from None
-        if top.is_symlink() or not top.is_dir():
-            return FileListing(entries=[], is_dir=False)
+        base = posixpath.join(WORKSPACE, *parts)
         entries: list[FileEntry] = []
         more = 0
-        root = workspace.root
-        for folder, dirs, files in os.walk(top):
-            dirs.sort()
-            names = sorted(dirs) + sorted(files)
-            for name in names:
-                real = Path(folder) / name
-                entry = _entry(real, "/workspace/" + str(real.relative_to(root)))
-                if entry is None:
-                    continue
-                if len(entries) < max_entries:
-                    entries.append(entry)
-                else:
-                    more += 1
-            # Not into .git folders (listed, not entered), nor through links.
-            dirs[:] = [d for d in dirs if d != ".git" and not (Path(folder) / d).is_symlink()]
+        try:
+            for folder, dirs, files, folder_fd in os.fwalk(".", dir_fd=top, follow_symlinks=False):
+                for name in sorted(dirs) + sorted(files):
+                    shown = posixpath.normpath(posixpath.join(base, folder, name))
+                    entry = _entry(name, folder_fd, shown)
+                    if entry is None:
+                        continue
+                    if len(entries) < max_entries:
+                        entries.append(entry)
+                    else:
+                        more += 1
+                # Not into .git folders (listed, not entered); links are never entered.
+                dirs[:] = sorted(d for d in dirs if d != ".git")
+        finally:
+            os.close(top)
         return FileListing(entries=sorted(entries, key=lambda e: e.path), more=more)
 
 
@@ -158,9 +167,23 @@ def _size(log: Path) -> int:
         return 0
 
 
-def _entry(real: Path, shown: str) -> FileEntry | None:
+def _read_log(log: Path, start: int, count: int) -> bytes:
+    """`count` bytes of an output log from `start`: only a regular file, never blocking."""
     try:
-        info = os.lstat(real)
+        fd = os.open(log, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return b""
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return b""
+        return os.pread(fd, count, start)
+    finally:
+        os.close(fd)
+
+
+def _entry(name: str, folder_fd: int, shown: str) -> FileEntry | None:
+    try:
+        info = os.stat(name, dir_fd=folder_fd, follow_symlinks=False)
     except OSError:
         return None
     mode = info.st_mode
