@@ -41,6 +41,8 @@ from activities.models import (
     SandboxRef,
     SearchAttributeCheck,
     SearchAttributeCheckInput,
+    SpecCheck,
+    SpecCheckInput,
 )
 from activities.notify.models import Notification, SendResult
 from bench.baseline import GET_PROCESS, ProcessRef, ProcessSeen
@@ -71,6 +73,7 @@ class HealthyAgentWorld:
     def activities(self) -> list[Callable[..., Any]]:
         return [
             self.check_search_attributes,
+            self.check_spec,
             self.create_sandbox,
             self.observe_agent,
             self.read_checkpoint,
@@ -136,6 +139,10 @@ class HealthyAgentWorld:
     @activity.defn(name=ActivityName.CHECK_SEARCH_ATTRIBUTES)
     async def check_search_attributes(self, _: SearchAttributeCheckInput) -> SearchAttributeCheck:
         return SearchAttributeCheck(present=list(SEARCH_ATTRIBUTE_TYPES))
+
+    @activity.defn(name=ActivityName.CHECK_SPEC)
+    async def check_spec(self, _: SpecCheckInput) -> SpecCheck:
+        return SpecCheck()  # the worker grants what the spec asks for
 
     @activity.defn(name=ActivityName.CREATE_SANDBOX)
     async def create_sandbox(self, request: CreateSandboxInput) -> AgentStarted:
