@@ -5,8 +5,8 @@ with the agent's environment. It detaches at once (forks; the engine reaps the p
 agent outlives the worker process that started it. Then it:
 
 1. starts the agent's argv (`bash -c COMMAND`, or for an isolated sandbox bubblewrap around it,
-   see local_isolation) in a process group of its own, with stdout and stderr appended to
-   `output.log`;
+   see isolation) in a process group of its own, plugs in its network (netns), and pumps its
+   stdout and stderr into `output.log`, capped (output_cap);
 2. writes `process.json` (pid, pgid, start time; isolated: its PID namespace) atomically;
 3. waits, looking at the sandbox file every `POLL_SECONDS` (re-read only when it changed): at
    the lease end (which `extend` and `wake` move) it pauses the sandbox (SIGSTOP to every agent
@@ -24,6 +24,7 @@ import fcntl
 import importlib.util
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -37,6 +38,8 @@ PROCESS_FILE = "process.json"
 EXIT_FILE = "exit.json"
 OUTPUT_FILE = "output.log"
 POLL_SECONDS = 0.2
+# After the agent ended: how long its last output may take to be read.
+DRAIN_SECONDS = 2.0
 # The exit code a shell gives for a command it could not start.
 CANNOT_START = 127
 
@@ -54,6 +57,7 @@ def _sibling(name: str) -> Any:
 
 local_ns = _sibling("ns")
 local_netns = _sibling("netns")
+local_output = _sibling("output_cap")
 
 
 def write_json(path: Path, value: dict[str, Any]) -> None:
@@ -170,28 +174,41 @@ def supervise(proc_dir: Path) -> None:
 def _supervise(
     proc_dir: Path, launch: dict[str, Any], sandbox_file: SandboxFile, pipes: Any
 ) -> None:
-    with open(proc_dir / OUTPUT_FILE, "ab") as output:
-        try:
-            child = subprocess.Popen(
-                pipes.argv,
-                cwd=launch["cwd"],
-                stdin=subprocess.DEVNULL,
-                stdout=output,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                pass_fds=pipes.pass_fds(),
-            )
-        except OSError as error:
-            output.write(f"overnight: cannot start the agent: {error}\n".encode())
-            write_json(
-                proc_dir / EXIT_FILE,
-                {"state": "exited", "exit_code": CANNOT_START, "ended_at": time.time()},
-            )
-            return
+    output = local_output.CappedOutput(proc_dir / OUTPUT_FILE)
+    try:
+        _run(proc_dir, launch, sandbox_file, pipes, output)
+    finally:
+        output.close()
+
+
+def _run(
+    proc_dir: Path, launch: dict[str, Any], sandbox_file: SandboxFile, pipes: Any, output: Any
+) -> None:
+    read_end, write_end = os.pipe()
+    try:
+        child = subprocess.Popen(
+            pipes.argv,
+            cwd=launch["cwd"],
+            stdin=subprocess.DEVNULL,
+            stdout=write_end,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            pass_fds=pipes.pass_fds(),
+        )
+    except OSError as error:
+        os.close(read_end)
+        output.note(f"overnight: cannot start the agent: {error}")
+        write_json(
+            proc_dir / EXIT_FILE,
+            {"state": "exited", "exit_code": CANNOT_START, "ended_at": time.time()},
+        )
+        return
+    finally:
+        os.close(write_end)
+    os.set_blocking(read_end, False)
     namespace = pipes.started()
     if pipes.failure:
-        with open(proc_dir / OUTPUT_FILE, "ab") as output:
-            output.write(f"{pipes.failure}\n".encode())
+        output.note(pipes.failure)
     write_json(
         proc_dir / PROCESS_FILE,
         {
@@ -204,12 +221,18 @@ def _supervise(
         },
     )
     reason: str | None = None
+    open_pipe = True
+    next_look = time.monotonic()
     while True:
-        try:
-            returncode = child.wait(timeout=POLL_SECONDS)
+        if open_pipe:
+            select.select([read_end], [], [], POLL_SECONDS)
+            open_pipe = local_output.drain(read_end, output)
+        returncode = child.poll() if open_pipe else _wait(child)
+        if returncode is not None:
             break
-        except subprocess.TimeoutExpired:
-            pass
+        if time.monotonic() < next_look:
+            continue
+        next_look = time.monotonic() + POLL_SECONDS
         sandbox = sandbox_file.read()
         why = should_kill(sandbox)
         if why is not None:
@@ -221,6 +244,7 @@ def _supervise(
     # Helpers the agent left behind in its group (and namespace) go with it.
     local_ns.kill_recorded(namespace)
     kill_group(child.pid)
+    _drain_rest(read_end, output)
     killed, exit_code, sig = pipes.ending(returncode)
     write_json(
         proc_dir / EXIT_FILE,
@@ -232,6 +256,23 @@ def _supervise(
             "ended_at": time.time(),
         },
     )
+
+
+def _wait(child: subprocess.Popen[bytes]) -> int | None:
+    try:
+        return child.wait(timeout=POLL_SECONDS)
+    except subprocess.TimeoutExpired:
+        return None
+
+
+def _drain_rest(read_end: int, output: Any) -> None:
+    """What the agent printed last, once everything holding the pipe is gone (briefly)."""
+    give_up = time.monotonic() + DRAIN_SECONDS
+    while time.monotonic() < give_up:
+        select.select([read_end], [], [], 0.05)
+        if not local_output.drain(read_end, output):
+            break
+    os.close(read_end)
 
 
 def main(argv: list[str]) -> int:
