@@ -57,6 +57,7 @@ SANDBOX_UIDS_ENV = "OVERNIGHT_SANDBOX_UIDS"
 DEFAULT_SANDBOX_UIDS = (1_000_000_000, 1_000_065_535)
 # The most processes one run's sandboxes hold at once (with their own user: root workers).
 MAX_PROCESSES = 1024
+SANDBOX_PROCESSES_ENV = "OVERNIGHT_SANDBOX_PROCESSES"
 # A sandbox with a user of its own clones and pushes repositories another user owns: its
 # global git config (in its own $HOME) trusts them, as git wants for that.
 SANDBOX_GITCONFIG = "[safe]\n\tdirectory = *\n"
@@ -186,7 +187,21 @@ def _network_words(meta: SandboxMeta) -> str:
 def _processes_words(meta: SandboxMeta) -> str:
     if meta.uid is None or meta.limits == "none":
         return ""
-    return f"; at most {MAX_PROCESSES} processes"
+    return f"; at most {max_processes()} processes"
+
+
+def max_processes() -> int:
+    """The process cap of a sandbox with a user of its own (the worker's setting, else
+    `MAX_PROCESSES`)."""
+    text = os.environ.get(SANDBOX_PROCESSES_ENV, "").strip()
+    try:
+        return max(1, int(text)) if text else MAX_PROCESSES
+    except ValueError:
+        raise ProviderError(
+            f"{SANDBOX_PROCESSES_ENV}={text!r} is not a number of processes",
+            kind="InvalidRequest",
+            retryable=False,
+        ) from None
 
 
 def binds_of(meta: SandboxMeta) -> list[HostBind]:
@@ -206,7 +221,7 @@ def wrap(
     """How to run `command` in the sandbox at `folder` (its `SandboxMeta` is `meta`), in the
     sandbox directory `cwd`, with `env` as the sandbox sees it. The argv carries pipe
     placeholders (`ns.INFO_FD`, ...) for whoever starts it (`ns.Pipes`)."""
-    processes = MAX_PROCESSES if meta.uid is not None else None
+    processes = max_processes() if meta.uid is not None else None
     prefix = local_limits.prefix(meta.limits, meta.vcpu, meta.memory_mib, processes=processes)
     if meta.isolation != "bubblewrap":
         workspace = WorkspaceMap(folder / "workspace")

@@ -70,6 +70,9 @@ class Network:
             except subprocess.TimeoutExpired:
                 helper.kill()
                 helper.wait()
+            for stream in (helper.stdout, helper.stderr):
+                if stream is not None:
+                    stream.close()
         self._relay = self._slirp = None
 
 

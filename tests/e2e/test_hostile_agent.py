@@ -1,0 +1,242 @@
+"""An agent is untrusted code: a hostile one, run by a real worker in a real bubblewrap
+sandbox, reaches nothing of its supervisor or its host that it was not given.
+
+The agent (tests/agents/hostile) tries each attack from inside and writes what happened to
+its checkpoint; each test here reads one attack's outcome. The outside world it may reach is
+a test host in a network namespace of its own (there is no internet here) and one declared
+port on the worker's loopback (`host_ports`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+from temporalio.client import Client
+
+from activities.providers.local.isolation import SANDBOX_PROCESSES_ENV
+from overnight.cli import client as api
+from overnight.home import overnight_home
+from overnight.models import RunSpec
+from overnight.worker.devserver import DevServer
+from tests.conftest import free_port
+
+AGENT = Path(__file__).resolve().parents[1] / "agents" / "hostile"
+ROOT = os.geteuid() == 0
+pytestmark = pytest.mark.skipif(
+    shutil.which("bwrap") is None or shutil.which("slirp4netns") is None,
+    reason="needs bubblewrap and slirp4netns",
+)
+GIT_IDENTITY = {
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@example.invalid",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@example.invalid",
+}
+# A low cap, so the fork test is cheap; the default is isolation.MAX_PROCESSES.
+PROCESS_CAP = 48
+
+
+@pytest.fixture(scope="module")
+def outside_host() -> Iterator[str]:
+    """`address:port` of a TCP server on a test host outside this one: a network namespace
+    joined to the host by a veth pair (needs root and iproute2)."""
+    if not ROOT or shutil.which("ip") is None:
+        pytest.skip("a test host needs root and iproute2")
+    name = f"ovt-{secrets.token_hex(3)}"
+    octet = 16 + secrets.randbelow(200)
+    host_side, far_side = f"10.251.{octet}.1", f"10.251.{octet}.2"
+    port = free_port()
+
+    def ip(*args: str) -> None:
+        subprocess.run(["ip", *args], check=True, capture_output=True)
+
+    ip("netns", "add", name)
+    server = None
+    try:
+        ip("link", "add", f"{name}-a", "type", "veth", "peer", "name", f"{name}-b")
+        ip("link", "set", f"{name}-b", "netns", name)
+        ip("addr", "add", f"{host_side}/30", "dev", f"{name}-a")
+        ip("link", "set", f"{name}-a", "up")
+        ip("-n", name, "addr", "add", f"{far_side}/30", "dev", f"{name}-b")
+        ip("-n", name, "link", "set", f"{name}-b", "up")
+        ip("-n", name, "link", "set", "lo", "up")
+        server = subprocess.Popen(
+            ["ip", "netns", "exec", name, sys.executable, "-m", "http.server", str(port)]
+            + ["--bind", far_side],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        _wait_listening(far_side, port)
+        yield f"{far_side}:{port}"
+    finally:
+        if server is not None:
+            server.kill()
+            server.wait()
+        subprocess.run(["ip", "link", "del", f"{name}-a"], capture_output=True)
+        subprocess.run(["ip", "netns", "del", name], capture_output=True)
+
+
+def _wait_listening(host: str, port: int) -> None:
+    for _ in range(100):
+        try:
+            socket.create_connection((host, port), timeout=0.2).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise AssertionError(f"the test host's server at {host}:{port} did not come up")
+
+
+@pytest.fixture(scope="module")
+def host_socket() -> Iterator[Path]:
+    """A Unix socket in the host's /run, as D-Bus or docker keep theirs."""
+    path = Path("/run") / f"overnight-test-{uuid.uuid4().hex[:8]}.sock"
+    if not os.access("/run", os.W_OK):
+        pytest.skip("needs a writable /run")
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.bind(str(path))
+        try:
+            yield path
+        finally:
+            path.unlink(missing_ok=True)
+
+
+@pytest.fixture(scope="module")
+def declared_port() -> Iterator[int]:
+    """A service on the worker's loopback that the spec lists in `host_ports`."""
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        _wait_listening("127.0.0.1", port)
+        yield port
+    finally:
+        server.kill()
+        server.wait()
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def probes(
+    dev_server: DevServer,
+    dev_client: Client,
+    task_queue: str,
+    tmp_path_factory: pytest.TempPathFactory,
+    outside_host: str,
+    host_socket: Path,
+    declared_port: int,
+) -> AsyncIterator[dict[str, Any]]:
+    """What the hostile agent found, run once by the session's worker."""
+    root = tmp_path_factory.mktemp("hostile")
+    (root / "repo").mkdir()
+    subprocess.run(["git", "init", "-q", str(root / "repo")], check=True)
+    subprocess.run(
+        ["git", "-C", str(root / "repo"), "commit", "-q", "--allow-empty", "-m", "empty"],
+        check=True,
+        env={
+            **os.environ,
+            "GIT_AUTHOR_NAME": "t",
+            "GIT_AUTHOR_EMAIL": "t@t",
+            "GIT_COMMITTER_NAME": "t",
+            "GIT_COMMITTER_EMAIL": "t@t",
+        },
+    )
+    (root / "repo").chmod(0o755)
+    run_id = f"hostile-{uuid.uuid4().hex[:8]}"
+    spec = RunSpec(
+        run_id=run_id,
+        repo=str(root / "repo"),
+        agent_dir=str(AGENT),
+        command="python3 /workspace/agent/main.py",
+        env={
+            "HOSTILE_FRONTEND_PORT": dev_server.address.rpartition(":")[2],
+            "HOSTILE_DECLARED_PORT": str(declared_port),
+            "HOSTILE_VENV": str(Path(sys.prefix)),
+            "HOSTILE_STATE": str(overnight_home()),
+            "HOSTILE_HOST_SOCKET": str(host_socket),
+            "HOSTILE_OUTSIDE": outside_host,
+            "HOSTILE_FORKS": str(PROCESS_CAP * 2),
+        },
+        host_ports=[declared_port],
+        poll_seconds=1,
+        stall_seconds=60,
+        sandbox_timeout_seconds=120,
+    )
+    before = os.environ.get(SANDBOX_PROCESSES_ENV)
+    os.environ[SANDBOX_PROCESSES_ENV] = str(PROCESS_CAP)
+    try:
+        await api.start_run(dev_client, spec, task_queue=task_queue)
+        result = await asyncio.wait_for(api.wait_result(dev_client, run_id), timeout=90)
+    finally:
+        if before is None:
+            os.environ.pop(SANDBOX_PROCESSES_ENV, None)
+        else:
+            os.environ[SANDBOX_PROCESSES_ENV] = before
+    assert result.outcome == "finished", result
+    yield json.loads(result.checkpoint or "{}")
+
+
+def test_the_temporal_frontend_on_the_hosts_loopback_is_out_of_reach(
+    probes: dict[str, Any],
+) -> None:
+    assert probes["frontend"].startswith("refused"), probes
+    assert probes["frontend_through_gateway"].startswith("refused"), probes
+
+
+def test_overnights_venv_and_its_temporal_cli_are_not_in_the_sandbox(
+    probes: dict[str, Any],
+) -> None:
+    assert probes["temporal_cli"] is None and probes["venv_seen"] is False, probes
+
+
+def test_a_declared_host_port_is_reachable(probes: dict[str, Any]) -> None:
+    assert probes["declared_port"] == "reached", probes
+
+
+def test_an_address_outside_the_host_is_reachable(probes: dict[str, Any]) -> None:
+    assert probes["outside"] == "reached", probes
+
+
+@pytest.mark.skipif(not ROOT, reason="the root case: a worker running as root")
+def test_an_agent_of_a_root_worker_is_not_root_and_cannot_write_kernel_settings(
+    probes: dict[str, Any],
+) -> None:
+    assert probes["uid"] != 0
+    assert probes["proc_sys"].startswith("refused"), probes
+    assert probes["sysrq"].startswith("refused"), probes
+
+
+@pytest.mark.skipif(not ROOT, reason="the root case: a worker running as root")
+def test_files_only_root_may_read_stay_unread(probes: dict[str, Any]) -> None:
+    assert probes["shadow"].startswith("refused"), probes
+    assert probes["root_home"] in ([], [".pyenv"]) or str(probes["root_home"]).startswith(
+        "refused"
+    ), probes
+
+
+def test_no_home_folder_host_socket_or_overnight_state_is_visible(
+    probes: dict[str, Any],
+) -> None:
+    assert probes["homes"] == ["sandbox"], probes
+    assert probes["host_socket_seen"] is False and probes["state_seen"] is False, probes
+    assert probes["run"] == ["overnight"], probes  # the shim's own folder, nothing of the host
+
+
+@pytest.mark.skipif(not ROOT, reason="processes are capped per sandbox user (a root worker)")
+def test_the_number_of_processes_is_capped(probes: dict[str, Any]) -> None:
+    assert 0 < probes["forks"] < PROCESS_CAP, probes
