@@ -6,10 +6,23 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from collections.abc import Sequence
+import os
+import platform
+import sys
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
+
+# The suite's benchmarks (`python -m bench --only NAME`), in the table's order.
+SUITE = ("crash", "recovery", "history", "scale", "requests")
+# Every group a row may carry: the suite's, then the benchmarks run on their own
+# (`python -m bench.snapshot_recovery`), whose rows a suite run keeps.
+GROUPS = (*SUITE, "snapshot", "network")
+REPO_ROOT = Path(__file__).resolve().parent.parent
+RESULTS_DIR = REPO_ROOT / "bench" / "results"
+# The docs page showing bench/results' rows: its tables are rewritten, between markers.
+RESULTS_PAGE = REPO_ROOT / "docs" / "performance.md"
 
 
 @dataclass
@@ -111,6 +124,10 @@ def render_markdown(rows: Sequence[Row], *, notes: bool = True) -> str:
     return "\n".join(lines + ([""] + noted if noted else []))
 
 
+# What the table says of the run that measured a row.
+RUN_KEYS = ("command", "machine", "wall_seconds")
+
+
 def merge_earlier(
     folder: Path,
     rows: list[Row],
@@ -120,7 +137,8 @@ def merge_earlier(
 ) -> list[Row]:
     """The rows of this run, plus those of benchmarks it did not run from `folder`'s last
     results (a run of `--only X` refreshes X's rows and keeps the rest), in `order` of group.
-    Their details are kept too, and `meta["kept"]` says which run each kept group is from."""
+    Their details are kept too, `meta["kept"]` says which run each kept group is from (when it
+    finished), and `meta["kept_runs"]` what those runs were (command, machine, length)."""
     try:
         earlier = json.loads((folder / "latest.json").read_text())
     except (OSError, ValueError):
@@ -136,6 +154,10 @@ def merge_earlier(
             kept.append(row)
             kept_from.setdefault(row.group, before.get("finished_at"))
     meta["kept"] = {group: at for group, at in kept_from.items() if group not in ran}
+    runs: dict[str, Any] = dict(before.get("kept_runs", {}))
+    if before.get("finished_at"):
+        runs.setdefault(before["finished_at"], {key: before.get(key) for key in RUN_KEYS})
+    meta["kept_runs"] = {at: run for at, run in runs.items() if at in meta["kept"].values()}
     for name, value in earlier.get("details", {}).items():
         details.setdefault(name, value)
     rank = {group: i for i, group in enumerate(order)}
@@ -199,22 +221,39 @@ def page_tables(rows: Sequence[Row], meta: dict[str, Any]) -> dict[str, str]:
 
 def _measured(rows: Sequence[Row], meta: dict[str, Any]) -> str:
     ran = set(meta.get("metrics", []))
-    kept = meta.get("kept") or {}
-    groups = list(dict.fromkeys(row.group for row in rows))
-    fresh = [group for group in groups if group in ran]
+    kept, kept_runs = meta.get("kept") or {}, meta.get("kept_runs") or {}
+    by_run: dict[str, list[str]] = {}
+    for group in dict.fromkeys(row.group for row in rows):
+        at = meta.get("finished_at") if group in ran else kept.get(group)
+        by_run.setdefault(str(at or "?"), []).append(group)
     parts = []
-    if fresh:
-        parts.append(
-            f"{', '.join(fresh)}: `{meta.get('command', '')}`, finished "
-            f"{meta.get('finished_at', '?')} ({meta.get('wall_seconds', '?')} s) on "
-            f"{meta.get('machine', '?')}"
-        )
-    for group in groups:
-        if group not in ran:
-            parts.append(f"{group}: an earlier run, finished {kept.get(group, '?')}")
+    for at, groups in by_run.items():
+        run = meta if at == str(meta.get("finished_at")) else kept_runs.get(at)
+        said = f"rows of {', '.join(groups)}: "
+        if run:
+            said += (
+                f"`{run.get('command', '')}`, finished {at} ({run.get('wall_seconds', '?')} s) "
+                f"on {run.get('machine', '?')}"
+            )
+        else:
+            said += f"a run finished {at}"
+        parts.append(said)
     if not parts:
-        return "No rows yet: run the benchmark (see above)."
-    return "Generated from `bench/results/latest.json`. Measured by " + "; ".join(parts) + "."
+        return "No rows yet: run the benchmark."
+    said = "; ".join(parts)
+    return (
+        "Generated from `bench/results/latest.json` by the benchmark; do not edit. "
+        f"{said[0].upper()}{said[1:]}."
+    )
+
+
+def read_results(folder: Path) -> tuple[list[Row], dict[str, Any]]:
+    """The rows and meta of `folder`'s latest.json (none when there is no such file)."""
+    try:
+        document = json.loads((folder / "latest.json").read_text())
+    except OSError:
+        return [], {}
+    return [Row.from_json(value) for value in document.get("rows", [])], document.get("meta", {})
 
 
 def fill_page(page: Path, tables: dict[str, str]) -> list[str]:
@@ -229,9 +268,56 @@ def fill_page(page: Path, tables: dict[str, str]) -> list[str]:
         if not (found and found_end):
             missing.append(name)
             continue
-        text = f"{head}{begin}\n{table}\n{end}{tail}"
+        # Blank lines around: Markdown would take a table touching the comment as HTML.
+        text = f"{head}{begin}\n\n{table}\n\n{end}{tail}"
     page.write_text(text)
     return missing
+
+
+def save_results(
+    folder: Path,
+    rows: list[Row],
+    details: dict[str, Any],
+    meta: dict[str, Any],
+    out: Callable[[str], None] = print,
+    page: Path = RESULTS_PAGE,
+) -> tuple[list[Row], Path, Path]:
+    """Write this run's rows to `folder`, keeping the rows of the benchmarks it did not run
+    from the folder's last results; the rows written, and the two files. Into bench/results
+    (not a quick run's folder) the docs page's tables are rewritten too, so they show what
+    latest.json holds."""
+    rows = merge_earlier(folder, rows, details, meta, GROUPS)
+    json_path, md_path = write_results(folder, rows, details, meta)
+    if folder.resolve() == RESULTS_DIR:
+        missing = fill_page(page, page_tables(rows, meta))
+        out(f"rewrote the tables in {page}")
+        if missing:
+            out(f"warning: {page} has no markers for {', '.join(missing)}: not written")
+    return rows, json_path, md_path
+
+
+def refresh_page(folder: Path = RESULTS_DIR, page: Path = RESULTS_PAGE) -> list[str]:
+    """Rewrite the docs page's tables from `folder`'s latest.json, measuring nothing (after
+    the page's prose was edited, say); the names of the tables it has no markers for."""
+    rows, meta = read_results(folder)
+    return fill_page(page, page_tables(rows, meta))
+
+
+def machine() -> str:
+    """The cores, CPU model, memory and Python the figures were measured with."""
+    model = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    return (
+        f"{os.cpu_count()} cores ({model or platform.machine()}), {memory:.0f} GiB, "
+        f"Python {sys.version.split()[0]}"
+    )
 
 
 def _fmt(value: float | None) -> str:
