@@ -21,6 +21,7 @@ Standard library only: the launcher loads it by path (it runs with `python -I`).
 
 from __future__ import annotations
 
+import fcntl
 import os
 import select
 import shutil
@@ -34,6 +35,9 @@ SLIRP_DNS = "10.0.2.3"
 RESOLV_CONF = f"nameserver {SLIRP_DNS}\n"
 READY_SECONDS = 10.0
 RELAY = Path(__file__).with_name("relay.py")
+TUN = "/dev/net/tun"
+# ioctl(2) on a namespace file: the user namespace that owns it.
+NS_GET_USERNS = 0xB701
 INSTALL_HINT = "install slirp4netns (Debian/Ubuntu: sudo apt-get install slirp4netns)"
 
 
@@ -45,6 +49,11 @@ def problem() -> str | None:
     """Why this machine cannot give sandboxes a network of their own, or None."""
     if shutil.which("slirp4netns") is None:
         return f"local sandboxes get a network of their own from slirp4netns: {INSTALL_HINT}"
+    if os.geteuid() != 0 and not os.access(TUN, os.R_OK | os.W_OK):
+        return (
+            f"local sandboxes get a network of their own through {TUN}, which this user may "
+            f"not open (as root: chmod 0666 {TUN}, as most distributions ship it)"
+        )
     return None
 
 
@@ -111,30 +120,40 @@ def helper_env() -> dict[str, str]:
     return {"PATH": os.environ.get("PATH", os.defpath)}
 
 
-def _user_namespace_flag(child_pid: int) -> list[str]:
-    # A worker that is not root: the sandbox's namespaces belong to a user namespace of its
-    # own, which slirp4netns must join to configure the network.
+def owner_user_namespace(child_pid: int) -> int | None:
+    """A file descriptor of the user namespace owning the sandbox's network namespace, or None
+    when that is ours (a root worker). A worker that is not root must join it to configure
+    the network: bubblewrap nests the sandbox's own user namespace inside that one."""
     try:
-        theirs = os.stat(f"/proc/{child_pid}/ns/user").st_ino
-        ours = os.stat("/proc/self/ns/user").st_ino
+        net = os.open(f"/proc/{child_pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
     except OSError as error:
         raise NetworkError(f"the sandbox ended before its network was up ({error})") from None
-    return [] if theirs == ours else [f"--userns-path=/proc/{child_pid}/ns/user"]
+    try:
+        owner = fcntl.ioctl(net, NS_GET_USERNS)
+    finally:
+        os.close(net)
+    if os.fstat(owner).st_ino == os.stat("/proc/self/ns/user").st_ino:
+        os.close(owner)
+        return None
+    return owner
 
 
 def _start_slirp(network: Network, child_pid: int) -> None:
     ready_r, ready_w = os.pipe()
     exit_r, exit_w = os.pipe()
+    owner = owner_user_namespace(child_pid)
+    join = [] if owner is None else [f"--userns-path=/proc/self/fd/{owner}"]
     argv = [
         shutil.which("slirp4netns") or "slirp4netns",
         "--configure",
         "--mtu=65520",
         "--disable-host-loopback",
-        "--enable-sandbox",
-        "--enable-seccomp",
+        # As root it can shut itself in (its own mounts, no capabilities, a syscall filter);
+        # for another user it cannot become root in the sandbox's user namespace to do so.
+        *(["--enable-sandbox", "--enable-seccomp"] if owner is None else []),
         f"--ready-fd={ready_w}",
         f"--exit-fd={exit_r}",
-        *_user_namespace_flag(child_pid),
+        *join,
         str(child_pid),
         "tap0",
     ]
@@ -145,12 +164,15 @@ def _start_slirp(network: Network, child_pid: int) -> None:
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
-            pass_fds=(ready_w, exit_r),
+            pass_fds=(ready_w, exit_r) if owner is None else (ready_w, exit_r, owner),
         )
     except OSError as error:
         for fd in (ready_r, ready_w, exit_r, exit_w):
             os.close(fd)
         raise NetworkError(f"cannot start slirp4netns ({error}): {INSTALL_HINT}") from None
+    finally:
+        if owner is not None:
+            os.close(owner)
     os.close(ready_w)
     os.close(exit_r)
     network._exit_fd = exit_w
@@ -161,8 +183,10 @@ def _start_slirp(network: Network, child_pid: int) -> None:
         os.close(ready_r)
     if said != b"1":
         slirp = network._slirp
-        network.close()
+        if slirp.poll() is None:
+            slirp.kill()
         why = _last_line(slirp.stderr.read() if slirp.stderr else b"") or "no word"
+        network.close()
         raise NetworkError(f"slirp4netns did not bring the sandbox's network up: {why}")
     if network._slirp.stderr is not None:
         network._slirp.stderr.close()
@@ -197,7 +221,10 @@ def _start_relay(network: Network, child_pid: int, host_ports: list[int], uid: i
                 break
             said += chunk
     if not said.startswith(b"ready"):
-        why = _last_line(relay.stderr.read() if relay.poll() is not None and relay.stderr else b"")
+        if relay.poll() is None:
+            relay.kill()
+            relay.wait()
+        why = _last_line(relay.stderr.read() if relay.stderr else b"")
         raise NetworkError(f"the host port relay did not start: {why or said!r}")
     relay.stdout.close()
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import ctypes
 import encodings.idna  # noqa: F401 - loaded before dropping to a user who may not read it
 import errno
+import fcntl
 import os
 import selectors
 import signal
@@ -26,6 +27,7 @@ import time
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWNET = 0x40000000
 PR_SET_PDEATHSIG = 1
+NS_GET_USERNS = 0xB701
 MAX_CONNECTIONS = 64
 CHUNK = 64 * 1024
 # A peer that takes no bytes for this long loses its connection (the relay is one thread).
@@ -45,6 +47,23 @@ def _join(pid: int, kind: str, flag: int, libc: ctypes.CDLL) -> None:
         os.close(fd)
 
 
+def _join_owner(pid: int, libc: ctypes.CDLL) -> None:
+    """Join the user namespace owning the sandbox's network namespace, unless it is ours (a
+    worker that is not root: bubblewrap nests the sandbox's own user namespace in it)."""
+    net = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        owner = fcntl.ioctl(net, NS_GET_USERNS)
+    finally:
+        os.close(net)
+    try:
+        if os.fstat(owner).st_ino == os.stat("/proc/self/ns/user").st_ino:
+            return
+        if libc.setns(owner, CLONE_NEWUSER) != 0:
+            raise OSError(ctypes.get_errno(), "cannot join the sandbox's user namespace")
+    finally:
+        os.close(owner)
+
+
 def listen_inside(pid: int, ports: list[int]) -> list[socket.socket]:
     """Listening sockets on 127.0.0.1:PORT in the sandbox's network namespace."""
     here, there = socket.socketpair()
@@ -53,7 +72,7 @@ def listen_inside(pid: int, ports: list[int]) -> list[socket.socket]:
         here.close()
         try:
             libc = ctypes.CDLL(None, use_errno=True)
-            _join(pid, "user", CLONE_NEWUSER, libc)
+            _join_owner(pid, libc)
             _join(pid, "net", CLONE_NEWNET, libc)
             made = [_listener(port) for port in ports]
             socket.send_fds(there, [b"ok"], [sock.fileno() for sock in made])
