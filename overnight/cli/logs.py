@@ -44,7 +44,7 @@ class Printer:
         if self.json_lines:
             self._json({"type": kind, **fields, "text": text})
         else:
-            self.out.write(terminal_safe(text) + "\n")
+            self.out.write(terminal_safe(text + "\n"))
         self.out.flush()
 
     def output(self, attempt: int, process_id: str, data: bytes, *, final: bool = False) -> None:
@@ -66,7 +66,7 @@ class Printer:
                     {"type": "output", "attempt": attempt, "process_id": process_id, "text": line}
                 )
             else:
-                self.out.write(terminal_safe(line) + "\n")
+                self.out.write(terminal_safe(line + "\n"))  # a CR before it is a line end
         self.out.flush()
 
     def _json(self, value: dict[str, Any]) -> None:

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+
+import pytest
+
 from overnight.output_tail import (
     REDACTED,
     TAIL_BYTES,
@@ -11,6 +15,7 @@ from overnight.output_tail import (
     redact,
     secret_values,
     window_bytes,
+    with_json_forms,
 )
 
 SECRET = "sk-live-0123456789abcdef"
@@ -76,3 +81,39 @@ def test_a_markdown_block_cannot_be_closed_by_the_output() -> None:
     block = markdown_block("before\n```\nrm -rf /\n```")
     fence = block.splitlines()[0].removesuffix("text")
     assert fence == "````" and block.endswith("\n````")
+
+
+LONG_SECRET = "-----BEGIN KEY-----" + "".join(f"{n:04x}" for n in range(400)) + "-----END KEY-----"
+
+
+def test_a_secret_longer_than_the_margin_cut_where_the_window_begins_leaves_no_piece() -> None:
+    assert len(LONG_SECRET) > 1024  # longer than REDACTION_MARGIN_BYTES
+    secrets = [LONG_SECRET]
+    window = window_bytes(secrets)
+    for inside in (1, 17, 500, 1024, 1025, len(LONG_SECRET) - 1):
+        # The window read begins `inside` characters before the secret's end.
+        after = window - inside
+        for tail_lines in ("y" * (after - 1) + "\n", "y\n" * (after // 2)):
+            whole = ("x" * 9000 + LONG_SECRET + tail_lines).encode()
+            tail = cut_tail(whole[-window:], secrets, from_start=False)
+            assert tail.text
+            for start in range(0, len(LONG_SECRET) - 8, 7):
+                assert LONG_SECRET[start : start + 8] not in tail.text, (inside, start)
+
+
+@pytest.mark.parametrize("cut", [4, 5, 12, len(SECRET) - 1])
+def test_a_secret_cut_off_at_the_end_of_the_output_is_redacted(cut: int) -> None:
+    data = f"step 3 done\nexport TOKEN={SECRET[:cut]}".encode()
+    tail = cut_tail(data, [SECRET], from_start=True)
+    assert tail.text == f"step 3 done\nexport TOKEN={REDACTED}"
+
+
+def test_a_few_characters_that_happen_to_begin_a_secret_are_left_alone() -> None:
+    assert cut_tail(b"ok sk-", [SECRET], from_start=True).text == "ok sk-"
+    assert redact("sk-live", [SECRET]) == "sk-live"  # not at a cut end: nothing to hide
+
+
+def test_a_secret_in_json_is_redacted_in_its_escaped_forms_too() -> None:
+    secret = 'pa"ss\\wörd-123'
+    text = json.dumps({"a": secret}) + json.dumps({"b": secret}, ensure_ascii=False)
+    assert redact(text, with_json_forms([secret])) == f'{{"a": "{REDACTED}"}}{{"b": "{REDACTED}"}}'

@@ -67,3 +67,58 @@ def test_overnight_start_refuses_a_runtime_lease_too_short_before_connecting(
     err = capsys.readouterr().err.strip()
     assert code == 2
     assert "sandbox_timeout_seconds" in err and len(err.splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("memory_mib", 10**30),
+        ("memory_mib", 1024 * 1024 + 1),
+        ("vcpu", 65),
+        ("max_checkpoint_bytes", 1024 * 1024 + 1),
+        ("sandbox_timeout_seconds", 1e300),
+        ("poll_seconds", 86401),
+        ("stall_seconds", 7 * 24 * 3600 + 1),
+        ("attention_hours", 90 * 24 + 1),
+        ("max_fresh_starts", 10**9),
+        ("budget", {"max_restarts": 10**9}),
+        ("budget", {"max_spend_usd": 1e12}),
+        ("budget", {"max_hours": 1e9}),
+    ],
+)
+def test_a_size_or_count_beyond_its_bound_is_refused_with_one_line_naming_the_field(
+    field: str, value: Any
+) -> None:
+    with pytest.raises(api.SpecError) as refused:
+        api.parse_spec({**BASE, field: value})
+    message = str(refused.value)
+    assert len(message.splitlines()) == 1
+    assert message.startswith(f"spec: field {field}: "), message
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("memory_mib", 1024 * 1024),
+        ("max_checkpoint_bytes", 1024 * 1024),
+        ("poll_seconds", 86400),
+        ("stall_seconds", 6 * 3600),
+        ("attention_hours", 90 * 24),
+        ("max_fresh_starts", 10_000),
+        ("budget", {"max_restarts": 10_000, "max_spend_usd": 1_000_000}),
+    ],
+)
+def test_a_size_or_count_at_its_bound_is_accepted(field: str, value: Any) -> None:
+    spec = api.parse_spec({**BASE, field: value})
+    assert getattr(spec, field) is not None
+
+
+def test_overnight_start_refuses_memory_mib_of_ten_to_the_thirty_before_connecting(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({**BASE, "memory_mib": 10**30}))
+    code = cli_main(["--address", "127.0.0.1:9", "start", str(spec)])
+    err = capsys.readouterr().err.strip()
+    assert code == 2
+    assert "memory_mib" in err and len(err.splitlines()) == 1

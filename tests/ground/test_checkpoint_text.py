@@ -1,0 +1,79 @@
+"""Reading what an agent's checkpoint says never raises and never recurses into it: JSON
+deeper than the limit is refused after a linear scan, anything else that does not parse is
+"not JSON", and text taken from it can always be carried in a payload."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from overnight.checkpoint_text import MAX_DEPTH, SUMMARY_CHARS, facts_of, parse, too_deep
+
+BOMB = "[" * 100_000 + "]" * 100_000
+
+
+def nested(depth: int) -> str:
+    return '{"a": ' * depth + "1" + "}" * depth
+
+
+def test_json_nested_up_to_the_limit_is_read_and_one_deeper_is_refused() -> None:
+    assert facts_of(nested(MAX_DEPTH)).is_json
+    deeper = facts_of(nested(MAX_DEPTH + 1))
+    assert not deeper.is_json
+    assert deeper.refusal == f"it nests deeper than {MAX_DEPTH} levels"
+
+
+def test_a_200_kb_bracket_bomb_is_refused_quickly_without_recursing() -> None:
+    began = time.monotonic()
+    facts = facts_of(BOMB)
+    assert facts.refusal is not None and not facts.is_json
+    assert parse(BOMB) == (False, None)
+    assert time.monotonic() - began < 1
+
+
+def test_brackets_inside_strings_do_not_count_as_nesting() -> None:
+    text = json.dumps({"next": "[" * 1000, "notes": ["{" * 500 + '\\"' + "]" * 10]})
+    facts = facts_of(text)
+    assert facts.is_json and facts.refusal is None
+    assert facts.summary is not None and facts.summary.next is not None
+    assert len(facts.summary.next) == SUMMARY_CHARS
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "plain words",
+        "[1, 2",
+        '{"next": ',
+        "1" * 5000,  # over Python's int digits limit: ValueError, not a crash
+        '"\\ud800"',
+        "[" * 64 + "x",
+        "",
+    ],
+)
+def test_text_that_does_not_parse_is_not_json_and_never_raises(text: str) -> None:
+    facts = facts_of(text)
+    assert facts.summary is None and facts.snapshot_request == 0
+
+
+def test_a_lone_surrogate_in_the_summary_is_made_encodable() -> None:
+    facts = facts_of('{"next": "\\ud800 go", "notes": ["a", "\\udfff"]}')
+    assert facts.summary is not None
+    assert (facts.summary.next, facts.summary.last_note) == ("? go", "?")
+    facts.model_dump_json()  # a payload can carry it
+
+
+@pytest.mark.parametrize(
+    ("value", "wanted"),
+    [(3, 3), (-1, 0), (True, 0), (2.5, 0), ("4", 0), (10**30, 0), (2**53, 2**53)],
+)
+def test_only_a_plausible_snapshot_request_counts(value: object, wanted: int) -> None:
+    assert facts_of(json.dumps({"snapshot_request": value})).snapshot_request == wanted
+
+
+def test_only_text_that_opens_an_array_or_object_can_be_too_deep() -> None:
+    assert not too_deep('"' + "[" * 100 + '"')  # a string: json.loads never recurses
+    assert not too_deep("hello " + "[" * 100)
+    assert too_deep(" \n" + "[" * 100)
