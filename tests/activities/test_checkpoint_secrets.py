@@ -9,11 +9,13 @@ and writes it into its checkpoint with Python's json (quotes and non-ASCII escap
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
 from activities.checkpoints import read_checkpoint
@@ -22,7 +24,17 @@ from activities.observe import observe
 from activities.providers.local.engine import LocalEngine
 from activities.providers.local.provider import LocalProvider
 from activities.providers.protocol import AgentLaunch
+from overnight.cli import client as api
 from overnight.output_tail import REDACTED
+from tests.live import (
+    granted,
+    history_text,
+    in_process_worker,
+    new_run_id,
+    nothing_left_running,
+    scripted_spec,
+    task_failures,
+)
 from tests.providers.test_behaviour import request
 
 CHECKPOINT = "/workspace/checkpoint.json"
@@ -102,3 +114,34 @@ async def test_a_checkpoint_without_secrets_is_sent_as_written(local: LocalProvi
     local.engine.host_path(info.sandbox_id, CHECKPOINT).write_text(text)
     read = await read_checkpoint(local, info.sandbox_id, CHECKPOINT, 10_000, None)
     assert read.text == text
+
+
+async def test_a_secret_in_the_checkpoint_is_in_no_status_result_or_history(
+    dev_client: Client, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    name, secret = "CHECKPOINT_LEAK_TOKEN", f"tok-{uuid.uuid4().hex}"
+    monkeypatch.setenv(name, secret)  # the in-process worker's environment
+    run_id = new_run_id("cp-secret")
+    spec = scripted_spec(
+        run_id, tmp_path, "secret-in-checkpoint", secret_env=[name], env={"AGENT_SECRET_NAME": name}
+    )
+    grants = granted(secret_env=[name])
+    async with (
+        nothing_left_running(dev_client) as runs,
+        in_process_worker(dev_client, grants=grants) as queue,
+    ):
+        runs.append(run_id)
+        await api.start_run(dev_client, spec, task_queue=queue)
+        result = await asyncio.wait_for(api.wait_result(dev_client, run_id), timeout=60)
+        status = await api.get_status(dev_client, run_id)
+        history = await history_text(dev_client, run_id)
+
+    assert result.outcome == "finished"
+    assert result.checkpoint == json.dumps(
+        {"step": 1, "next": f"push with {REDACTED}", "notes": [f"token {REDACTED}"]}
+    )
+    assert status is not None and status.checkpoint_summary is not None
+    assert status.checkpoint_summary.next == f"push with {REDACTED}"
+    assert secret not in status.model_dump_json()
+    assert secret not in history
+    assert await task_failures(dev_client, run_id) == []

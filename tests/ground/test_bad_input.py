@@ -374,6 +374,9 @@ GOOD_CHECKPOINT = json.dumps(
         ("bad-truncated", "stopped parsing as JSON"),
         ("bad-huge", "over the 262144 cap"),
         ("bad-symlink", "outside the sandbox"),
+        ("bad-fifo", "could not be read: it is a FIFO"),
+        ("bad-folder", "could not be read: it is a folder"),
+        ("bad-deep", "could not be read: it nests deeper than 64 levels"),
     ],
 )
 async def test_a_bad_checkpoint_never_replaces_the_last_good_one(

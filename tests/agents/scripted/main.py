@@ -3,9 +3,12 @@
 `AGENT_MODE` says what it does; every mode writes its checkpoint atomically, as the agent
 contract asks, to `$OVERNIGHT_CHECKPOINT`:
 
-- `bad-binary`, `bad-truncated`, `bad-huge`, `bad-symlink`: write a good checkpoint, wait,
-  replace it with a bad one (not UTF-8 / cut-off JSON / 10 MB / a symlink to
-  `$AGENT_OUTSIDE_FILE` outside the sandbox), wait, and exit 0.
+- `bad-binary`, `bad-truncated`, `bad-huge`, `bad-symlink`, `bad-fifo`, `bad-folder`,
+  `bad-deep`: write a good checkpoint, wait, replace it with a bad one (not UTF-8 / cut-off
+  JSON / 10 MB / a symlink to `$AGENT_OUTSIDE_FILE` outside the sandbox / a FIFO / a folder /
+  200 KB of `[` then `]`), wait, and exit 0.
+- `secret-in-checkpoint`: write the value of the secret variable named by `AGENT_SECRET_NAME`
+  into its checkpoint (its next step and a note, as a careless agent does), and exit 0.
 - `secret-proof`: write a checkpoint holding the sha256 of the secret variable named by
   `AGENT_SECRET_NAME` (never the value), and exit 0.
 - `last-words`: write a first checkpoint, wait, write a final one, and exit 0.
@@ -59,7 +62,21 @@ def bad_version(mode: str, good: bytes) -> bytes | None:
         return good[: len(good) // 2]
     if mode == "bad-huge":
         return b'{"pad": "' + b"x" * HUGE_BYTES + b'"}'
+    if mode == "bad-deep":
+        return b"[" * 100_000 + b"]" * 100_000
     return None
+
+
+def not_a_file(path: Path, mode: str) -> None:
+    """Put a FIFO or a folder where the checkpoint is."""
+    tmp = path.parent / f".cp-odd-{os.getpid()}"
+    if mode == "bad-fifo":
+        os.mkfifo(tmp)
+        os.replace(tmp, path)
+    else:
+        tmp.mkdir()
+        path.unlink()
+        os.rename(tmp, path)
 
 
 def try_to_write(target: str) -> str:
@@ -139,6 +156,11 @@ def main() -> int:
         write(path, json.dumps(proof).encode())
         print(f"secret present: {bool(value)}", flush=True)
         return 0
+    if mode == "secret-in-checkpoint":
+        value = os.environ.get(os.environ["AGENT_SECRET_NAME"], "")
+        leak = {"step": 1, "next": f"push with {value}", "notes": [f"token {value}"]}
+        write(path, json.dumps(leak).encode())
+        return 0
     if mode == "escape":
         tries = {t: try_to_write(t) for t in os.environ["AGENT_ESCAPE_PATHS"].split(":")}
         write(path, json.dumps({"step": 1, "next": "done", "tries": tries}).encode())
@@ -155,6 +177,8 @@ def main() -> int:
     time.sleep(hold)
     if mode == "bad-symlink":
         link(path, os.environ["AGENT_OUTSIDE_FILE"])
+    elif mode in ("bad-fifo", "bad-folder"):
+        not_a_file(path, mode)
     else:
         bad = bad_version(mode, good)
         if bad is None:
