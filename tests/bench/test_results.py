@@ -7,8 +7,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from bench.report import Row, fill_page, page_tables
-from bench.run import RESULTS_PAGE, save_results
+from bench.report import (
+    RESULTS_DIR,
+    RESULTS_PAGE,
+    Row,
+    fill_page,
+    page_tables,
+    read_results,
+    save_results,
+)
 from bench.snapshot_recovery import result_rows
 
 RUNS = [
@@ -54,6 +61,7 @@ def test_snapshot_rows_merge_beside_the_suites_and_survive_a_suite_run(tmp_path:
     groups = [row["group"] for row in written["rows"]]
     assert groups == ["crash", "history", "snapshot", "snapshot", "snapshot"]
     assert written["meta"]["kept"] == {"crash": "t1", "history": "t1"}
+    assert written["meta"]["kept_runs"]["t1"]["command"] == "python -m bench"
     assert set(written["details"]) == {"crash", "snapshot_recovery"}
 
     # A full suite run measures every suite group, and still keeps the snapshot rows.
@@ -71,23 +79,32 @@ def test_the_page_tables_are_rewritten_between_their_markers(tmp_path: Path) -> 
         "<!-- generated: snapshot -->\n<!-- end generated: snapshot -->\n"
     )
     rows = suite_rows() + result_rows(RUNS, "local", 30)
-    tables = page_tables(rows, meta(["snapshot"], "t2") | {"kept": {"crash": "t1"}})
+    earlier = {"t1": {"command": "python -m bench", "machine": "2 cores", "wall_seconds": 9}}
+    tables = page_tables(
+        rows, meta(["snapshot"], "t2") | {"kept": {"crash": "t1"}, "kept_runs": earlier}
+    )
 
     assert fill_page(page, tables) == []
     text = page.read_text()
     results, snapshot = text.split("<!-- generated: snapshot -->")
     assert "old" not in text and "prose" in results and "more prose" in results
     assert "| crash-to-noticed, median | s | 25.2 | 0.231 |" in results
-    assert "snapshot recovery" not in results and "crash: an earlier run, finished t1" in results
+    assert (
+        "snapshot recovery" not in results
+        and "Rows of crash: `python -m bench`, finished t1 (9 s) on 2 cores" in results
+    )
     assert "| snapshot recovery: noticed -> agent working again" in snapshot
-    assert "snapshot: `python -m bench`, finished t2" in snapshot
+    assert "Rows of snapshot: `python -m bench`, finished t2" in snapshot
     # Filled twice, the page is the same: the markers stay and nothing piles up.
     assert fill_page(page, tables) == [] and page.read_text() == text
     assert fill_page(page, {"absent": "x"}) == ["absent"]
 
 
-def test_the_docs_page_has_the_markers() -> None:
+def test_the_docs_page_shows_what_latest_json_holds() -> None:
+    """docs/performance.md's tables are bench/results/latest.json's rows, not edited by hand
+    (`python -c "from bench.report import refresh_page; refresh_page()"` rewrites them)."""
     text = RESULTS_PAGE.read_text()
-    for name in ("results", "snapshot"):
-        assert f"<!-- generated: {name} -->" in text
-        assert f"<!-- end generated: {name} -->" in text
+    rows, meta = read_results(RESULTS_DIR)
+    assert {row.group for row in rows} >= {"crash", "history", "scale", "requests", "snapshot"}
+    for name, table in page_tables(rows, meta).items():
+        assert f"<!-- generated: {name} -->\n\n{table}\n\n<!-- end generated: {name} -->" in text
