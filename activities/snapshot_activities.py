@@ -10,6 +10,7 @@ could end the attempt: the workflow logs it and tries again later.
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
@@ -37,6 +38,7 @@ from activities.providers.snapshot_protocol import SnapshotProvider
 from overnight.constants import LABEL_RUN, LABEL_SNAPSHOT, SNAPSHOT_ANSWER
 
 ProviderGetter = Callable[[str], Awaitable[SandboxProvider]]
+logger = logging.getLogger(__name__)
 
 
 def snapshots_of(provider: SandboxProvider) -> SnapshotProvider:
@@ -52,9 +54,18 @@ def snapshot_name(run_id: str, number: int) -> str:
 async def answer_request(
     provider: SandboxProvider, sandbox_id: str, request: int, state: str, snapshot_id: str | None
 ) -> None:
-    """Tell an agent waiting in `snapshot_here()` that its snapshot is taken (or failed)."""
+    """Tell an agent waiting in `snapshot_here()` that its snapshot is taken (or failed).
+
+    The provider writes it through no symlink (the local one with openat and O_NOFOLLOW). An
+    agent that made the answer's folder something else (a link out of its workspace) is not
+    answered: that is logged, and the snapshot it asked for still counts."""
     answer = {"request": request, "state": state, "snapshot_id": snapshot_id}
-    await provider.write_file(sandbox_id, SNAPSHOT_ANSWER, json.dumps(answer).encode())
+    try:
+        await provider.write_file(sandbox_id, SNAPSHOT_ANSWER, json.dumps(answer).encode())
+    except ProviderError as error:
+        if error.retryable:
+            raise
+        logger.warning("snapshot request %d in %s not answered: %s", request, sandbox_id, error)
 
 
 class SnapshotActivities:
