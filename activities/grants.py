@@ -32,11 +32,13 @@ def worker_grants(environ: Mapping[str, str] | None = None) -> Grants:
     return parse_grants(os.environ if environ is None else environ)
 
 
-def spec_refusals(spec: RunSpec, grants: Grants, home: Path | None = None) -> list[str]:
+def spec_refusals(spec: RunSpec, grants: Grants | None, home: Path | None = None) -> list[str]:
     """What in `spec` this worker does not allow (none: it may run), checked as written and as
-    the paths really lead on this machine (links followed) right now."""
+    the paths really lead on this machine (links followed) right now. `grants` None: only what
+    no worker allows (the state directory)."""
     state_dir = home or overnight_home()
-    named = [str(state_dir), *spec_paths(spec), *grants.bind_roots, *grants.writable_bind_roots]
+    roots = [] if grants is None else [*grants.bind_roots, *grants.writable_bind_roots]
+    named = [str(state_dir), *spec_paths(spec), *roots]
     real = {path: _resolved(path) for path in named}
     return refusals(spec, grants, home=str(state_dir), real=real)
 

@@ -179,7 +179,7 @@ def spec_paths(spec: RunSpec) -> list[str]:
 
 def refusals(
     spec: RunSpec,
-    grants: Grants,
+    grants: Grants | None,
     *,
     home: str,
     real: Mapping[str, str] | None = None,
@@ -187,18 +187,21 @@ def refusals(
     """What in `spec` its worker does not allow, one `field <name>: why (how to allow it)` each;
     none: the spec may run. `home` is the worker's state directory; `real` maps a path (as
     written, or a root) to what it resolves to on the worker (links followed, `~` expanded),
-    and a path must pass as written and as resolved."""
+    and a path must pass as written and as resolved. `grants` None: the grants are not known
+    (a CLI), so only what no grant allows is said."""
     real = real or {}
     found: list[str] = []
-    if spec.provider == "local" and spec.isolation == "none" and not grants.allow_unisolated:
+    unisolated = spec.provider == "local" and spec.isolation == "none"
+    if grants is not None and unisolated and not grants.allow_unisolated:
         found.append(
             'field isolation: "none" (the agent runs on the worker\'s host, unisolated) is not '
             f"allowed by this worker (start the worker with {ALLOW_UNISOLATED_ENV}=1 to allow it)"
         )
-    found += _secret_refusals("secret_env", spec.secret_env, grants)
-    for i, hook in enumerate(spec.notify):
-        if hook.secret_env and hook.secret_env != DEFAULT_SECRET_ENV:
-            found += _secret_refusals(f"notify.{i}.secret_env", [hook.secret_env], grants)
+    if grants is not None:
+        found += _secret_refusals("secret_env", spec.secret_env, grants)
+        for i, hook in enumerate(spec.notify):
+            if hook.secret_env and hook.secret_env != DEFAULT_SECRET_ENV:
+                found += _secret_refusals(f"notify.{i}.secret_env", [hook.secret_env], grants)
     homes = _forms(home, real)
     repo = local_repo_path(spec.repo)
     if repo is not None:
@@ -240,7 +243,7 @@ def _secret_refusals(field: str, names: Sequence[str], grants: Grants) -> list[s
 
 
 def _bind_refusals(
-    path: str, writable: bool, grants: Grants, homes: list[str], real: Mapping[str, str]
+    path: str, writable: bool, grants: Grants | None, homes: list[str], real: Mapping[str, str]
 ) -> list[str]:
     shown = _shown(path, real)
     if _inside(path, homes, real):
@@ -253,6 +256,8 @@ def _bind_refusals(
             f"field binds: {shown} holds {_HOME_IS}, which no sandbox may see; bind a "
             "folder beside it"
         ]
+    if grants is None:
+        return []
     setting, roots = (
         (WRITABLE_BIND_ROOTS_ENV, grants.writable_bind_roots)
         if writable

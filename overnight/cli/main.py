@@ -26,6 +26,7 @@ from overnight.cli import schedule as schedule_cli
 from overnight.connect import UI_URL_ENV
 from overnight.constants import TASK_QUEUE
 from overnight.errors import SpecError
+from overnight.grants import SETTINGS as GRANT_SETTINGS
 from overnight.grants import SPEC_REFUSED, refusal_message
 from overnight.models import BudgetExtension, RunSpec
 
@@ -203,12 +204,14 @@ async def _start(args: argparse.Namespace) -> int:
 
 
 def _warn_if_refused(spec: RunSpec) -> None:
-    """Say early what a worker with this shell's settings would refuse of `spec` (grants:
-    overnight/grants.py). Only a warning: the worker that takes the run decides, by its own."""
+    """Say early what a worker would refuse of `spec` (grants: overnight/grants.py): what no
+    worker allows, and, when this shell sets the workers' grant settings, what a worker with
+    them would not grant. Only a warning: the worker that takes the run decides, by its own."""
     from activities.grants import spec_refusals, worker_grants
 
     try:
-        found = spec_refusals(spec, worker_grants())
+        grants = worker_grants() if any(name in os.environ for name in GRANT_SETTINGS) else None
+        found = spec_refusals(spec, grants)
     except ValueError as err:  # a grant here that no worker would start with
         found = [str(err)]
     if found:

@@ -1,6 +1,7 @@
-"""`overnight start` and the worker's grants (overnight/grants.py): the CLI warns of what a worker
-with the shell's own settings would refuse, and still starts the run (the worker decides);
-`--wait` on a run its worker refused exits 2 with the refusal's one line."""
+"""`overnight start` and the worker's grants (overnight/grants.py): the CLI warns of what no
+worker allows, and, when the shell sets the grant settings, of what a worker with them would
+refuse; it still starts the run (the worker decides). `--wait` on a run its worker refused exits
+2 with the refusal's one line."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from temporalio.client import Client
 
 from overnight.cli.main import main
 from overnight.grants import Grants
+from overnight.home import overnight_home
 from overnight.worker.devserver import DevServer
 from tests.cli.test_cli import NOWHERE, OVERNIGHT, good_spec, write_spec
 from tests.live import in_process_worker
@@ -41,16 +43,31 @@ def start(capsys: pytest.CaptureFixture[str], spec: Path) -> tuple[int, list[str
 
 
 @pytest.mark.usefixtures("no_grants")
+def test_start_warns_of_what_no_worker_allows(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    inside = overnight_home() / "sandboxes" / "other-run"
+    code, err = start(capsys, write_spec(tmp_path, good_spec(binds=[{"path": str(inside)}])))
+    # Warned, then on to the server (none listens here: exit 1, as for any spec).
+    assert code == 1 and len(err) == 2
+    assert err[0].startswith(f"overnight: warning: spec: field binds: {inside} is inside ")
+    assert err[0].endswith("the worker that takes the run decides by its own)")
+    # What a worker may grant: the shell does not say what its workers grant, so no warning.
+    asks = good_spec(secret_env=["RUNTIME_API_KEY"], isolation="none")
+    code, err = start(capsys, write_spec(tmp_path, asks))
+    assert code == 1 and len(err) == 1 and "warning" not in err[0]
+
+
+@pytest.mark.usefixtures("no_grants")
 def test_start_warns_of_what_a_worker_with_this_shells_settings_would_refuse(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     spec = write_spec(tmp_path, good_spec(secret_env=["RUNTIME_API_KEY"], isolation="none"))
+    monkeypatch.setenv("OVERNIGHT_SECRET_ENV", "GITHUB_TOKEN")
     code, err = start(capsys, spec)
-    # Warned, then on to the server (none listens here: exit 1, as for any spec).
     assert code == 1 and len(err) == 2
     assert err[0].startswith("overnight: warning: spec: field isolation: ")
     assert "; field secret_env: RUNTIME_API_KEY is not in this worker's allow-list" in err[0]
-    assert err[0].endswith("the worker that takes the run decides by its own)")
 
     monkeypatch.setenv("OVERNIGHT_ALLOW_UNISOLATED", "1")
     monkeypatch.setenv("OVERNIGHT_SECRET_ENV", "RUNTIME_API_KEY")
@@ -77,8 +94,7 @@ async def test_start_wait_on_a_run_its_worker_refuses_exits_2_with_the_refusal(
             env=env,
         )
     assert done.returncode == 2, done.stderr
-    warning, refused = done.stderr.strip().splitlines()
-    assert warning.startswith("overnight: warning: spec: field secret_env: TEMPORAL_API_KEY")
+    [refused] = done.stderr.strip().splitlines()
     assert refused == (
         "overnight: spec: field secret_env: TEMPORAL_API_KEY is not in this worker's allow-list "
         "(start the worker with OVERNIGHT_SECRET_ENV=TEMPORAL_API_KEY to allow it)"

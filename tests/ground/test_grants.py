@@ -202,3 +202,14 @@ def test_every_refusal_of_a_spec_is_said_in_one_line() -> None:
         "field secret_env",
         "field binds",
     ]
+
+
+def test_without_the_grants_only_what_no_grant_allows_is_said() -> None:
+    # What a CLI can tell, not knowing the worker's settings.
+    run = spec(
+        isolation="none",
+        secret_env=["RUNTIME_API_KEY"],
+        binds=[{"path": "/data"}, {"path": f"{HOME}/temporal"}],
+    )
+    [refusal] = refusals(run, None, home=HOME)
+    assert refusal.startswith(f"field binds: {HOME}/temporal is inside the worker's state")
