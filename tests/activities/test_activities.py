@@ -10,7 +10,6 @@ import logging
 import os
 import shutil
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -94,7 +93,13 @@ def git(cwd: Path, *args: str) -> str:
         "GIT_COMMITTER_EMAIL": "t@example.invalid",
     }
     done = subprocess.run(
-        ["git", *args], cwd=cwd, env=env, capture_output=True, text=True, check=True
+        # The clone in a sandbox belongs to its user (a root worker's): git must trust it here.
+        ["git", "-c", "safe.directory=*", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     return done.stdout.strip()
 
@@ -103,6 +108,7 @@ def git(cwd: Path, *args: str) -> str:
 def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A repo with `main` and a `feature/x` branch that has one more file."""
     path = tmp_path_factory.mktemp("repo")
+    path.chmod(0o755)  # a root worker's sandboxes run as another user, who clones it
     git(path, "init", "-q", "-b", "main")
     (path / "README").write_text("hello\n")
     git(path, "add", "README")
@@ -134,7 +140,7 @@ def spec(repo: Path, agent_dir: Path, mode: str = "sleep", **fields: Any) -> Run
         run_id=f"run-{uuid.uuid4().hex[:8]}",
         repo=str(repo),
         agent_dir=str(agent_dir),
-        command=f"{sys.executable} /workspace/agent/main.py",
+        command="python3 /workspace/agent/main.py",
         env={"MODE": mode},
         **fields,
     )

@@ -180,6 +180,17 @@ def test_binds_are_read_only_unless_declared_writable(engine: LocalEngine, tmp_p
     assert (shared / "out.txt").read_text() == "result\n"
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="sandboxes have a user of their own under root")
+def test_a_bind_the_sandboxs_user_may_not_read_is_refused_saying_how_to_allow_it(
+    engine: LocalEngine, tmp_path: Path
+) -> None:
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    with pytest.raises(Exception, match=r"chmod o\+rx .*OVERNIGHT_SANDBOX_UIDS=0"):
+        sandbox(engine, binds=(HostBind(path=str(private)),))
+    assert engine.list_sandboxes() == []  # refused before anything was made
+
+
 def test_a_bind_that_does_not_exist_is_refused(engine: LocalEngine, tmp_path: Path) -> None:
     with pytest.raises(Exception, match="does not exist on this worker"):
         sandbox(engine, binds=(HostBind(path=str(tmp_path / "nowhere")),))

@@ -115,10 +115,10 @@ class LocalEngine(GuestFiles):
             if existing is not None:
                 return existing, False
             local_isolation.require(isolation, network)
-            local_isolation.check_binds(binds)
             isolated = isolation == "bubblewrap"
             run = (labels or {}).get(LABEL_RUN, name)
             uid = local_isolation.sandbox_uid(run) if isolated else None
+            local_isolation.check_binds(binds, uid)
             for sub in ("workspace", "home", "processes", "tmp"):
                 (folder / sub).mkdir(parents=True, exist_ok=True)
             if uid is not None:

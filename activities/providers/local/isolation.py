@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import time
@@ -120,10 +121,31 @@ def require(isolation: str, network: str) -> None:
             raise ProviderError(missing, kind=ISOLATION_UNAVAILABLE, retryable=False)
 
 
-def check_binds(binds: Sequence[HostBind]) -> None:
+def check_binds(binds: Sequence[HostBind], uid: int | None = None) -> None:
+    """Each bind exists, and the sandbox's own user (`uid`, a root worker's) may use it as
+    asked: a folder it cannot enter would look empty or missing to the agent."""
     for bind in binds:
         if not os.path.exists(bind.path):
             raise invalid_request(f"binds: {bind.path} does not exist on this worker")
+        if uid is None:
+            continue
+        found = os.stat(bind.path)
+        need = stat.S_IROTH | (stat.S_IXOTH if stat.S_ISDIR(found.st_mode) else 0)
+        need |= stat.S_IWOTH if bind.writable else 0
+        if found.st_uid == uid:
+            have = (found.st_mode >> 6) & 0o7
+        elif found.st_gid == uid:
+            have = (found.st_mode >> 3) & 0o7
+        else:
+            have = found.st_mode & 0o7
+        if have & need != need:
+            what = "read and write" if bind.writable else "read"
+            raise invalid_request(
+                f"{bind.path} (a bind, or the spec's local repo) is not one the sandbox's user "
+                f"{uid} may {what}: let other users in (chmod o+{'rwx' if bind.writable else 'rx'}"
+                f" {bind.path}) or run sandboxes as its owner "
+                f"({SANDBOX_UIDS_ENV}={found.st_uid})"
+            )
 
 
 def sandbox_uid(run: str, environ: Mapping[str, str] | None = None) -> int | None:
