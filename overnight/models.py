@@ -9,9 +9,9 @@ from __future__ import annotations
 import posixpath
 import re
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from overnight.isolation import (
     MAX_BINDS,
@@ -21,90 +21,75 @@ from overnight.isolation import (
     check_binds,
     check_host_ports,
 )
+from overnight.model_base import (  # re-exported: the contracts' names stay here
+    ENV_NAME_PATTERN as ENV_NAME_PATTERN,
+)
+from overnight.model_base import (
+    MAX_ATTENTION_HOURS as MAX_ATTENTION_HOURS,
+)
+from overnight.model_base import (
+    MAX_CHECKPOINT_BYTES as MAX_CHECKPOINT_BYTES,
+)
+from overnight.model_base import (
+    MAX_FRESH_STARTS as MAX_FRESH_STARTS,
+)
+from overnight.model_base import (
+    MAX_HOURS as MAX_HOURS,
+)
+from overnight.model_base import (
+    MAX_MEMORY_MIB as MAX_MEMORY_MIB,
+)
+from overnight.model_base import (
+    MAX_POLL_SECONDS as MAX_POLL_SECONDS,
+)
+from overnight.model_base import (
+    MAX_RESTARTS as MAX_RESTARTS,
+)
+from overnight.model_base import (
+    MAX_SECONDS as MAX_SECONDS,
+)
+from overnight.model_base import (
+    MAX_SPEND_EXTENSION_USD as MAX_SPEND_EXTENSION_USD,
+)
+from overnight.model_base import (
+    MAX_STALL_SECONDS as MAX_STALL_SECONDS,
+)
+from overnight.model_base import (
+    RESERVED_ENV as RESERVED_ENV,
+)
+from overnight.model_base import (
+    RUN_ID_PATTERN as RUN_ID_PATTERN,
+)
+from overnight.model_base import (
+    RUN_ID_PATTERN_OR_EMPTY as RUN_ID_PATTERN_OR_EMPTY,
+)
+from overnight.model_base import (
+    Budget as Budget,
+)
+from overnight.model_base import (
+    BudgetExtension as BudgetExtension,
+)
+from overnight.model_base import (
+    PositiveHours as PositiveHours,
+)
+from overnight.model_base import (
+    PositiveSeconds as PositiveSeconds,
+)
+from overnight.model_base import (
+    Provider as Provider,
+)
+from overnight.model_base import (
+    Rates as Rates,
+)
+from overnight.model_base import (
+    RunState as RunState,
+)
+from overnight.model_base import (
+    _Strict,
+    _StrictInput,
+)
 from overnight.notify_spec import MAX_WEBHOOKS, Webhook, webhooks_from_input
 from overnight.snapshot_spec import Recovery, SnapshotMode, check_snapshot_mode
-
-RUN_ID_PATTERN = r"^[a-z0-9][a-z0-9-]{0,62}$"
-RUN_ID_PATTERN_OR_EMPTY = r"^([a-z0-9][a-z0-9-]{0,62})?$"
-ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
-# Variables overnight sets for the agent itself; a spec may not shadow them.
-RESERVED_ENV = frozenset(
-    {
-        "OVERNIGHT_RUN_ID",
-        "OVERNIGHT_ATTEMPT",
-        "OVERNIGHT_RESTART_REASON",
-        "OVERNIGHT_CHECKPOINT",
-        "OVERNIGHT_FRESH_CONTEXT_EXIT_CODE",
-    }
-)
-
-# Upper bounds keep every deadline computable (a `timedelta` of 1e300 s overflows in the workflow).
-MAX_SECONDS = 366 * 24 * 3600
-MAX_HOURS = 366 * 24
-PositiveSeconds = Annotated[float, Field(gt=0, le=MAX_SECONDS)]
-PositiveHours = Annotated[float, Field(gt=0, le=MAX_HOURS)]
-MAX_SPEND_EXTENSION_USD = 1_000_000
-# Upper bounds on a spec's sizes and counts, so a mistyped or hostile spec is refused where
-# it is written, not by the 16th create (a prlimit of 10**30 bytes) or by the history.
-MAX_MEMORY_MIB = 1024 * 1024  # 1 TiB
-# The checkpoint travels in activity results and the run's state: well under Temporal's
-# 2 MB per payload (it warns from 512 KB), with room for its JSON escaping.
-MAX_CHECKPOINT_BYTES = 1024 * 1024
-MAX_POLL_SECONDS = 24 * 3600
-MAX_STALL_SECONDS = 7 * 24 * 3600
-MAX_ATTENTION_HOURS = 90 * 24
-MAX_FRESH_STARTS = 10_000
-MAX_RESTARTS = 10_000
-RunState = Literal[
-    "starting",
-    "running",
-    "restarting",
-    "needs_attention",
-    "finishing",
-    "finished",
-    "cancelled",
-    "failed",
-]
-Provider = Literal["local", "runtime"]
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class _StrictInput(_Strict):
-    """What people write: no type coercion (`true` is not 1, `"5"` is not 5) and finite numbers."""
-
-    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
-
-
-class Budget(_StrictInput):
-    """How much a run may use before a person has to look at it."""
-
-    max_restarts: int = Field(default=5, ge=0)
-    # No upper bound here: extensions add up. A spec's own budget is bounded by RunSpec.
-    max_hours: float = Field(default=24, gt=0)
-    max_spend_usd: float | None = Field(default=None, gt=0)
-
-
-class BudgetExtension(_StrictInput):
-    """What a person adds to a run's budget with the `extend_budget` signal or update."""
-
-    restarts: int = Field(default=0, ge=0)
-    hours: float = Field(default=0, ge=0, le=MAX_HOURS)
-    spend_usd: float = Field(default=0, ge=0, le=MAX_SPEND_EXTENSION_USD)
-
-    def is_empty(self) -> bool:
-        return self.restarts == 0 and self.hours == 0 and self.spend_usd == 0
-
-
-class Rates(_StrictInput):
-    """Prices used for the spend estimate (sandbox lifetime x size)."""
-
-    vcpu_hour_usd: float = Field(default=0.025, ge=0)
-    gib_hour_usd: float = Field(default=0.0075, ge=0)
-    # Snapshot storage, per GiB kept per hour (recovery "snapshot").
-    snapshot_gib_hour_usd: float = Field(default=0.0001, ge=0)
 
 
 def _workspace_path(value: str, field: str) -> str:
@@ -143,17 +128,19 @@ class RunSpec(_StrictInput):
     rates: Rates = Field(default_factory=Rates)
     attention_hours: float = Field(default=24, gt=0, le=MAX_ATTENTION_HOURS)
     keep_sandboxes: bool = False
-    # Local provider: how each sandbox is isolated ("none" only on purpose, see README) and
-    # which host paths it sees at the same path (read-only unless `writable`).
+    # Local provider: how each sandbox is isolated ("none" only on purpose, granted by the
+    # worker: docs/local-sandboxes.md) and which host paths it sees at the same path
+    # (read-only unless `writable`).
     isolation: Isolation = "bubblewrap"
     binds: list[HostBind] = Field(default_factory=list, max_length=MAX_BINDS)
     # Local provider: TCP ports on the worker's loopback an isolated sandbox may reach (it has
     # a network of its own, which reaches out but not the host's loopback otherwise).
     host_ports: list[int] = Field(default_factory=list, max_length=MAX_HOST_PORTS)
     # Webhooks told when the run needs a person, fails, finishes or is cancelled (and, if they
-    # ask, of every restart); a worker-wide default comes from its environment (README).
+    # ask, of every restart); a worker-wide default comes from its environment
+    # (docs/notifications.md).
     notify: list[Webhook] = Field(default_factory=list, max_length=MAX_WEBHOOKS)
-    # How a restart recovers (see overnight/snapshot_spec.py and the README): "checkpoint"
+    # How a restart recovers (see overnight/snapshot_spec.py and docs/snapshots.md): "checkpoint"
     # (clone, upload, checkpoint) or "snapshot" (the latest ready snapshot of the sandbox).
     recovery: Recovery = "checkpoint"
     # Left out: the provider's first ("memory" on runtime, "disk" on local).

@@ -34,7 +34,7 @@ def check_url(value: str, where: str = "url") -> str:
 
 
 class Webhook(BaseModel):
-    """One receiver of a run's notifications (a JSON POST, signed; see README)."""
+    """One receiver of a run's notifications (a JSON POST, signed; see docs/notifications.md)."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
 

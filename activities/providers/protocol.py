@@ -51,7 +51,7 @@ class SandboxRequest:
     # The most the sandbox may cost over its life; Runtime enforces it even with no worker.
     max_total_cost_micros: int | None = None
     # Local sandboxes: how they are isolated, and the host paths shown in them (see
-    # activities/local_isolation); other providers isolate their own way and ignore these.
+    # activities.providers.local.isolation); other providers isolate their own way and ignore these.
     isolation: Literal["bubblewrap", "none"] = "bubblewrap"
     binds: tuple[HostBind, ...] = ()
     # Local isolated sandboxes have a network of their own: the worker's loopback ports they

@@ -7,10 +7,10 @@ Layout under `home` (`$OVERNIGHT_HOME`, default `~/.overnight`)::
     sandboxes/<name>/workspace/         what the sandbox sees as /workspace
     sandboxes/<name>/home/              $HOME of its commands and agents
     sandboxes/<name>/tmp/               its /tmp and /var/tmp, when isolated
-    sandboxes/<name>/processes/<id>/    one agent each (see local_procs)
+    sandboxes/<name>/processes/<id>/    one agent each (see procs)
 
 Commands and agents run isolated with bubblewrap unless the sandbox was made with
-`isolation="none"` (see local_isolation), limited as local_limits can.
+`isolation="none"` (see isolation), limited as limits can.
 
 Everything is in files, so any worker process (or the Runtime API fake) can pick up where
 another left off. The engine is synchronous and thread-safe; callers on an event loop use
@@ -107,7 +107,7 @@ class LocalEngine(GuestFiles):
         """The sandbox named `name`, created (running) if absent. True when created now.
 
         Refused (IsolationUnavailable) when this machine cannot give it `isolation`, or
-        (InvalidRequest) when a bind names no host path (see local_isolation)."""
+        (InvalidRequest) when a bind names no host path (see isolation)."""
         folder = self.folder(name)
         self.sandboxes_dir.mkdir(parents=True, exist_ok=True)
         with flock(self.sandboxes_dir / ".create.lock"):

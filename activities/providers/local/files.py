@@ -1,7 +1,7 @@
 """Files for the local engine: atomic writes, `/workspace` mapping, capped reads.
 
 A local sandbox sees its folder's `workspace/` as `/workspace`: mounted there when it is
-isolated (see local_isolation), and otherwise (`isolation: "none"`) by rewriting commands,
+isolated (see isolation), and otherwise (`isolation: "none"`) by rewriting commands,
 working directories and environment values textually, so `/workspace` must appear as its own
 path component to be mapped: `/workspace/app` and `"/workspace"` are mapped,
 `/home/me/workspace` and `/workspaces` are not. The engine's own reads and writes always go

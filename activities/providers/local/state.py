@@ -57,7 +57,7 @@ class SandboxMeta:
     paused_at: float | None = None
     pause_reason: str | None = None
     # How its processes are isolated ("bubblewrap", or "none": sandboxes made before isolation
-    # existed read as "none") and limited ("systemd" or "prlimit"; see local_limits), and the
+    # existed read as "none") and limited ("systemd" or "prlimit"; see limits), and the
     # host paths bound into it (`{"path", "writable"}`).
     isolation: str = "none"
     limits: str = "prlimit"

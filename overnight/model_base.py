@@ -1,0 +1,92 @@
+"""The building blocks of overnight's contracts: the budget, its extension, the rates, the
+states a run goes through, and the bounds every input is held to. `overnight.models` builds
+the run's spec, status and result on them (and re-exports them).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+RUN_ID_PATTERN = r"^[a-z0-9][a-z0-9-]{0,62}$"
+RUN_ID_PATTERN_OR_EMPTY = r"^([a-z0-9][a-z0-9-]{0,62})?$"
+ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
+# Variables overnight sets for the agent itself; a spec may not shadow them.
+RESERVED_ENV = frozenset(
+    {
+        "OVERNIGHT_RUN_ID",
+        "OVERNIGHT_ATTEMPT",
+        "OVERNIGHT_RESTART_REASON",
+        "OVERNIGHT_CHECKPOINT",
+        "OVERNIGHT_FRESH_CONTEXT_EXIT_CODE",
+    }
+)
+
+# Upper bounds keep every deadline computable (a `timedelta` of 1e300 s overflows in the workflow).
+MAX_SECONDS = 366 * 24 * 3600
+MAX_HOURS = 366 * 24
+PositiveSeconds = Annotated[float, Field(gt=0, le=MAX_SECONDS)]
+PositiveHours = Annotated[float, Field(gt=0, le=MAX_HOURS)]
+MAX_SPEND_EXTENSION_USD = 1_000_000
+# Upper bounds on a spec's sizes and counts, so a mistyped or hostile spec is refused where
+# it is written, not by the 16th create (a prlimit of 10**30 bytes) or by the history.
+MAX_MEMORY_MIB = 1024 * 1024  # 1 TiB
+# The checkpoint travels in activity results and the run's state: well under Temporal's
+# 2 MB per payload (it warns from 512 KB), with room for its JSON escaping.
+MAX_CHECKPOINT_BYTES = 1024 * 1024
+MAX_POLL_SECONDS = 24 * 3600
+MAX_STALL_SECONDS = 7 * 24 * 3600
+MAX_ATTENTION_HOURS = 90 * 24
+MAX_FRESH_STARTS = 10_000
+MAX_RESTARTS = 10_000
+RunState = Literal[
+    "starting",
+    "running",
+    "restarting",
+    "needs_attention",
+    "finishing",
+    "finished",
+    "cancelled",
+    "failed",
+]
+Provider = Literal["local", "runtime"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class _StrictInput(_Strict):
+    """What people write: no type coercion (`true` is not 1, `"5"` is not 5) and finite numbers."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
+
+
+class Budget(_StrictInput):
+    """How much a run may use before a person has to look at it."""
+
+    max_restarts: int = Field(default=5, ge=0)
+    # No upper bound here: extensions add up. A spec's own budget is bounded by RunSpec.
+    max_hours: float = Field(default=24, gt=0)
+    max_spend_usd: float | None = Field(default=None, gt=0)
+
+
+class BudgetExtension(_StrictInput):
+    """What a person adds to a run's budget with the `extend_budget` signal or update."""
+
+    restarts: int = Field(default=0, ge=0)
+    hours: float = Field(default=0, ge=0, le=MAX_HOURS)
+    spend_usd: float = Field(default=0, ge=0, le=MAX_SPEND_EXTENSION_USD)
+
+    def is_empty(self) -> bool:
+        return self.restarts == 0 and self.hours == 0 and self.spend_usd == 0
+
+
+class Rates(_StrictInput):
+    """Prices used for the spend estimate (sandbox lifetime x size)."""
+
+    vcpu_hour_usd: float = Field(default=0.025, ge=0)
+    gib_hour_usd: float = Field(default=0.0075, ge=0)
+    # Snapshot storage, per GiB kept per hour (recovery "snapshot").
+    snapshot_gib_hour_usd: float = Field(default=0.0001, ge=0)
