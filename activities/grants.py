@@ -9,7 +9,7 @@ enter workflow code or history, and each worker answers for itself.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 
 from temporalio.exceptions import ApplicationError
@@ -32,7 +32,12 @@ def worker_grants(environ: Mapping[str, str] | None = None) -> Grants:
     return parse_grants(os.environ if environ is None else environ)
 
 
-def spec_refusals(spec: RunSpec, grants: Grants | None, home: Path | None = None) -> list[str]:
+def spec_refusals(
+    spec: RunSpec,
+    grants: Grants | None,
+    home: Path | None = None,
+    protected_ports: Collection[int] = (),
+) -> list[str]:
     """What in `spec` this worker does not allow (none: it may run), checked as written and as
     the paths really lead on this machine (links followed) right now. `grants` None: only what
     no worker allows (the state directory)."""
@@ -40,15 +45,30 @@ def spec_refusals(spec: RunSpec, grants: Grants | None, home: Path | None = None
     roots = [] if grants is None else [*grants.bind_roots, *grants.writable_bind_roots]
     named = [str(state_dir), *spec_paths(spec), *roots]
     real = {path: _resolved(path) for path in named}
-    return refusals(spec, grants, home=str(state_dir), real=real)
+    return refusals(spec, grants, home=str(state_dir), real=real, protected_ports=protected_ports)
 
 
-def refuse_unless_allowed(spec: RunSpec, grants: Grants) -> None:
+def refuse_unless_allowed(
+    spec: RunSpec, grants: Grants, protected_ports: Collection[int] = ()
+) -> None:
     """Raise the run's non-retryable `SpecRefused` error when `spec` asks for what this worker
     does not grant."""
-    found = spec_refusals(spec, grants)
+    found = spec_refusals(spec, grants, protected_ports=protected_ports)
     if found:
         raise ApplicationError(refusal_message(found), type=SPEC_REFUSED, non_retryable=True)
+
+
+def own_loopback_ports(target_host: str | None) -> frozenset[int]:
+    """The worker's own loopback services a sandbox must never be given: the Temporal server
+    it talks to, when that is on this machine's loopback, and the dev server's Web UI beside
+    it (its port + 1000)."""
+    if not target_host:
+        return frozenset()
+    host, _, port = target_host.rpartition(":")
+    loopback = ("localhost", "127.0.0.1", "::1", "0.0.0.0")
+    if host.strip("[]") not in loopback or not port.isdigit():
+        return frozenset()
+    return frozenset({int(port), int(port) + 1000})
 
 
 def _resolved(path: str) -> str:

@@ -11,7 +11,7 @@ long steps heartbeat (`activities.heartbeat`).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
@@ -23,23 +23,23 @@ from temporalio.client import Client
 from activities import sandbox_setup as setup
 from activities.checkpoints import read_checkpoint
 from activities.errors import ErrorType, activity_errors, non_retryable
-from activities.grants import refuse_unless_allowed, spec_refusals, worker_grants
+from activities.grants import (
+    own_loopback_ports,
+    refuse_unless_allowed,
+    spec_refusals,
+    worker_grants,
+)
 from activities.heartbeat import auto_heartbeat, hand_over_on_shutdown
 from activities.last_words import read_last_words
+from activities.lifecycle import LifecycleActivities, settle
 from activities.models import (
     ActivityName,
     AgentStarted,
     CheckpointSalvage,
     CreateSandboxInput,
-    ExtendSandboxInput,
-    ListSandboxesInput,
     Observation,
     ObserveInput,
     ReadCheckpointInput,
-    SandboxInfo,
-    SandboxList,
-    SandboxRef,
-    SandboxSettled,
     SearchAttributeCheck,
     SearchAttributeCheckInput,
     SpecCheck,
@@ -49,10 +49,9 @@ from activities.models import (
 from activities.money_activities import MoneyActivities
 from activities.observe import observe
 from activities.providers import registry
-from activities.providers.money import ensure_daily_room, read_charge, read_money
+from activities.providers.money import ensure_daily_room, read_money
 from activities.providers.protocol import (
     AgentLaunch,
-    SandboxNotFound,
     SandboxNotRunning,
     SandboxProvider,
     SandboxRequest,
@@ -91,6 +90,10 @@ class SandboxActivities:
         self._heartbeat_seconds = heartbeat_seconds
         self._building = asyncio.Lock()
         self._search_attributes = SearchAttributeCache(client)
+        # Pause, stop, wake, extend, list: activities of their own (activities.lifecycle).
+        self.lifecycle = LifecycleActivities(self._provider)
+        target = client.service_client.config.target_host if client is not None else None
+        self._own_ports = own_loopback_ports(target)
 
     @classmethod
     def from_env(cls, client: Client | None, grants: Grants | None = None) -> SandboxActivities:
@@ -108,15 +111,11 @@ class SandboxActivities:
             *NotifyActivities(self._client, grants=self._grants).all(),
             *SnapshotActivities(self._provider, self._heartbeat_seconds).all(),
             *MoneyActivities(self._provider).all(),
+            *self.lifecycle.all(),
             self.create_sandbox,
             self.start_agent,
             self.observe_agent,
             self.read_checkpoint,
-            self.pause_sandbox,
-            self.stop_sandbox,
-            self.wake_sandbox,
-            self.extend_sandbox,
-            self.list_sandboxes,
             self.check_search_attributes,
             self.check_spec,
         ]
@@ -156,14 +155,17 @@ class SandboxActivities:
     async def check_spec(self, input: SpecCheckInput) -> SpecCheck:
         """What in the spec this worker's grants do not allow (a local activity at a run's
         start): a result, not an error, so the run fails once, as `SpecRefused`."""
-        return SpecCheck(refusals=await asyncio.to_thread(spec_refusals, input.spec, self._grants))
+        found = await asyncio.to_thread(
+            spec_refusals, input.spec, self._grants, None, self._own_ports
+        )
+        return SpecCheck(refusals=found)
 
     @activity.defn(name=ActivityName.CREATE_SANDBOX)
     async def create_sandbox(self, input: CreateSandboxInput) -> AgentStarted:
         spec = input.spec
         # Again here, before anything is made: a run begun before the check, a worker with
         # other grants, or a create scheduled by some other workflow.
-        refuse_unless_allowed(spec, self._grants)
+        refuse_unless_allowed(spec, self._grants, self._own_ports)
         env = setup.agent_env(spec, attempt=input.attempt, restart_reason=input.restart_reason)
         if not Path(spec.agent_dir).expanduser().is_dir():
             raise non_retryable(
@@ -241,7 +243,7 @@ class SandboxActivities:
     @activity.defn(name=ActivityName.START_AGENT)
     async def start_agent(self, input: StartAgentInput) -> AgentStarted:
         spec = input.spec
-        refuse_unless_allowed(spec, self._grants)
+        refuse_unless_allowed(spec, self._grants, self._own_ports)
         env = setup.agent_env(spec, attempt=input.attempt, restart_reason=input.restart_reason)
         provider = await self._provider(spec.provider)
         launch = _launch(spec, input.attempt, input.fresh_start, env)
@@ -280,7 +282,7 @@ class SandboxActivities:
         provider = await self._provider(input.provider)
         with activity_errors():
             if input.wake_paused:
-                await _settle(provider, input.sandbox_id, provider.wake(input.sandbox_id))
+                await settle(provider, input.sandbox_id, provider.wake(input.sandbox_id))
             tail = None
             if input.output_of is not None:
                 tail = await read_last_words(
@@ -300,57 +302,6 @@ class SandboxActivities:
             )
         return CheckpointSalvage(**read.model_dump(), output_tail=tail)
 
-    # ----- lifecycle -----
-
-    @activity.defn(name=ActivityName.PAUSE_SANDBOX)
-    async def pause_sandbox(self, input: SandboxRef) -> SandboxSettled:
-        provider = await self._provider(input.provider)
-        info = await _settle(provider, input.sandbox_id, provider.pause(input.sandbox_id))
-        return await _with_charge(provider, info, input.read_charge)
-
-    @activity.defn(name=ActivityName.STOP_SANDBOX)
-    async def stop_sandbox(self, input: SandboxRef) -> SandboxSettled:
-        provider = await self._provider(input.provider)
-        info = await _settle(provider, input.sandbox_id, provider.stop(input.sandbox_id))
-        return await _with_charge(provider, info, input.read_charge)
-
-    @activity.defn(name=ActivityName.WAKE_SANDBOX)
-    async def wake_sandbox(self, input: SandboxRef) -> SandboxInfo:
-        provider = await self._provider(input.provider)
-        if input.daily_room_micros is not None:
-            with activity_errors():
-                now = await provider.sandbox(input.sandbox_id)
-                if now.state == "paused":
-                    what = "waking the sandbox (a fresh lease)"
-                    await ensure_daily_room(provider, input.daily_room_micros, what)
-        return await _settle(provider, input.sandbox_id, provider.wake(input.sandbox_id))
-
-    @activity.defn(name=ActivityName.EXTEND_SANDBOX)
-    async def extend_sandbox(self, input: ExtendSandboxInput) -> SandboxInfo:
-        provider = await self._provider(input.provider)
-        with activity_errors():
-            now = await provider.sandbox(input.sandbox_id)
-        if now.state not in ("running", "paused") or now.lease_ends_at is None:
-            return now
-        missing = (input.until - now.lease_ends_at).total_seconds()
-        if missing < 1:
-            return now  # already that long (a retried extension): nothing to add
-        if input.micros_per_second is not None:
-            with activity_errors():
-                cost = int(missing * input.micros_per_second)
-                await ensure_daily_room(provider, cost, f"extending the lease by {missing:.0f} s")
-        call = provider.extend(input.sandbox_id, missing)
-        return await _settle(provider, input.sandbox_id, call)
-
-    @activity.defn(name=ActivityName.LIST_SANDBOXES)
-    async def list_sandboxes(self, input: ListSandboxesInput) -> SandboxList:
-        provider = await self._provider(input.provider)
-        labels = {LABEL_RUN: input.run_id} if input.run_id else {}
-        with activity_errors():
-            found = await provider.list(labels, include_stopped=input.include_stopped)
-        # Without a run id: every sandbox overnight made, and nothing else.
-        return SandboxList(sandboxes=[s for s in found if LABEL_RUN in s.labels])
-
     @activity.defn(name=ActivityName.CHECK_SEARCH_ATTRIBUTES)
     async def check_search_attributes(
         self, input: SearchAttributeCheckInput
@@ -369,25 +320,6 @@ def _launch(spec: RunSpec, attempt: int, fresh_start: int, env: dict[str, str]) 
         env=env,
         exit_marker=exit_marker_path(spec.checkpoint_path, start_key),
     )
-
-
-async def _settle(
-    provider: SandboxProvider, sandbox_id: str, call: Awaitable[SandboxInfo]
-) -> SandboxInfo:
-    """Run a pause, stop or extend; a missing or already stopped sandbox is not an error."""
-    with activity_errors():
-        try:
-            info = await call
-        except SandboxNotFound:
-            return SandboxInfo(sandbox_id=sandbox_id, state="missing")
-        except SandboxNotRunning:
-            return await provider.sandbox(sandbox_id)
-    return info
-
-
-async def _with_charge(provider: SandboxProvider, info: SandboxInfo, read: bool) -> SandboxSettled:
-    charge = await read_charge(provider, info.sandbox_id) if read else None
-    return SandboxSettled(**info.model_dump(), charge=charge)
 
 
 def _wait_left(wait_seconds: float) -> float:

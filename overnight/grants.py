@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import posixpath
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from urllib.parse import unquote, urlsplit
 
 from pydantic import BaseModel, ConfigDict
@@ -183,6 +183,7 @@ def refusals(
     *,
     home: str,
     real: Mapping[str, str] | None = None,
+    protected_ports: Collection[int] = (),
 ) -> list[str]:
     """What in `spec` its worker does not allow, one `field <name>: why (how to allow it)` each;
     none: the spec may run. `home` is the worker's state directory; `real` maps a path (as
@@ -220,6 +221,13 @@ def refusals(
         )
     for bind in spec.binds:
         found += _bind_refusals(bind.path, bind.writable, grants, homes, real)
+    for port in spec.host_ports:
+        if port in protected_ports:
+            found.append(
+                f"field host_ports: {port} is the port of the Temporal server this worker "
+                "talks to (or its Web UI), which no sandbox may reach; serve what the agent "
+                "needs on another port"
+            )
     return found
 
 

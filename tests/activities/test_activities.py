@@ -373,7 +373,7 @@ async def test_observe_reports_a_paused_or_stopped_sandbox_without_reading_it(
         acts.create_sandbox, CreateSandboxInput(spec=run, attempt=1)
     )
     ref = SandboxRef(provider="local", sandbox_id=started.sandbox_id)
-    await ActivityEnvironment().run(acts.pause_sandbox, ref)
+    await ActivityEnvironment().run(acts.lifecycle.pause_sandbox, ref)
     watch = observe(started.sandbox_id, started.process_id)
     paused = await ActivityEnvironment().run(acts.observe_agent, watch)
     assert (paused.sandbox_state, paused.process_state, paused.checkpoint) == (
@@ -381,7 +381,7 @@ async def test_observe_reports_a_paused_or_stopped_sandbox_without_reading_it(
         "running",
         None,
     )
-    await ActivityEnvironment().run(acts.stop_sandbox, ref)
+    await ActivityEnvironment().run(acts.lifecycle.stop_sandbox, ref)
     stopped = await ActivityEnvironment().run(acts.observe_agent, watch)
     assert (stopped.sandbox_state, stopped.stop_reason, stopped.process_state) == (
         "stopped",
@@ -432,17 +432,17 @@ async def test_pause_and_stop_are_idempotent_and_a_missing_sandbox_is_no_error(
     engine.get_or_create("life")
     ref = SandboxRef(provider="local", sandbox_id="life")
     env = ActivityEnvironment()
-    assert (await env.run(acts.pause_sandbox, ref)).state == "paused"
-    assert (await env.run(acts.pause_sandbox, ref)).state == "paused"
-    assert (await env.run(acts.stop_sandbox, ref)).state == "stopped"
-    assert (await env.run(acts.stop_sandbox, ref)).state == "stopped"
-    assert (await env.run(acts.pause_sandbox, ref)).state == "stopped"
+    assert (await env.run(acts.lifecycle.pause_sandbox, ref)).state == "paused"
+    assert (await env.run(acts.lifecycle.pause_sandbox, ref)).state == "paused"
+    assert (await env.run(acts.lifecycle.stop_sandbox, ref)).state == "stopped"
+    assert (await env.run(acts.lifecycle.stop_sandbox, ref)).state == "stopped"
+    assert (await env.run(acts.lifecycle.pause_sandbox, ref)).state == "stopped"
     later = datetime.now(UTC) + timedelta(hours=2)
     extended = ExtendSandboxInput(provider="local", sandbox_id="life", until=later)
-    assert (await env.run(acts.extend_sandbox, extended)).state == "stopped"
+    assert (await env.run(acts.lifecycle.extend_sandbox, extended)).state == "stopped"
     gone = ref.model_copy(update={"sandbox_id": "no-such-sandbox"})
-    assert (await env.run(acts.stop_sandbox, gone)).state == "missing"
-    assert (await env.run(acts.pause_sandbox, gone)).state == "missing"
+    assert (await env.run(acts.lifecycle.stop_sandbox, gone)).state == "missing"
+    assert (await env.run(acts.lifecycle.pause_sandbox, gone)).state == "missing"
 
 
 async def test_extend_sandbox_moves_the_lease_end_to_the_time_asked_and_only_once(
@@ -451,11 +451,11 @@ async def test_extend_sandbox_moves_the_lease_end_to_the_time_asked_and_only_onc
     meta, _ = engine.get_or_create("longer", timeout_seconds=100)
     until = datetime.fromtimestamp(meta.deadline or 0, UTC) + timedelta(seconds=50)
     extend = ExtendSandboxInput(provider="local", sandbox_id="longer", until=until)
-    info = await ActivityEnvironment().run(acts.extend_sandbox, extend)
+    info = await ActivityEnvironment().run(acts.lifecycle.extend_sandbox, extend)
     assert info.state == "running"
     assert info.lease_ends_at == pytest.approx(until, abs=timedelta(seconds=0.01))
     # A retried extension (same end) adds nothing.
-    again = await ActivityEnvironment().run(acts.extend_sandbox, extend)
+    again = await ActivityEnvironment().run(acts.lifecycle.extend_sandbox, extend)
     assert engine.get("longer").deadline == pytest.approx((meta.deadline or 0) + 50)
     assert again.lease_ends_at == info.lease_ends_at
 
@@ -471,7 +471,9 @@ async def test_list_sandboxes_finds_overnight_sandboxes_by_run(
     env = ActivityEnvironment()
 
     async def names(**fields: Any) -> list[str]:
-        found = await env.run(acts.list_sandboxes, ListSandboxesInput(provider="local", **fields))
+        found = await env.run(
+            acts.lifecycle.list_sandboxes, ListSandboxesInput(provider="local", **fields)
+        )
         return [s.sandbox_id for s in found.sandboxes]
 
     assert await names(run_id="a") == ["a-2"]
@@ -551,7 +553,7 @@ async def test_the_runtime_provider_without_a_key_is_not_retried(
     monkeypatch.delenv("RUNTIME_API_KEY", raising=False)
     ref = SandboxRef(provider="runtime", sandbox_id="any")
     with pytest.raises(ApplicationError) as raised:
-        await ActivityEnvironment().run(acts.stop_sandbox, ref)
+        await ActivityEnvironment().run(acts.lifecycle.stop_sandbox, ref)
     assert (raised.value.type, raised.value.non_retryable) == ("MissingCredentials", True)
     assert "RUNTIME_API_KEY" in str(raised.value)
 

@@ -16,7 +16,7 @@ import pytest
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from activities.grants import spec_refusals, worker_grants
+from activities.grants import own_loopback_ports, spec_refusals, worker_grants
 from activities.models import (
     CreateSandboxInput,
     SpecCheckInput,
@@ -238,3 +238,10 @@ async def test_a_real_clone_from_a_credentialed_url_fails_without_showing_them(
     message = failed.value.message
     assert message.startswith("git clone of https://127.0.0.1:1/x.git failed:"), message
     assert "s3cret" not in message and "user" not in message
+
+
+def test_the_workers_own_loopback_temporal_server_and_its_ui_are_protected_ports() -> None:
+    assert own_loopback_ports("127.0.0.1:7233") == {7233, 8233}
+    assert own_loopback_ports("localhost:40001") == {40001, 41001}
+    assert own_loopback_ports("my-ns.a1b2c.tmprl.cloud:7233") == set()
+    assert own_loopback_ports(None) == set()

@@ -213,3 +213,21 @@ def test_without_the_grants_only_what_no_grant_allows_is_said() -> None:
     )
     [refusal] = refusals(run, None, home=HOME)
     assert refusal.startswith(f"field binds: {HOME}/temporal is inside the worker's state")
+
+
+def test_host_ports_may_never_name_the_workers_own_temporal_server() -> None:
+    spec = RunSpec.model_validate({**_SPEC_FOR_PORTS, "host_ports": [7233, 8080]})
+    found = refusals(spec, Grants(), home="/srv/overnight", protected_ports={7233, 8233})
+    assert found == [
+        "field host_ports: 7233 is the port of the Temporal server this worker talks to (or "
+        "its Web UI), which no sandbox may reach; serve what the agent needs on another port"
+    ]
+    assert refusals(spec, Grants(), home="/srv/overnight", protected_ports=set()) == []
+
+
+_SPEC_FOR_PORTS = {
+    "run_id": "ports",
+    "repo": "https://example.invalid/x.git",
+    "agent_dir": "/srv/agents/a",
+    "command": "true",
+}

@@ -1,0 +1,110 @@
+"""The sandbox lifecycle activities: pause, stop, wake, extend and list a run's sandboxes.
+
+Each answers with the sandbox as it is after the call; a sandbox already gone or stopped is
+an answer, not an error (a retried step finds its work done).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from temporalio import activity
+
+from activities.errors import activity_errors
+from activities.models import (
+    ActivityName,
+    ExtendSandboxInput,
+    ListSandboxesInput,
+    SandboxInfo,
+    SandboxList,
+    SandboxRef,
+    SandboxSettled,
+)
+from activities.providers.money import ensure_daily_room, read_charge
+from activities.providers.protocol import SandboxNotFound, SandboxNotRunning, SandboxProvider
+from overnight.constants import LABEL_RUN
+
+ProviderGetter = Callable[[str], Awaitable[SandboxProvider]]
+
+
+class LifecycleActivities:
+    def __init__(self, provider: ProviderGetter) -> None:
+        self._provider = provider
+
+    def all(self) -> list[Callable[..., Any]]:
+        return [
+            self.pause_sandbox,
+            self.stop_sandbox,
+            self.wake_sandbox,
+            self.extend_sandbox,
+            self.list_sandboxes,
+        ]
+
+    @activity.defn(name=ActivityName.PAUSE_SANDBOX)
+    async def pause_sandbox(self, input: SandboxRef) -> SandboxSettled:
+        provider = await self._provider(input.provider)
+        info = await settle(provider, input.sandbox_id, provider.pause(input.sandbox_id))
+        return await _with_charge(provider, info, input.read_charge)
+
+    @activity.defn(name=ActivityName.STOP_SANDBOX)
+    async def stop_sandbox(self, input: SandboxRef) -> SandboxSettled:
+        provider = await self._provider(input.provider)
+        info = await settle(provider, input.sandbox_id, provider.stop(input.sandbox_id))
+        return await _with_charge(provider, info, input.read_charge)
+
+    @activity.defn(name=ActivityName.WAKE_SANDBOX)
+    async def wake_sandbox(self, input: SandboxRef) -> SandboxInfo:
+        provider = await self._provider(input.provider)
+        if input.daily_room_micros is not None:
+            with activity_errors():
+                now = await provider.sandbox(input.sandbox_id)
+                if now.state == "paused":
+                    what = "waking the sandbox (a fresh lease)"
+                    await ensure_daily_room(provider, input.daily_room_micros, what)
+        return await settle(provider, input.sandbox_id, provider.wake(input.sandbox_id))
+
+    @activity.defn(name=ActivityName.EXTEND_SANDBOX)
+    async def extend_sandbox(self, input: ExtendSandboxInput) -> SandboxInfo:
+        provider = await self._provider(input.provider)
+        with activity_errors():
+            now = await provider.sandbox(input.sandbox_id)
+        if now.state not in ("running", "paused") or now.lease_ends_at is None:
+            return now
+        missing = (input.until - now.lease_ends_at).total_seconds()
+        if missing < 1:
+            return now  # already that long (a retried extension): nothing to add
+        if input.micros_per_second is not None:
+            with activity_errors():
+                cost = int(missing * input.micros_per_second)
+                await ensure_daily_room(provider, cost, f"extending the lease by {missing:.0f} s")
+        call = provider.extend(input.sandbox_id, missing)
+        return await settle(provider, input.sandbox_id, call)
+
+    @activity.defn(name=ActivityName.LIST_SANDBOXES)
+    async def list_sandboxes(self, input: ListSandboxesInput) -> SandboxList:
+        provider = await self._provider(input.provider)
+        labels = {LABEL_RUN: input.run_id} if input.run_id else {}
+        with activity_errors():
+            found = await provider.list(labels, include_stopped=input.include_stopped)
+        # Without a run id: every sandbox overnight made, and nothing else.
+        return SandboxList(sandboxes=[s for s in found if LABEL_RUN in s.labels])
+
+
+async def settle(
+    provider: SandboxProvider, sandbox_id: str, call: Awaitable[SandboxInfo]
+) -> SandboxInfo:
+    """Run a pause, stop or extend; a missing or already stopped sandbox is not an error."""
+    with activity_errors():
+        try:
+            info = await call
+        except SandboxNotFound:
+            return SandboxInfo(sandbox_id=sandbox_id, state="missing")
+        except SandboxNotRunning:
+            return await provider.sandbox(sandbox_id)
+    return info
+
+
+async def _with_charge(provider: SandboxProvider, info: SandboxInfo, read: bool) -> SandboxSettled:
+    charge = await read_charge(provider, info.sandbox_id) if read else None
+    return SandboxSettled(**info.model_dump(), charge=charge)
