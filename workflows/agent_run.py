@@ -17,7 +17,6 @@ from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from activities.models import CheckpointRead, Observation
-    from overnight.grants import SPEC_REFUSED, refusal_message
     from overnight.models import (
         RestartRecord,
         RunResult,
@@ -27,6 +26,7 @@ with workflow.unsafe.imports_passed_through():
         budget,
         calls,
         end_steps,
+        grant_steps,
         intake,
         lease_steps,
         money,
@@ -53,6 +53,12 @@ with workflow.unsafe.imports_passed_through():
     from workflows.messages import RunMessages
     from workflows.notice import attention_text, note_last_words, record_restart
     from workflows.notify_steps import NOTIFY_PATCH, Notifier
+    from workflows.patches import (
+        CANCELED_PATCH,
+        LEASE_KEEPING_PATCH,
+        RUN_ID_MATCH_PATCH,
+        SPEC_CHECK_PATCH,
+    )
     from workflows.progress import run_result, sandbox_started, take_checkpoint
     from workflows.publish import LEAN_WRITES_PATCH, Publisher
     from workflows.snapshot import restore_for
@@ -60,16 +66,6 @@ with workflow.unsafe.imports_passed_through():
 
 # Quiet observations that come back this much before their deadline are waited out on a timer.
 EARLY_RETURN_SLACK = timedelta(seconds=1)
-# Runs begun with this marker keep their sandboxes' leases (extend, wake at the lease end);
-# histories recorded before it replay without.
-LEASE_KEEPING_PATCH = "lease-keeping"
-# Runs begun with this marker refuse a given run_id other than their workflow id.
-RUN_ID_MATCH_PATCH = "run-id-matches-workflow-id"
-# Runs begun with this marker end a Temporal cancellation as Canceled, not Completed.
-CANCELED_PATCH = "temporal-cancel-ends-canceled"
-# Runs begun with this marker first ask their worker whether it grants what the spec asks for
-# (overnight/grants.py), and fail at once as `SpecRefused` if not, before anything is made.
-SPEC_CHECK_PATCH = "worker-grants-spec-check"
 
 
 @workflow.defn(name="AgentRun")
@@ -106,11 +102,7 @@ class AgentRun(RunMessages):
             s.notifying = lean or workflow.patched(NOTIFY_PATCH)
         self._s = s
         if kept is None and workflow.patched(SPEC_CHECK_PATCH):
-            refused = await calls.check_spec(accepted)
-            if refused:
-                message = refusal_message(refused)
-                workflow.logger.warning("spec refused by the worker: %s", message)
-                raise ApplicationError(message, type=SPEC_REFUSED, non_retryable=True)
+            await grant_steps.refuse_unless_granted(accepted)
         try:
             return await self._supervise(s)
         except asyncio.CancelledError:

@@ -1,0 +1,16 @@
+"""The markers of AgentRun's changes (`workflow.patched`): a run begun with one has the change,
+a history recorded before it replays without. Markers of a step's own module stay there
+(`publish.LEAN_WRITES_PATCH`, `notify_steps.NOTIFY_PATCH`); runs begun with
+`LEAN_WRITES_PATCH` have every marker here before it without recording them.
+"""
+
+# Runs begun with this marker keep their sandboxes' leases (extend, wake at the lease end);
+# histories recorded before it replay without.
+LEASE_KEEPING_PATCH = "lease-keeping"
+# Runs begun with this marker refuse a given run_id other than their workflow id.
+RUN_ID_MATCH_PATCH = "run-id-matches-workflow-id"
+# Runs begun with this marker end a Temporal cancellation as Canceled, not Completed.
+CANCELED_PATCH = "temporal-cancel-ends-canceled"
+# Runs begun with this marker first ask their worker whether it grants what the spec asks for
+# (overnight/grants.py), and fail at once as `SpecRefused` if not, before anything is made.
+SPEC_CHECK_PATCH = "worker-grants-spec-check"
