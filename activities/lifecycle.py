@@ -1,4 +1,5 @@
-"""The sandbox lifecycle activities: pause, stop, wake, extend and list a run's sandboxes.
+"""The sandbox lifecycle activities: pause (and keep for a look until a moment), stop, wake,
+extend and list a run's sandboxes.
 
 Each answers with the sandbox as it is after the call; a sandbox already gone or stopped is
 an answer, not an error (a retried step finds its work done).
@@ -23,7 +24,8 @@ from activities.models import (
 )
 from activities.providers.money import ensure_daily_room, read_charge
 from activities.providers.protocol import SandboxNotFound, SandboxNotRunning, SandboxProvider
-from overnight.constants import LABEL_RUN
+from overnight import retention
+from overnight.constants import LABEL_KEEP_UNTIL, LABEL_RUN
 
 ProviderGetter = Callable[[str], Awaitable[SandboxProvider]]
 
@@ -45,6 +47,11 @@ class LifecycleActivities:
     async def pause_sandbox(self, input: SandboxRef) -> SandboxSettled:
         provider = await self._provider(input.provider)
         info = await settle(provider, input.sandbox_id, provider.pause(input.sandbox_id))
+        if input.keep_until is not None and info.state == "paused":
+            label = {LABEL_KEEP_UNTIL: retention.label_value(input.keep_until)}
+            info = await settle(
+                provider, input.sandbox_id, provider.set_labels(info.sandbox_id, label)
+            )
         return await _with_charge(provider, info, input.read_charge)
 
     @activity.defn(name=ActivityName.STOP_SANDBOX)

@@ -60,6 +60,9 @@ class SandboxRef(_Model):
     daily_room_micros: int | None = Field(default=None, ge=0)
     # A pause or stop at a sandbox's end: read what it was charged afterwards.
     read_charge: bool = False
+    # A pause at its run's end: the sandbox is kept for a look until then (labelled so that
+    # `overnight reap` deletes it after; overnight.retention).
+    keep_until: datetime | None = None
 
 
 class SandboxCharge(_Model):
@@ -106,6 +109,9 @@ class SandboxInfo(_Model):
     lease_ends_at: datetime | None = None
     # How it is isolated and limited, in a sentence (local sandboxes; None: not said).
     isolation: str | None = None
+    # When a stopped sandbox's disk was deleted (local sandboxes; None: not deleted, or not
+    # known: a stopped Runtime sandbox's disk is gone with its stop).
+    deleted_at: datetime | None = None
 
 
 class OutputTail(_Model):

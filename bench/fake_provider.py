@@ -136,6 +136,11 @@ class FakeProvider:
     async def extend(self, sandbox_id: str, seconds: float) -> SandboxInfo:
         return self._box(sandbox_id).info
 
+    async def set_labels(self, sandbox_id: str, labels: dict[str, str]) -> SandboxInfo:
+        box = self._box(sandbox_id)
+        box.info = box.info.model_copy(update={"labels": {**box.info.labels, **labels}})
+        return box.info
+
     async def aclose(self) -> None:
         """Nothing to close."""
 

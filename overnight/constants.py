@@ -10,6 +10,9 @@ DEFAULT_NAMESPACE = "default"
 # Sandbox labels: every sandbox a run creates carries them, so `overnight reap` can find it.
 LABEL_RUN = "overnight-run"
 LABEL_ATTEMPT = "overnight-attempt"
+# On a sandbox kept paused after its run ended: when `overnight reap` may delete it
+# (overnight.retention).
+LABEL_KEEP_UNTIL = "overnight-keep-until"
 # Snapshots carry LABEL_RUN too, and their number in the run.
 LABEL_SNAPSHOT = "overnight-snapshot"
 # Where the supervisor answers an agent's snapshot request (see the agent kit's

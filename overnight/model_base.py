@@ -28,6 +28,9 @@ MAX_SECONDS = 366 * 24 * 3600
 MAX_HOURS = 366 * 24
 PositiveSeconds = Annotated[float, Field(gt=0, le=MAX_SECONDS)]
 PositiveHours = Annotated[float, Field(gt=0, le=MAX_HOURS)]
+# How long a run's failed attempts' sandboxes are kept after it ends (overnight.retention).
+MAX_KEEP_FAILED_DAYS = 365
+KeepDays = Annotated[int, Field(ge=0, le=MAX_KEEP_FAILED_DAYS)]
 MAX_SPEND_EXTENSION_USD = 1_000_000
 # Upper bounds on a spec's sizes and counts, so a mistyped or hostile spec is refused where
 # it is written, not by the 16th create (a prlimit of 10**30 bytes) or by the history.

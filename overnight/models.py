@@ -70,6 +70,11 @@ from overnight.model_base import (
     BudgetExtension as BudgetExtension,
 )
 from overnight.model_base import (
+    KeepDays,
+    _Strict,
+    _StrictInput,
+)
+from overnight.model_base import (
     PositiveHours as PositiveHours,
 )
 from overnight.model_base import (
@@ -83,10 +88,6 @@ from overnight.model_base import (
 )
 from overnight.model_base import (
     RunState as RunState,
-)
-from overnight.model_base import (
-    _Strict,
-    _StrictInput,
 )
 from overnight.notify_spec import MAX_WEBHOOKS, Webhook, webhooks_from_input
 from overnight.snapshot_spec import Recovery, SnapshotMode, check_snapshot_mode
@@ -128,6 +129,8 @@ class RunSpec(_StrictInput):
     rates: Rates = Field(default_factory=Rates)
     attention_hours: float = Field(default=24, gt=0, le=MAX_ATTENTION_HOURS)
     keep_sandboxes: bool = False
+    # Days the paused sandboxes of failed attempts are kept after the run ends (0: none).
+    keep_failed_days: KeepDays = 3
     # Local provider: how each sandbox is isolated ("none" only on purpose, granted by the
     # worker: docs/local-sandboxes.md) and which host paths it sees at the same path
     # (read-only unless `writable`).

@@ -380,7 +380,7 @@ class AgentRun(RunMessages):
         if s.sandbox_id is not None:
             await self._salvage_checkpoint(s, why, ended)
             await money_steps.end_sandbox(s, stop=not keep, why=why)
-        await end_steps.sweep(s, stop=not keep, paused_too=not keep, why=why)
+        await end_steps.sweep_at_end(s, why=why)
         if not keep:
             await snapshot_steps.delete_all(s, why)
         s.state = "finished" if outcome == "finished" else "cancelled"

@@ -151,16 +151,29 @@ async def read_checkpoint(
 
 
 async def pause_or_stop(
-    spec: RunSpec, sandbox_id: str, *, stop: bool, why: str, read_charge: bool = False
+    spec: RunSpec,
+    sandbox_id: str,
+    *,
+    stop: bool,
+    why: str,
+    read_charge: bool = False,
+    keep_until: datetime | None = None,
 ) -> SandboxSettled | None:
     """Best effort: a failed pause or stop is logged and never hides what caused it (None).
-    `read_charge`: the sandbox's end, so bring back what the provider charged for it."""
+    `read_charge`: the sandbox's end, so bring back what the provider charged for it;
+    `keep_until`: a pause that labels the sandbox kept for a look until then."""
     name = ActivityName.STOP_SANDBOX if stop else ActivityName.PAUSE_SANDBOX
     verb = "stop" if stop else "pause"
+    ref = SandboxRef(
+        provider=spec.provider,
+        sandbox_id=sandbox_id,
+        read_charge=read_charge,
+        keep_until=keep_until,
+    )
     try:
         settled: SandboxSettled = await workflow.execute_activity(
             name,
-            SandboxRef(provider=spec.provider, sandbox_id=sandbox_id, read_charge=read_charge),
+            ref,
             result_type=SandboxSettled,
             start_to_close_timeout=policies.ACTION_TIMEOUT,
             retry_policy=policies.CLEANUP_RETRY,

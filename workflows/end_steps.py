@@ -1,4 +1,5 @@
-"""AgentRun's cleanup steps: no sandbox of the run is left running on any way out.
+"""AgentRun's cleanup steps: no sandbox of the run is left running on any way out, and the
+sandboxes of failed attempts are kept for a look for `keep_failed_days` after the run's end.
 
 Workflow code (activities through `calls`).
 """
@@ -8,7 +9,9 @@ from __future__ import annotations
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
+    from overnight import retention
     from workflows import calls
+    from workflows.patches import RETENTION_PATCH
     from workflows.state import SupervisorState
 
 
@@ -19,3 +22,33 @@ async def sweep(s: SupervisorState, *, stop: bool, paused_too: bool, why: str) -
             continue
         if box.state in ("running", "starting") or (paused_too and box.state == "paused"):
             await calls.pause_or_stop(s.spec, box.sandbox_id, stop=stop, why=why)
+
+
+async def sweep_at_end(s: SupervisorState, *, why: str) -> None:
+    """At the run's end (finished, cancelled either way), its current sandbox already ended:
+
+    - `keep_sandboxes`: every sandbox is left paused, unlabelled: kept until a person deletes
+      it (`overnight reap --paused`), as the spec asked;
+    - otherwise any other sandbox still running (a half-made one) is stopped, and those of
+      failed attempts, paused when their attempt ended, stay paused until the retention ends,
+      labelled so (`overnight reap` deletes them then); with `keep_failed_days` 0 they are
+      stopped. A cancelled run keeps them too: cancelling ends the work, not the evidence of
+      why it went wrong, and they cost storage only.
+
+    Runs that ended before `RETENTION_PATCH` stopped them all (their histories replay so)."""
+    keep = s.spec.keep_sandboxes
+    if keep or not workflow.patched(RETENTION_PATCH):
+        await sweep(s, stop=not keep, paused_too=not keep, why=why)
+        return
+    days = s.spec.keep_failed_days
+    until = retention.keep_until(workflow.now(), days) if days > 0 else None
+    for box in await calls.list_sandboxes(s.spec):
+        if box.sandbox_id == s.sandbox_id or box.state not in ("running", "starting", "paused"):
+            continue
+        if box.state == "paused" and until is not None:
+            kept = f"{why}; kept for a look for {days} day(s)"
+            await calls.pause_or_stop(
+                s.spec, box.sandbox_id, stop=False, why=kept, keep_until=until
+            )
+        else:
+            await calls.pause_or_stop(s.spec, box.sandbox_id, stop=True, why=why)

@@ -14,3 +14,7 @@ CANCELED_PATCH = "temporal-cancel-ends-canceled"
 # Runs begun with this marker first ask their worker whether it grants what the spec asks for
 # (overnight/grants.py), and fail at once as `SpecRefused` if not, before anything is made.
 SPEC_CHECK_PATCH = "worker-grants-spec-check"
+# Runs that end with this marker keep the paused sandboxes of their failed attempts for
+# `keep_failed_days`, labelled with when they may go (overnight.retention), instead of stopping
+# them; histories recorded before it replay stopping them.
+RETENTION_PATCH = "failed-sandboxes-kept"

@@ -1,5 +1,6 @@
 """The sandbox routes of the fake Runtime API: create, list, get (and `waitFor`), delete, and
-the lifecycle verbs `:pause`, `:stop`, `:wake`, `:extend`.
+the lifecycle verbs `:pause`, `:stop`, `:wake`, `:extend`, `:update` (its `labels` only: the
+given labels replace those of the same names; any other field is refused as not faked).
 
 Everything a sandbox does is delegated to a `SandboxProvider` (the local provider), so the
 `runtime` provider tested through this fake runs the same engine the `local` provider does;
@@ -69,6 +70,7 @@ class SandboxRoutes:
             Route("POST", re.compile(SANDBOX + ":stop$"), "stop", self._stop),
             Route("POST", re.compile(SANDBOX + ":wake$"), "wake", self._wake),
             Route("POST", re.compile(SANDBOX + ":extend$"), "extend", self._extend),
+            Route("POST", re.compile(SANDBOX + ":update$"), "update", self._update),
         ]
 
     async def _create(self, request: Request, _: list[str]) -> Response:
@@ -220,4 +222,23 @@ class SandboxRoutes:
             await self.sandboxes.spend(record.vcpu, record.memory_mib, float(seconds), what)
             info = await self.engine.extend(record.id, float(seconds))
             self.sandboxes.observe(record, info)
+        return json_response(self.sandboxes.json(record, info))
+
+    async def _update(self, request: Request, groups: list[str]) -> Response:
+        record, info = await self.sandboxes.get(groups[0])
+        body = request.json() or {}
+        problems = [(name, f"{name}: not implemented by the fake.") for name in sorted(body)]
+        labels = body.get("labels")
+        problems = [p for p in problems if p[0] != "labels"]
+        if labels is not None and not (
+            isinstance(labels, dict)
+            and all(isinstance(k, str) and isinstance(v, str) for k, v in labels.items())
+        ):
+            problems.append(("labels", "labels must map strings to strings."))
+        if problems:
+            return refusal(400, "invalid_request", problems)
+        if labels:
+            # Never wakes the sandbox: settings are not a guest call.
+            info = await self.engine.set_labels(record.id, labels)
+            record.labels = dict(info.labels)
         return json_response(self.sandboxes.json(record, info))

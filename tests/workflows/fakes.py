@@ -203,6 +203,8 @@ class FakeWorld:
         self.starts: list[AgentStart] = []
         self.paused: list[str] = []
         self.stopped: list[str] = []
+        # Sandboxes paused at the run's end to be kept for a look, and until when.
+        self.kept_until: dict[str, datetime] = {}
         self.observed: list[ObserveInput] = []
         self.cancelled_observes = 0
         self.search_attributes: list[str] | None = []
@@ -430,6 +432,8 @@ class FakeWorld:
             box.state = "paused"
             self.paused.append(box.sandbox_id)
             self.log.append(f"pause {box.sandbox_id}")
+        if request.keep_until is not None and box.state == "paused":
+            self.kept_until[box.sandbox_id] = request.keep_until
         return box.info()
 
     @activity.defn(name=ActivityName.STOP_SANDBOX)

@@ -1,7 +1,8 @@
 """Cancelling a run, by the `cancel` signal or by Temporal cancellation, in each of its states.
 
 Every way out copies the final checkpoint and leaves no sandbox running (stopped, or paused when
-`keep_sandboxes`); a cleanup step that fails never hides the outcome.
+`keep_sandboxes`, or paused for a look when its attempt failed); a cleanup step that fails never
+hides the outcome.
 """
 
 from __future__ import annotations
@@ -92,9 +93,11 @@ async def test_cancel_with_keep_sandboxes_pauses_instead_of_stopping(
     assert (world.state_of(1), world.state_of(2)) == ("paused", "paused")
 
 
-async def test_cancel_while_waiting_for_a_person_ends_the_run_and_stops_its_sandboxes(
+async def test_cancel_while_waiting_for_a_person_ends_the_run_and_keeps_its_sandbox_for_a_look(
     client: Client, world: FakeWorld
 ) -> None:
+    # The attempt that used up the budget was paused for a look: cancelling ends the run, and
+    # the sandbox stays paused for `keep_failed_days` (tests/workflows/test_agent_run_retention.py).
     world.script(1, [progress("cp-1"), exits(1)])
     async with started_run(client, world, make_spec(budget=Budget(max_restarts=0))) as handle:
         await until_state(handle, "needs_attention")
@@ -104,7 +107,8 @@ async def test_cancel_while_waiting_for_a_person_ends_the_run_and_stops_its_sand
         await keep_history(handle, "cancel_signal_needs_attention")
 
     assert (result.outcome, result.checkpoint) == ("cancelled", "cp-1")
-    assert world.log == ["create box-1", "pause box-1", "stop box-1"]
+    assert world.log == ["create box-1", "pause box-1"]
+    assert world.state_of(1) == "paused" and "box-1" in world.kept_until
 
 
 async def test_cancel_while_waiting_for_a_person_keeps_the_paused_sandbox_if_asked(
@@ -176,7 +180,8 @@ async def test_temporal_cancellation_while_waiting_for_a_person_ends_as_canceled
         status = await ended_canceled(handle)
 
     assert status.state == "cancelled"
-    assert world.log == ["create box-1", "pause box-1", "stop box-1"]
+    assert world.log == ["create box-1", "pause box-1"]
+    assert world.state_of(1) == "paused" and "box-1" in world.kept_until
 
 
 async def test_temporal_cancellation_during_sandbox_creation_cleans_up(

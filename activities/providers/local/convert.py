@@ -23,6 +23,7 @@ def sandbox_info(meta: SandboxMeta) -> SandboxInfo:
         created_at=datetime.fromtimestamp(meta.created_at, UTC),
         lease_ends_at=None if meta.deadline is None else datetime.fromtimestamp(meta.deadline, UTC),
         isolation=local_isolation.describe(meta),
+        deleted_at=None if meta.freed_at is None else datetime.fromtimestamp(meta.freed_at, UTC),
     )
 
 

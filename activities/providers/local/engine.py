@@ -8,6 +8,11 @@ Layout under `home` (`$OVERNIGHT_HOME`, default `~/.overnight`)::
     sandboxes/<name>/home/              $HOME of its commands and agents
     sandboxes/<name>/tmp/               its /tmp and /var/tmp, when isolated
     sandboxes/<name>/processes/<id>/    one agent each (see procs)
+    trash/                              what stops are deleting (see disk)
+
+A stop frees the folder but for a tombstone (its state, and each agent's records and output
+tail), crash-safely (see disk): a stopped sandbox is gone, as on Runtime; a paused one keeps
+everything.
 
 Commands and agents run isolated with bubblewrap unless the sandbox was made with
 `isolation="none"` (see isolation), limited as limits can.
@@ -34,6 +39,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
+from activities.providers.local import disk as local_disk
 from activities.providers.local import isolation as local_isolation
 from activities.providers.local import limits as local_limits
 from activities.providers.local import netns
@@ -72,13 +78,15 @@ class LocalEngine(GuestFiles):
     """Local sandboxes under `home`. Sandbox ids are their names.
 
     Sandboxes: `get_or_create`, `find` (None if absent), `get`, `list_sandboxes`, `pause`,
-    `wake`, `stop`, `extend`. Agents: `start_process` (idempotent by start key), `process`.
+    `wake`, `stop` (frees its disk), `extend`, `set_labels`. Agents: `start_process`
+    (idempotent by start key), `process`.
     Guest: `run`, `read_file` (capped), `write_file` (atomic), `upload_dir`, `host_path`.
     """
 
     def __init__(self, home: Path | str | None = None):
         self.home = Path(home).expanduser() if home is not None else default_home()
         self.sandboxes_dir = self.home / "sandboxes"
+        self.trash_dir = self.home / local_disk.TRASH
 
     # ----- sandboxes -----
 
@@ -208,7 +216,8 @@ class LocalEngine(GuestFiles):
         return self.wake(sandbox_id)
 
     def stop(self, sandbox_id: str, *, reason: str = "stopped") -> SandboxMeta:
-        """Kill the agents and mark the sandbox stopped. Stopping a stopped one changes nothing."""
+        """Kill the agents, mark the sandbox stopped and free its disk (a tombstone stays).
+        Stopping a stopped one changes nothing but finishing a freeing cut short."""
         with self._changing(sandbox_id) as meta:
             return self._stop_locked(meta, reason)
 
@@ -224,6 +233,11 @@ class LocalEngine(GuestFiles):
             deadline = min(meta.deadline + seconds, time.time() + MAX_AHEAD_SECONDS)
             timeout = deadline - meta.created_at
             return self._save(dataclasses.replace(meta, deadline=deadline, timeout_seconds=timeout))
+
+    def set_labels(self, sandbox_id: str, labels: Mapping[str, str]) -> SandboxMeta:
+        """Set these labels (the others stay), whatever the sandbox's state."""
+        with self._changing(sandbox_id) as meta:
+            return self._save(dataclasses.replace(meta, labels={**meta.labels, **labels}))
 
     def set_lease_end(self, sandbox_id: str, at: float) -> SandboxMeta:
         """Move a running sandbox's lease end to `at` (Unix seconds), sooner or later: time
@@ -334,16 +348,23 @@ class LocalEngine(GuestFiles):
         )
 
     def _stop_locked(self, meta: SandboxMeta, reason: str) -> SandboxMeta:
-        if meta.state == "stopped":
+        if meta.state != "stopped":
+            meta = self._save(
+                dataclasses.replace(
+                    meta, state="stopped", stop_reason=reason, stopped_at=time.time()
+                )
+            )
+            procs = self._procs(meta.id)
+            local_procs.signal_all(procs, signal.SIGKILL)
+            # Give the launchers a moment to record the kills, so a reader sees `killed` at once.
+            local_procs.wait_all_ended(procs, timeout=2.0)
+        if meta.freed_at is not None:
             return meta
-        stopped = self._save(
-            dataclasses.replace(meta, state="stopped", stop_reason=reason, stopped_at=time.time())
-        )
-        procs = self._procs(meta.id)
-        local_procs.signal_all(procs, signal.SIGKILL)
-        # Give the launchers a moment to record the kills, so a reader sees `killed` at once.
-        local_procs.wait_all_ended(procs, timeout=2.0)
-        return stopped
+        with local_disk.trash_entry(self.trash_dir, meta.id) as entry:
+            size = local_disk.move_out(self.folder(meta.id), entry)
+            freed = self._save(dataclasses.replace(meta, freed_at=time.time(), freed_bytes=size))
+            local_disk.remove_tree(entry)
+        return freed
 
     def _procs(self, sandbox_id: str) -> Path:
         return self.folder(sandbox_id) / "processes"

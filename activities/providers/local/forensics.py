@@ -2,7 +2,8 @@
 
 An agent's output is `<sandbox>/processes/<id>/output.log` (stdout and stderr together, as
 its launcher appends them), so reading it never touches the agent: no reader can slow it
-down, and a paused or stopped sandbox is read as it is, without waking it.
+down, and a paused sandbox is read as it is, without waking it. A stopped sandbox's disk is
+gone (see disk): only the last 64 KiB of each agent's output is kept, for `output_tail`.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from activities.providers.forensics import (
     OutputChunk,
     parse_start_key,
 )
+from activities.providers.local import disk as local_disk
 from activities.providers.local import procs as local_procs
 from activities.providers.local.engine import LocalEngine
 from activities.providers.local.files import WORKSPACE, NotFollowed, OutsideWorkspace, open_dir
@@ -53,6 +55,13 @@ class LocalForensics:
     async def output_tail(self, sandbox_id: str, process_id: str, max_bytes: int) -> OutputChunk:
         def tail() -> OutputChunk:
             log = self._log(sandbox_id, process_id)
+            kept = None if log.exists() else local_disk.read_tail(log.parent)
+            if kept is not None:
+                # A stopped sandbox: its disk is gone but for the last of each agent's output.
+                size, data = kept
+                data = data[-max_bytes:] if max_bytes > 0 else b""
+                record = local_procs.read_record(log.parent)
+                return OutputChunk(data, size, record.state, record.exit_code)
             size = _size(log)
             return self._read(sandbox_id, process_id, max(0, size - max_bytes), 0)
 

@@ -175,6 +175,9 @@ class LocalProvider:
     async def extend(self, sandbox_id: str, seconds: float) -> SandboxInfo:
         return sandbox_info(await asyncio.to_thread(self.engine.extend, sandbox_id, seconds))
 
+    async def set_labels(self, sandbox_id: str, labels: dict[str, str]) -> SandboxInfo:
+        return sandbox_info(await asyncio.to_thread(self.engine.set_labels, sandbox_id, labels))
+
     async def list(self, labels: dict[str, str], *, include_stopped: bool) -> list[SandboxInfo]:
         metas = await asyncio.to_thread(
             self.engine.list_sandboxes, labels, include_stopped=include_stopped

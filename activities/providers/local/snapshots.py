@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from activities.providers.local import disk as local_disk
 from activities.providers.local.engine import LocalEngine
 from activities.providers.local.files import read_json, write_json
 from activities.providers.local.guest_files import give
@@ -91,11 +92,9 @@ class LocalSnapshots:
     def delete(self, snapshot_id: str) -> None:
         if not snapshot_id.startswith("snap-") or "/" in snapshot_id:
             return
-        folder = self.root / snapshot_id
-        if folder.exists():
-            gone = self.root / f".{snapshot_id}.deleting"
-            os.replace(folder, gone)
-            shutil.rmtree(gone, ignore_errors=True)
+        # Renamed into the trash first, so a process killed half-way leaves nothing that
+        # `overnight reap` cannot finish (see disk).
+        local_disk.throw_away(self.root / snapshot_id, self.engine.trash_dir)
 
     def list(self, labels: dict[str, str]) -> list[dict[str, Any]]:
         if not self.root.is_dir():

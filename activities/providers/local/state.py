@@ -70,6 +70,11 @@ class SandboxMeta:
     # The unprivileged user its processes run as (a worker running as root); None: the
     # worker's own user.
     uid: int | None = None
+    # A stopped sandbox's disk is freed (see disk): when, and how many bytes it held then.
+    # Stopped but not freed: a stop cut short (a killed worker), finished by the next stop
+    # or `overnight reap`.
+    freed_at: float | None = None
+    freed_bytes: int | None = None
 
     @classmethod
     def from_json(cls, value: Mapping[str, Any]) -> SandboxMeta:

@@ -290,6 +290,16 @@ class RuntimeProvider(RuntimeWatching, RuntimeSnapshots, RuntimeAccount):
             sandbox = await self._handle(sandbox_id).extend(max(1, math.floor(seconds)))
         return sandbox_info(sandbox.info)
 
+    async def set_labels(self, sandbox_id: str, labels: dict[str, str]) -> SandboxInfo:
+        # `:update` replaces the labels it is given: send them all. Never wakes the sandbox.
+        async with runtime_call(sandbox_id, self._budget):
+            sandbox = await self._get(sandbox_id)
+            current = dict(sandbox.info.get("labels") or {})
+            if all(current.get(k) == v for k, v in labels.items()):
+                return sandbox_info(sandbox.info)
+            sandbox = await sandbox.update(labels={**current, **labels})
+        return sandbox_info(sandbox.info)
+
     async def list(self, labels: dict[str, str], *, include_stopped: bool) -> list[SandboxInfo]:
         async with runtime_call(None, self._budget):
             page = await self._client().sandboxes.list(
