@@ -9,7 +9,15 @@ import time
 
 import pytest
 
-from overnight.checkpoint_text import MAX_DEPTH, SUMMARY_CHARS, facts_of, parse, too_deep
+from overnight.checkpoint_text import (
+    MAX_DEPTH,
+    SUMMARY_CHARS,
+    CheckpointFacts,
+    facts_of,
+    parse,
+    too_deep,
+)
+from overnight.models import CheckpointSummary
 
 BOMB = "[" * 100_000 + "]" * 100_000
 
@@ -77,3 +85,43 @@ def test_only_text_that_opens_an_array_or_object_can_be_too_deep() -> None:
     assert not too_deep('"' + "[" * 100 + '"')  # a string: json.loads never recurses
     assert not too_deep("hello " + "[" * 100)
     assert too_deep(" \n" + "[" * 100)
+    assert too_deep(" \n" + "{" * 100)
+
+
+@pytest.mark.parametrize("first", ["X", "x", "1", "n", "-"])
+def test_plain_text_full_of_brackets_is_not_json_and_not_refused(first: str) -> None:
+    facts = facts_of(first + "[" * 100)
+    assert (facts.is_json, facts.refusal) == (False, None)
+
+
+def test_json_exactly_as_deep_as_the_limit_is_read_however_many_brackets_it_has() -> None:
+    # Two branches 63 deep inside a list: 64 deep, with 127 brackets opened.
+    text = "[" + nested(MAX_DEPTH - 1) + ", " + nested(MAX_DEPTH - 1) + "]"
+    assert not too_deep(text)
+    facts = facts_of(text)
+    assert facts.is_json and facts.refusal is None
+
+
+def test_parse_gives_the_value_of_json_and_nothing_else() -> None:
+    assert parse('{"next": "a"}') == (True, {"next": "a"})
+    assert parse("[]") == (True, [])
+    assert parse("not json") == (False, None)
+
+
+def test_a_json_array_checkpoint_is_json_with_no_summary_and_no_request() -> None:
+    facts = facts_of("[1, 2]")
+    assert facts == CheckpointFacts(is_json=True)
+
+
+def test_a_checkpoint_without_next_or_notes_says_neither() -> None:
+    assert facts_of('{"notes": []}').summary == CheckpointSummary(next=None, last_note=None)
+
+
+def test_a_next_step_that_is_not_text_is_shown_as_json() -> None:
+    facts = facts_of(json.dumps({"next": {"step": 3}, "notes": [None, 7]}))
+    assert facts.summary == CheckpointSummary(next='{"step": 3}', last_note="7")
+
+
+def test_a_next_step_of_exactly_the_summary_length_is_kept_whole() -> None:
+    facts = facts_of(json.dumps({"next": "n" * SUMMARY_CHARS}))
+    assert facts.summary is not None and facts.summary.next == "n" * SUMMARY_CHARS

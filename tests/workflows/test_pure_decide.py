@@ -27,6 +27,7 @@ from workflows.decide import (
     Watch,
     decide,
     decide_resume,
+    is_quiet,
     next_wake,
 )
 from workflows.state import SupervisorState
@@ -90,6 +91,15 @@ def test_agent_exit_zero_finishes_even_when_the_budget_is_gone() -> None:
     assert decide(state, exited(0), later(hours=30)) == Finish()
 
 
+def test_an_exited_agent_with_no_exit_code_is_not_finished() -> None:
+    # Runtime can report a process exited without its code: that is not success.
+    assert decide(running(), exited(None), later(minutes=5)) == Restart("agent crashed (exit None)")
+    stopped = Observation(process_state="exited", exit_code=None, sandbox_state="stopped")
+    assert decide(running(), stopped, later(minutes=5)) == Restart(
+        "sandbox stopped (no reason given)"
+    )
+
+
 @pytest.mark.parametrize("code", [1, 2, 74, 76, 137, 255])
 def test_crash_restarts_in_a_new_sandbox_and_counts(code: int) -> None:
     decision = decide(running(), exited(code), later(minutes=5))
@@ -106,7 +116,9 @@ def test_vanished_agent_process_is_restarted() -> None:
     assert decide(running(), seen, later(minutes=1)) == Restart("agent process is gone")
 
 
-@pytest.mark.parametrize("reason", ["timeout", "time_limit", "lease_end", "expired"])
+@pytest.mark.parametrize(
+    "reason", ["lease_expired", "timeout", "time_limit", "lease_end", "expired"]
+)
 def test_sandbox_time_limit_gets_a_new_sandbox(reason: str) -> None:
     seen = Observation(process_state="killed", sandbox_state="stopped", stop_reason=reason)
     assert decide(running(), seen, later(hours=1)) == Restart("sandbox time limit reached")
@@ -136,6 +148,15 @@ def test_observe_out_of_retries_means_the_sandbox_stopped_answering() -> None:
     assert decision == Restart("sandbox stopped answering (connection reset)")
 
 
+def test_only_a_look_at_a_running_agent_with_no_new_checkpoint_is_quiet() -> None:
+    assert is_quiet(working())
+    assert not is_quiet(ObserveFailed("connection reset"))
+    news = Observation(
+        process_state="running", sandbox_state="running", checkpoint=checkpoint_ok(note("2"))
+    )
+    assert not is_quiet(news)
+
+
 def test_a_sandbox_that_stopped_after_the_agent_finished_still_finishes() -> None:
     seen = Observation(process_state="exited", exit_code=0, sandbox_state="stopped")
     assert decide(running(), seen, later(minutes=3)) == Finish()
@@ -161,7 +182,17 @@ def test_stall_counts_from_the_last_checkpoint_not_from_the_start() -> None:
 
 
 @pytest.mark.parametrize(
-    ("seconds", "said"), [(3, "3 s"), (90, "90 s"), (120, "2 min"), (7200, "2 h")]
+    ("seconds", "said"),
+    [
+        (3, "3 s"),
+        (59, "59 s"),
+        (60, "1 min"),
+        (90, "90 s"),
+        (120, "2 min"),
+        (3600, "1 h"),
+        (5400, "90 min"),
+        (7200, "2 h"),
+    ],
 )
 def test_stall_reason_says_how_long_in_plain_units(seconds: float, said: str) -> None:
     state = running(spec=spec(stall_seconds=seconds))
