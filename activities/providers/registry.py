@@ -1,6 +1,6 @@
 """The one list of sandbox providers: name -> how to build one, its forensics, what it offers.
 
-The worker (`SandboxActivities.from_env`), the CLI (`reap`, `logs`, `inspect`) and the
+The worker (`SandboxActivities.from_env`), the CLI (`reap`, `disk`, `logs`, `inspect`) and the
 benchmarks all read providers from here, so a new provider is one package beside `local/`
 and `runtime/` plus one entry below. Imports are lazy: the Runtime SDK loads only where a
 Runtime provider is used.
@@ -14,6 +14,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import TypeGuard
 
+from activities.providers.disk import ProviderDisk
 from activities.providers.forensics import SandboxForensics
 from activities.providers.protocol import ProviderError, SandboxProvider
 from activities.providers.snapshot_protocol import SnapshotProvider
@@ -32,6 +33,8 @@ class ProviderKind:
     configured: Callable[[], bool]
     # Built on first use, inside the worker's event loop (its client belongs to that loop).
     lazy: bool
+    # Its disk account for one built provider: sandboxes on this machine's disk (local only).
+    disk: Callable[[SandboxProvider], ProviderDisk | None] = lambda _provider: None
 
 
 def _build_local() -> SandboxProvider:
@@ -45,6 +48,13 @@ def _local_forensics(provider: SandboxProvider) -> SandboxForensics | None:
     from activities.providers.local.provider import LocalProvider
 
     return LocalForensics(provider.engine) if isinstance(provider, LocalProvider) else None
+
+
+def _local_disk(provider: SandboxProvider) -> ProviderDisk | None:
+    from activities.providers.local.disk_account import LocalDiskAccount
+    from activities.providers.local.provider import LocalProvider
+
+    return LocalDiskAccount(provider.engine) if isinstance(provider, LocalProvider) else None
 
 
 def _runtime_configured() -> bool:
@@ -72,7 +82,9 @@ def _runtime_forensics(provider: SandboxProvider) -> SandboxForensics | None:
 
 
 PROVIDERS: dict[str, ProviderKind] = {
-    "local": ProviderKind("local", _build_local, _local_forensics, lambda: True, lazy=False),
+    "local": ProviderKind(
+        "local", _build_local, _local_forensics, lambda: True, lazy=False, disk=_local_disk
+    ),
     "runtime": ProviderKind(
         "runtime", _build_runtime, _runtime_forensics, _runtime_configured, lazy=True
     ),
@@ -88,6 +100,15 @@ def forensics_for(provider: SandboxProvider) -> SandboxForensics | None:
     benchmark's fake has no output to show)."""
     for kind in PROVIDERS.values():
         found = kind.forensics(provider)
+        if found is not None:
+            return found
+    return None
+
+
+def disk_for(provider: SandboxProvider) -> ProviderDisk | None:
+    """The disk account of one of overnight's providers whose sandboxes are on this machine."""
+    for kind in PROVIDERS.values():
+        found = kind.disk(provider)
         if found is not None:
             return found
     return None

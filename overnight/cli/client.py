@@ -8,7 +8,6 @@ query `status`, and `extend_budget` as an update too.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -18,11 +17,10 @@ from temporalio.common import SearchAttributeKey, WorkflowIDConflictPolicy, Work
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from activities.models import SandboxInfo
-from activities.providers.protocol import SandboxProvider
+from overnight.cli.reaping import ReapedSandbox as ReapedSandbox
+from overnight.cli.reaping import reap as reap
 from overnight.connect import default_ui_base, web_ui_url
 from overnight.constants import (
-    LABEL_RUN,
     SA_LAST_PROGRESS,
     SA_RESTARTS,
     SA_SANDBOX,
@@ -86,17 +84,6 @@ class RunSummary(BaseModel):
     last_progress_at: datetime | None = None
     started_at: datetime
     closed_at: datetime | None = None
-
-
-class ReapedSandbox(BaseModel):
-    provider: str
-    # A sandbox id, or a snapshot id for `kind == "snapshot"` (`stopped`: deleted).
-    sandbox_id: str
-    run_id: str
-    was: str
-    stopped: bool
-    detail: str = ""
-    kind: str = "sandbox"
 
 
 # --- one run ----------------------------------------------------------------------------------
@@ -235,96 +222,3 @@ async def list_runs(
     if open_only:
         query += " AND ExecutionStatus = 'Running'"
     return [summarize(execution) async for execution in client.list_workflows(query, limit=limit)]
-
-
-async def reap(
-    client: Client,
-    providers: Mapping[str, SandboxProvider],
-    *,
-    include_paused: bool = False,
-) -> list[ReapedSandbox]:
-    """Stop sandboxes labelled with a run whose workflow is closed (or gone).
-
-    A workflow that is terminated cannot clean up after itself; this does it instead. Paused
-    sandboxes are kept for a look unless `include_paused`.
-    """
-    wanted = {"starting", "running"} | ({"paused"} if include_paused else set())
-    open_runs: dict[str, bool] = {}
-    reaped: list[ReapedSandbox] = []
-    for provider_name, provider in providers.items():
-        for sandbox in await provider.list({}, include_stopped=False):
-            run_id = sandbox.labels.get(LABEL_RUN)
-            if run_id is None or sandbox.state not in wanted:
-                continue
-            if run_id not in open_runs:
-                status = await _workflow_status(client, run_id)
-                open_runs[run_id] = status == WorkflowExecutionStatus.RUNNING
-            if not open_runs[run_id]:
-                reaped.append(await _stop(provider_name, provider, sandbox, run_id))
-    reaped += await _reap_snapshots(client, providers, include_paused=include_paused)
-    return reaped
-
-
-# A run that ended this way deleted its own snapshots: any left were kept on purpose
-# (`keep_sandboxes`), like its paused sandboxes.
-_CLEAN_ENDINGS = (WorkflowExecutionStatus.COMPLETED, WorkflowExecutionStatus.CANCELED)
-
-
-async def _reap_snapshots(
-    client: Client, providers: Mapping[str, SandboxProvider], *, include_paused: bool
-) -> list[ReapedSandbox]:
-    """Delete snapshots of runs that no longer exist, or that ended without cleaning up
-    (terminated, failed, timed out); those of a run that ended well only with `include_paused`."""
-    from activities.providers.registry import supports_snapshots
-
-    statuses: dict[str, WorkflowExecutionStatus | None] = {}
-    reaped: list[ReapedSandbox] = []
-    for provider_name, provider in providers.items():
-        if not supports_snapshots(provider):
-            continue
-        for snap in await provider.list_snapshots({}):
-            run_id = snap.labels.get(LABEL_RUN)
-            if run_id is None:
-                continue
-            if run_id not in statuses:
-                statuses[run_id] = await _workflow_status(client, run_id)
-            status = statuses[run_id]
-            if status == WorkflowExecutionStatus.RUNNING:
-                continue
-            if status in _CLEAN_ENDINGS and not include_paused:
-                continue
-            entry = ReapedSandbox(
-                provider=provider_name,
-                sandbox_id=snap.snapshot_id,
-                run_id=run_id,
-                was=snap.state,
-                stopped=False,
-                kind="snapshot",
-            )
-            try:
-                await provider.delete_snapshot(snap.snapshot_id)
-            except Exception as err:  # one stubborn snapshot must not keep the others
-                entry.detail = f"{type(err).__name__}: {err}"
-            else:
-                entry.stopped = True
-            reaped.append(entry)
-    return reaped
-
-
-async def _stop(
-    provider_name: str, provider: SandboxProvider, sandbox: SandboxInfo, run_id: str
-) -> ReapedSandbox:
-    entry = ReapedSandbox(
-        provider=provider_name,
-        sandbox_id=sandbox.sandbox_id,
-        run_id=run_id,
-        was=sandbox.state,
-        stopped=False,
-    )
-    try:
-        await provider.stop(sandbox.sandbox_id)
-    except Exception as err:  # one stubborn sandbox must not keep the others running
-        entry.detail = f"{type(err).__name__}: {err}"
-        return entry
-    entry.stopped = True
-    return entry

@@ -21,13 +21,13 @@ from typing import Any
 from temporalio.client import Client
 
 from activities.providers.forensics import MAX_LISTED_FILES, FileEntry, FileListing
-from activities.providers.protocol import SandboxProvider
-from activities.providers.registry import open_configured
+from activities.providers.protocol import ProviderError, SandboxProvider
+from activities.providers.registry import forensics_for, open_configured
 from overnight.cli import logs, logs_follow
 from overnight.cli.render import terminal_safe
 from overnight.cli.run_view import CannotRead, RunView, load_run, opened, query_status
 from overnight.errors import OvernightError
-from overnight.output_tail import redact, secret_values
+from overnight.output_tail import cut_tail, redact, secret_values, window_bytes
 
 Connect = Callable[[argparse.Namespace], Awaitable[Client]]
 # The most `inspect PATH` prints of one file.
@@ -84,7 +84,10 @@ async def run_logs(args: argparse.Namespace, connect: Connect) -> int:
         try:
             await logs.show_attempt(view, provider, attempt, printer, tail=args.tail)
         except CannotRead as why:
-            return _show_kept(view, attempt, why, json_out=args.json)
+            recorded = (
+                None if view.kept_tail(attempt) else await _recorded_tail(view, provider, attempt)
+            )
+            return _show_kept(view, attempt, why, recorded, json_out=args.json)
         if args.json:
             collected = printer.out
             assert isinstance(collected, io.StringIO)
@@ -123,17 +126,48 @@ async def _follow(
     return 0
 
 
-def _show_kept(view: RunView, attempt: int, why: CannotRead, *, json_out: bool) -> int:
+def _show_kept(
+    view: RunView, attempt: int, why: CannotRead, recorded: str | None, *, json_out: bool
+) -> int:
     tail = view.kept_tail(attempt)
     logs.say(str(why))
-    if tail is None:
+    if tail is not None:
+        logs.say(
+            f"its last words, as the run kept them (attempt {attempt}; also in "
+            f"overnight status {view.run_id}):"
+        )
+    elif recorded is not None:
+        # No worker answered for the run: the deleted sandbox's own record kept these.
+        tail = recorded
+        logs.say(f"its last words, as its sandbox's record kept them (attempt {attempt}):")
+    else:
         return 1
-    logs.say(f"its last words, as the run kept them (attempt {attempt}):")
     if json_out:
-        print(json.dumps({"run_id": view.run_id, "attempt": attempt, "kept_tail": tail}))
+        about = {"run_id": view.run_id, "attempt": attempt, "why_not": str(why)}
+        print(json.dumps({**about, "kept_tail": tail}))
     else:
         print(terminal_safe(tail))
     return 0
+
+
+async def _recorded_tail(view: RunView, provider: SandboxProvider, attempt: int) -> str | None:
+    """The last lines of the attempt's last agent, from what a deleted local sandbox keeps
+    (its agents' records and output tails), redacted of the secrets this shell knows."""
+    sandbox, look = view.sandboxes.get(attempt), forensics_for(provider)
+    if sandbox is None or look is None or look.wakes_on_read:
+        return None
+    secrets = secret_values(view.spec.secret_env, os.environ)
+    try:
+        agents = await look.agents(sandbox.sandbox_id)
+        if not agents:
+            return None
+        chunk = await look.output_tail(
+            sandbox.sandbox_id, agents[-1].process_id, window_bytes(secrets)
+        )
+    except (ProviderError, OSError):
+        return None
+    whole = chunk.next_cursor - len(chunk.data) <= 0
+    return cut_tail(chunk.data, secrets, from_start=whole).text or None
 
 
 async def run_inspect(args: argparse.Namespace, connect: Connect) -> int:
@@ -247,12 +281,14 @@ def _workspace_path(raw: str) -> str:
 
 
 def _attempt(view: RunView, wanted: int | None) -> int:
-    latest = view.latest()
+    # Attempts whose sandboxes are deleted and their records gone are still the run's.
+    known = view.status.attempt if view.status is not None else 0
+    latest = view.latest() or known or None
     if latest is None:
         raise OvernightError(f"run {view.run_id} has no sandbox yet")
     if wanted is None:
         return latest
-    if wanted not in view.sandboxes:
+    if wanted not in view.sandboxes and not 1 <= wanted <= known:
         have = ", ".join(map(str, view.attempts))
         raise BadInput(f"run {view.run_id} has no attempt {wanted} (attempts: {have})")
     return wanted

@@ -20,6 +20,7 @@ from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
 from overnight.cli import client as api
+from overnight.cli import disk as disk_cli
 from overnight.cli import forensics as forensics_cli
 from overnight.cli import render
 from overnight.cli import schedule as schedule_cli
@@ -74,9 +75,15 @@ def build_parser() -> argparse.ArgumentParser:
     extend.add_argument("--hours", type=float, default=0)
     extend.add_argument("--spend", type=float, default=0, metavar="USD")
 
-    reap = commands.add_parser("reap", help="stop sandboxes left by closed runs")
-    reap.add_argument("--paused", action="store_true", help="stop paused ones too")
+    reap = commands.add_parser(
+        "reap",
+        help="delete sandboxes no run needs (closed runs', past retention); says the disk freed",
+    )
+    reap.add_argument(
+        "--paused", action="store_true", help="every paused one of a closed run too, kept or not"
+    )
     reap.add_argument("--json", action="store_true")
+    disk_cli.add_parser(commands, _Parser)
 
     forensics_cli.add_parsers(commands, _Parser)
     schedule_cli.add_parser(commands, _Parser)
@@ -139,6 +146,7 @@ async def _dispatch(args: argparse.Namespace) -> int:
         "cancel": _cancel,
         "extend": _extend,
         "reap": _reap,
+        "disk": disk_cli.run,
         "schedule": _schedule,
         "logs": _logs,
         "inspect": _inspect,

@@ -184,17 +184,39 @@ def reaped_text(reaped: Sequence[ReapedSandbox]) -> str:
         return "nothing to reap"
     lines = []
     for entry in reaped:
-        if entry.kind == "snapshot":
-            what = "deleted" if entry.stopped else f"could not delete ({entry.detail})"
+        if not entry.stopped:
+            verb = "delete" if entry.kind != "sandbox" or entry.provider == "local" else "stop"
+            what = f"could not {verb} ({entry.detail})"
+        elif entry.kind == "sandbox" and entry.freed_bytes is None:
+            what = "stopped (a stopped sandbox keeps nothing)"
         else:
-            what = "stopped" if entry.stopped else f"could not stop ({entry.detail})"
-        lines.append(f"{entry.provider} {entry.kind} {entry.sandbox_id} of {entry.run_id}: {what}")
-    stopped = sum(entry.stopped for entry in reaped if entry.kind != "snapshot")
+            what = "deleted"
+        if entry.why:
+            what += f": {entry.why}"
+        if entry.freed_bytes:
+            what += f"; freed {size_text(entry.freed_bytes)}"
+        of = f" of {entry.run_id}" if entry.run_id else ""
+        lines.append(f"{entry.provider} {entry.kind} {entry.sandbox_id}{of}: {what}")
+    stopped = sum(entry.stopped for entry in reaped if entry.kind == "sandbox")
     lines.append(f"reaped {stopped} sandbox{'es' if stopped != 1 else ''}")
     deleted = sum(entry.stopped for entry in reaped if entry.kind == "snapshot")
     if deleted:
         lines[-1] += f" and {deleted} snapshot{'s' if deleted != 1 else ''}"
+    freed = sum(entry.freed_bytes or 0 for entry in reaped if entry.stopped)
+    lines[-1] += f"; freed {size_text(freed)} of this machine's disk"
     return "\n".join(lines)
+
+
+def size_text(n: int) -> str:
+    """A size for people: bytes, KiB, MiB, GiB."""
+    if n < 1024:
+        return f"{n} B"
+    size = n / 1024
+    for unit in ("KiB", "MiB"):
+        if size < 1024:
+            return f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} GiB"
 
 
 def extension_text(extension: BudgetExtension) -> str:

@@ -17,7 +17,7 @@ import asyncio
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import UTC, timedelta
 
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
@@ -26,9 +26,10 @@ from activities.models import SandboxInfo
 from activities.providers.forensics import SandboxForensics
 from activities.providers.protocol import ProviderError, SandboxProvider
 from activities.providers.registry import forensics_for
-from overnight.constants import LABEL_ATTEMPT, LABEL_RUN
+from overnight.constants import LABEL_ATTEMPT, LABEL_KEEP_UNTIL, LABEL_RUN
 from overnight.errors import OvernightError, RunNotFound
 from overnight.models import RunSpec, RunStatus
+from overnight.retention import parse_label
 
 STATUS_TIMEOUT = timedelta(seconds=5)
 # States in which the run's current sandbox is the supervisor's to wake or pause, not ours.
@@ -175,20 +176,25 @@ async def opened(
     a paused Runtime sandbox that may be woken. CannotRead when it cannot be read now."""
     sandbox = view.sandboxes.get(attempt)
     if sandbox is None:
+        if view.status is not None and 1 <= attempt <= view.status.attempt:
+            raise CannotRead(
+                f"the sandbox of run {view.run_id}'s attempt {attempt} is gone: deleted, and "
+                "its record too"
+            )
         have = ", ".join(map(str, view.attempts)) or "none yet"
         raise CannotRead(f"run {view.run_id} has no sandbox for attempt {attempt} (have: {have})")
     forensics = forensics_for(provider)
     if forensics is None:
         raise CannotRead(f"provider {view.spec.provider!r} cannot be read from here")
     current = await provider.sandbox(sandbox.sandbox_id)
+    # A stopped sandbox is gone (a local one once its disk is freed: one stopped before stops
+    # freed it is still read where it is).
+    gone = current.deleted_at is not None or forensics.wakes_on_read
+    if current.state == "missing" or (current.state == "stopped" and gone):
+        raise CannotRead(deleted_text(sandbox, current, attempt))
     if not forensics.wakes_on_read:
         yield Opened(current, forensics)
         return
-    if current.state in ("stopped", "missing"):
-        raise CannotRead(
-            f"sandbox {sandbox.sandbox_id} (attempt {attempt}) is {current.state}: Runtime keeps "
-            "nothing of a stopped sandbox"
-        )
     if current.state != "paused":
         yield Opened(current, forensics)
         return
@@ -216,6 +222,26 @@ async def opened(
         yield Opened(woken, forensics, woken=True)
     finally:
         await asyncio.shield(_pause_again(provider, sandbox.sandbox_id, say))
+
+
+def deleted_text(listed: SandboxInfo, current: SandboxInfo, attempt: int) -> str:
+    """Why a sandbox cannot be read any more, plainly: when it was deleted, and why then."""
+    labels = current.labels or listed.labels
+    until = parse_label(labels.get(LABEL_KEEP_UNTIL))
+    when = current.deleted_at
+    on = f" on {when.astimezone(UTC):%Y-%m-%d %H:%M} UTC" if when is not None else ""
+    if until is not None and (when is None or when >= until):
+        why = (
+            f"at the end of its retention (it was kept for a look until {until:%Y-%m-%d %H:%M} UTC)"
+        )
+    elif current.state == "missing":
+        why = "and its record with it"
+    else:
+        why = "when it stopped (a stopped sandbox keeps nothing, as on Runtime)"
+    return (
+        f"sandbox {listed.sandbox_id} (attempt {attempt}) was deleted{on} {why}: its files and "
+        "its full output are gone"
+    )
 
 
 async def _pause_again(

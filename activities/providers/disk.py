@@ -1,0 +1,69 @@
+"""What a provider's sandboxes and snapshots hold on this machine's disk, and finishing deletes.
+
+A third interface beside `SandboxProvider` and `SandboxForensics`, for `overnight disk` and
+`overnight reap`: only providers whose sandboxes live on this machine have one (`local`,
+`registry.disk_for`); a Runtime sandbox's disk is Runtime's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Protocol
+
+
+@dataclass(frozen=True)
+class SandboxDisk:
+    """One sandbox's folder: what it holds now (a stopped one: its tombstone only)."""
+
+    sandbox_id: str
+    state: str
+    size_bytes: int
+    labels: dict[str, str] = field(default_factory=dict)
+    # A stopped sandbox: when its disk was deleted and what it held then.
+    deleted_at: datetime | None = None
+    freed_bytes: int | None = None
+
+
+@dataclass(frozen=True)
+class SnapshotDisk:
+    snapshot_id: str
+    size_bytes: int
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class DiskUsage:
+    """Everything the provider keeps under `root`, and the room left on its filesystem."""
+
+    root: str
+    sandboxes: list[SandboxDisk]
+    snapshots: list[SnapshotDisk]
+    # Deletes a process left half done (`overnight reap` finishes them).
+    trash_bytes: int
+    free_bytes: int
+    total_bytes: int
+
+
+@dataclass(frozen=True)
+class FinishedDelete:
+    """A delete that `finish_deletes` completed: a trash entry, or a stopped sandbox whose
+    disk had not been freed yet (a stop cut short, or one made before stops freed it)."""
+
+    what: str
+    kind: str  # "trash" or "sandbox"
+    freed_bytes: int
+    run_id: str = ""
+
+
+class ProviderDisk(Protocol):
+    async def usage(self) -> DiskUsage: ...
+
+    async def finish_deletes(self) -> list[FinishedDelete]:
+        """Complete every delete no live process is doing: trash entries and stopped
+        sandboxes whose disk is still there."""
+        ...
+
+    async def freed_bytes(self, sandbox_id: str) -> int | None:
+        """What deleting this sandbox freed (None: not deleted, or not known)."""
+        ...

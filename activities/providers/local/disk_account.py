@@ -1,0 +1,128 @@
+"""The local provider's disk account: what its sandboxes and snapshots hold under
+`$OVERNIGHT_HOME`, and finishing the deletes a killed process left half done (see disk)."""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import shutil
+from datetime import UTC, datetime
+from pathlib import Path
+
+from activities.providers.disk import DiskUsage, FinishedDelete, SandboxDisk, SnapshotDisk
+from activities.providers.local import disk as local_disk
+from activities.providers.local.engine import LocalEngine
+from activities.providers.local.files import read_json
+from activities.providers.local.snapshots import SNAPSHOT_FILE
+from activities.providers.local.state import SandboxMeta
+from activities.providers.protocol import ProviderError
+from overnight.constants import LABEL_RUN
+
+
+class LocalDiskAccount:
+    def __init__(self, engine: LocalEngine) -> None:
+        self.engine = engine
+        self.snapshots_root = engine.home / "snapshots"
+
+    async def usage(self) -> DiskUsage:
+        return await asyncio.to_thread(self._usage)
+
+    async def finish_deletes(self) -> list[FinishedDelete]:
+        return await asyncio.to_thread(self._finish)
+
+    async def freed_bytes(self, sandbox_id: str) -> int | None:
+        meta = await asyncio.to_thread(self.engine.find, sandbox_id)
+        return None if meta is None else meta.freed_bytes
+
+    def _usage(self) -> DiskUsage:
+        home = self.engine.home
+        sandboxes = [
+            SandboxDisk(
+                sandbox_id=meta.id,
+                state=meta.state,
+                size_bytes=local_disk.tree_bytes(self.engine.folder(meta.id)),
+                labels=dict(meta.labels),
+                deleted_at=_when(meta.freed_at),
+                freed_bytes=meta.freed_bytes,
+            )
+            for meta in self._metas()
+        ]
+        snapshots = [
+            SnapshotDisk(entry.name, local_disk.tree_bytes(entry), _snapshot_labels(entry) or {})
+            for entry in _entries(self.snapshots_root)
+            if not entry.name.startswith(".")
+        ]
+        leftovers = sum(local_disk.tree_bytes(entry) for entry in self._snapshot_leftovers())
+        room = shutil.disk_usage(home if home.is_dir() else home.parent)
+        return DiskUsage(
+            root=str(home),
+            sandboxes=sandboxes,
+            snapshots=snapshots,
+            trash_bytes=local_disk.tree_bytes(self.engine.trash_dir) + leftovers,
+            free_bytes=room.free,
+            total_bytes=room.total,
+        )
+
+    def _finish(self) -> list[FinishedDelete]:
+        done = [
+            FinishedDelete(name, "trash", freed)
+            for name, freed in local_disk.empty_trash(self.engine.trash_dir)
+        ]
+        done += self._finish_snapshots()
+        for meta in self._metas():
+            if meta.state != "stopped" or meta.freed_at is not None:
+                continue
+            try:
+                freed = self.engine.stop(meta.id)  # a stopped one: only its freeing is done
+            except ProviderError:
+                continue
+            done.append(
+                FinishedDelete(
+                    meta.id, "sandbox", freed.freed_bytes or 0, meta.labels.get(LABEL_RUN, "")
+                )
+            )
+        return done
+
+    def _finish_snapshots(self) -> list[FinishedDelete]:
+        """Copies a killed process left half made or half deleted (`.<id>.partial`,
+        `.<id>.deleting`), unless a snapshot is being taken right now."""
+        leftovers = self._snapshot_leftovers()
+        if not leftovers:
+            return []
+        with open(self.snapshots_root / ".lock", "ab") as lock:
+            try:
+                fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return []
+            return [
+                FinishedDelete(
+                    entry.name, "trash", local_disk.throw_away(entry, self.engine.trash_dir)
+                )
+                for entry in leftovers
+            ]
+
+    def _snapshot_leftovers(self) -> list[Path]:
+        return [
+            entry
+            for entry in _entries(self.snapshots_root)
+            if entry.name.endswith((".partial", ".deleting")) and entry.name.startswith(".")
+        ]
+
+    def _metas(self) -> list[SandboxMeta]:
+        return self.engine.list_sandboxes({}, include_stopped=True)
+
+
+def _when(stamp: float | None) -> datetime | None:
+    return None if stamp is None else datetime.fromtimestamp(stamp, UTC)
+
+
+def _entries(folder: Path) -> list[Path]:
+    try:
+        return sorted(folder.iterdir())
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+
+
+def _snapshot_labels(folder: Path) -> dict[str, str] | None:
+    record = read_json(folder / SNAPSHOT_FILE)
+    return dict(record.get("labels", {})) if isinstance(record, dict) else None
