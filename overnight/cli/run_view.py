@@ -230,10 +230,11 @@ def deleted_text(listed: SandboxInfo, current: SandboxInfo, attempt: int) -> str
     until = parse_label(labels.get(LABEL_KEEP_UNTIL))
     when = current.deleted_at
     on = f" on {when.astimezone(UTC):%Y-%m-%d %H:%M} UTC" if when is not None else ""
+    kept = f"{until:%Y-%m-%d %H:%M} UTC" if until is not None else ""
     if until is not None and (when is None or when >= until):
-        why = (
-            f"at the end of its retention (it was kept for a look until {until:%Y-%m-%d %H:%M} UTC)"
-        )
+        why = f"at the end of its retention (it was kept for a look until {kept})"
+    elif until is not None:
+        why = f"before its retention ended ({kept}): by a person, or overnight reap --paused"
     elif current.state == "missing":
         why = "and its record with it"
     else:
