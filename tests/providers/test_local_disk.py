@@ -5,6 +5,7 @@ figures add up. (A worker SIGKILLed mid-delete, end to end: tests/e2e/test_reten
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import subprocess
@@ -18,6 +19,7 @@ import pytest
 from activities.providers.local import disk as local_disk
 from activities.providers.local.disk_account import LocalDiskAccount
 from activities.providers.local.engine import LocalEngine
+from activities.providers.local.forensics import LocalForensics
 from activities.providers.local.snapshots import LocalSnapshots
 from overnight.constants import LABEL_ATTEMPT, LABEL_RUN
 
@@ -146,3 +148,29 @@ async def test_disk_usage_says_what_sandboxes_snapshots_and_half_deletes_hold(
     snapshots.delete(snap.snapshot_id)
     assert not (engine.home / "snapshots" / snap.snapshot_id).exists()
     assert [e.name for e in engine.trash_dir.iterdir()] == [entry.name]
+
+
+async def test_a_reader_a_moment_behind_the_stop_still_gets_the_agents_last_output(
+    tmp_path: Path,
+) -> None:
+    engine = LocalEngine(tmp_path / "home")
+    engine.get_or_create("read-1", labels={LABEL_RUN: "disk"}, isolation="none")
+    command = "head -c 100000 /dev/zero | tr '\\0' a; echo; echo the end; sleep 60"
+    engine.start_process("read-1", "read-1-1-0", command)
+    look = LocalForensics(engine)
+    for _ in range(100):
+        chunk = await look.read_output("read-1", "read-1-1-0", 0)
+        if chunk.data.endswith(b"the end\n"):
+            break
+        await asyncio.sleep(0.05)
+    behind = 100_000 - 10  # a follower that has read all but the last few lines
+    engine.stop("read-1")
+
+    chunk = await look.read_output("read-1", "read-1-1-0", behind)
+    assert (chunk.data, chunk.next_cursor, chunk.dropped) == (b"aaaaaaaaaa\nthe end\n", 100_009, 0)
+    assert chunk.state == "killed"
+    far_behind = await look.read_output("read-1", "read-1-1-0", 0)
+    assert far_behind.dropped == 100_009 - local_disk.TAIL_KEPT_BYTES
+    assert far_behind.data.endswith(b"the end\n") and far_behind.next_cursor == 100_009
+    tail = await look.output_tail("read-1", "read-1-1-0", 8)
+    assert (tail.data, tail.next_cursor, tail.dropped) == (b"the end\n", 100_009, 0)

@@ -9,6 +9,7 @@ gone (see disk): only the last 64 KiB of each agent's output is kept, for `outpu
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import posixpath
 import stat
@@ -56,14 +57,10 @@ class LocalForensics:
         def tail() -> OutputChunk:
             log = self._log(sandbox_id, process_id)
             kept = None if log.exists() else local_disk.read_tail(log.parent)
-            if kept is not None:
-                # A stopped sandbox: its disk is gone but for the last of each agent's output.
-                size, data = kept
-                data = data[-max_bytes:] if max_bytes > 0 else b""
-                record = local_procs.read_record(log.parent)
-                return OutputChunk(data, size, record.state, record.exit_code)
-            size = _size(log)
-            return self._read(sandbox_id, process_id, max(0, size - max_bytes), 0)
+            # A stopped sandbox: its disk is gone but for the last of each agent's output.
+            size = kept[0] if kept is not None else _size(log)
+            chunk = self._read(sandbox_id, process_id, max(0, size - max_bytes), 0)
+            return dataclasses.replace(chunk, dropped=0)
 
         return await read_in_pool(sandbox_id, tail)
 
@@ -117,10 +114,18 @@ class LocalForensics:
             if size > cursor or ended or time.monotonic() >= give_up:
                 break
             time.sleep(LOOK_SECONDS)
-        start = min(max(0, cursor), size)
-        data = b""
-        if size > start:
-            data = _read_log(log, start, min(size - start, OUTPUT_READ_BYTES))
+        kept = None if not ended or log.exists() else local_disk.read_tail(proc_dir)
+        if kept is not None:
+            # Stopped and deleted since (a follower a moment behind): what its tail keeps.
+            size, tail = kept
+            first = size - len(tail)
+            start = min(max(0, cursor, first), size)
+            data = tail[start - first : start - first + OUTPUT_READ_BYTES]
+        else:
+            first, start = 0, min(max(0, cursor), size)
+            data = b""
+            if size > start:
+                data = _read_log(log, start, min(size - start, OUTPUT_READ_BYTES))
         # Ended only once everything it wrote has been handed out.
         done = ended and start + len(data) >= size
         return OutputChunk(
@@ -128,6 +133,7 @@ class LocalForensics:
             next_cursor=start + len(data),
             state=record.state if done else "running",
             exit_code=record.exit_code if done else None,
+            dropped=max(0, first - cursor),
         )
 
     def _list(self, sandbox_id: str, path: str, max_entries: int) -> FileListing:
