@@ -87,7 +87,7 @@ async def run_logs(args: argparse.Namespace, connect: Connect) -> int:
             recorded = (
                 None if view.kept_tail(attempt) else await _recorded_tail(view, provider, attempt)
             )
-            return _show_kept(view, attempt, why, recorded, json_out=args.json)
+            return _show_kept(view, attempt, why, recorded, json_out=args.json, lines=args.tail)
         if args.json:
             collected = printer.out
             assert isinstance(collected, io.StringIO)
@@ -127,7 +127,13 @@ async def _follow(
 
 
 def _show_kept(
-    view: RunView, attempt: int, why: CannotRead, recorded: str | None, *, json_out: bool
+    view: RunView,
+    attempt: int,
+    why: CannotRead,
+    recorded: str | None,
+    *,
+    json_out: bool,
+    lines: int | None = None,
 ) -> int:
     tail = view.kept_tail(attempt)
     logs.say(str(why))
@@ -142,6 +148,8 @@ def _show_kept(
         logs.say(f"its last words, as its sandbox's record kept them (attempt {attempt}):")
     else:
         return 1
+    if lines is not None:
+        tail = "\n".join(tail.splitlines()[-lines:])
     if json_out:
         about = {"run_id": view.run_id, "attempt": attempt, "why_not": str(why)}
         print(json.dumps({**about, "kept_tail": tail}))
