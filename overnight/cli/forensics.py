@@ -21,13 +21,13 @@ from typing import Any
 from temporalio.client import Client
 
 from activities.providers.forensics import MAX_LISTED_FILES, FileEntry, FileListing
-from activities.providers.protocol import ProviderError, SandboxProvider
-from activities.providers.registry import forensics_for, open_configured
+from activities.providers.protocol import SandboxProvider
+from activities.providers.registry import open_configured
 from overnight.cli import logs, logs_follow
 from overnight.cli.render import terminal_safe
 from overnight.cli.run_view import CannotRead, RunView, load_run, opened, query_status
 from overnight.errors import OvernightError
-from overnight.output_tail import cut_tail, redact, secret_values, window_bytes
+from overnight.output_tail import redact, secret_values
 
 Connect = Callable[[argparse.Namespace], Awaitable[Client]]
 # The most `inspect PATH` prints of one file.
@@ -84,10 +84,7 @@ async def run_logs(args: argparse.Namespace, connect: Connect) -> int:
         try:
             await logs.show_attempt(view, provider, attempt, printer, tail=args.tail)
         except CannotRead as why:
-            recorded = (
-                None if view.kept_tail(attempt) else await _recorded_tail(view, provider, attempt)
-            )
-            return _show_kept(view, attempt, why, recorded, json_out=args.json, lines=args.tail)
+            return _show_kept(view, attempt, why, json_out=args.json, lines=args.tail)
         if args.json:
             collected = printer.out
             assert isinstance(collected, io.StringIO)
@@ -130,24 +127,20 @@ def _show_kept(
     view: RunView,
     attempt: int,
     why: CannotRead,
-    recorded: str | None,
     *,
     json_out: bool,
     lines: int | None = None,
 ) -> int:
     tail = view.kept_tail(attempt)
     logs.say(str(why))
-    if tail is not None:
-        logs.say(
-            f"its last words, as the run kept them (attempt {attempt}; also in "
-            f"overnight status {view.run_id}):"
-        )
-    elif recorded is not None:
-        # No worker answered for the run: the deleted sandbox's own record kept these.
-        tail = recorded
-        logs.say(f"its last words, as its sandbox's record kept them (attempt {attempt}):")
-    else:
+    if tail is None:
+        if view.status is None:
+            logs.say(f"its last words are in overnight status {view.run_id} once a worker answers")
         return 1
+    logs.say(
+        f"its last words, as the run kept them (attempt {attempt}; also in "
+        f"overnight status {view.run_id}):"
+    )
     if lines is not None:
         tail = "\n".join(tail.splitlines()[-lines:])
     if json_out:
@@ -156,26 +149,6 @@ def _show_kept(
     else:
         print(terminal_safe(tail))
     return 0
-
-
-async def _recorded_tail(view: RunView, provider: SandboxProvider, attempt: int) -> str | None:
-    """The last lines of the attempt's last agent, from what a deleted local sandbox keeps
-    (its agents' records and output tails), redacted of the secrets this shell knows."""
-    sandbox, look = view.sandboxes.get(attempt), forensics_for(provider)
-    if sandbox is None or look is None or look.wakes_on_read:
-        return None
-    secrets = secret_values(view.spec.secret_env, os.environ)
-    try:
-        agents = await look.agents(sandbox.sandbox_id)
-        if not agents:
-            return None
-        chunk = await look.output_tail(
-            sandbox.sandbox_id, agents[-1].process_id, window_bytes(secrets)
-        )
-    except (ProviderError, OSError):
-        return None
-    whole = chunk.next_cursor - len(chunk.data) <= 0
-    return cut_tail(chunk.data, secrets, from_start=whole).text or None
 
 
 async def run_inspect(args: argparse.Namespace, connect: Connect) -> int:

@@ -248,6 +248,15 @@ async def test_a_secret_the_agent_prints_is_redacted_from_its_last_words_and_not
                 await asyncio.sleep(0.2)
             async for execution in dev_client.list_workflows():
                 assert secret not in await history_text(dev_client, execution.id), execution.id
+            # The agent's own output, in the crashed attempt's sandbox (kept paused for a look),
+            # holds what it printed (as Runtime would keep it); nothing overnight copied out of
+            # a sandbox, and no other file, does.
+            holding = files_holding(world.root, secret.encode())
+            assert holding, "the agent printed the secret"
+            for path in holding:
+                assert path.name == "output.log" and path.parent.parent.name == "processes", path
+    # Once its sandboxes are stopped, they are gone, and what the agent printed with them.
+    assert files_holding(world.root, secret.encode()) == []
 
     # Each run told of its restart (with the crash's last words) and of its end.
     by_run: dict[str, list[str]] = {}
@@ -261,9 +270,3 @@ async def test_a_secret_the_agent_prints_is_redacted_from_its_last_words_and_not
         assert secret not in text
     log = "".join(w.log_file.read_text(errors="replace") for w in world.pool.workers)
     assert secret not in log
-    # The agent's own output, in its own sandbox, holds what it printed (as Runtime would keep
-    # it); nothing overnight copied out of a sandbox, and no other file, does.
-    holding = files_holding(world.root, secret.encode())
-    assert holding, "the agent printed the secret"
-    for path in holding:
-        assert path.name == "output.log" and path.parent.parent.name == "processes", path

@@ -105,7 +105,9 @@ async def test_files_are_listed_without_entering_git_and_read_back(provider: Har
     assert (read.status, read.data) == ("ok", b'{"step": 2}')
 
 
-async def test_a_local_sandbox_is_read_where_it_is_paused_or_stopped(provider: Harness) -> None:
+async def test_a_local_sandbox_is_read_where_it_is_paused_and_gone_once_stopped(
+    provider: Harness,
+) -> None:
     if provider.name != "local":
         return  # Runtime: reading wakes a paused sandbox; the CLI wakes and re-pauses it
     box = await new_sandbox(provider)
@@ -118,7 +120,9 @@ async def test_a_local_sandbox_is_read_where_it_is_paused_or_stopped(provider: H
     assert chunk.data == b"before\n"
     assert (await provider.provider.sandbox(box.sandbox_id)).state == "paused"
     await provider.provider.stop(box.sandbox_id)
+    # Stopped, it is gone as on Runtime: its agent is still told of, its files and output not.
     listing = await look.list_files(box.sandbox_id, "/workspace", 10)
-    assert listing.entries == [] or all(e.path.startswith("/workspace/") for e in listing.entries)
+    assert listing.entries == []
+    assert [a.process_id for a in await look.agents(box.sandbox_id)] == [process.process_id]
     tail = await look.output_tail(box.sandbox_id, process.process_id, 100)
-    assert tail.data == b"before\n"
+    assert (tail.data, tail.state) == (b"", "killed")

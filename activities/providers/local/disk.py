@@ -2,20 +2,22 @@
 
 A stop (`LocalEngine.stop`, a lease end that stops, `overnight reap`) leaves of the sandbox's
 folder only a tombstone: `sandbox.json` (state `stopped`, when its disk was freed and how much
-it held), its `.lock`, and each agent's records (`launch.json`, `process.json`, `exit.json`)
-with the last 64 KiB of its output (`output-tail.json`). Everything else (the workspace, the
-agent's home and `/tmp`, the full output) is deleted. A paused sandbox keeps everything.
+it held), its `.lock`, and each agent's records (`launch.json`, `process.json`, `exit.json`:
+what was started, and how it ended). Everything else (the workspace, the agent's home and
+`/tmp`, its output) is deleted: nothing the agent wrote or printed outlives the sandbox, so no
+secret it printed does either (the run keeps its last words, redacted by the worker, read
+before the stop). A paused sandbox keeps everything.
 
-Crash-safe, in three steps under the sandbox's lock, its agents already dead:
+Crash-safe, in two steps under the sandbox's lock, its agents already dead:
 
-1. each agent's output tail is copied beside its records (read without following a link);
-2. everything else is moved, one `rename` each, into an entry of `$OVERNIGHT_HOME/trash/`
-   that the deleting process holds an flock on; the sandbox is then marked freed;
-3. the entry is deleted.
+1. everything but the tombstone is moved, one `rename` each, into an entry of
+   `$OVERNIGHT_HOME/trash/` that the deleting process holds an flock on; the sandbox is then
+   marked freed;
+2. the entry is deleted.
 
-A process killed during 1 or 2 leaves a stopped sandbox not marked freed: the next stop or
+A process killed during 1 leaves a stopped sandbox not marked freed: the next stop or
 `overnight reap` does it again (what was moved is already gone from the folder). Killed during
-3, it leaves a trash entry whose flock died with it: `reap` deletes it (an entry still locked
+2, it leaves a trash entry whose flock died with it: `reap` deletes it (an entry still locked
 is being deleted by a live process, and is left to it).
 
 Nothing outside the folder is touched: deleting walks by file descriptor (`shutil.rmtree`'s
@@ -27,7 +29,6 @@ deletes files of the sandbox's own user as they are.
 
 from __future__ import annotations
 
-import base64
 import errno
 import fcntl
 import os
@@ -38,20 +39,15 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
-from activities.providers.local.files import read_json, write_json
-from activities.providers.local.launcher import EXIT_FILE, LAUNCH_FILE, OUTPUT_FILE, PROCESS_FILE
+from activities.providers.local.launcher import EXIT_FILE, LAUNCH_FILE, PROCESS_FILE
 from activities.providers.local.state import SANDBOX_FILE
 
 TRASH = "trash"
-# What a stopped sandbox keeps: its state and lock, and per agent its records and output tail.
-TAIL_FILE = "output-tail.json"
-TAIL_KEPT_BYTES = 64 * 1024
+# What a stopped sandbox keeps: its state and lock, and per agent its records.
 KEPT_TOP = frozenset({SANDBOX_FILE, ".lock", "processes"})
-KEPT_AGENT = frozenset({LAUNCH_FILE, PROCESS_FILE, EXIT_FILE, TAIL_FILE})
+KEPT_AGENT = frozenset({LAUNCH_FILE, PROCESS_FILE, EXIT_FILE})
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 if not shutil.rmtree.avoids_symlink_attacks:  # pragma: no cover (every Linux has it)
     raise ImportError("deleting sandboxes needs shutil.rmtree's fd-based walk (Linux)")
@@ -73,15 +69,14 @@ def trash_entry(trash: Path, name: str) -> Iterator[Path]:
 
 
 def move_out(folder: Path, entry: Path) -> int:
-    """Steps 1 and 2: keep each agent's output tail, move everything a tombstone does not
-    keep into `entry`. The bytes moved out (what deleting `entry` frees)."""
+    """Step 1: move everything a tombstone does not keep into `entry`. The bytes moved out
+    (what deleting `entry` frees)."""
     procs = folder / "processes"
     if _is_real_dir(procs):
         for proc_dir in _children(procs):
             if not _is_real_dir(proc_dir):
                 _move(proc_dir, entry / "processes" / proc_dir.name)
                 continue
-            keep_tail(proc_dir)
             for child in _children(proc_dir):
                 if child.name not in KEPT_AGENT:
                     _move(child, entry / "processes" / proc_dir.name / child.name)
@@ -89,39 +84,6 @@ def move_out(folder: Path, entry: Path) -> int:
         if child.name not in KEPT_TOP or (child.name == "processes" and not _is_real_dir(child)):
             _move(child, entry / child.name)
     return tree_bytes(entry)
-
-
-def keep_tail(proc_dir: Path) -> None:
-    """Copy the last `TAIL_KEPT_BYTES` of the agent's output beside its records (once)."""
-    if (proc_dir / TAIL_FILE).exists():
-        return
-    size, data = 0, b""
-    try:
-        fd = os.open(proc_dir / OUTPUT_FILE, _READ_FLAGS)
-    except OSError:
-        fd = -1
-    if fd >= 0:
-        try:
-            info = os.fstat(fd)
-            if stat.S_ISREG(info.st_mode):
-                size = info.st_size
-                start = max(0, size - TAIL_KEPT_BYTES)
-                data = os.pread(fd, size - start, start)
-        finally:
-            os.close(fd)
-    kept = {"size": size, "tail": base64.b64encode(data).decode("ascii")}
-    write_json(proc_dir / TAIL_FILE, kept)
-
-
-def read_tail(proc_dir: Path) -> tuple[int, bytes] | None:
-    """(the output's whole size, its last bytes) kept by a stopped sandbox, if any."""
-    kept: Any = read_json(proc_dir / TAIL_FILE)
-    if not isinstance(kept, dict):
-        return None
-    try:
-        return int(kept["size"]), base64.b64decode(kept["tail"])
-    except (KeyError, TypeError, ValueError):
-        return None
 
 
 def remove_tree(path: Path) -> None:

@@ -3,13 +3,12 @@
 An agent's output is `<sandbox>/processes/<id>/output.log` (stdout and stderr together, as
 its launcher appends them), so reading it never touches the agent: no reader can slow it
 down, and a paused sandbox is read as it is, without waking it. A stopped sandbox's disk is
-gone (see disk): only the last 64 KiB of each agent's output is kept, for `output_tail`.
+gone (see disk): its agents' records are kept (`agents` lists them), their output is not.
 """
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import os
 import posixpath
 import stat
@@ -26,7 +25,6 @@ from activities.providers.forensics import (
     OutputChunk,
     parse_start_key,
 )
-from activities.providers.local import disk as local_disk
 from activities.providers.local import procs as local_procs
 from activities.providers.local.engine import LocalEngine
 from activities.providers.local.files import WORKSPACE, NotFollowed, OutsideWorkspace, open_dir
@@ -56,11 +54,8 @@ class LocalForensics:
     async def output_tail(self, sandbox_id: str, process_id: str, max_bytes: int) -> OutputChunk:
         def tail() -> OutputChunk:
             log = self._log(sandbox_id, process_id)
-            kept = None if log.exists() else local_disk.read_tail(log.parent)
-            # A stopped sandbox: its disk is gone but for the last of each agent's output.
-            size = kept[0] if kept is not None else _size(log)
-            chunk = self._read(sandbox_id, process_id, max(0, size - max_bytes), 0)
-            return dataclasses.replace(chunk, dropped=0)
+            size = _size(log)
+            return self._read(sandbox_id, process_id, max(0, size - max_bytes), 0)
 
         return await read_in_pool(sandbox_id, tail)
 
@@ -114,18 +109,10 @@ class LocalForensics:
             if size > cursor or ended or time.monotonic() >= give_up:
                 break
             time.sleep(LOOK_SECONDS)
-        kept = None if not ended or log.exists() else local_disk.read_tail(proc_dir)
-        if kept is not None:
-            # Stopped and deleted since (a follower a moment behind): what its tail keeps.
-            size, tail = kept
-            first = size - len(tail)
-            start = min(max(0, cursor, first), size)
-            data = tail[start - first : start - first + OUTPUT_READ_BYTES]
-        else:
-            first, start = 0, min(max(0, cursor), size)
-            data = b""
-            if size > start:
-                data = _read_log(log, start, min(size - start, OUTPUT_READ_BYTES))
+        start = min(max(0, cursor), size)
+        data = b""
+        if size > start:
+            data = _read_log(log, start, min(size - start, OUTPUT_READ_BYTES))
         # Ended only once everything it wrote has been handed out.
         done = ended and start + len(data) >= size
         return OutputChunk(
@@ -133,7 +120,6 @@ class LocalForensics:
             next_cursor=start + len(data),
             state=record.state if done else "running",
             exit_code=record.exit_code if done else None,
-            dropped=max(0, first - cursor),
         )
 
     def _list(self, sandbox_id: str, path: str, max_entries: int) -> FileListing:
