@@ -176,3 +176,26 @@ async def test_a_stopped_sandbox_keeps_nothing_its_agent_printed_not_even_a_secr
     for path in (tmp_path / "home").rglob("*"):
         if path.is_file():
             assert secret.encode() not in path.read_bytes(), path
+
+
+async def test_a_reader_a_moment_behind_the_stop_is_told_how_much_it_missed(
+    tmp_path: Path,
+) -> None:
+    engine = LocalEngine(tmp_path / "home")
+    engine.get_or_create("late-1", labels={LABEL_RUN: "disk"}, isolation="none")
+    engine.start_process("late-1", "late-1-1-0", "seq 1000; sleep 60")
+    look = LocalForensics(engine)
+    for _ in range(100):
+        if (await look.read_output("late-1", "late-1-1-0", 0)).data.endswith(b"1000\n"):
+            break
+        await asyncio.sleep(0.05)
+    printed = len(b"".join(f"{n}\n".encode() for n in range(1, 1001)))
+
+    engine.stop("late-1")
+
+    # A follower (`logs --follow`) that had read 100 bytes when the run ended and deleted it.
+    late = await look.read_output("late-1", "late-1-1-0", 100)
+    assert (late.data, late.dropped, late.next_cursor) == (b"", printed - 100, printed)
+    assert late.state == "killed"
+    done = await look.read_output("late-1", "late-1-1-0", printed)
+    assert (done.data, done.dropped, done.state) == (b"", 0, "killed")

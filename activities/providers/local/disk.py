@@ -3,10 +3,10 @@
 A stop (`LocalEngine.stop`, a lease end that stops, `overnight reap`) leaves of the sandbox's
 folder only a tombstone: `sandbox.json` (state `stopped`, when its disk was freed and how much
 it held), its `.lock`, and each agent's records (`launch.json`, `process.json`, `exit.json`:
-what was started, and how it ended). Everything else (the workspace, the agent's home and
-`/tmp`, its output) is deleted: nothing the agent wrote or printed outlives the sandbox, so no
-secret it printed does either (the run keeps its last words, redacted by the worker, read
-before the stop). A paused sandbox keeps everything.
+what was started, and how it ended; `output.json`: how many bytes it printed). Everything
+else (the workspace, the agent's home and `/tmp`, its output) is deleted: nothing the agent
+wrote or printed outlives the sandbox, so no secret it printed does either (the run keeps its
+last words, redacted by the worker, read before the stop). A paused sandbox keeps everything.
 
 Crash-safe, in two steps under the sandbox's lock, its agents already dead:
 
@@ -40,13 +40,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from activities.providers.local.launcher import EXIT_FILE, LAUNCH_FILE, PROCESS_FILE
+from activities.providers.local.files import read_json, write_json
+from activities.providers.local.launcher import EXIT_FILE, LAUNCH_FILE, OUTPUT_FILE, PROCESS_FILE
 from activities.providers.local.state import SANDBOX_FILE
 
 TRASH = "trash"
 # What a stopped sandbox keeps: its state and lock, and per agent its records.
+OUTPUT_SIZE_FILE = "output.json"
 KEPT_TOP = frozenset({SANDBOX_FILE, ".lock", "processes"})
-KEPT_AGENT = frozenset({LAUNCH_FILE, PROCESS_FILE, EXIT_FILE})
+KEPT_AGENT = frozenset({LAUNCH_FILE, PROCESS_FILE, EXIT_FILE, OUTPUT_SIZE_FILE})
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 if not shutil.rmtree.avoids_symlink_attacks:  # pragma: no cover (every Linux has it)
@@ -77,6 +79,7 @@ def move_out(folder: Path, entry: Path) -> int:
             if not _is_real_dir(proc_dir):
                 _move(proc_dir, entry / "processes" / proc_dir.name)
                 continue
+            _note_output_size(proc_dir)
             for child in _children(proc_dir):
                 if child.name not in KEPT_AGENT:
                     _move(child, entry / "processes" / proc_dir.name / child.name)
@@ -84,6 +87,25 @@ def move_out(folder: Path, entry: Path) -> int:
         if child.name not in KEPT_TOP or (child.name == "processes" and not _is_real_dir(child)):
             _move(child, entry / child.name)
     return tree_bytes(entry)
+
+
+def output_size(proc_dir: Path) -> int | None:
+    """How many bytes a deleted agent's output held (None: not deleted, or not known)."""
+    noted = read_json(proc_dir / OUTPUT_SIZE_FILE)
+    size = noted.get("bytes") if isinstance(noted, dict) else None
+    return size if isinstance(size, int) else None
+
+
+def _note_output_size(proc_dir: Path) -> None:
+    # Its size only, never its bytes: a reader a moment behind is told how much it missed.
+    if (proc_dir / OUTPUT_SIZE_FILE).exists():
+        return
+    try:
+        info = os.lstat(proc_dir / OUTPUT_FILE)
+    except OSError:
+        return
+    if stat.S_ISREG(info.st_mode):
+        write_json(proc_dir / OUTPUT_SIZE_FILE, {"bytes": info.st_size})
 
 
 def remove_tree(path: Path) -> None:

@@ -3,7 +3,8 @@
 An agent's output is `<sandbox>/processes/<id>/output.log` (stdout and stderr together, as
 its launcher appends them), so reading it never touches the agent: no reader can slow it
 down, and a paused sandbox is read as it is, without waking it. A stopped sandbox's disk is
-gone (see disk): its agents' records are kept (`agents` lists them), their output is not.
+gone (see disk): its agents' records are kept (`agents` lists them), their output is not (a
+read says how many bytes it no longer keeps).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from activities.providers.forensics import (
     OutputChunk,
     parse_start_key,
 )
+from activities.providers.local import disk as local_disk
 from activities.providers.local import procs as local_procs
 from activities.providers.local.engine import LocalEngine
 from activities.providers.local.files import WORKSPACE, NotFollowed, OutsideWorkspace, open_dir
@@ -109,6 +111,11 @@ class LocalForensics:
             if size > cursor or ended or time.monotonic() >= give_up:
                 break
             time.sleep(LOOK_SECONDS)
+        gone = local_disk.output_size(proc_dir) if ended and not log.exists() else None
+        if gone is not None:
+            # Deleted with its sandbox (a reader a moment behind): told what it missed.
+            end = max(cursor, gone)
+            return OutputChunk(b"", end, record.state, record.exit_code, dropped=end - cursor)
         start = min(max(0, cursor), size)
         data = b""
         if size > start:
