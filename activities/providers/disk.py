@@ -11,6 +11,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
 
+# How long the record of a deleted sandbox (a local tombstone: its state and its agents'
+# records, a few KiB) is kept, so `logs` can still say when and why it went.
+RECORD_DAYS = 30
+
 
 @dataclass(frozen=True)
 class SandboxDisk:
@@ -51,7 +55,7 @@ class FinishedDelete:
     disk had not been freed yet (a stop cut short, or one made before stops freed it)."""
 
     what: str
-    kind: str  # "trash" or "sandbox"
+    kind: str  # "trash", "sandbox", or "records" (old tombstones, several at once)
     freed_bytes: int
     run_id: str = ""
 
@@ -59,9 +63,10 @@ class FinishedDelete:
 class ProviderDisk(Protocol):
     async def usage(self) -> DiskUsage: ...
 
-    async def finish_deletes(self) -> list[FinishedDelete]:
+    async def finish_deletes(self, now: datetime) -> list[FinishedDelete]:
         """Complete every delete no live process is doing: trash entries and stopped
-        sandboxes whose disk is still there."""
+        sandboxes whose disk is still there; and forget the records of sandboxes deleted
+        `RECORD_DAYS` before `now`."""
         ...
 
     async def freed_bytes(self, sandbox_id: str) -> int | None:

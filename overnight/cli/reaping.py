@@ -6,7 +6,8 @@
   has passed since it closed; `--paused`: every paused sandbox of a closed run. Deleting is
   stopping: a stopped sandbox is gone, on Runtime as locally (its disk freed).
 - Local deletes a killed process left half done: trash entries, and stopped sandboxes whose
-  disk is still there (stops cut short, or made before stops freed it).
+  disk is still there (stops cut short, or made before stops freed it); and the records
+  (tombstones) of local sandboxes deleted over `RECORD_DAYS` ago.
 - Snapshots of runs that are gone or ended without cleaning up (terminated, failed, timed out);
   those of a run that ended well only with `--paused`.
 
@@ -23,7 +24,7 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.models import SandboxInfo
-from activities.providers.disk import ProviderDisk
+from activities.providers.disk import RECORD_DAYS, ProviderDisk
 from activities.providers.protocol import SandboxProvider
 from activities.providers.registry import disk_for, supports_snapshots
 from overnight.cli.run_view import run_spec
@@ -108,7 +109,7 @@ async def reap(
     for name, provider in providers.items():
         disk = disk_for(provider)
         if disk is not None:
-            reaped += await _finish_deletes(name, disk)
+            reaped += await _finish_deletes(name, disk, when)
         for sandbox in await provider.list({}, include_stopped=False):
             run_id = sandbox.labels.get(LABEL_RUN)
             if run_id is None:
@@ -123,19 +124,25 @@ async def reap(
     return reaped
 
 
-async def _finish_deletes(provider_name: str, disk: ProviderDisk) -> list[ReapedSandbox]:
+async def _finish_deletes(
+    provider_name: str, disk: ProviderDisk, now: datetime
+) -> list[ReapedSandbox]:
     return [
         ReapedSandbox(
             provider=provider_name,
             sandbox_id=done.what,
             run_id=done.run_id,
-            was="stopped" if done.kind == "sandbox" else "half deleted",
+            was={"sandbox": "stopped", "records": "deleted"}.get(done.kind, "half deleted"),
             stopped=True,
             kind=done.kind,
-            why="a delete cut short (a killed worker) finished",
+            why=(
+                f"their records are over {RECORD_DAYS} days old"
+                if done.kind == "records"
+                else "a delete cut short (a killed worker) finished"
+            ),
             freed_bytes=done.freed_bytes,
         )
-        for done in await disk.finish_deletes()
+        for done in await disk.finish_deletes(now)
     ]
 
 

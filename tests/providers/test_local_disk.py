@@ -12,6 +12,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,7 @@ from activities.providers.local.snapshots import LocalSnapshots
 from overnight.constants import LABEL_ATTEMPT, LABEL_RUN
 
 MIB = 1024 * 1024
+NOW = datetime.now(UTC)
 
 
 def _sandbox(engine: LocalEngine, name: str, size: int = 2 * MIB) -> Path:
@@ -52,14 +54,14 @@ async def test_a_stop_cut_short_before_the_disk_was_freed_is_finished_by_the_nex
     assert engine.get("cut-1").state == "stopped" and engine.get("cut-1").freed_at is None
     assert workspace.exists()
 
-    done = await LocalDiskAccount(engine).finish_deletes()
+    done = await LocalDiskAccount(engine).finish_deletes(NOW)
 
     assert {(d.kind, d.what) for d in done} >= {("sandbox", "cut-1")}
     freed = sum(d.freed_bytes for d in done)
     assert freed >= 2 * MIB
     assert not workspace.exists() and engine.get("cut-1").freed_at is not None
     assert list(engine.trash_dir.iterdir()) == []
-    assert await LocalDiskAccount(engine).finish_deletes() == []  # nothing left to do
+    assert await LocalDiskAccount(engine).finish_deletes(NOW) == []  # nothing left to do
 
 
 async def test_a_delete_another_live_process_is_doing_is_left_to_it(tmp_path: Path) -> None:
@@ -199,3 +201,21 @@ async def test_a_reader_a_moment_behind_the_stop_is_told_how_much_it_missed(
     assert late.state == "killed"
     done = await look.read_output("late-1", "late-1-1-0", printed)
     assert (done.data, done.dropped, done.state) == (b"", 0, "killed")
+
+
+async def test_the_record_of_a_sandbox_deleted_over_30_days_ago_is_forgotten(
+    tmp_path: Path,
+) -> None:
+    engine = LocalEngine(tmp_path / "home")
+    for name in ("gone-1", "gone-2"):
+        _sandbox(engine, name, 1024)
+        engine.stop(name)
+    account = LocalDiskAccount(engine)
+
+    assert await account.finish_deletes(NOW + timedelta(days=29)) == []
+    [forgotten] = await account.finish_deletes(NOW + timedelta(days=30, minutes=1))
+
+    assert (forgotten.kind, forgotten.what) == ("records", "2 deleted sandboxes")
+    assert 0 < forgotten.freed_bytes < 200_000
+    assert engine.find("gone-1") is None and not engine.folder("gone-2").exists()
+    assert list(engine.trash_dir.iterdir()) == []

@@ -6,10 +6,16 @@ from __future__ import annotations
 import asyncio
 import fcntl
 import shutil
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from activities.providers.disk import DiskUsage, FinishedDelete, SandboxDisk, SnapshotDisk
+from activities.providers.disk import (
+    RECORD_DAYS,
+    DiskUsage,
+    FinishedDelete,
+    SandboxDisk,
+    SnapshotDisk,
+)
 from activities.providers.local import disk as local_disk
 from activities.providers.local.engine import LocalEngine
 from activities.providers.local.files import read_json
@@ -27,8 +33,8 @@ class LocalDiskAccount:
     async def usage(self) -> DiskUsage:
         return await asyncio.to_thread(self._usage)
 
-    async def finish_deletes(self) -> list[FinishedDelete]:
-        return await asyncio.to_thread(self._finish)
+    async def finish_deletes(self, now: datetime) -> list[FinishedDelete]:
+        return await asyncio.to_thread(self._finish, now)
 
     async def freed_bytes(self, sandbox_id: str) -> int | None:
         meta = await asyncio.to_thread(self.engine.find, sandbox_id)
@@ -63,7 +69,7 @@ class LocalDiskAccount:
             total_bytes=room.total,
         )
 
-    def _finish(self) -> list[FinishedDelete]:
+    def _finish(self, now: datetime) -> list[FinishedDelete]:
         done = [
             FinishedDelete(name, "trash", freed)
             for name, freed in local_disk.empty_trash(self.engine.trash_dir)
@@ -81,7 +87,18 @@ class LocalDiskAccount:
                     meta.id, "sandbox", freed.freed_bytes or 0, meta.labels.get(LABEL_RUN, "")
                 )
             )
+        done += self._forget_old_records(now)
         return done
+
+    def _forget_old_records(self, now: datetime) -> list[FinishedDelete]:
+        before = (now - timedelta(days=RECORD_DAYS)).timestamp()
+        old = [m for m in self._metas() if m.freed_at is not None and m.freed_at < before]
+        if not old:
+            return []
+        freed = sum(
+            local_disk.throw_away(self.engine.folder(m.id), self.engine.trash_dir) for m in old
+        )
+        return [FinishedDelete(f"{len(old)} deleted sandboxes", "records", freed)]
 
     def _finish_snapshots(self) -> list[FinishedDelete]:
         """Copies a killed process left half made or half deleted (`.<id>.partial`,
