@@ -180,6 +180,17 @@ async def test_logs_of_a_finished_runs_crashed_attempt_work_within_retention_and
     inspected = await overnight_cli(dev_server, "inspect", run_id, "--attempt", "1")
     assert inspected.returncode == 1 and "at the end of its retention" in inspected.stderr
 
+    # A month on, reap forgets its record too: the run still says what it kept.
+    async with open_configured() as providers:
+        await reap(dev_client, providers, now=datetime.now(UTC) + timedelta(days=31))
+    assert LocalEngine(overnight_home()).find(f"{run_id}-1") is None
+    forgotten = await overnight_cli(dev_server, "logs", run_id, "--attempt", "1", "--tail", "1")
+    assert forgotten.returncode == 0, forgotten.stderr
+    assert f"the sandbox of run {run_id}'s attempt 1 is gone: deleted, and its record too" in (
+        forgotten.stderr
+    )
+    assert forgotten.stdout.startswith("RuntimeError: the API refused token")
+
 
 # A worker whose deletes hang half way, so the test can SIGKILL it right there: the first part
 # of the trash entry is deleted for real, then it says where it is and waits to be killed.
