@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -112,7 +113,10 @@ async def test_twenty_runs_with_crashes_leave_on_disk_only_open_runs_and_retaine
     assert [e for e in json.loads(reaped_now.stdout) if e["run_id"] in ids] == []
     shown = await overnight_cli(dev_server, "disk")
     assert shown.returncode == 0, shown.stderr
-    assert f"{retained[0]}-1  paused" in shown.stdout and "kept for a look until" in shown.stdout
+    assert re.search(
+        rf"\n  {retained[0]}-1 +paused +[\d.]+ [KM]iB  run {retained[0]}, ", shown.stdout
+    )
+    assert "kept for a look until" in shown.stdout and "half deleted" not in shown.stdout
 
     # Three days and a minute later: the retained ones go; the open runs' stay.
     async with open_configured() as providers:

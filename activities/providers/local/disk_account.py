@@ -64,7 +64,8 @@ class LocalDiskAccount:
             root=str(home),
             sandboxes=sandboxes,
             snapshots=snapshots,
-            trash_bytes=local_disk.tree_bytes(self.engine.trash_dir) + leftovers,
+            trash_bytes=sum(map(local_disk.tree_bytes, _entries(self.engine.trash_dir)))
+            + leftovers,
             free_bytes=room.free,
             total_bytes=room.total,
         )
