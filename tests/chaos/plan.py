@@ -157,6 +157,8 @@ def run_spec(size: ChaosSize, plan: RunPlan, origin: Path, ledger: Path) -> RunS
         env=env,
         provider=plan.provider,
         host_ports=host_ports_for(env["OVERNIGHT_LEDGER_URL"], plan.provider),
+        # Nothing kept paused for a look at the end: the verdict counts every live process.
+        keep_failed_days=0,
         poll_seconds=1,
         stall_seconds=size.stall_seconds,
         sandbox_timeout_seconds=SHORT_LEASE_SECONDS if leased else ROOMY_LIMIT_SECONDS,
