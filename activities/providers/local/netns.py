@@ -49,6 +49,11 @@ def problem() -> str | None:
     """Why this machine cannot give sandboxes a network of their own, or None."""
     if shutil.which("slirp4netns") is None:
         return f"local sandboxes get a network of their own from slirp4netns: {INSTALL_HINT}"
+    if not os.path.exists(TUN):
+        return (
+            f"local sandboxes get a network of their own through {TUN}, which this machine "
+            "lacks (load the tun module: modprobe tun; in a container, pass the device in)"
+        )
     if os.geteuid() != 0 and not os.access(TUN, os.R_OK | os.W_OK):
         return (
             f"local sandboxes get a network of their own through {TUN}, which this user may "
