@@ -30,6 +30,7 @@ from urllib.parse import unquote, urlsplit
 from pydantic import BaseModel, ConfigDict
 
 from overnight.errors import OvernightError
+from overnight.isolation import is_under
 from overnight.models import RunSpec
 from overnight.notify_spec import DEFAULT_SECRET_ENV
 
@@ -154,11 +155,6 @@ def _normal(path: str) -> str:
     return "/" + posixpath.normpath(path).lstrip("/")
 
 
-def _under(path: str, roots: Iterable[str]) -> bool:
-    """Whether `path` is one of `roots` or inside one (by name; absolute paths)."""
-    return any(path == root or path.startswith(root.rstrip("/") + "/") for root in roots)
-
-
 def local_repo_path(repo: str) -> str | None:
     """The folder a `repo` names on the worker (a path or a `file://` URL); None for a remote."""
     if repo.startswith("file://"):
@@ -259,7 +255,7 @@ def _bind_refusals(
             f"field binds: {shown} is inside {_HOME_IS}, which no sandbox may see; bind a "
             "folder outside it"
         ]
-    if any(_under(home, _forms(path, real)) for home in homes):
+    if any(is_under(home, _forms(path, real)) for home in homes):
         return [
             f"field binds: {shown} holds {_HOME_IS}, which no sandbox may see; bind a "
             "folder beside it"
@@ -272,7 +268,7 @@ def _bind_refusals(
         else (BIND_ROOTS_ENV, (*grants.bind_roots, *grants.writable_bind_roots))
     )
     allowed = [form for root in roots for form in _forms(root, real)]
-    missing = [p for p in _forms(path, real) if not _under(p, allowed)]
+    missing = [p for p in _forms(path, real) if not is_under(p, allowed)]
     if not missing:
         return []
     kind = "writable binds" if writable else "binds"
@@ -294,7 +290,7 @@ def _forms(path: str, real: Mapping[str, str]) -> list[str]:
 
 
 def _inside(path: str, homes: list[str], real: Mapping[str, str]) -> bool:
-    return any(_under(form, homes) for form in _forms(path, real))
+    return any(is_under(form, homes) for form in _forms(path, real))
 
 
 def _shown(path: str, real: Mapping[str, str]) -> str:

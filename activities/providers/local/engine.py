@@ -133,7 +133,7 @@ class LocalEngine(GuestFiles):
                 (folder / "home" / ".gitconfig").write_text(local_isolation.SANDBOX_GITCONFIG)
             for sub in ("workspace", "home", "tmp"):
                 give(folder / sub, uid, recursive=True)
-            (folder / RESOLV_CONF).write_text(netns.RESOLV_CONF)
+            (folder / RESOLV_CONF).write_text(netns.RESOLV_CONF_TEXT)
             now = time.time()
             meta = SandboxMeta(
                 id=name,

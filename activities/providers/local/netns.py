@@ -32,7 +32,7 @@ from pathlib import Path
 
 SLIRP_ADDRESS = "10.0.2.100"
 SLIRP_DNS = "10.0.2.3"
-RESOLV_CONF = f"nameserver {SLIRP_DNS}\n"
+RESOLV_CONF_TEXT = f"nameserver {SLIRP_DNS}\n"
 READY_SECONDS = 10.0
 RELAY = Path(__file__).with_name("relay.py")
 TUN = "/dev/net/tun"
