@@ -43,6 +43,10 @@ HEARTBEAT_THROTTLE = timedelta(seconds=216)
 # On SIGTERM (a deploy) the observes hand their watches to other workers at once; other
 # activities (a create, a snapshot) get this long to finish before they are handed over too.
 GRACEFUL_SHUTDOWN = timedelta(seconds=10)
+# How long whatever stops the worker (systemd's TimeoutStopSec, Kubernetes'
+# terminationGracePeriodSeconds) should wait after SIGTERM before SIGKILL: the graceful
+# shutdown, then the SDK cancelling what is left and the providers closing. deploy/ uses it.
+STOP_TIMEOUT = GRACEFUL_SHUTDOWN + timedelta(seconds=5)
 logger = logging.getLogger(__name__)
 
 
