@@ -142,7 +142,7 @@ class _Histories:
                     fetches.create_task(self._fetch(execution))
             await self._queue.put(self._DONE)
         except Exception as err:  # handed to the reader, which raises it
-            await self._queue.put(err)
+            await self._queue.put(_first_cause(err))
 
     async def _fetch(self, execution: WorkflowExecution) -> None:
         try:
@@ -167,6 +167,13 @@ class _Histories:
                 raise item
             assert isinstance(item, WorkflowHistory)
             yield item
+
+
+def _first_cause(err: Exception) -> Exception:
+    """The error itself, not the TaskGroup's group around it (a listing or a fetch that failed)."""
+    while isinstance(err, ExceptionGroup) and err.exceptions:
+        err = err.exceptions[0]
+    return err
 
 
 @contextlib.asynccontextmanager

@@ -169,10 +169,22 @@ async def test_real_runs_replay_and_an_incompatible_run_fails_the_check_by_name(
 async def test_this_trees_runs_fail_on_an_incompatible_agent_run_naming_the_first(
     client: Client, real_runs: list[str]
 ) -> None:
+    # One history fetched at a time: the check stops at the first divergence with the rest
+    # still to fetch.
     report = await replay_check(
-        client, since=timedelta(days=2), now=datetime.now(UTC), workflows=[DivergentAgentRun]
+        client,
+        since=timedelta(days=2),
+        now=datetime.now(UTC),
+        concurrency=1,
+        workflows=[DivergentAgentRun],
     )
     assert report.divergence is not None
     assert report.divergence.workflow_id in real_runs
     assert report.divergence.workflow_type == "AgentRun"
     assert report.divergence.error_type == "NondeterminismError"
+
+
+async def test_a_namespace_that_does_not_exist_is_one_line_and_exit_1(server: DevServer) -> None:
+    done = await check(server, "--namespace", "no-such-namespace")
+    assert done.returncode == 1
+    assert done.stderr == "overnight: RPCError: Namespace no-such-namespace is not found.\n"
