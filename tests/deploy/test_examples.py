@@ -3,10 +3,12 @@ systemd unit and the Kubernetes Deployment stop it with SIGTERM and wait STOP_TI
 worker's graceful shutdown and a margin) before SIGKILL, and every setting they name is
 documented.
 
-What runs here (no container runtime or cluster on the test machine): the YAML is parsed and
-checked field by field, the unit goes through `systemd-analyze verify` (with its paths pointed
-at this checkout), and the Dockerfile's instructions are parsed and checked (stages, what they
-copy, what they install, the user, the stop signal). docs/production.md says the same."""
+What runs here (no container runtime or cluster on the test machine): the Kubernetes YAML is
+validated against Kubernetes' own schemas (`kubernetes-validate --strict`) and checked field by
+field, the unit goes through `systemd-analyze verify` (with its paths pointed at this
+checkout), and the Dockerfile is linted by hadolint and its instructions are parsed and checked
+(stages, what they copy, what they install, the user, the stop signal). docs/production.md says
+the same."""
 
 from __future__ import annotations
 
@@ -55,6 +57,23 @@ def test_the_stop_timeout_covers_the_graceful_shutdown_with_room_for_the_shutdow
 def kubernetes_objects() -> dict[str, dict[str, Any]]:
     documents = [doc for doc in yaml.safe_load_all(KUBERNETES.read_text()) if doc]
     return {doc["kind"]: doc for doc in documents}
+
+
+def dev_tool(name: str) -> str:
+    """A command installed with the dev dependencies, beside this Python."""
+    found = shutil.which(name, path=str(Path(sys.executable).parent)) or shutil.which(name)
+    assert found, f"{name} is missing: reinstall the dev dependencies (scripts/venv.sh)"
+    return found
+
+
+def test_the_kubernetes_objects_match_kubernetes_schemas() -> None:
+    done = subprocess.run(
+        [dev_tool("kubernetes-validate"), "--strict", "--quiet", str(KUBERNETES)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
 
 
 def test_the_deployment_waits_the_workers_stop_timeout_and_rolls_without_a_gap() -> None:
@@ -214,13 +233,23 @@ def test_the_dockerfile_builds_a_runtime_stage_and_a_local_sandbox_stage_on_it()
     for package in ("bubblewrap", "slirp4netns", "git"):
         assert re.search(rf"apt-get install .*\b{package}\b", installs), package
     assert "bubblewrap" not in " ".join(arguments for _, arguments in runtime)
-    assert [arguments for keyword, arguments in local if keyword == "USER"][-1] == "overnight"
+    assert [arguments for keyword, arguments in local if keyword == "USER"][-1] == "10001:10001"
     assert ("STOPSIGNAL", "SIGTERM") in runtime
     (entrypoint,) = [
         json.loads(arguments) for keyword, arguments in runtime if keyword == "ENTRYPOINT"
     ]
     assert entrypoint == ["python", "/opt/overnight/worker.py"]
     assert ("WORKDIR", "/opt/overnight") in runtime and (REPO / "worker.py").exists()
+
+
+def test_hadolint_finds_nothing_in_the_dockerfile() -> None:
+    done = subprocess.run(
+        [dev_tool("hadolint"), "--no-color", str(DOCKERFILE)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0 and not done.stdout.strip(), done.stdout + done.stderr
 
 
 def test_the_dockerfile_sets_only_documented_settings_and_leaves_the_venv_out() -> None:
