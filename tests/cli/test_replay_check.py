@@ -25,6 +25,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
 
 from overnight.cli import client as api
+from overnight.cli.main import build_parser
 from overnight.cli.replay_check import (
     ReplayCheckInputError,
     history_query,
@@ -58,6 +59,13 @@ def test_the_query_asks_for_open_runs_and_those_closed_within_since() -> None:
     )
     only_open = history_query(["AgentRun"], timedelta(0), NOW)
     assert only_open == "WorkflowType IN ('AgentRun') AND ExecutionStatus = 'Running'"
+
+
+def test_the_namespace_may_come_before_or_after_the_command() -> None:
+    parser = build_parser()
+    assert parser.parse_args(["--namespace", "a", "replay-check"]).namespace == "a"
+    assert parser.parse_args(["replay-check", "--namespace", "b"]).namespace == "b"
+    assert parser.parse_args(["replay-check"]).namespace is None
 
 
 def test_a_bad_since_is_bad_input_before_any_connection() -> None:
