@@ -23,6 +23,7 @@ from overnight.cli import client as api
 from overnight.cli import disk as disk_cli
 from overnight.cli import forensics as forensics_cli
 from overnight.cli import render
+from overnight.cli import replay_check as replay_check_cli
 from overnight.cli import schedule as schedule_cli
 from overnight.connect import UI_URL_ENV
 from overnight.constants import TASK_QUEUE
@@ -87,6 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     forensics_cli.add_parsers(commands, _Parser)
     schedule_cli.add_parser(commands, _Parser)
+    replay_check_cli.add_parser(commands, _Parser)
 
     commands.add_parser("dev", help="start the dev server (temporal-dev.yaml) and a worker")
 
@@ -148,6 +150,7 @@ async def _dispatch(args: argparse.Namespace) -> int:
         "reap": _reap,
         "disk": disk_cli.run,
         "schedule": _schedule,
+        "replay-check": _replay_check,
         "logs": _logs,
         "inspect": _inspect,
         "dev": _dev,
@@ -291,6 +294,10 @@ async def _inspect(args: argparse.Namespace) -> int:
 
 async def _schedule(args: argparse.Namespace) -> int:
     return await schedule_cli.run(args, _connect)
+
+
+async def _replay_check(args: argparse.Namespace) -> int:
+    return await replay_check_cli.run(args, _connect)
 
 
 async def _dev(args: argparse.Namespace) -> int:

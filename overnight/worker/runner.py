@@ -25,6 +25,7 @@ from overnight.connect import connect
 from overnight.constants import TASK_QUEUE
 from overnight.worker.devconfig import default_dev_config, load_dev_config
 from overnight.worker.devserver import start_or_reuse
+from overnight.worker.registration import registered_workflows, worker_interceptors
 from overnight.worker.workflow_runner import shared_module_runner
 
 if TYPE_CHECKING:
@@ -42,6 +43,10 @@ HEARTBEAT_THROTTLE = timedelta(seconds=216)
 # On SIGTERM (a deploy) the observes hand their watches to other workers at once; other
 # activities (a create, a snapshot) get this long to finish before they are handed over too.
 GRACEFUL_SHUTDOWN = timedelta(seconds=10)
+# How long whatever stops the worker (systemd's TimeoutStopSec, Kubernetes'
+# terminationGracePeriodSeconds) should wait after SIGTERM before SIGKILL: the graceful
+# shutdown, then the SDK cancelling what is left and the providers closing. deploy/ uses it.
+STOP_TIMEOUT = GRACEFUL_SHUTDOWN + timedelta(seconds=5)
 logger = logging.getLogger(__name__)
 
 
@@ -64,8 +69,6 @@ async def serve(
     ones in the environment (overnight/grants.py; a worker in a test grants what it runs)."""
     # Imported here so that modules needing only the client (the CLI) do not load providers.
     from activities.sandbox import SandboxActivities
-    from workflows.agent_run import AgentRun
-    from workflows.notify_run import NotifyRun
 
     if providers is None:
         _warn_if_local_runs_cannot_be_isolated()
@@ -77,8 +80,10 @@ async def serve(
         worker = Worker(
             client,
             task_queue=task_queue,
-            workflows=[AgentRun, NotifyRun],
+            # The same list `overnight replay-check` replays histories against.
+            workflows=registered_workflows(),
             activities=sandbox_activities.all(),
+            interceptors=worker_interceptors(),
             max_concurrent_activities=max_concurrent_activities,
             max_cached_workflows=max_cached_workflows,
             max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
