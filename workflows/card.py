@@ -7,6 +7,7 @@ from datetime import datetime
 from overnight.models import RunStatus
 from overnight.output_tail import markdown_block
 from overnight.status_lines import age, money_line, snapshot_line
+from workflows import talk
 from workflows.budget import charged_usd, estimated_spend_usd, hours_used, spend_usd
 from workflows.checkpoint import kept_facts
 from workflows.state import SupervisorState
@@ -52,6 +53,9 @@ def build_status(state: SupervisorState, now: datetime) -> RunStatus:
         snapshot_pause_seconds=round(state.snapshot_pause_seconds, 3),
         snapshot_error=state.snapshot_error,
         restored_from=state.restored_from,
+        spend_model_usd=round(talk.model_usd(state), 4),
+        talk=talk.talk_view(state),
+        outputs=state.outputs,
     )
 
 
@@ -85,6 +89,7 @@ def render_card(status: RunStatus, now: datetime) -> str:
         lines.append(f"- **snapshot** {snapshot}")
     if status.attention_reason:
         lines.append(f"- **needs attention** {status.attention_reason}")
+    lines += _talk_lines(status)
     if status.checkpoint_rejected:
         lines.append(f"- **checkpoint kept** {status.checkpoint_rejected}")
     if status.restarts:
@@ -101,6 +106,25 @@ def render_card(status: RunStatus, now: datetime) -> str:
             markdown_block(tail),
         ]
     return "\n".join(lines)
+
+
+def _talk_lines(status: RunStatus) -> list[str]:
+    """What the agent asks, waits for, spent on its model, and handed over."""
+    lines: list[str] = []
+    said = status.talk
+    if said is not None and said.question:
+        choices = f" (one of: {', '.join(said.choices)})" if said.choices else ""
+        lines.append(f"- **question** {said.question.replace(chr(10), ' ')}{choices}")
+    if said is not None and said.waiting_until is not None:
+        why = f": {said.waiting_reason}" if said.waiting_reason else ""
+        lines.append(f"- **paused until** {said.waiting_until:%Y-%m-%d %H:%M} UTC{why}")
+    if status.spend_model_usd:
+        lines.append(f"- **model spend** ${status.spend_model_usd:.2f} (in the spend above)")
+    if status.outputs is not None:
+        if status.outputs.summary:
+            lines.append(f"- **result** {status.outputs.summary.replace(chr(10), ' ')}")
+        lines += [f"- **{name}** {value}" for name, value in status.outputs.values.items()]
+    return lines
 
 
 def _rounded(value: float | None) -> float | None:
