@@ -148,3 +148,30 @@ wait_until({until.timestamp()!r}, "usage window resets", poll=0.05)
     assert wait.reason == "usage window resets"
     assert abs((wait.until - until).total_seconds()) < 1
     assert wait.id.startswith("w0-")
+
+
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "writing-an-agent.md"
+
+
+def _docs_shell_block() -> str:
+    text = PAGE.read_text()
+    start = text.index("```bash\n", text.index("In bash (`tests/agent_kit/test_kit_requests.py`"))
+    return text[start + len("```bash\n") : text.index("```\n", start + 8)]
+
+
+def test_the_docs_shell_example_asks_and_reads_the_answer_the_supervisor_writes(
+    tmp_path: Path,
+) -> None:
+    block = _docs_shell_block().replace("sleep 1", "sleep 0.05")
+    asker = subprocess.Popen(
+        ["bash", "-c", block], env=_env(tmp_path), stdout=subprocess.PIPE, text=True
+    )
+    try:
+        asked = _wait_for(lambda: (r := _requests(tmp_path)) and r.ask)
+        # The supervisor's answer file, as activities.talk_activities writes it.
+        _answer(tmp_path, asked.id, "no")
+        out, _ = asker.communicate(timeout=10)
+    finally:
+        asker.kill()
+    assert (asked.id, asked.choices) == ("q1-apply-migration", ["yes", "no"])
+    assert out.strip() == "answered: no"
