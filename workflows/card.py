@@ -6,7 +6,7 @@ from datetime import datetime
 
 from overnight.models import RunStatus
 from overnight.output_tail import markdown_block
-from overnight.status_lines import age, money_line, snapshot_line
+from overnight.status_lines import age, money_line, snapshot_line, talk_lines
 from workflows import talk
 from workflows.budget import charged_usd, estimated_spend_usd, hours_used, spend_usd
 from workflows.checkpoint import kept_facts
@@ -89,7 +89,7 @@ def render_card(status: RunStatus, now: datetime) -> str:
         lines.append(f"- **snapshot** {snapshot}")
     if status.attention_reason:
         lines.append(f"- **needs attention** {status.attention_reason}")
-    lines += _talk_lines(status)
+    lines += [f"- **{label}** {text}" for label, text in talk_lines(status)]
     if status.checkpoint_rejected:
         lines.append(f"- **checkpoint kept** {status.checkpoint_rejected}")
     if status.restarts:
@@ -106,25 +106,6 @@ def render_card(status: RunStatus, now: datetime) -> str:
             markdown_block(tail),
         ]
     return "\n".join(lines)
-
-
-def _talk_lines(status: RunStatus) -> list[str]:
-    """What the agent asks, waits for, spent on its model, and handed over."""
-    lines: list[str] = []
-    said = status.talk
-    if said is not None and said.question:
-        choices = f" (one of: {', '.join(said.choices)})" if said.choices else ""
-        lines.append(f"- **question** {said.question.replace(chr(10), ' ')}{choices}")
-    if said is not None and said.waiting_until is not None:
-        why = f": {said.waiting_reason}" if said.waiting_reason else ""
-        lines.append(f"- **paused until** {said.waiting_until:%Y-%m-%d %H:%M} UTC{why}")
-    if status.spend_model_usd:
-        lines.append(f"- **model spend** ${status.spend_model_usd:.2f} (in the spend above)")
-    if status.outputs is not None:
-        if status.outputs.summary:
-            lines.append(f"- **result** {status.outputs.summary.replace(chr(10), ' ')}")
-        lines += [f"- **{name}** {value}" for name, value in status.outputs.values.items()]
-    return lines
 
 
 def _rounded(value: float | None) -> float | None:

@@ -201,6 +201,11 @@ def stall_deadline_of(state: SupervisorState) -> datetime | None:
 def next_wake(state: SupervisorState, now: datetime) -> datetime:
     """The earliest moment the supervisor must look again even if nothing happens."""
     wake = min(now + QUIET_WAKE, budget_deadline(state, now))
+    hours_left = state.budget.max_hours - hours_used(state, now)
+    if talk.request_due(state, now, hours_left) is not None:
+        # A request not yet acted on in this sandbox (a new sandbox's agent asking again what
+        # was answered before: its checkpoint is no news): look at once.
+        return now
     stall = stall_deadline_of(state)
     if stall is not None:
         wake = min(wake, stall)

@@ -44,6 +44,19 @@ async def run_cli(*argv: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+async def listed_state(client: Client, run_id: str, state: str, timeout: float = 15) -> str | None:
+    """The run's `OvernightState` as Temporal visibility lists it (eventually `state`)."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    found: str | None = None
+    while asyncio.get_running_loop().time() < deadline:
+        runs = await api.list_runs(client, open_only=True)
+        found = next((r.state for r in runs if r.run_id == run_id), None)
+        if found == state:
+            break
+        await asyncio.sleep(0.3)
+    return found
+
+
 @asynccontextmanager
 async def provider_world(
     client: Client, provider: str, tmp_path: Path
@@ -88,6 +101,7 @@ async def test_an_agent_asks_its_sandbox_pauses_and_the_stock_cli_answer_wakes_t
             dev_client, run_id, lambda s: s.state == "waiting_for_answer", timeout=60
         )
         await until(lambda: agent_frozen(run_id), "the agent frozen by the pause", timeout=15)
+        listed = await listed_state(dev_client, run_id, "waiting_for_answer")
         billed_at_pause = fake.charged_micros(waiting.sandbox_id or "") if fake else 0
 
         refused = await run_cli(*temporal, *where, "--input", '"maybe"')
@@ -103,6 +117,7 @@ async def test_an_agent_asks_its_sandbox_pauses_and_the_stock_cli_answer_wakes_t
         status = await api.get_status(dev_client, run_id)
 
     assert waiting.talk is not None and waiting.talk.question == "Apply the migration?"
+    assert listed == "waiting_for_answer"  # the OvernightState search attribute
     assert waiting.talk.choices == ["yes", "no"]
     assert refused.returncode != 0 and "one of: yes, no" in refused.stderr + refused.stdout
     assert cli.returncode == 2, cli.stderr

@@ -16,7 +16,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 
 from overnight.models import Budget, BudgetExtension
-from tests.workflows.fakes import FakeWorld, exits, progress
+from tests.workflows.fakes import FakeWorld, Quiet, exits, progress
 from tests.workflows.harness import keep_history, make_spec, started_run, status_of, until_state
 
 
@@ -162,3 +162,26 @@ async def until_state_with(handle: Any, accept: Any) -> Any:
     from tests.workflows.harness import eventually
 
     return await eventually(lambda: status_of(handle), lambda status: bool(accept(status)))
+
+
+async def test_an_answer_whose_sandbox_is_gone_reaches_the_next_attempt_through_the_kit(
+    client: Client, world: FakeWorld
+) -> None:
+    asked = kit_checkpoint(1, ask=ASK)
+    world.script(1, [progress(asked)])
+    world.script(2, [Quiet(), exits(0)])
+    async with started_run(client, world, make_spec()) as handle:
+        await until_state(handle, "waiting_for_answer")
+        world.box(1).state = "stopped"  # gone while it waited (its lease, a fault)
+        await handle.execute_update("answer", "yes", result_type=str)
+        result = await handle.result()
+
+    second = world.creates()[1]
+    # The new sandbox starts from the checkpoint holding the question; its agent asks again
+    # and the answer already given is written there at once, with no second wait.
+    assert second.checkpoint == asked
+    assert [(a.request_id, a.answer, a.sandbox_id) for a in world.answers] == [
+        ("q1-0123456789ab", "yes", "box-2")
+    ]
+    assert world.notified().count("waiting_for_answer") == 1
+    assert (result.outcome, result.attempts) == ("finished", 2)

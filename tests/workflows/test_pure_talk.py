@@ -9,6 +9,7 @@ import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from overnight.agent_requests import AskRequest
 from overnight.checkpoint_text import facts_of
 from overnight.models import Budget
 from tests.workflows.harness import make_spec
@@ -77,3 +78,27 @@ def test_paused_time_is_not_run_time() -> None:
     assert budget.hours_used(s, later) == 0
     s.waited_seconds, s.waiting_since = 5 * 3600, None
     assert budget.hours_used(s, later + timedelta(hours=1)) == 1
+
+
+def test_the_card_and_the_status_show_the_question_the_wait_the_spend_and_the_results() -> None:
+    from overnight.cli.render import status_text
+    from workflows.card import build_status, render_card
+
+    s = state(
+        usage={"stream": "a1-p1-0", "usd": 2.5, "input_tokens": 7},
+        finish={"summary": "done", "outputs": {"pr": "https://example.test/pr/3"}},
+    )
+    s.question = AskRequest(**ASK)
+    s.waiting_since = NOW
+    s.state = "waiting_for_answer"
+    status = build_status(s, NOW)
+    card = render_card(status, NOW)
+    text = status_text(status, now=NOW, ui_url=None)
+
+    assert status.spend_model_usd == 2.5 and status.spend_usd == 2.5
+    assert status.talk is not None and status.talk.model_input_tokens == 7
+    assert "- **question** Go? (one of: yes, no)" in card
+    assert "- **model spend** $2.50 (in the spend above)" in card
+    assert "- **pr** https://example.test/pr/3" in card
+    assert "question:      Go? (one of: yes, no)" in text
+    assert "result:        done" in text
