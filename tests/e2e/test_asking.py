@@ -28,7 +28,7 @@ from fakes.git_http import origin_fields
 from fakes.runtime import FakeRuntime
 from overnight.cli import client as api
 from overnight.cli.demo import make_origin
-from overnight.models import RunSpec
+from overnight.models import Budget, BudgetExtension, RunSpec
 from overnight.worker.devserver import DevServer
 from tests.e2e.counting import agent_frozen, until, worker_on
 from tests.e2e.helpers import wait_for_status
@@ -41,6 +41,21 @@ ASKING_AGENT = Path(__file__).resolve().parent.parent / "agents" / "asking"
 async def run_cli(*argv: str) -> subprocess.CompletedProcess[str]:
     return await asyncio.to_thread(
         subprocess.run, list(argv), capture_output=True, text=True, timeout=60
+    )
+
+
+def asking_spec(run_id: str, root: Path, provider: str, **changes: Any) -> RunSpec:
+    files = make_origin(root / run_id)
+    return RunSpec(
+        run_id=run_id,
+        **origin_fields(files.origin, provider),
+        provider=provider,
+        agent_dir=str(ASKING_AGENT),
+        command="python3 /workspace/agent/main.py",
+        poll_seconds=1,
+        stall_seconds=20,
+        sandbox_timeout_seconds=120,
+        **changes,
     )
 
 
@@ -81,17 +96,7 @@ async def test_an_agent_asks_its_sandbox_pauses_and_the_stock_cli_answer_wakes_t
     dev_server: DevServer, dev_client: Client, tmp_path: Path, provider: str
 ) -> None:
     run_id = new_run_id(f"ask-{provider[:2]}")
-    files = make_origin(tmp_path / run_id)
-    spec = RunSpec(
-        run_id=run_id,
-        **origin_fields(files.origin, provider),
-        provider=provider,
-        agent_dir=str(ASKING_AGENT),
-        command="python3 /workspace/agent/main.py",
-        poll_seconds=1,
-        stall_seconds=20,
-        sandbox_timeout_seconds=120,
-    )
+    spec = asking_spec(run_id, tmp_path, provider)
     temporal = [str(BIN / "temporal"), "workflow", "update", "execute", "--name", "answer"]
     where = ["-w", run_id, "--address", dev_server.address, "--namespace", dev_server.namespace]
     async with provider_world(dev_client, provider, tmp_path) as (queue, fake, runs):
@@ -137,3 +142,39 @@ async def test_an_agent_asks_its_sandbox_pauses_and_the_stock_cli_answer_wakes_t
     assert result.outputs.values == {"answer": "yes", "pid": str(checkpoint["pid_before"])}
     assert result.spend_model_usd == pytest.approx(0.25)
     assert result.spend_usd >= 0.25
+
+
+@pytest.mark.timeout(150)
+@pytest.mark.parametrize("provider", ["local", "runtime"])
+async def test_model_spend_past_the_budget_pauses_the_agent_and_an_extension_wakes_the_same_one(
+    dev_client: Client, tmp_path: Path, provider: str
+) -> None:
+    run_id = new_run_id(f"spend-{provider[:2]}")
+    spec = asking_spec(
+        run_id,
+        tmp_path,
+        provider,
+        env={"AGENT_MODE": "spend", "AGENT_SPEND_USD": "2"},
+        budget=Budget(max_spend_usd=1.0),
+    )
+    async with provider_world(dev_client, provider, tmp_path) as (queue, _, runs):
+        runs.append(run_id)
+        await api.start_run(dev_client, spec, task_queue=queue)
+        held = await wait_for_status(
+            dev_client, run_id, lambda s: s.state == "needs_attention", timeout=60
+        )
+        await until(lambda: agent_frozen(run_id), "the agent frozen by the pause", timeout=15)
+        await api.extend_budget(dev_client, run_id, BudgetExtension(spend_usd=5))
+        result = await asyncio.wait_for(api.wait_result(dev_client, run_id), timeout=60)
+
+    assert held.attention_reason is not None
+    assert held.attention_reason.startswith("spend budget used up")
+    assert held.spend_model_usd == pytest.approx(2.0)
+    assert held.attempt == 1 and held.process_id is not None  # kept, not set aside
+    done_by = json.loads(result.checkpoint or "{}")["done_by"]
+    # Zero steps redone: each of the eight steps done once, all by the same process.
+    assert [step for step, _ in done_by] == list(range(1, 9))
+    assert len({pid for _, pid in done_by}) == 1
+    assert (result.outcome, result.attempts, result.restarts) == ("finished", 1, 0)
+    assert result.spend_model_usd == pytest.approx(2.0)
+    assert result.spend_usd > 2.0 or provider == "local"

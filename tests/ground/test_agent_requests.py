@@ -116,3 +116,27 @@ KEYS = st.sampled_from(["ask", "wait", "usage", "finish", "other"])
 def test_any_json_never_raises(raw: dict[str, Any]) -> None:
     found = requests_of({"overnight": raw})
     assert found is not None
+
+
+def test_secrets_in_outputs_and_questions_are_redacted_before_they_leave_the_worker() -> None:
+    from activities.checkpoints import checkpoint_from
+    from activities.providers.protocol import FileRead
+    from overnight.output_tail import REDACTED
+
+    secret = 'sk-live-"quoted"-0123456789'
+    text = json.dumps(
+        {
+            "overnight": {
+                "ask": {"id": "q1-a", "question": f"Use {secret}?"},
+                "finish": {"summary": f"pushed with {secret}", "outputs": {"token": secret}},
+            }
+        }
+    )
+    read = checkpoint_from(FileRead(status="ok", data=text.encode()), None, [secret])
+    assert read.facts is not None and read.facts.requests is not None
+    said = read.facts.requests
+    assert said.ask is not None and said.finish is not None
+    assert said.ask.question == f"Use {REDACTED}?"
+    assert said.finish.summary == f"pushed with {REDACTED}"
+    assert said.finish.values == {"token": REDACTED}
+    assert secret not in read.model_dump_json()

@@ -101,6 +101,7 @@ async def test_a_question_nobody_answers_fails_the_run_in_the_end(
             await handle.result()
     cause = failed.value.cause
     assert isinstance(cause, ApplicationError) and cause.type == "OutOfBudget"
+    assert "nobody answered its agent's question within 2 h (Apply the migration?)" in str(cause)
 
 
 async def test_wait_until_five_hours_costs_no_restart_no_stall_and_no_run_time(
