@@ -46,6 +46,8 @@ class ActivityName:
     # The worker's grants (activities.grants): what of a spec this worker allows, asked at a
     # run's start before anything is made.
     CHECK_SPEC = "check_spec"
+    # The agent kit's requests (activities.talk_activities): an answer written for the agent.
+    ANSWER_AGENT = "answer_agent"
 
 
 class _Model(BaseModel):
@@ -358,3 +360,12 @@ class SpecCheck(_Model):
     setting that would allow it; empty: the spec may run."""
 
     refusals: list[str] = Field(default_factory=list)
+
+
+class AnswerAgentInput(_Model):
+    """Write the answer to the agent's request `request_id` where the kit looks for it."""
+
+    provider: Provider
+    sandbox_id: str
+    request_id: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+    answer: str = Field(max_length=4000)

@@ -60,6 +60,7 @@ from activities.providers.registry import ProviderFactory
 from activities.providers.runtime.watch import exit_marker_path
 from activities.search_attributes import SearchAttributeCache
 from activities.snapshot_activities import SnapshotActivities, start_restored, usable_restore
+from activities.talk_activities import TalkActivities
 from overnight.constants import (
     AGENT_MOUNT,
     KIT_MOUNT,
@@ -111,6 +112,7 @@ class SandboxActivities:
             *NotifyActivities(self._client, grants=self._grants).all(),
             *SnapshotActivities(self._provider, self._heartbeat_seconds).all(),
             *MoneyActivities(self._provider).all(),
+            *TalkActivities(self._provider).all(),
             *self.lifecycle.all(),
             self.create_sandbox,
             self.start_agent,

@@ -20,6 +20,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from overnight.agent_requests import AgentRequests, requests_of
 from overnight.constants import SNAPSHOT_REQUEST_KEY
 from overnight.models import CheckpointSummary
 
@@ -49,6 +50,8 @@ class CheckpointFacts(BaseModel):
     summary: CheckpointSummary | None = None
     # The agent's latest snapshot request in it (0: none).
     snapshot_request: int = 0
+    # What the agent kit asks of the supervisor in it (overnight.agent_requests).
+    requests: AgentRequests | None = None
 
 
 def too_deep(text: str, limit: int = MAX_DEPTH) -> bool:
@@ -90,6 +93,7 @@ def facts_of(text: str | None) -> CheckpointFacts:
             is_json=True,
             summary=_summary(value),
             snapshot_request=_snapshot_request(value),
+            requests=requests_of(value),
         )
     except Exception:  # defence in depth: agent text never fails the caller
         return CheckpointFacts()

@@ -24,5 +24,11 @@ class RunAlreadyExists(OvernightError):
     bad_input = True
 
 
+class AnswerRefused(OvernightError):
+    """The run took no answer: no question waits, or the text is not one of its choices."""
+
+    bad_input = True
+
+
 class RunNotRunning(OvernightError):
     """The run exists but has ended, so it takes no more signals."""

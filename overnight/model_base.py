@@ -47,6 +47,7 @@ RunState = Literal[
     "starting",
     "running",
     "restarting",
+    "waiting_for_answer",
     "needs_attention",
     "finishing",
     "finished",

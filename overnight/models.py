@@ -13,6 +13,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from overnight.agent_requests import AgentTalk, RunOutputs
 from overnight.isolation import (
     MAX_BINDS,
     MAX_HOST_PORTS,
@@ -27,24 +28,12 @@ from overnight.model_base import (  # re-exported: the contracts' names stay her
 from overnight.model_base import (
     MAX_ATTENTION_HOURS as MAX_ATTENTION_HOURS,
 )
-from overnight.model_base import (
-    MAX_CHECKPOINT_BYTES as MAX_CHECKPOINT_BYTES,
-)
-from overnight.model_base import (
-    MAX_FRESH_STARTS as MAX_FRESH_STARTS,
-)
-from overnight.model_base import (
-    MAX_HOURS as MAX_HOURS,
-)
-from overnight.model_base import (
-    MAX_MEMORY_MIB as MAX_MEMORY_MIB,
-)
-from overnight.model_base import (
-    MAX_POLL_SECONDS as MAX_POLL_SECONDS,
-)
-from overnight.model_base import (
-    MAX_RESTARTS as MAX_RESTARTS,
-)
+from overnight.model_base import MAX_CHECKPOINT_BYTES as MAX_CHECKPOINT_BYTES
+from overnight.model_base import MAX_FRESH_STARTS as MAX_FRESH_STARTS
+from overnight.model_base import MAX_HOURS as MAX_HOURS
+from overnight.model_base import MAX_MEMORY_MIB as MAX_MEMORY_MIB
+from overnight.model_base import MAX_POLL_SECONDS as MAX_POLL_SECONDS
+from overnight.model_base import MAX_RESTARTS as MAX_RESTARTS
 from overnight.model_base import (
     MAX_SECONDS as MAX_SECONDS,
 )
@@ -384,6 +373,10 @@ class RunStatus(_Strict):
     snapshot_pause_seconds: float = 0
     snapshot_error: str | None = None
     restored_from: str | None = None
+    # The model spend the agent reported (part of `spend_usd`), and what it asks or waits for.
+    spend_model_usd: float = 0
+    talk: AgentTalk | None = None
+    outputs: RunOutputs | None = None
 
 
 class RunResult(_Strict):
@@ -396,3 +389,6 @@ class RunResult(_Strict):
     restarts: int
     hours_used: float
     spend_usd: float
+    # What the agent's `finish()` handed over, and the model spend it reported (in spend_usd).
+    outputs: RunOutputs | None = None
+    spend_model_usd: float = 0

@@ -20,7 +20,9 @@ MAX_WEBHOOKS = 10
 DEFAULT_SECRET_ENV = "OVERNIGHT_NOTIFY_SECRET"
 NotifyFormat = Literal["json", "slack"]
 # What a notification is about: the states a run enters that a person may need to hear of.
-NotifyEvent = Literal["needs_attention", "failed", "finished", "cancelled", "restart"]
+NotifyEvent = Literal[
+    "needs_attention", "failed", "finished", "cancelled", "restart", "waiting_for_answer"
+]
 
 
 def check_url(value: str, where: str = "url") -> str:

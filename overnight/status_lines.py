@@ -62,3 +62,30 @@ def snapshot_line(status: RunStatus, now: datetime) -> str | None:
     if status.restored_from:
         parts.append(f"sandbox made from `{status.restored_from}`")
     return " · ".join(parts)
+
+
+def talk_lines(status: RunStatus) -> list[tuple[str, str]]:
+    """What the agent asks, waits for, spent on its model and handed over, as (label, text)
+    lines (the card and `overnight status` alike)."""
+    lines: list[tuple[str, str]] = []
+    said = status.talk
+    if said is not None and said.question:
+        choices = f" (one of: {', '.join(said.choices)})" if said.choices else ""
+        lines.append(("question", _one_line(said.question) + choices))
+    if said is not None and said.waiting_until is not None:
+        why = f": {said.waiting_reason}" if said.waiting_reason else ""
+        lines.append(("paused until", f"{said.waiting_until:%Y-%m-%d %H:%M} UTC{why}"))
+    if status.spend_model_usd:
+        lines.append(("model spend", f"${status.spend_model_usd:.2f} (in the spend above)"))
+    if said is not None and said.refused:
+        lines.append(("kit request refused", said.refused))
+    outputs = status.outputs
+    if outputs is not None:
+        if outputs.summary:
+            lines.append(("result", _one_line(outputs.summary)))
+        lines += [(name, _one_line(value)) for name, value in outputs.values.items()]
+    return lines
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())

@@ -17,21 +17,20 @@ from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from activities.models import CheckpointRead, Observation
-    from overnight.models import (
-        RestartRecord,
-        RunResult,
-    )
+    from overnight.models import RestartRecord, RunResult
     from workflows import (
         attention_steps,
         budget,
         calls,
         end_steps,
+        fresh_steps,
         grant_steps,
         intake,
         lease_steps,
         money,
         money_steps,
         snapshot_steps,
+        talk_steps,
     )
     from workflows.card import build_status, render_card
     from workflows.decide import (
@@ -54,6 +53,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.notice import attention_text, note_last_words, record_restart
     from workflows.notify_steps import NOTIFY_PATCH, Notifier
     from workflows.patches import (
+        AGENT_REQUESTS_PATCH,
         CANCELED_PATCH,
         LEASE_KEEPING_PATCH,
         RUN_ID_MATCH_PATCH,
@@ -100,6 +100,7 @@ class AgentRun(RunMessages):
         if kept is None:
             s.lease_keeping = lean or workflow.patched(LEASE_KEEPING_PATCH)
             s.notifying = lean or workflow.patched(NOTIFY_PATCH)
+            s.agent_requests = workflow.patched(AGENT_REQUESTS_PATCH)
         self._s = s
         if kept is None and workflow.patched(SPEC_CHECK_PATCH):
             await grant_steps.refuse_unless_granted(accepted)
@@ -130,8 +131,8 @@ class AgentRun(RunMessages):
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 await self._notifier.settle()
                 workflow.continue_as_new(args=[s.spec, s])
-            if s.state == "needs_attention":
-                waited = await attention_steps.wait_for_person(s, self)
+            if talk_steps.holding(s) or s.state == "needs_attention":
+                waited = await self._wait(s)
                 if isinstance(waited, attention_steps.Unanswered):
                     s.state = "failed"
                     self._publish(s)
@@ -151,6 +152,11 @@ class AgentRun(RunMessages):
                 return await self._end(s, "finished")
             await self._act(s, decision)
 
+    async def _wait(self, s: SupervisorState) -> talk_steps.Held:
+        if talk_steps.holding(s):
+            return await talk_steps.hold(s, self._notifier)
+        return await attention_steps.wait_for_person(s, self)
+
     async def _act(self, s: SupervisorState, decision: Decision) -> None:
         if isinstance(decision, FreshStart):
             await self._fresh_start(s)
@@ -165,6 +171,11 @@ class AgentRun(RunMessages):
         elif isinstance(decision, TakeSnapshot):
             await snapshot_steps.take_snapshot(s, decision)
             self._watch_until = None
+        elif talk_steps.is_talk(decision):
+            self._watch_until = None
+            follow_up = await talk_steps.act(s, decision, self._notifier)
+            if follow_up is not None:
+                await self._act(s, follow_up)
 
     async def _observe(self, s: SupervisorState) -> Observation | ObserveFailed | None:
         """One long poll; None when a signal interrupted it."""
@@ -288,24 +299,10 @@ class AgentRun(RunMessages):
             s.state = "running"
 
     async def _fresh_start(self, s: SupervisorState) -> None:
-        assert s.sandbox_id is not None
-        s.fresh_starts_used += 1
-        ended = s.process_id
-        try:
-            started = await calls.start_agent(
-                s.spec, s.sandbox_id, s.attempt, s.fresh_starts_used, ended
-            )
-        except ActivityError as err:
-            calls.reraise_cancellation(err)
-            await self._restart(s, f"could not start the agent again: {calls.describe(err)}")
+        failed = await fresh_steps.fresh_start(s)
+        if failed is not None:
+            await self._restart(s, failed)
             return
-        exit_code = s.spec.fresh_context_exit_code
-        note_last_words(
-            s, started.previous_output, f"context window full (exit {exit_code})", workflow.now()
-        )
-        s.process_id = started.process_id
-        s.process_fresh_start = s.fresh_starts_used
-        s.last_progress_at = workflow.now()
         self._watch_until = None
 
     async def _restart(self, s: SupervisorState, reason: str, *, counted: bool = True) -> None:
@@ -337,7 +334,9 @@ class AgentRun(RunMessages):
         s.daily_window_wait = daily
         self.budget_changed = False
         ended = decision.pending_restart or decision.reason
-        if not keep_sandbox:
+        if decision.in_place and s.sandbox_id is not None:
+            await talk_steps.pause_in_place(s, decision.reason)
+        elif not keep_sandbox:
             await self._set_aside(s, why=f"needs attention: {decision.reason}", ended=ended)
         # Only once the sandbox is paused: `needs_attention` promises nothing runs.
         s.state = "needs_attention"

@@ -70,6 +70,11 @@ async def give_up(s: SupervisorState, notifier: Notifier) -> NoReturn:
         f"run {s.spec.run_id} is out of budget ({s.attention_reason}) and nobody "
         f"extended it within {s.spec.attention_hours:g} h"
     )
+    if s.question is not None:
+        why = (
+            f"run {s.spec.run_id}: nobody answered its agent's question within "
+            f"{2 * s.spec.attention_hours:g} h ({s.question.question[:200]})"
+        )
     notifier.tell(s, "failed", why)
     await notifier.settle()
     raise ApplicationError(why, type="OutOfBudget", non_retryable=True)

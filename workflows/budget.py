@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from overnight.models import Budget, BudgetExtension, RunSpec
+from workflows import talk
 from workflows.state import ChargeFigure, SupervisorState
 
 SECONDS_PER_HOUR = 3600.0
@@ -21,6 +22,8 @@ def hours_used(state: SupervisorState, now: datetime) -> float:
     waited = state.attention_seconds
     if state.attention_since is not None:
         waited += max(0.0, (now - state.attention_since).total_seconds())
+    # Paused for a question or a wait: not run time either.
+    waited += talk.waited_seconds(state, now)
     active = (now - state.started_at).total_seconds() - waited
     return max(0.0, active) / SECONDS_PER_HOUR
 
@@ -55,8 +58,13 @@ def estimated_spend_usd(state: SupervisorState, now: datetime) -> float:
 
 
 def spend_usd(state: SupervisorState, now: datetime) -> float:
-    """What the budget counts: each sandbox's provider figure (charged + held) where one was
-    read, plus the estimate of the time since that read; the estimate where none was."""
+    """What the budget counts: the sandboxes' and the model spend the agent reported."""
+    return sandbox_spend_usd(state, now) + talk.model_usd(state)
+
+
+def sandbox_spend_usd(state: SupervisorState, now: datetime) -> float:
+    """Each sandbox's provider figure (charged + held) where one was read, plus the estimate
+    of the time since that read; the estimate where none was."""
     spend = estimated_spend_usd(state, now)
     for figure in state.charges.values():
         spend += figure.micros / MICROS_PER_USD - figure.estimated_usd

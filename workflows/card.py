@@ -6,7 +6,8 @@ from datetime import datetime
 
 from overnight.models import RunStatus
 from overnight.output_tail import markdown_block
-from overnight.status_lines import age, money_line, snapshot_line
+from overnight.status_lines import age, money_line, snapshot_line, talk_lines
+from workflows import talk
 from workflows.budget import charged_usd, estimated_spend_usd, hours_used, spend_usd
 from workflows.checkpoint import kept_facts
 from workflows.state import SupervisorState
@@ -52,6 +53,9 @@ def build_status(state: SupervisorState, now: datetime) -> RunStatus:
         snapshot_pause_seconds=round(state.snapshot_pause_seconds, 3),
         snapshot_error=state.snapshot_error,
         restored_from=state.restored_from,
+        spend_model_usd=round(talk.model_usd(state), 4),
+        talk=talk.talk_view(state),
+        outputs=state.outputs,
     )
 
 
@@ -85,6 +89,7 @@ def render_card(status: RunStatus, now: datetime) -> str:
         lines.append(f"- **snapshot** {snapshot}")
     if status.attention_reason:
         lines.append(f"- **needs attention** {status.attention_reason}")
+    lines += [f"- **{label}** {text}" for label, text in talk_lines(status)]
     if status.checkpoint_rejected:
         lines.append(f"- **checkpoint kept** {status.checkpoint_rejected}")
     if status.restarts:

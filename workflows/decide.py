@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from activities.models import Observation
-from workflows import lease, snapshot
-from workflows.budget import budget_deadline, exhausted_reason, restarts_left
+from workflows import lease, snapshot, talk
+from workflows.budget import budget_deadline, exhausted_reason, hours_used, restarts_left
 from workflows.state import SupervisorState
 
 # A quiet, healthy agent still gets the workflow to wake this often, to refresh the Web UI card.
@@ -45,10 +45,12 @@ class Finish:
 
 @dataclass(frozen=True)
 class NeedsAttention:
-    """Out of budget: pause, and wait for a person. `pending_restart` is done on resume."""
+    """Out of budget: pause, and wait for a person. `pending_restart` is done on resume.
+    `in_place`: the agent runs on; its sandbox is paused where it stands and woken on resume."""
 
     reason: str
     pending_restart: str | None = None
+    in_place: bool = False
 
 
 @dataclass(frozen=True)
@@ -67,8 +69,16 @@ class WakeAfterLease:
 
 
 TakeSnapshot = snapshot.TakeSnapshot
+WakeInPlace = talk.WakeInPlace
+AskPerson = talk.AskPerson
+PauseUntil = talk.PauseUntil
+DeliverAnswer = talk.DeliverAnswer
 Decision = (
     Watch
+    | AskPerson
+    | PauseUntil
+    | DeliverAnswer
+    | WakeInPlace
     | Restart
     | FreshStart
     | Finish
@@ -114,12 +124,19 @@ def decide(state: SupervisorState, seen: Observation | ObserveFailed, now: datet
     if seen.process_state == "missing":
         return restart_within_budget(state, "agent process is gone", now)
 
+    hours_left = state.budget.max_hours - hours_used(state, now)
+    asked = talk.request_due(state, now, hours_left)
+    if asked is not None:
+        return asked
     stall_deadline = stall_deadline_of(state)
     if stall_deadline is not None and now >= stall_deadline:
         return restart_within_budget(state, f"agent stalled {_duration(spec.stall_seconds)}", now)
     out_of_budget = exhausted_reason(state, now)
     if out_of_budget is not None:
-        return NeedsAttention(out_of_budget)
+        # Spend ran out under a running agent: it is paused where it stands (an extension
+        # wakes it, nothing redone). Hours running out sets it aside as before.
+        in_place = state.agent_requests and hours_left > 0
+        return NeedsAttention(out_of_budget, in_place=in_place)
     target = lease.extension_target(state, now)
     if target is not None:
         return ExtendLease(until=target)
@@ -149,6 +166,11 @@ def decide_resume(state: SupervisorState, now: datetime) -> Decision:
     checkpoint, or keep waiting if still short."""
     if state.daily_window_wait:
         return _resume_after_daily_limit(state, now)
+    if state.paused_in_place and state.sandbox_id is not None:
+        out_of_budget = exhausted_reason(state, now)
+        if out_of_budget is not None:
+            return NeedsAttention(out_of_budget, in_place=True)
+        return WakeInPlace()
     reason = state.pending_restart
     if reason is not None:
         return restart_within_budget(state, reason, now)
@@ -179,6 +201,11 @@ def stall_deadline_of(state: SupervisorState) -> datetime | None:
 def next_wake(state: SupervisorState, now: datetime) -> datetime:
     """The earliest moment the supervisor must look again even if nothing happens."""
     wake = min(now + QUIET_WAKE, budget_deadline(state, now))
+    hours_left = state.budget.max_hours - hours_used(state, now)
+    if talk.request_due(state, now, hours_left) is not None:
+        # A request not yet acted on in this sandbox (a new sandbox's agent asking again what
+        # was answered before: its checkpoint is no news): look at once.
+        return now
     stall = stall_deadline_of(state)
     if stall is not None:
         wake = min(wake, stall)

@@ -14,8 +14,9 @@ from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
+    from overnight.agent_requests import choice_refusal
     from overnight.models import Budget, BudgetExtension, RunStatus
-    from workflows import budget
+    from workflows import budget, talk
     from workflows.card import build_status
     from workflows.state import SupervisorState
 
@@ -65,6 +66,25 @@ class RunMessages:
             raise ValueError(f"the run is already {self._s.state}")
         if extension.is_empty():
             raise ValueError("the extension adds nothing")
+
+    # The answer to the agent's question (the kit's `ask()`): a plain text argument, so the
+    # stock `temporal workflow update execute --name answer --input '"yes"'` works too.
+    @workflow.update(name="answer")
+    def answer(self, text: Any) -> str:
+        assert self._s is not None and self._s.question is not None
+        talk.record_answer(self._s, text)
+        return f"answered {self._s.question.id}"
+
+    @answer.validator
+    def _validate_answer(self, text: Any) -> None:
+        s = self._s
+        if s is None or s.question is None or s.answer_given is not None:
+            raise ValueError("no question is waiting for an answer")
+        if not isinstance(text, str):
+            raise ValueError("the answer must be text")
+        refusal = choice_refusal(s.question, text)
+        if refusal is not None:
+            raise ValueError(refusal)
 
     @workflow.query(name="status")
     def status(self) -> RunStatus:

@@ -58,7 +58,7 @@ def notification(
         event=event,
         run_id=s.spec.run_id,
         state=s.state,
-        reason=reason,
+        reason=_with_outputs(reason, s) if event == "finished" else reason,
         at=now,
         attempt=s.attempt,
         restarts_used=s.restarts_used,
@@ -75,9 +75,20 @@ def notification(
         next_step=summary.next if summary is not None else None,
         output_tail=words.tail if words is not None else None,
         output_attempt=words.attempt if words is not None else None,
+        outputs=s.outputs if event == "finished" else None,
         webhooks=list(s.spec.notify),
         secret_env=list(s.spec.secret_env),
     )
+
+
+def _with_outputs(reason: str, s: SupervisorState) -> str:
+    """A finish notification says what the agent handed over (its summary, its outputs)."""
+    outputs = s.outputs
+    if outputs is None:
+        return reason
+    said = [outputs.summary] if outputs.summary else []
+    said += [f"{name}: {value}" for name, value in outputs.values.items()]
+    return "; ".join([reason, *said])
 
 
 def attention_text(reason: str, pending_restart: str | None) -> str:

@@ -41,6 +41,7 @@ _SUMMARIES: dict[str, str] = {
     "finished": "finished",
     "cancelled": "cancelled",
     "restart": "restart",
+    "waiting_for_answer": "question for a person",
 }
 
 

@@ -18,3 +18,7 @@ SPEC_CHECK_PATCH = "worker-grants-spec-check"
 # `keep_failed_days`, labelled with when they may go (overnight.retention), instead of stopping
 # them; histories recorded before it replay stopping them.
 RETENTION_PATCH = "failed-sandboxes-kept"
+# Runs begun with this marker act on the agent kit's requests (ask, wait_until, usage, finish:
+# workflows.talk) and pause a running agent in place when its spend budget runs out, so an
+# extension wakes the same process; histories recorded before it replay without.
+AGENT_REQUESTS_PATCH = "agent-kit-requests"

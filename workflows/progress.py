@@ -10,7 +10,7 @@ from datetime import datetime
 
 from activities.models import AgentStarted, CheckpointRead
 from overnight.models import RunResult
-from workflows import budget, money
+from workflows import budget, money, talk
 from workflows.checkpoint import facts, judge
 from workflows.state import SupervisorState
 
@@ -37,6 +37,7 @@ def take_checkpoint(
     s.checkpoint_facts = facts(read)
     s.checkpoint_rejected = None
     s.last_progress_at = now
+    talk.take_requests(s)
     return True, None
 
 
@@ -70,4 +71,6 @@ def run_result(s: SupervisorState, now: datetime) -> RunResult:
         restarts=s.restarts_used,
         hours_used=round(budget.hours_used(s, now), 4),
         spend_usd=round(budget.spend_usd(s, now), 4),
+        outputs=s.outputs,
+        spend_model_usd=round(talk.model_usd(s), 4),
     )

@@ -9,6 +9,7 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from overnight.agent_requests import AskRequest, ModelUsage, RunOutputs, WaitRequest
 from overnight.checkpoint_text import CheckpointFacts
 from overnight.models import (
     Budget,
@@ -132,3 +133,28 @@ class SupervisorState(BaseModel):
 
     # Which search attributes the namespace has (None until checked).
     search_attributes: list[str] | None = None
+
+    # What the agent asks of its supervisor through the kit (workflows.talk). False for runs
+    # begun before it, so their recorded histories replay unchanged.
+    agent_requests: bool = False
+    # The question waiting for a person, its answer once given, and every answer by id.
+    question: AskRequest | None = None
+    answer_given: str | None = None
+    answers: dict[str, str] = Field(default_factory=dict)
+    # The agent's `wait_until` under way (its sandbox paused until `waiting_until`).
+    wait: WaitRequest | None = None
+    waiting_until: datetime | None = None
+    # `{sandbox}:{request id}` of the last request acted on, so a look acts on it once.
+    request_handled: str | None = None
+    # Time paused for a question or a wait: neither run time nor a stall.
+    waiting_since: datetime | None = None
+    waited_seconds: float = 0
+    # The sandbox was paused where it stands (the spend budget ran out): the same agent is
+    # woken on extension, with nothing redone.
+    paused_in_place: bool = False
+    # Model spend the agent reported, by stream (cumulative within each), and what no longer
+    # fits in that map.
+    model_usage: dict[str, ModelUsage] = Field(default_factory=dict)
+    model_usd_folded: float = 0
+    outputs: RunOutputs | None = None
+    request_refused: str | None = None

@@ -11,6 +11,7 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from overnight.agent_requests import RunOutputs
 from overnight.models import Budget, RunState
 from overnight.notify_spec import NotifyEvent, Webhook
 
@@ -45,6 +46,8 @@ class Notification(_Model):
     # The last words of the agent that ended most recently (redacted), and which attempt.
     output_tail: str | None = None
     output_attempt: int | None = None
+    # What the agent handed over with the kit's `finish()` (finished runs).
+    outputs: RunOutputs | None = None
     # Where to send (besides the worker's default) and what to redact (names only).
     webhooks: list[Webhook] = Field(default_factory=list)
     secret_env: list[str] = Field(default_factory=list)

@@ -52,6 +52,7 @@ _HEADLINES = {
     "finished": ":white_check_mark: finished",
     "cancelled": ":no_entry_sign: cancelled",
     "restart": ":arrows_counterclockwise: restarted",
+    "waiting_for_answer": ":question: asks a question",
 }
 # Answers worth trying again: the receiver may be back, or less busy, later.
 _RETRYABLE_STATUS = {408, 425, 429}

@@ -21,6 +21,8 @@ done), plus anything else the agent keeps in `data`.
 
 from __future__ import annotations
 
+import datetime as _dt
+import hashlib
 import json
 import os
 import sys
@@ -101,6 +103,9 @@ class Checkpoint:
             "notes": self.notes,
             "done_actions": self.done_actions,
         }
+        if _requests is not None:
+            # What the kit asked in this process stays asked whatever the agent saves.
+            known[REQUESTS_KEY] = dict(_requests)
         return {**self.data, **known}
 
     def note(self, text: str) -> None:
@@ -120,23 +125,7 @@ class Checkpoint:
 
     def save(self) -> None:
         """Replace the checkpoint whole or not at all (temp file, fsync, rename, fsync)."""
-        folder = os.path.dirname(os.path.abspath(self.path))
-        os.makedirs(folder, exist_ok=True)
-        text = json.dumps(self.to_dict(), indent=1, sort_keys=True)
-        fd, temp = tempfile.mkstemp(prefix=".checkpoint-", suffix=".tmp", dir=folder)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as out:
-                out.write(text)
-                out.flush()
-                os.fsync(out.fileno())
-            os.replace(temp, self.path)
-        except BaseException:
-            try:
-                os.unlink(temp)
-            except OSError:
-                pass
-            raise
-        _fsync_folder(folder)
+        _write_whole(self.path, json.dumps(self.to_dict(), indent=1, sort_keys=True))
 
 
 def fresh_context(summary: str, checkpoint: Checkpoint | None = None) -> NoReturn:
@@ -194,6 +183,168 @@ def snapshot_here(
             return answer
         time.sleep(poll)
     return None
+
+
+# Speaking to the supervisor. Requests travel in the checkpoint under REQUESTS_KEY (overnight
+# already watches it, and a new attempt starts from it); answers come back as files
+# `{ANSWERS_DIR}/{request id}.json` ({"id", "answer"}), written whole. While a question waits
+# (or a `wait_until` runs) overnight pauses the sandbox: this process stops and later goes on
+# where it was, so the loops below only ever see the answer already there.
+REQUESTS_KEY = "overnight"
+ANSWERS_DIR = "/workspace/.overnight/answers"
+# What this process has asked, as last written (None: nothing yet; `Checkpoint.save` keeps it).
+_requests: dict[str, Any] | None = None
+
+
+def ask(question: str, choices: list[str] | None = None, poll: float = 0.5) -> str:
+    """Ask a person, and wait for the answer (one of `choices` when given).
+
+    overnight pauses the sandbox while the question waits (it costs nothing), tells the run's
+    webhooks, and wakes it with the answer (`overnight answer RUN TEXT`, or the `answer`
+    update). Its id is the checkpoint's step and a digest of the question, so an agent that
+    restarts from this checkpoint and asks again gets the answer already given.
+    """
+    choices = [str(c) for c in (choices or [])]
+    digest = _digest(question, *choices)
+    request_id = f"q{_checkpoint_step()}-{digest}"
+    answer = _answer(request_id)
+    if answer is None:
+        _set_request("ask", {"id": request_id, "question": question, "choices": choices})
+        while answer is None:
+            time.sleep(poll)
+            answer = _answer(request_id)
+    _set_request("ask", None)
+    return str(answer.get("answer", ""))
+
+
+def wait_until(when: Any, reason: str = "", poll: float = 0.5) -> bool:
+    """Wait until `when` (a datetime, epoch seconds or ISO 8601 text; no zone means UTC): a
+    model's usage window resets then. overnight pauses the sandbox meanwhile (not a restart,
+    not a stall, not run time) and wakes it then, or sooner when the run's budget ends first.
+    True when the time came; False when overnight woke the agent early."""
+    until = _epoch(when)
+    if until <= time.time():
+        return True
+    stamp = _dt.datetime.fromtimestamp(until, _dt.timezone.utc).isoformat()  # noqa: UP017 (Python 3.8)
+    request_id = f"w{_checkpoint_step()}-{_digest(stamp, reason)}"
+    _set_request("wait", {"id": request_id, "until": stamp, "reason": reason[:500]})
+    woken = None
+    while time.time() < until and woken is None:
+        time.sleep(max(0.0, min(poll, until - time.time())))
+        woken = _answer(request_id)
+    _set_request("wait", None)
+    return time.time() >= until
+
+
+def report_usage(
+    usd: float, input_tokens: int = 0, output_tokens: int = 0, model: str = ""
+) -> None:
+    """What this process's model calls have cost so far (cumulative, not the last call's):
+    counted in the run's spend budget beside the sandbox's charges."""
+    stream = f"a{attempt()}-p{os.getpid()}-{_started_at}"
+    usage = {
+        "stream": stream,
+        "usd": float(usd),
+        "input_tokens": int(input_tokens),
+        "output_tokens": int(output_tokens),
+        "model": str(model)[:100],
+    }
+    _set_request("usage", usage)
+
+
+def finish(summary: str, outputs: dict[str, Any] | None = None) -> None:
+    """Hand over what the run produced: a summary and named values (a pull request URL, a
+    branch). They appear in the run's result, status and finish notification. Then exit 0."""
+    values = {
+        str(k): v if isinstance(v, str) else json.dumps(v) for k, v in (outputs or {}).items()
+    }
+    _set_request("finish", {"summary": str(summary), "outputs": values})
+
+
+_started_at = int(time.time())
+
+
+def _set_request(kind: str, value: dict[str, Any] | None) -> None:
+    """Write this request into the checkpoint on disk (whole), keeping everything else."""
+    global _requests
+    path = checkpoint_path()
+    values = _load_values(path)
+    if _requests is None:
+        found = values.get(REQUESTS_KEY)
+        _requests = dict(found) if isinstance(found, dict) else {}
+    if value is None:
+        if kind not in _requests:
+            return
+        _requests.pop(kind)
+    else:
+        _requests[kind] = value
+    values[REQUESTS_KEY] = dict(_requests)
+    _write_whole(path, json.dumps(values, indent=1, sort_keys=True))
+
+
+def _load_values(path: str) -> dict[str, Any]:
+    try:
+        with open(path, encoding="utf-8") as source:
+            values = json.load(source)
+    except FileNotFoundError:
+        return {}
+    if not isinstance(values, dict):
+        raise ValueError(f"the checkpoint at {path} is not a JSON object: the kit cannot ask")
+    return values
+
+
+def _checkpoint_step() -> int:
+    try:
+        return _int(_load_values(checkpoint_path()).get("step", 0))
+    except (OSError, ValueError):
+        return 0
+
+
+def _answer(request_id: str) -> dict[str, Any] | None:
+    folder = os.environ.get("OVERNIGHT_ANSWERS_DIR", ANSWERS_DIR)
+    try:
+        with open(os.path.join(folder, request_id + ".json"), encoding="utf-8") as source:
+            answer = json.load(source)
+    except (OSError, ValueError):
+        return None
+    if isinstance(answer, dict) and answer.get("id") == request_id:
+        return answer
+    return None
+
+
+def _digest(*parts: str) -> str:
+    return hashlib.sha256("\0".join(parts).encode("utf-8", "replace")).hexdigest()[:12]
+
+
+def _epoch(when: Any) -> float:
+    if isinstance(when, _dt.datetime):
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=_dt.timezone.utc)  # noqa: UP017 (Python 3.8)
+        return float(when.timestamp())
+    if isinstance(when, (int, float)) and not isinstance(when, bool):
+        return float(when)
+    if isinstance(when, str):
+        return _epoch(_dt.datetime.fromisoformat(when.strip().replace("Z", "+00:00")))
+    raise TypeError(f"wait_until needs a datetime, epoch seconds or ISO text, not {when!r}")
+
+
+def _write_whole(path: str, text: str) -> None:
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    fd, temp = tempfile.mkstemp(prefix=".checkpoint-", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(temp, path)
+    except BaseException:
+        try:
+            os.unlink(temp)
+        except OSError:
+            pass
+        raise
+    _fsync_folder(folder)
 
 
 def _fsync_folder(folder: str) -> None:

@@ -12,7 +12,13 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from pydantic import BaseModel
-from temporalio.client import Client, WorkflowExecution, WorkflowExecutionStatus, WorkflowHandle
+from temporalio.client import (
+    Client,
+    WorkflowExecution,
+    WorkflowExecutionStatus,
+    WorkflowHandle,
+    WorkflowUpdateFailedError,
+)
 from temporalio.common import SearchAttributeKey, WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
@@ -29,6 +35,7 @@ from overnight.constants import (
     WORKFLOW_TYPE,
 )
 from overnight.errors import (
+    AnswerRefused,
     OvernightError,
     RunAlreadyExists,
     RunNotFound,
@@ -39,6 +46,7 @@ from overnight.models import Budget, BudgetExtension, RunResult, RunSpec, RunSta
 from overnight.specs import load_spec, parse_spec, redact_url, run_summary
 
 __all__ = [
+    "AnswerRefused",
     "OvernightError",
     "ReapedSandbox",
     "RunAlreadyExists",
@@ -46,6 +54,7 @@ __all__ = [
     "RunNotRunning",
     "RunSummary",
     "SpecError",
+    "answer_question",
     "cancel_run",
     "default_ui_base",
     "extend_budget",
@@ -64,6 +73,8 @@ __all__ = [
 
 # The update shares the signal's name (design.md, section 4).
 BUDGET_UPDATE = "extend_budget"
+# The answer to the agent's question (the kit's `ask()`).
+ANSWER_UPDATE = "answer"
 # A status query must not hang a CLI when no worker is polling the task queue.
 QUERY_TIMEOUT = timedelta(seconds=15)
 
@@ -166,6 +177,22 @@ async def extend_budget_and_wait(client: Client, run_id: str, extension: BudgetE
     except RPCError as err:
         raise await _explain(client, run_id, err) from None
     return budget
+
+
+async def answer_question(client: Client, run_id: str, text: str) -> str:
+    """Answer the agent's waiting question (the `answer` update); `AnswerRefused` says why
+    not when no question waits or the text is not one of its choices."""
+    try:
+        said: str = await run_handle(client, run_id).execute_update(
+            ANSWER_UPDATE, text, result_type=str
+        )
+    except WorkflowUpdateFailedError as err:
+        cause = err.cause
+        why = getattr(cause, "message", None) or str(cause or err)
+        raise AnswerRefused(f"run {run_id} took no answer: {why}") from None
+    except RPCError as err:
+        raise await _explain(client, run_id, err) from None
+    return said
 
 
 async def _signal(client: Client, run_id: str, name: str, arg: Any) -> None:

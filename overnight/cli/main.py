@@ -76,6 +76,10 @@ def build_parser() -> argparse.ArgumentParser:
     extend.add_argument("--hours", type=float, default=0)
     extend.add_argument("--spend", type=float, default=0, metavar="USD")
 
+    answer = commands.add_parser("answer", help="answer the question a run's agent asks")
+    answer.add_argument("run_id")
+    answer.add_argument("text", help="the answer (one of the question's choices, if it has any)")
+
     reap = commands.add_parser(
         "reap",
         help="delete sandboxes no run needs (closed runs', past retention); says the disk freed",
@@ -147,6 +151,7 @@ async def _dispatch(args: argparse.Namespace) -> int:
         "list": _list,
         "cancel": _cancel,
         "extend": _extend,
+        "answer": _answer,
         "reap": _reap,
         "disk": disk_cli.run,
         "schedule": _schedule,
@@ -271,6 +276,13 @@ async def _extend(args: argparse.Namespace) -> int:
     client = await _connect(args)
     await api.extend_budget(client, args.run_id, extension)
     print(f"asked {args.run_id} to extend its budget by {render.extension_text(extension)}")
+    return OK
+
+
+async def _answer(args: argparse.Namespace) -> int:
+    client = await _connect(args)
+    said = await api.answer_question(client, args.run_id, args.text)
+    print(f"{args.run_id}: {said}")
     return OK
 
 

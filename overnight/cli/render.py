@@ -13,7 +13,7 @@ from pydantic import BaseModel
 from overnight.checkpoint_text import parse
 from overnight.cli.client import ReapedSandbox, RunSummary
 from overnight.models import BudgetExtension, RunResult, RunStatus
-from overnight.status_lines import age, money_line, snapshot_line
+from overnight.status_lines import age, money_line, snapshot_line, talk_lines
 
 # `overnight status` shows this many lines of the last words (`overnight logs` has the rest).
 STATUS_TAIL_LINES = 10
@@ -87,6 +87,7 @@ def status_text(status: RunStatus, *, now: datetime, ui_url: str | None) -> str:
         lines.append(f"  snapshot:      {snapshot.replace('`', '')}")
     if status.attention_reason:
         lines.append(f"  needs you:     {status.attention_reason}")
+    lines += [f"  {label + ':':<14} {text}" for label, text in talk_lines(status)]
     if status.restarts:
         last = status.restarts[-1]
         lines.append(f"  restarts:      {len(status.restarts)}, last: {last.reason}")
@@ -168,11 +169,16 @@ def runs_text(runs: Sequence[RunSummary], *, now: datetime) -> str:
 
 
 def result_text(result: RunResult) -> str:
-    return (
+    text = (
         f"{result.run_id}: {result.outcome} after {_count(result.attempts, 'attempt')} "
         f"({_count(result.restarts, 'restart')}, {result.hours_used:.2f} h, "
         f"${result.spend_usd:.4f})"
     )
+    outputs = result.outputs
+    if outputs is None:
+        return text
+    lines = [text] + ([f"  result: {outputs.summary}"] if outputs.summary else [])
+    return "\n".join(lines + [f"  {name}: {value}" for name, value in outputs.values.items()])
 
 
 def _count(n: int, noun: str) -> str:

@@ -25,6 +25,7 @@ from activities.heartbeat import handed_over
 from activities.models import (
     ActivityName,
     AgentStarted,
+    AnswerAgentInput,
     CheckpointRead,
     CheckpointSalvage,
     CreateSandboxInput,
@@ -234,6 +235,8 @@ class FakeWorld:
         # What the worker's grants refuse of a spec (`check_spec`), and the specs it was asked.
         self.refusals: list[str] = []
         self.spec_checks: list[SpecCheckInput] = []
+        # Answers written for the agent kit's requests (`answer_agent`), in order.
+        self.answers: list[AnswerAgentInput] = []
 
     # -- setting the scene --
 
@@ -276,6 +279,7 @@ class FakeWorld:
             self.send_notification,
             self.deliver_notification,
             self.check_spec,
+            self.answer_agent,
         ]
 
     def notified(self) -> list[str]:
@@ -333,6 +337,12 @@ class FakeWorld:
         return AgentStarted(
             sandbox_id=box.sandbox_id, process_id=box.process_id, lease_ends_at=box.lease_ends_at
         )
+
+    @activity.defn(name=ActivityName.ANSWER_AGENT)
+    async def answer_agent(self, request: AnswerAgentInput) -> None:
+        box = self._answering(request.sandbox_id)
+        self.answers.append(request)
+        self.log.append(f"answer {request.request_id} in {box.sandbox_id}")
 
     @activity.defn(name=ActivityName.CHECK_SPEC)
     async def check_spec(self, request: SpecCheckInput) -> SpecCheck:

@@ -1,0 +1,142 @@
+"""The kit's requests as the supervisor reads them (overnight.agent_requests): agent JSON, so
+whatever is there never raises; a request out of shape or over a limit is dropped and said;
+what is kept is bounded."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from overnight.agent_requests import (
+    MAX_OUTPUT_CHARS,
+    MAX_OUTPUTS,
+    AskRequest,
+    choice_refusal,
+    parse_when,
+    requests_of,
+)
+from overnight.checkpoint_text import facts_of
+
+ASK = {"id": "q1-abc", "question": "Go?", "choices": ["yes", "no"]}
+
+
+def test_a_well_formed_set_of_requests_is_read_whole() -> None:
+    found = requests_of(
+        {
+            "overnight": {
+                "ask": ASK,
+                "wait": {"id": "w1-x", "until": "2026-12-01T04:00:00Z", "reason": "window"},
+                "usage": {"stream": "a1-p7-1", "usd": 2.5, "input_tokens": 10},
+                "finish": {"summary": "done", "outputs": {"pr": "u", "n": 3}},
+            }
+        }
+    )
+    assert found is not None and found.refused is None
+    assert found.ask == AskRequest(**ASK)
+    assert found.wait is not None and found.wait.until == datetime(2026, 12, 1, 4, tzinfo=UTC)
+    assert found.usage is not None and found.usage.usd == 2.5
+    assert found.finish is not None and found.finish.values == {"pr": "u", "n": "3"}
+
+
+def test_requests_out_of_shape_are_refused_and_said() -> None:
+    cases: list[tuple[Any, str]] = [
+        ({"ask": {"id": "../etc", "question": "x"}}, "ask: needs an `id`"),
+        ({"ask": {"id": "q1", "question": "x" * 5000}}, "ask: `question` is over"),
+        ({"ask": {"id": "q1", "question": "x", "choices": ["a"] * 50}}, "ask: `choices`"),
+        ({"wait": {"id": "w1", "until": "soon"}}, "wait_until: `until`"),
+        ({"usage": {"stream": "s", "usd": -1}}, "usage: needs"),
+        ({"usage": {"stream": "s", "usd": float("inf")}}, "usage: needs"),
+        ({"usage": {"stream": "s", "usd": 1e12}}, "usage: needs"),
+        ("not an object", "`overnight` is not an object"),
+    ]
+    for raw, said in cases:
+        found = requests_of({"overnight": raw})
+        assert found is not None and found.refused is not None, raw
+        assert found.refused.startswith(said), (raw, found.refused)
+        assert found.ask is None and found.wait is None and found.usage is None
+
+
+def test_outputs_are_bounded() -> None:
+    outputs = {f"k{i}": "v" * 10_000 for i in range(50)}
+    found = requests_of({"overnight": {"finish": {"summary": "s", "outputs": outputs}}})
+    assert found is not None and found.finish is not None
+    assert len(found.finish.values) == MAX_OUTPUTS
+    assert all(len(v) <= MAX_OUTPUT_CHARS for v in found.finish.values.values())
+    assert found.refused is not None and "only the first" in found.refused
+
+
+def test_the_checkpoint_facts_carry_the_requests() -> None:
+    text = json.dumps({"step": 1, "overnight": {"ask": ASK}})
+    facts = facts_of(text)
+    assert facts.requests is not None and facts.requests.ask is not None
+    assert facts_of(json.dumps({"step": 1})).requests is None
+
+
+def test_answers_are_checked_against_the_choices() -> None:
+    asked = AskRequest(**ASK)
+    assert choice_refusal(asked, "yes") is None
+    assert choice_refusal(asked, "maybe") == "the answer must be one of: yes, no"
+    assert choice_refusal(asked, " ") == "the answer is empty"
+    assert choice_refusal(AskRequest(id="q", question="?"), "anything") is None
+
+
+def test_times_read_as_iso_or_epoch_and_nothing_else() -> None:
+    assert parse_when(0) == datetime(1970, 1, 1, tzinfo=UTC)
+    assert parse_when("2026-12-01T04:00:00") == datetime(2026, 12, 1, 4, tzinfo=UTC)
+    for bad in (True, -1, 1e300, "x" * 100, None, [], "2026-13-01"):
+        assert parse_when(bad) is None
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner),
+    max_leaves=20,
+)
+KEYS = st.sampled_from(["ask", "wait", "usage", "finish", "other"])
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.dictionaries(
+        KEYS,
+        JSON
+        | st.dictionaries(
+            st.sampled_from(
+                list(ASK)
+                + ["until", "reason", "stream", "usd", "input_tokens", "summary", "outputs"]
+            ),
+            JSON,
+        ),
+    )
+)
+def test_any_json_never_raises(raw: dict[str, Any]) -> None:
+    found = requests_of({"overnight": raw})
+    assert found is not None
+
+
+def test_secrets_in_outputs_and_questions_are_redacted_before_they_leave_the_worker() -> None:
+    from activities.checkpoints import checkpoint_from
+    from activities.providers.protocol import FileRead
+    from overnight.output_tail import REDACTED
+
+    secret = 'sk-live-"quoted"-0123456789'
+    text = json.dumps(
+        {
+            "overnight": {
+                "ask": {"id": "q1-a", "question": f"Use {secret}?"},
+                "finish": {"summary": f"pushed with {secret}", "outputs": {"token": secret}},
+            }
+        }
+    )
+    read = checkpoint_from(FileRead(status="ok", data=text.encode()), None, [secret])
+    assert read.facts is not None and read.facts.requests is not None
+    said = read.facts.requests
+    assert said.ask is not None and said.finish is not None
+    assert said.ask.question == f"Use {REDACTED}?"
+    assert said.finish.summary == f"pushed with {REDACTED}"
+    assert said.finish.values == {"token": REDACTED}
+    assert secret not in read.model_dump_json()

@@ -1,0 +1,104 @@
+"""The kit's requests, workflow side (workflows.talk): pure, no server. A request is acted on
+once per sandbox; an answered question is answered again without a pause; a wait is capped by
+the hours left; model spend counts once per stream, in the spend budget; paused time is not
+run time."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from overnight.agent_requests import AskRequest
+from overnight.checkpoint_text import facts_of
+from overnight.models import Budget
+from tests.workflows.harness import make_spec
+from workflows import budget, talk
+from workflows.state import SupervisorState
+
+NOW = datetime(2026, 12, 1, 2, tzinfo=UTC)
+ASK = {"id": "q1-abc", "question": "Go?", "choices": ["yes", "no"]}
+
+
+def state(**requests: Any) -> SupervisorState:
+    spec = make_spec(budget=Budget(max_spend_usd=10, max_hours=8))
+    s = SupervisorState(
+        spec=spec, budget=spec.budget, started_at=NOW, agent_requests=True, sandbox_id="box-1"
+    )
+    taken(s, **requests)
+    return s
+
+
+def taken(s: SupervisorState, **requests: Any) -> None:
+    s.checkpoint_facts = facts_of(json.dumps({"step": 1, "overnight": requests}))
+    talk.take_requests(s)
+
+
+def test_a_question_is_asked_once_per_sandbox_and_answered_again_without_a_pause() -> None:
+    s = state(ask=ASK)
+    asked = talk.request_due(s, NOW, 8)
+    assert isinstance(asked, talk.AskPerson) and asked.request.id == "q1-abc"
+    s.request_handled = talk.handled_key(s, "q1-abc")
+    assert talk.request_due(s, NOW, 8) is None
+    s.answers["q1-abc"] = "yes"
+    s.sandbox_id = "box-2"  # a restart: the new agent asks again
+    assert talk.request_due(s, NOW, 8) == talk.DeliverAnswer("q1-abc", "yes")
+
+
+def test_runs_without_the_patch_ignore_requests() -> None:
+    s = state(ask=ASK, usage={"stream": "a", "usd": 3})
+    s.agent_requests = False
+    assert talk.request_due(s, NOW, 8) is None
+
+
+def test_a_wait_is_capped_by_the_hours_left_and_short_ones_are_slept_through() -> None:
+    far = (NOW + timedelta(hours=20)).isoformat()
+    s = state(wait={"id": "w1-a", "until": far, "reason": "window"})
+    due = talk.request_due(s, NOW, 3)
+    assert isinstance(due, talk.PauseUntil) and due.until == NOW + timedelta(hours=3)
+    soon = (NOW + timedelta(seconds=10)).isoformat()
+    assert talk.request_due(state(wait={"id": "w1-b", "until": soon}), NOW, 3) is None
+
+
+def test_model_spend_counts_once_per_stream_in_the_spend_budget() -> None:
+    s = state(usage={"stream": "a1-p1-0", "usd": 4})
+    taken(s, usage={"stream": "a1-p1-0", "usd": 4})  # read twice: once
+    taken(s, usage={"stream": "a1-p1-0", "usd": 3})  # an older report: nothing
+    taken(s, usage={"stream": "a2-p9-5", "usd": 7})  # the next attempt's process
+    assert talk.model_usd(s) == 11
+    assert budget.spend_usd(s, NOW) == 11
+    assert budget.estimated_spend_usd(s, NOW) == 0
+    assert budget.exhausted_reason(s, NOW) == "spend budget used up ($11.00 of $10.00)"
+
+
+def test_paused_time_is_not_run_time() -> None:
+    s = state()
+    s.waiting_since = NOW
+    later = NOW + timedelta(hours=5)
+    assert budget.hours_used(s, later) == 0
+    s.waited_seconds, s.waiting_since = 5 * 3600, None
+    assert budget.hours_used(s, later + timedelta(hours=1)) == 1
+
+
+def test_the_card_and_the_status_show_the_question_the_wait_the_spend_and_the_results() -> None:
+    from overnight.cli.render import status_text
+    from workflows.card import build_status, render_card
+
+    s = state(
+        usage={"stream": "a1-p1-0", "usd": 2.5, "input_tokens": 7},
+        finish={"summary": "done", "outputs": {"pr": "https://example.test/pr/3"}},
+    )
+    s.question = AskRequest(**ASK)
+    s.waiting_since = NOW
+    s.state = "waiting_for_answer"
+    status = build_status(s, NOW)
+    card = render_card(status, NOW)
+    text = status_text(status, now=NOW, ui_url=None)
+
+    assert status.spend_model_usd == 2.5 and status.spend_usd == 2.5
+    assert status.talk is not None and status.talk.model_input_tokens == 7
+    assert "- **question** Go? (one of: yes, no)" in card
+    assert "- **model spend** $2.50 (in the spend above)" in card
+    assert "- **pr** https://example.test/pr/3" in card
+    assert "question:      Go? (one of: yes, no)" in text
+    assert "result:        done" in text

@@ -1,0 +1,216 @@
+"""AgentRun's steps for the agent kit's requests: pause the sandbox for a question or a wait,
+wake it, and write the answer where the kit's `ask()` / `wait_until()` finds it.
+
+Workflow code (timers and activities); what a request means is in `workflows.talk`. The
+`answer_agent` call lives here beside its only caller (calls.py holds the sandbox calls).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError
+
+with workflow.unsafe.imports_passed_through():
+    from activities.models import ActivityName, AnswerAgentInput
+    from workflows import attention_steps, budget, calls, money, policies, talk
+    from workflows.decide import (
+        AskPerson,
+        Decision,
+        DeliverAnswer,
+        PauseUntil,
+        WakeInPlace,
+        restart_within_budget,
+    )
+    from workflows.notify_steps import Notifier
+    from workflows.state import SupervisorState
+
+# The decisions these steps carry out, as `decide` makes them (its own imports of `talk`:
+# the workflow sandbox may hold a second copy of that module).
+TALK_DECISIONS = (AskPerson, PauseUntil, DeliverAnswer, WakeInPlace)
+# What the answer file says when a `wait_until` was woken.
+WOKEN = "woken"
+
+
+async def act(s: SupervisorState, decision: Decision, notifier: Notifier) -> Decision | None:
+    """Carry out one of `talk`'s decisions; a follow-up (a restart) when the sandbox is gone."""
+    if isinstance(decision, AskPerson):
+        await _ask_person(s, decision, notifier)
+    elif isinstance(decision, PauseUntil):
+        await _pause_until(s, decision)
+    elif isinstance(decision, DeliverAnswer):
+        s.request_handled = talk.handled_key(s, decision.request_id)
+        await answer_agent(s, decision.request_id, decision.answer)
+    elif isinstance(decision, WakeInPlace):
+        s.paused_in_place = False
+        if not await _wake(s, "budget extended: the same agent goes on"):
+            why = "sandbox paused for the budget could not be woken"
+            return restart_within_budget(s, why, workflow.now())
+        s.state = "running"
+    return None
+
+
+def is_talk(decision: Decision) -> bool:
+    return isinstance(decision, TALK_DECISIONS)
+
+
+def holding(s: SupervisorState) -> bool:
+    """The run waits for an answer or for a wait's end (its sandbox paused)."""
+    return s.question is not None or s.wait is not None
+
+
+Held = Decision | attention_steps.Unanswered | None
+
+
+async def hold(s: SupervisorState, notifier: Notifier) -> Held:
+    if s.question is not None:
+        return await _wait_for_answer(s, notifier)
+    return await _wait_out(s)
+
+
+async def pause_in_place(s: SupervisorState, reason: str) -> None:
+    """The spend budget ran out under a running agent: pause it where it stands (woken on
+    extension, nothing redone) instead of setting the sandbox aside."""
+    await _pause(s, f"needs attention: {reason}")
+    s.paused_in_place = True
+
+
+async def _ask_person(s: SupervisorState, decision: AskPerson, notifier: Notifier) -> None:
+    request = decision.request
+    s.question = request
+    s.answer_given = None
+    s.request_handled = talk.handled_key(s, request.id)
+    await _pause(s, f"question {request.id} waits for a person")
+    s.waiting_since = workflow.now()
+    s.state = "waiting_for_answer"
+    workflow.logger.info("the agent asks: %s", request.question)
+    notifier.tell(s, "waiting_for_answer", talk.question_text(request))
+
+
+async def _pause_until(s: SupervisorState, decision: PauseUntil) -> None:
+    request = decision.request
+    s.wait = request
+    s.waiting_until = decision.until
+    s.request_handled = talk.handled_key(s, request.id)
+    await _pause(s, f"wait until {decision.until:%H:%M} UTC: {request.reason or 'agent asked'}")
+    s.waiting_since = workflow.now()
+
+
+async def _wait_for_answer(s: SupervisorState, notifier: Notifier) -> Held:
+    """Until the `answer` update (or a cancel). Unanswered for `attention_hours`, the run
+    needs attention; for as long again, it fails."""
+    assert s.question is not None and s.waiting_since is not None
+    hours = s.spec.attention_hours
+    phases = 2 if s.state == "needs_attention" else 1
+    deadline = s.waiting_since + timedelta(hours=hours * phases)
+    try:
+        await workflow.wait_condition(
+            lambda: s.answer_given is not None or s.cancel_requested,
+            timeout=max(deadline - workflow.now(), timedelta(seconds=1)),
+            timeout_summary="waiting for an answer to the agent's question",
+        )
+    except TimeoutError:
+        if s.state == "needs_attention":
+            return attention_steps.Unanswered()
+        s.state = "needs_attention"
+        s.attention_reason = f"the agent's question waited {hours:g} h unanswered"
+        notifier.tell(s, "needs_attention", f"{s.attention_reason}: {s.question.question}")
+        return None
+    if s.cancel_requested:
+        return None
+    question, answer = s.question, s.answer_given
+    assert answer is not None
+    woken = await _wake(s, f"question {question.id} answered")
+    _done_waiting(s)
+    s.question = None
+    s.answer_given = None
+    s.attention_reason = None
+    if not woken:
+        # The next attempt's agent asks again and is answered at once (`DeliverAnswer`).
+        why = "sandbox paused for a question could not be woken"
+        return restart_within_budget(s, why, workflow.now())
+    s.state = "running"
+    await answer_agent(s, question.id, answer)
+    return None
+
+
+async def _wait_out(s: SupervisorState) -> Decision | None:
+    assert s.wait is not None and s.waiting_until is not None
+    request, until = s.wait, s.waiting_until
+    try:
+        await workflow.wait_condition(
+            lambda: s.cancel_requested,
+            timeout=max(until - workflow.now(), timedelta(seconds=1)),
+            timeout_summary=f"agent paused until {until:%Y-%m-%d %H:%M} UTC",
+        )
+    except TimeoutError:
+        pass
+    if s.cancel_requested:
+        return None
+    woken = await _wake(s, f"wait until {until:%H:%M} UTC over")
+    _done_waiting(s)
+    s.wait = None
+    s.waiting_until = None
+    if not woken:
+        why = "sandbox paused for a wait could not be woken"
+        return restart_within_budget(s, why, workflow.now())
+    await answer_agent(s, request.id, WOKEN)
+    return None
+
+
+async def _pause(s: SupervisorState, why: str) -> None:
+    assert s.sandbox_id is not None
+    settled = await calls.pause_or_stop(s.spec, s.sandbox_id, stop=False, why=why)
+    if settled is None or settled.state != "paused":
+        workflow.logger.warning("sandbox %s not paused (%s): it runs on", s.sandbox_id, why)
+        return
+    budget.close_sandbox_spend(s, workflow.now())
+    s.sandbox_paused = True
+
+
+async def _wake(s: SupervisorState, why: str) -> bool:
+    """The same sandbox carries on (a fresh lease); False when it could not be woken."""
+    assert s.sandbox_id is not None
+    room = money.next_lease_micros(s) if money.keeps_account(s) else None
+    info = await calls.wake_sandbox(s.spec, s.sandbox_id, why, daily_room_micros=room)
+    if isinstance(info, calls.DailyLimitRefused) or info is None or info.state != "running":
+        return False
+    now = workflow.now()
+    if s.sandbox_started_at is None:
+        s.sandbox_started_at = now
+    s.lease_ends_at = info.lease_ends_at
+    s.lease_extended_at = now
+    s.sandbox_paused = False
+    # The stall clock starts again from the wake.
+    s.last_progress_at = now
+    return True
+
+
+def _done_waiting(s: SupervisorState) -> None:
+    if s.waiting_since is not None:
+        s.waited_seconds += max(0.0, (workflow.now() - s.waiting_since).total_seconds())
+    s.waiting_since = None
+
+
+async def answer_agent(s: SupervisorState, request_id: str, answer: str) -> None:
+    """Best effort: an answer that cannot be written is given again when the agent asks again
+    (after a restart the kit finds it; a lost write leaves the question to the next attempt)."""
+    if s.sandbox_id is None:
+        return
+    try:
+        await workflow.execute_activity(
+            ActivityName.ANSWER_AGENT,
+            AnswerAgentInput(
+                provider=s.spec.provider,
+                sandbox_id=s.sandbox_id,
+                request_id=request_id,
+                answer=answer,
+            ),
+            start_to_close_timeout=policies.ACTION_TIMEOUT,
+            retry_policy=policies.ACTION_RETRY,
+            summary=f"answer the agent's request {request_id}",
+        )
+    except ActivityError as err:
+        calls.reraise_cancellation(err)
+        workflow.logger.warning("could not answer request %s: %s", request_id, calls.describe(err))
