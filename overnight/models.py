@@ -11,7 +11,7 @@ import re
 from datetime import datetime
 from typing import Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, JsonValue, field_validator, model_validator
 
 from overnight.isolation import (
     MAX_BINDS,
@@ -90,6 +90,7 @@ from overnight.model_base import (
     RunState as RunState,
 )
 from overnight.notify_spec import MAX_WEBHOOKS, Webhook, webhooks_from_input
+from overnight.run_costs import SafetyNet
 from overnight.snapshot_spec import Recovery, SnapshotMode, check_snapshot_mode
 
 
@@ -384,6 +385,7 @@ class RunStatus(_Strict):
     snapshot_pause_seconds: float = 0
     snapshot_error: str | None = None
     restored_from: str | None = None
+    safety_net: SafetyNet | None = None  # what the restarts cost (None: run begun before)
 
 
 class RunResult(_Strict):
@@ -396,3 +398,5 @@ class RunResult(_Strict):
     restarts: int
     hours_used: float
     spend_usd: float
+    safety_net: SafetyNet | None = None  # what the restarts cost (None: run begun before)
+    checkpoint_json: JsonValue = None  # `checkpoint` parsed, when it is JSON (bounded)

@@ -6,9 +6,10 @@ from datetime import datetime
 
 from overnight.models import RunStatus
 from overnight.output_tail import markdown_block
-from overnight.status_lines import age, money_line, snapshot_line
+from overnight.status_lines import age, money_line, safety_net_line, snapshot_line
 from workflows.budget import charged_usd, estimated_spend_usd, hours_used, spend_usd
 from workflows.checkpoint import kept_facts
+from workflows.safety_net import summary as safety_net_summary
 from workflows.state import SupervisorState
 
 # The card shows this many of the last words' lines (`overnight logs` shows the rest).
@@ -52,6 +53,7 @@ def build_status(state: SupervisorState, now: datetime) -> RunStatus:
         snapshot_pause_seconds=round(state.snapshot_pause_seconds, 3),
         snapshot_error=state.snapshot_error,
         restored_from=state.restored_from,
+        safety_net=safety_net_summary(state, now),
     )
 
 
@@ -83,6 +85,9 @@ def render_card(status: RunStatus, now: datetime) -> str:
     snapshot = snapshot_line(status, now)
     if snapshot:
         lines.append(f"- **snapshot** {snapshot}")
+    net = safety_net_line(status.safety_net)
+    if net:
+        lines.append(f"- **safety net** {net}")
     if status.attention_reason:
         lines.append(f"- **needs attention** {status.attention_reason}")
     if status.checkpoint_rejected:

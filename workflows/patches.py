@@ -18,3 +18,6 @@ SPEC_CHECK_PATCH = "worker-grants-spec-check"
 # `keep_failed_days`, labelled with when they may go (overnight.retention), instead of stopping
 # them; histories recorded before it replay stopping them.
 RETENTION_PATCH = "failed-sandboxes-kept"
+# Runs begun with this marker keep what their restarts cost (workflows.safety_net) for the
+# status, the card and the result; runs begun before it report no figure (not a partial one).
+SAFETY_NET_PATCH = "safety-net-cost"

@@ -13,7 +13,7 @@ from pydantic import BaseModel
 from overnight.checkpoint_text import parse
 from overnight.cli.client import ReapedSandbox, RunSummary
 from overnight.models import BudgetExtension, RunResult, RunStatus
-from overnight.status_lines import age, money_line, snapshot_line
+from overnight.status_lines import age, money_line, safety_net_line, snapshot_line
 
 # `overnight status` shows this many lines of the last words (`overnight logs` has the rest).
 STATUS_TAIL_LINES = 10
@@ -90,6 +90,9 @@ def status_text(status: RunStatus, *, now: datetime, ui_url: str | None) -> str:
     if status.restarts:
         last = status.restarts[-1]
         lines.append(f"  restarts:      {len(status.restarts)}, last: {last.reason}")
+    net = safety_net_line(status.safety_net)
+    if net:
+        lines.append(f"  safety net:    {net}")
     if ui_url:
         lines.append(f"  Web UI:        {ui_url}")
     words = status.last_words
@@ -168,11 +171,13 @@ def runs_text(runs: Sequence[RunSummary], *, now: datetime) -> str:
 
 
 def result_text(result: RunResult) -> str:
-    return (
+    text = (
         f"{result.run_id}: {result.outcome} after {_count(result.attempts, 'attempt')} "
         f"({_count(result.restarts, 'restart')}, {result.hours_used:.2f} h, "
         f"${result.spend_usd:.4f})"
     )
+    net = safety_net_line(result.safety_net)
+    return text + (f"\nsafety net: {net}" if net else "")
 
 
 def _count(n: int, noun: str) -> str:
