@@ -76,7 +76,7 @@ def restarted(state: SupervisorState, now: datetime) -> None:
     totals.restarts += 1
     totals.lost_seconds = round(totals.lost_seconds + cost.lost_seconds, 3)
     totals.setup_seconds = round(totals.setup_seconds + cost.setup_seconds, 3)
-    totals.usd = round(totals.usd + cost.usd, 6)
+    totals.usd = round(totals.usd + cost.usd, 9)
     totals.by_cause[cost.cause] = totals.by_cause.get(cost.cause, 0) + 1
     totals.recent = [*totals.recent, cost][-RECENT_COSTS:]
     state.net_noticed_at = None
@@ -94,7 +94,7 @@ def restart_cost(
         cause=cause_of(reason),
         lost_seconds=round(lost_seconds, 3),
         setup_seconds=round(setup_seconds, 3),
-        usd=round((lost_seconds + setup_seconds) / SECONDS_PER_HOUR * rate, 6),
+        usd=round((lost_seconds + setup_seconds) / SECONDS_PER_HOUR * rate, 9),
     )
 
 
@@ -105,4 +105,4 @@ def summary(state: SupervisorState, now: datetime) -> SafetyNet | None:
     sandbox = spend_usd(state, now)
     totals = state.net_totals
     share = round(totals.usd / sandbox, 4) if sandbox > 0 else None
-    return totals.model_copy(update={"sandbox_usd": round(sandbox, 6), "share": share})
+    return totals.model_copy(update={"sandbox_usd": round(sandbox, 9), "share": share})
