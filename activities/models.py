@@ -46,6 +46,9 @@ class ActivityName:
     # The worker's grants (activities.grants): what of a spec this worker allows, asked at a
     # run's start before anything is made.
     CHECK_SPEC = "check_spec"
+    # `overnight reap` as an activity (overnight.worker.reap_schedule), for the schedule the
+    # worker sets up (`OvernightReap`, workflows.reap_run).
+    REAP_SANDBOXES = "reap_sandboxes"
 
 
 class _Model(BaseModel):
@@ -358,3 +361,13 @@ class SpecCheck(_Model):
     setting that would allow it; empty: the spec may run."""
 
     refusals: list[str] = Field(default_factory=list)
+
+
+class ReapSummary(_Model):
+    """What a scheduled reap took: counts, the disk it freed here, a line for each (at most
+    `lines` of them) and the ones it could not delete."""
+
+    deleted: int = 0
+    failed: int = 0
+    freed_bytes: int = 0
+    lines: list[str] = Field(default_factory=list)

@@ -55,17 +55,22 @@ async def serve(
     max_cached_workflows: int = MAX_CACHED_WORKFLOWS,
     providers: Mapping[str, SandboxProvider] | None = None,
     grants: Grants | None = None,
+    reap_schedule: bool = False,
 ) -> None:
     """Poll `task_queue` for AgentRun workflows and sandbox activities until `stop` is set
     (or this task is cancelled); then shut the worker down and close the providers.
 
     `providers` replaces the ones built from the environment (the benchmarks pass an
     in-process fake whose agents cost nothing); `grants`, what specs may ask for, replace the
-    ones in the environment (overnight/grants.py; a worker in a test grants what it runs)."""
+    ones in the environment (overnight/grants.py; a worker in a test grants what it runs);
+    `reap_schedule`: make the hourly reap's Temporal Schedule unless it exists
+    (overnight.worker.reap_schedule; the `worker.py` and `overnight dev` workers do)."""
     # Imported here so that modules needing only the client (the CLI) do not load providers.
     from activities.sandbox import SandboxActivities
+    from overnight.worker.reap_schedule import ReapActivities, ensure_reap_schedule
     from workflows.agent_run import AgentRun
     from workflows.notify_run import NotifyRun
+    from workflows.reap_run import ReapRun
 
     if providers is None:
         _warn_if_local_runs_cannot_be_isolated()
@@ -77,8 +82,8 @@ async def serve(
         worker = Worker(
             client,
             task_queue=task_queue,
-            workflows=[AgentRun, NotifyRun],
-            activities=sandbox_activities.all(),
+            workflows=[AgentRun, NotifyRun, ReapRun],
+            activities=[*sandbox_activities.all(), ReapActivities(client).reap_sandboxes],
             max_concurrent_activities=max_concurrent_activities,
             max_cached_workflows=max_cached_workflows,
             max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
@@ -86,6 +91,8 @@ async def serve(
             # One copy of overnight's modules for every cached run (overnight/workflow_runner.py).
             workflow_runner=shared_module_runner(),
         )
+        if reap_schedule:
+            await ensure_reap_schedule(client, task_queue)
         await run_worker(worker, ready=ready, stop=stop)
 
 
@@ -180,7 +187,9 @@ async def _serve_announced(
     worker_ready = ready or asyncio.Event()
     announce = asyncio.create_task(_announce_when(worker_ready, task_queue, client.namespace))
     try:
-        await serve(client, task_queue=task_queue, ready=worker_ready, stop=stop)
+        await serve(
+            client, task_queue=task_queue, ready=worker_ready, stop=stop, reap_schedule=True
+        )
     finally:
         announce.cancel()
     print("worker stopped", flush=True)
