@@ -304,6 +304,12 @@ class RuntimeProvider(RuntimeWatching, RuntimeSnapshots, RuntimeAccount):
             sandbox = await sandbox.update(labels={**current, **labels})
         return sandbox_info(sandbox.info)
 
+    async def set_retention(self, sandbox_id: str, days: int) -> SandboxInfo:
+        # One request (`:retention` answers the sandbox); never wakes it.
+        async with runtime_call(sandbox_id, self._budget):
+            sandbox = await self._handle(sandbox_id).set_retention(days)
+        return sandbox_info(sandbox.info)
+
     async def list(self, labels: dict[str, str], *, include_stopped: bool) -> list[SandboxInfo]:
         async with runtime_call(None, self._budget):
             page = await self._client().sandboxes.list(
