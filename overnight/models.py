@@ -394,9 +394,9 @@ class RunResult(_Strict):
     run_id: str
     outcome: Literal["finished", "cancelled"]
     checkpoint: str | None = None
+    checkpoint_json: JsonValue = None  # `checkpoint` parsed, when it is JSON (bounded)
     attempts: int
     restarts: int
     hours_used: float
     spend_usd: float
     safety_net: SafetyNet | None = None  # what the restarts cost (None: run begun before)
-    checkpoint_json: JsonValue = None  # `checkpoint` parsed, when it is JSON (bounded)
