@@ -34,7 +34,11 @@ QUERY_TIMEOUT = timedelta(seconds=5)
 MAX_RUNS = 10_000
 _RESTARTS = SearchAttributeKey.for_int(SA_RESTARTS)
 # How a Failed run's ApplicationError type reads as an outcome.
-_FAILURE_OUTCOMES = {"OutOfBudget": "out_of_budget", "InvalidSpec": "invalid_spec"}
+_FAILURE_OUTCOMES = {
+    "OutOfBudget": "out_of_budget",
+    "InvalidSpec": "invalid_spec",
+    "SpecRefused": "spec_refused",
+}
 
 
 def add_parser(commands: argparse._SubParsersAction, parser_class: type) -> None:  # type: ignore[type-arg]
