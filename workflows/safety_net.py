@@ -20,7 +20,12 @@ from __future__ import annotations
 from datetime import datetime
 
 from overnight.run_costs import RestartCause, RestartCost, SafetyNet
-from workflows.budget import SECONDS_PER_HOUR, hourly_rate_usd, spend_usd
+from workflows.budget import (
+    MICROS_PER_USD,
+    SECONDS_PER_HOUR,
+    estimated_spend_usd,
+    hourly_rate_usd,
+)
 from workflows.state import SupervisorState
 
 # The status and result carry this many of the latest restarts' own figures.
@@ -102,7 +107,17 @@ def summary(state: SupervisorState, now: datetime) -> SafetyNet | None:
     """The run's figures as of `now` (None for runs begun before they were kept)."""
     if not state.safety_net_kept:
         return None
-    sandbox = spend_usd(state, now)
+    sandbox = sandbox_usd(state, now)
     totals = state.net_totals
     share = round(totals.usd / sandbox, 4) if sandbox > 0 else None
     return totals.model_copy(update={"sandbox_usd": round(sandbox, 9), "share": share})
+
+
+def sandbox_usd(state: SupervisorState, now: datetime) -> float:
+    """What the run's sandboxes cost: the sandbox part of the spend budget's figure (the
+    provider's charges where read, the estimate elsewhere), never the model spend an agent
+    reports, which the safety net is no share of."""
+    spend = estimated_spend_usd(state, now)
+    for figure in state.charges.values():
+        spend += figure.micros / MICROS_PER_USD - figure.estimated_usd
+    return spend

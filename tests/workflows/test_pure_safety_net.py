@@ -143,3 +143,18 @@ def test_the_share_is_left_out_while_the_sandboxes_cost_nothing() -> None:
 )
 def test_causes(reason: str, cause: str) -> None:
     assert cause_of(reason) == cause
+
+
+def test_the_share_is_of_the_sandboxes_figure_charges_included_model_spend_never() -> None:
+    from overnight.models import RunSpec
+    from workflows.state import ChargeFigure
+
+    base = running().spec.model_dump()
+    state = kept(spec=RunSpec(**{**base, "provider": "runtime"}))
+    state.charges["box-1"] = ChargeFigure(
+        micros=50_000, estimated_usd=0.04, read_at=later(hours=0.5)
+    )
+    now = later(hours=1)
+    # Today the spend budget counts sandboxes only: the two figures agree (charges swapped in).
+    assert safety_net.sandbox_usd(state, now) == pytest.approx(budget.spend_usd(state, now))
+    assert safety_net.sandbox_usd(state, now) == pytest.approx(DEFAULT_RATE + 0.05 - 0.04)
