@@ -24,8 +24,9 @@ from overnight.cli import client as api
 from overnight.constants import LABEL_KEEP_UNTIL
 from overnight.retention import label_value
 from overnight.worker.reap_schedule import REAP_EVERY, REAP_SCHEDULE_ID, ensure_reap_schedule
+from overnight.worker.runner import serve
 from tests.e2e.test_retention import crashing_spec
-from tests.live import new_run_id
+from tests.live import granted, new_run_id
 from workflows.reap_run import REAP_WORKFLOW
 
 
@@ -45,6 +46,32 @@ async def test_workers_set_up_the_hourly_reap_once_and_it_deletes_what_retention
 ) -> None:
     await _delete_schedule(dev_client)
     try:
+        # A worker started to make it (as `python worker.py` and `overnight dev` are) does.
+        ready, stop = asyncio.Event(), asyncio.Event()
+        worker = asyncio.create_task(
+            serve(
+                dev_client,
+                task_queue=f"{task_queue}-w",
+                ready=ready,
+                stop=stop,
+                reap_schedule=True,
+                grants=granted(),
+            )
+        )
+        waiter = asyncio.create_task(ready.wait())
+        await asyncio.wait({worker, waiter}, timeout=30, return_when=asyncio.FIRST_COMPLETED)
+        waiter.cancel()
+        if worker.done():
+            worker.result()  # raises why the worker could not start
+        assert ready.is_set()
+        stop.set()
+        await asyncio.wait_for(worker, timeout=30)
+        made_by_worker = await dev_client.get_schedule_handle(REAP_SCHEDULE_ID).describe()
+        assert made_by_worker.schedule.spec.intervals[0].every == REAP_EVERY
+        assert isinstance(made_by_worker.schedule.action, ScheduleActionStartWorkflow)
+        assert made_by_worker.schedule.action.task_queue == f"{task_queue}-w"
+        await _delete_schedule(dev_client)
+
         # Two workers starting at once, and one more later: one schedule.
         made = await asyncio.gather(*(ensure_reap_schedule(dev_client, task_queue) for _ in "ab"))
         assert sorted(made) == [False, True]
