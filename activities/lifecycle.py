@@ -8,6 +8,7 @@ an answer, not an error (a retried step finds its work done).
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 from typing import Any
 
 from temporalio import activity
@@ -23,7 +24,12 @@ from activities.models import (
     SandboxSettled,
 )
 from activities.providers.money import ensure_daily_room, read_charge
-from activities.providers.protocol import SandboxNotFound, SandboxNotRunning, SandboxProvider
+from activities.providers.protocol import (
+    KeepsPaused,
+    SandboxNotFound,
+    SandboxNotRunning,
+    SandboxProvider,
+)
 from overnight import retention
 from overnight.constants import LABEL_KEEP_UNTIL, LABEL_RUN
 
@@ -52,6 +58,13 @@ class LifecycleActivities:
             info = await settle(
                 provider, input.sandbox_id, provider.set_labels(info.sandbox_id, label)
             )
+            if isinstance(provider, KeepsPaused) and info.state == "paused":
+                # The provider's own retention too (Runtime's `:retention`): it deletes the
+                # sandbox itself even if no `overnight reap` ever runs, never before the label.
+                days = retention.provider_days(input.keep_until, info.created_at, _now())
+                info = await settle(
+                    provider, input.sandbox_id, provider.set_retention(info.sandbox_id, days)
+                )
         return await _with_charge(provider, info, input.read_charge)
 
     @activity.defn(name=ActivityName.STOP_SANDBOX)
@@ -115,3 +128,7 @@ async def settle(
 async def _with_charge(provider: SandboxProvider, info: SandboxInfo, read: bool) -> SandboxSettled:
     charge = await read_charge(provider, info.sandbox_id) if read else None
     return SandboxSettled(**info.model_dump(), charge=charge)
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)

@@ -48,6 +48,9 @@ class ActivityName:
     CHECK_SPEC = "check_spec"
     # The agent kit's requests (activities.talk_activities): an answer written for the agent.
     ANSWER_AGENT = "answer_agent"
+    # `overnight reap` as an activity (overnight.worker.reap_schedule), for the schedule the
+    # worker sets up (`OvernightReap`, workflows.reap_run).
+    REAP_SANDBOXES = "reap_sandboxes"
 
 
 class _Model(BaseModel):
@@ -369,3 +372,13 @@ class AnswerAgentInput(_Model):
     sandbox_id: str
     request_id: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
     answer: str = Field(max_length=4000)
+
+
+class ReapSummary(_Model):
+    """What a scheduled reap took: counts, the disk it freed here, a line for each (at most
+    `lines` of them) and the ones it could not delete."""
+
+    deleted: int = 0
+    failed: int = 0
+    freed_bytes: int = 0
+    lines: list[str] = Field(default_factory=list)

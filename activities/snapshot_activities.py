@@ -186,8 +186,9 @@ async def start_restored(
     sid = sandbox.sandbox_id
     if restore.request:
         await answer_request(provider, sid, restore.request, "ready", restore.snapshot_id)
-    if restore.mode == "memory" and restore.adopt_start_key:
-        found = await provider.start_agent(sid, replace(launch, start_key=restore.adopt_start_key))
-        if found.state == "running":
+    if restore.mode == "memory" and restore.adopt_start_key and supports_snapshots(provider):
+        # Only look: starting it by its old key would report a fresh start as adopted.
+        found = await provider.find_agent(sid, restore.adopt_start_key)
+        if found is not None and found.state == "running":
             return found, True
     return await provider.start_agent(sid, launch), False

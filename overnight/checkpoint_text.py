@@ -14,6 +14,7 @@ encodable (a `"\\ud800"` escape parses to a lone surrogate, which no payload can
 from __future__ import annotations
 
 import json
+import math
 import re
 from itertools import accumulate
 from typing import Any
@@ -28,6 +29,9 @@ from overnight.models import CheckpointSummary
 MAX_DEPTH = 64
 # Longest `next` / note text carried into the status and the Web UI card.
 SUMMARY_CHARS = 200
+# A checkpoint larger than this is not parsed into `RunResult.checkpoint_json` (the text stays):
+# the result would carry it twice.
+MAX_PARSED_BYTES = 65536
 # A snapshot request is a count the agent kit adds one to; larger numbers are not one.
 MAX_SNAPSHOT_REQUEST = 2**53
 
@@ -141,3 +145,28 @@ def clip(value: object) -> str:
 def encodable(text: str) -> str:
     """`text` with lone surrogates (from JSON escapes) replaced, so it can be serialised."""
     return text.encode("utf-8", errors="replace").decode("utf-8")
+
+
+def parsed_for_result(text: str | None, is_json: bool) -> Any:
+    """The checkpoint's JSON value for `RunResult.checkpoint_json`, beside its text: None for
+    text that is not JSON (within the limits) or larger than `MAX_PARSED_BYTES`. Strings are
+    made encodable (a lone-surrogate escape parses to what no payload can carry). Never raises."""
+    if not text or not is_json or len(text.encode("utf-8", errors="replace")) > MAX_PARSED_BYTES:
+        return None
+    try:
+        ok, value = parse(text)
+        return _encodable_value(value) if ok else None
+    except Exception:  # defence in depth: agent text never fails the result
+        return None
+
+
+def _encodable_value(value: Any) -> Any:
+    if isinstance(value, str):
+        return encodable(value)
+    if isinstance(value, list):
+        return [_encodable_value(item) for item in value]
+    if isinstance(value, dict):
+        return {encodable(key): _encodable_value(item) for key, item in value.items()}
+    if isinstance(value, float) and not math.isfinite(value):
+        return None  # NaN and infinities (`1e999`) are not JSON
+    return value

@@ -11,7 +11,7 @@ import re
 from datetime import datetime
 from typing import Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, JsonValue, field_validator, model_validator
 
 from overnight.agent_requests import AgentTalk, RunOutputs
 from overnight.isolation import (
@@ -79,6 +79,7 @@ from overnight.model_base import (
     RunState as RunState,
 )
 from overnight.notify_spec import MAX_WEBHOOKS, Webhook, webhooks_from_input
+from overnight.run_costs import SafetyNet
 from overnight.snapshot_spec import Recovery, SnapshotMode, check_snapshot_mode
 
 
@@ -377,6 +378,7 @@ class RunStatus(_Strict):
     spend_model_usd: float = 0
     talk: AgentTalk | None = None
     outputs: RunOutputs | None = None
+    safety_net: SafetyNet | None = None  # what the restarts cost (None: run begun before)
 
 
 class RunResult(_Strict):
@@ -385,6 +387,7 @@ class RunResult(_Strict):
     run_id: str
     outcome: Literal["finished", "cancelled"]
     checkpoint: str | None = None
+    checkpoint_json: JsonValue = None  # `checkpoint` parsed, when it is JSON (bounded)
     attempts: int
     restarts: int
     hours_used: float
@@ -392,3 +395,4 @@ class RunResult(_Strict):
     # What the agent's `finish()` handed over, and the model spend it reported (in spend_usd).
     outputs: RunOutputs | None = None
     spend_model_usd: float = 0
+    safety_net: SafetyNet | None = None  # what the restarts cost (None: run begun before)

@@ -9,6 +9,7 @@ the run's history is gone. Pure: no I/O; `verdict` is the whole rule reap applie
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -20,6 +21,21 @@ _FORMAT = "%Y%m%dT%H%M%SZ"
 def keep_until(ended_at: datetime, days: int) -> datetime:
     """When a failed attempt's sandbox of a run that ended at `ended_at` may be deleted."""
     return ended_at + timedelta(days=days)
+
+
+# Runtime's `:retention` takes 1 to 365 whole days.
+PROVIDER_DAYS = (1, 365)
+
+
+def provider_days(until: datetime, created_at: datetime | None, now: datetime) -> int:
+    """The days to ask a provider that deletes paused sandboxes itself (Runtime's
+    `:retention`) to keep one that may go at `until`: whole days from the sandbox's creation
+    (it paused after it, and Runtime may count from the pause or from the call), so the
+    provider never deletes it before `until`; within 1 to 365 (past a year, reap deletes it)."""
+    since = min(created_at or now, now)
+    days = math.ceil((until - since).total_seconds() / 86400)
+    low, high = PROVIDER_DAYS
+    return max(low, min(high, days))
 
 
 def label_value(when: datetime) -> str:

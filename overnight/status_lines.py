@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from overnight.models import RunStatus
+from overnight.run_costs import SafetyNet
 
 
 def money_line(status: RunStatus) -> str | None:
@@ -89,3 +90,18 @@ def talk_lines(status: RunStatus) -> list[tuple[str, str]]:
 
 def _one_line(text: str) -> str:
     return " ".join(text.split())
+
+
+def safety_net_line(net: SafetyNet | None) -> str | None:
+    """What the run's restarts cost and their share of its sandbox cost (the card, `overnight
+    status` and the result alike); None before the first restart or for runs begun before."""
+    if net is None or not net.restarts:
+        return None
+    share = "" if net.share is None else f" ({net.share:.1%} of the sandbox cost)"
+    causes = ", ".join(
+        f"{n} {cause.replace('_', ' ')}" for cause, n in sorted(net.by_cause.items())
+    )
+    return (
+        f"${net.usd:.4f}{share}: {net.restarts} restart(s) ({causes}), "
+        f"{net.lost_seconds:.0f} s of work lost, {net.setup_seconds:.0f} s of setup"
+    )

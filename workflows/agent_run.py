@@ -29,6 +29,7 @@ with workflow.unsafe.imports_passed_through():
         lease_steps,
         money,
         money_steps,
+        safety_net,
         snapshot_steps,
         talk_steps,
     )
@@ -57,6 +58,7 @@ with workflow.unsafe.imports_passed_through():
         CANCELED_PATCH,
         LEASE_KEEPING_PATCH,
         RUN_ID_MATCH_PATCH,
+        SAFETY_NET_PATCH,
         SPEC_CHECK_PATCH,
     )
     from workflows.progress import run_result, sandbox_started, take_checkpoint
@@ -101,6 +103,7 @@ class AgentRun(RunMessages):
             s.lease_keeping = lean or workflow.patched(LEASE_KEEPING_PATCH)
             s.notifying = lean or workflow.patched(NOTIFY_PATCH)
             s.agent_requests = workflow.patched(AGENT_REQUESTS_PATCH)
+            s.safety_net_kept = workflow.patched(SAFETY_NET_PATCH)
         self._s = s
         if kept is None and workflow.patched(SPEC_CHECK_PATCH):
             await grant_steps.refuse_unless_granted(accepted)
@@ -350,6 +353,7 @@ class AgentRun(RunMessages):
         if s.sandbox_id is None:
             return
         await self._salvage_checkpoint(s, why, ended)
+        safety_net.noticed(s, workflow.now())
         await money_steps.end_sandbox(s, stop=False, why=why)
         s.paused_sandboxes.append(s.sandbox_id)
         s.sandbox_id = None

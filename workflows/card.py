@@ -6,10 +6,11 @@ from datetime import datetime
 
 from overnight.models import RunStatus
 from overnight.output_tail import markdown_block
-from overnight.status_lines import age, money_line, snapshot_line, talk_lines
+from overnight.status_lines import age, money_line, safety_net_line, snapshot_line, talk_lines
 from workflows import talk
 from workflows.budget import charged_usd, estimated_spend_usd, hours_used, spend_usd
 from workflows.checkpoint import kept_facts
+from workflows.safety_net import summary as safety_net_summary
 from workflows.state import SupervisorState
 
 # The card shows this many of the last words' lines (`overnight logs` shows the rest).
@@ -56,6 +57,7 @@ def build_status(state: SupervisorState, now: datetime) -> RunStatus:
         spend_model_usd=round(talk.model_usd(state), 4),
         talk=talk.talk_view(state),
         outputs=state.outputs,
+        safety_net=safety_net_summary(state, now),
     )
 
 
@@ -87,6 +89,9 @@ def render_card(status: RunStatus, now: datetime) -> str:
     snapshot = snapshot_line(status, now)
     if snapshot:
         lines.append(f"- **snapshot** {snapshot}")
+    net = safety_net_line(status.safety_net)
+    if net:
+        lines.append(f"- **safety net** {net}")
     if status.attention_reason:
         lines.append(f"- **needs attention** {status.attention_reason}")
     lines += [f"- **{label}** {text}" for label, text in talk_lines(status)]

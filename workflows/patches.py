@@ -22,3 +22,6 @@ RETENTION_PATCH = "failed-sandboxes-kept"
 # workflows.talk) and pause a running agent in place when its spend budget runs out, so an
 # extension wakes the same process; histories recorded before it replay without.
 AGENT_REQUESTS_PATCH = "agent-kit-requests"
+# Runs begun with this marker keep what their restarts cost (workflows.safety_net) for the
+# status, the card and the result; runs begun before it report no figure (not a partial one).
+SAFETY_NET_PATCH = "safety-net-cost"

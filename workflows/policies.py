@@ -123,3 +123,10 @@ SNAPSHOT_RETRY = RetryPolicy(
     maximum_attempts=3,
     non_retryable_error_types=NON_RETRYABLE_TYPES,
 )
+
+# The scheduled reap (`OvernightReap`): one pass over every sandbox the worker's providers
+# list; a few tries, then the next hour's run tries again.
+REAP_TIMEOUT = timedelta(minutes=30)
+REAP_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=10), backoff_coefficient=2.0, maximum_attempts=3
+)

@@ -9,8 +9,9 @@ from __future__ import annotations
 from datetime import datetime
 
 from activities.models import AgentStarted, CheckpointRead
+from overnight.checkpoint_text import parsed_for_result
 from overnight.models import RunResult
-from workflows import budget, money, talk
+from workflows import budget, money, safety_net, talk
 from workflows.checkpoint import facts, judge
 from workflows.state import SupervisorState
 
@@ -43,6 +44,7 @@ def take_checkpoint(
 
 def sandbox_started(s: SupervisorState, started: AgentStarted, now: datetime) -> None:
     """A new sandbox runs the agent: the run's state follows it."""
+    safety_net.restarted(s, now)
     s.sandbox_id = started.sandbox_id
     s.process_id = started.process_id
     s.process_fresh_start = 0
@@ -73,4 +75,6 @@ def run_result(s: SupervisorState, now: datetime) -> RunResult:
         spend_usd=round(budget.spend_usd(s, now), 4),
         outputs=s.outputs,
         spend_model_usd=round(talk.model_usd(s), 4),
+        safety_net=safety_net.summary(s, now),
+        checkpoint_json=parsed_for_result(s.checkpoint, s.checkpoint_is_json),
     )

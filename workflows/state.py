@@ -20,6 +20,7 @@ from overnight.models import (
     RunState,
     SnapshotRecord,
 )
+from overnight.run_costs import SafetyNet
 
 
 class ChargeFigure(BaseModel):
@@ -158,3 +159,11 @@ class SupervisorState(BaseModel):
     model_usd_folded: float = 0
     outputs: RunOutputs | None = None
     request_refused: str | None = None
+    # What the safety net cost (workflows.safety_net). False for runs begun before it was
+    # kept, so their figure is unknown rather than partial; a restart noticed and not yet done
+    # (its lost work, and the person's wait before it so far); the sums so far.
+    safety_net_kept: bool = False
+    net_noticed_at: datetime | None = None
+    net_lost_seconds: float = 0
+    net_attention_seconds_at_notice: float = 0
+    net_totals: SafetyNet = Field(default_factory=SafetyNet)

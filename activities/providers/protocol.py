@@ -7,7 +7,7 @@ a provider maps them to wherever its sandboxes really live.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Literal, Protocol, runtime_checkable
 
 from activities.models import ProcessState, SandboxInfo
 from overnight.isolation import HostBind
@@ -111,6 +111,16 @@ class SandboxNotRunning(ProviderError):
         )
         self.sandbox_id = sandbox_id
         self.state = state
+
+
+@runtime_checkable
+class KeepsPaused(Protocol):
+    """A provider that deletes paused sandboxes itself after a retention (Runtime's
+    `:retention`); the local provider keeps them until `overnight reap` deletes them."""
+
+    async def set_retention(self, sandbox_id: str, days: int) -> SandboxInfo:
+        """Keep the paused sandbox `days` (1 to 365) before the provider deletes it."""
+        ...
 
 
 class SandboxProvider(Protocol):

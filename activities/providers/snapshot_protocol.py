@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal, Protocol, runtime_checkable
 
+from activities.providers.protocol import ProcessInfo
+
 SnapshotState = Literal["capturing", "ready", "failed", "missing"]
 
 
@@ -51,3 +53,8 @@ class SnapshotProvider(Protocol):
         ...
 
     async def list_snapshots(self, labels: dict[str, str]) -> list[SnapshotInfo]: ...
+
+    async def find_agent(self, sandbox_id: str, start_key: str) -> ProcessInfo | None:
+        """The process started with `start_key` in the sandbox, if there is one; never starts
+        one (a memory snapshot's restore adopts the agent only when it really came back)."""
+        ...

@@ -1,10 +1,10 @@
 """What a test may ask the running fake: what it received, what it sent, and its leases.
 
 Route names (the `route=` of the counters): create, list, get, delete, pause, stop, wake,
-extend; exec, spawn, processes, process, output; stat, read (file content downloads), write,
-chmod, unarchive, upload, upload_part, upload_end; watch_start, watch_list, watch_stop,
-watch_events; usage, limits (`GET /v1/usage`, `GET /v1/limits`); "unknown" for a path no
-route serves.
+extend, retention; exec, spawn, processes, process, output; stat, read (file content
+downloads), write, chmod, unarchive, upload, upload_part, upload_end; watch_start,
+watch_list, watch_stop, watch_events; usage, limits (`GET /v1/usage`, `GET /v1/limits`);
+"unknown" for a path no route serves.
 """
 
 from __future__ import annotations
@@ -72,6 +72,17 @@ class Inspection:
         """The id of the sandbox that last took `name` (it may have stopped since)."""
         with self.api.lock:
             return self.api.sandboxes.names.get(name)
+
+    def retention_days(self, sandbox_id: str) -> int | None:
+        """The days `:retention` last set on the sandbox (None: never set)."""
+        with self.api.lock:
+            return self.api.sandboxes.records[sandbox_id].retention_days
+
+    def end_retention(self, sandbox_id: str) -> None:
+        """Let the sandbox's retention pass (what days of waiting would do): paused, it is
+        deleted at the next look, as Runtime deletes it."""
+        with self.api.lock:
+            self.api.sandboxes.records[sandbox_id].kept_until = time.time() - 1
 
     def _engine(self) -> LocalEngine:
         engine = self.api.engine

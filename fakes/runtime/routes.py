@@ -1,6 +1,9 @@
 """The sandbox routes of the fake Runtime API: create, list, get (and `waitFor`), delete, and
-the lifecycle verbs `:pause`, `:stop`, `:wake`, `:extend`, `:update` (its `labels` only: the
-given labels replace those of the same names; any other field is refused as not faked).
+the lifecycle verbs `:pause`, `:stop`, `:wake`, `:extend`, `:retention` (`{"days": 1..365}`:
+how long a paused sandbox is kept before Runtime deletes it, counted from the call or a later
+`:pause`), `:update`
+(its `labels` only: the given labels replace those of the same names; any other field is
+refused as not faked).
 
 Everything a sandbox does is delegated to a `SandboxProvider` (the local provider), so the
 `runtime` provider tested through this fake runs the same engine the `local` provider does;
@@ -70,6 +73,7 @@ class SandboxRoutes:
             Route("POST", re.compile(SANDBOX + ":stop$"), "stop", self._stop),
             Route("POST", re.compile(SANDBOX + ":wake$"), "wake", self._wake),
             Route("POST", re.compile(SANDBOX + ":extend$"), "extend", self._extend),
+            Route("POST", re.compile(SANDBOX + ":retention$"), "retention", self._retention),
             Route("POST", re.compile(SANDBOX + ":update$"), "update", self._update),
         ]
 
@@ -177,6 +181,10 @@ class SandboxRoutes:
         record, _ = await self.sandboxes.get(groups[0])
         info = await self.engine.pause(record.id)
         self.sandboxes.observe(record, info)
+        if record.retention_days is not None:
+            # Kept its retention days from this pause, or from the call if that is later.
+            ahead = time.time() + record.retention_days * 86400
+            record.kept_until = max(record.kept_until or ahead, ahead)
         return json_response(self.sandboxes.json(record, info))
 
     async def _stop(self, request: Request, groups: list[str]) -> Response:
@@ -222,6 +230,21 @@ class SandboxRoutes:
             await self.sandboxes.spend(record.vcpu, record.memory_mib, float(seconds), what)
             info = await self.engine.extend(record.id, float(seconds))
             self.sandboxes.observe(record, info)
+        return json_response(self.sandboxes.json(record, info))
+
+    async def _retention(self, request: Request, groups: list[str]) -> Response:
+        record, info = await self.sandboxes.get(groups[0])
+        body = request.json() or {}
+        problems = [(name, f"Unknown field {name}.") for name in sorted(body) if name != "days"]
+        days = body.get("days")
+        if isinstance(days, bool) or not isinstance(days, int) or not 1 <= days <= 365:
+            problems.append(("days", "days must be a whole number from 1 to 365."))
+        if problems or not isinstance(days, int):
+            return refusal(400, "invalid_request", problems)
+        if info.state == "stopped":
+            return error_response(409, "sandbox_stopped", f"Sandbox {record.id} is stopped.")
+        record.retention_days = days
+        record.kept_until = time.time() + days * 86400
         return json_response(self.sandboxes.json(record, info))
 
     async def _update(self, request: Request, groups: list[str]) -> Response:

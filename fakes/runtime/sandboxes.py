@@ -67,6 +67,10 @@ class Record:
     shown: dict[str, Any] = field(default_factory=dict)
     stop_reason: str | None = None
     deleted: bool = False
+    # `:retention`: while paused, kept until then (Unix seconds), then deleted, as Runtime
+    # deletes a paused sandbox whose retention days have passed. None: not set.
+    kept_until: float | None = None
+    retention_days: int | None = None
 
 
 def new_id(name: str | None) -> str:
@@ -122,6 +126,12 @@ class Sandboxes:
             raise SandboxNotFound(sandbox_id)
         if record is None:
             record = self._adopt(info)
+        if info.state == "paused" and record.kept_until is not None:
+            if time.time() >= record.kept_until:
+                # Its retention passed while paused: Runtime deletes it.
+                self.observe(record, await self.engine.stop(record.id))
+                record.deleted = True
+                raise SandboxNotFound(sandbox_id)
         self.observe(record, info)
         return record, info
 

@@ -24,6 +24,7 @@ from overnight.cli import disk as disk_cli
 from overnight.cli import forensics as forensics_cli
 from overnight.cli import render
 from overnight.cli import replay_check as replay_check_cli
+from overnight.cli import report as report_cli
 from overnight.cli import schedule as schedule_cli
 from overnight.connect import UI_URL_ENV
 from overnight.constants import TASK_QUEUE
@@ -89,6 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     reap.add_argument("--json", action="store_true")
     disk_cli.add_parser(commands, _Parser)
+    report_cli.add_parser(commands, _Parser)
 
     forensics_cli.add_parsers(commands, _Parser)
     schedule_cli.add_parser(commands, _Parser)
@@ -154,6 +156,7 @@ async def _dispatch(args: argparse.Namespace) -> int:
         "answer": _answer,
         "reap": _reap,
         "disk": disk_cli.run,
+        "report": lambda a: report_cli.run(a, _connect),
         "schedule": _schedule,
         "replay-check": _replay_check,
         "logs": _logs,

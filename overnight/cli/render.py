@@ -13,7 +13,7 @@ from pydantic import BaseModel
 from overnight.checkpoint_text import parse
 from overnight.cli.client import ReapedSandbox, RunSummary
 from overnight.models import BudgetExtension, RunResult, RunStatus
-from overnight.status_lines import age, money_line, snapshot_line, talk_lines
+from overnight.status_lines import age, money_line, safety_net_line, snapshot_line, talk_lines
 
 # `overnight status` shows this many lines of the last words (`overnight logs` has the rest).
 STATUS_TAIL_LINES = 10
@@ -91,6 +91,9 @@ def status_text(status: RunStatus, *, now: datetime, ui_url: str | None) -> str:
     if status.restarts:
         last = status.restarts[-1]
         lines.append(f"  restarts:      {len(status.restarts)}, last: {last.reason}")
+    net = safety_net_line(status.safety_net)
+    if net:
+        lines.append(f"  safety net:    {net}")
     if ui_url:
         lines.append(f"  Web UI:        {ui_url}")
     words = status.last_words
@@ -174,11 +177,13 @@ def result_text(result: RunResult) -> str:
         f"({_count(result.restarts, 'restart')}, {result.hours_used:.2f} h, "
         f"${result.spend_usd:.4f})"
     )
+    lines = [text]
     outputs = result.outputs
-    if outputs is None:
-        return text
-    lines = [text] + ([f"  result: {outputs.summary}"] if outputs.summary else [])
-    return "\n".join(lines + [f"  {name}: {value}" for name, value in outputs.values.items()])
+    if outputs is not None:
+        lines += [f"  result: {outputs.summary}"] if outputs.summary else []
+        lines += [f"  {name}: {value}" for name, value in outputs.values.items()]
+    net = safety_net_line(result.safety_net)
+    return "\n".join(lines + ([f"safety net: {net}"] if net else []))
 
 
 def _count(n: int, noun: str) -> str:

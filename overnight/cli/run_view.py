@@ -20,16 +20,16 @@ from dataclasses import dataclass, field
 from datetime import UTC, timedelta
 
 from temporalio.client import Client, WorkflowExecutionStatus
-from temporalio.service import RPCError, RPCStatusCode
 
 from activities.models import SandboxInfo
 from activities.providers.forensics import SandboxForensics
 from activities.providers.protocol import ProviderError, SandboxProvider
 from activities.providers.registry import forensics_for
 from overnight.constants import LABEL_ATTEMPT, LABEL_KEEP_UNTIL, LABEL_RUN
-from overnight.errors import OvernightError, RunNotFound
+from overnight.errors import OvernightError
 from overnight.models import RunSpec, RunStatus
 from overnight.retention import parse_label
+from overnight.worker.run_history import run_spec as run_spec
 
 STATUS_TIMEOUT = timedelta(seconds=5)
 # States in which the run's current sandbox is the supervisor's to wake or pause, not ours.
@@ -123,26 +123,6 @@ async def refresh_sandboxes(view: RunView, provider: SandboxProvider) -> None:
 
 def _created(info: SandboxInfo) -> float:
     return info.created_at.timestamp() if info.created_at is not None else 0.0
-
-
-async def run_spec(client: Client, run_id: str) -> RunSpec:
-    """The run's spec, from the start event of its latest run (continue-as-new keeps it)."""
-    from overnight.intake import InvalidInput, accept_spec
-
-    handle = client.get_workflow_handle(run_id)
-    try:
-        async for event in handle.fetch_history_events(page_size=1):
-            payloads = event.workflow_execution_started_event_attributes.input.payloads
-            raw = client.data_converter.payload_converter.from_payloads([payloads[0]])[0]
-            try:
-                return accept_spec(raw, run_id, require_match=False)
-            except InvalidInput as bad:
-                raise OvernightError(f"run {run_id!r} has no usable spec: {bad}") from None
-    except RPCError as err:
-        if err.status == RPCStatusCode.NOT_FOUND:
-            raise RunNotFound(run_id) from None
-        raise
-    raise RunNotFound(run_id)
 
 
 async def query_status(client: Client, run_id: str) -> RunStatus | None:

@@ -21,16 +21,18 @@ def registered_workflows() -> list[type]:
     # Imported here so that modules needing only the client (the CLI) do not load workflows.
     from workflows.agent_run import AgentRun
     from workflows.notify_run import NotifyRun
+    from workflows.reap_run import ReapRun
 
-    return [AgentRun, NotifyRun]
+    return [AgentRun, NotifyRun, ReapRun]
 
 
 def registered_workflow_types() -> list[str]:
     """The workflow type names of `registered_workflows()`, as histories record them."""
     from overnight.constants import WORKFLOW_TYPE
     from workflows.notify_steps import NOTIFY_WORKFLOW
+    from workflows.reap_run import REAP_WORKFLOW
 
-    return [WORKFLOW_TYPE, NOTIFY_WORKFLOW]
+    return [WORKFLOW_TYPE, NOTIFY_WORKFLOW, REAP_WORKFLOW]
 
 
 def worker_interceptors() -> list[Interceptor]:

@@ -60,15 +60,19 @@ async def serve(
     max_cached_workflows: int = MAX_CACHED_WORKFLOWS,
     providers: Mapping[str, SandboxProvider] | None = None,
     grants: Grants | None = None,
+    reap_schedule: bool = False,
 ) -> None:
     """Poll `task_queue` for AgentRun workflows and sandbox activities until `stop` is set
     (or this task is cancelled); then shut the worker down and close the providers.
 
     `providers` replaces the ones built from the environment (the benchmarks pass an
     in-process fake whose agents cost nothing); `grants`, what specs may ask for, replace the
-    ones in the environment (overnight/grants.py; a worker in a test grants what it runs)."""
+    ones in the environment (overnight/grants.py; a worker in a test grants what it runs);
+    `reap_schedule`: make the hourly reap's Temporal Schedule unless it exists
+    (overnight.worker.reap_schedule; the `worker.py` and `overnight dev` workers do)."""
     # Imported here so that modules needing only the client (the CLI) do not load providers.
     from activities.sandbox import SandboxActivities
+    from overnight.worker.reap_schedule import ReapActivities, ensure_reap_schedule
 
     if providers is None:
         _warn_if_local_runs_cannot_be_isolated()
@@ -82,7 +86,7 @@ async def serve(
             task_queue=task_queue,
             # The same list `overnight replay-check` replays histories against.
             workflows=registered_workflows(),
-            activities=sandbox_activities.all(),
+            activities=[*sandbox_activities.all(), ReapActivities(client).reap_sandboxes],
             interceptors=worker_interceptors(),
             max_concurrent_activities=max_concurrent_activities,
             max_cached_workflows=max_cached_workflows,
@@ -91,6 +95,8 @@ async def serve(
             # One copy of overnight's modules for every cached run (overnight/workflow_runner.py).
             workflow_runner=shared_module_runner(),
         )
+        if reap_schedule:
+            await ensure_reap_schedule(client, task_queue)
         await run_worker(worker, ready=ready, stop=stop)
 
 
@@ -185,7 +191,9 @@ async def _serve_announced(
     worker_ready = ready or asyncio.Event()
     announce = asyncio.create_task(_announce_when(worker_ready, task_queue, client.namespace))
     try:
-        await serve(client, task_queue=task_queue, ready=worker_ready, stop=stop)
+        await serve(
+            client, task_queue=task_queue, ready=worker_ready, stop=stop, reap_schedule=True
+        )
     finally:
         announce.cancel()
     print("worker stopped", flush=True)

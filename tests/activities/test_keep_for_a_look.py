@@ -4,7 +4,7 @@ with when `overnight reap` may delete it; a stopped or missing one is left as it
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -15,6 +15,7 @@ from activities.providers.local.engine import LocalEngine
 from activities.providers.local.provider import LocalProvider
 from activities.sandbox import SandboxActivities
 from overnight.constants import LABEL_KEEP_UNTIL, LABEL_RUN
+from overnight.retention import label_value
 from tests.live import granted
 
 UNTIL = datetime(2026, 12, 4, 3, 15, 42, tzinfo=UTC)
@@ -60,3 +61,40 @@ async def test_a_stopped_or_missing_sandbox_is_not_labelled(
     assert LABEL_KEEP_UNTIL not in engine.get("gone-1").labels
     missing = stopped.model_copy(update={"sandbox_id": "never-1"})
     assert (await env.run(acts.lifecycle.pause_sandbox, missing)).state == "missing"
+
+
+async def test_on_runtime_the_kept_sandbox_gets_runtimes_own_retention_too(
+    tmp_path: Path,
+) -> None:
+    """Runtime deletes a paused sandbox itself after its `:retention` days: set so it never
+    goes before its label says, even if no `overnight reap` ever runs."""
+    import withruntime
+
+    from activities.providers.runtime.provider import RuntimeProvider
+    from fakes.runtime import FakeRuntime
+    from overnight.retention import provider_days
+
+    home = tmp_path / "runtime-home"
+    with pytest.MonkeyPatch.context() as env:
+        async with FakeRuntime.local(home) as fake:
+            fake.use(env, tmp_path / "runtime-config")
+            provider = RuntimeProvider(timeout_seconds=10, max_retries=2, call_budget_seconds=60)
+            async with SandboxActivities(
+                providers={"runtime": provider}, grants=granted(allow_unisolated=True)
+            ) as acts:
+                rt = withruntime.AsyncRuntime(timeout=10, max_retries=1, wait_for_capacity=0)
+                made = await rt.sandboxes.create(
+                    name="kept-1", labels={LABEL_RUN: "kept"}, timeout_seconds=600
+                )
+                await rt.close()
+                until = datetime.now(UTC) + timedelta(days=3)
+                ref = SandboxRef(provider="runtime", sandbox_id=made.id, keep_until=until)
+                settled = await ActivityEnvironment().run(acts.lifecycle.pause_sandbox, ref)
+
+                assert settled.state == "paused"
+                assert settled.labels[LABEL_KEEP_UNTIL] == label_value(until)
+                # Counted from its creation (moments before `until` was taken): 3 days and a
+                # moment, so 4 whole days: never less than the label's.
+                assert fake.retention_days(made.id) == 4
+                assert provider_days(until, settled.created_at, datetime.now(UTC)) == 4
+                assert fake.counts_by_route(made.id).get("retention") == 1

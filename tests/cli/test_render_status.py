@@ -58,3 +58,40 @@ def test_status_says_a_run_waits_for_the_daily_window() -> None:
 
 def test_a_local_run_shows_no_charges() -> None:
     assert "charged:" not in status_text(status(spend_usd=0.4), now=NOW, ui_url=None)
+
+
+def test_status_and_result_say_what_the_safety_net_cost() -> None:
+    from overnight.cli.render import result_text
+    from overnight.models import RunResult
+    from overnight.run_costs import SafetyNet
+
+    net = SafetyNet(
+        restarts=2,
+        lost_seconds=960,
+        setup_seconds=75,
+        usd=0.023,
+        sandbox_usd=0.0793,
+        share=0.29,
+        by_cause={"stalled": 1, "crashed": 1},
+    )
+    text = status_text(status(safety_net=net), now=NOW, ui_url=None)
+    line = (
+        "  safety net:    $0.0230 (29.0% of the sandbox cost): 2 restart(s) (1 crashed, "
+        "1 stalled), 960 s of work lost, 75 s of setup"
+    )
+    assert line in text.splitlines()
+    # No restart yet, or a run begun before the figure was kept: no line.
+    assert "safety net" not in status_text(status(safety_net=SafetyNet()), now=NOW, ui_url=None)
+    assert "safety net" not in status_text(status(), now=NOW, ui_url=None)
+    result = RunResult(
+        run_id="r",
+        outcome="finished",
+        attempts=3,
+        restarts=2,
+        hours_used=1,
+        spend_usd=0.0793,
+        safety_net=net,
+    )
+    assert (
+        result_text(result).splitlines()[1] == "safety net: " + line.split("safety net:")[1].strip()
+    )

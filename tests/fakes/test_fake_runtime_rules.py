@@ -637,3 +637,35 @@ async def test_a_watch_ends_at_its_timeout_and_when_its_sandbox_stops(
     await sandbox.stop()
     assert await asyncio.wait_for(reader, 5) == []
     assert watch.exit_reason == "stopped"
+
+
+async def test_retention_keeps_a_paused_sandbox_for_its_days_then_deletes_it(
+    fake: FakeRuntime, rt: withruntime.AsyncRuntime
+) -> None:
+    sandbox = await new_sandbox(rt)
+    for days in (0, 366, True, 2.5, "3"):
+        with pytest.raises(withruntime.InvalidRequestError) as refused:
+            await sandbox.set_retention(days)  # type: ignore[arg-type]
+        assert "days" in refused.value.message
+    with pytest.raises(withruntime.InvalidRequestError) as unknown:
+        await sandbox._lifecycle("retention", False, {"days": 3, "hours": 1})
+    assert "hours" in unknown.value.message
+    answered = await sandbox.set_retention(3)  # on a running one too: the sandbox answers
+    assert answered.info["id"] == sandbox.id and answered.info["state"] == "running"
+    assert fake.retention_days(sandbox.id) == 3
+    assert fake.counts_by_route(sandbox.id)["retention"] == 7
+    # Running, its retention past: not deleted (it keeps a *paused* sandbox).
+    fake.end_retention(sandbox.id)
+    assert (await rt.sandboxes.get(sandbox.id)).info["state"] == "running"
+    await sandbox.pause()
+    await sandbox.set_retention(30)
+    assert (await rt.sandboxes.get(sandbox.id)).info["state"] == "paused"
+    # Thirty days later (let pass): Runtime has deleted it.
+    fake.end_retention(sandbox.id)
+    with pytest.raises(withruntime.NotFoundError):
+        await rt.sandboxes.get(sandbox.id)
+    stopped = await new_sandbox(rt)
+    await stopped.stop()
+    with pytest.raises(withruntime.ConflictError) as conflict:
+        await stopped.set_retention(3)
+    assert conflict.value.code == "sandbox_stopped"

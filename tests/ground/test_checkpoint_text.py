@@ -8,16 +8,19 @@ import json
 import time
 
 import pytest
+from temporalio.contrib.pydantic import pydantic_data_converter
 
 from overnight.checkpoint_text import (
     MAX_DEPTH,
+    MAX_PARSED_BYTES,
     SUMMARY_CHARS,
     CheckpointFacts,
     facts_of,
     parse,
+    parsed_for_result,
     too_deep,
 )
-from overnight.models import CheckpointSummary
+from overnight.models import CheckpointSummary, RunResult
 
 BOMB = "[" * 100_000 + "]" * 100_000
 
@@ -125,3 +128,45 @@ def test_a_next_step_that_is_not_text_is_shown_as_json() -> None:
 def test_a_next_step_of_exactly_the_summary_length_is_kept_whole() -> None:
     facts = facts_of(json.dumps({"next": "n" * SUMMARY_CHARS}))
     assert facts.summary is not None and facts.summary.next == "n" * SUMMARY_CHARS
+
+
+# ---- the parsed checkpoint beside the text in RunResult ------------------------------------
+
+
+def test_a_json_checkpoint_is_parsed_for_the_result_and_round_trips_through_the_converter() -> None:
+    text = json.dumps({"step": 5, "done": ["a", "b"], "next": "done"})
+    value = parsed_for_result(text, True)
+    assert value == json.loads(text)
+    result = RunResult(
+        run_id="r",
+        outcome="finished",
+        checkpoint=text,
+        attempts=1,
+        restarts=0,
+        hours_used=0,
+        spend_usd=0,
+        checkpoint_json=value,
+    )
+    converter = pydantic_data_converter.payload_converter
+    [payload] = converter.to_payloads([result])
+    assert json.loads(payload.data)["checkpoint_json"]["done"] == ["a", "b"]
+    [back] = converter.from_payloads([payload], [RunResult])
+    assert back == result
+
+
+def test_agent_bytes_in_a_checkpoint_never_break_the_result() -> None:
+    # A lone surrogate escape, in a key and a value; NaN and an overflowing float.
+    text = '{"\\ud800": "\\udfff x", "n": NaN, "big": 1e999, "ok": [1, 2.5, null, true]}'
+    value = parsed_for_result(text, True)
+    assert value == {"?": "? x", "n": None, "big": None, "ok": [1, 2.5, None, True]}
+    json.dumps(value, allow_nan=False).encode("utf-8")  # serialisable as strict JSON
+
+
+def test_text_and_oversized_checkpoints_have_no_parsed_value() -> None:
+    assert parsed_for_result("step 3 of 5", False) is None
+    assert parsed_for_result("not json {", True) is None
+    assert parsed_for_result(None, True) is None
+    big = json.dumps({"blob": "x" * MAX_PARSED_BYTES})
+    assert parsed_for_result(big, True) is None
+    deep = "[" * 200 + "]" * 200
+    assert parsed_for_result(deep, True) is None

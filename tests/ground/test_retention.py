@@ -85,3 +85,18 @@ def test_the_reason_says_when_the_retention_ends_or_ended() -> None:
     )
     after = verdict("paused", kept(until), CLEAN, now=until + timedelta(hours=1))
     assert after.why == "its retention ended 2026-12-07 03:15 UTC"
+
+
+def test_the_days_a_provider_keeps_a_paused_sandbox_never_end_before_its_label() -> None:
+    from overnight.retention import provider_days
+
+    now = datetime(2026, 12, 1, 8, tzinfo=UTC)
+    # Made 6 h ago, kept 3 days from now: 3 days 6 h from its making, so 4 whole days.
+    assert provider_days(now + timedelta(days=3), now - timedelta(hours=6), now) == 4
+    assert provider_days(now + timedelta(days=3), now - timedelta(days=3), now) == 6
+    # No creation time: counted from now. At least 1, at most 365 (reap deletes it then).
+    assert provider_days(now + timedelta(days=2), None, now) == 2
+    assert provider_days(now, None, now) == 1
+    assert provider_days(now + timedelta(days=400), None, now) == 365
+    # A creation time in the future (clock skew) counts as now.
+    assert provider_days(now + timedelta(days=2), now + timedelta(hours=5), now) == 2

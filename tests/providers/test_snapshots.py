@@ -160,6 +160,31 @@ async def test_memory_mode_adopts_the_agent_captured_running(provider: Harness) 
     assert process.process_id != agent.process_id or copy.sandbox_id != sid
 
 
+async def test_memory_mode_reports_a_fresh_start_when_the_captured_agent_did_not_come_back(
+    provider: Harness,
+) -> None:
+    """The snapshot held no running agent under the key to adopt: the restore starts the
+    agent on the new launch's key and says so (`adopted` False), instead of starting it under
+    the old key and calling that an adoption."""
+    h = provider
+    if h.name == "local":
+        return  # memory mode is Runtime's
+    sid = (await new_sandbox(h)).sandbox_id
+    env = ActivityEnvironment()
+    acts = activities(h)
+    taken = await env.run(acts.take_snapshot, take(h, sid, 1).model_copy(update={"mode": "memory"}))
+    assert taken.state == "ready" and taken.snapshot_id
+    restore = SnapshotRestore(snapshot_id=taken.snapshot_id, mode="memory", adopt_start_key="r-1-0")
+    made = await env.run(usable_restore, h.provider, request(), restore)
+    copy, _ = await h.provider.get_or_create(made)
+    launch = AgentLaunch(start_key="r-2-0", command="sleep 30", cwd="/workspace")
+    process, adopted = await start_restored(h.provider, copy, restore, launch)
+    assert not adopted and process.state == "running"
+    assert await h.provider.find_agent(copy.sandbox_id, "r-1-0") is None  # type: ignore[attr-defined]
+    started = await h.provider.find_agent(copy.sandbox_id, "r-2-0")  # type: ignore[attr-defined]
+    assert started is not None and started.process_id == process.process_id
+
+
 async def test_the_fake_refuses_image_with_snapshot_and_keeps_the_snapshots_labels(
     provider: Harness,
 ) -> None:

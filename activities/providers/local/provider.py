@@ -13,6 +13,7 @@ from activities.providers.local.engine import LocalEngine
 from activities.providers.local.look import LocalLook
 from activities.providers.local.read_pool import read_in_pool
 from activities.providers.local.snapshots import LocalSnapshots
+from activities.providers.local.state import process_id_for
 from activities.providers.polling_watch import Look, poll_watch
 from activities.providers.protocol import (
     AgentLaunch,
@@ -117,6 +118,10 @@ class LocalProvider:
             env=launch.env,
         )
         return process_info(record)
+
+    async def find_agent(self, sandbox_id: str, start_key: str) -> ProcessInfo | None:
+        found = await self.process(sandbox_id, process_id_for(start_key))
+        return None if found.state == "missing" else found
 
     async def process(self, sandbox_id: str, process_id: str) -> ProcessInfo:
         try:

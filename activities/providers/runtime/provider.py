@@ -198,13 +198,11 @@ class RuntimeProvider(RuntimeWatching, RuntimeSnapshots, RuntimeAccount):
 
     async def start_agent(self, sandbox_id: str, launch: AgentLaunch) -> ProcessInfo:
         marker = start_marker(launch.start_key)
-        # The whole key, not a prefix of a longer one ("...-1" must not match "...-10").
-        tagged = re.compile(re.escape(marker) + r"(?![A-Za-z0-9_.:-])")
         async with runtime_call(sandbox_id, self._budget):
             sandbox = await self._running(sandbox_id)
-            for existing in await sandbox.processes():
-                if tagged.search(str(existing.get("command") or "")):
-                    return process_info(existing)
+            existing = _tagged(await sandbox.processes(), launch.start_key)
+            if existing is not None:
+                return process_info(existing)
             command = launch.command
             if launch.exit_marker is not None:
                 command = watching.wrap_with_exit_marker(command, launch.exit_marker)
@@ -213,6 +211,12 @@ class RuntimeProvider(RuntimeWatching, RuntimeSnapshots, RuntimeAccount):
                 f"{marker}\n{command}", cwd=launch.cwd, env=dict(launch.env)
             )
         return process_info(process.info)
+
+    async def find_agent(self, sandbox_id: str, start_key: str) -> ProcessInfo | None:
+        async with runtime_call(sandbox_id, self._budget):
+            sandbox = await self._running(sandbox_id)
+            existing = _tagged(await sandbox.processes(), start_key)
+        return None if existing is None else process_info(existing)
 
     async def process(self, sandbox_id: str, process_id: str) -> ProcessInfo:
         try:
@@ -300,6 +304,12 @@ class RuntimeProvider(RuntimeWatching, RuntimeSnapshots, RuntimeAccount):
             sandbox = await sandbox.update(labels={**current, **labels})
         return sandbox_info(sandbox.info)
 
+    async def set_retention(self, sandbox_id: str, days: int) -> SandboxInfo:
+        # One request (`:retention` answers the sandbox); never wakes it.
+        async with runtime_call(sandbox_id, self._budget):
+            sandbox = await self._handle(sandbox_id).set_retention(days)
+        return sandbox_info(sandbox.info)
+
     async def list(self, labels: dict[str, str], *, include_stopped: bool) -> list[SandboxInfo]:
         async with runtime_call(None, self._budget):
             page = await self._client().sandboxes.list(
@@ -333,3 +343,13 @@ async def _capped_read(sandbox: withruntime.AsyncSandbox, path: str, max_bytes: 
             return FileRead(status="too_large", size=max_bytes + 1)
     data = b"".join(pieces)
     return FileRead(status="ok", size=len(data), data=data)
+
+
+def _tagged(processes: list[dict[str, Any]], start_key: str) -> dict[str, Any] | None:
+    """The process whose command carries `start_key`'s marker: the whole key, not a prefix of
+    a longer one ("...-1" must not match "...-10")."""
+    tagged = re.compile(re.escape(start_marker(start_key)) + r"(?![A-Za-z0-9_.:-])")
+    for existing in processes:
+        if tagged.search(str(existing.get("command") or "")):
+            return existing
+    return None

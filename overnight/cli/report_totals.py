@@ -1,0 +1,164 @@
+"""`overnight report`'s sums, pure: what each run of a period says (its result, or what
+visibility knows of it) folded into runs by outcome, restarts by cause, spend and the safety
+net's share. Results are read as plain JSON documents, field by field, so results written by
+older or newer versions of overnight count as far as they go (a missing figure is unknown, not
+zero, and the report says how many runs had one).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+# Where a result may hold the model spend the agent reported (the names overnight's versions
+# use, newest first); a nested `{"usd": ...}` counts too.
+MODEL_SPEND_KEYS = ("spend_model_usd", "model_spend_usd", "model_reported_usd", "model_usd")
+MODEL_USAGE_KEYS = ("model_usage", "usage", "model")
+SANDBOX_SPEND_KEYS = ("spend_sandbox_usd", "sandbox_spend_usd")
+_SINCE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([mhdw])\s*$")
+_UNITS = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+
+
+def parse_since(text: str) -> timedelta:
+    """`7d`, `36h`, `90m`, `2w`: how far back the report looks. ValueError otherwise."""
+    found = _SINCE.match(text)
+    if not found:
+        raise ValueError(f"--since {text!r}: give a number and m, h, d or w (e.g. 7d, 36h)")
+    span = timedelta(**{_UNITS[found.group(2)]: float(found.group(1))})
+    if span <= timedelta(0):
+        raise ValueError(f"--since {text!r}: must be more than zero")
+    return span
+
+
+@dataclass
+class RunFacts:
+    """One run as the report counts it (None: not known for this run)."""
+
+    run_id: str
+    outcome: str
+    restarts: int | None = None
+    by_cause: dict[str, int] = field(default_factory=dict)
+    sandbox_usd: float | None = None
+    model_usd: float | None = None
+    safety_net_usd: float | None = None
+
+
+class Report(BaseModel):
+    since: datetime
+    until: datetime
+    runs: int = 0
+    by_outcome: dict[str, int] = Field(default_factory=dict)
+    restarts: int = 0
+    restarts_by_cause: dict[str, int] = Field(default_factory=dict)
+    sandbox_usd: float = 0
+    model_usd: float = 0
+    safety_net_usd: float = 0
+    # The safety net's part of the sandbox cost of the runs that have both figures.
+    safety_net_share: float | None = None
+    # How many runs each figure is known for (the rest: older runs, failed runs, no worker).
+    runs_with_spend: int = 0
+    runs_with_model_spend: int = 0
+    runs_with_safety_net: int = 0
+
+
+def facts_from_result(run_id: str, result: dict[str, Any]) -> RunFacts:
+    """A `RunResult` (or a `RunStatus`, for a run still going) as a JSON document."""
+    outcome = result.get("outcome") or result.get("state") or "unknown"
+    net = result.get("safety_net") if isinstance(result.get("safety_net"), dict) else None
+    restarts = _int(result.get("restarts"))
+    if restarts is None and isinstance(result.get("restarts"), list):
+        restarts = _int(result.get("restarts_used"))
+    by_cause: dict[str, int] = {}
+    if net is not None:
+        by_cause = {str(k): n for k, v in (net.get("by_cause") or {}).items() if (n := _int(v))}
+    model = model_spend_of(result)
+    sandbox = _first_number(result, SANDBOX_SPEND_KEYS)
+    if sandbox is None and net is not None:
+        sandbox = _number(net.get("sandbox_usd"))
+    if sandbox is None:
+        total = _number(result.get("spend_usd"))
+        sandbox = None if total is None else max(0.0, total - (model or 0.0))
+    return RunFacts(
+        run_id=run_id,
+        outcome=str(outcome),
+        restarts=restarts,
+        by_cause=by_cause,
+        sandbox_usd=sandbox,
+        model_usd=model,
+        safety_net_usd=None if net is None else _number(net.get("usd")),
+    )
+
+
+def model_spend_of(document: dict[str, Any]) -> float | None:
+    """The model spend a result or status reports, wherever its version keeps it."""
+    found = _first_number(document, MODEL_SPEND_KEYS)
+    if found is not None:
+        return found
+    for key in MODEL_USAGE_KEYS:
+        nested = document.get(key)
+        if isinstance(nested, dict):
+            found = _first_number(nested, ("usd", "spend_usd", "reported_usd"))
+            if found is not None:
+                return found
+    return None
+
+
+def summarize(facts: list[RunFacts], since: datetime, until: datetime) -> Report:
+    report = Report(since=since, until=until, runs=len(facts))
+    with_both_net = with_both_sandbox = 0.0
+    for run in facts:
+        report.by_outcome[run.outcome] = report.by_outcome.get(run.outcome, 0) + 1
+        report.restarts += run.restarts or 0
+        caused = sum(run.by_cause.values())
+        for cause, n in run.by_cause.items():
+            report.restarts_by_cause[cause] = report.restarts_by_cause.get(cause, 0) + n
+        if run.restarts and run.restarts > caused:
+            # Counted by visibility, their causes unknown (a run begun before they were kept).
+            unknown = run.restarts - caused
+            report.restarts_by_cause["unknown"] = (
+                report.restarts_by_cause.get("unknown", 0) + unknown
+            )
+        if run.sandbox_usd is not None:
+            report.sandbox_usd += run.sandbox_usd
+            report.runs_with_spend += 1
+        if run.model_usd is not None:
+            report.model_usd += run.model_usd
+            report.runs_with_model_spend += 1
+        if run.safety_net_usd is not None:
+            report.safety_net_usd += run.safety_net_usd
+            report.runs_with_safety_net += 1
+            if run.sandbox_usd is not None:
+                with_both_net += run.safety_net_usd
+                with_both_sandbox += run.sandbox_usd
+    report.by_outcome = dict(sorted(report.by_outcome.items()))
+    report.restarts_by_cause = dict(sorted(report.restarts_by_cause.items()))
+    report.sandbox_usd = round(report.sandbox_usd, 6)
+    report.model_usd = round(report.model_usd, 6)
+    report.safety_net_usd = round(report.safety_net_usd, 6)
+    if with_both_sandbox > 0:
+        report.safety_net_share = round(with_both_net / with_both_sandbox, 4)
+    return report
+
+
+def _first_number(document: dict[str, Any], keys: tuple[str, ...]) -> float | None:
+    for key in keys:
+        value = _number(document.get(key))
+        if value is not None:
+            return value
+    return None
+
+
+def _number(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if value == value and abs(value) != float("inf") else None
+
+
+def _int(value: object) -> int | None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        return None
+    return max(0, value)

@@ -1,0 +1,214 @@
+"""`overnight reap` (and the worker's hourly schedule of it, overnight.worker.reap_schedule):
+delete what no run needs any more, and say how much disk it freed.
+
+- Sandboxes (overnight.retention.verdict is the whole rule): those past their keep-until label,
+  those still running of a run that is closed (a terminated workflow cannot clean up after
+  itself), those paused of a run that could not clean up, once the retention its spec asked
+  has passed since it closed; `--paused`: every paused sandbox of a closed run. Deleting is
+  stopping: a stopped sandbox is gone, on Runtime as locally (its disk freed).
+- Local deletes a killed process left half done: trash entries, and stopped sandboxes whose
+  disk is still there (stops cut short, or made before stops freed it); and the records
+  (tombstones) of local sandboxes deleted over `RECORD_DAYS` ago.
+- Snapshots of runs that are gone or ended without cleaning up (terminated, failed, timed out);
+  those of a run that ended well only with `--paused`.
+
+The moment retention is judged at is `now` (a test lets time pass by giving a later one).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+
+from pydantic import BaseModel
+from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.service import RPCError, RPCStatusCode
+
+from activities.models import SandboxInfo
+from activities.providers.disk import RECORD_DAYS, ProviderDisk
+from activities.providers.protocol import SandboxProvider
+from activities.providers.registry import disk_for, supports_snapshots
+from overnight.constants import LABEL_RUN
+from overnight.errors import OvernightError
+from overnight.retention import RunEnd, verdict
+from overnight.worker.run_history import run_spec
+
+# A run that ended this way went through its own end: what it left paused it kept on purpose
+# and labelled (and its snapshots it deleted, unless `keep_sandboxes`).
+_CLEAN_ENDINGS = (WorkflowExecutionStatus.COMPLETED, WorkflowExecutionStatus.CANCELED)
+
+
+class ReapedSandbox(BaseModel):
+    provider: str
+    # A sandbox id, a snapshot id (`kind == "snapshot"`) or a trash entry (`kind == "trash"`).
+    sandbox_id: str
+    run_id: str
+    was: str
+    # Done: the sandbox stopped (deleted), the snapshot or trash entry deleted.
+    stopped: bool
+    detail: str = ""
+    kind: str = "sandbox"
+    # Why reap took it.
+    why: str = ""
+    # The bytes this freed on this machine's disk (local sandboxes, snapshots and trash).
+    freed_bytes: int | None = None
+
+
+class RunBook:
+    """What Temporal says of each run, asked once per run."""
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+        self._ends: dict[str, RunEnd] = {}
+        self._statuses: dict[str, WorkflowExecutionStatus | None] = {}
+
+    async def status(self, run_id: str) -> WorkflowExecutionStatus | None:
+        if run_id not in self._statuses:
+            await self.end(run_id)
+        return self._statuses[run_id]
+
+    async def end(self, run_id: str) -> RunEnd:
+        found = self._ends.get(run_id)
+        if found is None:
+            found = self._ends[run_id] = await self._look(run_id)
+        return found
+
+    async def _look(self, run_id: str) -> RunEnd:
+        try:
+            described = await self.client.get_workflow_handle(run_id).describe()
+        except RPCError as err:
+            if err.status != RPCStatusCode.NOT_FOUND:
+                raise
+            self._statuses[run_id] = None
+            return RunEnd(known=False)
+        status = described.status
+        self._statuses[run_id] = status
+        if status == WorkflowExecutionStatus.RUNNING:
+            return RunEnd(open=True)
+        if status in _CLEAN_ENDINGS:
+            return RunEnd(clean=True, closed_at=described.close_time)
+        return RunEnd(closed_at=described.close_time, keep_failed_days=await self._keep(run_id))
+
+    async def _keep(self, run_id: str) -> int | None:
+        try:
+            return (await run_spec(self.client, run_id)).keep_failed_days
+        except (OvernightError, RPCError):
+            return None
+
+
+async def reap(
+    client: Client,
+    providers: Mapping[str, SandboxProvider],
+    *,
+    include_paused: bool = False,
+    now: datetime | None = None,
+) -> list[ReapedSandbox]:
+    """Delete what no run needs any more (see the module's docstring); one entry each."""
+    when = now or datetime.now(UTC)
+    runs = RunBook(client)
+    reaped: list[ReapedSandbox] = []
+    for name, provider in providers.items():
+        disk = disk_for(provider)
+        if disk is not None:
+            reaped += await _finish_deletes(name, disk, when)
+        for sandbox in await provider.list({}, include_stopped=False):
+            run_id = sandbox.labels.get(LABEL_RUN)
+            if run_id is None:
+                continue
+            end = await runs.end(run_id)
+            judged = verdict(
+                sandbox.state, sandbox.labels, end, now=when, include_paused=include_paused
+            )
+            if judged.delete:
+                reaped.append(await _stop(name, provider, disk, sandbox, run_id, judged.why))
+    reaped += await _reap_snapshots(runs, providers, include_paused=include_paused)
+    return reaped
+
+
+async def _finish_deletes(
+    provider_name: str, disk: ProviderDisk, now: datetime
+) -> list[ReapedSandbox]:
+    return [
+        ReapedSandbox(
+            provider=provider_name,
+            sandbox_id=done.what,
+            run_id=done.run_id,
+            was={"sandbox": "stopped", "records": "deleted"}.get(done.kind, "half deleted"),
+            stopped=True,
+            kind=done.kind,
+            why=(
+                f"their records are over {RECORD_DAYS} days old"
+                if done.kind == "records"
+                else "a delete cut short (a killed worker) finished"
+            ),
+            freed_bytes=done.freed_bytes,
+        )
+        for done in await disk.finish_deletes(now)
+    ]
+
+
+async def _stop(
+    provider_name: str,
+    provider: SandboxProvider,
+    disk: ProviderDisk | None,
+    sandbox: SandboxInfo,
+    run_id: str,
+    why: str,
+) -> ReapedSandbox:
+    entry = ReapedSandbox(
+        provider=provider_name,
+        sandbox_id=sandbox.sandbox_id,
+        run_id=run_id,
+        was=sandbox.state,
+        stopped=False,
+        why=why,
+    )
+    try:
+        await provider.stop(sandbox.sandbox_id)
+    except Exception as err:  # one stubborn sandbox must not keep the others
+        entry.detail = f"{type(err).__name__}: {err}"
+        return entry
+    entry.stopped = True
+    if disk is not None:
+        entry.freed_bytes = await disk.freed_bytes(sandbox.sandbox_id)
+    return entry
+
+
+async def _reap_snapshots(
+    runs: RunBook, providers: Mapping[str, SandboxProvider], *, include_paused: bool
+) -> list[ReapedSandbox]:
+    """Delete snapshots of runs that no longer exist, or that ended without cleaning up
+    (terminated, failed, timed out); those of a run that ended well only with `include_paused`."""
+    reaped: list[ReapedSandbox] = []
+    for provider_name, provider in providers.items():
+        here = disk_for(provider) is not None  # its snapshots are on this machine's disk
+        if not supports_snapshots(provider):
+            continue
+        for snap in await provider.list_snapshots({}):
+            run_id = snap.labels.get(LABEL_RUN)
+            if run_id is None:
+                continue
+            status = await runs.status(run_id)
+            if status == WorkflowExecutionStatus.RUNNING:
+                continue
+            if status in _CLEAN_ENDINGS and not include_paused:
+                continue
+            entry = ReapedSandbox(
+                provider=provider_name,
+                sandbox_id=snap.snapshot_id,
+                run_id=run_id,
+                was=snap.state,
+                stopped=False,
+                kind="snapshot",
+                why="its run is gone" if status is None else "its run is closed",
+                freed_bytes=snap.size_bytes if here else None,
+            )
+            try:
+                await provider.delete_snapshot(snap.snapshot_id)
+            except Exception as err:  # one stubborn snapshot must not keep the others
+                entry.detail = f"{type(err).__name__}: {err}"
+                entry.freed_bytes = None
+            else:
+                entry.stopped = True
+            reaped.append(entry)
+    return reaped
