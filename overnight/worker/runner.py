@@ -18,9 +18,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
 
+from overnight.codec import data_converter
+from overnight.codec import describe as describe_codec
 from overnight.connect import connect
 from overnight.constants import TASK_QUEUE
 from overnight.worker.devconfig import default_dev_config, load_dev_config
@@ -73,6 +74,7 @@ async def serve(
     else:
         sandbox_activities = SandboxActivities(client, providers=providers, grants=grants)
     logger.info("what specs may ask for here: %s", sandbox_activities.grants.describe())
+    logger.info("%s", describe_codec(client.data_converter))
     async with sandbox_activities:
         worker = Worker(
             client,
@@ -143,6 +145,7 @@ async def run_dev(
     server is stopped on the way out only if this call started it.
     """
     config = default_dev_config() if config_path is None else load_dev_config(config_path)
+    converter = data_converter()  # a bad OVERNIGHT_CODEC_KEYS is refused before any start
     async with _stop_on_signals(stop) as stop_event:
         server = await start_or_reuse(config)
         try:
@@ -152,7 +155,7 @@ async def run_dev(
                 print(f"Temporal Web UI: {server.ui_url}", flush=True)
             # Plain loopback connection: env config (TLS, API keys) is for real clusters.
             client = await Client.connect(
-                server.address, namespace=server.namespace, data_converter=pydantic_data_converter
+                server.address, namespace=server.namespace, data_converter=converter
             )
             await _serve_announced(client, task_queue, ready, stop_event)
         finally:
