@@ -13,7 +13,7 @@ key id as associated data, so a payload moved under another id does not decrypt.
 
 With the codec on, failure messages and stack traces are encrypted too (Temporal's encoded
 failure attributes). Search attributes, workflow ids and types, task queues, timer durations
-and event types are not payloads and stay readable by design (docs/production.md).
+and event types are not payloads and stay readable by design (docs/encryption.md).
 """
 
 from __future__ import annotations
@@ -178,6 +178,11 @@ def data_converter(keyring: Keyring | None = None, *, from_env: bool = True) -> 
         payload_codec=EncryptionCodec(keyring),
         failure_converter_class=DefaultFailureConverterWithEncodedAttributes,
     )
+
+
+def encrypts(converter: DataConverter) -> bool:
+    """Whether `converter` encrypts payloads (so plaintext fields must not repeat them)."""
+    return isinstance(converter.payload_codec, EncryptionCodec)
 
 
 def describe(converter: DataConverter) -> str:
