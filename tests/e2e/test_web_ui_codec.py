@@ -1,6 +1,7 @@
 """The Web UI decodes an encrypted run through `overnight codec-server`, and shows ciphertext
 without it: headless Chromium on real dev servers, one started with `--ui-codec-endpoint`
-(temporal-dev.yaml's `ui_codec_endpoint`), the session's without.
+(temporal-dev.yaml's `ui_codec_endpoint`), the session's without. The stock `temporal` CLI
+decodes through the same server (`--codec-endpoint`).
 
 Screenshots go to tests/artifacts/ (web_ui_codec_on.png, web_ui_codec_off.png).
 """
@@ -8,6 +9,7 @@ Screenshots go to tests/artifacts/ (web_ui_codec_on.png, web_ui_codec_off.png).
 from __future__ import annotations
 
 import base64
+import json
 import logging
 import os
 import re
@@ -28,6 +30,7 @@ from overnight.worker.devserver import DevServer, start_or_reuse
 from tests.conftest import dev_config_on_free_ports, free_port
 from tests.e2e.helpers import agent_spec, new_run_id, wait_for_status
 from tests.e2e.test_codec import codec_worker
+from tests.e2e.test_stock_cli import temporal
 from tests.e2e.test_web_ui import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, UI_TIMEOUT_MS
 
 KEYS = f"web:{base64.b64encode(os.urandom(32)).decode()}"
@@ -66,6 +69,24 @@ def codec_server(codec_dev_server: DevServer, codec_port: int) -> Iterator[Codec
     )
     with CodecServer(settings) as server:
         yield server
+
+
+def payload_texts(history_json: str) -> str:
+    """The data of every payload in a `temporal workflow show --output json`, as text."""
+    found: list[str] = []
+
+    def walk(value: object) -> None:
+        if isinstance(value, dict):
+            if "metadata" in value and isinstance(value.get("data"), str):
+                found.append(base64.b64decode(value["data"]).decode("utf-8", "replace"))
+            for item in value.values():
+                walk(item)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item)
+
+    walk(json.loads(history_json))
+    return "\n".join(found)
 
 
 async def _input_panel(page: Page, url: str, run_id: str) -> str:
@@ -126,6 +147,11 @@ async def test_the_web_ui_shows_an_encrypted_run_decoded_through_the_codec_serve
                     )
                 finally:
                     await browser.close()
+            # The stock CLI decodes through it too (`--codec-endpoint`), and not without it.
+            show = ("workflow", "show", "-w", run_id, "--output", "json")
+            decoded = await temporal(codec_dev_server, *show, "--codec-endpoint", codec_server.url)
+            assert COMMAND in payload_texts(decoded)
+            assert COMMAND not in payload_texts(await temporal(codec_dev_server, *show))
             # The codec server logs each call it answers (never a payload).
             answered = [r.getMessage() for r in caplog.records if "POST /decode" in r.getMessage()]
             assert answered and all('" 200 ' in line for line in answered), answered
