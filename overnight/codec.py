@@ -39,6 +39,7 @@ CODEC_KEYS_ENV = "OVERNIGHT_CODEC_KEYS"
 ENCODING = b"binary/encrypted"
 KEY_ID_METADATA = "encryption-key-id"
 NONCE_BYTES = 12
+TAG_BYTES = 16
 KEY_BYTES = 32
 _KEY_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
@@ -100,6 +101,8 @@ class Keyring:
             )
         data = payload.data
         try:
+            if len(data) < NONCE_BYTES + TAG_BYTES:
+                raise InvalidTag
             plain = cipher.decrypt(data[:NONCE_BYTES], data[NONCE_BYTES:], key_id.encode())
         except InvalidTag:
             raise CodecKeyError(

@@ -106,6 +106,10 @@ class _Handler(BaseHTTPRequestHandler):
         except _BadRequest as bad:
             self._answer(bad.status, json.dumps({"error": str(bad)}).encode())
             return
+        except Exception:  # noqa: BLE001 - answered, and logged without the payloads
+            log.exception("codec server: %s failed", operation)
+            self._answer(HTTPStatus.INTERNAL_SERVER_ERROR, b'{"error": "internal error"}')
+            return
         self._answer(HTTPStatus.OK, answer)
 
     def do_GET(self) -> None:  # noqa: N802

@@ -83,6 +83,11 @@ async def test_a_key_under_the_wrong_id_or_an_altered_payload_fails_clearly() ->
     both = data_converter(parse_keys(f"a:{new_key()},b:{new_key()}"))
     with pytest.raises(CodecKeyError, match="key id 'b'"):
         await both.decode([moved], [str])
+    cut = Payload()
+    cut.CopyFrom(payload)
+    cut.data = payload.data[:20]
+    with pytest.raises(CodecKeyError, match="key id 'a' does not decrypt"):
+        await writer.decode([cut], [str])
 
 
 async def test_plain_payloads_still_read_with_the_codec_on() -> None:
