@@ -74,7 +74,6 @@ async def serve(
     else:
         sandbox_activities = SandboxActivities(client, providers=providers, grants=grants)
     logger.info("what specs may ask for here: %s", sandbox_activities.grants.describe())
-    logger.info("%s", describe_codec(client.data_converter))
     async with sandbox_activities:
         worker = Worker(
             client,
@@ -181,7 +180,9 @@ async def _serve_announced(
     client: Client, task_queue: str, ready: asyncio.Event | None, stop: asyncio.Event
 ) -> None:
     worker_ready = ready or asyncio.Event()
-    announce = asyncio.create_task(_announce_when(worker_ready, task_queue, client.namespace))
+    announce = asyncio.create_task(
+        _announce_when(worker_ready, task_queue, client.namespace, client)
+    )
     try:
         await serve(client, task_queue=task_queue, ready=worker_ready, stop=stop)
     finally:
@@ -189,8 +190,11 @@ async def _serve_announced(
     print("worker stopped", flush=True)
 
 
-async def _announce_when(ready: asyncio.Event, task_queue: str, namespace: str) -> None:
+async def _announce_when(
+    ready: asyncio.Event, task_queue: str, namespace: str, client: Client
+) -> None:
     await ready.wait()
+    print(describe_codec(client.data_converter), flush=True)
     print(
         f"worker polling task queue {task_queue!r} in namespace {namespace!r}; Ctrl-C stops",
         flush=True,
