@@ -180,9 +180,7 @@ async def _serve_announced(
     client: Client, task_queue: str, ready: asyncio.Event | None, stop: asyncio.Event
 ) -> None:
     worker_ready = ready or asyncio.Event()
-    announce = asyncio.create_task(
-        _announce_when(worker_ready, task_queue, client.namespace, client)
-    )
+    announce = asyncio.create_task(_announce_when(worker_ready, task_queue, client))
     try:
         await serve(client, task_queue=task_queue, ready=worker_ready, stop=stop)
     finally:
@@ -190,13 +188,11 @@ async def _serve_announced(
     print("worker stopped", flush=True)
 
 
-async def _announce_when(
-    ready: asyncio.Event, task_queue: str, namespace: str, client: Client
-) -> None:
+async def _announce_when(ready: asyncio.Event, task_queue: str, client: Client) -> None:
     await ready.wait()
     print(describe_codec(client.data_converter), flush=True)
     print(
-        f"worker polling task queue {task_queue!r} in namespace {namespace!r}; Ctrl-C stops",
+        f"worker polling task queue {task_queue!r} in namespace {client.namespace!r}; Ctrl-C stops",
         flush=True,
     )
 
