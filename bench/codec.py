@@ -302,15 +302,26 @@ async def measure(plan: CodecPlan, state_dir: Path, address: str | None = None) 
     found = Measured(hours=plan.hours)
     found.codec_seconds = await measure_codec_time(keys)
     found.actions = await measure_actions(plan.hours, keys, plan.repeats)
+    # The bench's workers bind the origin under `state_dir` writable: a grant of theirs, for
+    # this measure only.
+    before = os.environ.get(WRITABLE_BIND_ROOTS_ENV)
     os.environ[WRITABLE_BIND_ROOTS_ENV] = str(state_dir.resolve())
-    if address is not None:
-        found.samples = await measure_crash_to_noticed(address, "default", state_dir, keys, plan)
+    try:
+        if address is not None:
+            found.samples = await measure_crash_to_noticed(
+                address, "default", state_dir, keys, plan
+            )
+            return found
+        async with dev_server(state_dir) as server:
+            found.samples = await measure_crash_to_noticed(
+                server.address, server.namespace, state_dir, keys, plan
+            )
         return found
-    async with dev_server(state_dir) as server:
-        found.samples = await measure_crash_to_noticed(
-            server.address, server.namespace, state_dir, keys, plan
-        )
-    return found
+    finally:
+        if before is None:
+            os.environ.pop(WRITABLE_BIND_ROOTS_ENV, None)
+        else:
+            os.environ[WRITABLE_BIND_ROOTS_ENV] = before
 
 
 def main(argv: list[str] | None = None) -> int:
