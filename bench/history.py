@@ -19,6 +19,7 @@ from temporalio.api.history.v1 import HistoryEvent
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.converter import DataConverter
 from temporalio.runtime import (
     LoggingConfig,
     MetricBuffer,
@@ -82,6 +83,23 @@ async def measure_history(*, hours: float) -> tuple[list[Row], dict[str, Any]]:
         "overnight_if_observe_did_not_heartbeat": _describe(without_heartbeat, hours),
     }
     return _rows(ours, theirs, without_heartbeat, hours), details
+
+
+async def overnight_history_cost(hours: float, converter: DataConverter) -> HistoryCost:
+    """overnight's cost of one healthy supervised run of `hours` with `converter` (the codec
+    benchmark compares it encrypted and not)."""
+    metrics = MetricBuffer(METRIC_BUFFER_SIZE)
+    env = await WorkflowEnvironment.start_time_skipping(
+        data_converter=converter,
+        test_server_existing_path=str(binaries.test_server_path()),
+        runtime=_quiet_runtime(metrics),
+    )
+    try:
+        await _register_search_attributes(env.client)
+        events, beats = await _supervise(env, WORKFLOW_TYPE, hours, metrics)
+    finally:
+        await env.shutdown()
+    return count_history(events, heartbeats=beats)
 
 
 def _quiet_runtime(metrics: MetricBuffer) -> Runtime:

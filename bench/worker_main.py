@@ -19,7 +19,6 @@ import sys
 from pathlib import Path
 
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 
 from activities.providers.local.provider import LocalProvider
@@ -28,6 +27,7 @@ from activities.providers.registry import PROVIDERS
 from bench.baseline_worker import serve_baseline
 from bench.counting import CountingEngine, dump_counts
 from bench.fake_provider import FakeProvider
+from overnight.codec import data_converter
 from overnight.worker.runner import serve
 
 # Room beyond the runs themselves: creates, reads and cleanups run beside the long polls.
@@ -58,7 +58,8 @@ async def run(args: argparse.Namespace) -> None:
     client = await Client.connect(
         args.address,
         namespace=args.namespace,
-        data_converter=pydantic_data_converter,
+        # Encrypted when OVERNIGHT_CODEC_KEYS is set, as overnight's own worker (bench/codec.py).
+        data_converter=data_converter(),
         runtime=runtime,
     )
     providers: dict[str, SandboxProvider] | None = None

@@ -1,5 +1,5 @@
-"""One way to get a Temporal client (Temporal's environment configuration, pydantic payloads),
-and where its Web UI shows a run.
+"""One way to get a Temporal client (Temporal's environment configuration, pydantic payloads,
+encrypted when `OVERNIGHT_CODEC_KEYS` is set: overnight.codec), and where its Web UI shows a run.
 
 `TEMPORAL_ADDRESS`, `TEMPORAL_NAMESPACE`, `TEMPORAL_API_KEY`, the TLS variables and
 `temporal.toml` profiles (`TEMPORAL_PROFILE`, `TEMPORAL_CONFIG_FILE`) all work, so the same code
@@ -11,9 +11,9 @@ from __future__ import annotations
 from urllib.parse import quote
 
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.envconfig import ClientConfig
 
+from overnight.codec import data_converter
 from overnight.constants import DEFAULT_ADDRESS
 
 # Names the Web UI's base where it is neither the dev server's nor Temporal Cloud's.
@@ -21,14 +21,16 @@ UI_URL_ENV = "OVERNIGHT_UI_URL"
 
 
 async def connect(address: str | None = None, namespace: str | None = None) -> Client:
-    """Connect with the environment's configuration; explicit arguments win over it."""
+    """Connect with the environment's configuration; explicit arguments win over it. A bad
+    `OVERNIGHT_CODEC_KEYS` is refused (`CodecConfigError`) before anything is dialled."""
+    converter = data_converter()
     config = ClientConfig.load_client_connect_config()
     if address:
         config["target_host"] = address
     config.setdefault("target_host", DEFAULT_ADDRESS)
     if namespace:
         config["namespace"] = namespace
-    return await Client.connect(**config, data_converter=pydantic_data_converter)
+    return await Client.connect(**config, data_converter=converter)
 
 
 def web_ui_url(ui_base: str, namespace: str, run_id: str) -> str:

@@ -25,11 +25,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 
 from overnight.cli import client as api
 from overnight.cli import render
 from overnight.cli.outside_world import host_ports_for, ledger_url
+from overnight.codec import data_converter
 from overnight.errors import SpecError
 from overnight.grants import Grants
 from overnight.home import overnight_home
@@ -176,13 +176,14 @@ async def run_demo(
             "the demo without isolation: overnight demo --isolation none"
         )
     logging.basicConfig(level=logging.WARNING)
+    converter = data_converter()  # a bad OVERNIGHT_CODEC_KEYS is refused before any start
     server = await start_or_reuse(config or default_dev_config())
     how = "started" if server.started_here else "reused"
     out(f"Temporal dev server at {server.address} ({how})")
     try:
         # Plain loopback connection: env config (TLS, API keys) is for real clusters.
         client = await Client.connect(
-            server.address, namespace=server.namespace, data_converter=pydantic_data_converter
+            server.address, namespace=server.namespace, data_converter=converter
         )
         ready, stop = asyncio.Event(), asyncio.Event()
         # A queue of its own: a worker of the person's (`overnight dev`) on `overnight` would

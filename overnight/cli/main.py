@@ -20,12 +20,14 @@ from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
 from overnight.cli import client as api
+from overnight.cli import codec_server as codec_cli
 from overnight.cli import disk as disk_cli
 from overnight.cli import forensics as forensics_cli
 from overnight.cli import render
 from overnight.cli import replay_check as replay_check_cli
 from overnight.cli import report as report_cli
 from overnight.cli import schedule as schedule_cli
+from overnight.codec import CodecConfigError, CodecKeyError
 from overnight.connect import UI_URL_ENV
 from overnight.constants import TASK_QUEUE
 from overnight.errors import SpecError
@@ -96,6 +98,8 @@ def build_parser() -> argparse.ArgumentParser:
     schedule_cli.add_parser(commands, _Parser)
     replay_check_cli.add_parser(commands, _Parser)
 
+    codec_cli.add_parser(commands, _Parser)
+
     commands.add_parser("dev", help="start the dev server (temporal-dev.yaml) and a worker")
 
     demo = commands.add_parser("demo", help="a run that recovers from a crash, end to end")
@@ -141,7 +145,7 @@ def _one_line(err: BaseException) -> str:
     message = text[0] if text else type(err).__name__
     return (
         message
-        if isinstance(err, api.OvernightError | BadInput)
+        if isinstance(err, api.OvernightError | BadInput | CodecConfigError | CodecKeyError)
         else f"{type(err).__name__}: {message}"
     )
 
@@ -161,6 +165,7 @@ async def _dispatch(args: argparse.Namespace) -> int:
         "replay-check": _replay_check,
         "logs": _logs,
         "inspect": _inspect,
+        "codec-server": codec_cli.run,
         "dev": _dev,
         "demo": _demo,
     }

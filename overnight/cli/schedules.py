@@ -29,6 +29,7 @@ from temporalio.client import (
 )
 from temporalio.service import RPCError, RPCStatusCode
 
+from overnight.codec import encrypts
 from overnight.constants import TASK_QUEUE, WORKFLOW_TYPE
 from overnight.errors import OvernightError, SpecError
 from overnight.models import RunSpec
@@ -132,7 +133,11 @@ async def create_schedule(
         action=action,
         spec=when.spec(timezone),
         policy=SchedulePolicy(overlap=OVERLAPS[overlap]),
-        state=ScheduleState(note=f"created by overnight: {spec.command[:80]}"),
+        # The note is no payload: with encryption on it must not show the spec's command.
+        state=ScheduleState(
+            note="created by overnight"
+            + ("" if encrypts(client.data_converter) else f": {spec.command[:80]}")
+        ),
     )
     try:
         return await client.create_schedule(name, schedule, memo={WHEN_MEMO: when.text()})

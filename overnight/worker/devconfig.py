@@ -60,6 +60,9 @@ class DevConfig(BaseModel):
     )
     dynamic_config: dict[DynamicConfigKey, JsonValue] = {}
     ui_disable_news_fetch: StrictBool = True
+    # The codec server the Web UI decodes payloads through (`overnight codec-server`), when
+    # payloads are encrypted (OVERNIGHT_CODEC_KEYS); None: the UI shows them as stored.
+    ui_codec_endpoint: Annotated[str, StringConstraints(pattern=r"^https?://\S+$")] | None = None
     startup_timeout_seconds: Annotated[float, Field(gt=0)] = 60.0
 
     @field_validator("db_file", "log_file", mode="before")
@@ -83,6 +86,7 @@ class DevConfig(BaseModel):
         ui_port: int | None = None,
         db_file: Path | None = None,
         log_file: Path | None = None,
+        ui_codec_endpoint: str | None = None,
     ) -> DevConfig:
         """A copy with some settings replaced (tests use free ports and a temporary database)."""
         changes: dict[str, object] = {
@@ -90,6 +94,7 @@ class DevConfig(BaseModel):
             "ui_port": ui_port,
             "db_file": db_file,
             "log_file": log_file,
+            "ui_codec_endpoint": ui_codec_endpoint,
         }
         merged = self.model_dump() | {k: v for k, v in changes.items() if v is not None}
         return DevConfig.model_validate(merged)
@@ -115,6 +120,8 @@ class DevConfig(BaseModel):
             args += ["--ui-port", str(self.ui_port)]
             if self.ui_disable_news_fetch:
                 args.append("--ui-disable-news-fetch")
+            if self.ui_codec_endpoint:
+                args += ["--ui-codec-endpoint", self.ui_codec_endpoint]
         else:
             args.append("--headless")
         for name, kind in self.search_attributes.items():

@@ -17,7 +17,8 @@ async def run_spec(client: Client, run_id: str) -> RunSpec:
     try:
         async for event in handle.fetch_history_events(page_size=1):
             payloads = event.workflow_execution_started_event_attributes.input.payloads
-            raw = client.data_converter.payload_converter.from_payloads([payloads[0]])[0]
+            # Through the client's codec too: an encrypted run's spec is read like any other.
+            [raw] = await client.data_converter.decode([payloads[0]])
             try:
                 return accept_spec(raw, run_id, require_match=False)
             except InvalidInput as bad:

@@ -18,9 +18,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
 
+from overnight.codec import data_converter
+from overnight.codec import describe as describe_codec
 from overnight.connect import connect
 from overnight.constants import TASK_QUEUE
 from overnight.worker.devconfig import default_dev_config, load_dev_config
@@ -154,6 +155,7 @@ async def run_dev(
     server is stopped on the way out only if this call started it.
     """
     config = default_dev_config() if config_path is None else load_dev_config(config_path)
+    converter = data_converter()  # a bad OVERNIGHT_CODEC_KEYS is refused before any start
     async with _stop_on_signals(stop) as stop_event:
         server = await start_or_reuse(config)
         try:
@@ -163,7 +165,7 @@ async def run_dev(
                 print(f"Temporal Web UI: {server.ui_url}", flush=True)
             # Plain loopback connection: env config (TLS, API keys) is for real clusters.
             client = await Client.connect(
-                server.address, namespace=server.namespace, data_converter=pydantic_data_converter
+                server.address, namespace=server.namespace, data_converter=converter
             )
             await _serve_announced(client, task_queue, ready, stop_event)
         finally:
@@ -189,7 +191,7 @@ async def _serve_announced(
     client: Client, task_queue: str, ready: asyncio.Event | None, stop: asyncio.Event
 ) -> None:
     worker_ready = ready or asyncio.Event()
-    announce = asyncio.create_task(_announce_when(worker_ready, task_queue, client.namespace))
+    announce = asyncio.create_task(_announce_when(worker_ready, task_queue, client))
     try:
         await serve(
             client, task_queue=task_queue, ready=worker_ready, stop=stop, reap_schedule=True
@@ -199,10 +201,11 @@ async def _serve_announced(
     print("worker stopped", flush=True)
 
 
-async def _announce_when(ready: asyncio.Event, task_queue: str, namespace: str) -> None:
+async def _announce_when(ready: asyncio.Event, task_queue: str, client: Client) -> None:
     await ready.wait()
+    print(describe_codec(client.data_converter), flush=True)
     print(
-        f"worker polling task queue {task_queue!r} in namespace {namespace!r}; Ctrl-C stops",
+        f"worker polling task queue {task_queue!r} in namespace {client.namespace!r}; Ctrl-C stops",
         flush=True,
     )
 

@@ -129,3 +129,14 @@ def test_overrides_are_checked_like_the_file() -> None:
 def test_wildcard_ip_is_dialled_through_loopback() -> None:
     assert DevConfig(ip="0.0.0.0", port=7000, ui_port=8000).address == "127.0.0.1:7000"
     assert DevConfig(ip="::1").ui_url == "http://[::1]:8233"
+
+
+def test_a_ui_codec_endpoint_reaches_the_web_ui_and_is_off_by_default(tmp_path: Path) -> None:
+    assert "--ui-codec-endpoint" not in load_dev_config(REPO_CONFIG).start_dev_args("temporal")
+    path = write(tmp_path, "ui_codec_endpoint: http://127.0.0.1:8081\n")
+    args = load_dev_config(path).start_dev_args("temporal")
+    assert flag_values(args, "--ui-codec-endpoint") == ["http://127.0.0.1:8081"]
+    headless = DevConfig(ui=False, ui_codec_endpoint="http://127.0.0.1:8081")
+    assert "--ui-codec-endpoint" not in headless.start_dev_args("temporal")
+    with pytest.raises(DevConfigError, match="ui_codec_endpoint"):
+        load_dev_config(write(tmp_path, "ui_codec_endpoint: 127.0.0.1:8081\n"))

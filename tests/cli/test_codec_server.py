@@ -1,0 +1,183 @@
+"""`overnight codec-server`: Temporal's remote codec protocol, CORS for the Web UI, the token."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from google.protobuf.json_format import MessageToDict, ParseDict
+from temporalio.api.common.v1 import Payload
+from temporalio.contrib.pydantic import pydantic_data_converter
+
+from overnight.cli.codec_server import CodecServer, CodecServerSettings
+from overnight.codec import CODEC_KEYS_ENV, ENCODING, data_converter, parse_keys
+from tests.conftest import free_port
+
+OVERNIGHT = Path(sys.executable).parent / "overnight"
+UI = "http://127.0.0.1:8233"
+KEY = base64.b64encode(b"k" * 32).decode()
+KEYS = f"main:{KEY}"
+_opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+def call(
+    url: str, body: object = None, method: str = "POST", **headers: str
+) -> tuple[int, dict[str, str], bytes]:
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(url, data=data, method=method)
+    request.add_header("Content-Type", "application/json")
+    request.add_header("X-Namespace", "default")
+    for name, value in headers.items():
+        request.add_header(name.replace("_", "-"), value)
+    try:
+        with _opener.open(request, timeout=10) as answer:
+            return answer.status, dict(answer.headers), answer.read()
+    except urllib.error.HTTPError as err:
+        return err.code, dict(err.headers), err.read()
+
+
+def as_json(payloads: list[Payload]) -> dict[str, object]:
+    return {"payloads": [MessageToDict(p) for p in payloads]}
+
+
+def from_json(body: bytes) -> list[Payload]:
+    return [ParseDict(item, Payload()) for item in json.loads(body)["payloads"]]
+
+
+@pytest.fixture
+def server() -> Iterator[CodecServer]:
+    settings = CodecServerSettings(keyring=parse_keys(KEYS), port=0, origins=(UI,))
+    with CodecServer(settings) as running:
+        yield running
+
+
+async def test_decode_and_encode_speak_temporals_remote_codec_protocol(
+    server: CodecServer,
+) -> None:
+    codec_on = data_converter(parse_keys(KEYS))
+    encrypted = await codec_on.encode(["the secret plan", {"step": 3}])
+    status, headers, body = call(f"{server.url}/decode", as_json(encrypted))
+    assert status == 200, body
+    assert headers["Content-Type"] == "application/json"
+    assert await pydantic_data_converter.decode(from_json(body), [str, dict]) == [
+        "the secret plan",
+        {"step": 3},
+    ]
+    # The body's bytes are proto3 JSON, base64: the encoding reads as its base64.
+    assert (
+        json.loads(body)["payloads"][0]["metadata"]["encoding"]
+        == base64.b64encode(b"json/plain").decode()
+    )
+
+    plain = await pydantic_data_converter.encode(["typed in the Web UI"])
+    status, _, body = call(f"{server.url}/default/encode", as_json(plain))  # namespace path
+    assert status == 200, body
+    [sealed] = from_json(body)
+    assert sealed.metadata["encoding"] == ENCODING
+    assert await codec_on.decode([sealed], [str]) == ["typed in the Web UI"]
+
+
+async def test_an_unknown_key_id_is_a_400_naming_the_id(server: CodecServer) -> None:
+    other = data_converter(parse_keys(f"old:{base64.b64encode(b'o' * 32).decode()}"))
+    status, _, body = call(f"{server.url}/decode", as_json(await other.encode(["x"])))
+    assert status == 400
+    assert "key id 'old'" in json.loads(body)["error"]
+    assert KEY not in body.decode()
+
+
+def test_the_web_uis_origin_gets_cors_and_other_origins_do_not(server: CodecServer) -> None:
+    status, headers, _ = call(
+        f"{server.url}/decode",
+        method="OPTIONS",
+        Origin=UI,
+        Access_Control_Request_Method="POST",
+        Access_Control_Request_Headers="content-type,x-namespace",
+    )
+    assert status == 204
+    assert headers["Access-Control-Allow-Origin"] == UI
+    assert "POST" in headers["Access-Control-Allow-Methods"]
+    assert "X-Namespace" in headers["Access-Control-Allow-Headers"]
+
+    status, headers, _ = call(f"{server.url}/decode", {"payloads": []}, Origin=UI)
+    assert status == 200 and headers["Access-Control-Allow-Origin"] == UI
+
+    evil = "http://evil.example"
+    status, headers, _ = call(f"{server.url}/decode", method="OPTIONS", Origin=evil)
+    assert status == 403 and "Access-Control-Allow-Origin" not in headers
+    status, headers, _ = call(f"{server.url}/decode", {"payloads": []}, Origin=evil)
+    assert status == 403 and "Access-Control-Allow-Origin" not in headers
+
+
+def test_bad_requests_get_clear_answers(server: CodecServer) -> None:
+    assert call(f"{server.url}/decode", method="GET")[0] == 405
+    assert call(f"{server.url}/other", {"payloads": []})[0] == 404
+    status, _, body = call(f"{server.url}/decode", {"nothing": 1})
+    assert status == 400 and "payloads" in json.loads(body)["error"]
+
+
+async def test_with_a_token_every_call_needs_it() -> None:
+    settings = CodecServerSettings(
+        keyring=parse_keys(KEYS), port=0, origins=(UI,), token="s3cret-token"
+    )
+    encrypted = await data_converter(parse_keys(KEYS)).encode(["x"])
+    with CodecServer(settings) as server:
+        assert call(f"{server.url}/decode", as_json(encrypted))[0] == 401
+        wrong = call(f"{server.url}/decode", as_json(encrypted), Authorization="Bearer nope")
+        assert wrong[0] == 401
+        right = call(
+            f"{server.url}/decode", as_json(encrypted), Authorization="Bearer s3cret-token"
+        )
+        assert right[0] == 200
+        # A browser's preflight carries no token: it is answered anyway, for the UI's origin.
+        assert call(f"{server.url}/decode", method="OPTIONS", Origin=UI)[0] == 204
+
+
+def test_the_command_serves_on_loopback_and_refuses_a_bad_configuration() -> None:
+    port = free_port()
+    env = {**os.environ, CODEC_KEYS_ENV: KEYS}
+    process = subprocess.Popen(
+        [str(OVERNIGHT), "codec-server", "--port", str(port), "--origin", UI],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        banner = process.stdout.readline()
+        assert f"codec server at http://127.0.0.1:{port}" in banner
+        assert KEY not in banner and "'main'" in banner
+        deadline = time.monotonic() + 10
+        while call(f"http://127.0.0.1:{port}/decode", {"payloads": []})[0] != 200:
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+        if process.stdout is not None:
+            process.stdout.close()
+        if process.stderr is not None:
+            process.stderr.close()
+
+    for keys, reason in (
+        ("", f"overnight: {CODEC_KEYS_ENV} is not set: the codec server has no keys"),
+        ("main:short", f"overnight: {CODEC_KEYS_ENV}: entry 1 (id 'main'): the key is"),
+    ):
+        refused = subprocess.run(
+            [str(OVERNIGHT), "codec-server", "--port", str(port)],
+            env={**os.environ, CODEC_KEYS_ENV: keys},
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        assert refused.returncode == 2
+        assert refused.stderr.startswith(reason) and refused.stderr.count("\n") == 1
