@@ -14,11 +14,6 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-# Where a result may hold the model spend the agent reported (the names overnight's versions
-# use, newest first); a nested `{"usd": ...}` counts too.
-MODEL_SPEND_KEYS = ("spend_model_usd", "model_spend_usd", "model_reported_usd", "model_usd")
-MODEL_USAGE_KEYS = ("model_usage", "usage", "model")
-SANDBOX_SPEND_KEYS = ("spend_sandbox_usd", "sandbox_spend_usd")
 _SINCE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([mhdw])\s*$")
 _UNITS = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 
@@ -76,8 +71,9 @@ def facts_from_result(run_id: str, result: dict[str, Any]) -> RunFacts:
     if net is not None:
         by_cause = {str(k): n for k, v in (net.get("by_cause") or {}).items() if (n := _int(v))}
     model = model_spend_of(result)
-    sandbox = _first_number(result, SANDBOX_SPEND_KEYS)
-    if sandbox is None and net is not None:
+    # The safety net's own sandbox figure; else the total less the model spend in it.
+    sandbox = None
+    if net is not None:
         sandbox = _number(net.get("sandbox_usd"))
     if sandbox is None:
         total = _number(result.get("spend_usd"))
@@ -94,17 +90,9 @@ def facts_from_result(run_id: str, result: dict[str, Any]) -> RunFacts:
 
 
 def model_spend_of(document: dict[str, Any]) -> float | None:
-    """The model spend a result or status reports, wherever its version keeps it."""
-    found = _first_number(document, MODEL_SPEND_KEYS)
-    if found is not None:
-        return found
-    for key in MODEL_USAGE_KEYS:
-        nested = document.get(key)
-        if isinstance(nested, dict):
-            found = _first_number(nested, ("usd", "spend_usd", "reported_usd"))
-            if found is not None:
-                return found
-    return None
+    """The model spend a result or status reports (`spend_model_usd`); None from a version of
+    overnight before the agent could report it."""
+    return _first_number(document, ("spend_model_usd",))
 
 
 def summarize(facts: list[RunFacts], since: datetime, until: datetime) -> Report:
@@ -125,7 +113,7 @@ def summarize(facts: list[RunFacts], since: datetime, until: datetime) -> Report
         if run.sandbox_usd is not None:
             report.sandbox_usd += run.sandbox_usd
             report.runs_with_spend += 1
-        if run.model_usd is not None:
+        if run.model_usd:
             report.model_usd += run.model_usd
             report.runs_with_model_spend += 1
         if run.safety_net_usd is not None:

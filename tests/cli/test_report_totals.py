@@ -65,7 +65,7 @@ def test_an_older_result_has_no_safety_net_and_a_status_counts_its_restarts() ->
             "state": "running",
             "restarts": [{}],
             "restarts_used": 1,
-            "model_usage": {"usd": 2.5},
+            "spend_model_usd": 2.5,
             "spend_usd": 3.0,
         },
     )

@@ -1,7 +1,8 @@
 """The Web UI shows what a finished run came to: headless Chromium opens a run that crashed once
 and finished, on the real dev server. Its card (User Metadata, current details) says what the
-safety net cost, and its result shows the checkpoint parsed (`checkpoint_json`: the agent's
-structure, its strings unescaped) beside the contract's `checkpoint` text."""
+safety net cost and what the agent handed over with `finish()`, and its result shows the
+checkpoint parsed (`checkpoint_json`: the agent's structure, its strings unescaped) beside the
+contract's `checkpoint` text, and the outputs."""
 
 from __future__ import annotations
 
@@ -25,6 +26,8 @@ from tests.e2e.test_web_ui import (
 )
 from tests.live import new_run_id
 
+PR_URL = "https://git.example/acme/app/pull/7"
+PR = f'{{"pull_request": "{PR_URL}"}}'
 SCREENSHOTS = (ARTIFACTS / "web_ui_result.png", ARTIFACTS / "web_ui_safety_net.png")
 
 
@@ -33,10 +36,15 @@ async def test_web_ui_shows_the_safety_net_on_the_card_and_the_parsed_checkpoint
 ) -> None:
     run_id = new_run_id("webres")
     runs.append(run_id)
-    await api.start_run(dev_client, crashing_spec(run_id, tmp_path), task_queue=task_queue)
+    handed = {"AGENT_FINISH_SUMMARY": "fixed the due dates", "AGENT_FINISH_OUTPUTS": PR}
+    spec = crashing_spec(run_id, tmp_path, env=handed)
+    await api.start_run(dev_client, spec, task_queue=task_queue)
     result = await asyncio.wait_for(api.wait_result(dev_client, run_id), timeout=60)
     assert result.safety_net is not None and result.safety_net.restarts == 1
-    assert result.checkpoint_json == {"step": 2, "next": "done", "notes": ["recovered"]}
+    assert isinstance(result.checkpoint_json, dict)
+    assert result.checkpoint_json["notes"] == ["recovered"]
+    assert result.outputs is not None and result.outputs.summary == "fixed the due dates"
+    assert result.outputs.values == {"pull_request": PR_URL}
     url = api.web_ui_url(dev_server.ui_url, dev_server.namespace, run_id)
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
 
@@ -62,7 +70,12 @@ async def test_web_ui_shows_the_safety_net_on_the_card_and_the_parsed_checkpoint
                     re.compile(r'"notes":\s*\[\s*"recovered"\s*\]'), timeout=UI_TIMEOUT_MS
                 )
                 await expect(body).to_contain_text(re.compile(r'\\"recovered\\"'))
-                await expect(body).to_contain_text("safety_net")
+                await expect(body).to_contain_text(PR_URL)
+                # The rest of the result (outputs, safety_net) is below the panel's fold.
+                maximize = page.locator("button", has=page.locator("title", has_text="Maximize"))
+                await maximize.last.click()
+                await expect(body).to_contain_text('"safety_net"', timeout=UI_TIMEOUT_MS)
+                await expect(body).to_contain_text('"summary": "fixed the due dates"')
             finally:
                 await page.screenshot(path=str(SCREENSHOTS[0]), full_page=True)
             await browser.close()
@@ -80,6 +93,8 @@ async def test_web_ui_shows_the_safety_net_on_the_card_and_the_parsed_checkpoint
                     timeout=UI_TIMEOUT_MS,
                 )
                 await expect(card).to_contain_text("1 restart(s) (1 crashed)")
+                await expect(card).to_contain_text("fixed the due dates")
+                await expect(card).to_contain_text(PR_URL)
             finally:
                 await page.screenshot(path=str(SCREENSHOTS[1]), full_page=True)
         finally:

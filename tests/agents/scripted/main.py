@@ -14,8 +14,9 @@ contract asks, to `$OVERNIGHT_CHECKPOINT`:
 - `last-words`: write a first checkpoint, wait, write a final one, and exit 0.
 - `loud-crash`: print a few lines of work, one holding the secret named by `AGENT_SECRET_NAME`
   (as careless agents do), and crash (exit 3) in attempt 1 after a checkpoint; later attempts
-  print a line, hold (`AGENT_LATER_HOLD` seconds, default `AGENT_HOLD`), and finish. For the
-  tests of what overnight keeps of an agent's output.
+  print a line, hold (`AGENT_LATER_HOLD` seconds, default `AGENT_HOLD`), and finish (handing
+  over `AGENT_FINISH_SUMMARY` and the JSON object `AGENT_FINISH_OUTPUTS` the way the kit's
+  `finish()` does, when set). For the tests of what overnight keeps of an agent's output.
 - `escape`: try to write each host path in `AGENT_ESCAPE_PATHS` (`:`-separated), write a
   checkpoint saying how each try went, and exit 0.
 - `steps`: three steps, a checkpoint after each, resumed from the checkpoint; crashes once per
@@ -123,7 +124,14 @@ def loud_crash(path: Path) -> int:
     if attempt != "1":
         print(f"attempt {attempt}: picking up from the checkpoint", flush=True)
         time.sleep(float(os.environ.get("AGENT_LATER_HOLD", hold)))
-        write(path, json.dumps({"step": 2, "next": "done", "notes": ["recovered"]}).encode())
+        final: dict[str, object] = {"step": 2, "next": "done", "notes": ["recovered"]}
+        if "AGENT_FINISH_SUMMARY" in os.environ:  # the kit's finish(), as plain file protocol
+            handed = {
+                "summary": os.environ["AGENT_FINISH_SUMMARY"],
+                "outputs": json.loads(os.environ.get("AGENT_FINISH_OUTPUTS", "{}")),
+            }
+            final["overnight"] = {"finish": handed}
+        write(path, json.dumps(final).encode())
         print("all done", flush=True)
         return 0
     write(path, json.dumps({"step": 1, "next": "call the API", "notes": ["step 1"]}).encode())
