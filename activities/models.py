@@ -11,6 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from overnight.admission import AdmissionRequest, AdmissionTerms
 from overnight.checkpoint_text import CheckpointFacts
 from overnight.models import Provider, RunSpec
 
@@ -46,6 +47,10 @@ class ActivityName:
     # The worker's grants (activities.grants): what of a spec this worker allows, asked at a
     # run's start before anything is made.
     CHECK_SPEC = "check_spec"
+    # Admission (activities.admission): a run asks its pool for a place (signal-with-start of
+    # the pool's admission workflow); the admission workflow asks which holders have closed.
+    REQUEST_ADMISSION = "request_admission"
+    CLOSED_WORKFLOWS = "closed_workflows"
 
 
 class _Model(BaseModel):
@@ -358,3 +363,19 @@ class SpecCheck(_Model):
     setting that would allow it; empty: the spec may run."""
 
     refusals: list[str] = Field(default_factory=list)
+    # What the run must ask its pool for before it makes anything (None: nothing; runs
+    # recorded before admission have none).
+    admission: AdmissionTerms | None = None
+
+
+class AdmissionAsk(_Model):
+    """Ask the pool's admission workflow (started if need be) for a place."""
+
+    terms: AdmissionTerms
+    request: AdmissionRequest
+
+
+class WorkflowIds(_Model):
+    """Workflow ids: those asked about, or those of them that are closed (or never were)."""
+
+    ids: list[str] = Field(default_factory=list)

@@ -22,6 +22,7 @@ with workflow.unsafe.imports_passed_through():
         RunResult,
     )
     from workflows import (
+        admission_steps,
         attention_steps,
         budget,
         calls,
@@ -102,7 +103,7 @@ class AgentRun(RunMessages):
             s.notifying = lean or workflow.patched(NOTIFY_PATCH)
         self._s = s
         if kept is None and workflow.patched(SPEC_CHECK_PATCH):
-            await grant_steps.refuse_unless_granted(accepted)
+            s.admission = await grant_steps.refuse_unless_granted(accepted)
         try:
             return await self._supervise(s)
         except asyncio.CancelledError:
@@ -120,7 +121,7 @@ class AgentRun(RunMessages):
     async def _supervise(self, s: SupervisorState) -> RunResult:
         if s.search_attributes is None:
             s.search_attributes = await calls.present_search_attributes()
-        if s.attempt == 0:
+        if s.attempt == 0 and await admission_steps.admitted(s, self._publish):
             await self._start_sandbox(s, reason="")
         while True:
             self._publish(s)

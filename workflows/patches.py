@@ -18,3 +18,7 @@ SPEC_CHECK_PATCH = "worker-grants-spec-check"
 # `keep_failed_days`, labelled with when they may go (overnight.retention), instead of stopping
 # them; histories recorded before it replay stopping them.
 RETENTION_PATCH = "failed-sandboxes-kept"
+# Runs begun with this marker, on a worker whose pool limits runs (overnight/admission.py), ask
+# the pool's admission workflow for a place and wait in `queued` before anything is made, and
+# give it back on every way out (workflows/admission_steps.py).
+ADMISSION_PATCH = "admission-queue"

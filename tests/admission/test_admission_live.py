@@ -1,0 +1,191 @@
+"""Admission on the real dev server: the pool's `OvernightAdmission` workflow holds its places,
+runs wait in `queued` with nothing made, and go in by priority, fairly across owners; a
+SIGKILLed worker loses no place, and a holder terminated without giving its place back has it
+taken back. The sandboxes are `ShortAgents` (tests/admission/short_agents.py): agents that
+exit 0 after a moment, kept in files so that every worker process sees them."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from temporalio.client import Client
+from temporalio.service import RPCError
+from temporalio.worker import Worker
+
+from activities.sandbox import SandboxActivities
+from overnight.admission import AdmissionSettings
+from overnight.cli import client as api
+from overnight.grants import Grants
+from overnight.models import RunStatus
+from overnight.worker.devserver import DevServer
+from tests.admission.pool import (
+    places,
+    short_pool,
+    short_spec,
+    start_all,
+    start_subprocess_worker,
+    wait_for,
+)
+from tests.admission.short_agents import ShortAgents, most_at_once, read_events
+from tests.workflows.harness import keep_history
+
+
+@pytest.fixture
+def agent_dir(tmp_path: Path) -> Path:
+    folder = tmp_path / "agent"
+    folder.mkdir()
+    return folder
+
+
+async def test_300_runs_on_a_pool_of_50_never_hold_more_than_50_sandboxes(
+    dev_client: Client, tmp_path: Path, agent_dir: Path
+) -> None:
+    boxes = tmp_path / "boxes"
+    settings = AdmissionSettings(max_runs=50)
+    async with short_pool(dev_client, boxes, settings, life=0.5) as queue:
+        specs = [short_spec(agent_dir, "many") for _ in range(300)]
+        handles = await start_all(dev_client, specs, queue)
+        # The last ones wait their turn, visibly: the status and the search attribute.
+        last = specs[-1].run_id
+        queued = await wait_for(lambda: _status(dev_client, last), 60, "the last run's status")
+        assert queued.state == "queued" and queued.sandbox_id is None
+        await wait_for(
+            lambda: _listed_state(dev_client, last, "queued"), 30, "queued in `overnight list`"
+        )
+        results = await asyncio.wait_for(asyncio.gather(*(h.result() for h in handles)), 240)
+        assert {r.outcome for r in results} == {"finished"}
+        await keep_history(handles[-1], "admission_queued")
+        pool = await places(dev_client, queue)
+    events = read_events(boxes)
+    assert sum(e.up for e in events) == 300, "every run made its one sandbox"
+    most = most_at_once(events)
+    assert most <= 50, f"{most} sandboxes at once on a pool of 50"
+    assert most >= 25, f"only {most} at once: the pool was not used"
+    assert pool.holding == {} and pool.waiting == []
+    assert pool.admitted_total == 300
+
+
+async def test_priority_1_runs_go_in_before_queued_priority_5_runs(
+    dev_client: Client, tmp_path: Path, agent_dir: Path
+) -> None:
+    boxes = tmp_path / "boxes"
+    async with short_pool(dev_client, boxes, AdmissionSettings(max_runs=2)) as queue:
+        blockers = [short_spec(agent_dir, "block", seconds=3) for _ in range(2)]
+        await start_all(dev_client, blockers, queue)
+        await wait_for(lambda: len(read_events(boxes)) >= 2, 30, "the blockers' sandboxes")
+        low = [short_spec(agent_dir, "low", priority=5) for _ in range(4)]
+        low_handles = await start_all(dev_client, low, queue)
+        await wait_for(lambda: _waiting(dev_client, queue, 4), 30, "the low runs queued")
+        high = [short_spec(agent_dir, "high", priority=1) for _ in range(4)]
+        high_handles = await start_all(dev_client, high, queue)
+        await wait_for(lambda: _waiting(dev_client, queue, 8), 30, "the high runs queued")
+        await asyncio.wait_for(
+            asyncio.gather(*(h.result() for h in [*low_handles, *high_handles])), 120
+        )
+    up = {e.run_id: e.at for e in read_events(boxes) if e.up}
+    assert max(up[s.run_id] for s in high) < min(up[s.run_id] for s in low)
+
+
+async def test_one_owners_flood_does_not_starve_another_owner(
+    dev_client: Client, tmp_path: Path, agent_dir: Path
+) -> None:
+    boxes = tmp_path / "boxes"
+    async with short_pool(dev_client, boxes, AdmissionSettings(max_runs=3)) as queue:
+        flood = [short_spec(agent_dir, "flood", owner="team-a", seconds=0.3) for _ in range(20)]
+        flood_handles = await start_all(dev_client, flood, queue)
+        await wait_for(lambda: _waiting(dev_client, queue, 14), 30, "the flood queued")
+        few = [short_spec(agent_dir, "few", owner="team-b", seconds=0.3) for _ in range(3)]
+        few_handles = await start_all(dev_client, few, queue)
+        await asyncio.wait_for(asyncio.gather(*(h.result() for h in few_handles)), 60)
+        flood_not_up = 20 - sum(
+            1 for e in read_events(boxes) if e.up and e.run_id.startswith("flood")
+        )
+        await asyncio.wait_for(asyncio.gather(*(h.result() for h in flood_handles)), 120)
+    # Behind a first-come queue team-b would have waited for all 20; fairly, it went in
+    # as the next places freed, while most of the flood still waited.
+    assert flood_not_up >= 8, f"only {flood_not_up} of the flood still waited"
+
+
+async def test_admission_survives_a_sigkilled_worker_with_no_place_lost(
+    dev_client: Client, dev_server: DevServer, tmp_path: Path, agent_dir: Path
+) -> None:
+    boxes = tmp_path / "boxes"
+    queue = f"admit-kill-{tmp_path.name[-6:]}".lower()
+    async with _activity_worker(dev_client, queue, boxes):
+        first = await start_subprocess_worker(dev_server.address, queue, boxes, max_runs=3)
+        try:
+            specs = [short_spec(agent_dir, "kill", seconds=0.8) for _ in range(12)]
+            handles = await start_all(dev_client, specs, queue)
+            await wait_for(lambda: len(read_events(boxes)) >= 5, 60, "runs going in")
+        finally:
+            first.send_signal(signal.SIGKILL)
+            await first.wait()
+        assert first.returncode == -signal.SIGKILL
+        second = await start_subprocess_worker(dev_server.address, queue, boxes, max_runs=3)
+        try:
+            results = await asyncio.wait_for(asyncio.gather(*(h.result() for h in handles)), 120)
+            pool = await places(dev_client, queue)
+        finally:
+            second.terminate()
+            await second.wait()
+    assert {r.outcome for r in results} == {"finished"}
+    events = read_events(boxes)
+    assert sum(e.up for e in events) == 12
+    assert most_at_once(events) <= 3
+    assert pool.holding == {} and pool.waiting == [], "a place was lost or kept"
+    assert pool.admitted_total == 12 and pool.taken_back_total == 0
+
+
+async def test_a_terminated_holders_place_is_taken_back(
+    dev_client: Client, tmp_path: Path, agent_dir: Path
+) -> None:
+    boxes = tmp_path / "boxes"
+    settings = AdmissionSettings(max_runs=1, check_seconds=1)
+    async with short_pool(dev_client, boxes, settings) as queue:
+        (holder,) = await start_all(dev_client, [short_spec(agent_dir, "hold", seconds=600)], queue)
+        await wait_for(lambda: read_events(boxes), 30, "the holder's sandbox")
+        (waiter,) = await start_all(dev_client, [short_spec(agent_dir, "next")], queue)
+        await wait_for(lambda: _waiting(dev_client, queue, 1), 30, "the next run queued")
+        await holder.terminate("gone without giving its place back")
+        result = await asyncio.wait_for(waiter.result(), 60)
+        pool = await places(dev_client, queue)
+        # The terminated run's sandbox is reap's (docs/operator.md); stop it here.
+        for box in await ShortAgents(boxes).list({}, include_stopped=False):
+            await ShortAgents(boxes).stop(box.sandbox_id)
+    assert result.outcome == "finished"
+    assert pool.taken_back_total == 1 and pool.holding == {}
+
+
+async def _status(client: Client, run_id: str) -> RunStatus | None:
+    with contextlib.suppress(RPCError):  # its first task not yet done: no answer yet
+        return await api.get_status(client, run_id)
+    return None
+
+
+async def _waiting(client: Client, queue: str, count: int) -> bool:
+    with contextlib.suppress(Exception):
+        return len((await places(client, queue)).waiting) >= count
+    return False
+
+
+async def _listed_state(client: Client, run_id: str, state: str) -> bool:
+    runs = await api.list_runs(client, open_only=True)
+    return any(r.run_id == run_id and r.state == state for r in runs)
+
+
+@contextlib.asynccontextmanager
+async def _activity_worker(client: Client, queue: str, boxes: Path) -> AsyncIterator[None]:
+    """The pool's remote activities, in this process (the workflows run in subprocesses)."""
+    activities = SandboxActivities(
+        client,
+        providers={"local": ShortAgents(boxes)},
+        grants=Grants(),
+        admission=AdmissionSettings(max_runs=3),
+    )
+    async with Worker(client, task_queue=queue, activities=activities.all()):
+        yield
