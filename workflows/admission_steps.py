@@ -28,10 +28,15 @@ async def admitted(s: SupervisorState, publish: Callable[[SupervisorState], None
     if terms is None or s.admitted or not workflow.patched(ADMISSION_PATCH):
         return True
     s.state = "queued"
+    # Time in the queue is not the run's time: `max_hours` counts from its admission, as it
+    # leaves out time waiting for a person (budget.hours_used).
+    s.attention_since = workflow.now()
     publish(s)
     request = request_for(terms, workflow.info().workflow_id, s.spec)
     await admission_calls.request_admission(terms, request)
     await workflow.wait_condition(lambda: s.admitted or s.cancel_requested)
+    s.attention_seconds += (workflow.now() - s.attention_since).total_seconds()
+    s.attention_since = None
     return not s.cancel_requested
 
 

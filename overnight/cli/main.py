@@ -117,7 +117,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def run(argv: Sequence[str] | None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command == "start" and (args.spec is None) == (args.many is None):
+        parser.error("start takes a spec file or --many TASKS.jsonl (one of them)")
     try:
         return asyncio.run(_dispatch(args))
     except KeyboardInterrupt:
@@ -187,8 +190,6 @@ def _now() -> datetime:
 
 
 async def _start(args: argparse.Namespace) -> int:
-    if (args.spec is None) == (args.many is None):
-        raise BadInput("start takes a spec file or --many TASKS.jsonl (one of them)")
     if args.many is not None:
         if args.wait:
             raise BadInput("--wait waits for one run: not with --many")

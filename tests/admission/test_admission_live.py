@@ -8,17 +8,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import signal
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 from temporalio.service import RPCError
 from temporalio.worker import Worker
 
 from activities.sandbox import SandboxActivities
-from overnight.admission import AdmissionSettings
+from overnight.admission import ADMISSION_WORKFLOW, AdmissionSettings, admission_workflow_id
 from overnight.cli import client as api
 from overnight.grants import Grants
 from overnight.models import RunStatus
@@ -32,7 +34,11 @@ from tests.admission.pool import (
     wait_for,
 )
 from tests.admission.short_agents import ShortAgents, most_at_once, read_events
-from tests.workflows.harness import keep_history
+from tests.workflows.harness import HISTORIES, RECORD_ENV, keep_history
+from workflows.admission import AdmissionInput
+
+# Histories of the admission workflow (replayed by tests/admission/test_admission_replay.py).
+ADMISSION_HISTORIES = HISTORIES / "admission"
 
 
 @pytest.fixture
@@ -59,7 +65,6 @@ async def test_300_runs_on_a_pool_of_50_never_hold_more_than_50_sandboxes(
         )
         results = await asyncio.wait_for(asyncio.gather(*(h.result() for h in handles)), 240)
         assert {r.outcome for r in results} == {"finished"}
-        await keep_history(handles[-1], "admission_queued")
         pool = await places(dev_client, queue)
     events = read_events(boxes)
     assert sum(e.up for e in events) == 300, "every run made its one sandbox"
@@ -87,8 +92,26 @@ async def test_priority_1_runs_go_in_before_queued_priority_5_runs(
         await asyncio.wait_for(
             asyncio.gather(*(h.result() for h in [*low_handles, *high_handles])), 120
         )
+        await keep_history(low_handles[0], "admission_queued")
     up = {e.run_id: e.at for e in read_events(boxes) if e.up}
     assert max(up[s.run_id] for s in high) < min(up[s.run_id] for s in low)
+
+
+async def test_a_run_cancelled_while_queued_makes_nothing_and_leaves_the_queue(
+    dev_client: Client, tmp_path: Path, agent_dir: Path
+) -> None:
+    boxes = tmp_path / "boxes"
+    async with short_pool(dev_client, boxes, AdmissionSettings(max_runs=1)) as queue:
+        (holder,) = await start_all(dev_client, [short_spec(agent_dir, "hold", seconds=2)], queue)
+        (queued,) = await start_all(dev_client, [short_spec(agent_dir, "leave")], queue)
+        await wait_for(lambda: _waiting(dev_client, queue, 1), 30, "the run queued")
+        await api.cancel_run(dev_client, queued.id, reason="not tonight")
+        result = await asyncio.wait_for(queued.result(), 30)
+        assert result.outcome == "cancelled" and result.attempts == 0
+        assert (await places(dev_client, queue)).waiting == []
+        await keep_history(queued, "admission_cancelled_while_queued")
+        await asyncio.wait_for(holder.result(), 30)
+    assert [e.run_id for e in read_events(boxes) if e.up] == [holder.id]
 
 
 async def test_one_owners_flood_does_not_starve_another_owner(
@@ -159,6 +182,39 @@ async def test_a_terminated_holders_place_is_taken_back(
             await ShortAgents(boxes).stop(box.sandbox_id)
     assert result.outcome == "finished"
     assert pool.taken_back_total == 1 and pool.holding == {}
+
+
+async def test_the_admission_continues_as_new_carrying_its_places(
+    dev_client: Client, tmp_path: Path, agent_dir: Path
+) -> None:
+    boxes = tmp_path / "boxes"
+    async with short_pool(dev_client, boxes, AdmissionSettings(max_runs=2)) as queue:
+        # Started ahead of the runs, to continue as new after a few dozen events.
+        first = await dev_client.start_workflow(
+            ADMISSION_WORKFLOW,
+            AdmissionInput(continue_after_events=40),
+            id=admission_workflow_id(queue),
+            task_queue=queue,
+        )
+        specs = [short_spec(agent_dir, "can") for _ in range(10)]
+        handles = await start_all(dev_client, specs, queue)
+        results = await asyncio.wait_for(asyncio.gather(*(h.result() for h in handles)), 120)
+        pool = await places(dev_client, queue)
+        first_run = dev_client.get_workflow_handle(first.id, run_id=first.result_run_id)
+        described = await first_run.describe()
+        await _keep_admission_history(first_run, "continued_as_new")
+        await _keep_admission_history(first, "carried_on")
+    assert {r.outcome for r in results} == {"finished"}
+    assert described.status == WorkflowExecutionStatus.CONTINUED_AS_NEW
+    assert pool.admitted_total == 10 and pool.holding == {} and pool.waiting == []
+    assert most_at_once(read_events(boxes)) <= 2
+
+
+async def _keep_admission_history(handle: WorkflowHandle[Any, Any], name: str) -> None:
+    if os.environ.get(RECORD_ENV) == "1":
+        ADMISSION_HISTORIES.mkdir(exist_ok=True)
+        history = await handle.fetch_history()
+        (ADMISSION_HISTORIES / f"{name}.json").write_text(history.to_json())
 
 
 async def _status(client: Client, run_id: str) -> RunStatus | None:
