@@ -9,6 +9,9 @@ A holder whose workflow closed without giving its place back (terminated, timed 
 by looking, every `check_seconds` while runs wait and none fits, and its place taken back; a
 waiting run that closed is dropped when it is told it is in and the signal finds no one.
 Continue-as-new carries the places whole, so the history stays short.
+
+Its histories replay in tests/admission/test_admission_replay.py: a change to what it does
+goes behind `workflow.patched`, as AgentRun's do.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import asyncio
 from datetime import timedelta
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from temporalio import workflow
 from temporalio.exceptions import FailureError
 
@@ -43,6 +46,8 @@ class AdmissionInput(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     places: Places | None = None
+    # Holders that asked again meanwhile: told again first thing.
+    tell_again: list[str] = Field(default_factory=list)
     continue_after_events: int = CONTINUE_AFTER_EVENTS
 
 
@@ -57,7 +62,8 @@ class OvernightAdmission:
             workflow.logger.warning("admission starts empty: its input was unusable: %s", err)
             self._input = AdmissionInput()
         self._places = self._input.places or Places()
-        self._tell_again: set[str] = set()
+        self._tell_again: set[str] = set(self._input.tell_again)
+        self._telling: set[asyncio.Task[None]] = set()
         self._changed = True
 
     @workflow.signal(name=REQUEST_SIGNAL)
@@ -86,38 +92,39 @@ class OvernightAdmission:
         while True:
             self._changed = False
             again, self._tell_again = self._tell_again, set()
-            await self._tell(sorted(again) + let_in(self._places))
-            if self._changed:
-                continue  # asked or given back meanwhile: let in again before waiting
+            self._tell(sorted(again) + let_in(self._places))
             if self._history_is_long():
                 looking.cancel()
-                await workflow.wait_condition(workflow.all_handlers_finished)
+                # Every run let in has been told (or found gone) before the places move on.
+                await workflow.wait_condition(
+                    lambda: not self._telling and workflow.all_handlers_finished()
+                )
                 workflow.continue_as_new(
                     AdmissionInput(
                         places=self._places,
+                        tell_again=sorted(self._tell_again),
                         continue_after_events=self._input.continue_after_events,
                     )
                 )
             await workflow.wait_condition(lambda: self._changed)
 
-    async def _tell(self, holders: list[str]) -> None:
-        """Tell each run it is in; a run that is no longer there gives its place back."""
-        if not holders:
-            return
-        told = await asyncio.gather(
-            *(self._tell_one(holder) for holder in holders), return_exceptions=False
-        )
-        for holder, reached in zip(holders, told, strict=True):
-            if not reached and give_back(self._places, holder):
-                self._changed = True
+    def _tell(self, holders: list[str]) -> None:
+        """Tell each run it is in, without waiting for the signals to land: a slow one must
+        not hold up the next places. A run that is no longer there gives its place back."""
+        for holder in holders:
+            self._telling.add(asyncio.create_task(self._tell_one(holder)))
 
-    async def _tell_one(self, holder: str) -> bool:
+    async def _tell_one(self, holder: str) -> None:
         try:
             await workflow.get_external_workflow_handle(holder).signal(ADMITTED_SIGNAL)
         except FailureError as err:
             workflow.logger.info("run %s was let in but is gone: %s", holder, err)
-            return False
-        return True
+            if give_back(self._places, holder):
+                self._changed = True
+        finally:
+            task = asyncio.current_task()
+            if task is not None:
+                self._telling.discard(task)
 
     async def _look_for_closed_holders(self) -> None:
         """While runs wait and none fits, look every `check_seconds` for holders that closed

@@ -58,8 +58,8 @@ async def test_300_runs_on_a_pool_of_50_never_hold_more_than_50_sandboxes(
         handles = await start_all(dev_client, specs, queue)
         # The last ones wait their turn, visibly: the status and the search attribute.
         last = specs[-1].run_id
-        queued = await wait_for(lambda: _status(dev_client, last), 60, "the last run's status")
-        assert queued.state == "queued" and queued.sandbox_id is None
+        queued = await wait_for(lambda: _status(dev_client, last, "queued"), 60, "last queued")
+        assert queued.sandbox_id is None and queued.hours_used < 0.01
         await wait_for(
             lambda: _listed_state(dev_client, last, "queued"), 30, "queued in `overnight list`"
         )
@@ -217,9 +217,10 @@ async def _keep_admission_history(handle: WorkflowHandle[Any, Any], name: str) -
         (ADMISSION_HISTORIES / f"{name}.json").write_text(history.to_json())
 
 
-async def _status(client: Client, run_id: str) -> RunStatus | None:
+async def _status(client: Client, run_id: str, state: str) -> RunStatus | None:
     with contextlib.suppress(RPCError):  # its first task not yet done: no answer yet
-        return await api.get_status(client, run_id)
+        status = await api.get_status(client, run_id)
+        return status if status.state == state else None
     return None
 
 
