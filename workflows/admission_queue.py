@@ -45,6 +45,8 @@ class Places(_Model):
     owner_last_in: dict[str, int] = Field(default_factory=dict)
     admitted_total: int = 0
     taken_back_total: int = 0
+    # The most places held at once (the limit, once the pool has been full).
+    most_held: int = 0
 
 
 def ask(places: Places, request: AdmissionRequest) -> bool:
@@ -96,6 +98,7 @@ def let_in(places: Places) -> list[str]:
         places.holding[chosen.holder] = Holding(owner=chosen.owner, key=chosen.key, seq=places.seq)
         places.owner_last_in[chosen.owner] = places.seq
         places.admitted_total += 1
+        places.most_held = max(places.most_held, len(places.holding))
         admitted.append(chosen.holder)
 
 

@@ -48,12 +48,15 @@ def agent_dir(tmp_path: Path) -> Path:
     return folder
 
 
+# 300 whole AgentRuns through one in-process worker: about a minute on a quiet 2-core machine,
+# up to four on a loaded one.
+@pytest.mark.timeout(600)
 async def test_300_runs_on_a_pool_of_50_never_hold_more_than_50_sandboxes(
     dev_client: Client, tmp_path: Path, agent_dir: Path
 ) -> None:
     boxes = tmp_path / "boxes"
     settings = AdmissionSettings(max_runs=50)
-    async with short_pool(dev_client, boxes, settings, life=0.5) as queue:
+    async with short_pool(dev_client, boxes, settings, life=1.0) as queue:
         specs = [short_spec(agent_dir, "many") for _ in range(300)]
         handles = await start_all(dev_client, specs, queue)
         # The last ones wait their turn, visibly: the status and the search attribute.
@@ -63,16 +66,16 @@ async def test_300_runs_on_a_pool_of_50_never_hold_more_than_50_sandboxes(
         await wait_for(
             lambda: _listed_state(dev_client, last, "queued"), 30, "queued in `overnight list`"
         )
-        results = await asyncio.wait_for(asyncio.gather(*(h.result() for h in handles)), 240)
+        results = await asyncio.wait_for(asyncio.gather(*(h.result() for h in handles)), 540)
         assert {r.outcome for r in results} == {"finished"}
         pool = await places(dev_client, queue)
     events = read_events(boxes)
     assert sum(e.up for e in events) == 300, "every run made its one sandbox"
     most = most_at_once(events)
     assert most <= 50, f"{most} sandboxes at once on a pool of 50"
-    assert most >= 25, f"only {most} at once: the pool was not used"
+    assert most >= 10, f"only {most} at once: the runs did not overlap"
     assert pool.holding == {} and pool.waiting == []
-    assert pool.admitted_total == 300
+    assert pool.admitted_total == 300 and pool.most_held == 50
 
 
 async def test_priority_1_runs_go_in_before_queued_priority_5_runs(
@@ -93,6 +96,9 @@ async def test_priority_1_runs_go_in_before_queued_priority_5_runs(
             asyncio.gather(*(h.result() for h in [*low_handles, *high_handles])), 120
         )
         await keep_history(low_handles[0], "admission_queued")
+        # Temporal's own task priority follows the spec's (tasks of urgent runs go first).
+        described = await high_handles[0].describe()
+        assert described.raw_description.workflow_execution_info.priority.priority_key == 1
     up = {e.run_id: e.at for e in read_events(boxes) if e.up}
     assert max(up[s.run_id] for s in high) < min(up[s.run_id] for s in low)
 

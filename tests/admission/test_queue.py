@@ -34,7 +34,7 @@ def test_runs_go_in_up_to_the_limit_first_come_first_served() -> None:
     assert is_full(places) and let_in(places) == []
     give_back(places, "a")
     assert let_in(places) == ["c"]
-    assert places.admitted_total == 3
+    assert places.admitted_total == 3 and places.most_held == 2
 
 
 def test_priority_1_goes_before_priority_5_whoever_came_first() -> None:
