@@ -24,7 +24,6 @@ MAX_RUNS_PER_KEY_ENV = "OVERNIGHT_MAX_RUNS_PER_KEY"
 # their place back (terminated, timed out): their places are taken back.
 CHECK_SECONDS_ENV = "OVERNIGHT_ADMISSION_CHECK_SECONDS"
 DEFAULT_CHECK_SECONDS = 60.0
-ADMISSION_SETTINGS = (MAX_RUNS_ENV, MAX_RUNS_PER_KEY_ENV, CHECK_SECONDS_ENV)
 
 ADMISSION_WORKFLOW = "OvernightAdmission"
 # Signals: a run asks for a place and gives it back (to the admission workflow); the admission
