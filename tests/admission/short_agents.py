@@ -60,7 +60,7 @@ def most_at_once(events: list[Event]) -> int:
 
 
 class ShortAgents:
-    def __init__(self, state_dir: Path, *, life: float = 0.2, look_every: float = 0.1) -> None:
+    def __init__(self, state_dir: Path, *, life: float = 0.2, look_every: float = 0.25) -> None:
         self._dir = state_dir
         self._dir.mkdir(parents=True, exist_ok=True)
         self._life = life
@@ -93,7 +93,9 @@ class ShortAgents:
 
     async def list(self, labels: dict[str, str], *, include_stopped: bool) -> list[SandboxInfo]:
         found = []
-        for path in sorted(self._dir.glob("box-*.json")):
+        # A run's sandboxes are named `{run_id}-{attempt}`: read only theirs when asked.
+        run_id = labels.get(LABEL_RUN)
+        for path in sorted(self._dir.glob(f"box-{run_id}-*.json" if run_id else "box-*.json")):
             box = json.loads(path.read_text())
             if not include_stopped and box["state"] == "stopped":
                 continue
