@@ -11,6 +11,7 @@ import contextlib
 import os
 import signal
 from collections.abc import AsyncIterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,12 @@ from temporalio.service import RPCError
 from temporalio.worker import Worker
 
 from activities.sandbox import SandboxActivities
-from overnight.admission import ADMISSION_WORKFLOW, AdmissionSettings, admission_workflow_id
+from overnight.admission import (
+    ADMISSION_WORKFLOW,
+    ADMITTED_SIGNAL,
+    AdmissionSettings,
+    admission_workflow_id,
+)
 from overnight.cli import client as api
 from overnight.grants import Grants
 from overnight.models import RunStatus
@@ -83,15 +89,14 @@ async def test_priority_1_runs_go_in_before_queued_priority_5_runs(
 ) -> None:
     boxes = tmp_path / "boxes"
     async with short_pool(dev_client, boxes, AdmissionSettings(max_runs=2)) as queue:
-        blockers = [short_spec(agent_dir, "block", seconds=3) for _ in range(2)]
-        await start_all(dev_client, blockers, queue)
-        await wait_for(lambda: len(read_events(boxes)) >= 2, 30, "the blockers' sandboxes")
+        blockers = await _hold_every_place(dev_client, agent_dir, queue, boxes, 2)
         low = [short_spec(agent_dir, "low", priority=5) for _ in range(4)]
         low_handles = await start_all(dev_client, low, queue)
         await wait_for(lambda: _waiting(dev_client, queue, 4), 30, "the low runs queued")
         high = [short_spec(agent_dir, "high", priority=1) for _ in range(4)]
         high_handles = await start_all(dev_client, high, queue)
         await wait_for(lambda: _waiting(dev_client, queue, 8), 30, "the high runs queued")
+        await _let_go(dev_client, blockers)
         await asyncio.wait_for(
             asyncio.gather(*(h.result() for h in [*low_handles, *high_handles])), 120
         )
@@ -99,8 +104,8 @@ async def test_priority_1_runs_go_in_before_queued_priority_5_runs(
         # Temporal's own task priority follows the spec's (tasks of urgent runs go first).
         described = await high_handles[0].describe()
         assert described.raw_description.workflow_execution_info.priority.priority_key == 1
-    up = {e.run_id: e.at for e in read_events(boxes) if e.up}
-    assert max(up[s.run_id] for s in high) < min(up[s.run_id] for s in low)
+        let_in = {s.run_id: await _admitted_at(dev_client, s.run_id) for s in [*low, *high]}
+    assert max(let_in[s.run_id] for s in high) < min(let_in[s.run_id] for s in low)
 
 
 async def test_a_run_cancelled_while_queued_makes_nothing_and_leaves_the_queue(
@@ -108,7 +113,7 @@ async def test_a_run_cancelled_while_queued_makes_nothing_and_leaves_the_queue(
 ) -> None:
     boxes = tmp_path / "boxes"
     async with short_pool(dev_client, boxes, AdmissionSettings(max_runs=1)) as queue:
-        (holder,) = await start_all(dev_client, [short_spec(agent_dir, "hold", seconds=2)], queue)
+        (holder,) = await start_all(dev_client, [short_spec(agent_dir, "hold", seconds=60)], queue)
         (queued,) = await start_all(dev_client, [short_spec(agent_dir, "leave")], queue)
         await wait_for(lambda: _waiting(dev_client, queue, 1), 30, "the run queued")
         await api.cancel_run(dev_client, queued.id, reason="not tonight")
@@ -116,6 +121,7 @@ async def test_a_run_cancelled_while_queued_makes_nothing_and_leaves_the_queue(
         assert result.outcome == "cancelled" and result.attempts == 0
         assert (await places(dev_client, queue)).waiting == []
         await keep_history(queued, "admission_cancelled_while_queued")
+        await api.cancel_run(dev_client, holder.id)
         await asyncio.wait_for(holder.result(), 30)
     assert [e.run_id for e in read_events(boxes) if e.up] == [holder.id]
 
@@ -125,19 +131,21 @@ async def test_one_owners_flood_does_not_starve_another_owner(
 ) -> None:
     boxes = tmp_path / "boxes"
     async with short_pool(dev_client, boxes, AdmissionSettings(max_runs=3)) as queue:
+        blockers = await _hold_every_place(dev_client, agent_dir, queue, boxes, 3, "team-a")
         flood = [short_spec(agent_dir, "flood", owner="team-a", seconds=0.3) for _ in range(20)]
-        flood_handles = await start_all(dev_client, flood, queue)
-        await wait_for(lambda: _waiting(dev_client, queue, 14), 30, "the flood queued")
+        handles = await start_all(dev_client, flood, queue)
+        await wait_for(lambda: _waiting(dev_client, queue, 20), 30, "the flood queued")
         few = [short_spec(agent_dir, "few", owner="team-b", seconds=0.3) for _ in range(3)]
-        few_handles = await start_all(dev_client, few, queue)
-        await asyncio.wait_for(asyncio.gather(*(h.result() for h in few_handles)), 60)
-        flood_not_up = 20 - sum(
-            1 for e in read_events(boxes) if e.up and e.run_id.startswith("flood")
-        )
-        await asyncio.wait_for(asyncio.gather(*(h.result() for h in flood_handles)), 120)
-    # Behind a first-come queue team-b would have waited for all 20; fairly, it went in
-    # as the next places freed, while most of the flood still waited.
-    assert flood_not_up >= 8, f"only {flood_not_up} of the flood still waited"
+        handles += await start_all(dev_client, few, queue)
+        await wait_for(lambda: _waiting(dev_client, queue, 23), 30, "team-b queued")
+        await _let_go(dev_client, blockers)
+        await asyncio.wait_for(asyncio.gather(*(h.result() for h in handles)), 120)
+        let_in = {s.run_id: await _admitted_at(dev_client, s.run_id) for s in [*flood, *few]}
+    order = sorted(let_in, key=lambda run_id: let_in[run_id])
+    places_of_b = [order.index(s.run_id) for s in few]
+    # First come, first served would let team-b in 21st to 23rd, after all of team-a's 20;
+    # fairly, it takes every other place that frees from the start.
+    assert max(places_of_b) <= 6, f"team-b went in at {sorted(places_of_b)} of 23"
 
 
 async def test_admission_survives_a_sigkilled_worker_with_no_place_lost(
@@ -221,6 +229,32 @@ async def _keep_admission_history(handle: WorkflowHandle[Any, Any], name: str) -
         ADMISSION_HISTORIES.mkdir(exist_ok=True)
         history = await handle.fetch_history()
         (ADMISSION_HISTORIES / f"{name}.json").write_text(history.to_json())
+
+
+async def _hold_every_place(
+    client: Client, agent_dir: Path, queue: str, boxes: Path, count: int, owner: str = ""
+) -> list[WorkflowHandle[Any, Any]]:
+    """Runs that hold all `count` places until `_let_go`, so the rest queue in a known way."""
+    specs = [short_spec(agent_dir, "block", seconds=120, owner=owner) for _ in range(count)]
+    blockers = await start_all(client, specs, queue)
+    await wait_for(lambda: len(read_events(boxes)) >= count, 30, "the blockers' sandboxes")
+    return blockers
+
+
+async def _let_go(client: Client, blockers: list[WorkflowHandle[Any, Any]]) -> None:
+    for blocker in blockers:
+        await api.cancel_run(client, blocker.id)
+    await asyncio.wait_for(asyncio.gather(*(b.result() for b in blockers)), 60)
+
+
+async def _admitted_at(client: Client, run_id: str) -> datetime:
+    """When the pool told the run it was in (its `admitted` signal, in its history)."""
+    async for event in client.get_workflow_handle(run_id).fetch_history_events():
+        signaled = event.workflow_execution_signaled_event_attributes
+        if event.HasField("workflow_execution_signaled_event_attributes"):
+            if signaled.signal_name == ADMITTED_SIGNAL:
+                return event.event_time.ToDatetime()
+    raise AssertionError(f"{run_id} was never let in")
 
 
 async def _status(client: Client, run_id: str, state: str) -> RunStatus | None:
