@@ -11,6 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from overnight.admission import AdmissionTerms
 from overnight.checkpoint_text import CheckpointFacts
 from overnight.models import Provider, RunSpec
 
@@ -51,6 +52,10 @@ class ActivityName:
     # `overnight reap` as an activity (overnight.worker.reap_schedule), for the schedule the
     # worker sets up (`OvernightReap`, workflows.reap_run).
     REAP_SANDBOXES = "reap_sandboxes"
+    # Admission (activities.admission): a run asks its pool for a place (signal-with-start of
+    # the pool's admission workflow); the admission workflow asks which holders have closed.
+    REQUEST_ADMISSION = "request_admission"
+    CLOSED_WORKFLOWS = "closed_workflows"
 
 
 class _Model(BaseModel):
@@ -363,6 +368,9 @@ class SpecCheck(_Model):
     setting that would allow it; empty: the spec may run."""
 
     refusals: list[str] = Field(default_factory=list)
+    # What the run must ask its pool for before it makes anything (None: nothing; runs
+    # recorded before admission have none).
+    admission: AdmissionTerms | None = None
 
 
 class AnswerAgentInput(_Model):

@@ -21,6 +21,7 @@ from temporalio import activity
 from temporalio.client import Client
 
 from activities import sandbox_setup as setup
+from activities.admission import AdmissionActivities, worker_admission, worker_key
 from activities.checkpoints import read_checkpoint
 from activities.errors import ErrorType, activity_errors, non_retryable
 from activities.grants import (
@@ -61,6 +62,7 @@ from activities.providers.runtime.watch import exit_marker_path
 from activities.search_attributes import SearchAttributeCache
 from activities.snapshot_activities import SnapshotActivities, start_restored, usable_restore
 from activities.talk_activities import TalkActivities
+from overnight.admission import AdmissionSettings, terms_for
 from overnight.constants import (
     AGENT_MOUNT,
     KIT_MOUNT,
@@ -82,10 +84,14 @@ class SandboxActivities:
         factories: Mapping[str, ProviderFactory] | None = None,
         heartbeat_seconds: float | None = None,
         grants: Grants | None = None,
+        admission: AdmissionSettings | None = None,
     ):
-        """`grants`: what specs may ask for; without them, the worker's environment says."""
+        """`grants`: what specs may ask for; `admission`: how many runs this pool lets go at
+        once (overnight/admission.py); without them, the worker's environment says."""
         self._client = client
         self._grants = worker_grants() if grants is None else grants
+        self._admission = worker_admission() if admission is None else admission
+        self._key = worker_key()
         self._providers: dict[str, SandboxProvider] = dict(providers or {})
         self._factories = dict(factories or {})
         self._heartbeat_seconds = heartbeat_seconds
@@ -97,13 +103,24 @@ class SandboxActivities:
         self._own_ports = own_loopback_ports(target)
 
     @classmethod
-    def from_env(cls, client: Client | None, grants: Grants | None = None) -> SandboxActivities:
+    def from_env(
+        cls,
+        client: Client | None,
+        grants: Grants | None = None,
+        admission: AdmissionSettings | None = None,
+    ) -> SandboxActivities:
         providers, factories = registry.worker_providers()
-        return cls(client, providers=providers, factories=factories, grants=grants)
+        return cls(
+            client, providers=providers, factories=factories, grants=grants, admission=admission
+        )
 
     @property
     def grants(self) -> Grants:
         return self._grants
+
+    @property
+    def admission(self) -> AdmissionSettings:
+        return self._admission
 
     def all(self) -> list[Callable[..., Any]]:
         from activities.notify.activities import NotifyActivities
@@ -114,6 +131,7 @@ class SandboxActivities:
             *MoneyActivities(self._provider).all(),
             *TalkActivities(self._provider).all(),
             *self.lifecycle.all(),
+            *AdmissionActivities(self._client).all(),
             self.create_sandbox,
             self.start_agent,
             self.observe_agent,
@@ -156,11 +174,14 @@ class SandboxActivities:
     @activity.defn(name=ActivityName.CHECK_SPEC)
     async def check_spec(self, input: SpecCheckInput) -> SpecCheck:
         """What in the spec this worker's grants do not allow (a local activity at a run's
-        start): a result, not an error, so the run fails once, as `SpecRefused`."""
+        start): a result, not an error, so the run fails once, as `SpecRefused`; and what the
+        run must ask its pool for before it makes anything (admission)."""
         found = await asyncio.to_thread(
             spec_refusals, input.spec, self._grants, None, self._own_ports
         )
-        return SpecCheck(refusals=found)
+        queue = activity.info().task_queue if activity.in_activity() else None
+        terms = queue and terms_for(input.spec, self._admission, queue, self._key)
+        return SpecCheck(refusals=found, admission=terms or None)
 
     @activity.defn(name=ActivityName.CREATE_SANDBOX)
     async def create_sandbox(self, input: CreateSandboxInput) -> AgentStarted:

@@ -44,6 +44,7 @@ MAX_ATTENTION_HOURS = 90 * 24
 MAX_FRESH_STARTS = 10_000
 MAX_RESTARTS = 10_000
 RunState = Literal[
+    "queued",
     "starting",
     "running",
     "restarting",
@@ -55,6 +56,11 @@ RunState = Literal[
     "failed",
 ]
 Provider = Literal["local", "runtime"]
+# Admission (overnight/admission.py): the order queued runs are let in, 1 first ... 5, and who
+# a run is for (a team or person, fairness across them); printable ASCII, at most 64 bytes as
+# Temporal's task-queue fairness keys are.
+Priority = Annotated[int, Field(ge=1, le=5)]
+Owner = Annotated[str, Field(pattern=r"^[ -~]{0,64}$")]
 
 
 class _Strict(BaseModel):

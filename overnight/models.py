@@ -58,11 +58,7 @@ from overnight.model_base import (
 from overnight.model_base import (
     BudgetExtension as BudgetExtension,
 )
-from overnight.model_base import (
-    KeepDays,
-    _Strict,
-    _StrictInput,
-)
+from overnight.model_base import KeepDays, Owner, Priority, _Strict, _StrictInput
 from overnight.model_base import (
     PositiveHours as PositiveHours,
 )
@@ -143,6 +139,8 @@ class RunSpec(_StrictInput):
     snapshot_retention_days: int = Field(default=7, ge=1, le=365)
     # The agent declares a capture right after each checkpoint change safe (no request needed).
     snapshot_on_checkpoint: bool = False
+    priority: Priority = 3  # admission: queued runs go in by priority, fairly across owners
+    owner: Owner = ""
 
     @field_validator("notify", mode="before")
     @classmethod

@@ -30,12 +30,16 @@ def load_spec(path: str | Path) -> RunSpec:
         raise SpecError(f"{spec_path}: not valid JSON (nested too deeply)") from None
     if not isinstance(raw, dict):
         raise SpecError(f"{spec_path}: a spec is a JSON object")
-    base = spec_path.resolve().parent
+    resolve_relative_paths(raw, spec_path.resolve().parent)
+    return parse_spec(raw, source=str(spec_path))
+
+
+def resolve_relative_paths(raw: dict[str, Any], base: Path) -> None:
+    """A relative local `agent_dir` or `repo` is taken from `base` (the file's folder)."""
     for field in ("agent_dir", "repo"):
         value = raw.get(field)
         if isinstance(value, str) and _is_relative_local_path(value):
             raw[field] = str(base / value)
-    return parse_spec(raw, source=str(spec_path))
 
 
 def parse_spec(raw: Mapping[str, Any], *, source: str = "spec") -> RunSpec:

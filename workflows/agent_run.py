@@ -13,19 +13,20 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from activities.models import CheckpointRead, Observation
     from overnight.models import RestartRecord, RunResult
     from workflows import (
+        admission_steps,
         attention_steps,
+        begin_steps,
         budget,
         calls,
         end_steps,
         fresh_steps,
         grant_steps,
-        intake,
         lease_steps,
         money,
         money_steps,
@@ -52,13 +53,9 @@ with workflow.unsafe.imports_passed_through():
     )
     from workflows.messages import RunMessages
     from workflows.notice import attention_text, note_last_words, record_restart
-    from workflows.notify_steps import NOTIFY_PATCH, Notifier
+    from workflows.notify_steps import Notifier
     from workflows.patches import (
-        AGENT_REQUESTS_PATCH,
         CANCELED_PATCH,
-        LEASE_KEEPING_PATCH,
-        RUN_ID_MATCH_PATCH,
-        SAFETY_NET_PATCH,
         SPEC_CHECK_PATCH,
     )
     from workflows.progress import run_result, sandbox_started, take_checkpoint
@@ -85,28 +82,13 @@ class AgentRun(RunMessages):
     # `InvalidSpec`, naming its fields, not fail the workflow task forever in the decoder.
     @workflow.run
     async def run(self, spec: Any, carried: Any = None) -> RunResult:
-        workflow_id = workflow.info().workflow_id
         # Runs begun with LEAN_WRITES_PATCH have every earlier marker's behaviour: one marker
         # (and one TemporalChangeVersion upsert) at their start rather than one per patch.
         lean = workflow.patched(LEAN_WRITES_PATCH)
-        # Runs begun before run ids had to match their workflow id are not refused on replay.
-        match_id = lean or workflow.patched(RUN_ID_MATCH_PATCH)
-        try:
-            accepted = intake.accept_spec(spec, workflow_id, require_match=match_id)
-            kept = None if carried is None else intake.accept_carried(carried)
-        except intake.InvalidInput as bad:
-            raise ApplicationError(str(bad), type="InvalidSpec", non_retryable=True) from None
-        s = kept or SupervisorState(
-            spec=accepted, budget=accepted.budget, started_at=workflow.now()
-        )
-        if kept is None:
-            s.lease_keeping = lean or workflow.patched(LEASE_KEEPING_PATCH)
-            s.notifying = lean or workflow.patched(NOTIFY_PATCH)
-            s.agent_requests = workflow.patched(AGENT_REQUESTS_PATCH)
-            s.safety_net_kept = workflow.patched(SAFETY_NET_PATCH)
+        s, begins_here = begin_steps.begin(spec, carried, lean)
         self._s = s
-        if kept is None and workflow.patched(SPEC_CHECK_PATCH):
-            await grant_steps.refuse_unless_granted(accepted)
+        if begins_here and workflow.patched(SPEC_CHECK_PATCH):
+            s.admission = await grant_steps.refuse_unless_granted(s.spec)
         try:
             return await self._supervise(s)
         except asyncio.CancelledError:
@@ -124,7 +106,7 @@ class AgentRun(RunMessages):
     async def _supervise(self, s: SupervisorState) -> RunResult:
         if s.search_attributes is None:
             s.search_attributes = await calls.present_search_attributes()
-        if s.attempt == 0:
+        if s.attempt == 0 and await admission_steps.admitted(s, self._publish):
             await self._start_sandbox(s, reason="")
         while True:
             self._publish(s)

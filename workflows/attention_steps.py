@@ -14,7 +14,7 @@ from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from workflows import money, money_steps
+    from workflows import admission_steps, money, money_steps
     from workflows.decide import Decision, NeedsAttention, decide_resume
     from workflows.messages import RunMessages
     from workflows.notify_steps import Notifier
@@ -77,4 +77,5 @@ async def give_up(s: SupervisorState, notifier: Notifier) -> NoReturn:
         )
     notifier.tell(s, "failed", why)
     await notifier.settle()
+    await admission_steps.give_back(s)
     raise ApplicationError(why, type="OutOfBudget", non_retryable=True)

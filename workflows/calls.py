@@ -308,9 +308,10 @@ async def _present_search_attributes(*, local: bool) -> list[str]:
     return found.present
 
 
-async def check_spec(spec: RunSpec) -> list[str]:
+async def check_spec(spec: RunSpec) -> SpecCheck:
     """What in `spec` the worker does not allow (its grants, read in the activity from the
-    worker's environment); none: the run may go on. A local activity: the worker running the
+    worker's environment; none: the run may go on) and what it must ask its pool for
+    (admission). A local activity: the worker running the
     run answers, at its start, before anything is made."""
     checked: SpecCheck = await workflow.execute_local_activity(
         ActivityName.CHECK_SPEC,
@@ -320,7 +321,7 @@ async def check_spec(spec: RunSpec) -> list[str]:
         retry_policy=policies.SPEC_CHECK_RETRY,
         summary="check the spec against this worker's grants",
     )
-    return checked.refusals
+    return checked
 
 
 def start_observe(s: SupervisorState, wait: float) -> workflow.ActivityHandle[Observation]:

@@ -10,7 +10,7 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from overnight import retention
-    from workflows import calls
+    from workflows import admission_steps, calls
     from workflows.patches import RETENTION_PATCH
     from workflows.state import SupervisorState
 
@@ -25,6 +25,13 @@ async def sweep(s: SupervisorState, *, stop: bool, paused_too: bool, why: str) -
 
 
 async def sweep_at_end(s: SupervisorState, *, why: str) -> None:
+    """At the run's end: its sandboxes swept (`sweep_ended`), then its place in the pool
+    given back (admission), so a pool never holds more sandboxes than places."""
+    await sweep_ended(s, why=why)
+    await admission_steps.give_back(s)
+
+
+async def sweep_ended(s: SupervisorState, *, why: str) -> None:
     """At the run's end (finished, cancelled either way), its current sandbox already ended:
 
     - `keep_sandboxes`: every sandbox is left paused, unlabelled: kept until a person deletes

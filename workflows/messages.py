@@ -14,6 +14,7 @@ from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
+    from overnight.admission import ADMITTED_SIGNAL
     from overnight.agent_requests import choice_refusal
     from overnight.models import Budget, BudgetExtension, RunStatus
     from workflows import budget, talk
@@ -37,6 +38,12 @@ class RunMessages:
             return
         self._s.cancel_requested = True
         self._s.cancel_reason = reason if isinstance(reason, str) else None
+
+    # From the pool's admission workflow: the run, queued, may start (workflows/admission_steps).
+    @workflow.signal(name=ADMITTED_SIGNAL)
+    def admitted_signal(self, *_args: Any) -> None:
+        if self._s is not None and self._s.admission is not None:
+            self._s.admitted = True
 
     @workflow.signal(name="extend_budget")
     def extend_budget(self, extension: Any = None, *extra: Any) -> None:

@@ -25,3 +25,7 @@ AGENT_REQUESTS_PATCH = "agent-kit-requests"
 # Runs begun with this marker keep what their restarts cost (workflows.safety_net) for the
 # status, the card and the result; runs begun before it report no figure (not a partial one).
 SAFETY_NET_PATCH = "safety-net-cost"
+# Runs begun with this marker, on a worker whose pool limits runs (overnight/admission.py), ask
+# the pool's admission workflow for a place and wait in `queued` before anything is made, and
+# give it back on every way out (workflows/admission_steps.py).
+ADMISSION_PATCH = "admission-queue"

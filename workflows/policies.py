@@ -94,6 +94,13 @@ SPEC_CHECK_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1), backoff_coefficient=2.0, maximum_attempts=5
 )
 
+# Admission (workflows/admission_steps.py): asking the pool for a place and looking for holders
+# that closed are quick and safe to repeat; they are retried until they go through.
+ADMISSION_TIMEOUT = timedelta(seconds=30)
+ADMISSION_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30)
+)
+
 # Notifications: the run's first try at each state change is quick. The activity never fails
 # for a receiver (it says which it did not reach), so its few retries are for a worker that
 # died or lacked it (a rolling deploy); targets it did not reach go to an `OvernightNotify`

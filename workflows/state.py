@@ -9,6 +9,7 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from overnight.admission import AdmissionTerms
 from overnight.agent_requests import AskRequest, ModelUsage, RunOutputs, WaitRequest
 from overnight.checkpoint_text import CheckpointFacts
 from overnight.models import (
@@ -131,6 +132,11 @@ class SupervisorState(BaseModel):
     # Storage of snapshots already deleted.
     closed_snapshot_spend_usd: float = 0
     restored_from: str | None = None
+
+    # Admission (workflows/admission_steps.py): what the run asked its pool for (None: nothing,
+    # or given back), and whether the pool has let it in.
+    admission: AdmissionTerms | None = None
+    admitted: bool = False
 
     # Which search attributes the namespace has (None until checked).
     search_attributes: list[str] | None = None

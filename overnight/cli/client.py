@@ -19,7 +19,12 @@ from temporalio.client import (
     WorkflowHandle,
     WorkflowUpdateFailedError,
 )
-from temporalio.common import SearchAttributeKey, WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+from temporalio.common import (
+    Priority,
+    SearchAttributeKey,
+    WorkflowIDConflictPolicy,
+    WorkflowIDReusePolicy,
+)
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -119,6 +124,7 @@ async def start_run(
             # Sandboxes are named `{run_id}-{attempt}`, so reusing an id would meet old ones.
             id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
             id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
+            priority=task_priority(spec),
             static_summary=run_summary(spec),
             static_details=(
                 f"provider `{spec.provider}`, budget {spec.budget.max_restarts} restarts / "
@@ -132,6 +138,13 @@ async def start_run(
         raise RunAlreadyExists(
             f"run id {spec.run_id!r} was used by an earlier run; choose a new run_id"
         ) from None
+
+
+def task_priority(spec: RunSpec) -> Priority:
+    """The run's place on its task queue when workers are busy: Temporal's priority key is the
+    spec's priority (1 first ... 5, as ours), its fairness key the owner. The order runs are
+    admitted in is the admission workflow's (docs/admission.md); this orders their tasks."""
+    return Priority(priority_key=spec.priority, fairness_key=spec.owner or None)
 
 
 def new_run_id(now: datetime | None = None) -> str:

@@ -23,6 +23,7 @@ from overnight.cli import client as api
 from overnight.cli import codec_server as codec_cli
 from overnight.cli import disk as disk_cli
 from overnight.cli import forensics as forensics_cli
+from overnight.cli import many as many_cli
 from overnight.cli import render
 from overnight.cli import replay_check as replay_check_cli
 from overnight.cli import report as report_cli
@@ -56,7 +57,8 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     start = commands.add_parser("start", help="start a run from a spec file")
-    start.add_argument("spec", help="path to the RunSpec JSON file")
+    start.add_argument("spec", nargs="?", help="path to the RunSpec JSON file")
+    start.add_argument("--many", metavar="TASKS.jsonl", help="one run a line (docs/many-runs.md)")
     start.add_argument("--wait", action="store_true", help="wait for the run's result")
     start.add_argument("--json", action="store_true")
     start.add_argument("--task-queue", default=TASK_QUEUE)
@@ -127,7 +129,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def run(argv: Sequence[str] | None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command == "start" and (args.spec is None) == (args.many is None):
+        parser.error("start takes a spec file or --many TASKS.jsonl (one of them)")
     try:
         return asyncio.run(_dispatch(args))
     except KeyboardInterrupt:
@@ -201,6 +206,10 @@ def _now() -> datetime:
 
 
 async def _start(args: argparse.Namespace) -> int:
+    if args.many is not None:
+        if args.wait:
+            raise BadInput("--wait waits for one run: not with --many")
+        return await many_cli.run(args, lambda: _connect(args))
     spec = api.load_spec(args.spec)  # before connecting: a bad spec never reaches a server
     _warn_if_refused(spec)
     client = await _connect(args)

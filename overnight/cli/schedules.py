@@ -29,6 +29,7 @@ from temporalio.client import (
 )
 from temporalio.service import RPCError, RPCStatusCode
 
+from overnight.cli.client import task_priority
 from overnight.codec import encrypts
 from overnight.constants import TASK_QUEUE, WORKFLOW_TYPE
 from overnight.errors import OvernightError, SpecError
@@ -127,6 +128,7 @@ async def create_schedule(
         scheduled_spec(spec),
         id=name,
         task_queue=task_queue,
+        priority=task_priority(spec),
         static_summary=run_summary(spec).replace("overnight run ", f"overnight schedule {name}"),
     )
     schedule = Schedule(

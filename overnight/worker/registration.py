@@ -19,20 +19,22 @@ from overnight.worker.workflow_runner import shared_module_runner
 def registered_workflows() -> list[type]:
     """The workflow classes every overnight worker registers."""
     # Imported here so that modules needing only the client (the CLI) do not load workflows.
+    from workflows.admission import OvernightAdmission
     from workflows.agent_run import AgentRun
     from workflows.notify_run import NotifyRun
     from workflows.reap_run import ReapRun
 
-    return [AgentRun, NotifyRun, ReapRun]
+    return [AgentRun, NotifyRun, ReapRun, OvernightAdmission]
 
 
 def registered_workflow_types() -> list[str]:
     """The workflow type names of `registered_workflows()`, as histories record them."""
+    from overnight.admission import ADMISSION_WORKFLOW
     from overnight.constants import WORKFLOW_TYPE
     from workflows.notify_steps import NOTIFY_WORKFLOW
     from workflows.reap_run import REAP_WORKFLOW
 
-    return [WORKFLOW_TYPE, NOTIFY_WORKFLOW, REAP_WORKFLOW]
+    return [WORKFLOW_TYPE, NOTIFY_WORKFLOW, REAP_WORKFLOW, ADMISSION_WORKFLOW]
 
 
 def worker_interceptors() -> list[Interceptor]:

@@ -31,6 +31,7 @@ from overnight.worker.workflow_runner import shared_module_runner
 
 if TYPE_CHECKING:
     from activities.providers.protocol import SandboxProvider
+    from overnight.admission import AdmissionSettings
     from overnight.grants import Grants
 
 # Every supervised run holds one long-poll observe activity at all times, and those are cheap
@@ -62,6 +63,7 @@ async def serve(
     providers: Mapping[str, SandboxProvider] | None = None,
     grants: Grants | None = None,
     reap_schedule: bool = False,
+    admission: AdmissionSettings | None = None,
 ) -> None:
     """Poll `task_queue` for AgentRun workflows and sandbox activities until `stop` is set
     (or this task is cancelled); then shut the worker down and close the providers.
@@ -70,17 +72,21 @@ async def serve(
     in-process fake whose agents cost nothing); `grants`, what specs may ask for, replace the
     ones in the environment (overnight/grants.py; a worker in a test grants what it runs);
     `reap_schedule`: make the hourly reap's Temporal Schedule unless it exists
-    (overnight.worker.reap_schedule; the `worker.py` and `overnight dev` workers do)."""
+    (overnight.worker.reap_schedule; the `worker.py` and `overnight dev` workers do);
+    `admission`, how many runs the pool lets go at once, too (overnight/admission.py)."""
     # Imported here so that modules needing only the client (the CLI) do not load providers.
     from activities.sandbox import SandboxActivities
     from overnight.worker.reap_schedule import ReapActivities, ensure_reap_schedule
 
     if providers is None:
         _warn_if_local_runs_cannot_be_isolated()
-        sandbox_activities = SandboxActivities.from_env(client, grants=grants)
+        sandbox_activities = SandboxActivities.from_env(client, grants=grants, admission=admission)
     else:
-        sandbox_activities = SandboxActivities(client, providers=providers, grants=grants)
+        sandbox_activities = SandboxActivities(
+            client, providers=providers, grants=grants, admission=admission
+        )
     logger.info("what specs may ask for here: %s", sandbox_activities.grants.describe())
+    logger.info("admission: %s", sandbox_activities.admission.describe())
     async with sandbox_activities:
         worker = Worker(
             client,

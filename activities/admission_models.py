@@ -1,0 +1,25 @@
+"""The inputs and results of admission's activities (activities/admission.py), apart from
+`activities.models` so that one stays small; the workflow imports them as it does those."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from overnight.admission import AdmissionRequest, AdmissionTerms
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class AdmissionAsk(_Model):
+    """Ask the pool's admission workflow (started if need be) for a place."""
+
+    terms: AdmissionTerms
+    request: AdmissionRequest
+
+
+class WorkflowIds(_Model):
+    """Workflow ids: those asked about, or those of them that are closed (or never were)."""
+
+    ids: list[str] = Field(default_factory=list)

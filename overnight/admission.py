@@ -1,0 +1,159 @@
+"""Admission: how many runs a worker pool lets go at once, and the messages that ask for a place.
+
+A pool's limits are its workers' settings (read here from an environment, pure): at most
+`OVERNIGHT_MAX_RUNS` runs of the task queue hold a sandbox at once, and at most
+`OVERNIGHT_MAX_RUNS_PER_KEY` of its `runtime` runs per Runtime API key. Unset (or 0): no
+limit, and runs start at once as they always did. Runs beyond a limit wait in state `queued`;
+the pool's `OvernightAdmission` workflow (workflows/admission.py) lets them in as places free,
+by `RunSpec.priority`, then fairly across `RunSpec.owner` (docs/admission.md).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from overnight.grants import BadSetting
+from overnight.models import RunSpec
+
+MAX_RUNS_ENV = "OVERNIGHT_MAX_RUNS"
+MAX_RUNS_PER_KEY_ENV = "OVERNIGHT_MAX_RUNS_PER_KEY"
+# How often a pool with runs waiting looks for holders whose workflow closed without giving
+# their place back (terminated, timed out): their places are taken back.
+CHECK_SECONDS_ENV = "OVERNIGHT_ADMISSION_CHECK_SECONDS"
+DEFAULT_CHECK_SECONDS = 60.0
+
+ADMISSION_WORKFLOW = "OvernightAdmission"
+# Signals: a run asks for a place and gives it back (to the admission workflow); the admission
+# workflow tells the run it is in (to the run).
+REQUEST_SIGNAL = "request"
+RELEASE_SIGNAL = "release"
+ADMITTED_SIGNAL = "admitted"
+# The admission workflow's status query.
+PLACES_QUERY = "places"
+
+
+def admission_workflow_id(task_queue: str) -> str:
+    """One admission workflow per worker pool (task queue)."""
+    return f"overnight-admission-{task_queue}"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class AdmissionSettings(_Model):
+    """A worker's admission settings (None: no limit)."""
+
+    max_runs: int | None = Field(default=None, gt=0)
+    max_runs_per_key: int | None = Field(default=None, gt=0)
+    check_seconds: float = Field(default=DEFAULT_CHECK_SECONDS, gt=0)
+
+    def limits(self, provider: str) -> bool:
+        """Whether a run on `provider` is counted by any limit here."""
+        return self.max_runs is not None or (
+            self.max_runs_per_key is not None and provider == "runtime"
+        )
+
+    def describe(self) -> str:
+        if self.max_runs is None and self.max_runs_per_key is None:
+            return "no admission limit (every run starts at once)"
+        pool = "unlimited" if self.max_runs is None else str(self.max_runs)
+        key = "unlimited" if self.max_runs_per_key is None else str(self.max_runs_per_key)
+        return f"at most {pool} runs in this pool, {key} runtime runs per key"
+
+
+class AdmissionTerms(_Model):
+    """What a run must ask for: a place in `workflow_id`'s pool, counted against `key` too
+    when it has one (a Runtime key's fingerprint, never the key)."""
+
+    workflow_id: str
+    task_queue: str
+    max_runs: int | None = None
+    key: str | None = None
+    max_runs_per_key: int | None = None
+    check_seconds: float = DEFAULT_CHECK_SECONDS
+
+
+class AdmissionRequest(_Model):
+    """A run asking its pool's admission workflow for a place (the `request` signal). Asked
+    again by the same holder: answered again, never counted twice."""
+
+    holder: str = Field(min_length=1)
+    owner: str = ""
+    priority: int = Field(default=3, ge=1, le=5)
+    key: str | None = None
+    # The asking worker's limits: the latest asked for is the pool's.
+    max_runs: int | None = None
+    max_runs_per_key: int | None = None
+    check_seconds: float = DEFAULT_CHECK_SECONDS
+
+
+def parse_admission(environ: Mapping[str, str]) -> AdmissionSettings:
+    """The admission settings in `environ`; `BadSetting` (one line) for one not understood."""
+    return AdmissionSettings(
+        max_runs=_limit(environ, MAX_RUNS_ENV),
+        max_runs_per_key=_limit(environ, MAX_RUNS_PER_KEY_ENV),
+        check_seconds=_seconds(environ, CHECK_SECONDS_ENV),
+    )
+
+
+def terms_for(
+    spec: RunSpec, settings: AdmissionSettings, task_queue: str, key: str | None
+) -> AdmissionTerms | None:
+    """What `spec` must ask for before it makes anything (None: nothing, it starts at once)."""
+    if not settings.limits(spec.provider):
+        return None
+    counted_key = key if spec.provider == "runtime" and settings.max_runs_per_key else None
+    return AdmissionTerms(
+        workflow_id=admission_workflow_id(task_queue),
+        task_queue=task_queue,
+        max_runs=settings.max_runs,
+        key=counted_key,
+        max_runs_per_key=settings.max_runs_per_key if counted_key else None,
+        check_seconds=settings.check_seconds,
+    )
+
+
+def request_for(terms: AdmissionTerms, holder: str, spec: RunSpec) -> AdmissionRequest:
+    return AdmissionRequest(
+        holder=holder,
+        owner=spec.owner,
+        priority=spec.priority,
+        key=terms.key,
+        max_runs=terms.max_runs,
+        max_runs_per_key=terms.max_runs_per_key,
+        check_seconds=terms.check_seconds,
+    )
+
+
+def key_fingerprint(api_key: str, api_url: str = "") -> str:
+    """A name for a Runtime key that says nothing of it: its workers agree on it, history may
+    hold it."""
+    digest = hashlib.sha256(f"{api_url}\n{api_key}".encode()).hexdigest()
+    return f"key-{digest[:16]}"
+
+
+def _limit(environ: Mapping[str, str], name: str) -> int | None:
+    text = environ.get(name, "").strip()
+    if not text:
+        return None
+    if not text.isdigit():
+        raise BadSetting(f"{name}={text!r}: a whole number of runs (0 or nothing: no limit)")
+    value = int(text)
+    return value or None
+
+
+def _seconds(environ: Mapping[str, str], name: str) -> float:
+    text = environ.get(name, "").strip()
+    if not text:
+        return DEFAULT_CHECK_SECONDS
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value <= 86400:
+        raise BadSetting(f"{name}={text!r}: seconds, more than 0 and at most 86400")
+    return value

@@ -1,0 +1,146 @@
+"""The pure admission order (workflows/admission_queue.py) and the worker's admission settings
+(overnight/admission.py), without a server."""
+
+from __future__ import annotations
+
+import pytest
+
+from overnight.admission import (
+    AdmissionRequest,
+    AdmissionSettings,
+    key_fingerprint,
+    parse_admission,
+    terms_for,
+)
+from overnight.grants import BadSetting
+from overnight.models import RunSpec
+from workflows.admission_queue import Places, ask, give_back, is_full, let_in, take_back
+
+
+def request(holder: str, **fields: object) -> AdmissionRequest:
+    return AdmissionRequest.model_validate({"holder": holder, "max_runs": 2, **fields})
+
+
+def pool_of(limit: int | None, *requests: AdmissionRequest) -> Places:
+    places = Places()
+    for one in requests:
+        ask(places, one.model_copy(update={"max_runs": limit}))
+    return places
+
+
+def test_runs_go_in_up_to_the_limit_first_come_first_served() -> None:
+    places = pool_of(2, request("a"), request("b"), request("c"))
+    assert let_in(places) == ["a", "b"]
+    assert is_full(places) and let_in(places) == []
+    give_back(places, "a")
+    assert let_in(places) == ["c"]
+    assert places.admitted_total == 3 and places.most_held == 2
+
+
+def test_priority_1_goes_before_priority_5_whoever_came_first() -> None:
+    places = pool_of(1, request("hold"), request("low1", priority=5), request("low2", priority=5))
+    assert let_in(places) == ["hold"]
+    ask(places, request("high", priority=1, max_runs=1))
+    ask(places, request("mid", priority=3, max_runs=1))
+    order = []
+    for holder in ["hold", "high", "mid", "low1"]:
+        give_back(places, holder)
+        order += let_in(places)
+    assert order == ["high", "mid", "low1", "low2"]
+
+
+def test_one_owners_200_runs_do_not_starve_another_owners_5() -> None:
+    flood = [request(f"a{i}", owner="team-a") for i in range(200)]
+    places = pool_of(10, *flood)
+    assert len(let_in(places)) == 10
+    for i in range(5):
+        ask(places, request(f"b{i}", owner="team-b", max_runs=10))
+    admitted: list[str] = []
+    for i in range(5):  # five places free, one at a time
+        give_back(places, f"a{i}")
+        admitted += let_in(places)
+    assert admitted == ["b0", "b1", "b2", "b3", "b4"]
+
+
+def test_owners_holding_as_many_take_turns() -> None:
+    places = pool_of(1, *[request(f"a{i}", owner="a") for i in range(3)], request("b0", owner="b"))
+    ask(places, request("b1", owner="b", max_runs=1))
+    order = let_in(places)
+    for _ in range(4):
+        give_back(places, order[-1])
+        order += let_in(places)
+    assert order == ["a0", "b0", "a1", "b1", "a2"]
+
+
+def test_a_full_key_holds_up_only_the_runs_on_that_key() -> None:
+    keyed = [request(f"k{i}", key="key-1", max_runs_per_key=1, max_runs=5) for i in range(3)]
+    places = Places()
+    for one in [*keyed, request("local", max_runs=5, max_runs_per_key=1)]:
+        ask(places, one)
+    assert let_in(places) == ["k0", "local"]
+    assert is_full(places)
+    give_back(places, "k0")
+    assert let_in(places) == ["k1"]
+
+
+def test_asking_twice_counts_once_and_a_holder_asking_again_is_answered() -> None:
+    places = pool_of(1, request("a"), request("a"))
+    assert len(places.waiting) == 1
+    assert let_in(places) == ["a"]
+    assert ask(places, request("a", max_runs=1)) is True
+    assert len(places.holding) == 1 and places.waiting == []
+
+
+def test_closed_holders_are_taken_back_and_a_waiting_run_may_withdraw() -> None:
+    places = pool_of(1, request("a"), request("b"), request("c"))
+    let_in(places)
+    assert give_back(places, "c") is True  # cancelled while queued
+    assert take_back(places, ["a", "not-a-holder"]) == ["a"]
+    assert let_in(places) == ["b"] and places.taken_back_total == 1
+
+
+def test_no_limit_lets_everyone_in() -> None:
+    places = pool_of(None, *[request(f"r{i}") for i in range(100)])
+    assert len(let_in(places)) == 100
+
+
+def test_settings_come_from_the_environment_off_by_default() -> None:
+    assert parse_admission({}) == AdmissionSettings()
+    assert parse_admission({"OVERNIGHT_MAX_RUNS": "0"}).max_runs is None
+    got = parse_admission(
+        {
+            "OVERNIGHT_MAX_RUNS": "50",
+            "OVERNIGHT_MAX_RUNS_PER_KEY": "96",
+            "OVERNIGHT_ADMISSION_CHECK_SECONDS": "5",
+        }
+    )
+    assert (got.max_runs, got.max_runs_per_key, got.check_seconds) == (50, 96, 5)
+    for bad in ({"OVERNIGHT_MAX_RUNS": "many"}, {"OVERNIGHT_ADMISSION_CHECK_SECONDS": "0"}):
+        with pytest.raises(BadSetting, match=next(iter(bad))):
+            parse_admission(bad)
+
+
+def test_terms_name_the_pool_and_count_runtime_runs_against_the_key() -> None:
+    spec = RunSpec(run_id="r1", repo="/r", agent_dir="/a", command="c")
+    assert terms_for(spec, AdmissionSettings(), "q", None) is None
+    assert terms_for(spec, AdmissionSettings(max_runs_per_key=5), "q", "key-x") is None
+    terms = terms_for(spec, AdmissionSettings(max_runs=5), "q", "key-x")
+    assert terms is not None and terms.workflow_id == "overnight-admission-q"
+    assert terms.key is None
+    runtime = spec.model_copy(update={"provider": "runtime"})
+    keyed = terms_for(runtime, AdmissionSettings(max_runs_per_key=5), "q", "key-x")
+    assert keyed is not None and (keyed.key, keyed.max_runs_per_key) == ("key-x", 5)
+
+
+def test_a_key_fingerprint_says_nothing_of_the_key() -> None:
+    secret = "rt_live_0123456789abcdef"
+    assert secret not in key_fingerprint(secret)
+    assert key_fingerprint(secret) == key_fingerprint(secret) != key_fingerprint(secret + "x")
+
+
+@pytest.mark.parametrize("fields", [{"priority": 0}, {"priority": 6}, {"owner": "x" * 65}])
+def test_a_spec_outside_the_priorities_or_owner_bounds_is_refused(
+    fields: dict[str, object],
+) -> None:
+    with pytest.raises(ValueError, match=next(iter(fields))):
+        RunSpec.model_validate({"repo": "/r", "agent_dir": "/a", "command": "c", **fields})

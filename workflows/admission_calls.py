@@ -1,0 +1,37 @@
+"""Admission's activity calls (beside `calls`, which holds AgentRun's others): each with its
+timeouts, retry policy and a summary for the Web UI."""
+
+from __future__ import annotations
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from activities.admission_models import AdmissionAsk, WorkflowIds
+    from activities.models import ActivityName
+    from overnight.admission import AdmissionRequest, AdmissionTerms
+    from workflows import policies
+
+
+async def request_admission(terms: AdmissionTerms, request: AdmissionRequest) -> None:
+    """Ask the pool's admission workflow for a place (it answers with the `admitted` signal).
+    Safe to repeat: the same holder is counted once."""
+    await workflow.execute_activity(
+        ActivityName.REQUEST_ADMISSION,
+        AdmissionAsk(terms=terms, request=request),
+        start_to_close_timeout=policies.ADMISSION_TIMEOUT,
+        retry_policy=policies.ADMISSION_RETRY,
+        summary=f"ask for a place in the pool of {terms.task_queue} (priority {request.priority})",
+    )
+
+
+async def closed_workflows(ids: list[str]) -> list[str]:
+    """Which of these workflows are closed (or never were)."""
+    found: WorkflowIds = await workflow.execute_activity(
+        ActivityName.CLOSED_WORKFLOWS,
+        WorkflowIds(ids=ids),
+        result_type=WorkflowIds,
+        start_to_close_timeout=policies.ADMISSION_TIMEOUT,
+        retry_policy=policies.ADMISSION_RETRY,
+        summary=f"look for closed holders among {len(ids)}",
+    )
+    return found.ids
