@@ -275,9 +275,12 @@ def _report(
     url: str | None,
     seconds: float,
 ) -> str:
+    # The elapsed time belongs to the result's first line (what follows it: outputs, safety net).
+    first, *rest = render.result_text(result).split("\n")
     lines = [
         "",
-        render.result_text(result) + f" in {seconds:.0f}s",
+        f"{first} in {seconds:.0f}s",
+        *rest,
         "timeline:",
         render.timeline_text(status),
         "final checkpoint:",
