@@ -8,11 +8,13 @@ talks to the local dev server, a self-hosted cluster or Temporal Cloud.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from urllib.parse import quote
 
-from temporalio.client import Client
+from temporalio.client import Client, Interceptor
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.envconfig import ClientConfig
+from temporalio.runtime import Runtime
 
 from overnight.constants import DEFAULT_ADDRESS
 
@@ -20,15 +22,27 @@ from overnight.constants import DEFAULT_ADDRESS
 UI_URL_ENV = "OVERNIGHT_UI_URL"
 
 
-async def connect(address: str | None = None, namespace: str | None = None) -> Client:
-    """Connect with the environment's configuration; explicit arguments win over it."""
+async def connect(
+    address: str | None = None,
+    namespace: str | None = None,
+    *,
+    runtime: Runtime | None = None,
+    interceptors: Sequence[Interceptor] = (),
+) -> Client:
+    """Connect with the environment's configuration; explicit arguments win over it.
+    `runtime` and `interceptors`: the worker's telemetry (overnight/worker/telemetry.py)."""
     config = ClientConfig.load_client_connect_config()
     if address:
         config["target_host"] = address
     config.setdefault("target_host", DEFAULT_ADDRESS)
     if namespace:
         config["namespace"] = namespace
-    return await Client.connect(**config, data_converter=pydantic_data_converter)
+    return await Client.connect(
+        **config,
+        data_converter=pydantic_data_converter,
+        runtime=runtime,
+        interceptors=interceptors,
+    )
 
 
 def web_ui_url(ui_base: str, namespace: str, run_id: str) -> str:
