@@ -56,7 +56,7 @@ async def report_runs_by_state(
         try:
             for state in open_states():
                 counted = await client.count_workflows(state_query(state))
-                gauge.set(counted.count, {"state": state})
+                gauge.set(counted.count, {"state": state, "namespace": client.namespace})
             warned = False
         except RPCError as error:
             if not warned:

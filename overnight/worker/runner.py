@@ -195,7 +195,10 @@ async def _serve_announced(
     print(f"telemetry: {telemetry.describe()}", flush=True)
     fleet = None
     if telemetry.metrics_address is not None:
-        fleet = asyncio.create_task(report_runs_by_state(client), name="runs by state")
+        every = telemetry.runs_every_seconds
+        fleet = asyncio.create_task(
+            report_runs_by_state(client, every_seconds=every), name="runs by state"
+        )
     try:
         await serve(client, task_queue=task_queue, ready=worker_ready, stop=stop)
     finally:

@@ -21,8 +21,11 @@ from temporalio.client import Interceptor
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 
 from overnight import metrics
+from overnight.worker.fleet import FLEET_EVERY_SECONDS
 
 METRICS_ADDRESS_ENV = "OVERNIGHT_METRICS_ADDRESS"
+# Seconds between two counts of the runs by state (overnight/worker/fleet.py).
+RUNS_EVERY_ENV = "OVERNIGHT_METRICS_RUNS_EVERY"
 OTLP_ENDPOINT_ENVS = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
 SERVICE_NAME = "overnight-worker"
 
@@ -35,6 +38,7 @@ class TelemetryError(ValueError):
 class Telemetry:
     metrics_address: str | None = None
     otlp_endpoint: str | None = None
+    runs_every_seconds: float = FLEET_EVERY_SECONDS
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Telemetry:
@@ -43,7 +47,14 @@ class Telemetry:
             check_metrics_address(address)
         endpoints = (env.get(name, "").strip() for name in OTLP_ENDPOINT_ENVS)
         endpoint = next((e for e in endpoints if e), None)
-        return cls(metrics_address=address, otlp_endpoint=endpoint)
+        every = env.get(RUNS_EVERY_ENV, "").strip()
+        try:
+            seconds = float(every) if every else FLEET_EVERY_SECONDS
+        except ValueError:
+            seconds = 0
+        if not 0.1 <= seconds <= 3600:
+            raise TelemetryError(f"{RUNS_EVERY_ENV} must be 0.1 to 3600 seconds, not {every!r}")
+        return cls(metrics_address=address, otlp_endpoint=endpoint, runs_every_seconds=seconds)
 
     def runtime(self) -> Runtime | None:
         """A Temporal runtime serving Prometheus metrics; None (the default runtime) without."""
