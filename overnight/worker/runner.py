@@ -205,6 +205,7 @@ async def _serve_announced(
         announce.cancel()
         if fleet is not None:
             fleet.cancel()
+        telemetry.shutdown()
     print("worker stopped", flush=True)
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import ipaddress
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from temporalio.client import Interceptor
@@ -34,11 +34,13 @@ class TelemetryError(ValueError):
     """A telemetry setting that cannot work (the worker refuses to start, exit code 2)."""
 
 
-@dataclass(frozen=True)
+@dataclass
 class Telemetry:
     metrics_address: str | None = None
     otlp_endpoint: str | None = None
     runs_every_seconds: float = FLEET_EVERY_SECONDS
+    # The tracer provider `interceptors` made (shut down, so flushed, by `shutdown`).
+    tracer_provider: Any = field(default=None, repr=False, compare=False)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Telemetry:
@@ -76,7 +78,14 @@ class Telemetry:
         """The tracing interceptor (client and worker) when an OTLP endpoint is set."""
         if self.otlp_endpoint is None:
             return []
-        return [tracing_interceptor()]
+        interceptor, self.tracer_provider = tracing_interceptor()
+        return [interceptor]
+
+    def shutdown(self) -> None:
+        """Send the spans still held (a stopping worker's last ones)."""
+        if self.tracer_provider is not None:
+            self.tracer_provider.shutdown()
+            self.tracer_provider = None
 
     def describe(self) -> str:
         parts = [
@@ -101,9 +110,10 @@ def check_metrics_address(address: str) -> None:
             ) from None
 
 
-def tracing_interceptor(span_exporter: Any = None) -> Interceptor:
-    """Temporal's OpenTelemetry tracing interceptor, with a tracer provider exporting over
-    OTLP/HTTP (or to `span_exporter`), installed as the process's tracer provider."""
+def tracing_interceptor(span_exporter: Any = None) -> tuple[Interceptor, Any]:
+    """Temporal's OpenTelemetry tracing interceptor, and its tracer provider exporting over
+    OTLP/HTTP (or to `span_exporter`), also installed as the process's tracer provider (if it
+    has none yet) for spans of the worker's own code."""
     try:
         from opentelemetry import trace
         from opentelemetry.sdk.resources import SERVICE_NAME as SERVICE_NAME_KEY
@@ -125,4 +135,7 @@ def tracing_interceptor(span_exporter: Any = None) -> Interceptor:
     provider.add_span_processor(BatchSpanProcessor(span_exporter))
     trace.set_tracer_provider(provider)
     # Workflow spans even for runs started without a trace (the CLI, a Schedule).
-    return TracingInterceptor(provider.get_tracer(__name__), always_create_workflow_spans=True)
+    interceptor = TracingInterceptor(
+        provider.get_tracer(__name__), always_create_workflow_spans=True
+    )
+    return interceptor, provider
