@@ -37,6 +37,12 @@ _CAUSES = (
 )
 
 
+# Every value `restart_cause` gives (the worker starts each counter at 0: overnight.worker.fleet).
+RESTART_CAUSES = tuple(sorted({cause for _, cause in _CAUSES} | {"sandbox_ended_early", "other"}))
+LEASE_OUTCOMES = ("extended", "refused", "failed")
+WAKE_OUTCOMES = ("woken", "refused", "failed")
+
+
 def restart_cause(reason: str) -> str:
     """The `cause` attribute of a restart, from its reason text."""
     text = reason.lower()
@@ -77,8 +83,8 @@ class RunMetrics:
             counter = meter.create_counter(names.RESTARTS.name, names.RESTARTS.description)
             for record in status.restarts[self._restarts :]:
                 # Counted against the budget or not (a resume after an extension is not).
-                counted = "false" if restart_cause(record.reason) in _UNCOUNTED else "true"
-                counter.add(1, {"cause": restart_cause(record.reason), "counted": counted})
+                cause = restart_cause(record.reason)
+                counter.add(1, {"cause": cause, "counted": counted(cause)})
             self._restarts = len(status.restarts)
         spent = _micros(status.spend_usd)
         if spent > self._spend_micros:
@@ -93,6 +99,11 @@ _UNCOUNTED = ("budget_extended", "daily_window")
 
 def _micros(usd: float) -> int:
     return round(usd * 1_000_000)
+
+
+def counted(cause: str) -> str:
+    """Whether a restart of this cause counts against the budget (`true`/`false`)."""
+    return "false" if cause in _UNCOUNTED else "true"
 
 
 def lease_extension(outcome: str) -> None:

@@ -1,9 +1,12 @@
-"""The `overnight_runs{state}` gauge: open runs in each state, counted in the namespace's
-visibility (the `OvernightState` search attribute the runs keep), so it is right whichever
-worker holds which run and survives every worker restart.
+"""The worker's own part of overnight's metrics.
 
-Every worker serving metrics reports the whole namespace (take `max` across workers, as the
-dashboard does); each look costs one `CountWorkflowExecutions` per open state.
+- The `overnight_runs{state}` gauge: open runs in each state, counted in the namespace's
+  visibility (the `OvernightState` search attribute the runs keep), so it is right whichever
+  worker holds which run and survives every worker restart. Every worker serving metrics
+  reports the whole namespace (take `max` across workers, as the dashboard does); each look
+  costs one `CountWorkflowExecutions` per open state.
+- Counters start at 0 for every value their attributes can take: Prometheus's `increase()`
+  and `rate()` miss the first count of a series that appears already at 1.
 """
 
 from __future__ import annotations
@@ -37,6 +40,34 @@ def state_query(state: str) -> str:
         f"WorkflowType = '{WORKFLOW_TYPE}' AND ExecutionStatus = 'Running' "
         f"AND {SA_STATE} = '{state}'"
     )
+
+
+def start_counters_at_zero(client: Client, task_queue: str) -> None:
+    """Make every series of overnight's counters exist at 0, with the attributes the SDK's
+    workflow and activity meters give them (namespace, task queue, workflow or activity type).
+    """
+    from workflows import metrics as run_metrics  # the roof may import workflows
+
+    meter = client_meter(client)
+    run = {"namespace": client.namespace, "task_queue": task_queue, "workflow_type": WORKFLOW_TYPE}
+    zeros: list[tuple[metrics.Metric, dict[str, str]]] = []
+    zeros += [(metrics.RUN_TRANSITIONS, run | {"state": state}) for state in get_args(RunState)]
+    zeros += [
+        (metrics.RESTARTS, run | {"cause": cause, "counted": run_metrics.counted(cause)})
+        for cause in run_metrics.RESTART_CAUSES
+    ]
+    zeros += [(metrics.LEASE_EXTENSIONS, run | {"outcome": o}) for o in run_metrics.LEASE_OUTCOMES]
+    zeros += [(metrics.LEASE_END_WAKES, run | {"outcome": o}) for o in run_metrics.WAKE_OUTCOMES]
+    zeros += [(metrics.SPEND, run | {"kind": kind}) for kind in ("sandbox", "model")]
+    activity = {"namespace": client.namespace, "task_queue": task_queue}
+    zeros += [
+        (metrics.SANDBOX_ENDS, activity | {"activity_type": f"{verb}_sandbox", "how": how})
+        for verb, how in (("pause", "paused"), ("stop", "stopped"))
+    ]
+    for metric, attributes in zeros:
+        meter.create_counter(metric.name, metric.description, metric.unit or None).add(
+            0, attributes
+        )
 
 
 def client_meter(client: Client) -> MetricMeter:

@@ -26,7 +26,7 @@ from overnight.connect import connect
 from overnight.constants import TASK_QUEUE
 from overnight.worker.devconfig import default_dev_config, load_dev_config
 from overnight.worker.devserver import start_or_reuse
-from overnight.worker.fleet import report_runs_by_state
+from overnight.worker.fleet import report_runs_by_state, start_counters_at_zero
 from overnight.worker.telemetry import Telemetry
 from overnight.worker.workflow_runner import shared_module_runner
 
@@ -195,6 +195,7 @@ async def _serve_announced(
     print(f"telemetry: {telemetry.describe()}", flush=True)
     fleet = None
     if telemetry.metrics_address is not None:
+        start_counters_at_zero(client, task_queue)
         every = telemetry.runs_every_seconds
         fleet = asyncio.create_task(
             report_runs_by_state(client, every_seconds=every), name="runs by state"

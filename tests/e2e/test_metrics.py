@@ -35,6 +35,7 @@ from tests.conftest import REPO_ROOT, free_ports, scratch_root
 from tests.e2e.helpers import agent_spec, new_run_id, wait_for_status
 
 RULES = REPO_ROOT / "deploy" / "prometheus" / "overnight-alerts.yml"
+DASHBOARD = REPO_ROOT / "deploy" / "grafana" / "overnight.json"
 RULES_TEST = REPO_ROOT / "deploy" / "prometheus" / "overnight-alerts.test.yml"
 PROMETHEUS = shutil.which("prometheus")
 PROMTOOL = shutil.which("promtool")
@@ -150,6 +151,19 @@ def prometheus(ports: tuple[int, int], tmp_path: Path) -> Iterator[str]:
         log.close()
 
 
+def dashboard_queries() -> list[tuple[str, str]]:
+    """Each panel's title and query, with Grafana's variables as a person would pick them."""
+    dashboard = json.loads(DASHBOARD.read_text())
+    return [
+        (
+            panel["title"],
+            target["expr"].replace("$namespace", ".*").replace("$__rate_interval", "1m"),
+        )
+        for panel in dashboard["panels"]
+        for target in panel.get("targets", [])
+    ]
+
+
 def promql(prometheus: str, query: str) -> list[dict[str, object]]:
     url = f"{prometheus}/api/v1/query?{urllib.parse.urlencode({'query': query})}"
     with urllib.request.urlopen(url, timeout=10) as answer:
@@ -190,7 +204,10 @@ async def test_prometheus_reads_what_the_runs_did(
     crashing = new_run_id("metrics-crash")
     stuck = new_run_id("metrics-stuck")
     runs += [crashing, stuck]
-    spec, _ = agent_spec(crashing, tmp_path, agent_env={"AGENT_DIE_AFTER": "2"})
+    # $36 a vCPU-hour: a few seconds' spend shows at the status's 1/10,000 of a dollar.
+    spec, _ = agent_spec(
+        crashing, tmp_path, agent_env={"AGENT_DIE_AFTER": "2"}, rates={"vcpu_hour_usd": 36.0}
+    )
     await api.start_run(dev_client, spec, task_queue=metrics_worker)
     spec, _ = agent_spec(
         stuck, tmp_path, agent_env={"AGENT_DIE_AFTER": "1"}, budget={"max_restarts": 0}
@@ -206,7 +223,7 @@ async def test_prometheus_reads_what_the_runs_did(
         'sum(overnight_run_transitions_total{state="finished"})': 1,
         'sum(overnight_run_transitions_total{state="needs_attention"})': 1,
         'sum(overnight_run_transitions_total{state="starting"})': 2,
-        'sum(overnight_spend_micros_total{kind="sandbox"})': 1,
+        'sum(overnight_spend_micros_total{kind="sandbox"})': 10_000,
         # recorded by the activities: two crashes noticed, sandboxes paused and stopped
         'sum(overnight_exit_noticed_seconds_count{exit="nonzero"})': 2,
         'sum(overnight_sandbox_ends_total{how="paused"})': 2,
@@ -218,13 +235,31 @@ async def test_prometheus_reads_what_the_runs_did(
         "sum(temporal_activity_execution_latency_count)": 5,
     }
     seen = {query: await value_of(prometheus, query, want) for query, want in checks.items()}
-    assert all(seen[q] >= want for q, want in checks.items()), seen
+    short = {q: (seen[q], want) for q, want in checks.items() if not seen[q] >= want}
+    assert not short, f"(seen, wanted) of the queries short of what the runs did: {short}"
     # Exactly: nothing counted twice (the crash's restart, the one run that finished).
     assert seen['sum(overnight_restarts_total{cause="crashed",counted="true"})'] == 1
     assert seen['sum(overnight_run_transitions_total{state="finished"})'] == 1
     # The crash was noticed within the histogram's range, not at its overflow bucket.
     slow = 'sum(overnight_exit_noticed_seconds_bucket{exit="nonzero",le="10"})'
     assert await value_of(prometheus, slow, 2) == 2
+
+    # Every query of the dashboard is valid PromQL here; the panels this test fed show data.
+    fed = {
+        "Runs by state",
+        "Waiting for a person",
+        "States entered",
+        "Restarts by cause",
+        "Crash-to-noticed",
+        "Sandboxes paused and stopped",
+        "Spend an hour",
+        "Task slots and cached runs",
+    }
+    shown: dict[str, bool] = {}
+    for title, query in dashboard_queries():
+        result = await asyncio.to_thread(promql, prometheus, query)
+        shown[title] = shown.get(title, False) or bool(result)
+    assert not fed - {title for title, data in shown.items() if data}, "panels without data"
 
     # The waiting run leaves the gauge once cancelled.
     await api.cancel_run(dev_client, stuck, "test over")
