@@ -185,9 +185,11 @@ async def measure_crash_to_noticed(
     }
 
 
-async def measure_actions(hours: float) -> dict[str, float]:
-    """Billable actions per supervised hour of one healthy run, by setting."""
-    found: dict[str, float] = {}
+async def measure_actions(hours: float) -> dict[str, dict[str, float]]:
+    """Billable actions per supervised hour of one healthy run, by setting: all of them, and
+    those of the run's own commands (no activity retries, no heartbeats: on a loaded machine
+    the time-skipping server times out now and then, and the retries differ run to run)."""
+    found: dict[str, dict[str, float]] = {}
     for setting in SETTINGS:
         # The SDK's warnings about the test server's version say nothing about the bench.
         quiet = LoggingConfig(filter=TelemetryFilter(core_level="ERROR", other_level="ERROR"))
@@ -219,11 +221,17 @@ async def measure_actions(hours: float) -> dict[str, float]:
             chain = await _chain(env.client, run_id, handle.first_execution_run_id)
         finally:
             await env.shutdown()
-        found[setting] = round(count_history(chain).total_actions / hours, 1)
+        cost = count_history(chain)
+        commands = cost.actions_in_history - cost.actions.get("activity retry", 0)
+        found[setting] = {
+            "total": round(cost.total_actions / hours, 1),
+            "commands": round(commands / hours, 1),
+            "activity_retries": round(cost.actions.get("activity retry", 0) / hours, 1),
+        }
     return found
 
 
-def result_rows(noticed: dict[str, list[float]], actions: dict[str, float]) -> list[Row]:
+def result_rows(noticed: dict[str, list[float]], actions: dict[str, dict[str, float]]) -> list[Row]:
     def median(values: list[float]) -> float | None:
         return round(percentile(values, 50), 3) if values else None
 
@@ -241,11 +249,23 @@ def result_rows(noticed: dict[str, list[float]], actions: dict[str, float]) -> l
         Row(
             "billable actions / supervised hour, metrics off vs on",
             "actions",
-            actions["off"],
-            actions["on"],
+            actions["off"]["total"],
+            actions["on"]["total"],
+            "",
+            note=(
+                "baseline column: metrics off; heartbeats estimated; activity retries "
+                f"{actions['off']['activity_retries']}/h off, "
+                f"{actions['on']['activity_retries']}/h on"
+            ),
+        ),
+        Row(
+            "billable actions of the run's commands / hour, metrics off vs on",
+            "actions",
+            actions["off"]["commands"],
+            actions["on"]["commands"],
             "ratio <= 1",
             ratio_at_most=1.0,
-            note="baseline column: metrics off; heartbeats estimated",
+            note="no activity retries, no heartbeats: what the workflow code decides",
         ),
     ]
     for row in rows:

@@ -4,6 +4,9 @@ a run sent over OTLP/HTTP to a tiny receiver when `OTEL_EXPORTER_OTLP_ENDPOINT` 
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -23,7 +26,7 @@ from overnight.worker.telemetry import (
     Telemetry,
     TelemetryError,
 )
-from tests.conftest import free_port
+from tests.conftest import REPO_ROOT, free_port
 from tests.workflows.fakes import FakeWorld, exits, progress
 from tests.workflows.harness import make_spec, started_run
 
@@ -47,6 +50,20 @@ def test_a_bad_metrics_address_is_refused_naming_the_variable(address: str) -> N
 def test_a_bad_runs_interval_is_refused(every: str) -> None:
     with pytest.raises(TelemetryError, match=RUNS_EVERY_ENV):
         Telemetry.from_env({RUNS_EVERY_ENV: every})
+
+
+def test_the_worker_refuses_a_bad_address_at_start_with_exit_code_2() -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TEMPORAL_")}
+    env |= {METRICS_ADDRESS_ENV: "metrics:9464", "TEMPORAL_ADDRESS": "127.0.0.1:1"}
+    ran = subprocess.run(
+        [sys.executable, str(REPO_ROOT / "worker.py")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert ran.returncode == 2, ran.stderr
+    assert f"error: {METRICS_ADDRESS_ENV}: the host must be an IP address" in ran.stderr
 
 
 def test_a_taken_metrics_port_is_a_clear_error() -> None:
