@@ -258,7 +258,7 @@ async def test_prometheus_reads_what_the_runs_did(
         "Crash-to-noticed",
         "Sandboxes paused and stopped",
         "Spend an hour",
-        "Task slots and cached runs",
+        "Cached runs and tasks in flight",
     }
     shown: dict[str, bool] = {}
     for title, query in dashboard_queries():
