@@ -46,13 +46,18 @@ needs_prometheus = pytest.mark.skipif(
 
 
 @needs_prometheus
-def test_alert_rules_pass_promtool() -> None:
+def test_the_config_and_alert_rules_pass_promtool() -> None:
     assert PROMTOOL is not None
     checked = subprocess.run(
         [PROMTOOL, "check", "rules", str(RULES)], capture_output=True, text=True, timeout=60
     )
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert "SUCCESS: 4 rules found" in checked.stdout
+    config = REPO_ROOT / "deploy" / "prometheus" / "prometheus.yml"
+    checked = subprocess.run(
+        [PROMTOOL, "check", "config", str(config)], capture_output=True, text=True, timeout=60
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr
     tested = subprocess.run(
         [PROMTOOL, "test", "rules", RULES_TEST.name],
         cwd=RULES_TEST.parent,
