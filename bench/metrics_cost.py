@@ -11,7 +11,10 @@ metrics off, the overnight column the same code with them on:
 - billable actions / supervised hour: one healthy run of `--hours` on the time-skipping server
   (bench/history.py's world), once with a runtime serving Prometheus metrics and once with no
   metrics at all; actions counted from each history the same way (heartbeats estimated).
-  Metric calls add no command, so the two must be equal.
+  Metric calls add no command, so the run's own commands must be equal, but for the world's
+  timing: whether a 10-minute `OvernightLastProgress` upsert falls in or out of the run moves
+  one action either way (measured: 119 vs 118, then 118 vs 119, in 6 h). Activity retries
+  (the time-skipping server timing out on a loaded machine) are counted apart.
 """
 
 from __future__ import annotations
@@ -185,11 +188,11 @@ async def measure_crash_to_noticed(
     }
 
 
-async def measure_actions(hours: float) -> dict[str, dict[str, float]]:
+async def measure_actions(hours: float) -> dict[str, dict[str, Any]]:
     """Billable actions per supervised hour of one healthy run, by setting: all of them, and
     those of the run's own commands (no activity retries, no heartbeats: on a loaded machine
     the time-skipping server times out now and then, and the retries differ run to run)."""
-    found: dict[str, dict[str, float]] = {}
+    found: dict[str, dict[str, Any]] = {}
     for setting in SETTINGS:
         # The SDK's warnings about the test server's version say nothing about the bench.
         quiet = LoggingConfig(filter=TelemetryFilter(core_level="ERROR", other_level="ERROR"))
@@ -227,11 +230,12 @@ async def measure_actions(hours: float) -> dict[str, dict[str, float]]:
             "total": round(cost.total_actions / hours, 1),
             "commands": round(commands / hours, 1),
             "activity_retries": round(cost.actions.get("activity retry", 0) / hours, 1),
+            "by_kind": dict(sorted(cost.actions.items())),
         }
     return found
 
 
-def result_rows(noticed: dict[str, list[float]], actions: dict[str, dict[str, float]]) -> list[Row]:
+def result_rows(noticed: dict[str, list[float]], actions: dict[str, dict[str, Any]]) -> list[Row]:
     def median(values: list[float]) -> float | None:
         return round(percentile(values, 50), 3) if values else None
 
@@ -263,9 +267,12 @@ def result_rows(noticed: dict[str, list[float]], actions: dict[str, dict[str, fl
             "actions",
             actions["off"]["commands"],
             actions["on"]["commands"],
-            "ratio <= 1",
-            ratio_at_most=1.0,
-            note="no activity retries, no heartbeats: what the workflow code decides",
+            "ratio <= 1.01",
+            ratio_at_most=1.01,
+            note=(
+                "no activity retries, no heartbeats: what the workflow code decides; the "
+                "healthy world's timing moves one OvernightLastProgress upsert either way"
+            ),
         ),
     ]
     for row in rows:

@@ -21,6 +21,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import pytest_asyncio
@@ -169,6 +170,12 @@ def dashboard_queries() -> list[tuple[str, str]]:
     ]
 
 
+def rules_loaded(prometheus: str) -> dict[str, Any]:
+    with urllib.request.urlopen(f"{prometheus}/api/v1/rules", timeout=10) as answer:
+        body: dict[str, Any] = json.load(answer)
+    return body
+
+
 def promql(prometheus: str, query: str) -> list[dict[str, object]]:
     url = f"{prometheus}/api/v1/query?{urllib.parse.urlencode({'query': query})}"
     with urllib.request.urlopen(url, timeout=10) as answer:
@@ -280,6 +287,5 @@ async def test_prometheus_reads_what_the_runs_did(
     while await value_of(prometheus, left, 0, timeout=1) > 0:
         assert time.monotonic() < deadline, "the cancelled run is still counted as waiting"
         await asyncio.sleep(0.5)
-    loaded = await asyncio.to_thread(urllib.request.urlopen, f"{prometheus}/api/v1/rules")
-    groups = json.load(loaded)["data"]["groups"]
+    groups = (await asyncio.to_thread(rules_loaded, prometheus))["data"]["groups"]
     assert [len(g["rules"]) for g in groups] == [4], "the alert rules load in Prometheus"
