@@ -216,22 +216,26 @@ async def test_prometheus_reads_what_the_runs_did(
     scraped = await value_of(prometheus, 'count(overnight_restarts_total{cause="crashed"})', 1)
     assert scraped == 1, "Prometheus does not scrape the worker"
 
-    # One run whose agent crashes once and then finishes; one left waiting for a person.
+    # One run left waiting for a person after its agent crashed, then one whose agent crashes
+    # once and finishes. One after the other: a histogram's series is born at its first
+    # observation (it cannot start at 0 as the counters do), so `rate()` sees only the second.
     crashing = new_run_id("metrics-crash")
     stuck = new_run_id("metrics-stuck")
     runs += [crashing, stuck]
+    spec, _ = agent_spec(
+        stuck, tmp_path, agent_env={"AGENT_DIE_AFTER": "1"}, budget={"max_restarts": 0}
+    )
+    await api.start_run(dev_client, spec, task_queue=metrics_worker)
+    await wait_for_status(dev_client, stuck, lambda s: s.state == "needs_attention")
+    first = 'sum(overnight_exit_noticed_seconds_count{exit="nonzero"})'
+    assert await value_of(prometheus, first, 1) == 1
     # $36 a vCPU-hour: a few seconds' spend shows at the status's 1/10,000 of a dollar.
     spec, _ = agent_spec(
         crashing, tmp_path, agent_env={"AGENT_DIE_AFTER": "2"}, rates={"vcpu_hour_usd": 36.0}
     )
     await api.start_run(dev_client, spec, task_queue=metrics_worker)
-    spec, _ = agent_spec(
-        stuck, tmp_path, agent_env={"AGENT_DIE_AFTER": "1"}, budget={"max_restarts": 0}
-    )
-    await api.start_run(dev_client, spec, task_queue=metrics_worker)
     result = await asyncio.wait_for(api.wait_result(dev_client, crashing), timeout=60)
     assert result.outcome == "finished" and result.restarts == 1
-    await wait_for_status(dev_client, stuck, lambda s: s.state == "needs_attention")
 
     checks = {
         # overnight's, recorded by the workflows through the replay-safe meter
@@ -277,7 +281,8 @@ async def test_prometheus_reads_what_the_runs_did(
         result = await asyncio.to_thread(promql, prometheus, query)
         values = [float(str(sample["value"][1])) for sample in result]  # type: ignore[index]
         shown[title] = shown.get(title, False) or any(v > 0 for v in values)
-    assert not fed - {title for title, data in shown.items() if data}, "panels without data"
+    empty = fed - {title for title, data in shown.items() if data}
+    assert not empty, f"panels without data: {sorted(empty)}"
 
     # The waiting run leaves the gauge once cancelled.
     await api.cancel_run(dev_client, stuck, "test over")
