@@ -30,7 +30,7 @@ from activities.providers.protocol import (
     SandboxNotRunning,
     SandboxProvider,
 )
-from overnight import retention
+from overnight import metrics, retention
 from overnight.constants import LABEL_KEEP_UNTIL, LABEL_RUN
 
 ProviderGetter = Callable[[str], Awaitable[SandboxProvider]]
@@ -53,6 +53,8 @@ class LifecycleActivities:
     async def pause_sandbox(self, input: SandboxRef) -> SandboxSettled:
         provider = await self._provider(input.provider)
         info = await settle(provider, input.sandbox_id, provider.pause(input.sandbox_id))
+        if info.state == "paused":
+            metrics.count_in_activity(metrics.SANDBOX_ENDS, {"how": "paused"})
         if input.keep_until is not None and info.state == "paused":
             label = {LABEL_KEEP_UNTIL: retention.label_value(input.keep_until)}
             info = await settle(
@@ -71,6 +73,8 @@ class LifecycleActivities:
     async def stop_sandbox(self, input: SandboxRef) -> SandboxSettled:
         provider = await self._provider(input.provider)
         info = await settle(provider, input.sandbox_id, provider.stop(input.sandbox_id))
+        if info.state == "stopped":
+            metrics.count_in_activity(metrics.SANDBOX_ENDS, {"how": "stopped"})
         return await _with_charge(provider, info, input.read_charge)
 
     @activity.defn(name=ActivityName.WAKE_SANDBOX)

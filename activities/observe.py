@@ -14,6 +14,7 @@ import time
 from activities.checkpoints import changed, read_checkpoint
 from activities.models import CheckpointRead, Observation, ObserveInput
 from activities.providers.protocol import SandboxProvider, Sighting
+from overnight import metrics
 
 
 async def observe(
@@ -60,7 +61,21 @@ async def observe(
             if changed(read, known):
                 news = read
         if due or news is not None:
+            if agent_done:
+                _exit_noticed(seen)
             return _observation(seen, news, token)
+
+
+def _exit_noticed(seen: Sighting) -> None:
+    """Record how long the agent's exit took to be noticed (when its provider tells when)."""
+    process = seen.process
+    if process.ended_at is None or process.state not in ("exited", "killed"):
+        return
+    exit_class = "zero" if process.exit_code == 0 else "nonzero"
+    if process.state == "killed":
+        exit_class = "killed"
+    waited = max(0.0, time.time() - process.ended_at)
+    metrics.observe_in_activity(metrics.EXIT_NOTICED, {"exit": exit_class}, waited)
 
 
 def _observation(seen: Sighting, news: CheckpointRead | None, token: str | None) -> Observation:

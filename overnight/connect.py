@@ -8,10 +8,12 @@ talks to the local dev server, a self-hosted cluster or Temporal Cloud.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from urllib.parse import quote
 
-from temporalio.client import Client
+from temporalio.client import Client, Interceptor
 from temporalio.envconfig import ClientConfig
+from temporalio.runtime import Runtime
 
 from overnight.codec import data_converter
 from overnight.constants import DEFAULT_ADDRESS
@@ -20,8 +22,15 @@ from overnight.constants import DEFAULT_ADDRESS
 UI_URL_ENV = "OVERNIGHT_UI_URL"
 
 
-async def connect(address: str | None = None, namespace: str | None = None) -> Client:
-    """Connect with the environment's configuration; explicit arguments win over it. A bad
+async def connect(
+    address: str | None = None,
+    namespace: str | None = None,
+    *,
+    runtime: Runtime | None = None,
+    interceptors: Sequence[Interceptor] = (),
+) -> Client:
+    """Connect with the environment's configuration; explicit arguments win over it.
+    `runtime` and `interceptors`: the worker's telemetry (overnight/worker/telemetry.py). A bad
     `OVERNIGHT_CODEC_KEYS` is refused (`CodecConfigError`) before anything is dialled."""
     converter = data_converter()
     config = ClientConfig.load_client_connect_config()
@@ -30,7 +39,12 @@ async def connect(address: str | None = None, namespace: str | None = None) -> C
     config.setdefault("target_host", DEFAULT_ADDRESS)
     if namespace:
         config["namespace"] = namespace
-    return await Client.connect(**config, data_converter=converter)
+    return await Client.connect(
+        **config,
+        data_converter=converter,
+        runtime=runtime,
+        interceptors=interceptors,
+    )
 
 
 def web_ui_url(ui_base: str, namespace: str, run_id: str) -> str:

@@ -10,7 +10,7 @@ from datetime import datetime
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from workflows import budget, calls, money
+    from workflows import budget, calls, metrics, money
     from workflows.state import SupervisorState
 
 
@@ -26,8 +26,10 @@ async def extend_lease(s: SupervisorState, until: datetime) -> None:
         s.spec, s.sandbox_id, until, "agent progressing", micros_per_second=rate
     )
     if isinstance(info, calls.DailyLimitRefused):
+        metrics.lease_extension("refused")
         workflow.logger.warning("lease not extended: %s", info.text)
         return
+    metrics.lease_extension("failed" if info is None else "extended")
     if info is not None and info.lease_ends_at is not None:
         s.lease_ends_at = info.lease_ends_at
 
@@ -41,9 +43,12 @@ async def wake_after_lease(s: SupervisorState, paused_at: datetime) -> bool | st
         s.spec, s.sandbox_id, "lease ended, agent progressing", daily_room_micros=room
     )
     if isinstance(info, calls.DailyLimitRefused):
+        metrics.lease_end_wake("refused")
         return info.text
     if info is None or info.state != "running":
+        metrics.lease_end_wake("failed")
         return False
+    metrics.lease_end_wake("woken")
     now = workflow.now()
     # Frozen time is neither the agent's stall nor compute spend.
     if s.last_progress_at is not None:

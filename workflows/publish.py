@@ -19,6 +19,7 @@ from temporalio.common import SearchAttributeKey, SearchAttributeUpdate
 with workflow.unsafe.imports_passed_through():
     from overnight.constants import SA_LAST_PROGRESS, SA_RESTARTS, SA_SANDBOX, SA_STATE
     from overnight.models import RunStatus
+    from workflows.metrics import RunMetrics
 
 STATE_KEY = SearchAttributeKey.for_keyword(SA_STATE)
 RESTARTS_KEY = SearchAttributeKey.for_int(SA_RESTARTS)
@@ -38,8 +39,10 @@ class Publisher:
         self._card: str | None = None
         self._values: dict[str, object] = {}
         self._lean: bool | None = None
+        self._metrics = RunMetrics()
 
     def publish(self, status: RunStatus, card: str, present: list[str]) -> None:
+        self._metrics.record(status)  # no command: metrics are no part of the history
         if card != self._card:
             workflow.set_current_details(card)
             self._card = card

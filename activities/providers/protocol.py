@@ -26,6 +26,8 @@ class ProcessInfo:
     process_id: str
     state: ProcessState
     exit_code: int | None = None
+    # When it ended (Unix seconds), where the provider tells: for the exit-to-noticed metric.
+    ended_at: float | None = None
 
 
 @dataclass(frozen=True)

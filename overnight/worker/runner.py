@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import signal
 import threading
 from collections.abc import AsyncIterator, Mapping
@@ -26,7 +27,9 @@ from overnight.connect import connect
 from overnight.constants import TASK_QUEUE
 from overnight.worker.devconfig import default_dev_config, load_dev_config
 from overnight.worker.devserver import start_or_reuse
+from overnight.worker.fleet import report_runs_by_state, start_counters_at_zero
 from overnight.worker.registration import registered_workflows, worker_interceptors
+from overnight.worker.telemetry import Telemetry
 from overnight.worker.workflow_runner import shared_module_runner
 
 if TYPE_CHECKING:
@@ -162,6 +165,7 @@ async def run_dev(
     """
     config = default_dev_config() if config_path is None else load_dev_config(config_path)
     converter = data_converter()  # a bad OVERNIGHT_CODEC_KEYS is refused before any start
+    telemetry = Telemetry.from_env(os.environ)
     async with _stop_on_signals(stop) as stop_event:
         server = await start_or_reuse(config)
         try:
@@ -171,9 +175,13 @@ async def run_dev(
                 print(f"Temporal Web UI: {server.ui_url}", flush=True)
             # Plain loopback connection: env config (TLS, API keys) is for real clusters.
             client = await Client.connect(
-                server.address, namespace=server.namespace, data_converter=converter
+                server.address,
+                namespace=server.namespace,
+                data_converter=converter,
+                runtime=telemetry.runtime(),
+                interceptors=telemetry.interceptors(),
             )
-            await _serve_announced(client, task_queue, ready, stop_event)
+            await _serve_announced(client, task_queue, ready, stop_event, telemetry)
         finally:
             if server.started_here:
                 print("stopping the dev server", flush=True)
@@ -187,23 +195,39 @@ async def run_with_env_config(
     stop: asyncio.Event | None = None,
 ) -> None:
     """Run the worker against the cluster Temporal's environment configuration names."""
+    telemetry = Telemetry.from_env(os.environ)
     async with _stop_on_signals(stop) as stop_event:
-        client = await connect()
+        client = await connect(runtime=telemetry.runtime(), interceptors=telemetry.interceptors())
         print(f"connected to {client.service_client.config.target_host}", flush=True)
-        await _serve_announced(client, task_queue, ready, stop_event)
+        await _serve_announced(client, task_queue, ready, stop_event, telemetry)
 
 
 async def _serve_announced(
-    client: Client, task_queue: str, ready: asyncio.Event | None, stop: asyncio.Event
+    client: Client,
+    task_queue: str,
+    ready: asyncio.Event | None,
+    stop: asyncio.Event,
+    telemetry: Telemetry,
 ) -> None:
     worker_ready = ready or asyncio.Event()
     announce = asyncio.create_task(_announce_when(worker_ready, task_queue, client))
+    print(f"telemetry: {telemetry.describe()}", flush=True)
+    fleet = None
+    if telemetry.metrics_address is not None:
+        start_counters_at_zero(client, task_queue)
+        every = telemetry.runs_every_seconds
+        fleet = asyncio.create_task(
+            report_runs_by_state(client, every_seconds=every), name="runs by state"
+        )
     try:
         await serve(
             client, task_queue=task_queue, ready=worker_ready, stop=stop, reap_schedule=True
         )
     finally:
         announce.cancel()
+        if fleet is not None:
+            fleet.cancel()
+        telemetry.shutdown()
     print("worker stopped", flush=True)
 
 

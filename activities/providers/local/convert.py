@@ -41,4 +41,9 @@ def snapshot_info(record: dict[str, Any]) -> SnapshotInfo:
 
 
 def process_info(record: ProcessRecord) -> ProcessInfo:
-    return ProcessInfo(process_id=record.process_id, state=record.state, exit_code=record.exit_code)
+    return ProcessInfo(
+        process_id=record.process_id,
+        state=record.state,
+        exit_code=record.exit_code,
+        ended_at=record.ended_at,
+    )

@@ -75,7 +75,18 @@ def process_info(info: dict[str, Any]) -> ProcessInfo:
         process_id=str(info["id"]),
         state=state,
         exit_code=int(exit_code) if exit_code is not None else None,
+        ended_at=_unix_seconds(info.get("endedAt")),
     )
+
+
+def _unix_seconds(value: Any) -> float | None:
+    """An `endedAt` (ISO 8601, or Unix seconds) as Unix seconds; None if unreadable."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    when = _parse_time(value)
+    if when is None:
+        return None
+    return (when if when.tzinfo is not None else when.replace(tzinfo=UTC)).timestamp()
 
 
 def _parse_time(value: Any) -> datetime | None:

@@ -47,6 +47,7 @@ from activities.providers.runtime.convert import (
 )
 from activities.providers.runtime.errors import runtime_call
 from activities.providers.runtime.money import RuntimeAccount
+from activities.providers.runtime.request_count import count_requests
 from activities.providers.runtime.snapshots import RuntimeSnapshots
 from activities.providers.runtime.watching import RuntimeWatching
 
@@ -114,6 +115,7 @@ class RuntimeProvider(RuntimeWatching, RuntimeSnapshots, RuntimeAccount):
                     kind="RuntimeMisconfigured",
                     retryable=False,
                 ) from error
+            count_requests(client)
             self._clients[loop] = client
         return client
 
