@@ -1,4 +1,4 @@
-"""One watch's looks at a local agent, cheap enough to take twice a second for many runs.
+"""One watch's looks at a local agent, cheap enough to take often for many runs.
 
 A look is a few `stat` calls and a signal 0: the sandbox's state file is parsed again only
 when its modification time changes (or its lease may have ended), the agent's record only
@@ -48,6 +48,11 @@ class LocalLook:
             self._process(),
             self.engine.stamp(self.sandbox_id, self.checkpoint_path),
         )
+
+    @property
+    def deadline(self) -> float | None:
+        """The lease end of the sandbox as last looked at (Unix seconds), if it has one."""
+        return None if self._meta is None else self._meta.deadline
 
     def _sandbox(self) -> SandboxMeta | None:
         stamp = _mtime(self._sandbox_file)
