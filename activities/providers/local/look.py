@@ -7,7 +7,6 @@ once its exit file appears or its process is gone, and the checkpoint is only st
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 
@@ -15,6 +14,7 @@ from activities.models import SandboxInfo
 from activities.providers.local import launcher
 from activities.providers.local.convert import process_info, sandbox_info
 from activities.providers.local.engine import LocalEngine
+from activities.providers.local.procs import pid_alive
 from activities.providers.local.state import SANDBOX_FILE, SandboxMeta
 from activities.providers.polling_watch import Look
 from activities.providers.protocol import ProcessInfo, SandboxNotFound
@@ -83,13 +83,7 @@ class LocalLook:
         if self._exit_file.exists():
             return False
         assert self._pid is not None
-        try:
-            os.kill(self._pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            pass
-        return True
+        return pid_alive(self._pid)
 
 
 def _mtime(path: Path) -> int | None:

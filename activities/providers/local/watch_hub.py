@@ -202,12 +202,20 @@ class WatchHub:
                 self._by_wd.pop(watch.wd, None)
                 hit.watch = None
                 hit.fired_at = time.monotonic()
-            self._wake(hit, None if event.mask & _GONE else event.name)
+            gone = bool(event.mask & _GONE)
+            if hit.oneshot and not gone and not self._named(hit, event.name):
+                # Another file: nothing to look at yet, but writes until the watch is back
+                # would go unseen, so the re-arm wakes the listeners to look.
+                self.ensure_armed(hit.path)
+                continue
+            self._wake(hit, None if gone else event.name)
+
+    def _named(self, folder: _Folder, name: Path | None) -> bool:
+        return name is not None and any(str(name) in it.names for it in folder.listeners)
 
     def _wake(self, folder: _Folder, name: Path | None) -> None:
         for listener in list(folder.listeners):
-            # One-shot folders wake on any name: the watch is gone, so the look must be taken.
-            if name is None or folder.oneshot or str(name) in listener.names:
+            if name is None or str(name) in listener.names:
                 listener.wake()
 
     # ----- processes -----
