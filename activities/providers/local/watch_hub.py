@@ -173,10 +173,13 @@ class WatchHub:
         if watch is None:
             return
         self._by_wd.pop(watch.wd, None)
+        self._forget(watch)
+
+    def _forget(self, watch: Watch) -> None:
         try:
             self._inotify.rm_watch(watch)
         except OSError:
-            pass  # the kernel dropped it already (the folder went away)
+            pass  # the kernel dropped it already (the folder went away, a one-shot fired)
 
     # ----- reading -----
 
@@ -202,6 +205,8 @@ class WatchHub:
                 self._by_wd.pop(watch.wd, None)
                 hit.watch = None
                 hit.fired_at = time.monotonic()
+                if Mask.MOVE_SELF in event.mask and not hit.oneshot:
+                    self._forget(watch)  # moved away (to the trash): the kernel keeps it
             gone = bool(event.mask & _GONE)
             if hit.oneshot and not gone and not self._named(hit, event.name):
                 # Another file: nothing to look at yet, but writes until the watch is back
