@@ -50,6 +50,8 @@ AGENT_COMMAND = "python3 /workspace/agent/main.py --resume /workspace/checkpoint
 DIE_AFTER_STEP = 2
 FIRST_CRASH_SECONDS = 5.0
 SYSTEMS = (WORKFLOW_TYPE, BASELINE_WORKFLOW)
+# A local crash is seen by the kernel's word (pidfd, inotify): noticed within this, median.
+NOTICE_TARGET_SECONDS = 0.05
 
 
 @dataclass
@@ -270,9 +272,13 @@ def _rows(runs: list[CrashSample], direct: list[float]) -> list[Row]:
             "s",
             _median(theirs["crash_to_noticed"]),
             _median(ours["crash_to_noticed"]),
-            "<= 2 s",
-            at_most=2.0,
-            note=f"{n_ours} overnight / {n_theirs} baseline samples, poll_seconds as set",
+            f"<= {NOTICE_TARGET_SECONDS:g} s",
+            at_most=NOTICE_TARGET_SECONDS,
+            note=(
+                f"{n_ours} overnight / {n_theirs} baseline samples, poll_seconds as set; "
+                "from the launcher's exit record to the workflow's restart record "
+                "(overnight: the worker's inotify and the agent's pidfd)"
+            ),
         ),
         Row(
             "crash-to-noticed, p95",

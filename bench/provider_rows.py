@@ -91,11 +91,15 @@ def cost_rows(
                 ),
             )
         )
+        quiet = kind == "quiet"
         rows.append(
             Row(
                 f"local worker CPU per 1,000 runs, {what}",
                 "% core",
                 *_pair(cost, f"local/{kind}", "worker_cpu_per_run", 1000 * 100),
+                # A quiet local run is watched by the kernel's word: no dearer than a poll.
+                "ratio <= 1" if quiet else "",
+                ratio_at_most=1.0 if quiet else None,
                 note="worker process CPU in the window minus its own idle CPU before any run",
             )
         )

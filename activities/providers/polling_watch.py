@@ -41,11 +41,20 @@ async def poll_watch(
     give_up = time.monotonic() + wait_seconds
     while True:
         seen = await look()
-        touched = seen.stamp != token
-        ended = seen.sandbox.state not in ("running", "starting")
-        if (touched and report_touch) or ended or seen.process.state != "running":
-            return Sighting(seen.sandbox, seen.process, touched, seen.stamp)
+        news = news_in(seen, token, report_touch=report_touch)
+        if news is not None:
+            return news
         left = give_up - time.monotonic()
         if left <= 0:
             return Sighting(seen.sandbox, seen.process, False, seen.stamp)
         await asyncio.sleep(min(interval, left))
+
+
+def news_in(seen: Look, token: str | None, *, report_touch: bool) -> Sighting | None:
+    """The sighting a watch ends with after this look, or None when there is no news: the
+    agent or its sandbox ended, or (with `report_touch`) the checkpoint's stamp changed."""
+    touched = seen.stamp != token
+    ended = seen.sandbox.state not in ("running", "starting")
+    if (touched and report_touch) or ended or seen.process.state != "running":
+        return Sighting(seen.sandbox, seen.process, touched, seen.stamp)
+    return None

@@ -223,11 +223,13 @@ def _run(
     reason: str | None = None
     open_pipe = True
     next_look = time.monotonic()
+    # The agent's end wakes the wait at once (its pidfd), whoever still holds its output pipe.
+    ended = _pidfd(child.pid)
     while True:
         if open_pipe:
-            select.select([read_end], [], [], POLL_SECONDS)
+            select.select([read_end, *ended], [], [], POLL_SECONDS)
             open_pipe = local_output.drain(read_end, output)
-        returncode = child.poll() if open_pipe else _wait(child)
+        returncode = child.poll() if open_pipe else _wait(child, ended)
         if returncode is not None:
             break
         if time.monotonic() < next_look:
@@ -241,6 +243,8 @@ def _run(
             kill_group(child.pid)
         elif lease_over(sandbox):
             pause_at_lease_end(sandbox_file.path)
+    for fd in ended:
+        os.close(fd)
     # Helpers the agent left behind in its group (and namespace) go with it.
     local_ns.kill_recorded(namespace)
     kill_group(child.pid)
@@ -258,7 +262,18 @@ def _run(
     )
 
 
-def _wait(child: subprocess.Popen[bytes]) -> int | None:
+def _pidfd(pid: int) -> list[int]:
+    """[a pidfd of `pid`] where the kernel gives one, else [] (then the waits poll)."""
+    try:
+        return [os.pidfd_open(pid)]
+    except (OSError, AttributeError):
+        return []
+
+
+def _wait(child: subprocess.Popen[bytes], ended: list[int]) -> int | None:
+    if ended:
+        select.select(ended, [], [], POLL_SECONDS)
+        return child.poll()
     try:
         return child.wait(timeout=POLL_SECONDS)
     except subprocess.TimeoutExpired:

@@ -1,4 +1,4 @@
-"""One watch's looks at a local agent, cheap enough to take twice a second for many runs.
+"""One watch's looks at a local agent, cheap enough to take often for many runs.
 
 A look is a few `stat` calls and a signal 0: the sandbox's state file is parsed again only
 when its modification time changes (or its lease may have ended), the agent's record only
@@ -7,7 +7,6 @@ once its exit file appears or its process is gone, and the checkpoint is only st
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 
@@ -15,6 +14,7 @@ from activities.models import SandboxInfo
 from activities.providers.local import launcher
 from activities.providers.local.convert import process_info, sandbox_info
 from activities.providers.local.engine import LocalEngine
+from activities.providers.local.procs import pid_alive
 from activities.providers.local.state import SANDBOX_FILE, SandboxMeta
 from activities.providers.polling_watch import Look
 from activities.providers.protocol import ProcessInfo, SandboxNotFound
@@ -49,6 +49,11 @@ class LocalLook:
             self.engine.stamp(self.sandbox_id, self.checkpoint_path),
         )
 
+    @property
+    def deadline(self) -> float | None:
+        """The lease end of the sandbox as last looked at (Unix seconds), if it has one."""
+        return None if self._meta is None else self._meta.deadline
+
     def _sandbox(self) -> SandboxMeta | None:
         stamp = _mtime(self._sandbox_file)
         if stamp is None:
@@ -78,13 +83,7 @@ class LocalLook:
         if self._exit_file.exists():
             return False
         assert self._pid is not None
-        try:
-            os.kill(self._pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            pass
-        return True
+        return pid_alive(self._pid)
 
 
 def _mtime(path: Path) -> int | None:

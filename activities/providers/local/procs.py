@@ -95,14 +95,26 @@ def _agent_alive(started: dict[str, object]) -> bool:
     pid = started.get("pid")
     if not isinstance(pid, int):
         return False
+    expected = started.get("proc_start")
+    return pid_alive(pid, expected if isinstance(expected, str) else None)
+
+
+def pid_alive(pid: int, expected: str | None = None) -> bool:
+    """Whether `pid` runs (and, given its start time, is still the process that had it)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    expected = started.get("proc_start")
-    return expected is None or launcher.proc_start_time(pid) in (None, expected)
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return True  # not ours to look at: it answered the signal, so count it alive
+    if stat[0] in ("Z", "X"):
+        # Ended, waiting to be reaped: its launcher died, and not every init reaps at once.
+        return False
+    return expected is None or stat[19] == expected
 
 
 def launch(

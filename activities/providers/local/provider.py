@@ -10,10 +10,12 @@ import asyncio
 from activities.models import SandboxInfo
 from activities.providers.local.convert import process_info, sandbox_info, snapshot_info
 from activities.providers.local.engine import LocalEngine
+from activities.providers.local.event_watch import event_watch
 from activities.providers.local.look import LocalLook
 from activities.providers.local.read_pool import read_in_pool
 from activities.providers.local.snapshots import LocalSnapshots
 from activities.providers.local.state import process_id_for
+from activities.providers.local.watch_hub import shared_hub
 from activities.providers.polling_watch import Look, poll_watch
 from activities.providers.protocol import (
     AgentLaunch,
@@ -33,9 +35,11 @@ RESTORED_MARK = "restored-from"
 class LocalProvider:
     """Sandboxes as folders under `$OVERNIGHT_HOME/sandboxes`, agents as local processes."""
 
-    def __init__(self, engine: LocalEngine | None = None):
+    def __init__(self, engine: LocalEngine | None = None, *, kernel_watch: bool = True):
         self.engine = engine or LocalEngine()
         self.snapshots = LocalSnapshots(self.engine)
+        # Watch with inotify and pidfds (event_watch); False: look on a timer (poll_watch).
+        self.kernel_watch = kernel_watch
 
     async def get_or_create(self, request: SandboxRequest) -> tuple[SandboxInfo, bool]:
         meta, created = await asyncio.to_thread(
@@ -143,6 +147,11 @@ class LocalProvider:
         report_touch: bool = True,
     ) -> Sighting:
         look = LocalLook(self.engine, sandbox_id, process_id, checkpoint_path)
+        hub = shared_hub() if self.kernel_watch else None
+        if hub is not None:
+            return await event_watch(
+                hub, look, token=token, wait_seconds=wait_seconds, report_touch=report_touch
+            )
 
         async def look_here() -> Look:
             # A few stat calls (~15 us): cheaper on the event loop than a hop to a thread,
