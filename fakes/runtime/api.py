@@ -23,6 +23,7 @@ from activities.providers.protocol import (
     SandboxProvider,
 )
 from fakes.runtime.commands import CommandRoutes
+from fakes.runtime.events import EventRoutes
 from fakes.runtime.faults import Faults
 from fakes.runtime.files import FileRoutes
 from fakes.runtime.http import Request, Response, Route, error_response
@@ -74,6 +75,7 @@ class RuntimeApi:
             + FileRoutes(engine).routes()
             + self.watches.routes()
             + MoneyRoutes(self.sandboxes).routes()
+            + EventRoutes(self.sandboxes.events).routes()
         )
 
     @property

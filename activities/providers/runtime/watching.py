@@ -1,12 +1,20 @@
-"""How `RuntimeProvider` watches an agent: one held file-watch stream per run
-(`activities.providers.runtime.watch` speaks the stream), news kept across a pause, and the
-agent's exit read once its marker appears.
+"""How `RuntimeProvider` watches an agent: through a held file-watch stream while this worker
+has one of its `streams` free, else through the worker's event feed, which holds nothing open
+(`activities.providers.runtime.watch` speaks the stream, `feed_watch` the feed); news kept
+across a pause, and the agent's exit read once its marker appears.
+
+Runtime serves at most 128 requests at once per key, so the streams a worker holds are capped
+(`OVERNIGHT_RUNTIME_STREAMS`, see `settings`): the workers sharing a key hold at most the sum
+of theirs, whatever the number of runs. Each observe takes a stream if one is free when it
+starts, so a run may be read one way, then the other; its token carries both the stream's
+cursor and the feed's mark.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import time
 from typing import TYPE_CHECKING
 
 import withruntime
@@ -16,15 +24,26 @@ from activities.providers.protocol import ProcessInfo, Sighting
 from activities.providers.runtime import watch as watching
 from activities.providers.runtime.convert import process_info, sandbox_info
 from activities.providers.runtime.errors import runtime_call
+from activities.providers.runtime.feed_watch import feed_news
+
+if TYPE_CHECKING:
+    from activities.providers.runtime.feed import EventFeed
 
 # After its exit marker appears, an agent's process may take a moment to be reported ended.
 EXIT_REPORT_TRIES = 25
 EXIT_REPORT_PAUSE = 0.2
+# A mark taken from this worker's clock is set back this much, against a skew with Runtime's
+# (events in between are taken twice, which is harmless; none is missed).
+CLOCK_MARGIN_MS = 5000
+
+
+def wall_mark() -> int:
+    return int(time.time() * 1000) - CLOCK_MARGIN_MS
 
 
 class RuntimeWatching:
-    """Mixed into `RuntimeProvider` (which supplies `_client`, `_get`, `_handle`, `sandbox`
-    and `_budget`)."""
+    """Mixed into `RuntimeProvider` (which supplies `_client`, `_get`, `_handle`, `sandbox`,
+    `_budget`, its event feed and its count of streams)."""
 
     _budget: float
 
@@ -37,6 +56,12 @@ class RuntimeWatching:
         def _handle(self, sandbox_id: str) -> withruntime.AsyncSandbox: ...
 
         async def sandbox(self, sandbox_id: str) -> SandboxInfo: ...
+
+        def _feed(self) -> EventFeed: ...
+
+        def _take_stream(self) -> bool: ...
+
+        def _give_stream(self) -> None: ...
 
     async def watch(
         self,
@@ -59,13 +84,12 @@ class RuntimeWatching:
                 sandbox = await self._get(sandbox_id)
                 if sandbox.state != "running":
                     return Sighting(sandbox_info(sandbox.info), alive, False, None)
-                fresh = await watching.start_watch(sandbox, checkpoint_path)
+                fresh = await watching.start_watch(sandbox, checkpoint_path, wall_mark())
                 process = await self._process_of(sandbox, process_id)
                 return Sighting(sandbox_info(sandbox.info), process, True, fresh.encode())
-            handle = watching.watch_handle(self._client().sandboxes._t, sandbox_id, known)
             try:
-                news, after = await watching.next_news(
-                    handle, checkpoint_path, wait_seconds, report_touch=report_touch
+                news, after = await self._news(
+                    sandbox_id, checkpoint_path, known, wait_seconds, report_touch
                 )
             except withruntime.NotFoundError:
                 # The watch is gone (it ended, or the sandbox did): start over next time.
@@ -85,6 +109,31 @@ class RuntimeWatching:
             if news.agent_exited:
                 process = await self._exit_of(sandbox_id, process_id)
             return Sighting(info or running, process, news.checkpoint_touched, after.encode())
+
+    async def _news(
+        self,
+        sandbox_id: str,
+        checkpoint_path: str,
+        known: watching.WatchToken,
+        wait_seconds: float,
+        report_touch: bool,
+    ) -> tuple[watching.WatchNews, watching.WatchToken]:
+        """The watch's news through a held stream if this worker has one free, else through
+        its event feed."""
+        if self._take_stream():
+            try:
+                handle = watching.watch_handle(self._client().sandboxes._t, sandbox_id, known)
+                news, after = await watching.next_news(
+                    handle, checkpoint_path, wait_seconds, report_touch=report_touch
+                )
+            finally:
+                self._give_stream()
+            return news, dataclasses.replace(after, mark=wall_mark())
+        mark = known.mark if known.mark is not None else wall_mark()
+        news, mark = await feed_news(
+            self._feed(), sandbox_id, checkpoint_path, mark, wait_seconds, report_touch=report_touch
+        )
+        return news, dataclasses.replace(known, pending="", mark=mark)
 
     async def _pending(
         self, sandbox_id: str, process_id: str, known: watching.WatchToken
