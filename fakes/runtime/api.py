@@ -66,6 +66,7 @@ class RuntimeApi:
         self._key_locks: dict[tuple[str, str, str], asyncio.Lock] = {}
         sandbox_routes = SandboxRoutes(engine, self.sandboxes, self.rules)
         commands = CommandRoutes(engine, self.sandboxes, self.rules)
+        self.commands = commands
         self.snapshots = SnapshotRoutes(engine, self.sandboxes, self.rules, commands)  # type: ignore[arg-type]
         sandbox_routes.snapshots = self.snapshots
         self._routes = (

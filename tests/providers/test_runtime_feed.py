@@ -14,6 +14,8 @@ import pytest
 import pytest_asyncio
 import withruntime
 
+from activities.models import ObserveInput
+from activities.observe import observe
 from activities.providers.protocol import AgentLaunch, SandboxRequest, Sighting
 from activities.providers.runtime.provider import RuntimeProvider
 from activities.providers.runtime.settings import WatchSettings
@@ -211,5 +213,55 @@ async def test_many_runs_past_the_streams_each_get_their_own_news_in_time(
             assert late < 2.0, f"run {n} noticed {late:.2f} s late"
         assert fake.request_count(route="events") >= 1
         assert fake.request_count(status=429) == 0
+    finally:
+        await provider.aclose()
+
+
+async def observe_quietly(
+    provider: RuntimeProvider, sandbox_id: str, process_id: str, token: str | None
+) -> str | None:
+    """One observe as the activity runs it: a short wait, the checkpoint handed over at once."""
+    look = ObserveInput(
+        provider="runtime",
+        sandbox_id=sandbox_id,
+        process_id=process_id,
+        checkpoint_path=CHECKPOINT,
+        max_checkpoint_bytes=65536,
+        known_digest=None,
+        wait_seconds=1,
+        check_interval_seconds=1,
+        watch_token=token,
+        report_every_seconds=0,
+        read_money=False,
+        secret_env=[],
+    )
+    return (await observe(provider, look, 1)).watch_token
+
+
+@pytest.mark.parametrize("streams", [0, 32])
+async def test_an_unchanged_checkpoint_is_stat_not_downloaded_even_by_a_new_watch(
+    fake: FakeRuntime, streams: int
+) -> None:
+    provider = provider_with(streams=streams)
+    try:
+        sandbox_id = await new_sandbox(provider, f"quiet-{streams}")
+        # The copy a new sandbox starts with, written before the agent starts.
+        await provider.write_file(sandbox_id, CHECKPOINT, b'{"step": 3}')
+        key = f"quiet-{streams}-1-0"
+        launch = AgentLaunch(key, "sleep 600", "/workspace", {}, exit_marker_path(CHECKPOINT, key))
+        agent = await provider.start_agent(sandbox_id, launch)
+        token = None
+        for look in range(6):
+            # Every third look starts over with no token (a new watch), as after a lost one.
+            token = await observe_quietly(
+                provider, sandbox_id, agent.process_id, None if look % 3 == 0 else token
+            )
+        assert fake.request_count(sandbox_id=sandbox_id, route="read") == 0
+        assert fake.request_count(sandbox_id=sandbox_id, route="stat") == 2
+
+        # Written by the agent: the next new watch downloads it, once.
+        await provider.run(sandbox_id, f"echo '{{\"step\": 4}}' > {CHECKPOINT}")
+        await observe_quietly(provider, sandbox_id, agent.process_id, None)
+        assert fake.request_count(sandbox_id=sandbox_id, route="read") == 1
     finally:
         await provider.aclose()

@@ -15,14 +15,15 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-from typing import TYPE_CHECKING
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
 
 import withruntime
 
 from activities.models import SandboxInfo
 from activities.providers.protocol import ProcessInfo, Sighting
 from activities.providers.runtime import watch as watching
-from activities.providers.runtime.convert import process_info, sandbox_info
+from activities.providers.runtime.convert import parse_time, process_info, sandbox_info
 from activities.providers.runtime.errors import runtime_call
 from activities.providers.runtime.feed_watch import feed_news
 
@@ -85,15 +86,19 @@ class RuntimeWatching:
                 if sandbox.state != "running":
                     return Sighting(sandbox_info(sandbox.info), alive, False, None)
                 fresh = await watching.start_watch(sandbox, checkpoint_path, wall_mark())
-                process = await self._process_of(sandbox, process_id)
-                return Sighting(sandbox_info(sandbox.info), process, True, fresh.encode())
+                raw = await self._raw_process(sandbox, process_id)
+                process = ProcessInfo(process_id, "missing") if raw is None else process_info(raw)
+                started = None if raw is None else parse_time(raw.get("startedAt"))
+                touched = await self._written_since(sandbox, checkpoint_path, started)
+                return Sighting(sandbox_info(sandbox.info), process, touched, fresh.encode())
             try:
                 news, after = await self._news(
                     sandbox_id, checkpoint_path, known, wait_seconds, report_touch
                 )
             except withruntime.NotFoundError:
-                # The watch is gone (it ended, or the sandbox did): start over next time.
-                return Sighting(await self.sandbox(sandbox_id), alive, True, None)
+                # The watch is gone (it ended, or the sandbox did): start over next time (its
+                # first look says whether the checkpoint changed).
+                return Sighting(await self.sandbox(sandbox_id), alive, False, None)
             info = None
             if news.ended is None and not news.settled:
                 # A short look (no stream followed): whether it still runs is not known; a
@@ -151,10 +156,35 @@ class RuntimeWatching:
         return Sighting(info, process, "t" in known.pending, done.encode())
 
     async def _process_of(self, sandbox: withruntime.AsyncSandbox, process_id: str) -> ProcessInfo:
+        raw = await self._raw_process(sandbox, process_id)
+        return ProcessInfo(process_id, "missing") if raw is None else process_info(raw)
+
+    async def _raw_process(
+        self, sandbox: withruntime.AsyncSandbox, process_id: str
+    ) -> dict[str, Any] | None:
         try:
-            return process_info((await sandbox.process(process_id)).info)
+            info: dict[str, Any] = (await sandbox.process(process_id)).info
         except (withruntime.NotFoundError, withruntime.ConflictError):
-            return ProcessInfo(process_id=process_id, state="missing")
+            return None
+        return info
+
+    async def _written_since(
+        self, sandbox: withruntime.AsyncSandbox, checkpoint_path: str, started: datetime | None
+    ) -> bool:
+        """Stat first: whether the checkpoint may have been written since the agent started
+        (before the watch began). One written before (the copy a new sandbox starts with, or
+        what an earlier process wrote, already read) is not downloaded again; an absent one is
+        no news. Without the agent's start time, it may have."""
+        if started is None:
+            return True
+        try:
+            stat = await sandbox.files.stat(checkpoint_path)
+        except (withruntime.NotFoundError, withruntime.ConflictError):
+            return True
+        if not stat.get("exists"):
+            return False
+        modified = parse_time(stat.get("modifiedAt"))
+        return modified is None or modified >= started
 
     async def _exit_of(self, sandbox_id: str, process_id: str) -> ProcessInfo:
         """The agent's process once its exit marker appeared: given a moment to be reported
