@@ -33,7 +33,8 @@ class Fleet:
         self.plan = plan
         self.runs = runs
         self.provider = RuntimeProvider()
-        self.noticed: dict[str, float] = {}
+        # When each run's crash was seen, and how it was read then ("stream" or "feed").
+        self.noticed: dict[str, tuple[float, str]] = {}
         self.errors: list[str] = []
         self.first_looks = 0
 
@@ -81,7 +82,8 @@ class Fleet:
             if seen.checkpoint is not None and seen.checkpoint.digest is not None:
                 digest = seen.checkpoint.digest
             if seen.process_state != "running" or seen.sandbox_state != "running":
-                self.noticed[run["sandbox_id"]] = time.time()
+                how = self.provider.read_by.get(run["sandbox_id"], "first look")
+                self.noticed[run["sandbox_id"]] = (time.time(), how)
                 return
 
 
@@ -89,15 +91,21 @@ async def main(plan_file: Path, index: int, out: Path) -> None:
     plan = json.loads(plan_file.read_text())
     fleet = Fleet(plan, plan["workers"][index])
     gap = 1.0 / float(plan["starts_per_second"])
-    tokens: list[asyncio.Task[str | None]] = []
+    firsts_done = asyncio.Event()
+
+    async def run_one(run: dict[str, str]) -> None:
+        token = await fleet.first_look(run)
+        if fleet.first_looks == len(fleet.runs):
+            firsts_done.set()
+        await fleet.watch(run, token)
+
+    tasks = []
     for run in fleet.runs:
-        tokens.append(asyncio.create_task(fleet.first_look(run)))
+        tasks.append(asyncio.create_task(run_one(run)))
         await asyncio.sleep(gap)
-    firsts = await asyncio.gather(*tokens)
+    await firsts_done.wait()
     out.with_suffix(".ready").write_text(str(time.time()))
-    await asyncio.gather(
-        *(fleet.watch(run, token) for run, token in zip(fleet.runs, firsts, strict=True))
-    )
+    await asyncio.gather(*tasks)
     out.write_text(json.dumps({"noticed": fleet.noticed, "errors": fleet.errors[:50]}))
     await fleet.provider.aclose()
 

@@ -37,6 +37,12 @@ KEPT_SECONDS = 1800.0
 IDLE_STOP_SECONDS = 120.0
 # A failed look is tried again after this (the SDK has already retried it).
 FAILED_PAUSE_SECONDS = 2.0
+# A feed that starts reads this far back, so the marks of runs watched a moment ago (on this
+# worker, or another) are covered without asking per sandbox.
+BACKFILL_MS = 60_000
+# At most this many per-sandbox catch-ups at once (after a worker's restart, its runs' marks
+# are older than its feed): paced, so they never burst past the key's rate.
+CATCH_UPS_AT_ONCE = 2
 
 
 def event_ms(event: dict[str, Any]) -> int:
@@ -82,7 +88,9 @@ class EventFeed:
         self._forgotten_ms = -1
         self._idle_since = time.monotonic()
         self._started = asyncio.Event()
+        self._catch_ups = asyncio.Semaphore(CATCH_UPS_AT_ONCE)
         self.looks = 0
+        self.catch_ups = 0
 
     # --- for watches ---
 
@@ -121,6 +129,11 @@ class EventFeed:
 
     async def catch_up(self, sandbox_id: str, mark: int) -> list[dict[str, Any]]:
         """One sandbox's events after `mark`, asked of Runtime (oldest first)."""
+        async with self._catch_ups:
+            self.catch_ups += 1
+            return await self._catch_up(sandbox_id, mark)
+
+    async def _catch_up(self, sandbox_id: str, mark: int) -> list[dict[str, Any]]:
         found: list[dict[str, Any]] = []
         cursor: str | None = None
         for _ in range(MOST_PAGES):
@@ -164,27 +177,33 @@ class EventFeed:
                 self._forget_old()
                 await asyncio.sleep(max(0.0, self.interval - (time.monotonic() - began)))
         finally:
+            self.covered_from = None  # stopped: it no longer says where things stand
             self._started.set()
 
     async def _look(self) -> None:
         """Read the newest events down to the ones already seen; hand over the new ones."""
         self.looks += 1
+        first = self.covered_from is None
         fresh: list[dict[str, Any]] = []
         cursor: str | None = None
+        back_to: int | None = None
         for _ in range(MOST_PAGES):
             page = await self._client().events.list(cursor=cursor, limit=PAGE)
             data = [e for e in page.get("data") or [] if isinstance(e, dict)]
             new = [e for e in data if self._is_new(e)]
+            if first and data:
+                # The first look reads BACKFILL_MS back: kept, for marks from before it.
+                back_to = back_to or event_ms(data[0]) - BACKFILL_MS
+                new = [e for e in new if event_ms(e) > back_to]
             fresh += new
             cursor = page.get("nextCursor")
-            if self.covered_from is None or len(new) < len(data) or not cursor:
+            if len(new) < len(data) or not cursor:
                 break
-        if self.covered_from is None:
-            # The first look: what is already there is history, not news.
-            self._advance(fresh)
-            self.covered_from = self._newest_ms
-            return
         fresh.reverse()
+        if first:
+            # Covered from the oldest event read (all of them, if the account has no more).
+            oldest = event_ms(fresh[0]) if fresh else -1
+            self.covered_from = -1 if not cursor else max(oldest, back_to or -1)
         self._advance(fresh)
         for event in fresh:
             self._hand_over(event)

@@ -88,6 +88,7 @@ class RuntimeProvider(RuntimeWatching, RuntimeSnapshots, RuntimeAccount):
         # Read here, in the worker (a bad value fails its first Runtime activity, saying why).
         self._settings = watch_settings
         self._streams_held = 0
+        self.read_by: dict[str, str] = {}
         self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Client] = (
             weakref.WeakKeyDictionary()
         )
@@ -101,9 +102,12 @@ class RuntimeProvider(RuntimeWatching, RuntimeSnapshots, RuntimeAccount):
             self._settings = WatchSettings.from_environment()
         return self._settings
 
+    def _streams_free(self) -> bool:
+        return self._streams_held < self.watch_settings.streams
+
     def _take_stream(self) -> bool:
         """One of this worker's watch streams, if one is free."""
-        if self._streams_held >= self.watch_settings.streams:
+        if not self._streams_free():
             return False
         self._streams_held += 1
         return True

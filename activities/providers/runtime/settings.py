@@ -5,9 +5,10 @@ that waits up to 5 s, then gets a 429. A watch stream held open is one of them f
 it is read, so each worker holds at most `OVERNIGHT_RUNTIME_STREAMS` (default 32) and watches
 every other run through its event feed, which holds nothing open and asks for the account's
 events every `OVERNIGHT_RUNTIME_EVENTS_SECONDS` (default 1). The setting is per worker: the
-workers sharing a key hold at most the sum of theirs, so size it as the key's ceiling divided
-by the workers (the default, 3 workers x 32 = 96 of 128, leaves 32 for creates, reads and
-everything else). 0 watches every run through the feed.
+workers sharing a key hold at most the sum of theirs, so size it as the key's ceiling (96 of
+128, leaving 32 for creates, reads and everything else) divided by the workers, less a little
+for the moment a closed stream and the next overlap at the server: the default, 30, is 90 for
+3 workers. 0 watches every run through the feed.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from activities.providers.protocol import ProviderError
 
 STREAMS_VARIABLE = "OVERNIGHT_RUNTIME_STREAMS"
 EVENTS_SECONDS_VARIABLE = "OVERNIGHT_RUNTIME_EVENTS_SECONDS"
-DEFAULT_STREAMS = 32
+DEFAULT_STREAMS = 30
 DEFAULT_EVENTS_SECONDS = 1.0
 # Runtime's per-key limit: no worker may hold more than this.
 SERVED_AT_ONCE = 128

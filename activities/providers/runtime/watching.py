@@ -33,6 +33,8 @@ if TYPE_CHECKING:
 # After its exit marker appears, an agent's process may take a moment to be reported ended.
 EXIT_REPORT_TRIES = 25
 EXIT_REPORT_PAUSE = 0.2
+# How many runs' last read way (`RuntimeWatching.read_by`) is remembered.
+READ_BY_KEPT = 10_000
 # A mark taken from this worker's clock is set back this much, against a skew with Runtime's
 # (events in between are taken twice, which is harmless; none is missed).
 CLOCK_MARGIN_MS = 5000
@@ -47,6 +49,7 @@ class RuntimeWatching:
     `_budget`, its event feed and its count of streams)."""
 
     _budget: float
+    read_by: dict[str, str]
 
     if TYPE_CHECKING:
 
@@ -63,6 +66,8 @@ class RuntimeWatching:
         def _take_stream(self) -> bool: ...
 
         def _give_stream(self) -> None: ...
+
+        def _streams_free(self) -> bool: ...
 
     async def watch(
         self,
@@ -85,7 +90,7 @@ class RuntimeWatching:
                 sandbox = await self._get(sandbox_id)
                 if sandbox.state != "running":
                     return Sighting(sandbox_info(sandbox.info), alive, False, None)
-                fresh = await watching.start_watch(sandbox, checkpoint_path, wall_mark())
+                fresh = await watching.start_watch(sandbox, checkpoint_path, self._mark_now())
                 raw = await self._raw_process(sandbox, process_id)
                 process = ProcessInfo(process_id, "missing") if raw is None else process_info(raw)
                 started = None if raw is None else parse_time(raw.get("startedAt"))
@@ -125,6 +130,7 @@ class RuntimeWatching:
     ) -> tuple[watching.WatchNews, watching.WatchToken]:
         """The watch's news through a held stream if this worker has one free, else through
         its event feed."""
+        self._note_read_by(sandbox_id, "stream" if self._streams_free() else "feed")
         if self._take_stream():
             try:
                 handle = watching.watch_handle(self._client().sandboxes._t, sandbox_id, known)
@@ -133,12 +139,26 @@ class RuntimeWatching:
                 )
             finally:
                 self._give_stream()
-            return news, dataclasses.replace(after, mark=wall_mark())
+            return news, dataclasses.replace(after, mark=self._mark_now())
         mark = known.mark if known.mark is not None else wall_mark()
         news, mark = await feed_news(
             self._feed(), sandbox_id, checkpoint_path, mark, wait_seconds, report_touch=report_touch
         )
         return news, dataclasses.replace(known, pending="", mark=mark)
+
+    def _note_read_by(self, sandbox_id: str, how: str) -> None:
+        """Which way each run was last read ("stream" or "feed"), for measuring each."""
+        read_by = self.read_by
+        read_by.pop(sandbox_id, None)
+        read_by[sandbox_id] = how
+        while len(read_by) > READ_BY_KEPT:
+            del read_by[next(iter(read_by))]
+
+    def _mark_now(self) -> int:
+        """Where the feed stands now if it reads (events after it are news), else this
+        worker's clock set back a margin."""
+        feed = self._feed()
+        return feed.mark_now() if feed.covered_from is not None else wall_mark()
 
     async def _pending(
         self, sandbox_id: str, process_id: str, known: watching.WatchToken
