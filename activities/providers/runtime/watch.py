@@ -124,7 +124,14 @@ async def start_watch(
         for watch in await sandbox.files.watches.list():
             if watch.get("path") == folder:
                 await sandbox.files.watches.stop(str(watch["id"]))
-        handle = await sandbox.files.watch(folder, **options)
+        try:
+            handle = await sandbox.files.watch(folder, **options)
+        except withruntime.ConflictError as again:
+            if again.code != "too_many_watches":
+                raise
+            # The account's webhook watches are all taken (a limit Runtime does not publish):
+            # a plain watch, read only by a stream (through the feed, only its pauses show).
+            handle = await sandbox.files.watch(folder, **{**options, "webhook": False})
     return WatchToken(handle.id, handle.cursor, mark=mark)
 
 
