@@ -16,7 +16,7 @@ import withruntime
 
 from activities.models import ObserveInput
 from activities.observe import observe
-from activities.providers.protocol import AgentLaunch, SandboxRequest, Sighting
+from activities.providers.protocol import AgentLaunch, ProviderError, SandboxRequest, Sighting
 from activities.providers.runtime.provider import RuntimeProvider
 from activities.providers.runtime.settings import WatchSettings
 from activities.providers.runtime.watch import exit_marker_path
@@ -263,5 +263,27 @@ async def test_an_unchanged_checkpoint_is_stat_not_downloaded_even_by_a_new_watc
         await provider.run(sandbox_id, f"echo '{{\"step\": 4}}' > {CHECKPOINT}")
         await observe_quietly(provider, sandbox_id, agent.process_id, None)
         assert fake.request_count(sandbox_id=sandbox_id, route="read") == 1
+    finally:
+        await provider.aclose()
+
+
+async def test_a_failing_events_route_fails_the_watch_retryably_instead_of_hanging(
+    fake: FakeRuntime,
+) -> None:
+    provider = provider_with(streams=0)
+    try:
+        sandbox_id = await new_sandbox(provider, "down-1")
+        launch = AgentLaunch("down-1-1-0", "sleep 60", "/workspace", {})
+        agent = await provider.start_agent(sandbox_id, launch)
+        first = await provider.watch(
+            sandbox_id, agent.process_id, CHECKPOINT, token=None, wait_seconds=0
+        )
+        fake.fail(None, 500, route="events")
+        began = time.monotonic()
+        with pytest.raises(ProviderError) as raised:
+            await provider.watch(
+                sandbox_id, agent.process_id, CHECKPOINT, token=first.token, wait_seconds=30
+            )
+        assert raised.value.retryable and time.monotonic() - began < 10
     finally:
         await provider.aclose()

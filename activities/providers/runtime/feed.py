@@ -171,6 +171,9 @@ class EventFeed:
                 try:
                     await self._look()
                 except (withruntime.RuntimeError, OSError, ValueError):
+                    # Watches go on meanwhile: not covered, each asks for its own events (and
+                    # meets the failure itself, which its activity's retry policy absorbs).
+                    self._started.set()
                     await asyncio.sleep(FAILED_PAUSE_SECONDS)
                     continue
                 self._started.set()
