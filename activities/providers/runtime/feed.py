@@ -30,8 +30,9 @@ import withruntime
 PAGE = 100
 # At most this many pages a look (a flood beyond them is caught up per sandbox, by its mark).
 MOST_PAGES = 20
-# Events kept per sandbox, and for how long after its last one (for observes that come later).
-KEPT_PER_SANDBOX = 64
+# Events kept per sandbox (only what a watch reads of each), and for how long after its last
+# one (for observes that come later).
+KEPT_PER_SANDBOX = 32
 KEPT_SECONDS = 1800.0
 # With nobody watching through it for this long, the feed stops asking.
 IDLE_STOP_SECONDS = 120.0
@@ -54,6 +55,24 @@ def event_ms(event: dict[str, Any]) -> int:
         return int(datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp() * 1000)
     except ValueError:
         return 0
+
+
+def _compact(event: dict[str, Any], sandbox_id: str) -> dict[str, Any]:
+    """What a watch needs of an event (a thousand sandboxes' last events stay small)."""
+    found = event.get("data")
+    data: dict[str, Any] = found if isinstance(found, dict) else {}
+    kept: dict[str, Any] = {"sandbox": {"id": sandbox_id}}
+    changes = data.get("events")
+    if isinstance(changes, list):
+        kept["events"] = [
+            {k: c[k] for k in ("type", "path", "oldPath") if k in c}
+            for c in changes
+            if isinstance(c, dict)
+        ]
+    for name in ("more", "overflow", "ended"):
+        if data.get(name):
+            kept[name] = data[name]
+    return {k: event.get(k) for k in ("id", "type", "createdAt")} | {"data": kept}
 
 
 def sandbox_of(event: dict[str, Any]) -> str | None:
@@ -229,6 +248,7 @@ class EventFeed:
         sandbox_id = sandbox_of(event)
         if sandbox_id is None:
             return
+        event = _compact(event, sandbox_id)
         kept = self._kept.setdefault(sandbox_id, _Kept())
         if len(kept.events) == kept.events.maxlen:
             kept.dropped_up_to = event_ms(kept.events[0])
