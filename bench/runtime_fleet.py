@@ -181,6 +181,10 @@ async def measure_runtime_fleet(
         await stack.enter_async_context(fake)
         flight = stack.enter_context(Flight(fake))
         changes = worker_env(fake, folder / "config")
+        # This process makes the sandboxes through the fake too: its environment points there
+        # for the benchmark's life, and is given back after.
+        before = {name: os.environ.get(name) for name in changes}
+        stack.callback(_restore, before)
         for name, value in changes.items():
             if value is None:
                 env.pop(name, None)
@@ -210,21 +214,22 @@ async def measure_runtime_fleet(
         outs = [folder / f"worker-{w}.json" for w in range(settings.workers)]
         procs = []
         for w, out in enumerate(outs):
-            log = (folder / f"worker-{w}.log").open("ab")
-            procs.append(
-                await asyncio.create_subprocess_exec(
-                    sys.executable,
-                    "-m",
-                    "bench.runtime_fleet_worker",
-                    str(plan_file),
-                    str(w),
-                    str(out),
-                    cwd=REPO_ROOT,
-                    env=env,
-                    stdout=log,
-                    stderr=log,
+            # The child writes to its own copy of the file; this one is closed at once.
+            with (folder / f"worker-{w}.log").open("ab") as log:
+                procs.append(
+                    await asyncio.create_subprocess_exec(
+                        sys.executable,
+                        "-m",
+                        "bench.runtime_fleet_worker",
+                        str(plan_file),
+                        str(w),
+                        str(out),
+                        cwd=REPO_ROOT,
+                        env=env,
+                        stdout=log,
+                        stderr=log,
+                    )
                 )
-            )
         try:
             ready_by = time.monotonic() + 60 + 6 * settings.runs / settings.starts_per_second
             while not all(o.with_suffix(".ready").exists() for o in outs):
@@ -339,3 +344,11 @@ def _spread(values: list[float]) -> dict[str, float | int]:
         "p95": round(percentile(values, 95), 3),
         "max": round(max(values), 3),
     }
+
+
+def _restore(before: dict[str, str | None]) -> None:
+    for name, value in before.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
