@@ -45,8 +45,10 @@ async def observe(
         agent_done = seen.process.state != "running"
         now = time.monotonic()
         due = ended or agent_done or now >= give_up
-        # An agent that ended may have written its last checkpoint just before: read it once.
-        if running and ((dirty and (due or now >= report_at)) or agent_done):
+        # An agent that ended may have written its last checkpoint just before: the watch
+        # says so (its write comes before its exit), and only then is it read. Nothing is
+        # downloaded that the watch did not see written (a new watch stats it first).
+        if running and dirty and (due or now >= report_at):
             known = news.digest if news is not None else input.known_digest
             read = await read_checkpoint(
                 provider,

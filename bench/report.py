@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 # The suite's benchmarks (`python -m bench --only NAME`), in the table's order.
-SUITE = ("crash", "recovery", "history", "scale", "requests")
+SUITE = ("crash", "recovery", "history", "scale", "requests", "fleet")
 # Every group a row may carry: the suite's, then the benchmarks run on their own
 # (`python -m bench.snapshot_recovery`), whose rows a suite run keeps.
 GROUPS = (*SUITE, "snapshot", "network", "codec", "metrics", "localwatch")

@@ -18,6 +18,7 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
 from bench.crash import measure_crash
+from bench.fleet_rows import fleet_rows
 from bench.history import measure_history
 from bench.key_limit import KeySettings, measure_key_limit
 from bench.procs import dev_server
@@ -25,6 +26,7 @@ from bench.provider_cost import CostSettings, measure_provider_cost
 from bench.provider_rows import cost_rows
 from bench.report import RESULTS_DIR, SUITE, Row, machine, render_text, save_results
 from bench.runtime_crash import measure_runtime_crash
+from bench.runtime_fleet import FleetSettings, measure_runtime_fleet
 from bench.scale import ScaleSettings, measure_scale
 from overnight.grants import WRITABLE_BIND_ROOTS_ENV
 from overnight.home import HOME_ENV
@@ -45,6 +47,7 @@ class Plan:
     cost: CostSettings
     key: KeySettings
     worker_cap: KeySettings
+    fleet: FleetSettings
 
     @staticmethod
     def full() -> Plan:
@@ -58,6 +61,7 @@ class Plan:
             cost=CostSettings(),
             key=KeySettings(),
             worker_cap=KeySettings(runs=60, workers=1, per_second=4, window=60),
+            fleet=FleetSettings(),
         )
 
     @staticmethod
@@ -88,6 +92,7 @@ class Plan:
             ),
             key=KeySettings(runs=4, workers=2, per_second=4, window=6, settle=2),
             worker_cap=KeySettings(runs=2, workers=1, per_second=4, window=4, settle=1),
+            fleet=FleetSettings.quick(),
         )
 
 
@@ -161,6 +166,11 @@ async def run_bench(options: Options, out: Callable[[str], None] = print) -> Out
                 rows += _grouped(
                     await _requests(client, address, state_dir, plan, details, out), "requests"
                 )
+    if "fleet" in options.only:
+        fleet = plan.fleet
+        out(f"runtime fleet: {fleet.runs} runs on one key, {fleet.workers} worker processes")
+        details["fleet"] = await measure_runtime_fleet(state_dir, fleet, out)
+        rows += _grouped(fleet_rows(details["fleet"]), "fleet")
     meta = {
         "command": "python -m bench"
         + (" --quick" if options.quick else "")

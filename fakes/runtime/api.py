@@ -23,6 +23,7 @@ from activities.providers.protocol import (
     SandboxProvider,
 )
 from fakes.runtime.commands import CommandRoutes
+from fakes.runtime.events import EventRoutes
 from fakes.runtime.faults import Faults
 from fakes.runtime.files import FileRoutes
 from fakes.runtime.http import Request, Response, Route, error_response
@@ -65,6 +66,7 @@ class RuntimeApi:
         self._key_locks: dict[tuple[str, str, str], asyncio.Lock] = {}
         sandbox_routes = SandboxRoutes(engine, self.sandboxes, self.rules)
         commands = CommandRoutes(engine, self.sandboxes, self.rules)
+        self.commands = commands
         self.snapshots = SnapshotRoutes(engine, self.sandboxes, self.rules, commands)  # type: ignore[arg-type]
         sandbox_routes.snapshots = self.snapshots
         self._routes = (
@@ -74,6 +76,7 @@ class RuntimeApi:
             + FileRoutes(engine).routes()
             + self.watches.routes()
             + MoneyRoutes(self.sandboxes).routes()
+            + EventRoutes(self.sandboxes.events).routes()
         )
 
     @property

@@ -70,6 +70,18 @@ class CommandRoutes:
         self.rules = rules
         self._processes: dict[str, dict[str, dict[str, Any]]] = {}
 
+    def adopt(self, sandbox_id: str, process_id: str, command: str, started: datetime) -> None:
+        """A process the engine runs that no spawn made (a virtual agent): known from now on."""
+        record = {
+            "id": process_id,
+            "command": command,
+            "cwd": "/workspace",
+            "startedAt": started.isoformat(),
+            "user": "sandbox",
+            "outputEncoding": "utf8",
+        }
+        self._processes.setdefault(sandbox_id, {})[process_id] = record
+
     def routes(self) -> RouteTable:
         return [
             Route("POST", re.compile(SANDBOX + ":exec$"), "exec", self._exec, guest=True),
@@ -146,12 +158,14 @@ class CommandRoutes:
         launch = AgentLaunch(
             start_key, command, body.get("cwd") or "/workspace", body.get("env") or {}
         )
+        # The moment it was started: whatever it writes is newer.
+        started_at = datetime.now(UTC).isoformat()
         started = await self.engine.start_agent(groups[0], launch)
         record = {
             "id": started.process_id,
             "command": command,
             "cwd": launch.cwd,
-            "startedAt": datetime.now(UTC).isoformat(),
+            "startedAt": started_at,
             "user": "sandbox",
             "outputEncoding": body.get("outputEncoding") or "utf8",
         }

@@ -104,6 +104,15 @@ class Rules:
     max_queue_seconds: float = 5.0
     # Watches: at most `max_watches` running per sandbox.
     max_watches: int = 4
+    # A watch started with `webhook: true` is read by Runtime itself, at most once every
+    # `file_hook_window_seconds`, into a `sandbox.files.changed` event of at most
+    # `file_hook_events` changes. The public docs leave both numbers unstated
+    # (`{{file-hook-window}}`, `{{file-hook-events}}`): these are the fake's assumption. So is
+    # `max_hook_watches`, the account's limit on such watches (`{{file-hook-limit}}`; None:
+    # none), past which a start answers 409 `too_many_watches`.
+    file_hook_window_seconds: float = 5.0
+    file_hook_events: int = 100
+    max_hook_watches: int | None = None
     # A follow stream (watch events, process output) ends with `continue` after this long.
     stream_seconds: float = 110.0
     # The longest `waitMs` long-poll, and the longest `waitFor` hold.

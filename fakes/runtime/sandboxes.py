@@ -27,6 +27,7 @@ from typing import Any
 from activities.models import SandboxInfo
 from activities.providers.local.provider import LocalProvider
 from activities.providers.protocol import ProviderError, SandboxNotFound, SandboxProvider
+from fakes.runtime.events import EventLog
 from fakes.runtime.money import MAX_HOLD_MS, Billing
 from fakes.runtime.rules import Rules
 
@@ -109,6 +110,8 @@ class Sandboxes:
         self.records: dict[str, Record] = {}
         self.names: dict[str, str] = {}
         self.wakes: list[tuple[str, str]] = []  # (sandbox id, what woke it)
+        # The account's events (`GET /v1/events`): each look notes a change of state.
+        self.events = EventLog()
         self.create_lock = asyncio.Lock()
 
     # --- looking up ---
@@ -133,6 +136,7 @@ class Sandboxes:
                 record.deleted = True
                 raise SandboxNotFound(sandbox_id)
         self.observe(record, info)
+        self.json(record, info)  # a look: notes a change of state as an event
         return record, info
 
     def observe(self, record: Record, info: SandboxInfo) -> None:
@@ -207,9 +211,11 @@ class Sandboxes:
                 self.names[record.name] = record.id
 
     def json(self, record: Record, info: SandboxInfo, **extra: Any) -> dict[str, Any]:
+        """The sandbox's API object; each one made is a look that notes a change of state as
+        an event (`events.EventLog`)."""
         stopped = info.state == "stopped"
         timeout = record.timeout_seconds
-        return {
+        shown = {
             "id": record.id,
             "state": info.state,
             "name": record.name,
@@ -226,6 +232,8 @@ class Sandboxes:
             **record.shown,
             **extra,
         }
+        self.events.sandbox_seen(shown)
+        return shown
 
     # --- wakes ---
 

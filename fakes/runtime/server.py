@@ -19,6 +19,8 @@ For tests (see `inspection.Inspection`):
 - money (see `money` for the billing model, `money_routes.MoneyControls`): `prices=`,
   `set_daily_limit`, `forget_daily_spend`, `set_daily_used`, `set_credit`, `exhaust_trial`,
   `charged_micros`, `held_micros`, `daily_used_micros`;
+- virtual agents (`virtual.VirtualAgents`): `start_virtual_agent`, `end_virtual_agent`,
+  `write_guest_file`, for many runs at once;
 - faults: `fail`, `overload`, `drop_connections`, `lose_answers`, `slow`, `hang`,
   `stop_answering`/`resume_answering`, `revoke_key`.
 """
@@ -44,6 +46,7 @@ from fakes.runtime.inspection import Inspection
 from fakes.runtime.money import Billing, Prices
 from fakes.runtime.money_routes import MoneyControls
 from fakes.runtime.rules import Rules
+from fakes.runtime.virtual import VirtualAgents
 
 T = TypeVar("T")
 PROXY_VARIABLES = (
@@ -56,7 +59,7 @@ PROXY_VARIABLES = (
 )
 
 
-class FakeRuntime(Inspection, MoneyControls):
+class FakeRuntime(Inspection, MoneyControls, VirtualAgents):
     """A loopback Runtime API backed by a sandbox engine built (in the fake's loop) by
     `engine_factory`. Use as a context manager; `url` and `api_key` point a client at it.
 

@@ -72,6 +72,10 @@ class Watch:
     pending: list[dict[str, Any]] = field(default_factory=list)
     pending_since: float | None = None
     ended: str | None = None
+    # Started with `webhook: true`: Runtime reads it into `sandbox.files.changed` events.
+    webhook: bool = False
+    hook_cursor: int = 0
+    hook_read_at: float = float("-inf")
     lock: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False)
 
     def json(self) -> dict[str, Any]:
@@ -88,6 +92,7 @@ class Watch:
             "state": "running" if self.ended is None else "ended",
             "endReason": self.ended,
             "createdAt": iso(self.created_at),
+            "webhook": self.webhook,
         }
 
 
@@ -129,6 +134,12 @@ class WatchRoutes:
             return error_response(
                 409, "too_many_watches", f"At most {self.rules.max_watches} watches a sandbox."
             )
+        hooks = self.rules.max_hook_watches
+        if body.get("webhook") and hooks is not None:
+            if sum(1 for w in self.watches.values() if w.webhook and not w.ended) >= hooks:
+                return error_response(
+                    409, "too_many_watches", f"At most {hooks} webhook watches an account."
+                )
         if not isinstance(self.engine, LocalProvider):
             return error_response(501, "unsupported", "Watches need the local engine.")
         path = posixpath.normpath(body["path"])
@@ -153,6 +164,7 @@ class WatchRoutes:
             batch_ms=int(body.get("batchMs", 0)),
             timeout_ms=int(body.get("timeoutMs", DEFAULT_WATCH_MS)),
             last=first or {},
+            webhook=bool(body.get("webhook", False)),
         )
         self.watches[watch.id] = watch
         task = asyncio.get_running_loop().create_task(self._scan_until_ended(watch))
@@ -239,7 +251,8 @@ class WatchRoutes:
             if watch.timeout_ms and time.monotonic() - watch.started >= watch.timeout_ms / 1000:
                 watch.ended = "timeout"
                 return
-            if await self._state(watch.sandbox_id) in ("stopped", "missing"):
+            state = await self._state(watch.sandbox_id)
+            if state in ("stopped", "missing"):
                 watch.ended = "stopped"
                 return
             found: Look | None = await asyncio.to_thread(look, watch.root, watch.filters)
@@ -258,10 +271,34 @@ class WatchRoutes:
                 watch.pending_since = now
             watch.pending += news
             if watch.pending and (
-                flush or now - (watch.pending_since or now) >= watch.batch_ms / 1000
+                flush
+                or state == "paused"
+                or now - (watch.pending_since or now) >= watch.batch_ms / 1000
             ):
                 watch.events += fold(watch.pending)
                 watch.pending, watch.pending_since = [], None
+            if watch.webhook and state != "paused":
+                self._hook(watch, now)
+
+    def _hook(self, watch: Watch, now: float) -> None:
+        """Runtime's own read of a webhook watch: what changed since its last read, at most
+        once a window (not while the sandbox is paused: the watch never keeps it awake)."""
+        if len(watch.events) <= watch.hook_cursor:
+            return
+        if now - watch.hook_read_at < self.rules.file_hook_window_seconds:
+            return
+        news = watch.events[watch.hook_cursor :]
+        watch.hook_cursor, watch.hook_read_at = len(watch.events), now
+        most = self.rules.file_hook_events
+        record = self.sandboxes.records.get(watch.sandbox_id)
+        data = {
+            "sandbox": {"id": watch.sandbox_id, "name": record.name if record else None},
+            "watch": {"id": watch.id, "path": watch.path},
+            "events": news[:most],
+            "more": max(0, len(news) - most),
+            "overflow": False,
+        }
+        self.sandboxes.events.add("sandbox.files.changed", watch.sandbox_id, data)
 
     @staticmethod
     def _path(watch: Watch, rel: str) -> str:
@@ -295,6 +332,8 @@ def _watch_problems(body: Any, rules: Rules) -> list[tuple[str, str]]:
     batch = body.get("batchMs", 0)
     if isinstance(batch, bool) or not isinstance(batch, int) or not 0 <= batch <= 60_000:
         problems.append(("batchMs", "batchMs must be 0 to 60000."))
+    if "webhook" in body and not isinstance(body["webhook"], bool):
+        problems.append(("webhook", "webhook must be true or false."))
     watch_id = body.get("id")
     if watch_id is not None and not (isinstance(watch_id, str) and _WATCH_ID.match(watch_id)):
         problems.append(("id", "id must be 1 to 64 letters, digits, '_', '.' or '-'."))

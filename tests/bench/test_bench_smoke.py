@@ -40,6 +40,7 @@ async def test_quick_bench_measures_both_systems_on_every_metric(
         "local checkpoint reads / run-hour, quiet agent",
         "runtime runs one key sustains under 50 req/s (from the measured rate)",
         "4 concurrent runtime runs on one key (2 workers): 429 answers",
+        "12 concurrent runtime runs on one key (2 workers): watch streams held at once, most",
     ):
         assert expected in metrics
     for row in outcome.rows:
@@ -54,6 +55,8 @@ async def test_quick_bench_measures_both_systems_on_every_metric(
         assert cells[f"{system}/runtime/ticking"]["requests_per_hour"] > 0
         assert cells[f"{system}/local/ticking"]["read_per_hour"] > 0
     assert outcome.details["key_limit"]["late_runs"] == []
+    fleet = outcome.details["fleet"]
+    assert fleet["crash_missing"] == 0 and fleet["streams_held_most"] <= fleet["ceiling"]
     assert outcome.details["history"]["overnight"]["events"] > 0
     overnight_scale = outcome.details["scale"]["overnight"]["levels"][0]
     assert overnight_scale["all_started"] and overnight_scale["lag"]["n"] > 0

@@ -500,10 +500,11 @@ async def test_news_read_from_before_a_pause_wakes_nothing_and_is_acted_on_after
     assert (after.process.state, after.process.exit_code) == ("exited", 3)
 
 
-async def test_one_worker_holds_a_watch_stream_for_each_of_many_runs_at_once(
+async def test_one_worker_holds_its_streams_and_watches_the_other_runs_through_the_feed(
     fake: FakeRuntime, provider: RuntimeProvider
 ) -> None:
-    """A watch queued behind a full stream pool would return "quiet" without looking."""
+    """A watch queued behind a full stream pool would return "quiet" without looking: past its
+    streams (32 by default) a worker watches through the account's events instead."""
     runs = 45
     tokens: list[tuple[str, str, str | None]] = []
     for n in range(runs):
@@ -522,5 +523,7 @@ async def test_one_worker_holds_a_watch_stream_for_each_of_many_runs_at_once(
     # All held at once: done in about one wait, not two.
     assert time.monotonic() - began < 5.5
     assert all(s.sandbox.state == "running" and not s.checkpoint_touched for s in seen)
-    # Every run's watch reached Runtime (one queued for a free stream would not have).
-    assert fake.counts_by_route().get("watch_events", 0) >= runs
+    # Every run's watch reached Runtime: 32 streams, and the feed for the other 13.
+    streams = provider.watch_settings.streams
+    assert fake.counts_by_route().get("watch_events", 0) == streams < runs
+    assert fake.counts_by_route().get("events", 0) >= 1

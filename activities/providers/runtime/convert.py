@@ -51,14 +51,14 @@ def sandbox_info(info: dict[str, Any]) -> SandboxInfo:
         state=_SANDBOX_STATES.get(str(info.get("state") or ""), "starting"),
         stop_reason=info.get("stopReason"),
         labels={str(k): str(v) for k, v in labels.items()},
-        created_at=_parse_time(info.get("createdAt")),
-        lease_ends_at=_parse_time(info.get("endsAt") or info.get("expiresAt")),
+        created_at=parse_time(info.get("createdAt")),
+        lease_ends_at=parse_time(info.get("endsAt") or info.get("expiresAt")),
     )
 
 
 def lease_left(info: dict[str, Any]) -> float | None:
     """Seconds until the lease ends, by the worker's clock; None without a time limit."""
-    ends = _parse_time(info.get("endsAt") or info.get("expiresAt"))
+    ends = parse_time(info.get("endsAt") or info.get("expiresAt"))
     if ends is None:
         return None
     if ends.tzinfo is None:
@@ -83,16 +83,17 @@ def _unix_seconds(value: Any) -> float | None:
     """An `endedAt` (ISO 8601, or Unix seconds) as Unix seconds; None if unreadable."""
     if isinstance(value, int | float) and not isinstance(value, bool):
         return float(value)
-    when = _parse_time(value)
+    when = parse_time(value)
     if when is None:
         return None
     return (when if when.tzinfo is not None else when.replace(tzinfo=UTC)).timestamp()
 
 
-def _parse_time(value: Any) -> datetime | None:
+def parse_time(value: Any) -> datetime | None:
     if not isinstance(value, str):
         return None
     try:
-        return datetime.fromisoformat(value)
+        found = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
         return None
+    return found if found.tzinfo is not None else found.replace(tzinfo=UTC)

@@ -10,7 +10,8 @@ Facts of Runtime's API that shape this module:
   last checkpoint can always be salvaged; `wake` carries one on with a fresh lease.
 - A command's timeout must fit the lease left (else 409 `lease_too_short`): `run` shortens it.
 - Pause, stop, wake and extend answer with the sandbox, which is what they return here.
-- Watching holds one request per run (see `activities.providers.runtime.watch`).
+- Watching holds at most `streams` requests per worker, however many runs it watches (see
+  `activities.providers.runtime.watching` and `settings`).
 - A client's pooled connections belong to the event loop that opened them: one client per
   loop, built on first use in the worker (never at import).
 """
@@ -46,18 +47,20 @@ from activities.providers.runtime.convert import (
     start_marker,
 )
 from activities.providers.runtime.errors import runtime_call
+from activities.providers.runtime.feed import EventFeed
 from activities.providers.runtime.money import RuntimeAccount
 from activities.providers.runtime.request_count import count_requests
+from activities.providers.runtime.settings import WatchSettings
 from activities.providers.runtime.snapshots import RuntimeSnapshots
 from activities.providers.runtime.watching import RuntimeWatching
 
 API_KEY_VARIABLE = "RUNTIME_API_KEY"
 _Client = withruntime.AsyncRuntime
-# Each watched run holds one stream; the SDK's default pool (48 connections, 40 for streams)
-# would cap a worker at 40 watched runs. Runtime itself serves at most 128 requests at once per
-# key, so a worker may hold that many streams, plus room for ordinary calls.
-RUNTIME_SERVED_AT_ONCE = 128
-CALL_CONNECTIONS = 8
+# The SDK keeps 8 of its connections for calls and lets streams (watch streams, and file
+# downloads) take the rest: a worker's pool is its watch streams, room for this many downloads
+# at once, and those 8.
+DOWNLOAD_CONNECTIONS = 8
+SDK_KEPT_FOR_CALLS = 8
 # A command is given at most the lease left minus this, so it never outlasts the lease.
 LEASE_SAFETY_SECONDS = 10
 
@@ -77,16 +80,48 @@ class RuntimeProvider(RuntimeWatching, RuntimeSnapshots, RuntimeAccount):
         timeout_seconds: float = 75,
         max_retries: int = 2,
         call_budget_seconds: float = 180,
-        max_connections: int = RUNTIME_SERVED_AT_ONCE + CALL_CONNECTIONS,
+        watch_settings: WatchSettings | None = None,
     ) -> None:
         # 75 s per attempt: a pause or stop may be held up to 60 s by `Prefer: wait=60`.
         self._timeout = timeout_seconds
         self._max_retries = max_retries
         self._budget = call_budget_seconds
-        self._max_connections = max_connections
+        # Read here, in the worker (a bad value fails its first Runtime activity, saying why).
+        self._settings = watch_settings
+        self._streams_held = 0
+        self.read_by: dict[str, str] = {}
         self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Client] = (
             weakref.WeakKeyDictionary()
         )
+        self._feeds: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, EventFeed] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    @property
+    def watch_settings(self) -> WatchSettings:
+        if self._settings is None:
+            self._settings = WatchSettings.from_environment()
+        return self._settings
+
+    def _streams_free(self) -> bool:
+        return self._streams_held < self.watch_settings.streams
+
+    def _take_stream(self) -> bool:
+        """One of this worker's watch streams, if one is free."""
+        if not self._streams_free():
+            return False
+        self._streams_held += 1
+        return True
+
+    def _give_stream(self) -> None:
+        self._streams_held -= 1
+
+    def _feed(self) -> EventFeed:
+        loop = asyncio.get_running_loop()
+        feed = self._feeds.get(loop)
+        if feed is None:
+            feed = self._feeds[loop] = EventFeed(self._client, self.watch_settings.events_seconds)
+        return feed
 
     def _client(self) -> _Client:
         loop = asyncio.get_running_loop()
@@ -107,7 +142,9 @@ class RuntimeProvider(RuntimeWatching, RuntimeSnapshots, RuntimeAccount):
                     timeout=self._timeout,
                     max_retries=self._max_retries,
                     wait_for_capacity=0,
-                    max_connections=self._max_connections,
+                    max_connections=self.watch_settings.streams
+                    + DOWNLOAD_CONNECTIONS
+                    + SDK_KEPT_FOR_CALLS,
                 )
             except ValueError as error:
                 raise ProviderError(
@@ -328,6 +365,9 @@ class RuntimeProvider(RuntimeWatching, RuntimeSnapshots, RuntimeAccount):
             loop = asyncio.get_running_loop()
         except RuntimeError:
             return
+        feed = self._feeds.pop(loop, None)
+        if feed is not None:
+            await feed.close()
         client = self._clients.pop(loop, None)
         if client is not None:
             await client.close()

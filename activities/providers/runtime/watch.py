@@ -1,16 +1,20 @@
-"""Watching a Runtime sandbox's agent with one held request instead of polling.
+"""Watching a Runtime sandbox's agent through one file watch per sandbox.
 
-One file watch per sandbox, on the checkpoint's folder, read as a stream
-(`GET …/files/watches/{id}/events?follow=true`): the stream costs one request per ~110 s while
-nothing happens, never wakes a paused sandbox, and ends with `paused` when the sandbox pauses.
-The agent's exit shows up on the same stream, because the spawned command is wrapped to write
-an exit marker (`.overnight-exit-<start key>`) next to the checkpoint when the agent ends; only
-then is the process itself asked for its exit code. So a quiet agent costs ~0.55 requests a
-minute, a crash is seen within the watch's batch delay (100 ms), and exactly one request is held
-per watched run (Runtime serves at most 128 at once per key).
+One file watch per sandbox, on the checkpoint's folder, started with `webhook: true`, so it
+can be read two ways (see `activities.providers.runtime.watching` for which one a run gets):
+- as a stream held open (`GET …/files/watches/{id}/events?follow=true`): one request per
+  ~110 s while nothing happens, news within the watch's batch delay (100 ms), and the stream
+  ends with `paused` when the sandbox pauses; or
+- through the account's events (`activities.providers.runtime.feed`): Runtime reads the watch
+  itself into `sandbox.files.changed` events, and one loop per worker reads those for all its
+  runs, holding nothing open.
+Reading a watch never wakes a paused sandbox. The agent's exit shows up as a file too: the
+spawned command is wrapped to write an exit marker (`.overnight-exit-<start key>`) next to the
+checkpoint when the agent ends; only then is the process itself asked for its exit code.
 
-The watch's id and cursor travel between observe activities as an opaque token
-(`<watch id>@<cursor>`), so a new activity carries on the same stream with nothing missed.
+The watch's id, its stream cursor and the mark of the last event taken from the feed travel
+between observe activities as an opaque token (`<watch id>@<cursor>~<mark>!<pending>`), so a
+new activity, on any worker, carries on with nothing missed.
 """
 
 from __future__ import annotations
@@ -61,18 +65,22 @@ class WatchToken:
     watch_id: str
     cursor: int
     pending: str = ""
+    # The feed's mark (ms): events up to it were taken. None: never read through the feed.
+    mark: int | None = None
 
     def encode(self) -> str:
-        return f"{self.watch_id}@{self.cursor}" + (f"!{self.pending}" if self.pending else "")
+        mark = "" if self.mark is None else f"~{self.mark}"
+        return f"{self.watch_id}@{self.cursor}{mark}" + (f"!{self.pending}" if self.pending else "")
 
     @classmethod
     def decode(cls, token: str | None) -> WatchToken | None:
         if not token or "@" not in token:
             return None
         token, _, pending = token.partition("!")
+        token, _, mark = token.partition("~")
         watch_id, _, cursor = token.rpartition("@")
         try:
-            return cls(watch_id, int(cursor), pending)
+            return cls(watch_id, int(cursor), pending, int(mark) if mark else None)
         except ValueError:
             return None
 
@@ -99,12 +107,16 @@ def watch_handle(transport: Any, sandbox_id: str, token: WatchToken) -> AsyncWat
     return AsyncWatchHandle(transport, base, {"id": token.watch_id, "cursor": token.cursor})
 
 
-async def start_watch(sandbox: withruntime.AsyncSandbox, checkpoint_path: str) -> WatchToken:
+async def start_watch(
+    sandbox: withruntime.AsyncSandbox, checkpoint_path: str, mark: int | None
+) -> WatchToken:
     """A new watch on the checkpoint's folder (not recursive: the repo next to it is not
-    watched), running until the sandbox stops."""
+    watched), running until the sandbox stops, read by Runtime into the account's events too.
+    `mark`: the feed's mark now (what happens from here on is news)."""
     folder = posixpath.dirname(checkpoint_path)
+    options: dict[str, Any] = {"batch_ms": WATCH_BATCH_MS, "timeout_ms": 0, "webhook": True}
     try:
-        handle = await sandbox.files.watch(folder, batch_ms=WATCH_BATCH_MS, timeout_ms=0)
+        handle = await sandbox.files.watch(folder, **options)
     except withruntime.ConflictError as error:
         if error.code != "too_many_watches":
             raise
@@ -112,8 +124,15 @@ async def start_watch(sandbox: withruntime.AsyncSandbox, checkpoint_path: str) -
         for watch in await sandbox.files.watches.list():
             if watch.get("path") == folder:
                 await sandbox.files.watches.stop(str(watch["id"]))
-        handle = await sandbox.files.watch(folder, batch_ms=WATCH_BATCH_MS, timeout_ms=0)
-    return WatchToken(handle.id, handle.cursor)
+        try:
+            handle = await sandbox.files.watch(folder, **options)
+        except withruntime.ConflictError as again:
+            if again.code != "too_many_watches":
+                raise
+            # The account's webhook watches are all taken (a limit Runtime does not publish):
+            # a plain watch, read only by a stream (through the feed, only its pauses show).
+            handle = await sandbox.files.watch(folder, **{**options, "webhook": False})
+    return WatchToken(handle.id, handle.cursor, mark=mark)
 
 
 async def next_news(
@@ -131,7 +150,7 @@ async def next_news(
     try:
         async with asyncio.timeout(max(0.0, wait_seconds)):
             async for event in events:
-                touched, exited = _note(event, checkpoint_path, touched, exited)
+                touched, exited = note(event, checkpoint_path, touched, exited)
                 if (touched and report_touch) or exited:
                     break
             else:
@@ -161,7 +180,7 @@ async def _pending_news(
     wait_ms = int(max(0.0, wait_seconds) * 1000)
     touched = exited = False
     for event in await handle.get_new_events(wait_ms=wait_ms):
-        touched, exited = _note(event, checkpoint_path, touched, exited)
+        touched, exited = note(event, checkpoint_path, touched, exited)
     ended = handle.exit_reason
     news = WatchNews(touched, exited, ended, settled=False)
     return news, WatchToken(handle.id, handle.cursor)
@@ -180,13 +199,14 @@ async def _settle(
             return touched, exited, False
         except StopAsyncIteration:
             return touched, exited, True
-        touched, exited = _note(event, checkpoint_path, touched, exited)
+        touched, exited = note(event, checkpoint_path, touched, exited)
     return touched, exited, False
 
 
-def _note(
+def note(
     event: dict[str, Any], checkpoint_path: str, touched: bool, exited: bool
 ) -> tuple[bool, bool]:
+    """One file event: the checkpoint touched, or an agent's exit marker written."""
     for path in (event.get("path"), event.get("oldPath")):
         if not isinstance(path, str):
             continue

@@ -1,32 +1,55 @@
-"""How `RuntimeProvider` watches an agent: one held file-watch stream per run
-(`activities.providers.runtime.watch` speaks the stream), news kept across a pause, and the
-agent's exit read once its marker appears.
+"""How `RuntimeProvider` watches an agent: through a held file-watch stream while this worker
+has one of its `streams` free, else through the worker's event feed, which holds nothing open
+(`activities.providers.runtime.watch` speaks the stream, `feed_watch` the feed); news kept
+across a pause, and the agent's exit read once its marker appears.
+
+Runtime serves at most 128 requests at once per key, so the streams a worker holds are capped
+(`OVERNIGHT_RUNTIME_STREAMS`, see `settings`): the workers sharing a key hold at most the sum
+of theirs, whatever the number of runs. Each observe takes a stream if one is free when it
+starts, so a run may be read one way, then the other; its token carries both the stream's
+cursor and the feed's mark.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-from typing import TYPE_CHECKING
+import time
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
 
 import withruntime
 
 from activities.models import SandboxInfo
 from activities.providers.protocol import ProcessInfo, Sighting
 from activities.providers.runtime import watch as watching
-from activities.providers.runtime.convert import process_info, sandbox_info
+from activities.providers.runtime.convert import parse_time, process_info, sandbox_info
 from activities.providers.runtime.errors import runtime_call
+from activities.providers.runtime.feed_watch import feed_news
+
+if TYPE_CHECKING:
+    from activities.providers.runtime.feed import EventFeed
 
 # After its exit marker appears, an agent's process may take a moment to be reported ended.
 EXIT_REPORT_TRIES = 25
 EXIT_REPORT_PAUSE = 0.2
+# How many runs' last read way (`RuntimeWatching.read_by`) is remembered.
+READ_BY_KEPT = 10_000
+# A mark taken from this worker's clock is set back this much, against a skew with Runtime's
+# (events in between are taken twice, which is harmless; none is missed).
+CLOCK_MARGIN_MS = 5000
+
+
+def wall_mark() -> int:
+    return int(time.time() * 1000) - CLOCK_MARGIN_MS
 
 
 class RuntimeWatching:
-    """Mixed into `RuntimeProvider` (which supplies `_client`, `_get`, `_handle`, `sandbox`
-    and `_budget`)."""
+    """Mixed into `RuntimeProvider` (which supplies `_client`, `_get`, `_handle`, `sandbox`,
+    `_budget`, its event feed and its count of streams)."""
 
     _budget: float
+    read_by: dict[str, str]
 
     if TYPE_CHECKING:
 
@@ -37,6 +60,14 @@ class RuntimeWatching:
         def _handle(self, sandbox_id: str) -> withruntime.AsyncSandbox: ...
 
         async def sandbox(self, sandbox_id: str) -> SandboxInfo: ...
+
+        def _feed(self) -> EventFeed: ...
+
+        def _take_stream(self) -> bool: ...
+
+        def _give_stream(self) -> None: ...
+
+        def _streams_free(self) -> bool: ...
 
     async def watch(
         self,
@@ -59,17 +90,20 @@ class RuntimeWatching:
                 sandbox = await self._get(sandbox_id)
                 if sandbox.state != "running":
                     return Sighting(sandbox_info(sandbox.info), alive, False, None)
-                fresh = await watching.start_watch(sandbox, checkpoint_path)
-                process = await self._process_of(sandbox, process_id)
-                return Sighting(sandbox_info(sandbox.info), process, True, fresh.encode())
-            handle = watching.watch_handle(self._client().sandboxes._t, sandbox_id, known)
+                fresh = await watching.start_watch(sandbox, checkpoint_path, self._mark_now())
+                raw = await self._raw_process(sandbox, process_id)
+                process = ProcessInfo(process_id, "missing") if raw is None else process_info(raw)
+                started = None if raw is None else parse_time(raw.get("startedAt"))
+                touched = await self._written_since(sandbox, checkpoint_path, started)
+                return Sighting(sandbox_info(sandbox.info), process, touched, fresh.encode())
             try:
-                news, after = await watching.next_news(
-                    handle, checkpoint_path, wait_seconds, report_touch=report_touch
+                news, after = await self._news(
+                    sandbox_id, checkpoint_path, known, wait_seconds, report_touch
                 )
             except withruntime.NotFoundError:
-                # The watch is gone (it ended, or the sandbox did): start over next time.
-                return Sighting(await self.sandbox(sandbox_id), alive, True, None)
+                # The watch is gone (it ended, or the sandbox did): start over next time (its
+                # first look says whether the checkpoint changed).
+                return Sighting(await self.sandbox(sandbox_id), alive, False, None)
             info = None
             if news.ended is None and not news.settled:
                 # A short look (no stream followed): whether it still runs is not known; a
@@ -85,6 +119,46 @@ class RuntimeWatching:
             if news.agent_exited:
                 process = await self._exit_of(sandbox_id, process_id)
             return Sighting(info or running, process, news.checkpoint_touched, after.encode())
+
+    async def _news(
+        self,
+        sandbox_id: str,
+        checkpoint_path: str,
+        known: watching.WatchToken,
+        wait_seconds: float,
+        report_touch: bool,
+    ) -> tuple[watching.WatchNews, watching.WatchToken]:
+        """The watch's news through a held stream if this worker has one free, else through
+        its event feed."""
+        self._note_read_by(sandbox_id, "stream" if self._streams_free() else "feed")
+        if self._take_stream():
+            try:
+                handle = watching.watch_handle(self._client().sandboxes._t, sandbox_id, known)
+                news, after = await watching.next_news(
+                    handle, checkpoint_path, wait_seconds, report_touch=report_touch
+                )
+            finally:
+                self._give_stream()
+            return news, dataclasses.replace(after, mark=self._mark_now())
+        mark = known.mark if known.mark is not None else wall_mark()
+        news, mark = await feed_news(
+            self._feed(), sandbox_id, checkpoint_path, mark, wait_seconds, report_touch=report_touch
+        )
+        return news, dataclasses.replace(known, pending="", mark=mark)
+
+    def _note_read_by(self, sandbox_id: str, how: str) -> None:
+        """Which way each run was last read ("stream" or "feed"), for measuring each."""
+        read_by = self.read_by
+        read_by.pop(sandbox_id, None)
+        read_by[sandbox_id] = how
+        while len(read_by) > READ_BY_KEPT:
+            del read_by[next(iter(read_by))]
+
+    def _mark_now(self) -> int:
+        """Where the feed stands now if it reads (events after it are news), else this
+        worker's clock set back a margin."""
+        feed = self._feed()
+        return feed.mark_now() if feed.covered_from is not None else wall_mark()
 
     async def _pending(
         self, sandbox_id: str, process_id: str, known: watching.WatchToken
@@ -102,10 +176,35 @@ class RuntimeWatching:
         return Sighting(info, process, "t" in known.pending, done.encode())
 
     async def _process_of(self, sandbox: withruntime.AsyncSandbox, process_id: str) -> ProcessInfo:
+        raw = await self._raw_process(sandbox, process_id)
+        return ProcessInfo(process_id, "missing") if raw is None else process_info(raw)
+
+    async def _raw_process(
+        self, sandbox: withruntime.AsyncSandbox, process_id: str
+    ) -> dict[str, Any] | None:
         try:
-            return process_info((await sandbox.process(process_id)).info)
+            info: dict[str, Any] = (await sandbox.process(process_id)).info
         except (withruntime.NotFoundError, withruntime.ConflictError):
-            return ProcessInfo(process_id=process_id, state="missing")
+            return None
+        return info
+
+    async def _written_since(
+        self, sandbox: withruntime.AsyncSandbox, checkpoint_path: str, started: datetime | None
+    ) -> bool:
+        """Stat first: whether the checkpoint may have been written since the agent started
+        (before the watch began). One written before (the copy a new sandbox starts with, or
+        what an earlier process wrote, already read) is not downloaded again; an absent one is
+        no news. Without the agent's start time, it may have."""
+        if started is None:
+            return True
+        try:
+            stat = await sandbox.files.stat(checkpoint_path)
+        except (withruntime.NotFoundError, withruntime.ConflictError):
+            return True
+        if not stat.get("exists"):
+            return False
+        modified = parse_time(stat.get("modifiedAt"))
+        return modified is None or modified >= started
 
     async def _exit_of(self, sandbox_id: str, process_id: str) -> ProcessInfo:
         """The agent's process once its exit marker appeared: given a moment to be reported
