@@ -25,8 +25,6 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from temporalio.api.common.v1 import Payload
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.converter import (
@@ -69,6 +67,11 @@ class Keyring:
     def __init__(self, keys: Sequence[CodecKey]) -> None:
         if not keys:
             raise CodecConfigError(f"{CODEC_KEYS_ENV}: no keys")
+        # Imported here, not at the top: workflow modules import this one (through connect), and
+        # Temporal's workflow sandbox re-imports a module's imports per run, which a compiled
+        # extension such as cryptography's cannot survive (a SystemError at worker start).
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
         self._keys = {key.key_id: key for key in keys}
         self._ciphers = {key.key_id: AESGCM(key.secret) for key in keys}
         self.writer = keys[0].key_id
@@ -99,6 +102,8 @@ class Keyring:
                 f"a payload is encrypted with key id {key_id!r}, which {CODEC_KEYS_ENV} does "
                 f"not hold (it holds {', '.join(map(repr, self.ids))})"
             )
+        from cryptography.exceptions import InvalidTag
+
         data = payload.data
         try:
             if len(data) < NONCE_BYTES + TAG_BYTES:

@@ -35,6 +35,8 @@ async def main() -> None:
     )
     result = await supervise(client, spec, "fix-issue-42")
     print(result.outcome, result.attempts, result.restarts, result.checkpoint)
+    print(result.checkpoint_json)  # the same checkpoint parsed, when it is JSON (else None)
+    print(result.safety_net)  # what its restarts cost (docs: Leases and costs)
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ import codecs
 import json
 import os
 import sys
+from collections.abc import Awaitable, Callable
 from typing import Any, TextIO
 
 from activities.providers.forensics import AgentProcess, OutputChunk, SandboxForensics
@@ -168,13 +169,22 @@ async def drain(
     cursor: int,
     *,
     wait: float,
+    recover: Callable[[int], Awaitable[bytes | None]] | None = None,
 ) -> OutputChunk:
     """Print what is there past `cursor` (waiting up to `wait` for more while it runs); the
-    last read (its `state` is not "running" once the agent ended and all it wrote is out)."""
+    last read (its `state` is not "running" once the agent ended and all it wrote is out).
+    `recover(n)`: the last `n` bytes of its output from elsewhere (the run's kept last words),
+    for when the sandbox was deleted under a reader a moment behind."""
     while True:
         chunk = await look.read_output(sid, agent.process_id, cursor, wait_seconds=wait)
         if chunk.dropped:
-            p.event("dropped", f"[... {chunk.dropped} bytes no longer kept ...]", attempt=attempt)
+            recovered = None if recover is None else await recover(chunk.dropped)
+            if recovered:
+                p.output(attempt, agent.process_id, recovered, final=False)
+            else:
+                p.event(
+                    "dropped", f"[... {chunk.dropped} bytes no longer kept ...]", attempt=attempt
+                )
         cursor = chunk.next_cursor
         ended = chunk.state != "running"
         p.output(attempt, agent.process_id, chunk.data, final=ended)

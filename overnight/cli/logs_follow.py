@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from temporalio.client import Client, WorkflowExecutionStatus
@@ -113,6 +113,7 @@ async def _follow_attempt(
                     p,
                     cursors.get(agent.process_id, 0),
                     wait=FOLLOW_WAIT_SECONDS if running else 0,
+                    recover=_kept_end(view, attempt, reload) if agent is agents[-1] else None,
                 )
                 cursors[agent.process_id] = chunk.next_cursor
                 if chunk.state != "running":
@@ -132,6 +133,24 @@ async def _follow_attempt(
                     return
                 if len(ended) == len(agents):
                     await asyncio.sleep(LOOK_AROUND_SECONDS / 2)
+
+
+def _kept_end(
+    view: RunView, attempt: int, reload: Callable[[], Any]
+) -> Callable[[int], Awaitable[bytes | None]]:
+    """The last `n` bytes of the attempt's last agent's output, from the last words the run
+    kept (a stopped sandbox is deleted at once: a follower a moment behind the run's end finds
+    its output gone). None when the kept words do not reach back that far."""
+
+    async def recover(n: int) -> bytes | None:
+        await reload()
+        tail = view.kept_tail(attempt)
+        kept = (tail or "").encode()
+        if len(kept) < n:
+            return None
+        return kept[len(kept) - n :]
+
+    return recover
 
 
 async def _state_now(provider: SandboxProvider, box: Opened) -> str:
