@@ -226,6 +226,11 @@ def run_command(wrapped: Wrapped, *, timeout_seconds: float) -> CommandOutput:
             except ProcessLookupError:
                 pass
             out, err = proc.communicate()
+    except BaseException:
+        # Its network could not be plugged in (or the wait was interrupted): the command must
+        # not outlive this call, nor be left unreaped.
+        _kill_and_reap(proc)
+        raise
     finally:
         pipes.close_network()
     if pipes.failure:
@@ -236,3 +241,13 @@ def run_command(wrapped: Wrapped, *, timeout_seconds: float) -> CommandOutput:
         stderr=err[:OUTPUT_CAP].decode(errors="replace"),
         timed_out=timed_out,
     )
+
+
+def _kill_and_reap(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is not None:
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.communicate()
