@@ -12,7 +12,8 @@ reach past its sandbox are granted by the worker, in its environment, never by t
 | `OVERNIGHT_WRITABLE_BIND_ROOTS=/srv/git` | none | writable `binds` inside these (read-only too) |
 
 A pattern `NAME_*` in `OVERNIGHT_SECRET_ENV` allows every name it begins, except the worker's own
-(`TEMPORAL_*`, `RUNTIME_*`, `OVERNIGHT_*`), which are allowed only when listed one by one.
+(`TEMPORAL_*`, `RUNTIME_*`, `OVERNIGHT_*`), which are allowed only when listed one by one;
+the payload codec's keys (`OVERNIGHT_CODEC_KEYS`) never: they open every run's history.
 Never granted: a bind, a local `repo` or an `agent_dir` inside the worker's state directory
 (`OVERNIGHT_HOME`: the dev server's database, every run's sandboxes), or a bind holding it.
 
@@ -45,6 +46,8 @@ SETTINGS = (ALLOW_UNISOLATED_ENV, SECRET_ENV_ENV, BIND_ROOTS_ENV, WRITABLE_BIND_
 SPEC_REFUSED = "SpecRefused"
 # Names a pattern never matches: the worker's own credentials and settings.
 OWN_PREFIXES = ("TEMPORAL_", "RUNTIME_", "OVERNIGHT_")
+# Never granted, even by name: an agent holding the codec's keys could read every run's history.
+NEVER_GRANTED = ("OVERNIGHT_CODEC_KEYS",)
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*_\*$")
 _TRUE = ("1", "true", "yes", "on")
@@ -118,6 +121,11 @@ def parse_grants(environ: Mapping[str, str]) -> Grants:
 def _secret_names(value: str) -> tuple[str, ...]:
     names = [part.strip() for part in value.split(",") if part.strip()]
     for name in names:
+        if name in NEVER_GRANTED:
+            raise BadSetting(
+                f"{SECRET_ENV_ENV}: {name} is never given to a sandbox: it decrypts every "
+                "run's history"
+            )
         if _PATTERN.match(name):
             if name.startswith(OWN_PREFIXES):
                 raise BadSetting(

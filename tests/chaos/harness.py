@@ -56,6 +56,7 @@ LOOK_EVERY = 2.0
 LEASE_LOOK_EVERY = 0.25
 LEASE_ENDS_IN = 0.5
 DEAD_MAN_LOOK_AFTER = 3.0
+DEAD_MAN_PATIENCE = 10.0
 LEASE_HANDLED_WITHIN = 15.0
 # A lease end made is met when its sandbox is seen paused within this (looked at this often).
 LEASE_MET_WITHIN = 3.0
@@ -358,16 +359,18 @@ class Chaos:
                     f"SIGKILL every worker for {self.size.dead_man_seconds:.0f}s; "
                     f"lease ended for {len(ended)} running sandbox(es)"
                 )
+                killed_at = time.monotonic()
                 await asyncio.sleep(DEAD_MAN_LOOK_AFTER)
                 for plan, sandbox_id in ended:
-                    state = await asyncio.to_thread(self._state, plan, sandbox_id)
+                    state = await self._state_settled(plan, sandbox_id)
                     run = plan.run_id
                     self.lease_ends_unwatched[run] = self.lease_ends_unwatched.get(run, 0) + 1
                     if state == "paused":
                         self.paused_unwatched[run] = self.paused_unwatched.get(run, 0) + 1
                     else:
                         self.note(f"{sandbox_id} is {state} at its lease end with no worker")
-                await asyncio.sleep(max(0.0, self.size.dead_man_seconds - DEAD_MAN_LOOK_AFTER))
+                waited = time.monotonic() - killed_at
+                await asyncio.sleep(max(0.0, self.size.dead_man_seconds - waited))
             finally:
                 for worker in self.pool.workers:
                     if worker.process is None:
@@ -414,6 +417,16 @@ class Chaos:
             self.fake.end_lease_in(sandbox_id, LEASE_ENDS_IN)
         else:
             LocalEngine(self.local_home).set_lease_end(sandbox_id, time.time() + LEASE_ENDS_IN)
+
+    async def _state_settled(self, plan: RunPlan, sandbox_id: str) -> str:
+        """The sandbox's state once its lease end has been met, or as it is after
+        `DEAD_MAN_PATIENCE` more (a loaded machine runs the sandbox's own lease look late)."""
+        give_up = time.monotonic() + DEAD_MAN_PATIENCE
+        while True:
+            state = await asyncio.to_thread(self._state, plan, sandbox_id)
+            if state == "paused" or time.monotonic() >= give_up:
+                return state
+            await asyncio.sleep(LEASE_LOOK_EVERY)
 
     def _state(self, plan: RunPlan, sandbox_id: str) -> str:
         meta = self._engine(plan).find(sandbox_id)
