@@ -33,7 +33,9 @@ from overnight.worker.run_history import run_spec as run_spec
 
 STATUS_TIMEOUT = timedelta(seconds=5)
 # States in which the run's current sandbox is the supervisor's to wake or pause, not ours.
-_SUPERVISED = ("starting", "running", "restarting", "finishing")
+# A question's sandbox too: the answer wakes it, and a read's re-pause racing that wake would
+# freeze an agent the run believes awake (a stall, then a restart).
+_SUPERVISED = ("starting", "running", "restarting", "waiting_for_answer", "finishing")
 
 
 class CannotRead(OvernightError):
@@ -179,15 +181,19 @@ async def opened(
         yield Opened(current, forensics)
         return
     if not view.may_wake(current):
+        asking = view.status is not None and view.status.state == "waiting_for_answer"
         why = (
-            "is paused at its lease end and the run is about to wake it"
+            "is paused for a question and the answer wakes it"
+            if asking
+            else "is paused at its lease end and the run is about to wake it"
             if view.status is not None
             else "is paused, and with no worker answering it cannot be told whether the run "
             "will wake it"
         )
+        later = "try again once it is answered" if asking else "try again in a minute"
         raise CannotRead(
             f"sandbox {sandbox.sandbox_id} (attempt {attempt}) {why}: not woken for a read "
-            "(that could cost the run a restart); try again in a minute"
+            f"(that could cost the run a restart); {later}"
         )
     say(
         f"sandbox {sandbox.sandbox_id} (attempt {attempt}) is paused: reading a paused Runtime "

@@ -30,6 +30,12 @@ def test_the_sandbox_a_running_run_uses_is_never_woken_for_a_read() -> None:
     assert running.may_wake(running.sandboxes[1])
 
 
+def test_the_sandbox_paused_for_a_question_is_left_for_the_answer_to_wake() -> None:
+    asking = view(open_=True, state="waiting_for_answer", current="r-2")
+    assert not asking.may_wake(asking.sandboxes[2])
+    assert asking.may_wake(asking.sandboxes[1])
+
+
 def test_sandboxes_set_aside_or_of_an_ended_run_may_be_woken() -> None:
     waiting = view(open_=True, state="needs_attention", current="r-2")
     assert waiting.may_wake(waiting.sandboxes[2])
