@@ -14,8 +14,10 @@ workflow parses nothing an agent wrote.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from collections.abc import Sequence
+from typing import Any
 
 import pydantic_core
 
@@ -26,7 +28,7 @@ from activities.providers.protocol import (
     SandboxNotRunning,
     SandboxProvider,
 )
-from overnight.checkpoint_text import CheckpointFacts, facts_of
+from overnight.checkpoint_text import CheckpointFacts, facts_of, parse
 from overnight.models import CheckpointSummary
 from overnight.output_tail import redact, secret_values, with_json_forms
 
@@ -61,7 +63,7 @@ def checkpoint_from(
                 status="unreadable", digest=digest, size=len(data), detail=f"({error.reason})"
             )
         if secrets:
-            text = redact(text, with_json_forms(secrets))
+            text = _unspelled(redact(text, with_json_forms(secrets)), secrets)
         carried = len(pydantic_core.to_json(text))
         if carried > MAX_PAYLOAD_BYTES:
             # Control characters take six bytes each as JSON: such a checkpoint under the
@@ -90,6 +92,37 @@ def _redacted(facts: CheckpointFacts, secrets: Sequence[str]) -> CheckpointFacts
         last_note=None if summary.last_note is None else redact(summary.last_note, secrets),
     )
     return facts.model_copy(update={"summary": clean})
+
+
+def _unspelled(text: str, secrets: Sequence[str]) -> str:
+    """`text`, or (when what it parses to still holds a secret: a JSON escape spelled it, as
+    Go's `\\u0026` for `&` or PHP's `\\/` for `/`) its value with the secrets redacted, as JSON."""
+    if "\\" not in text:
+        return text  # no escape: redacting the text redacted its value
+    ok, value = parse(text)
+    if not ok or not _holds(value, secrets):
+        return text
+    return json.dumps(_redacted_value(value, secrets), indent=1)
+
+
+def _holds(value: Any, secrets: Sequence[str]) -> bool:
+    if isinstance(value, str):
+        return any(secret in value for secret in secrets)
+    if isinstance(value, list):
+        return any(_holds(item, secrets) for item in value)
+    if isinstance(value, dict):
+        return any(_holds(key, secrets) or _holds(item, secrets) for key, item in value.items())
+    return False
+
+
+def _redacted_value(value: Any, secrets: Sequence[str]) -> Any:
+    if isinstance(value, str):
+        return redact(value, secrets)
+    if isinstance(value, list):
+        return [_redacted_value(item, secrets) for item in value]
+    if isinstance(value, dict):
+        return {redact(key, secrets): _redacted_value(item, secrets) for key, item in value.items()}
+    return value
 
 
 def changed(read: CheckpointRead, known_digest: str | None) -> bool:

@@ -140,3 +140,29 @@ def test_secrets_in_outputs_and_questions_are_redacted_before_they_leave_the_wor
     assert said.finish.summary == f"pushed with {REDACTED}"
     assert said.finish.values == {"token": REDACTED}
     assert secret not in read.model_dump_json()
+
+
+def test_a_secret_spelled_with_other_json_escapes_never_leaves_the_worker() -> None:
+    """Go writes `&`, `<`, `>` as `\\u0026`..., PHP `/` as `\\/`: the text shows no secret,
+    but what it parses to would (the requests, the result's `checkpoint_json`)."""
+    from activities.checkpoints import checkpoint_from
+    from activities.providers.protocol import FileRead
+    from overnight.output_tail import REDACTED
+
+    secret = "sk-live-a&b<c>d/0123456789"
+    spelled = json.dumps(secret).replace("&", "\\u0026").replace("<", "\\u003C")
+    spelled = spelled.replace(">", "\\u003e").replace("/", "\\/")
+    assert secret not in spelled
+    text = (
+        '{"next": %s, "overnight": {"ask": {"id": "q1-a", "question": %s},'
+        ' "finish": {"summary": %s, "outputs": {"token": %s}},'
+        ' "usage": {"stream": "a1", "usd": 1, "model": %s}}}' % ((spelled,) * 5)
+    )
+    read = checkpoint_from(FileRead(status="ok", data=text.encode()), None, [secret])
+    assert read.text is not None and read.facts is not None
+    assert secret not in repr(json.loads(read.text))
+    said = read.facts.requests
+    assert said is not None and said.ask is not None and said.finish is not None
+    assert said.ask.question == REDACTED
+    assert said.finish.values == {"token": REDACTED}
+    assert secret not in repr(read.facts)
