@@ -256,6 +256,8 @@ def _is_id(value: Any) -> bool:
 def _number(value: Any, most: float) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
+    if isinstance(value, int) and not 0 <= value <= most:
+        return None  # also one too large for a float (`10**400`, which JSON can spell)
     number = float(value)
     return number if math.isfinite(number) and 0 <= number <= most else None
 

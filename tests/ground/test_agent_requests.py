@@ -51,6 +51,9 @@ def test_requests_out_of_shape_are_refused_and_said() -> None:
         ({"usage": {"stream": "s", "usd": -1}}, "usage: needs"),
         ({"usage": {"stream": "s", "usd": float("inf")}}, "usage: needs"),
         ({"usage": {"stream": "s", "usd": 1e12}}, "usage: needs"),
+        # Past what a float holds.
+        ({"usage": {"stream": "s", "usd": 10**400}}, "usage: needs"),
+        ({"usage": {"stream": "s", "input_tokens": 10**400}}, "usage: needs"),
         ("not an object", "`overnight` is not an object"),
     ]
     for raw, said in cases:
@@ -58,6 +61,15 @@ def test_requests_out_of_shape_are_refused_and_said() -> None:
         assert found is not None and found.refused is not None, raw
         assert found.refused.startswith(said), (raw, found.refused)
         assert found.ask is None and found.wait is None and found.usage is None
+
+
+def test_a_number_past_what_a_float_holds_refuses_its_request_alone() -> None:
+    found = requests_of(
+        {"overnight": {"ask": ASK, "usage": {"stream": "s", "usd": 1, "output_tokens": 10**400}}}
+    )
+    assert found is not None and found.ask == AskRequest(**ASK)
+    assert found.usage is None
+    assert found.refused is not None and found.refused.startswith("usage: needs")
 
 
 def test_outputs_are_bounded() -> None:
