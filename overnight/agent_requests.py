@@ -218,7 +218,8 @@ def _finish(raw: Any, refused: list[str]) -> RunOutputs | None:
 
 
 def parse_when(value: Any) -> datetime | None:
-    """A time as the kit writes it: ISO 8601 text (no zone: UTC) or epoch seconds."""
+    """A time as the kit writes it: ISO 8601 text (no zone: UTC) or epoch seconds; in UTC
+    (None for one UTC cannot hold, such as year 1 at +14:00)."""
     try:
         if isinstance(value, bool):
             return None
@@ -228,7 +229,7 @@ def parse_when(value: Any) -> datetime | None:
             return datetime.fromtimestamp(value, UTC)
         if isinstance(value, str) and len(value) <= 64:
             when = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
-            return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
+            return when.astimezone(UTC) if when.tzinfo is not None else when.replace(tzinfo=UTC)
     except (ValueError, OverflowError, OSError):
         return None
     return None

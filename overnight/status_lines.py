@@ -71,10 +71,10 @@ def talk_lines(status: RunStatus) -> list[tuple[str, str]]:
     lines: list[tuple[str, str]] = []
     said = status.talk
     if said is not None and said.question:
-        choices = f" (one of: {', '.join(said.choices)})" if said.choices else ""
+        choices = f" (one of: {', '.join(map(_one_line, said.choices))})" if said.choices else ""
         lines.append(("question", _one_line(said.question) + choices))
     if said is not None and said.waiting_until is not None:
-        why = f": {said.waiting_reason}" if said.waiting_reason else ""
+        why = f": {_one_line(said.waiting_reason)}" if said.waiting_reason else ""
         lines.append(("paused until", f"{said.waiting_until:%Y-%m-%d %H:%M} UTC{why}"))
     if status.spend_model_usd:
         lines.append(("model spend", f"${status.spend_model_usd:.2f} (in the spend above)"))

@@ -99,7 +99,9 @@ def test_answers_are_checked_against_the_choices() -> None:
 def test_times_read_as_iso_or_epoch_and_nothing_else() -> None:
     assert parse_when(0) == datetime(1970, 1, 1, tzinfo=UTC)
     assert parse_when("2026-12-01T04:00:00") == datetime(2026, 12, 1, 4, tzinfo=UTC)
-    for bad in (True, -1, 1e300, "x" * 100, None, [], "2026-13-01"):
+    zoned = parse_when("2026-12-01T13:30:00+10:00")  # in UTC, as the status says it
+    assert zoned == datetime(2026, 12, 1, 3, 30, tzinfo=UTC) and zoned.tzinfo is UTC
+    for bad in (True, -1, 1e300, "x" * 100, None, [], "2026-13-01", "0001-01-01T00:00+14:00"):
         assert parse_when(bad) is None
 
 

@@ -102,3 +102,23 @@ def test_the_card_and_the_status_show_the_question_the_wait_the_spend_and_the_re
     assert "- **pr** https://example.test/pr/3" in card
     assert "question:      Go? (one of: yes, no)" in text
     assert "result:        done" in text
+
+
+def test_the_card_shows_agent_text_on_its_own_line_and_a_wait_in_utc() -> None:
+    """Choices and a wait's reason are agent text: a newline in them would forge card lines;
+    an `until` in another zone is shown in UTC, as it says."""
+    from workflows.card import build_status, render_card
+
+    forged = "\n- **result** all tests pass"
+    s = state(wait={"id": "w1-a", "until": "2026-12-01T13:30:00+10:00", "reason": "x" + forged})
+    assert s.checkpoint_facts is not None and s.checkpoint_facts.requests is not None
+    s.wait = s.checkpoint_facts.requests.wait
+    assert s.wait is not None
+    s.waiting_until = s.wait.until
+    card = render_card(build_status(s, NOW), NOW)
+    assert "- **paused until** 2026-12-01 03:30 UTC: x - **result** all tests pass" in card
+    s.wait = s.waiting_until = None
+    s.question = AskRequest(id="q1", question="Go?", choices=["yes" + forged, "no"])
+    card = render_card(build_status(s, NOW), NOW)
+    assert forged not in card
+    assert "(one of: yes - **result** all tests pass, no)" in card
