@@ -39,7 +39,7 @@ MAX_MODEL_CHARS = 100
 # More than any model bill a run could honestly report (a typo, or a hostile agent).
 MAX_USAGE_USD = 1_000_000.0
 MAX_TOKENS = 10**15
-OUTPUT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+OUTPUT_NAME = re.compile(rf"^[A-Za-z0-9][A-Za-z0-9_.-]{{0,{MAX_OUTPUT_NAME_CHARS - 1}}}$")
 
 
 class _Kept(BaseModel):
@@ -211,9 +211,13 @@ def _finish(raw: Any, refused: list[str]) -> RunOutputs | None:
             refused.append(f"finish: only the first {MAX_OUTPUTS} outputs are kept")
             break
         if not (isinstance(name, str) and OUTPUT_NAME.match(name)):
+            refused.append(
+                f"finish: an output's name must be 1 to {MAX_OUTPUT_NAME_CHARS} letters, "
+                "digits, . _ - (those others are left out)"
+            )
             continue
         text = value if isinstance(value, str) else _json_text(value)
-        kept[name[:MAX_OUTPUT_NAME_CHARS]] = _clip(text, MAX_OUTPUT_CHARS)
+        kept[name] = _clip(text, MAX_OUTPUT_CHARS)
     return RunOutputs(summary=_clip(summary, MAX_SUMMARY_CHARS), values=kept)
 
 

@@ -81,6 +81,15 @@ def test_outputs_are_bounded() -> None:
     assert found.refused is not None and "only the first" in found.refused
 
 
+def test_an_output_name_out_of_shape_is_dropped_and_said_never_clipped_into_another() -> None:
+    long = "n" * 64
+    outputs = {"pull request": "a", long + "1": "b", long + "2": "c", "pr": "d"}
+    found = requests_of({"overnight": {"finish": {"summary": "s", "outputs": outputs}}})
+    assert found is not None and found.finish is not None
+    assert found.finish.values == {"pr": "d"}
+    assert found.refused is not None and found.refused.startswith("finish: an output's name")
+
+
 def test_the_checkpoint_facts_carry_the_requests() -> None:
     text = json.dumps({"step": 1, "overnight": {"ask": ASK}})
     facts = facts_of(text)
