@@ -194,6 +194,10 @@ REQUESTS_KEY = "overnight"
 ANSWERS_DIR = "/workspace/.overnight/answers"
 # What this process has asked, as last written (None: nothing yet; `Checkpoint.save` keeps it).
 _requests: dict[str, Any] | None = None
+# The supervisor's limits on a question (overnight.agent_requests): it refuses one over them.
+MAX_QUESTION_CHARS = 4000
+MAX_CHOICES = 20
+MAX_CHOICE_CHARS = 200
 
 
 def ask(question: str, choices: list[str] | None = None, poll: float = 0.5) -> str:
@@ -205,6 +209,7 @@ def ask(question: str, choices: list[str] | None = None, poll: float = 0.5) -> s
     restarts from this checkpoint and asks again gets the answer already given.
     """
     choices = [str(c) for c in (choices or [])]
+    _check_question(question, choices)
     digest = _digest(question, *choices)
     request_id = f"q{_checkpoint_step()}-{digest}"
     answer = _answer(request_id)
@@ -215,6 +220,19 @@ def ask(question: str, choices: list[str] | None = None, poll: float = 0.5) -> s
             answer = _answer(request_id)
     _set_request("ask", None)
     return str(answer.get("answer", ""))
+
+
+def _check_question(question: str, choices: list[str]) -> None:
+    """Raise ValueError for a question the supervisor would refuse: it would never reach a
+    person, and `ask` would wait for its answer forever."""
+    if not isinstance(question, str) or not question.strip():
+        raise ValueError("ask: the question must be non-empty text")
+    if len(question) > MAX_QUESTION_CHARS:
+        raise ValueError(f"ask: the question is over {MAX_QUESTION_CHARS} characters")
+    if len(choices) > MAX_CHOICES:
+        raise ValueError(f"ask: at most {MAX_CHOICES} choices")
+    if not all(0 < len(c) <= MAX_CHOICE_CHARS for c in choices):
+        raise ValueError(f"ask: each choice must be 1 to {MAX_CHOICE_CHARS} characters")
 
 
 def wait_until(when: Any, reason: str = "", poll: float = 0.5) -> bool:

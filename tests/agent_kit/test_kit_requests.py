@@ -175,3 +175,34 @@ def test_the_docs_shell_example_asks_and_reads_the_answer_the_supervisor_writes(
         asker.kill()
     assert (asked.id, asked.choices) == ("q1-apply-migration", ["yes", "no"])
     assert out.strip() == "answered: no"
+
+
+def test_ask_raises_at_once_for_a_question_the_supervisor_would_refuse(tmp_path: Path) -> None:
+    """Refused, the question would never reach a person and `ask` would wait forever."""
+    from overnight import agent_requests
+
+    cases = ['""', '" "', '"x" * 4001', '"Go?", ["a"] * 21', '"Go?", [""]', '"Go?", ["a" * 201]']
+    for case in cases:
+        script = f"from overnight_agent import ask\nask({case}, poll=0.01)"
+        done = subprocess.run(
+            [sys.executable, "-c", script],
+            env=_env(tmp_path),
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
+        assert done.returncode == 1 and "ValueError: ask:" in done.stderr, (case, done.stderr)
+        assert _requests(tmp_path) is None  # nothing asked
+    script = (
+        "import overnight_agent as k\n"
+        "print(k.MAX_QUESTION_CHARS, k.MAX_CHOICES, k.MAX_CHOICE_CHARS)"
+    )
+    limits = subprocess.run(
+        [sys.executable, "-c", script], env=_env(tmp_path), capture_output=True, text=True
+    )
+    said = (
+        agent_requests.MAX_QUESTION_CHARS,
+        agent_requests.MAX_CHOICES,
+        agent_requests.MAX_CHOICE_CHARS,
+    )
+    assert limits.stdout.split() == [str(n) for n in said]
