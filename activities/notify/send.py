@@ -113,6 +113,12 @@ def targets(
     return found
 
 
+def _slack(text: str) -> str:
+    """Text as Slack shows it and nothing more: `<!channel>`, `<@user>` and `<url|label>` in
+    a question, a next step or an agent's output (agent text) ping no one and hide no link."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
 def _url_problem(url: str, where: str) -> str | None:
     try:
         check_url(url, where)
@@ -150,15 +156,16 @@ def slack_text(note: Notification, web_ui: str | None) -> str:
     budget = f"{left.restarts} restart{'s' if left.restarts != 1 else ''}, {left.hours:.1f} h"
     if left.spend_usd is not None:
         budget += f", ${left.spend_usd:.2f}"
+    headline = f"*overnight run `{_slack(note.run_id)}` {_HEADLINES[note.event]}*"
     lines = [
-        f"*overnight run `{note.run_id}` {_HEADLINES[note.event]}*: {note.reason}",
+        f"{headline}: {_slack(note.reason)}",
         f"attempt {note.attempt} · restarts used {note.restarts_used} · budget left: {budget}",
     ]
     if note.next_step:
-        lines.append(f"next step: {note.next_step}")
+        lines.append(f"next step: {_slack(note.next_step)}")
     if note.output_tail:
         tail = "\n".join(note.output_tail.splitlines()[-SLACK_TAIL_LINES:])
-        lines += [f"last output (attempt {note.output_attempt}):", markdown_block(tail)]
+        lines += [f"last output (attempt {note.output_attempt}):", markdown_block(_slack(tail))]
     if web_ui:
         lines.append(f"<{web_ui}|Open the run in the Temporal Web UI>")
     return "\n".join(lines)

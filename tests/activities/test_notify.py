@@ -101,6 +101,23 @@ async def test_slack_format_posts_text_with_the_last_words_in_a_code_block() -> 
     assert SECRET_VALUE not in text
 
 
+def test_slack_text_escapes_what_the_agent_wrote_so_it_pings_and_links_no_one() -> None:
+    """A question or next step is agent text: `<!channel>` would ping the whole channel and
+    `<url|text>` would show a link as other text."""
+    note = a_notification([]).model_copy(
+        update={
+            "event": "waiting_for_answer",
+            "reason": "<!channel> approve <https://evil.example|the fix> & go?",
+            "next_step": "<@U123> <!here>",
+        }
+    )
+    text = notify.slack_text(note, "https://ui.example/run")
+    assert "<!" not in text and "<@" not in text and "|the fix>" not in text
+    assert "&lt;!channel&gt; approve &lt;https://evil.example|the fix&gt; &amp; go?" in text
+    assert "next step: &lt;@U123&gt; &lt;!here&gt;" in text
+    assert text.endswith("<https://ui.example/run|Open the run in the Temporal Web UI>")
+
+
 async def test_the_worker_default_hears_of_restarts_only_when_it_asks() -> None:
     with Receiver(secret=SIGNING) as receiver:
         env = worker_env(OVERNIGHT_NOTIFY_URL=f"{receiver.url}?a, {receiver.url}?b")
