@@ -204,6 +204,18 @@ def _exited_at(engine: LocalEngine, run_id: str) -> float | None:
 
 
 async def _clean_up(clients: dict[str, Client], samples: list[Sample]) -> None:
+    try:
+        await _end_runs(clients, samples)
+    finally:
+        # Whatever the runs did, none of their sandboxes outlives the bench.
+        provider = LocalProvider()
+        ours = {sample.run_id for sample in samples}
+        for box in await provider.list({}, include_stopped=False):
+            if box.labels.get(LABEL_RUN) in ours:
+                await provider.stop(box.sandbox_id)
+
+
+async def _end_runs(clients: dict[str, Client], samples: list[Sample]) -> None:
     for sample in samples:
         handle = clients[sample.mode].get_workflow_handle(sample.run_id)
         try:
@@ -224,11 +236,6 @@ async def _clean_up(clients: dict[str, Client], samples: list[Sample]) -> None:
             await handle.terminate("benchmark over")
         except RPCError:
             pass
-    provider = LocalProvider()
-    ours = {sample.run_id for sample in samples}
-    for box in await provider.list({}, include_stopped=False):
-        if box.labels.get(LABEL_RUN) in ours:
-            await provider.stop(box.sandbox_id)
 
 
 def _stat(values: list[float], q: float) -> float | None:

@@ -68,6 +68,7 @@ def test_settings_are_read_into_grants() -> None:
         ("OVERNIGHT_SECRET_ENV", "TEMPORAL_*", "list each of those by name"),
         ("OVERNIGHT_SECRET_ENV", "OVERNIGHT_*", "list each of those by name"),
         ("OVERNIGHT_SECRET_ENV", "GITHUB_TOKEN,OVERNIGHT_CODEC_KEYS", "never given to a sandbox"),
+        ("OVERNIGHT_SECRET_ENV", "OVERNIGHT_CODEC_SERVER_TOKEN", "never given to a sandbox"),
         ("OVERNIGHT_BIND_ROOTS", "data", "not an absolute path"),
         ("OVERNIGHT_WRITABLE_BIND_ROOTS", "~/git", "not an absolute path"),
     ],
