@@ -46,8 +46,9 @@ SETTINGS = (ALLOW_UNISOLATED_ENV, SECRET_ENV_ENV, BIND_ROOTS_ENV, WRITABLE_BIND_
 SPEC_REFUSED = "SpecRefused"
 # Names a pattern never matches: the worker's own credentials and settings.
 OWN_PREFIXES = ("TEMPORAL_", "RUNTIME_", "OVERNIGHT_")
-# Never granted, even by name: an agent holding the codec's keys could read every run's history.
-NEVER_GRANTED = ("OVERNIGHT_CODEC_KEYS",)
+# Never granted, even by name: an agent holding the codec's keys, or the codec server's token
+# (the server decrypts for whoever shows it), could read every run's history.
+NEVER_GRANTED = ("OVERNIGHT_CODEC_KEYS", "OVERNIGHT_CODEC_SERVER_TOKEN")
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*_\*$")
 _TRUE = ("1", "true", "yes", "on")

@@ -18,8 +18,9 @@ from google.protobuf.json_format import MessageToDict, ParseDict
 from temporalio.api.common.v1 import Payload
 from temporalio.contrib.pydantic import pydantic_data_converter
 
-from overnight.cli.codec_server import CodecServer, CodecServerSettings
+from overnight.cli.codec_server import TOKEN_ENV, CodecServer, CodecServerSettings
 from overnight.codec import CODEC_KEYS_ENV, ENCODING, data_converter, parse_keys
+from overnight.grants import NEVER_GRANTED
 from tests.conftest import free_port
 
 OVERNIGHT = Path(sys.executable).parent / "overnight"
@@ -181,3 +182,8 @@ def test_the_command_serves_on_loopback_and_refuses_a_bad_configuration() -> Non
         )
         assert refused.returncode == 2
         assert refused.stderr.startswith(reason) and refused.stderr.count("\n") == 1
+
+
+def test_the_codec_servers_token_is_one_of_the_names_never_granted() -> None:
+    # The name the codec server reads is the name the grants refuse: renaming one breaks this.
+    assert TOKEN_ENV in NEVER_GRANTED and CODEC_KEYS_ENV in NEVER_GRANTED
