@@ -147,6 +147,8 @@ def payload(note: Notification, web_ui: str | None) -> dict[str, Any]:
         "output_tail": None
         if note.output_tail is None
         else {"attempt": note.output_attempt, "text": note.output_tail},
+        # What the agent's finish() handed over (finished runs): {"summary", "values"}.
+        "outputs": None if note.outputs is None else note.outputs.model_dump(mode="json"),
         "web_ui": web_ui,
     }
 

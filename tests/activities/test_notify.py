@@ -16,6 +16,7 @@ from temporalio.exceptions import ApplicationError
 from activities.notify import send as notify
 from activities.notify.activities import NotifyActivities
 from activities.notify.models import BudgetLeft, DeliveryInput, Notification
+from overnight.agent_requests import RunOutputs
 from overnight.models import Budget, RunSpec
 from overnight.notify_spec import Webhook
 from tests.conftest import free_port
@@ -85,6 +86,29 @@ def test_a_changed_body_or_timestamp_fails_the_signature_check() -> None:
     assert not receiver.verify({**headers, "x-overnight-timestamp": "1800000001"}, data)
     unsigned = notify.headers(note, None, data, 1_800_000_000)
     assert "X-Overnight-Signature" not in unsigned
+
+
+async def test_a_finish_notification_carries_the_outputs_the_agent_handed_over() -> None:
+    outputs = RunOutputs(
+        summary="fixed the flaky test",
+        values={"pr": "https://git.example/pull/7", "note": f"used {SECRET_VALUE}"},
+    )
+    with Receiver(secret=SIGNING) as receiver:
+        note = a_notification([Webhook(url=receiver.url)], "finished")
+        await NotifyActivities(None, worker_env()).send_notification(
+            note.model_copy(update={"outputs": outputs})
+        )
+        # Another event (a repeat of one id would be dropped): finished with no finish().
+        await NotifyActivities(None, worker_env()).send_notification(
+            note.model_copy(update={"event_id": "night-run-5"})
+        )
+
+    finished, without = (got.json for got in receiver.accepted)
+    assert finished["outputs"] == {
+        "summary": "fixed the flaky test",
+        "values": {"pr": "https://git.example/pull/7", "note": "used ***"},
+    }
+    assert without["outputs"] is None
 
 
 async def test_slack_format_posts_text_with_the_last_words_in_a_code_block() -> None:
