@@ -17,6 +17,7 @@ with workflow.unsafe.imports_passed_through():
         LEASE_KEEPING_PATCH,
         RUN_ID_MATCH_PATCH,
         SAFETY_NET_PATCH,
+        TALK_MARKS_APART_PATCH,
     )
     from workflows.state import SupervisorState
 
@@ -38,4 +39,5 @@ def begin(spec: Any, carried: Any, lean: bool) -> tuple[SupervisorState, bool]:
     s.notifying = lean or workflow.patched(NOTIFY_PATCH)
     s.agent_requests = workflow.patched(AGENT_REQUESTS_PATCH)
     s.safety_net_kept = workflow.patched(SAFETY_NET_PATCH)
+    s.talk_marks_apart = workflow.patched(TALK_MARKS_APART_PATCH)
     return s, True

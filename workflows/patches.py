@@ -29,3 +29,7 @@ SAFETY_NET_PATCH = "safety-net-cost"
 # the pool's admission workflow for a place and wait in `queued` before anything is made, and
 # give it back on every way out (workflows/admission_steps.py).
 ADMISSION_PATCH = "admission-queue"
+# Runs begun with this marker mark a question and a wait acted on apart (`SupervisorState.
+# wait_handled`): with one mark, a checkpoint holding an answered question and a far wait
+# alternated between them, answering and pausing again for the hours left, for ever.
+TALK_MARKS_APART_PATCH = "talk-marks-apart"

@@ -151,8 +151,12 @@ class SupervisorState(BaseModel):
     # The agent's `wait_until` under way (its sandbox paused until `waiting_until`).
     wait: WaitRequest | None = None
     waiting_until: datetime | None = None
-    # `{sandbox}:{request id}` of the last request acted on, so a look acts on it once.
+    # `{sandbox}:{request id}` of the last request acted on, so a look acts on it once; with
+    # `talk_marks_apart` (runs begun since), of the last question, and `wait_handled` of the
+    # last wait.
     request_handled: str | None = None
+    wait_handled: str | None = None
+    talk_marks_apart: bool = False
     # Time paused for a question or a wait: neither run time nor a stall.
     waiting_since: datetime | None = None
     waited_seconds: float = 0

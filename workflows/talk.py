@@ -73,7 +73,7 @@ def request_due(state: SupervisorState, now: datetime, hours_left: float) -> Tal
             return DeliverAnswer(asked.ask.id, known)
         return AskPerson(asked.ask)
     wait = asked.wait
-    if wait is not None and handled_key(state, wait.id) != state.request_handled:
+    if wait is not None and handled_key(state, wait.id) != wait_mark(state):
         until = min(wait.until, now + timedelta(hours=max(0.0, hours_left)))
         if until - now >= LEAST_PAUSE:
             return PauseUntil(wait, until)
@@ -82,6 +82,19 @@ def request_due(state: SupervisorState, now: datetime, hours_left: float) -> Tal
 
 def handled_key(state: SupervisorState, request_id: str) -> str:
     return f"{state.sandbox_id}:{request_id}"
+
+
+def wait_mark(state: SupervisorState) -> str | None:
+    """The mark of the last wait acted on: its own, or (runs begun before they were kept
+    apart) the one mark it shares with questions."""
+    return state.wait_handled if state.talk_marks_apart else state.request_handled
+
+
+def mark_wait(state: SupervisorState, request_id: str) -> None:
+    if state.talk_marks_apart:
+        state.wait_handled = handled_key(state, request_id)
+    else:
+        state.request_handled = handled_key(state, request_id)
 
 
 def take_requests(state: SupervisorState) -> None:

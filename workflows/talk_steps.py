@@ -92,7 +92,7 @@ async def _pause_until(s: SupervisorState, decision: PauseUntil) -> None:
     request = decision.request
     s.wait = request
     s.waiting_until = decision.until
-    s.request_handled = talk.handled_key(s, request.id)
+    talk.mark_wait(s, request.id)
     await _pause(s, f"wait until {decision.until:%H:%M} UTC: {request.reason or 'agent asked'}")
     s.waiting_since = workflow.now()
 

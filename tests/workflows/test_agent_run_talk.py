@@ -127,6 +127,36 @@ async def test_wait_until_five_hours_costs_no_restart_no_stall_and_no_run_time(
     assert ended_at - now >= timedelta(hours=5)
 
 
+async def test_an_answered_question_beside_a_far_wait_pauses_once_for_each(
+    client: Client, world: FakeWorld, time_skipping_env: WorkflowEnvironment
+) -> None:
+    """A checkpoint may hold both (an agent writes its own bytes): the question is answered
+    once and the wait, capped by the 2 hours left, is waited once; they do not take turns."""
+    now: datetime = await time_skipping_env.get_current_time()
+    far = {"id": "w2-0123456789ab", "until": (now + timedelta(days=30)).isoformat()}
+    world.script(
+        1,
+        [
+            progress(kit_checkpoint(1, ask=ASK)),
+            progress(kit_checkpoint(2, ask=ASK, wait=far)),
+            Quiet(),  # a look after the wait: the two marks took turns here
+            exits(0),
+        ],
+    )
+    spec = make_spec(budget=Budget(max_hours=2), poll_seconds=60)
+    async with started_run(client, world, spec) as handle:
+        await until_state(handle, "waiting_for_answer")
+        await handle.execute_update("answer", "yes", result_type=str)
+        result = await handle.result()
+
+    assert world.paused == ["box-1", "box-1"] and world.wakes == ["box-1", "box-1"]
+    assert [(a.request_id, a.answer) for a in world.answers] == [
+        ("q1-0123456789ab", "yes"),
+        ("w2-0123456789ab", "woken"),
+    ]
+    assert (result.outcome, result.restarts, result.attempts) == ("finished", 0, 1)
+
+
 async def test_model_spend_past_the_budget_pauses_in_place_and_extension_wakes_it(
     client: Client, world: FakeWorld
 ) -> None:

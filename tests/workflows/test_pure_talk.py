@@ -45,6 +45,35 @@ def test_a_question_is_asked_once_per_sandbox_and_answered_again_without_a_pause
     assert talk.request_due(s, NOW, 8) == talk.DeliverAnswer("q1-abc", "yes")
 
 
+def test_an_answered_question_beside_a_far_wait_is_acted_on_once_each() -> None:
+    """Agent bytes can hold both. With one mark for both they took turns for ever: the answer
+    again, then a pause for the hours left (not run time, so never fewer), again and again."""
+    far = (NOW + timedelta(days=400)).isoformat()
+    s = state(ask=ASK, wait={"id": "w1-far", "until": far, "reason": "window"})
+    s.talk_marks_apart = True
+    s.answers["q1-abc"] = "yes"
+    acted = []
+    for _ in range(4):
+        due = talk.request_due(s, NOW, 8)
+        if due is None:
+            break
+        acted.append(type(due).__name__)
+        if isinstance(due, talk.DeliverAnswer):
+            s.request_handled = talk.handled_key(s, due.request_id)
+        elif isinstance(due, talk.PauseUntil):
+            talk.mark_wait(s, due.request.id)
+    assert acted == ["DeliverAnswer", "PauseUntil"]
+    # Runs begun before the marks were kept apart still take turns (their histories replay).
+    s.talk_marks_apart, s.request_handled, s.wait_handled = False, None, None
+    first = talk.request_due(s, NOW, 8)
+    assert isinstance(first, talk.DeliverAnswer)
+    s.request_handled = talk.handled_key(s, first.request_id)
+    second = talk.request_due(s, NOW, 8)
+    assert isinstance(second, talk.PauseUntil)
+    talk.mark_wait(s, second.request.id)
+    assert isinstance(talk.request_due(s, NOW, 8), talk.DeliverAnswer)
+
+
 def test_runs_without_the_patch_ignore_requests() -> None:
     s = state(ask=ASK, usage={"stream": "a", "usd": 3})
     s.agent_requests = False
