@@ -6,7 +6,8 @@ The period's runs are the `AgentRun` executions that closed since then or are st
 (each run's whole figures count, not a share pro rata). A finished or cancelled run's figures
 come from its result (the close event only, not its history); a run still going is asked its
 `status` (needs a worker; if none answers within `QUERY_TIMEOUT` it counts without figures);
-a failed one counts its restarts from the `OvernightRestarts` search attribute. At most
+so is a failed one, which has no result (a worker replays it to answer; without one it counts
+its restarts from the `OvernightRestarts` search attribute, without money). At most
 `CONCURRENCY` of these reads are in flight at once.
 """
 
@@ -16,12 +17,14 @@ import argparse
 import asyncio
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import (
     Client,
     WorkflowExecution,
     WorkflowExecutionStatus,
+    WorkflowHandle,
     WorkflowHistoryEventFilterType,
 )
 from temporalio.common import SearchAttributeKey
@@ -98,13 +101,7 @@ async def facts_of(client: Client, execution: WorkflowExecution) -> RunFacts:
     status = execution.status
     handle = client.get_workflow_handle(execution.id, run_id=execution.run_id)
     if status == WorkflowExecutionStatus.RUNNING:
-        try:
-            document = await handle.query("status", result_type=dict, rpc_timeout=QUERY_TIMEOUT)
-        except Exception:  # no worker answers, or an old worker: count it without figures
-            return RunFacts(run_id=execution.id, outcome="running", restarts=restarts)
-        facts = facts_from_result(execution.id, document)
-        facts.outcome = "running"
-        return facts
+        return await _facts_asked(handle, execution.id, "running", restarts)
     async for event in handle.fetch_history_events(
         event_filter_type=WorkflowHistoryEventFilterType.CLOSE_EVENT
     ):
@@ -119,10 +116,25 @@ async def facts_of(client: Client, execution: WorkflowExecution) -> RunFacts:
             failure = event.workflow_execution_failed_event_attributes.failure
             kind = failure.application_failure_info.type
             outcome = _FAILURE_OUTCOMES.get(kind, "failed")
-            return RunFacts(run_id=execution.id, outcome=outcome, restarts=restarts)
+            # A failed run has no result: its figures come from its last status (a worker
+            # replays the closed run to answer), so the money it spent is counted too.
+            return await _facts_asked(handle, execution.id, outcome, restarts)
     name = status.name.lower() if status is not None else "unknown"
     outcome = "cancelled" if name == "canceled" else name
     return RunFacts(run_id=execution.id, outcome=outcome, restarts=restarts)
+
+
+async def _facts_asked(
+    handle: WorkflowHandle[Any, Any], run_id: str, outcome: str, restarts: int | None
+) -> RunFacts:
+    """A run's figures from its `status` query, counted under `outcome`."""
+    try:
+        document = await handle.query("status", result_type=dict, rpc_timeout=QUERY_TIMEOUT)
+    except Exception:  # no worker answers, or an old worker: count it without figures
+        return RunFacts(run_id=run_id, outcome=outcome, restarts=restarts)
+    facts = facts_from_result(run_id, document)
+    facts.outcome = outcome
+    return facts
 
 
 def report_text(report: Report) -> str:

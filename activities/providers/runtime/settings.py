@@ -2,7 +2,7 @@
 
 Runtime serves at most 128 requests at once per key (192 per organisation), and a request over
 that waits up to 5 s, then gets a 429. A watch stream held open is one of them for as long as
-it is read, so each worker holds at most `OVERNIGHT_RUNTIME_STREAMS` (default 32) and watches
+it is read, so each worker holds at most `OVERNIGHT_RUNTIME_STREAMS` (default 30) and watches
 every other run through its event feed, which holds nothing open and asks for the account's
 events every `OVERNIGHT_RUNTIME_EVENTS_SECONDS` (default 1). The setting is per worker: the
 workers sharing a key hold at most the sum of theirs, so size it as the key's ceiling (96 of
