@@ -227,3 +227,28 @@ async def test_without_kernel_watching_the_timer_looks_still_notice_an_exit(
     pid = start(engine, sid, "sleep 1; exit 4")
     seen = await provider.watch(sid, pid, CHECKPOINT, token="missing", wait_seconds=30)
     assert (seen.process.state, seen.process.exit_code) == ("exited", 4)
+
+
+async def test_a_pidfd_is_closed_once_by_its_follower_never_under_a_later_fd() -> None:
+    """The agent's end only wakes its follower; its pidfd stays open (the number ours) until
+    the follower lets go. Closed at the end as well, the second close hit whatever had taken
+    the number by then: in the suite, a loopback server's connection in another thread."""
+    hub = WatchHub(asyncio.get_running_loop())
+    try:
+        child = subprocess.Popen([sys.executable, "-c", "pass"])
+        with hub.subscription() as sub:
+            assert sub.follow_pid(child.pid, None)
+            [pidfd] = sub._pidfds
+            await sub.wait(10)
+            child.wait()
+            os.fstat(pidfd)  # still ours after the end: no fd can have taken its number
+            later_r, later_w = os.pipe()
+        # The follower let go: its pidfd is closed, the fds made meanwhile are not.
+        with pytest.raises(OSError):
+            os.fstat(pidfd)
+        os.fstat(later_r)
+        os.fstat(later_w)
+        os.close(later_r)
+        os.close(later_w)
+    finally:
+        hub.close()

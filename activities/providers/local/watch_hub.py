@@ -244,20 +244,21 @@ class WatchHub:
             return None
 
         def ended() -> None:
-            self.unfollow_pid(fd)
+            # Only stop reading: the fd stays open (its number ours) until its follower lets
+            # go. Closing it here too closed it twice, the second time whatever socket or
+            # pidfd had taken its number by then (seen: a loopback server's connection).
+            self.loop.remove_reader(fd)
             wake()
 
         self.loop.add_reader(fd, ended)
         return fd
 
     def unfollow_pid(self, fd: int) -> None:
+        """Let go of a pidfd `follow_pid` gave: once per fd, by its follower alone."""
         try:
             self.loop.remove_reader(fd)
         finally:
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+            os.close(fd)
 
 
 class Subscription:
