@@ -258,3 +258,14 @@ def test_a_sandbox_is_refused_with_the_fix_where_bubblewrap_cannot_run(tmp_path:
     assert "bwrap is not installed" in message
     assert "apt-get install bubblewrap" in message and '"isolation": "none"' in message
     assert opted_out == "none"
+
+
+def test_commands_in_a_sandbox_leave_no_fd_open_in_the_worker(engine: LocalEngine) -> None:
+    """A worker lives for weeks and runs commands in sandboxes for every run (the clone, the
+    checkout): each left bwrap's info pipe open."""
+    sid = sandbox(engine)
+    engine.run(sid, "true")  # the first one warms what stays open for good (logging, caches)
+    before = set(os.listdir("/proc/self/fd"))
+    for _ in range(3):
+        assert engine.run(sid, "echo hi").stdout == "hi\n"
+    assert set(os.listdir("/proc/self/fd")) - before == set()

@@ -169,6 +169,7 @@ def supervise(proc_dir: Path) -> None:
         _supervise(proc_dir, launch, sandbox_file, pipes)
     finally:
         pipes.close_network()
+        pipes.close()
 
 
 def _supervise(

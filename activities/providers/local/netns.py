@@ -144,9 +144,10 @@ def owner_user_namespace(child_pid: int) -> int | None:
 
 
 def _start_slirp(network: Network, child_pid: int) -> None:
+    # Asked first: it raises when the sandbox has already ended, before any pipe is made.
+    owner = owner_user_namespace(child_pid)
     ready_r, ready_w = os.pipe()
     exit_r, exit_w = os.pipe()
-    owner = owner_user_namespace(child_pid)
     join = [] if owner is None else [f"--userns-path=/proc/self/fd/{owner}"]
     argv = [
         shutil.which("slirp4netns") or "slirp4netns",
@@ -171,10 +172,12 @@ def _start_slirp(network: Network, child_pid: int) -> None:
             stderr=subprocess.PIPE,
             pass_fds=(ready_w, exit_r) if owner is None else (ready_w, exit_r, owner),
         )
-    except OSError as error:
+    except BaseException as error:
         for fd in (ready_r, ready_w, exit_r, exit_w):
             os.close(fd)
-        raise NetworkError(f"cannot start slirp4netns ({error}): {INSTALL_HINT}") from None
+        if isinstance(error, OSError):
+            raise NetworkError(f"cannot start slirp4netns ({error}): {INSTALL_HINT}") from None
+        raise
     finally:
         if owner is not None:
             os.close(owner)

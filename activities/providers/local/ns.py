@@ -123,10 +123,15 @@ class Pipes:
         empty when not isolated or bwrap failed to set up."""
         if not self.used:
             return {}
+        # The child's ends: bwrap holds its own copies now.
         for fd in (self._info[1], self._status[1], self._block[0]):
             if fd >= 0:
                 os.close(fd)
+        self._info, self._status = (self._info[0], -1), (self._status[0], -1)
+        self._block = (-1, self._block[1])
         pid = self._child_pid()
+        os.close(self._info[0])
+        self._info = (-1, -1)
         if pid is None:
             self._release(go=False)
             return {}
@@ -169,6 +174,14 @@ class Pipes:
             pass  # bwrap already ended: its own message says why
         os.close(self._block[1])
         self._block = (-1, -1)
+
+    def close(self) -> None:
+        """Close every pipe end still open on this side (idempotent: each end once). The
+        network is `close_network`'s."""
+        for fd in (*self._info, *self._status, *self._block):
+            if fd >= 0:
+                os.close(fd)
+        self._info = self._status = self._block = (-1, -1)
 
     def close_network(self) -> None:
         if self.network is not None:

@@ -202,6 +202,14 @@ def run_command(wrapped: Wrapped, *, timeout_seconds: float) -> CommandOutput:
     with a network of its own waits, held by bwrap, until the network is plugged in."""
     pipes = local_ns.Pipes(wrapped.argv, wrapped.network, local_netns.start)
     try:
+        return _run_piped(wrapped, pipes, timeout_seconds)
+    finally:
+        # The worker lives for weeks: a pipe end left open per command runs it out of fds.
+        pipes.close()
+
+
+def _run_piped(wrapped: Wrapped, pipes: local_ns.Pipes, timeout_seconds: float) -> CommandOutput:
+    try:
         proc = subprocess.Popen(
             pipes.argv,
             cwd=wrapped.cwd,
