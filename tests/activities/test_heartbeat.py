@@ -35,14 +35,19 @@ async def test_no_heartbeat_at_the_start_then_one_per_four_fifths_of_the_timeout
 
     async def step() -> float | None:
         async with auto_heartbeat():
-            await asyncio.sleep(1.3)
+            while len(beats) < 3:
+                await asyncio.sleep(0.01)
         return heartbeat_interval()
 
     began = time.monotonic()
-    assert await env.run(step) == pytest.approx(0.4)
-    assert len(beats) == 3  # at 0.4, 0.8 and 1.2 s: none carries anything, none at the start
-    assert beats[0] - began >= 0.35
-    assert max(b - a for a, b in zip([began, *beats], beats, strict=False)) < 0.5
+    assert await asyncio.wait_for(env.run(step), 10) == pytest.approx(0.4)
+    gaps = [b - a for a, b in zip([began, *beats], beats, strict=False)]
+    assert len(beats) == 3  # none of them carries anything
+    # None at the start and none sooner than 0.4 s after the last: the throttle's exact side.
+    assert min(gaps) >= 0.35
+    # None skipped (that is a gap of 0.8 s): a loaded machine delays each beat a little, so
+    # the bound is not the timeout itself (seen: 0.514 s with the suite on two processes).
+    assert max(gaps) < 0.75
 
 
 async def test_a_step_with_no_heartbeat_timeout_never_heartbeats() -> None:
