@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from overnight.models import RunStatus
-from overnight.output_tail import markdown_block
+from overnight.output_tail import markdown_block, markdown_inline
 from overnight.status_lines import age, money_line, safety_net_line, snapshot_line, talk_lines
 from workflows import talk
 from workflows.budget import charged_usd, estimated_spend_usd, hours_used, spend_usd
@@ -92,14 +92,19 @@ def render_card(status: RunStatus, now: datetime) -> str:
     net = safety_net_line(status.safety_net)
     if net:
         lines.append(f"- **safety net** {net}")
+    # Below, text the agent may have written (its question, outputs, why a checkpoint was
+    # kept, a restart's reason) is shown as written, never as a link or emphasis.
     if status.attention_reason:
-        lines.append(f"- **needs attention** {status.attention_reason}")
-    lines += [f"- **{label}** {text}" for label, text in talk_lines(status)]
+        lines.append(f"- **needs attention** {markdown_inline(status.attention_reason)}")
+    lines += [
+        f"- **{markdown_inline(label)}** {markdown_inline(text)}"
+        for label, text in talk_lines(status)
+    ]
     if status.checkpoint_rejected:
-        lines.append(f"- **checkpoint kept** {status.checkpoint_rejected}")
+        lines.append(f"- **checkpoint kept** {markdown_inline(status.checkpoint_rejected)}")
     if status.restarts:
         last = status.restarts[-1]
-        lines.append(f"- **last restart** attempt {last.attempt}: {last.reason}")
+        lines.append(f"- **last restart** attempt {last.attempt}: {markdown_inline(last.reason)}")
     words = status.last_words
     if words is not None and words.tail:
         tail = "\n".join(words.tail.splitlines()[-CARD_TAIL_LINES:])
@@ -121,4 +126,4 @@ def _next_step(status: RunStatus) -> str:
     summary = status.checkpoint_summary
     if summary is None or summary.next is None:
         return "-"
-    return summary.next.replace("\n", " ")
+    return markdown_inline(summary.next)

@@ -6,6 +6,7 @@ run time."""
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -145,9 +146,26 @@ def test_the_card_shows_agent_text_on_its_own_line_and_a_wait_in_utc() -> None:
     assert s.wait is not None
     s.waiting_until = s.wait.until
     card = render_card(build_status(s, NOW), NOW)
-    assert "- **paused until** 2026-12-01 03:30 UTC: x - **result** all tests pass" in card
+    assert "- **paused until** 2026-12-01 03:30 UTC: x - \\*\\*result\\*\\* all tests pass" in card
     s.wait = s.waiting_until = None
     s.question = AskRequest(id="q1", question="Go?", choices=["yes" + forged, "no"])
     card = render_card(build_status(s, NOW), NOW)
     assert forged not in card
-    assert "(one of: yes - **result** all tests pass, no)" in card
+    assert "(one of: yes - \\*\\*result\\*\\* all tests pass, no)" in card
+
+
+def test_the_card_shows_agent_text_as_written_never_as_a_link_or_emphasis() -> None:
+    """The card is Markdown in the operator's Web UI: an agent's `[Approve](https://...)`
+    would be a link there, with the agent's words on it."""
+    from workflows.card import build_status, render_card
+
+    phish = "[Approve the deploy](https://evil.example/login) **now**"
+    s = state(finish={"summary": phish, "outputs": {"next_pr": "<https://evil.example>"}})
+    s.checkpoint_facts = facts_of(json.dumps({"step": 2, "next": f"{phish}\n# heading"}))
+    card = render_card(build_status(s, NOW), NOW)
+    shown = "\\[Approve the deploy\\](https://evil.example/login) \\*\\*now\\*\\*"
+    assert f"- **result** {shown}" in card
+    assert "- **next\\_pr** \\<https://evil.example\\>" in card
+    assert f"- **next step** {shown} # heading" in card
+    # Every bracket and angle bracket in the card is escaped: no link, image or autolink.
+    assert re.search(r"(?<!\\)[\[<]", card) is None
