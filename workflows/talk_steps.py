@@ -14,6 +14,7 @@ from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from activities.models import ActivityName, AnswerAgentInput
+    from overnight.output_tail import markdown_inline
     from workflows import attention_steps, budget, calls, money, policies, talk
     from workflows.decide import (
         AskPerson,
@@ -93,7 +94,9 @@ async def _pause_until(s: SupervisorState, decision: PauseUntil) -> None:
     s.wait = request
     s.waiting_until = decision.until
     talk.mark_wait(s, request.id)
-    await _pause(s, f"wait until {decision.until:%H:%M} UTC: {request.reason or 'agent asked'}")
+    # The agent's reason goes into the pause's summary, Markdown in the Web UI: as written.
+    reason = markdown_inline(request.reason) if request.reason else "agent asked"
+    await _pause(s, f"wait until {decision.until:%H:%M} UTC: {reason}")
     s.waiting_since = workflow.now()
 
 

@@ -133,7 +133,11 @@ async def test_an_answered_question_beside_a_far_wait_pauses_once_for_each(
     """A checkpoint may hold both (an agent writes its own bytes): the question is answered
     once and the wait, capped by the 2 hours left, is waited once; they do not take turns."""
     now: datetime = await time_skipping_env.get_current_time()
-    far = {"id": "w2-0123456789ab", "until": (now + timedelta(days=30)).isoformat()}
+    far = {
+        "id": "w2-0123456789ab",
+        "until": (now + timedelta(days=30)).isoformat(),
+        "reason": "[quota](https://evil.example)",
+    }
     world.script(
         1,
         [
@@ -148,7 +152,11 @@ async def test_an_answered_question_beside_a_far_wait_pauses_once_for_each(
         await until_state(handle, "waiting_for_answer")
         await handle.execute_update("answer", "yes", result_type=str)
         result = await handle.result()
+        summaries = await activity_summaries(client, handle)
 
+    # The agent's reason is in the pause's summary (Markdown in the Web UI) as written.
+    [paused] = [text for text in summaries if text.startswith("pause sandbox box-1 (wait")]
+    assert paused.endswith(r"UTC: \[quota\](https://evil.example))")
     assert world.paused == ["box-1", "box-1"] and world.wakes == ["box-1", "box-1"]
     assert [(a.request_id, a.answer) for a in world.answers] == [
         ("q1-0123456789ab", "yes"),
@@ -187,6 +195,16 @@ async def test_model_spend_past_the_budget_pauses_in_place_and_extension_wakes_i
     assert world.wakes == ["box-1"]
     assert [start.process_id for start in world.starts] == ["agent-1-0"]
     assert (result.restarts, result.attempts, result.spend_model_usd) == (0, 1, 1.5)
+
+
+async def activity_summaries(client: Client, handle: Any) -> list[str]:
+    """The summaries of the run's activities, as the Web UI shows them."""
+    found = []
+    async for event in handle.fetch_history_events():
+        if event.HasField("user_metadata") and event.user_metadata.HasField("summary"):
+            summary = event.user_metadata.summary
+            found.append(client.data_converter.payload_converter.from_payload(summary, str))
+    return found
 
 
 async def until_state_with(handle: Any, accept: Any) -> Any:
