@@ -9,7 +9,9 @@ preflights for the allowed origins only. With a token, every call must carry
 `Authorization: Bearer <token>`. Bound to 127.0.0.1 unless told otherwise: whoever reaches it
 reads every payload.
 
-Only the standard library's threading HTTP server: no web framework to install.
+Only the standard library: a small asyncio HTTP server (`bounded_http`) whose connections
+cost no thread, with a read timeout, a body cap and a cap on what it holds at once, since
+whoever reaches it can try to hold it (no web framework to install).
 """
 
 from __future__ import annotations
@@ -21,18 +23,19 @@ import json
 import logging
 import os
 import signal
+import socket
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
 
 from google.protobuf.json_format import MessageToDict, ParseDict, ParseError
 from temporalio.api.common.v1 import Payload
 
+from overnight.cli.bounded_http import BoundedHttpServer, Limits, Request, Response
 from overnight.codec import (
     CODEC_KEYS_ENV,
+    KEY_ID_METADATA,
     CodecConfigError,
     CodecKeyError,
     Keyring,
@@ -43,10 +46,32 @@ DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8081
 # Where the bearer token may come from instead of --token (which `ps` shows to everyone).
 TOKEN_ENV = "OVERNIGHT_CODEC_SERVER_TOKEN"
-# The largest body accepted: a page of history's payloads, each at most Temporal's 2 MiB.
-MAX_BODY_BYTES = 64 * 1024 * 1024
+# The largest body accepted. A caller sends the payloads of what it read from the server:
+# Temporal refuses a payload over 2 MB and a gRPC message over 4 MB (docs.temporal.io:
+# /troubleshooting/blob-size-limit-error, /kb/temporal-platform-limits-sheet), so no call
+# honestly carries more than 4 MiB of payloads; as base64 in proto3 JSON that is 5 1/3 MiB,
+# and the rest is room for the JSON and the metadata.
+MAX_BODY_BYTES = 6 * 1024 * 1024
+# Headers and body within this long of the connection's start; the answer taken within it too.
+READ_TIMEOUT_SECONDS = 10.0
 ALLOWED_HEADERS = "Content-Type, X-Namespace, Authorization"
+# What it says of a payload it cannot decrypt, whether it lacks the payload's key id or holds
+# another key under it: the same answer, so no caller learns which ids it holds.
+UNDECRYPTABLE = (
+    "a payload under key id {key_id} does not decrypt here: this codec server holds no key "
+    "under that id, or another key than the payload's (or the payload was altered)"
+)
 log = logging.getLogger(__name__)
+
+
+def default_limits() -> Limits:
+    return Limits(
+        read_timeout_seconds=READ_TIMEOUT_SECONDS,
+        write_timeout_seconds=READ_TIMEOUT_SECONDS,
+        max_body_bytes=MAX_BODY_BYTES,
+        # Four bodies of the largest size at once (a browser opens six connections a host).
+        max_buffered_bytes=4 * MAX_BODY_BYTES,
+    )
 
 
 @dataclass(frozen=True)
@@ -56,6 +81,7 @@ class CodecServerSettings:
     port: int = DEFAULT_PORT
     origins: tuple[str, ...] = ()
     token: str | None = None
+    limits: Limits = field(default_factory=default_limits)
 
 
 class _BadRequest(Exception):
@@ -77,122 +103,139 @@ def convert(keyring: Keyring, operation: str, body: bytes) -> bytes:
             HTTPStatus.BAD_REQUEST, f'expected {{"payloads": [...]}} of payloads: {err}'
         ) from None
     step = keyring.encrypt if operation == "encode" else keyring.decrypt
-    try:
-        done = [step(payload) for payload in payloads]
-    except CodecKeyError as err:
-        raise _BadRequest(HTTPStatus.BAD_REQUEST, str(err)) from None
+    done = []
+    for payload in payloads:
+        try:
+            done.append(step(payload))
+        except CodecKeyError:
+            # The keyring's own message names the ids it holds: not for whoever calls.
+            key_id = payload.metadata.get(KEY_ID_METADATA, b"")[:64]
+            shown = repr(key_id.decode("utf-8", "replace"))
+            raise _BadRequest(HTTPStatus.BAD_REQUEST, UNDECRYPTABLE.format(key_id=shown)) from None
     return json.dumps({"payloads": [MessageToDict(p) for p in done]}).encode()
 
 
-class _Handler(BaseHTTPRequestHandler):
-    server_version = "overnight-codec"
-    settings: CodecServerSettings  # set on the subclass made per server
+class _Codec:
+    """The protocol over the bounded server: what is served, to whom, and the answers."""
 
-    def do_OPTIONS(self) -> None:  # noqa: N802 - the http.server naming
-        # A CORS preflight: no token needed (browsers send none on a preflight).
-        self._answer(HTTPStatus.NO_CONTENT if self._origin_allowed() else HTTPStatus.FORBIDDEN)
+    def __init__(self, settings: CodecServerSettings) -> None:
+        self.settings = settings
 
-    def do_POST(self) -> None:  # noqa: N802
-        operation = self.path.split("?", 1)[0].rstrip("/").rsplit("/", 1)[-1]
+    def check(self, request: Request) -> Response | None:
+        """A request's head, before its body is read: refused here, none of it is read."""
+        if request.method == "OPTIONS":
+            # A CORS preflight: no token needed (browsers send none on a preflight).
+            allowed = self._origin_allowed(request)
+            return Response(HTTPStatus.NO_CONTENT if allowed else HTTPStatus.FORBIDDEN)
+        if request.method != "POST":
+            return _error(
+                HTTPStatus.METHOD_NOT_ALLOWED, "POST /encode or /decode", ("Allow", "POST, OPTIONS")
+            )
+        if _operation(request) not in ("encode", "decode"):
+            return _error(HTTPStatus.NOT_FOUND, "only /encode and /decode are served")
+        if "origin" in request.headers and not self._origin_allowed(request):
+            # Another page in a browser on this machine: a loopback server is no secret.
+            return _error(HTTPStatus.FORBIDDEN, "this origin is not allowed")
+        token = self.settings.token
+        given = request.headers.get("authorization", "").encode()
+        if token is not None and not hmac.compare_digest(given, f"Bearer {token}".encode()):
+            return _error(HTTPStatus.UNAUTHORIZED, "a valid Authorization: Bearer is needed")
+        return None
+
+    def handle(self, request: Request) -> Response:
+        """A checked request with its body (in a worker thread)."""
         try:
-            if operation not in ("encode", "decode"):
-                raise _BadRequest(HTTPStatus.NOT_FOUND, "only /encode and /decode are served")
-            if "Origin" in self.headers and not self._origin_allowed():
-                # Another page in a browser on this machine: a loopback server is no secret.
-                raise _BadRequest(HTTPStatus.FORBIDDEN, "this origin is not allowed")
-            self._check_token()
-            body = self._read_body()
-            answer = convert(self.settings.keyring, operation, body)
+            answer = convert(self.settings.keyring, _operation(request), request.body)
         except _BadRequest as bad:
-            self._answer(bad.status, json.dumps({"error": str(bad)}).encode())
-            return
-        except Exception:  # noqa: BLE001 - answered, and logged without the payloads
-            log.exception("codec server: %s failed", operation)
-            self._answer(HTTPStatus.INTERNAL_SERVER_ERROR, b'{"error": "internal error"}')
-            return
-        self._answer(HTTPStatus.OK, answer)
+            return _error(bad.status, str(bad))
+        return Response(HTTPStatus.OK, answer)
 
-    def do_GET(self) -> None:  # noqa: N802
-        self._answer(
-            HTTPStatus.METHOD_NOT_ALLOWED, b'{"error": "POST /encode or /decode"}', allow=True
+    def cors(self, request: Request) -> tuple[tuple[str, str], ...]:
+        origin = request.headers.get("origin")
+        if origin is None or not self._origin_allowed(request):
+            return ()
+        return (
+            ("Access-Control-Allow-Origin", origin),
+            ("Access-Control-Allow-Methods", "POST, OPTIONS"),
+            ("Access-Control-Allow-Headers", ALLOWED_HEADERS),
+            ("Access-Control-Allow-Credentials", "true"),
+            ("Access-Control-Max-Age", "600"),
+            ("Vary", "Origin"),
         )
 
-    def _check_token(self) -> None:
-        token = self.settings.token
-        if token is None:
-            return
-        given = self.headers.get("Authorization", "")
-        if not hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):
-            raise _BadRequest(HTTPStatus.UNAUTHORIZED, "a valid Authorization: Bearer is needed")
+    def _origin_allowed(self, request: Request) -> bool:
+        return request.headers.get("origin") in self.settings.origins
 
-    def _read_body(self) -> bytes:
-        try:
-            length = int(self.headers.get("Content-Length", ""))
-        except ValueError:
-            raise _BadRequest(HTTPStatus.LENGTH_REQUIRED, "Content-Length is needed") from None
-        if not 0 <= length <= MAX_BODY_BYTES:
-            raise _BadRequest(
-                HTTPStatus.REQUEST_ENTITY_TOO_LARGE, f"bodies are at most {MAX_BODY_BYTES} bytes"
-            )
-        return self.rfile.read(length)
 
-    def _origin_allowed(self) -> bool:
-        return self.headers.get("Origin") in self.settings.origins
+def _operation(request: Request) -> str:
+    return request.path.rstrip("/").rsplit("/", 1)[-1]
 
-    def _answer(self, status: HTTPStatus, body: bytes = b"", allow: bool = False) -> None:
-        self.send_response(status)
-        origin = self.headers.get("Origin")
-        if origin is not None and self._origin_allowed():
-            self.send_header("Access-Control-Allow-Origin", origin)
-            self.send_header("Access-Control-Allow-Methods", "POST, OPTIONS")
-            self.send_header("Access-Control-Allow-Headers", ALLOWED_HEADERS)
-            self.send_header("Access-Control-Allow-Credentials", "true")
-            self.send_header("Access-Control-Max-Age", "600")
-            self.send_header("Vary", "Origin")
-        if allow:
-            self.send_header("Allow", "POST, OPTIONS")
-        if body:
-            self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        if body:
-            self.wfile.write(body)
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base's name
-        # The request line and status only: never a payload, never a header's value.
-        log.info("%s %s", self.address_string(), format % args)
+def _error(status: HTTPStatus, message: str, *headers: tuple[str, str]) -> Response:
+    return Response(status, json.dumps({"error": message}).encode(), headers)
 
 
 class CodecServer:
-    """The HTTP server on its own thread: `start()`, `url`, `stop()`; a context manager too."""
+    """The server on its own thread and event loop: `start()`, `url`, `stop()`; a context
+    manager too. `connections` and `buffered_bytes` are what it holds now."""
 
     def __init__(self, settings: CodecServerSettings) -> None:
-        handler = type("Handler", (_Handler,), {"settings": settings})
         self.settings = settings
-        self._http = ThreadingHTTPServer((settings.host, settings.port), handler)
-        self._http.daemon_threads = True
+        family = socket.getaddrinfo(settings.host, settings.port, type=socket.SOCK_STREAM)[0][0]
+        self._sock = socket.create_server((settings.host, settings.port), family=family)
+        codec = _Codec(settings)
+        self._http = BoundedHttpServer(
+            self._sock,
+            codec.handle,
+            limits=settings.limits,
+            check=codec.check,
+            headers_for=codec.cors,
+            server_name="overnight-codec",
+            log=log,
+        )
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
 
     @property
     def url(self) -> str:
-        host, port = self._http.server_address[:2]
-        host = host.decode() if isinstance(host, bytes) else host
+        host, port = self._sock.getsockname()[:2]
         shown = f"[{host}]" if ":" in host else host
         return f"http://{shown}:{port}"
 
+    @property
+    def connections(self) -> int:
+        return self._http.connections
+
+    @property
+    def buffered_bytes(self) -> int:
+        return self._http.buffered_bytes
+
     def start(self) -> CodecServer:
-        self._thread = threading.Thread(
-            target=self._http.serve_forever, name="codec-server", daemon=True
-        )
+        loop = asyncio.new_event_loop()
+        ready = threading.Event()
+
+        def serve() -> None:
+            asyncio.set_event_loop(loop)
+            try:
+                loop.run_until_complete(self._http.start())
+            finally:
+                ready.set()
+            loop.run_forever()
+            loop.run_until_complete(self._http.close())
+            loop.close()
+
+        self._loop = loop
+        self._thread = threading.Thread(target=serve, name="codec-server", daemon=True)
         self._thread.start()
+        ready.wait()
         return self
 
     def stop(self) -> None:
-        if self._thread is not None:
-            self._http.shutdown()
+        if self._thread is not None and self._loop is not None:
+            self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join()
             self._thread = None
-        self._http.server_close()
+        self._sock.close()
 
     def __enter__(self) -> CodecServer:
         return self.start()
