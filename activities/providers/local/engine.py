@@ -44,8 +44,14 @@ from activities.providers.local import isolation as local_isolation
 from activities.providers.local import limits as local_limits
 from activities.providers.local import netns
 from activities.providers.local import procs as local_procs
-from activities.providers.local.files import WorkspaceMap, read_json, write_json
-from activities.providers.local.guest_files import GuestFiles, give
+from activities.providers.local.files import (
+    WorkspaceMap,
+    open_dir,
+    read_json,
+    write_inside,
+    write_json,
+)
+from activities.providers.local.guest_files import GuestFiles
 from activities.providers.local.mounts import RESOLV_CONF, SANDBOX_HOME
 from activities.providers.local.procs import ProcessRecord
 from activities.providers.local.state import (
@@ -127,12 +133,15 @@ class LocalEngine(GuestFiles):
             run = (labels or {}).get(LABEL_RUN, name)
             uid = local_isolation.sandbox_uid(run) if isolated else None
             local_isolation.check_binds(binds, uid)
-            for sub in ("workspace", "home", "processes", "tmp"):
-                (folder / sub).mkdir(parents=True, exist_ok=True)
-            if uid is not None:
-                (folder / "home" / ".gitconfig").write_text(local_isolation.SANDBOX_GITCONFIG)
+            (folder / "processes").mkdir(parents=True, exist_ok=True)
+            # The folders the sandbox's user writes in are given to it by descriptor, like
+            # every later write into them (no agent runs yet, but the rule has no exception).
             for sub in ("workspace", "home", "tmp"):
-                give(folder / sub, uid, recursive=True)
+                os.close(open_dir(folder, [sub], create=True, owner=uid))
+            if uid is not None:
+                gitconfig = local_isolation.SANDBOX_GITCONFIG.encode()
+                write_inside(folder, ["home", ".gitconfig"], gitconfig, mode=0o644, owner=uid)
+            # Beside those folders, the worker's own: shown read-only at /etc/resolv.conf.
             (folder / RESOLV_CONF).write_text(netns.RESOLV_CONF_TEXT)
             now = time.time()
             meta = SandboxMeta(

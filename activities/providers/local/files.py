@@ -16,9 +16,9 @@ import os
 import posixpath
 import re
 import secrets
-import shutil
 import stat
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -51,10 +51,14 @@ class NotFollowed(OutsideWorkspace):
     """A guest path through a symlink (or through something that is not a folder)."""
 
 
-def open_dir(root: Path, parts: list[str], *, create: bool = False) -> int:
+def open_dir(
+    root: Path, parts: list[str], *, create: bool = False, owner: int | None = None
+) -> int:
     """A file descriptor of the folder `root/parts...`, reached one component at a time
     without following a symlink on the way (`NotFollowed`); missing folders are made with
-    `create`, else `FileNotFoundError`. The caller closes it."""
+    `create`, else `FileNotFoundError`. With `owner`, each folder on the way that is the
+    worker's own (made now, or before a crash could give it) becomes `owner`'s through its
+    descriptor (see `enter`). The caller closes it."""
     try:
         fd = os.open(root, _DIR_FLAGS)
     except OSError as error:
@@ -63,25 +67,50 @@ def open_dir(root: Path, parts: list[str], *, create: bool = False) -> int:
         raise
     try:
         for part in parts:
-            try:
-                step = os.open(part, _DIR_FLAGS, dir_fd=fd)
-            except FileNotFoundError:
-                if not create:
-                    raise
-                try:
-                    os.mkdir(part, 0o755, dir_fd=fd)
-                except FileExistsError:
-                    pass
-                step = _open_step(part, fd)
-            except OSError as error:
-                _raise_not_followed(error, part, fd)
-                raise
+            step = enter(fd, part, create=create, owner=owner)
             os.close(fd)
             fd = step
     except BaseException:
         os.close(fd)
         raise
     return fd
+
+
+def enter(
+    fd: int, name: str, *, create: bool = False, owner: int | None = None, mode: int = 0o755
+) -> int:
+    """The folder `name` in the open folder `fd`, opened without following a link
+    (`NotFollowed`), made (with `mode`) when missing and `create`. With `owner` it is given
+    to `owner` through the descriptor just opened (`give_fd`), never by name: a name can be
+    swapped for a link between two calls, a descriptor cannot."""
+    try:
+        step = os.open(name, _DIR_FLAGS, dir_fd=fd)
+    except FileNotFoundError:
+        if not create:
+            raise
+        try:
+            os.mkdir(name, mode, dir_fd=fd)
+        except FileExistsError:
+            pass
+        step = _open_step(name, fd)
+    except OSError as error:
+        _raise_not_followed(error, name, fd)
+        raise
+    if owner is not None:
+        try:
+            give_fd(step, owner)
+        except BaseException:
+            os.close(step)
+            raise
+    return step
+
+
+def give_fd(fd: int, owner: int) -> None:
+    """Give the open file or folder `fd` to `owner` when it is still the worker's: what the
+    worker made for a sandbox is its user's; what the agent made is left as it is."""
+    found = os.fstat(fd).st_uid
+    if found == os.geteuid() and found != owner:
+        os.fchown(fd, owner, owner)
 
 
 def _open_step(part: str, fd: int) -> int:
@@ -107,37 +136,71 @@ def _kind_at(name: str, dir_fd: int) -> str:
     return _KINDS.get(stat.S_IFMT(mode), "not a regular file")
 
 
-def write_inside(root: Path, parts: list[str], data: bytes, *, mode: int | None = None) -> None:
+def write_inside(
+    root: Path,
+    parts: list[str],
+    data: bytes,
+    *,
+    mode: int | None = None,
+    owner: int | None = None,
+) -> None:
     """Write `root/parts...` atomically with openat discipline: each folder opened (or made)
     relative to the one before without following symlinks, the temporary file created
     exclusively in the last one, renamed over the name there. No swap of a path component
-    for a symlink can make this write outside `root`."""
+    for a symlink can make this write outside `root`. With `owner` (a root worker's sandbox
+    user) the file and the folders made on the way become its own through their descriptors
+    (fchown), never by path."""
     if not parts:
         raise OutsideWorkspace("cannot write the workspace folder itself")
-    folder = open_dir(root, parts[:-1], create=True)
+    folder = open_dir(root, parts[:-1], create=True, owner=owner)
     try:
-        name = parts[-1]
-        tmp = f".{name}.{secrets.token_hex(6)}.tmp"
-        fd = os.open(tmp, _CREATE_FLAGS, 0o600, dir_fd=folder)
-        try:
-            try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view) :]
-                if mode is not None:
-                    os.fchmod(fd, mode)
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            os.replace(tmp, name, src_dir_fd=folder, dst_dir_fd=folder)
-        except BaseException:
-            try:
-                os.unlink(tmp, dir_fd=folder)
-            except FileNotFoundError:
-                pass
-            raise
+        put_file(folder, parts[-1], _writer(data), mode=mode, owner=owner)
     finally:
         os.close(folder)
+
+
+def put_file(
+    folder: int,
+    name: str,
+    fill: Callable[[int], None],
+    *,
+    mode: int | None = None,
+    owner: int | None = None,
+    durable: bool = True,
+) -> None:
+    """Make the file `name` in the open folder `folder`: a temporary file created there
+    exclusively (never through a link), filled by `fill(fd)`, given to `owner` and chmodded
+    through its descriptor, then renamed over `name` (a link left at `name` is replaced, not
+    followed)."""
+    tmp = f".{name}.{secrets.token_hex(6)}.tmp"
+    fd = os.open(tmp, _CREATE_FLAGS, 0o600, dir_fd=folder)
+    try:
+        try:
+            fill(fd)
+            if owner is not None:
+                os.fchown(fd, owner, owner)
+            if mode is not None:
+                os.fchmod(fd, mode)
+            if durable:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, name, src_dir_fd=folder, dst_dir_fd=folder)
+    except BaseException:
+        try:
+            os.unlink(tmp, dir_fd=folder)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def _writer(data: bytes) -> Callable[[int], None]:
+    def fill(fd: int) -> None:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+
+    return fill
 
 
 def read_inside(root: Path, parts: list[str], max_bytes: int) -> FileRead:
@@ -277,23 +340,14 @@ class WorkspaceMap:
                 return FileRead(status="outside")
         return read
 
-    def write(self, sandbox_path: str, data: bytes, *, mode: int | None = None) -> None:
+    def write(
+        self,
+        sandbox_path: str,
+        data: bytes,
+        *,
+        mode: int | None = None,
+        owner: int | None = None,
+    ) -> None:
         """Write a file atomically under the workspace, through no symlink (`write_inside`);
         OutsideWorkspace when the path leaves it or a component is not a real folder."""
-        write_inside(self.root, self.parts(sandbox_path), data, mode=mode)
-
-    def resolve_inside(self, sandbox_path: str) -> Path:
-        """The real path for a write: under the workspace even after resolving symlinks."""
-        path = self.host_path(sandbox_path)
-        real_parent = path.parent.resolve()
-        if not self.inside(real_parent):
-            raise OutsideWorkspace(f"{sandbox_path!r} resolves outside {WORKSPACE}")
-        target = real_parent / path.name
-        if target.is_symlink() and not self.inside(target.resolve()):
-            raise OutsideWorkspace(f"{sandbox_path!r} resolves outside {WORKSPACE}")
-        return target
-
-
-def merge_tree(source: Path, target: Path) -> None:
-    """Copy the folder `source` into `target`, creating it and overwriting files (a merge)."""
-    shutil.copytree(source, target, symlinks=True, dirs_exist_ok=True)
+        write_inside(self.root, self.parts(sandbox_path), data, mode=mode, owner=owner)

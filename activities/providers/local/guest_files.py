@@ -7,12 +7,8 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from activities.providers.local.files import (
-    WORKSPACE,
-    OutsideWorkspace,
-    WorkspaceMap,
-    merge_tree,
-)
+from activities.providers.local.fd_copy import copy_into
+from activities.providers.local.files import OutsideWorkspace, WorkspaceMap
 from activities.providers.local.state import SandboxMeta, invalid_request
 from activities.providers.protocol import FileRead, SandboxNotRunning
 
@@ -55,23 +51,31 @@ class GuestFiles:
         """Write a file atomically, creating its folders, through no symlink: each folder is
         opened relative to the one before (O_NOFOLLOW), the file made and renamed in the last
         (see files.write_inside), so an agent swapping a folder for a link in the meantime
-        cannot make the worker write outside the workspace."""
+        cannot make the worker write outside the workspace. The sandbox's own user (a root
+        worker's) gets the file and the folders made for it through their descriptors."""
         self._running(sandbox_id)
         try:
-            self.workspace(sandbox_id).write(path, data, mode=mode)
+            self.workspace(sandbox_id).write(path, data, mode=mode, owner=self._owner(sandbox_id))
         except OutsideWorkspace as error:
             raise invalid_request(f"{path}: {error}") from None
-        # The sandbox's own user (a root worker's) must own what the worker wrote for it.
-        give_path(self.workspace(sandbox_id), path, self.get(sandbox_id).uid)
 
     def upload_dir(self, sandbox_id: str, local_dir: str | Path, remote_dir: str) -> None:
-        """Copy a local folder into the sandbox, merging with what is there."""
+        """Copy a local folder into the sandbox, merging with what is there, by descriptor on
+        both sides (see fd_copy): no folder of the target is followed if it is a link."""
         source = Path(local_dir).expanduser()
         if not source.is_dir():
             raise invalid_request(f"{local_dir} is not a folder on this worker")
-        target = self._writable(sandbox_id, remote_dir)
-        merge_tree(source, target)
-        give(target, self.get(sandbox_id).uid, recursive=True)
+        self._running(sandbox_id)
+        workspace = self.workspace(sandbox_id)
+        try:
+            copy_into(
+                source, workspace.root, workspace.parts(remote_dir), owner=self._owner(sandbox_id)
+            )
+        except OutsideWorkspace as error:
+            raise invalid_request(f"{remote_dir}: {error}") from None
+
+    def _owner(self, sandbox_id: str) -> int | None:
+        return self.get(sandbox_id).uid
 
     def _real_dir(self, sandbox_id: str, sandbox_path: str) -> Path:
         real = self.host_path(sandbox_id, sandbox_path)
@@ -83,34 +87,3 @@ class GuestFiles:
         meta = self.get(sandbox_id)
         if meta.state != "running":
             raise SandboxNotRunning(sandbox_id, meta.state)
-
-    def _writable(self, sandbox_id: str, path: str) -> Path:
-        self._running(sandbox_id)
-        try:
-            return self.workspace(sandbox_id).resolve_inside(path)
-        except OutsideWorkspace as error:
-            raise invalid_request(str(error)) from None
-
-
-def give(path: Path, uid: int | None, *, recursive: bool = False) -> None:
-    """Make what the worker wrote in a sandbox its own user's (no-op without one), never
-    following a link: the agent may have put one there."""
-    if uid is None:
-        return
-    os.chown(path, uid, uid, follow_symlinks=False)
-    if recursive and path.is_dir() and not path.is_symlink():
-        for root, dirs, files in os.walk(path):
-            for name in (*dirs, *files):
-                os.chown(os.path.join(root, name), uid, uid, follow_symlinks=False)
-
-
-def give_path(workspace: WorkspaceMap, path: str, uid: int | None) -> None:
-    """`give` the file at guest `path` and the folders made above it, none through a link."""
-    if uid is None:
-        return
-    host = workspace.host_path(path)
-    root = workspace.host_path(WORKSPACE)
-    for one in [host, *host.parents]:
-        if one == root or root not in one.parents:
-            break
-        give(one, uid)

@@ -22,8 +22,8 @@ from typing import Any
 
 from activities.providers.local import disk as local_disk
 from activities.providers.local.engine import LocalEngine
+from activities.providers.local.fd_copy import copy_into
 from activities.providers.local.files import read_json, write_json
-from activities.providers.local.guest_files import give
 from activities.providers.local.state import flock, invalid_request
 from activities.providers.protocol import SandboxNotFound, SandboxNotRunning
 
@@ -113,11 +113,14 @@ class LocalSnapshots:
         record = self.get(snapshot_id)
         if record is None or record.get("state") != "ready":
             raise invalid_request(f"snapshot {snapshot_id} is not ready")
-        target = self.engine.folder(sandbox_id) / "workspace"
-        partial = target.with_name("workspace.restoring")
+        folder = self.engine.folder(sandbox_id)
+        target = folder / "workspace"
+        partial = folder / "workspace.restoring"
         shutil.rmtree(partial, ignore_errors=True)
-        shutil.copytree(self.root / snapshot_id / "workspace", partial, symlinks=True)
-        give(partial, self.engine.get(sandbox_id).uid, recursive=True)
+        # The agent's files, copied and given to the sandbox's user by descriptor (fd_copy):
+        # its links stay links, never followed, and nothing is chowned by path.
+        owner = self.engine.get(sandbox_id).uid
+        copy_into(self.root / snapshot_id / "workspace", folder, [partial.name], owner=owner)
         shutil.rmtree(target, ignore_errors=True)
         os.replace(partial, target)
 
