@@ -1,0 +1,164 @@
+"""One request the fake received, as tests read it: pure data and accessors, no I/O.
+
+Both APIs are read the same way:
+- `session_id`: Claude Code's `X-Claude-Code-Session-Id` header; Codex's `session-id` header
+  (its thread id; also `thread-id` and the body's `prompt_cache_key`);
+- `tool_results()`: the results the client sends back (Claude: `tool_result` blocks in user
+  messages; Codex: `function_call_output` / `custom_tool_call_output` items), in order;
+- `last_tool_results()`: those after the model's last message, i.e. the answers to the calls
+  of the previous turn;
+- `text()`: every text the request carries (prompts, tool results), for "the next request
+  carries the answer".
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from fakes.model_api.turns import Api
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    call_id: str
+    output: str
+    is_error: bool = False
+
+
+@dataclass(frozen=True)
+class RecordedRequest:
+    number: int  # 1, 2, ... in the order received
+    api: Api
+    method: str
+    path: str
+    query: str
+    headers: Mapping[str, str]  # names lower-cased
+    body: Any  # the parsed JSON body (None when it was not JSON)
+    received_at: float  # time.monotonic() when its body was read
+    received_at_epoch: float  # time.time(), the same moment
+    # Filled in by the server once answered:
+    turn_index: int | None = None  # which turn of the script answered (None: none matched)
+    label: str = ""  # that turn's label
+    status: int = 0
+    call_ids: tuple[str, ...] = field(default_factory=tuple)
+
+    # --- identity ---
+
+    @property
+    def session_id(self) -> str:
+        if self.api == "anthropic":
+            return self.headers.get("x-claude-code-session-id", "")
+        return self.headers.get("session-id") or self.headers.get("thread-id", "")
+
+    @property
+    def model(self) -> str:
+        return str(self._body_dict().get("model", ""))
+
+    @property
+    def tool_names(self) -> list[str]:
+        names = []
+        for tool in self._body_dict().get("tools") or []:
+            if isinstance(tool, dict) and tool.get("name"):
+                names.append(str(tool["name"]))
+        return names
+
+    # --- content ---
+
+    def items(self) -> list[dict[str, Any]]:
+        """The conversation as sent: Claude's `messages`, Codex's `input` items."""
+        body = self._body_dict()
+        key = "messages" if self.api == "anthropic" else "input"
+        value = body.get(key)
+        if isinstance(value, str):
+            return [{"role": "user", "content": value}]
+        return [item for item in value or [] if isinstance(item, dict)]
+
+    def tool_results(self) -> list[ToolResult]:
+        return list(_tool_results(self.api, self.items()))
+
+    def last_tool_results(self) -> list[ToolResult]:
+        """The tool results after the model's last turn (empty when the last thing sent is
+        not a tool result)."""
+        items = self.items()
+        if self.api == "anthropic":
+            last = items[-1] if items else None
+            if last is None or last.get("role") != "user":
+                return []
+            return list(_tool_results(self.api, [last]))
+        tail: list[dict[str, Any]] = []
+        for item in reversed(items):
+            if item.get("type") not in ("function_call_output", "custom_tool_call_output"):
+                break
+            tail.insert(0, item)
+        return list(_tool_results(self.api, tail))
+
+    def result_for(self, call_id: str) -> ToolResult | None:
+        for result in self.tool_results():
+            if result.call_id == call_id:
+                return result
+        return None
+
+    def text(self) -> str:
+        """Every text in the conversation, joined by newlines."""
+        return "\n".join(_texts(self.items()))
+
+    def _body_dict(self) -> dict[str, Any]:
+        return self.body if isinstance(self.body, dict) else {}
+
+    def summary(self) -> dict[str, Any]:
+        """What a log line says about this request (no bodies)."""
+        return {
+            "number": self.number,
+            "api": self.api,
+            "path": self.path,
+            "session_id": self.session_id,
+            "turn_index": self.turn_index,
+            "label": self.label,
+            "status": self.status,
+            "call_ids": list(self.call_ids),
+            "last_tool_results": [
+                {"call_id": r.call_id, "output": r.output[:200], "is_error": r.is_error}
+                for r in self.last_tool_results()
+            ],
+        }
+
+
+def _tool_results(api: Api, items: list[dict[str, Any]]) -> Iterator[ToolResult]:
+    if api == "anthropic":
+        for message in items:
+            content = message.get("content")
+            if message.get("role") != "user" or not isinstance(content, list):
+                continue
+            for block in content:
+                if isinstance(block, dict) and block.get("type") == "tool_result":
+                    yield ToolResult(
+                        str(block.get("tool_use_id", "")),
+                        "\n".join(_texts([{"content": block.get("content")}])),
+                        bool(block.get("is_error", False)),
+                    )
+        return
+    for item in items:
+        if item.get("type") in ("function_call_output", "custom_tool_call_output"):
+            output = item.get("output")
+            if not isinstance(output, str):
+                output = json.dumps(output)
+            yield ToolResult(str(item.get("call_id", "")), output)
+
+
+def _texts(items: list[Any]) -> Iterator[str]:
+    """Texts anywhere in messages or items: strings under `text`, `content` or `output`."""
+    for item in items:
+        if isinstance(item, str):
+            yield item
+        elif isinstance(item, list):
+            yield from _texts(item)
+        elif isinstance(item, dict):
+            for key in ("text", "content", "output"):
+                value = item.get(key)
+                if isinstance(value, str):
+                    yield value
+                elif isinstance(value, list | dict):
+                    yield from _texts([value] if isinstance(value, dict) else value)

@@ -1,0 +1,122 @@
+"""The coding-agent CLIs overnight runs (`RunSpec.agent.kind`): pinned versions and where
+they live. Pure constants and paths; installing is `overnight.worker.agent_clis`.
+
+Each CLI is installed once per worker from the npm registry, into
+`$OVERNIGHT_HOME/agents/<kind>-<version>/` (an npm prefix: `node_modules/...` under it), and
+mounted read-only into local sandboxes at `/overnight/agents/<kind>-<version>/` (a top-level
+folder of the sandbox's own, since `/usr` and `/opt` are the host's, read-only).
+
+The CLIs are run as their native binaries, straight from the platform package npm picked
+(`executable`), not through the npm launchers: Claude Code's `bin/claude.exe` is only linked
+to the native binary by a postinstall script (the installer runs none), and Codex's
+`bin/codex.js` on node < 22.15 spawns the binary as a child, so a SIGKILL of the launcher
+leaves the real CLI running. The native binaries need no node at run time; `npm` (and so
+node) is needed only to install.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from overnight.home import overnight_home
+
+AgentKind = Literal["claude-code", "codex"]
+
+AGENTS_FOLDER = "agents"  # under $OVERNIGHT_HOME
+SANDBOX_AGENTS_ROOT = "/overnight/agents"  # where a sandbox sees the installed CLIs
+INSTALL_SCRIPT = "bash scripts/install-agent-clis"  # the one command that installs them
+
+# `platform.machine()` -> npm's cpu name.
+NPM_CPU = {"x86_64": "x64", "amd64": "x64", "aarch64": "arm64", "arm64": "arm64"}
+RUST_TARGET = {"x64": "x86_64-unknown-linux-musl", "arm64": "aarch64-unknown-linux-musl"}
+
+
+@dataclass(frozen=True)
+class AgentCli:
+    """One pinned CLI: its npm package and version, and what `--version` prints."""
+
+    kind: AgentKind
+    package: str
+    version: str
+    version_line: str  # `<executable> --version` prints this (stripped)
+
+    @property
+    def npm_spec(self) -> str:
+        return f"{self.package}@{self.version}"
+
+    @property
+    def folder_name(self) -> str:
+        return f"{self.kind}-{self.version}"
+
+    def executable(self, cpu: str) -> Path:
+        """The native binary, relative to the install folder, for npm's `cpu` (x64, arm64)."""
+        if cpu not in RUST_TARGET:
+            raise UnsupportedPlatform(f"{self.kind} has no Linux build for cpu {cpu!r} here")
+        if self.kind == "claude-code":
+            return Path("node_modules/@anthropic-ai") / f"claude-code-linux-{cpu}" / "claude"
+        return (
+            Path("node_modules/@openai")
+            / f"codex-linux-{cpu}"
+            / "vendor"
+            / RUST_TARGET[cpu]
+            / "bin"
+            / "codex"
+        )
+
+    def run_environment(self, install_folder: str) -> dict[str, str]:
+        """Variables the native binary expects from its npm launcher (`install_folder` as
+        the process sees it: the host path, or the sandbox's mount)."""
+        if self.kind == "codex":
+            return {
+                "CODEX_MANAGED_BY_NPM": "1",
+                "CODEX_MANAGED_PACKAGE_ROOT": f"{install_folder}/node_modules/@openai/codex",
+            }
+        return {"DISABLE_AUTOUPDATER": "1"}
+
+
+class UnsupportedPlatform(Exception):
+    """This machine's CPU has no build of the CLI."""
+
+
+CLAUDE_CODE = AgentCli(
+    kind="claude-code",
+    package="@anthropic-ai/claude-code",
+    version="2.1.332",
+    version_line="2.1.332 (Claude Code)",
+)
+CODEX = AgentCli(
+    kind="codex",
+    package="@openai/codex",
+    version="0.171.0",
+    version_line="codex-cli 0.171.0",
+)
+AGENT_CLIS: dict[str, AgentCli] = {cli.kind: cli for cli in (CLAUDE_CODE, CODEX)}
+
+
+def agent_cli(kind: str) -> AgentCli:
+    try:
+        return AGENT_CLIS[kind]
+    except KeyError:
+        known = ", ".join(AGENT_CLIS)
+        raise ValueError(f"unknown agent kind {kind!r} (known: {known})") from None
+
+
+def npm_cpu(machine: str) -> str:
+    """npm's cpu name for `platform.machine()`; the machine name itself when unknown."""
+    return NPM_CPU.get(machine.lower(), machine)
+
+
+def agents_root(home: Path | None = None) -> Path:
+    """`$OVERNIGHT_HOME/agents`: every installed CLI, one folder per kind and version."""
+    return (home if home is not None else overnight_home()) / AGENTS_FOLDER
+
+
+def install_folder(cli: AgentCli, home: Path | None = None) -> Path:
+    return agents_root(home) / cli.folder_name
+
+
+def sandbox_folder(cli: AgentCli) -> str:
+    """Where a sandbox sees `install_folder(cli)` (mounted read-only)."""
+    return f"{SANDBOX_AGENTS_ROOT}/{cli.folder_name}"

@@ -1,0 +1,296 @@
+"""Driving the two real CLIs headless against the fake model API, in a `Sandbox`.
+
+`Driver` knows one CLI's command line (first run and resume), its settings (Claude Code's
+variables, Codex's `config.toml` as ../shared/reference/coding-agents.md gives them), where it
+keeps its session, and how its output says it finished. `Running` is one process of it: its
+output lines, its pid (inside bubblewrap: the CLI's own, found among bwrap's descendants), a
+SIGKILL of the CLI alone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fakes.model_api import FakeModelApi
+from tests.agent_clis.sandbox import Sandbox
+
+FAKE_KEY = "sk-fake-model-api"
+
+
+class Driver:
+    """One CLI kind's way of being run (see the subclasses)."""
+
+    binary_name = ""
+
+    def __init__(self, sandbox: Sandbox, fake: FakeModelApi) -> None:
+        self.sandbox = sandbox
+        self.fake = fake
+
+    def first(self, prompt: str) -> list[str]:
+        raise NotImplementedError
+
+    def resume(self, session_id: str, prompt: str) -> list[str]:
+        raise NotImplementedError
+
+    def env(self) -> dict[str, str]:
+        raise NotImplementedError
+
+    def session_files(self) -> list[Path]:
+        raise NotImplementedError
+
+    def session_mentions(self, text: str) -> bool:
+        """Whether the CLI's session file (as written so far) holds `text`."""
+        for path in self.session_files():
+            try:
+                if text in path.read_text(encoding="utf-8", errors="replace"):
+                    return True
+            except OSError:
+                continue
+        return False
+
+    def finished(self, lines: list[dict[str, Any]]) -> tuple[str, str]:
+        """The session id and final text its output ends with (AssertionError if none)."""
+        raise NotImplementedError
+
+    def start(self, argv: list[str]) -> Running:
+        command, env = self.sandbox.command(argv, self.env())
+        return Running(self, command, env)
+
+
+class ClaudeCode(Driver):
+    binary_name = "claude"
+
+    def first(self, prompt: str) -> list[str]:
+        return [self.sandbox.executable_inside, "-p", prompt, *self._flags()]
+
+    def resume(self, session_id: str, prompt: str) -> list[str]:
+        return [
+            self.sandbox.executable_inside,
+            "--resume",
+            session_id,
+            "-p",
+            prompt,
+            *self._flags(),
+        ]
+
+    def _flags(self) -> list[str]:
+        return [
+            "--output-format",
+            "stream-json",
+            "--verbose",
+            "--dangerously-skip-permissions",
+            "--max-turns",
+            "20",
+        ]
+
+    def env(self) -> dict[str, str]:
+        env = {
+            "ANTHROPIC_BASE_URL": self.fake.anthropic_base_url,
+            "ANTHROPIC_API_KEY": FAKE_KEY,
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+            "CLAUDE_CODE_MAX_RETRIES": "2",
+        }
+        if self.sandbox.uid is None and os.geteuid() == 0:
+            env["IS_SANDBOX"] = "1"  # root: --dangerously-skip-permissions refuses otherwise
+        return env
+
+    def session_files(self) -> list[Path]:
+        return sorted((self.sandbox.home / ".claude" / "projects").glob("*/*.jsonl"))
+
+    def finished(self, lines: list[dict[str, Any]]) -> tuple[str, str]:
+        results = [line for line in lines if line.get("type") == "result"]
+        assert results, f"no result line in {lines[-3:]}"
+        result = results[-1]
+        assert result.get("subtype") == "success" and result.get("is_error") is False, result
+        return str(result["session_id"]), str(result.get("result", ""))
+
+
+class Codex(Driver):
+    binary_name = "codex"
+
+    def first(self, prompt: str) -> list[str]:
+        return [self.sandbox.executable_inside, "exec", *self._flags(), prompt]
+
+    def resume(self, session_id: str, prompt: str) -> list[str]:
+        return [
+            self.sandbox.executable_inside,
+            "exec",
+            "resume",
+            *self._flags(),
+            session_id,
+            prompt,
+        ]
+
+    def _flags(self) -> list[str]:
+        return ["--json", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox"]
+
+    @property
+    def codex_home(self) -> Path:
+        return self.sandbox.home / ".codex"
+
+    def env(self) -> dict[str, str]:
+        self._write_config()
+        return {"CODEX_HOME": f"{self.sandbox.home_inside}/.codex", "FAKE_API_KEY": FAKE_KEY}
+
+    def _write_config(self) -> None:
+        self.codex_home.mkdir(exist_ok=True)
+        config = self.codex_home / "config.toml"
+        config.write_text(
+            "\n".join(
+                [
+                    'model = "gpt-5.5-codex"',
+                    'model_provider = "fake"',
+                    "[model_providers.fake]",
+                    'name = "fake"',
+                    f'base_url = "{self.fake.openai_base_url}"',
+                    'wire_api = "responses"',
+                    'env_key = "FAKE_API_KEY"',
+                    "request_max_retries = 2",
+                    "stream_max_retries = 2",
+                    "stream_idle_timeout_ms = 60000",
+                    "[analytics]",
+                    "enabled = false",
+                    "[features]",
+                    "plugins = false",
+                    "",
+                ]
+            ),
+            encoding="utf-8",
+        )
+        if self.sandbox.uid is not None:
+            for path in (self.codex_home, config):
+                os.chown(path, self.sandbox.uid, self.sandbox.uid)
+
+    def session_files(self) -> list[Path]:
+        return sorted((self.codex_home / "sessions").glob("*/*/*/rollout-*.jsonl"))
+
+    def finished(self, lines: list[dict[str, Any]]) -> tuple[str, str]:
+        kinds = [line.get("type") for line in lines]
+        assert "turn.completed" in kinds and "turn.failed" not in kinds, lines[-3:]
+        thread = [line["thread_id"] for line in lines if line.get("type") == "thread.started"]
+        messages = [
+            line["item"].get("text", "")
+            for line in lines
+            if line.get("type") == "item.completed"
+            and line.get("item", {}).get("type") == "agent_message"
+        ]
+        assert thread and messages, lines[-3:]
+        return str(thread[0]), str(messages[-1])
+
+
+DRIVERS: dict[str, type[Driver]] = {"claude-code": ClaudeCode, "codex": Codex}
+
+
+@dataclass
+class Finished:
+    returncode: int
+    lines: list[dict[str, Any]]
+    stderr: str
+
+    def describe(self) -> str:
+        return f"exit {self.returncode}; last lines {self.lines[-3:]}; stderr {self.stderr[-800:]}"
+
+
+class Running:
+    def __init__(self, driver: Driver, command: list[str], env: dict[str, str]) -> None:
+        self.driver = driver
+        self.started_at = time.monotonic()
+        self.process = subprocess.Popen(
+            command,
+            cwd=driver.sandbox.work,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+        self.seen: set[int] = set()  # every process of its tree seen (for the clean-up)
+
+    def tree(self) -> list[int]:
+        """The live processes under it (itself included); remembered for `clean_up`."""
+        pids = [self.process.pid, *descendants(self.process.pid)]
+        self.seen.update(pids)
+        return pids
+
+    def cli_pid(self, timeout: float = 10) -> int:
+        """The CLI's own process: the topmost of its tree running the CLI's binary."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            name = self.driver.binary_name
+            for pid in self.tree():
+                if executable_name(pid) == name and executable_name(parent(pid)) != name:
+                    return pid
+            time.sleep(0.01)
+        raise AssertionError(f"no {self.driver.binary_name} process under {self.process.pid}")
+
+    def wait(self, timeout: float = 60) -> Finished:
+        try:
+            out, err = self.process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.clean_up()
+            out, err = self.process.communicate()
+            raise AssertionError(f"the CLI did not end in {timeout} s: {err[-800:]}") from None
+        return Finished(self.process.returncode, json_lines(out), err)
+
+    def clean_up(self) -> None:
+        """Kill what is left of it: the CLI and any tool it left running."""
+        for pid in sorted(self.seen | set(self.tree()), reverse=True):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+
+def json_lines(text: str) -> list[dict[str, Any]]:
+    lines = []
+    for line in text.splitlines():
+        try:
+            value = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            lines.append(value)
+    return lines
+
+
+def descendants(root: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="utf-8") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(entry))
+    found: list[int] = []
+    pending = [root]
+    while pending:
+        for child in children.get(pending.pop(), []):
+            found.append(child)
+            pending.append(child)
+    return found
+
+
+def parent(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as stat:
+            return int(stat.read().rsplit(")", 1)[1].split()[1])
+    except OSError:
+        return 0
+
+
+def executable_name(pid: int) -> str:
+    try:
+        return os.path.basename(os.readlink(f"/proc/{pid}/exe"))
+    except OSError:
+        return ""

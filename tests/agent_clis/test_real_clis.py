@@ -1,0 +1,145 @@
+"""The real pinned CLIs, headless against the fake model API, each inside bubblewrap with its
+install mounted read-only and run as an unprivileged uid (where bubblewrap works; else on the
+host): a three-tool-call task, then a SIGKILL during a tool call and a resume of the same
+session. A few seconds each; one install per session (conftest)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from fakes.model_api import FakeModelApi, ReadFile, Shell, WriteFile, text, tools
+from overnight.coding_agents import agent_cli
+from overnight.worker.agent_clis import Installed
+from tests.agent_clis.clis import DRIVERS, Driver, Running, executable_name
+from tests.agent_clis.conftest import measure
+from tests.agent_clis.sandbox import Sandbox, bubblewrap_works
+
+KINDS = ["claude-code", "codex"]
+# What the resumed CLI sends for the call its kill interrupted (../shared/reference).
+INTERRUPTED = {"claude-code": "Tool call interrupted", "codex": "aborted"}
+
+
+@pytest.fixture(params=KINDS)
+def kind(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def sandbox(kind: str, installed_cli: Callable[[str], Installed], tmp_path: Path) -> Sandbox:
+    installed = installed_cli(kind)
+    return Sandbox.make(tmp_path / "sandbox", agent_cli(kind), installed.folder, bubblewrap_works())
+
+
+@pytest.fixture
+def processes() -> Iterator[list[Running]]:
+    started: list[Running] = []
+    yield started
+    for running in started:
+        running.clean_up()
+
+
+def test_a_three_tool_call_task_finishes(
+    kind: str, sandbox: Sandbox, processes: list[Running]
+) -> None:
+    notes = f"{sandbox.work_inside}/notes.txt"
+    probe = f"{sandbox.cli_folder_inside}/probe"
+    script = [
+        tools(WriteFile(notes, "hello from the fake\n"), label="write"),
+        tools(Shell(f"wc -c < notes.txt; id -u; touch {probe} || echo CLI read-only"), label="run"),
+        tools(ReadFile(notes), label="read"),
+        text("All three done.", label="final"),
+    ]
+    with FakeModelApi(script) as fake:
+        driver = DRIVERS[kind](sandbox, fake)
+        running = driver.start(driver.first("Write notes.txt, count it, read it back."))
+        processes.append(running)
+        finished = running.wait(timeout=120)
+        requests = fake.requests()
+
+    assert finished.returncode == 0, finished.describe()
+    session_id, final = driver.finished(finished.lines)
+    assert final == "All three done."
+    assert [r.label for r in requests] == ["write", "run", "read", "final"]
+    assert fake.session_ids() == [session_id] and fake.script.unmatched == []
+    # Each request after the first carries the results of the calls the one before made.
+    for before, after in zip(requests, requests[1:], strict=False):
+        assert [r.call_id for r in after.last_tool_results()] == list(before.call_ids)
+    run_output = requests[2].last_tool_results()[0].output
+    assert "20" in run_output  # wc -c of the file the first call wrote
+    assert "hello from the fake" in requests[3].last_tool_results()[0].output
+    assert (sandbox.work / "notes.txt").read_text() == "hello from the fake\n"
+    if sandbox.isolated:
+        assert "CLI read-only" in run_output and "Read-only file system" in run_output
+        if sandbox.uid is not None:
+            assert str(sandbox.uid) in run_output
+    measure(
+        f"{kind}: start to first model request (s)", requests[0].received_at - running.started_at
+    )
+    measure(
+        f"{kind}: three-tool task, whole run (s)", requests[-1].received_at - running.started_at
+    )
+
+
+def test_sigkill_during_a_tool_call_resumes_the_same_session(
+    kind: str, sandbox: Sandbox, processes: list[Running]
+) -> None:
+    script = [
+        tools(Shell("echo first > first.txt"), label="first"),
+        tools(Shell("echo started > started.txt && exec sleep 30"), label="sleep"),
+        text("Resumed; done.", label="final"),
+    ]
+    with FakeModelApi(script) as fake:
+        driver = DRIVERS[kind](sandbox, fake)
+        running = driver.start(driver.first("Write first.txt, then wait."))
+        processes.append(running)
+        sleep_call = _wait_for_tool_running(fake, driver, sandbox)
+        cli = running.cli_pid()
+        assert "sleep" in [executable_name(pid) for pid in running.tree()]
+        killed_at = time.monotonic()
+        os.kill(cli, signal.SIGKILL)
+        killed = running.wait(timeout=30)
+        session_id = fake.requests()[0].session_id
+
+        resumed = driver.start(driver.resume(session_id, "continue"))
+        processes.append(resumed)
+        finished = resumed.wait(timeout=120)
+        requests = fake.requests()
+
+    assert killed.returncode != 0
+    assert finished.returncode == 0, finished.describe()
+    resumed_session, final = driver.finished(finished.lines)
+    assert resumed_session == session_id and final == "Resumed; done."
+    assert fake.session_ids() == [session_id] and fake.script.unmatched == []
+    assert len(requests) == 3  # no model turn redone
+    after = requests[2]
+    first_call = requests[0].call_ids[0]
+    results = after.tool_results()
+    assert [r.call_id for r in results] == [first_call, sleep_call]  # each once, in order
+    assert not results[0].is_error and INTERRUPTED[kind] not in results[0].output
+    assert INTERRUPTED[kind] in results[1].output
+    measure(
+        f"{kind}: SIGKILL to the resumed CLI's first model request (s)",
+        after.received_at - killed_at,
+    )
+    measure(
+        f"{kind}: resume start to first model request (s)", after.received_at - resumed.started_at
+    )
+
+
+def _wait_for_tool_running(fake: FakeModelApi, driver: Driver, sandbox: Sandbox) -> str:
+    """Wait until the sleep call runs and the CLI's session file records it (Claude Code
+    writes its session a little after a tool starts: killed before that, the resumed session
+    has lost the call and the result before it). Its call id."""
+    fake.wait_for_answers(2, timeout=60)
+    sleep_call = fake.requests()[1].call_ids[0]
+    deadline = time.monotonic() + 30
+    while not ((sandbox.work / "started.txt").exists() and driver.session_mentions(sleep_call)):
+        assert time.monotonic() < deadline, "the sleep call never ran, or was never recorded"
+        time.sleep(0.02)
+    return sleep_call
