@@ -29,9 +29,10 @@ class Driver:
 
     binary_name = ""
 
-    def __init__(self, sandbox: Sandbox, fake: FakeModelApi) -> None:
+    def __init__(self, sandbox: Sandbox, fake: FakeModelApi, *, subscription: bool = False) -> None:
         self.sandbox = sandbox
         self.fake = fake
+        self.subscription = subscription  # Claude Code: an OAuth token instead of an API key
 
     def first(self, prompt: str) -> list[str]:
         raise NotImplementedError
@@ -91,9 +92,10 @@ class ClaudeCode(Driver):
         ]
 
     def env(self) -> dict[str, str]:
+        credential = "CLAUDE_CODE_OAUTH_TOKEN" if self.subscription else "ANTHROPIC_API_KEY"
         env = {
             "ANTHROPIC_BASE_URL": self.fake.anthropic_base_url,
-            "ANTHROPIC_API_KEY": FAKE_KEY,
+            credential: FAKE_KEY,
             "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
             "CLAUDE_CODE_MAX_RETRIES": "2",
         }

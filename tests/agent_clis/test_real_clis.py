@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from fakes.model_api import FakeModelApi, ReadFile, Shell, WriteFile, text, tools
+from fakes.model_api import FakeModelApi, ReadFile, Shell, WriteFile, text, tools, usage_limit
 from overnight.coding_agents import agent_cli
 from overnight.worker.agent_clis import Installed
 from tests.agent_clis.clis import DRIVERS, Driver, Running, executable_name
@@ -130,6 +130,38 @@ def test_sigkill_during_a_tool_call_resumes_the_same_session(
     measure(
         f"{kind}: resume start to first model request (s)", after.received_at - resumed.started_at
     )
+
+
+def test_a_usage_limit_reaches_the_cli_with_its_reset_time(
+    kind: str, sandbox: Sandbox, processes: list[Running]
+) -> None:
+    """The fake's usage limit is what the CLI reads as one (not retried): Claude Code in
+    subscription mode prints its `rate_limit_event` with the reset time; Codex fails the turn
+    and records the reset in its rollout's `rate_limits`."""
+    resets_at = int(time.time()) + 5 * 3600
+    with FakeModelApi([usage_limit(resets_at)]) as fake:
+        driver = DRIVERS[kind](sandbox, fake, subscription=True)
+        running = driver.start(driver.first("Anything."))
+        processes.append(running)
+        finished = running.wait(timeout=60)
+    assert finished.returncode == 1 and len(fake.requests()) == 1, finished.describe()
+    if kind == "claude-code":
+        events = [line for line in finished.lines if line.get("type") == "rate_limit_event"]
+        info = events[0]["rate_limit_info"]
+        assert (info["status"], info["resetsAt"], info["rateLimitType"]) == (
+            "rejected",
+            resets_at,
+            "five_hour",
+        )
+        result = finished.lines[-1]
+        # "success" with is_error: only is_error says it failed.
+        assert result["type"] == "result" and result["is_error"] is True
+        assert result["api_error_status"] == 429 and "5-hour limit" in result["result"]
+    else:
+        failed = [line for line in finished.lines if line.get("type") == "turn.failed"]
+        assert "usage limit" in failed[0]["error"]["message"]
+        assert driver.session_mentions(f'"resets_at":{resets_at}')
+        assert driver.session_mentions("usage_limit_exceeded")
 
 
 def _wait_for_tool_running(fake: FakeModelApi, driver: Driver, sandbox: Sandbox) -> str:
