@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pydantic_core
@@ -30,7 +30,7 @@ from activities.providers.protocol import (
 )
 from overnight.checkpoint_text import CheckpointFacts, facts_of, parse
 from overnight.models import CheckpointSummary
-from overnight.output_tail import redact, secret_values, with_json_forms
+from overnight.output_tail import holds_secret, redact, secret_values, with_json_forms
 
 # The most a checkpoint's text may take in a payload (as JSON): Temporal refuses payloads
 # over 2 MB, and the run's state carries the checkpoint beside a few KiB of its own.
@@ -96,7 +96,8 @@ def _redacted(facts: CheckpointFacts, secrets: Sequence[str]) -> CheckpointFacts
 
 def _unspelled(text: str, secrets: Sequence[str]) -> str:
     """`text`, or (when what it parses to still holds a secret: a JSON escape spelled it, as
-    Go's `\\u0026` for `&` or PHP's `\\/` for `/`) its value with the secrets redacted, as JSON."""
+    Go's `\\u0026` for `&` or PHP's `\\/` for `/`, in the secret or its base64) its value with
+    the secrets redacted, as JSON."""
     if "\\" not in text:
         return text  # no escape: redacting the text redacted its value
     ok, value = parse(text)
@@ -106,13 +107,21 @@ def _unspelled(text: str, secrets: Sequence[str]) -> str:
 
 
 def _holds(value: Any, secrets: Sequence[str]) -> bool:
+    # Every text of the value in one search: a NUL (which no environment value holds) between
+    # them, so no match spans two.
+    return holds_secret("\0".join(_texts(value)), secrets)
+
+
+def _texts(value: Any) -> Iterator[str]:
     if isinstance(value, str):
-        return any(secret in value for secret in secrets)
-    if isinstance(value, list):
-        return any(_holds(item, secrets) for item in value)
-    if isinstance(value, dict):
-        return any(_holds(key, secrets) or _holds(item, secrets) for key, item in value.items())
-    return False
+        yield value
+    elif isinstance(value, list):
+        for item in value:
+            yield from _texts(item)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield key
+            yield from _texts(item)
 
 
 def _redacted_value(value: Any, secrets: Sequence[str]) -> Any:

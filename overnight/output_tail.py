@@ -11,6 +11,9 @@ import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
+
+from overnight.secret_spellings import literal_spellings, longest_spelling_chars, percent_pattern
 
 # What a restart record keeps of the ended attempt's output.
 TAIL_LINES = 40
@@ -21,6 +24,9 @@ REDACTION_MARGIN_BYTES = 1024
 # Text that may be cut right after its end (an output read while the agent writes, or cut
 # short) ends in no beginning of a secret this long or longer: it is redacted too.
 CUT_PREFIX_CHARS = 4
+# The same for a beginning of a secret's other spelling (base64, hex: overnight.secret_spellings),
+# longer, since hex and base64 text is made of few characters.
+CUT_SPELLING_PREFIX_CHARS = 8
 
 
 @dataclass(frozen=True)
@@ -59,15 +65,17 @@ def with_json_forms(secrets: Iterable[str]) -> list[str]:
 def redact(text: str, secrets: Iterable[str], *, start: int = 0, cut_end: bool = False) -> str:
     """`text[start:]` with every occurrence of each secret replaced by `***` (longest first),
     counting occurrences that begin before `start` too: a secret cut by the start is still
-    replaced, never shown in part. `cut_end`: the text may have been cut right after its end,
-    so a beginning of a secret there (`CUT_PREFIX_CHARS` or more) is replaced too."""
-    values = sorted({s for s in secrets if s}, key=len, reverse=True)
+    replaced, never shown in part. Each secret is found as written and in its other spellings
+    (base64, hex, percent-encoded: overnight.secret_spellings). `cut_end`: the text may have
+    been cut right after its end, so a beginning of a secret there (`CUT_PREFIX_CHARS` or more,
+    `CUT_SPELLING_PREFIX_CHARS` of a spelling) is replaced too."""
+    values = _ordered(secrets)
     if not values:
         return text[start:]
-    pattern = re.compile("|".join(re.escape(value) for value in values))
+    pattern = _pattern_in(text, values)
     out: list[str] = []
     pos = start
-    for found in pattern.finditer(text):
+    for found in pattern.finditer(text) if pattern is not None else ():
         if found.end() <= pos:
             continue
         if found.start() > pos:
@@ -76,7 +84,12 @@ def redact(text: str, secrets: Iterable[str], *, start: int = 0, cut_end: bool =
         pos = found.end()
     end = len(text)
     if cut_end:
-        end = max(pos, len(text) - _cut_prefix(text[pos:], values))
+        rest = text[pos:]
+        cut = max(
+            _cut_prefix(rest, list(values), CUT_PREFIX_CHARS),
+            _cut_prefix(rest, _spellings(values)[1], CUT_SPELLING_PREFIX_CHARS),
+        )
+        end = max(pos, len(text) - cut)
     if end > pos:
         out.append(text[pos:end])
     if end < len(text):
@@ -84,19 +97,74 @@ def redact(text: str, secrets: Iterable[str], *, start: int = 0, cut_end: bool =
     return "".join(out)
 
 
-def _cut_prefix(text: str, secrets: list[str]) -> int:
+def holds_secret(text: str, secrets: Iterable[str]) -> bool:
+    """Whether `text` holds any of `secrets`, as written or in another spelling."""
+    values = _ordered(secrets)
+    pattern = _pattern_in(text, values) if values else None
+    return pattern is not None and pattern.search(text) is not None
+
+
+def _ordered(secrets: Iterable[str]) -> tuple[str, ...]:
+    return tuple(sorted({s for s in secrets if s}, key=lambda s: (-len(s), s)))
+
+
+def _pattern_in(text: str, values: tuple[str, ...]) -> re.Pattern[str] | None:
+    """One expression for the spellings of `values` that may be in `text` (None: none may).
+    Each spelling has a piece every match of it holds; one whose piece `text` lacks is left
+    out, so text that holds no secret (nearly all of it) costs a few substring searches, not
+    an expression of dozens of alternatives tried at each character."""
+    present = tuple(source for piece, source in _spellings(values)[0] if piece in text)
+    return _compiled(present) if present else None
+
+
+# A percent-encoded spelling's piece is the secret's longest run of ASCII letters and digits
+# (written as they are in every spelling), when it is at least this long; else it has none.
+_PIECE_CHARS = 4
+_ALNUM_RUN = re.compile(r"[A-Za-z0-9]+")
+
+
+@lru_cache(maxsize=64)
+def _spellings(values: tuple[str, ...]) -> tuple[tuple[tuple[str, str], ...], list[str]]:
+    """(a piece every match holds, the expression) of every spelling of every secret, the
+    longest first (so a secret that begins with another is replaced whole); and the literal
+    spellings, longest first (for a cut end)."""
+    alternatives: dict[str, tuple[int, str]] = {}
+    spellings: set[str] = set()
+    for value in values:
+        percent = percent_pattern(value)
+        if percent is None:
+            alternatives[re.escape(value)] = (len(value), value)
+        else:
+            # It matches the value as written too.
+            runs = sorted(_ALNUM_RUN.findall(value), key=len, reverse=True)
+            piece = runs[0] if runs and len(runs[0]) >= _PIECE_CHARS else ""
+            alternatives[percent] = (len(value), piece)
+        for spelled in literal_spellings(value):
+            spellings.add(spelled)
+            alternatives.setdefault(re.escape(spelled), (len(spelled), spelled))
+    ordered = sorted(alternatives, key=lambda source: -alternatives[source][0])
+    found = tuple((alternatives[source][1], source) for source in ordered)
+    return found, sorted(spellings, key=len, reverse=True)
+
+
+@lru_cache(maxsize=256)
+def _compiled(sources: tuple[str, ...]) -> re.Pattern[str]:
+    return re.compile("|".join(sources))
+
+
+def _cut_prefix(text: str, secrets: list[str], shortest: int) -> int:
     """The length of the longest beginning of a secret that `text` ends with (0: none, or one
-    shorter than `CUT_PREFIX_CHARS`)."""
+    shorter than `shortest`)."""
     if not text:
         return 0
     last = text[-1]
     longest = 0
     for value in secrets:
         size = min(len(value) - 1, len(text))
-        while size >= max(CUT_PREFIX_CHARS, longest + 1):
+        while size >= max(shortest, longest + 1):
             # Only lengths whose last character is the text's last one can match.
             size = value.rfind(last, 0, size) + 1
-            if size < max(CUT_PREFIX_CHARS, longest + 1):
+            if size < max(shortest, longest + 1):
                 break
             if text.endswith(value[:size]):
                 longest = size
@@ -107,8 +175,8 @@ def _cut_prefix(text: str, secrets: list[str]) -> int:
 
 def window_bytes(secrets: Iterable[str]) -> int:
     """How many bytes of output to read for a tail: the tail, and before it a margin at least
-    as long as the longest secret."""
-    longest = max((len(s.encode()) for s in secrets), default=0)
+    as long as the longest secret, in the longest of its spellings."""
+    longest = max((longest_spelling_chars(s) for s in secrets), default=0)
     return TAIL_BYTES + max(REDACTION_MARGIN_BYTES, longest)
 
 

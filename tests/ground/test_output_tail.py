@@ -123,11 +123,13 @@ def test_a_secret_in_json_is_redacted_in_its_escaped_forms_too() -> None:
 # ---- the window a tail is read from ----------------------------------------------------------
 
 
-def test_the_window_holds_the_tail_and_a_margin_as_long_as_the_longest_secret_in_bytes() -> None:
+def test_the_window_holds_the_tail_and_a_margin_as_long_as_the_longest_secret_spelled() -> None:
     assert window_bytes([]) == TAIL_BYTES + REDACTION_MARGIN_BYTES
     assert window_bytes([SECRET]) == TAIL_BYTES + REDACTION_MARGIN_BYTES
-    assert window_bytes([SECRET, LONG_SECRET]) == TAIL_BYTES + len(LONG_SECRET)
-    assert window_bytes(["é" * 600]) == TAIL_BYTES + 1200
+    # Percent-encoded (`-` as `%2D`, `é` as `%C3%A9`), a secret takes up to 3 bytes a byte.
+    assert window_bytes([SECRET, LONG_SECRET]) == TAIL_BYTES + 3 * len(LONG_SECRET)
+    assert window_bytes(["é" * 600]) == TAIL_BYTES + 3600
+    assert window_bytes(["a" * 600]) == TAIL_BYTES + 1200  # its hex
 
 
 def test_a_secret_longer_than_1_kib_before_one_long_line_leaves_no_piece_in_its_tail() -> None:
