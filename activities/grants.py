@@ -14,6 +14,7 @@ from pathlib import Path
 
 from temporalio.exceptions import ApplicationError
 
+from activities.loopback_owners import FIXED_OWNER, OwnServices
 from overnight.grants import (
     SPEC_REFUSED,
     Grants,
@@ -45,7 +46,11 @@ def spec_refusals(
     roots = [] if grants is None else [*grants.bind_roots, *grants.writable_bind_roots]
     named = [str(state_dir), *spec_paths(spec), *roots]
     real = {path: _resolved(path) for path in named}
-    return refusals(spec, grants, home=str(state_dir), real=real, protected_ports=protected_ports)
+    owners = {port: FIXED_OWNER for port in protected_ports}
+    if isinstance(protected_ports, OwnServices) and spec.host_ports:
+        # Looked up now, from the sockets: the servers may have moved since the worker began.
+        owners = protected_ports.owners(spec.host_ports) | owners
+    return refusals(spec, grants, home=str(state_dir), real=real, protected_ports=owners)
 
 
 def refuse_unless_allowed(
@@ -58,17 +63,13 @@ def refuse_unless_allowed(
         raise ApplicationError(refusal_message(found), type=SPEC_REFUSED, non_retryable=True)
 
 
-def own_loopback_ports(target_host: str | None) -> frozenset[int]:
-    """The worker's own loopback services a sandbox must never be given: the Temporal server
-    it talks to, when that is on this machine's loopback, and the dev server's Web UI beside
-    it (its port + 1000)."""
-    if not target_host:
-        return frozenset()
-    host, _, port = target_host.rpartition(":")
-    loopback = ("localhost", "127.0.0.1", "::1", "0.0.0.0")
-    if host.strip("[]") not in loopback or not port.isdigit():
-        return frozenset()
-    return frozenset({int(port), int(port) + 1000})
+def own_loopback_ports(target_host: str | None) -> OwnServices:
+    """The worker's own loopback services a sandbox must never be given: as a set, the port of
+    the Temporal server it talks to, when that is on this machine's loopback, and the dev
+    server's Web UI beside it (its port + 1000); at each check of a spec with `host_ports`,
+    every port the Temporal server, this worker or overnight's other services listen on,
+    found from their sockets (activities/loopback_owners.py)."""
+    return OwnServices(target_host)
 
 
 def _resolved(path: str) -> str:

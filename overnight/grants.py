@@ -188,13 +188,14 @@ def refusals(
     *,
     home: str,
     real: Mapping[str, str] | None = None,
-    protected_ports: Collection[int] = (),
+    protected_ports: Collection[int] | Mapping[int, str] = (),
 ) -> list[str]:
     """What in `spec` its worker does not allow, one `field <name>: why (how to allow it)` each;
     none: the spec may run. `home` is the worker's state directory; `real` maps a path (as
     written, or a root) to what it resolves to on the worker (links followed, `~` expanded),
     and a path must pass as written and as resolved. `grants` None: the grants are not known
-    (a CLI), so only what no grant allows is said."""
+    (a CLI), so only what no grant allows is said. `protected_ports`: the host ports no
+    sandbox may reach, each with whose it is when a mapping."""
     real = real or {}
     found: list[str] = []
     unisolated = spec.provider == "local" and spec.isolation == "none"
@@ -228,10 +229,14 @@ def refusals(
         found += _bind_refusals(bind.path, bind.writable, grants, homes, real)
     for port in spec.host_ports:
         if port in protected_ports:
+            whose = (
+                protected_ports[port]
+                if isinstance(protected_ports, Mapping)
+                else "the port of the Temporal server this worker talks to (or its Web UI)"
+            )
             found.append(
-                f"field host_ports: {port} is the port of the Temporal server this worker "
-                "talks to (or its Web UI), which no sandbox may reach; serve what the agent "
-                "needs on another port"
+                f"field host_ports: {port} is {whose}, which no sandbox may reach; serve what "
+                "the agent needs on another port"
             )
     return found
 

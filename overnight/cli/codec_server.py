@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import hmac
 import json
 import logging
@@ -41,6 +42,7 @@ from overnight.codec import (
     Keyring,
     keyring_from_env,
 )
+from overnight.local_services import Declared
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8081
@@ -195,6 +197,7 @@ class CodecServer:
         )
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
+        self._declared = contextlib.ExitStack()
 
     @property
     def url(self) -> str:
@@ -211,6 +214,8 @@ class CodecServer:
         return self._http.buffered_bytes
 
     def start(self) -> CodecServer:
+        # Workers on this machine keep its port out of their sandboxes' host_ports.
+        self._declared.enter_context(Declared("codec-server"))
         loop = asyncio.new_event_loop()
         ready = threading.Event()
 
@@ -236,6 +241,7 @@ class CodecServer:
             self._thread.join()
             self._thread = None
         self._sock.close()
+        self._declared.close()
 
     def __enter__(self) -> CodecServer:
         return self.start()

@@ -32,6 +32,8 @@ from pathlib import Path
 from typing import IO, Any
 from urllib.parse import urlsplit
 
+from overnight.local_services import serve_to_agents
+
 MAX_BODY = 64 * 1024
 _SWITCH = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 _ledgers: dict[str, Path] = {}
@@ -152,6 +154,8 @@ def _serve() -> ThreadingHTTPServer:
         if _server is None:
             server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
             server.daemon_threads = True
+            # Served to agents on purpose: a worker in this process lets specs list it.
+            serve_to_agents(server.server_address[1])
             threading.Thread(target=server.serve_forever, name="outside-world", daemon=True).start()
             _server = server
         return _server

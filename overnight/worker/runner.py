@@ -25,6 +25,7 @@ from overnight.codec import data_converter
 from overnight.codec import describe as describe_codec
 from overnight.connect import connect
 from overnight.constants import TASK_QUEUE
+from overnight.local_services import Declared
 from overnight.worker.devconfig import default_dev_config, load_dev_config
 from overnight.worker.devserver import start_or_reuse
 from overnight.worker.fleet import report_runs_by_state, start_counters_at_zero
@@ -90,7 +91,8 @@ async def serve(
         )
     logger.info("what specs may ask for here: %s", sandbox_activities.grants.describe())
     logger.info("admission: %s", sandbox_activities.admission.describe())
-    async with sandbox_activities:
+    # Declared, so other workers on this machine keep its ports (metrics) from their specs.
+    async with sandbox_activities, Declared("worker"):
         worker = Worker(
             client,
             task_queue=task_queue,

@@ -1,0 +1,97 @@
+"""overnight's own services on this machine, which no sandbox may reach through `host_ports`.
+
+Two things a worker cannot tell from a socket alone, so the processes say them:
+
+- `Declared(kind)`: while it holds, this process is one of overnight's services (a worker, the
+  codec server). A file per process and kind under `$OVERNIGHT_HOME/services/`, with the
+  process's start time, so a file left by a process killed (or a reused pid) is ignored.
+  Workers refuse every port such a process listens on (activities/loopback_owners.py).
+- `serve_to_agents(port)`: this process serves `port` to agents on purpose (the demo's ledger,
+  `overnight.cli.outside_world`). Only the worker in the same process can vouch for it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from overnight.home import overnight_home
+
+SERVICES_DIR = "services"
+_for_agents: set[int] = set()
+
+
+def serve_to_agents(port: int) -> None:
+    """This process listens on `port` for the agents of the specs that list it."""
+    _for_agents.add(port)
+
+
+def served_to_agents() -> frozenset[int]:
+    return frozenset(_for_agents)
+
+
+def start_time(pid: int) -> str | None:
+    """When process `pid` started (clock ticks since boot), None when it is gone: with the pid
+    it names one process, never a later one given the same pid."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            fields = stat.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return fields[19].decode() if len(fields) > 19 else None
+
+
+class Declared:
+    """This process is overnight's `kind` service while the block runs (`with` or `async
+    with`). A state directory that cannot be written declares nothing (the service still
+    runs: workers then know only the ports they find themselves)."""
+
+    def __init__(self, kind: str, home: Path | None = None) -> None:
+        pid = os.getpid()
+        self._record = {"pid": pid, "start": start_time(pid), "kind": kind}
+        self._path = (home or overnight_home()) / SERVICES_DIR / f"{pid}.{kind}.json"
+        self._written = False
+
+    def __enter__(self) -> None:
+        try:
+            self._path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self._path.with_name(f".{self._path.name}.tmp")
+            tmp.write_text(json.dumps(self._record))
+            tmp.replace(self._path)
+            self._written = True
+        except OSError:
+            pass
+
+    def __exit__(self, *_: object) -> None:
+        if self._written:
+            self._path.unlink(missing_ok=True)
+            self._written = False
+
+    async def __aenter__(self) -> None:
+        self.__enter__()
+
+    async def __aexit__(self, *_: object) -> None:
+        self.__exit__()
+
+
+def declared_services(home: Path | None = None) -> dict[int, str]:
+    """The live processes that declared themselves: pid -> kind (kinds joined by ", ")."""
+    folder = (home or overnight_home()) / SERVICES_DIR
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return {}
+    found: dict[int, str] = {}
+    for name in sorted(names):
+        if name.startswith(".") or not name.endswith(".json"):
+            continue
+        try:
+            record = json.loads((folder / name).read_text())
+            pid, kind, start = int(record["pid"]), str(record["kind"]), record["start"]
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if start is None or start_time(pid) != start:
+            continue  # gone, or its pid is another process's now
+        found[pid] = f"{found[pid]}, {kind}" if pid in found else kind
+    return found
