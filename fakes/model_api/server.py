@@ -10,7 +10,8 @@ It serves `POST /v1/messages` (Anthropic Messages, `?beta=true` or not) and
 `POST /v1/responses` (OpenAI Responses), each request answered by the script's next turn
 (`script.Script`), rendered for its API (`anthropic.py`, `openai.py`). Every request is
 logged (`requests()`, `wait_for()`), with its headers, its parsed body, which turn answered
-it and the tool calls that turn made. Other paths get a 404 and are logged too.
+it and the tool calls that turn made. Other paths get a 404 and are listed in `unrouted`
+(a CLI asking for something the fake does not serve, such as `/v1/models`).
 
 Each connection has its own thread, so a held stream or a slow answer never stalls another
 client; `close()` ends held streams and delays at once.
@@ -22,6 +23,7 @@ import dataclasses
 import gzip
 import json
 import select
+import socket
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -57,6 +59,7 @@ class FakeModelApi:
         self._clock = clock
         self._port = port
         self._log: list[RecordedRequest] = []
+        self.unrouted: list[str] = []  # "METHOD path" of requests to other paths
         self._changed = threading.Condition()
         self._closing = threading.Event()
         self._server: ThreadingHTTPServer | None = None
@@ -235,7 +238,7 @@ class _Handler(BaseHTTPRequestHandler):
         body = self._read_body()
         api = ROUTES.get(urlsplit(self.path).path.rstrip("/"))
         if api is None:
-            self._send_plain(404, {"error": {"type": "not_found_error", "message": self.path}})
+            self._not_found()
             return
         headers = {name.lower(): value for name, value in self.headers.items()}
         try:
@@ -252,6 +255,11 @@ class _Handler(BaseHTTPRequestHandler):
             self.fake._answered(request, reply.status)
 
     def do_GET(self) -> None:  # noqa: N802
+        self._not_found()
+
+    def _not_found(self) -> None:
+        with self.fake._changed:
+            self.fake.unrouted.append(f"{self.command} {self.path}")
         self._send_plain(404, {"error": {"type": "not_found_error", "message": self.path}})
 
     def _read_body(self) -> bytes:
@@ -295,7 +303,7 @@ class _Handler(BaseHTTPRequestHandler):
         """Keep the connection open and silent until the client leaves or the fake closes."""
         while self.fake._wait(0.1):
             readable, _, _ = select.select([self.connection], [], [], 0)
-            if readable and not self.connection.recv(1, 0x2):  # MSG_PEEK: b"" is a hang-up
+            if readable and not self.connection.recv(1, socket.MSG_PEEK):  # b"": a hang-up
                 return
 
     def _send_plain(self, status: int, value: Any, reply: Reply | None = None) -> None:

@@ -16,9 +16,10 @@ script can drive Claude Code and Codex alike:
   Codex's 429 `usage_limit_reached` with `x-codex-primary-*` headers.
 
 Every turn may also carry `delay_seconds` (the answer waits that long first), `headers`
-(extra response headers, e.g. rate-limit headers on a good answer), `cut_after` (the stream
-stops after that many events: the connection is closed, or held open silent when
-`hold_open`), `times` (the turn answers that many requests in a row) and `when` (a predicate
+(extra response headers, e.g. rate-limit headers on a good answer), `cut_after` (a streamed
+answer, tool calls or text, stops after that many events: the connection is closed, or held
+open silent when `hold_open`; Claude Code retries a closed one and waits on a held one),
+`times` (the turn answers that many requests in a row) and `when` (a predicate
 on the request: the turn answers only a request it accepts; see `script.Script`).
 """
 

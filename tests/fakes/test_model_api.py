@@ -281,6 +281,7 @@ def test_the_server_streams_logs_and_errs() -> None:
         )
         assert status == 200 and b"response.completed" in body
         assert post(fake, "/v1/models", {})[0] == 404
+        assert fake.unrouted == ["POST /v1/models"]
 
         log = fake.requests()
         assert [(r.api, r.turn_index, r.status) for r in log] == [
