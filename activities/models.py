@@ -119,6 +119,9 @@ class SandboxInfo(_Model):
     lease_ends_at: datetime | None = None
     # How it is isolated and limited, in a sentence (local sandboxes; None: not said).
     isolation: str | None = None
+    # Its pause ends its agents, files kept (a local sandbox with no cgroup to freeze): after
+    # a wake the run starts the agent again from its checkpoint, in the same sandbox.
+    pause_ends_agents: bool = False
     # When a stopped sandbox's disk was deleted (local sandboxes; None: not deleted, or not
     # known: a stopped Runtime sandbox's disk is gone with its stop).
     deleted_at: datetime | None = None

@@ -20,6 +20,7 @@ def sandbox_info(meta: SandboxMeta) -> SandboxInfo:
         state=meta.state,
         stop_reason=meta.stop_reason,
         labels=meta.labels,
+        pause_ends_agents=meta.pause_ends_agents(),
         created_at=datetime.fromtimestamp(meta.created_at, UTC),
         lease_ends_at=None if meta.deadline is None else datetime.fromtimestamp(meta.deadline, UTC),
         isolation=local_isolation.describe(meta),

@@ -21,7 +21,7 @@ Everything is in files, so any worker process (or the Runtime API fake) can pick
 another left off. The engine is synchronous and thread-safe; callers on an event loop use
 `asyncio.to_thread`. The time limit (the lease) is enforced twice: each agent's launcher acts
 at the deadline, and so does every engine access to an expired sandbox. Like Runtime, the
-lease end pauses the sandbox (`on_lease_end="pause"`: agents frozen with SIGSTOP, files kept)
+lease end pauses the sandbox (`on_lease_end="pause"`: its cgroup frozen, files kept; see cgroups)
 or stops it (`"stop"`: agents killed, `stop_reason` "lease_expired"); `wake` carries a paused
 sandbox on with a fresh lease.
 
@@ -39,6 +39,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
+from activities.providers.local import cgroup_plan as local_cgroup_plan
+from activities.providers.local import cgroups as local_cgroups
 from activities.providers.local import disk as local_disk
 from activities.providers.local import isolation as local_isolation
 from activities.providers.local import limits as local_limits
@@ -68,6 +70,7 @@ from activities.providers.local.state import (
 )
 from activities.providers.protocol import (
     CommandOutput,
+    ProviderError,
     SandboxNotFound,
     SandboxNotRunning,
 )
@@ -78,6 +81,8 @@ from overnight.isolation import HostBind, Isolation
 MAX_AHEAD_SECONDS = 24 * 3600
 # Variables of the worker that commands and agents inherit; anything else must be asked for.
 PASSED_THROUGH_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM")
+# A pause without a cgroup ends the agents: how long their launchers may take to record it.
+PAUSE_KILL_SECONDS = 5.0
 
 
 class LocalEngine(GuestFiles):
@@ -143,6 +148,7 @@ class LocalEngine(GuestFiles):
                 write_inside(folder, ["home", ".gitconfig"], gitconfig, mode=0o644, owner=uid)
             # Beside those folders, the worker's own: shown read-only at /etc/resolv.conf.
             (folder / RESOLV_CONF).write_text(netns.RESOLV_CONF_TEXT)
+            held = self._plan_cgroups(name, vcpu, memory_mib)
             now = time.time()
             meta = SandboxMeta(
                 id=name,
@@ -157,7 +163,13 @@ class LocalEngine(GuestFiles):
                 on_lease_end=on_lease_end,
                 lease_seconds=timeout_seconds,
                 isolation=isolation,
-                limits=local_limits.choose(),
+                limits=local_limits.choose(held.limited, own_cgroup=held.cgroup is not None),
+                freezer=held.freezer,
+                cgroup=held.cgroup,
+                cgroups=held.joins,
+                cgroup_limits=list(held.limited),
+                systemd_slice=held.systemd_slice,
+                no_cgroup=held.why,
                 binds=[bind.model_dump() for bind in binds],
                 network=network if isolated else "host",
                 host_ports=list(host_ports),
@@ -165,6 +177,18 @@ class LocalEngine(GuestFiles):
             )
             self._save(meta)
             return meta, True
+
+    def _plan_cgroups(self, name: str, vcpu: int, memory_mib: int) -> local_cgroup_plan.Plan:
+        """The new sandbox's own cgroup, made (none where the machine has none to give)."""
+        processes = local_isolation.max_processes()
+        try:
+            return local_cgroup_plan.plan(
+                name, self.home, vcpu=vcpu, memory_mib=memory_mib, processes=processes
+            )
+        except ValueError as error:  # the worker's setting names no kind
+            raise invalid_request(str(error)) from None
+        except OSError as error:
+            raise ProviderError(f"cannot make the sandbox's cgroup: {error}") from None
 
     def find(self, sandbox_id: str) -> SandboxMeta | None:
         """The sandbox's current state, or None if there is none (one whose lease ran out is
@@ -198,12 +222,13 @@ class LocalEngine(GuestFiles):
         return sorted(found, key=lambda m: (m.created_at, m.id))
 
     def pause(self, sandbox_id: str) -> SandboxMeta:
-        """SIGSTOP the agents. Pausing a paused or stopped sandbox changes nothing."""
+        """Freeze the sandbox's cgroup (without one: end its agents, files kept). Pausing a
+        paused or stopped sandbox changes nothing."""
         with self._changing(sandbox_id) as meta:
             return self._pause_locked(meta, "requested")
 
     def wake(self, sandbox_id: str, timeout_seconds: float | None = None) -> SandboxMeta:
-        """SIGCONT the agents of a paused sandbox, with a fresh lease: `timeout_seconds` (else
+        """Thaw a paused sandbox's cgroup, with a fresh lease: `timeout_seconds` (else
         the one it was created with) from now, or the lease it paused with if that ends later.
         Waking a running sandbox changes nothing."""
         with self._changing(sandbox_id) as meta:
@@ -213,7 +238,10 @@ class LocalEngine(GuestFiles):
             deadline = meta.deadline
             if lease is not None:
                 deadline = max(deadline or 0.0, time.time() + lease)
-            local_procs.signal_all(self._procs(sandbox_id), signal.SIGCONT)
+            if meta.freezer in local_cgroups.FROZEN_KINDS and meta.cgroup is not None:
+                local_cgroups.thaw(meta.freezer, meta.cgroup)
+            elif meta.freezer == local_cgroups.SIGNALS:
+                local_procs.signal_all(self._procs(sandbox_id), signal.SIGCONT)
             return self._save(
                 dataclasses.replace(
                     meta, state="running", deadline=deadline, paused_at=None, pause_reason=None
@@ -351,10 +379,13 @@ class LocalEngine(GuestFiles):
     def _pause_locked(self, meta: SandboxMeta, reason: str) -> SandboxMeta:
         if meta.state != "running":
             return meta
-        local_procs.signal_all(self._procs(meta.id), signal.SIGSTOP)
-        return self._save(
-            dataclasses.replace(meta, state="paused", paused_at=time.time(), pause_reason=reason)
+        paused = dataclasses.replace(
+            meta, state="paused", paused_at=time.time(), pause_reason=reason
         )
+        if meta.pause_ends_agents():
+            self._save(paused)  # first: each launcher records why its agent ended
+        self._hold(meta)
+        return self._save(paused)
 
     def _stop_locked(self, meta: SandboxMeta, reason: str) -> SandboxMeta:
         if meta.state != "stopped":
@@ -364,9 +395,16 @@ class LocalEngine(GuestFiles):
                 )
             )
             procs = self._procs(meta.id)
+            if meta.freezer in local_cgroups.FROZEN_KINDS and meta.cgroup is not None:
+                # Everything in it, however it forks; the namespaces' kill below is for
+                # sandboxes made before cgroups.
+                local_cgroups.kill(meta.freezer, meta.cgroup, list(meta.cgroups))
             local_procs.signal_all(procs, signal.SIGKILL)
             # Give the launchers a moment to record the kills, so a reader sees `killed` at once.
             local_procs.wait_all_ended(procs, timeout=2.0)
+        if meta.cgroups:
+            # Again on every stop: one cut short (a killed worker) left them.
+            local_cgroup_plan.discard(meta.freezer, meta.cgroups, meta.systemd_slice)
         if meta.freed_at is not None:
             return meta
         with local_disk.trash_entry(self.trash_dir, meta.id) as entry:
@@ -374,6 +412,23 @@ class LocalEngine(GuestFiles):
             freed = self._save(dataclasses.replace(meta, freed_at=time.time(), freed_bytes=size))
             local_disk.remove_tree(entry)
         return freed
+
+    def _hold(self, meta: SandboxMeta) -> None:
+        """Hold every process of a running sandbox that is being paused: its cgroup frozen,
+        and the freeze done; without one, its agents ended (nothing is ever paused
+        unmetered); sandboxes made before cgroups, SIGSTOPped."""
+        procs = self._procs(meta.id)
+        if meta.freezer in local_cgroups.FROZEN_KINDS and meta.cgroup is not None:
+            try:
+                local_cgroups.freeze(meta.freezer, meta.cgroup)
+            except local_cgroups.FreezeTimeout as error:
+                # Left frozen as far as it got, and still running: a retry freezes again.
+                raise ProviderError(str(error), kind="FreezeTimeout") from None
+        elif meta.pause_ends_agents():
+            local_procs.signal_all(procs, signal.SIGKILL)
+            local_procs.wait_all_ended(procs, timeout=PAUSE_KILL_SECONDS)
+        else:
+            local_procs.signal_all(procs, signal.SIGSTOP)
 
     def _procs(self, sandbox_id: str) -> Path:
         return self.folder(sandbox_id) / "processes"
@@ -395,4 +450,9 @@ class LocalEngine(GuestFiles):
         mapped = meta.isolation == "none"  # isolated, /workspace is real: nothing to rewrite
         env.update(self.workspace(meta.id).map_env(dict(extra or {})) if mapped else extra or {})
         folder = self.folder(meta.id)
+        if meta.cgroups:
+            try:
+                local_cgroup_plan.ensure(meta.freezer, meta.cgroups, meta.systemd_slice)
+            except OSError as error:
+                raise ProviderError(f"cannot make the sandbox's cgroup: {error}") from None
         return local_isolation.wrap(folder, self.home, meta, command, cwd, env, agent=agent)

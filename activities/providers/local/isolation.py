@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from activities.providers.local import cgroups as local_cgroups
 from activities.providers.local import inside as local_inside
 from activities.providers.local import limits as local_limits
 from activities.providers.local import netns
@@ -193,8 +194,8 @@ def describe(meta: SandboxMeta) -> str:
             f"{b.path} ({'writable' if b.writable else 'read-only'})" for b in binds_of(meta)
         )
         text += f"; binds: {shown}"
-    limits = local_limits.describe(meta.limits, meta.vcpu, meta.memory_mib)
-    return f"{text}; {limits}{_processes_words(meta)}"
+    limits = local_limits.describe(meta.limits, meta.vcpu, meta.memory_mib, meta.cgroup_limits)
+    return f"{text}; {limits}{_processes_words(meta)}{_pause_words(meta)}"
 
 
 def _network_words(meta: SandboxMeta) -> str:
@@ -207,9 +208,32 @@ def _network_words(meta: SandboxMeta) -> str:
 
 
 def _processes_words(meta: SandboxMeta) -> str:
+    if "pids" in meta.cgroup_limits:
+        cap = next((s["pids.max"] for s in meta.cgroups.values() if "pids.max" in s), None)
+        cap = cap or next((s["TasksMax"] for s in meta.cgroups.values() if "TasksMax" in s), "")
+        return f"; at most {cap} processes (its own cgroup)"
     if meta.uid is None or meta.limits == "none":
         return ""
     return f"; at most {max_processes()} processes"
+
+
+_FREEZERS = {
+    local_cgroups.CGROUP2: "cgroup v2",
+    local_cgroups.CGROUP1: "cgroup v1 freezer",
+    local_cgroups.SYSTEMD: "its systemd slice",
+}
+
+
+def _pause_words(meta: SandboxMeta) -> str:
+    if meta.freezer in _FREEZERS:
+        return f"; a pause freezes its own cgroup ({_FREEZERS[meta.freezer]})"
+    if meta.pause_ends_agents():
+        why = f" ({meta.no_cgroup})" if meta.no_cgroup else ""
+        return (
+            f"; no cgroup here{why}: a pause ends its agents (files kept), and the run starts "
+            "the agent again from its checkpoint"
+        )
+    return ""
 
 
 def max_processes() -> int:
@@ -243,8 +267,12 @@ def wrap(
     """How to run `command` in the sandbox at `folder` (its `SandboxMeta` is `meta`), in the
     sandbox directory `cwd`, with `env` as the sandbox sees it. The argv carries pipe
     placeholders (`ns.INFO_FD`, ...) for whoever starts it (`ns.Pipes`)."""
-    processes = max_processes() if meta.uid is not None else None
-    prefix = local_limits.prefix(meta.limits, meta.vcpu, meta.memory_mib, processes=processes)
+    # A cap of its cgroup's replaces the cap on its user's processes (which a kept sandbox
+    # of the same run used up for the next one).
+    capped = meta.uid is not None and "pids" not in meta.cgroup_limits
+    processes = max_processes() if capped else None
+    prefix = local_cgroups.join_prefix(list(meta.cgroups), meta.systemd_slice)
+    prefix += local_limits.prefix(meta.limits, meta.vcpu, meta.memory_mib, processes=processes)
     if meta.isolation != "bubblewrap":
         workspace = WorkspaceMap(folder / "workspace")
         return Wrapped(

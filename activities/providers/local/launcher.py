@@ -9,9 +9,10 @@ agent outlives the worker process that started it. Then it:
    stdout and stderr into `output.log`, capped (output_cap);
 2. writes `process.json` (pid, pgid, start time; isolated: its PID namespace) atomically;
 3. waits, looking at the sandbox file every `POLL_SECONDS` (re-read only when it changed): at
-   the lease end (which `extend` and `wake` move) it pauses the sandbox (SIGSTOP to every agent
-   group, under the sandbox lock) or, for `on_lease_end="stop"`, kills its own group; when the
-   sandbox is stopped it kills its group;
+   the lease end (which `extend` and `wake` move) it pauses the sandbox (freezes its cgroup,
+   see cgroups, under the sandbox lock; without a cgroup it ends every agent of it) or, for
+   `on_lease_end="stop"`, kills its own group; when the sandbox is stopped (or paused without
+   a cgroup) it kills its group;
 4. when the agent exits, kills what is left of its group (isolated: of its namespace) and
    writes `exit.json` atomically, so any later worker process can read the exit code.
 
@@ -56,6 +57,7 @@ def _sibling(name: str) -> Any:
 
 
 local_ns = _sibling("ns")
+local_cgroups = _sibling("cgroups")
 local_netns = _sibling("netns")
 local_output = _sibling("output_cap")
 
@@ -112,32 +114,68 @@ def lease_over(sandbox: dict[str, Any]) -> bool:
 
 
 def should_kill(sandbox: dict[str, Any]) -> str | None:
-    """Why the agent must die now (`lease_expired` or `stopped`), or None."""
+    """Why the agent must die now (`lease_expired`, `stopped`, or `paused` in a sandbox with
+    no cgroup to freeze), or None."""
     if lease_over(sandbox) and sandbox.get("on_lease_end", "stop") == "stop":
         return LEASE_EXPIRED
     if sandbox.get("state") == "stopped":
         return "stopped"
+    if sandbox.get("state") == "paused" and sandbox.get("freezer") == local_cgroups.NONE:
+        return "paused"
     return None
 
 
 def pause_at_lease_end(sandbox_file: Path) -> None:
     """The lease ran out: pause the whole sandbox, as the engine would on its next look.
 
-    Under the sandbox lock and re-checked there, so a concurrent `wake` or `extend` wins."""
+    Under the sandbox lock and re-checked there, so a concurrent `wake` or `extend` wins. A
+    freeze not done in time leaves the sandbox running (the next look tries again)."""
     with open(sandbox_file.parent / ".lock", "ab") as lock:
         fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
         try:
             sandbox = json.loads(sandbox_file.read_text())
             if not lease_over(sandbox):
                 return
-            for proc_dir in (sandbox_file.parent / "processes").iterdir():
-                stop_group(proc_dir)
+            running = dict(sandbox)
             sandbox.update(state="paused", paused_at=time.time(), pause_reason=LEASE_EXPIRED)
+            if sandbox.get("freezer") == local_cgroups.NONE:
+                write_json(sandbox_file, sandbox)  # first: each launcher records why it ended
+            hold(sandbox_file.parent, running)
             write_json(sandbox_file, sandbox)
-        except (OSError, ValueError):
+        except (OSError, ValueError, local_cgroups.FreezeTimeout):
             return
         finally:
             fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
+
+
+def hold(folder: Path, sandbox: dict[str, Any]) -> None:
+    """Hold every process of the sandbox, as the engine's pause does: its cgroup frozen (done
+    when this returns); without one, every agent killed; made before cgroups, SIGSTOPped."""
+    freezer = sandbox.get("freezer", local_cgroups.SIGNALS)
+    if freezer in local_cgroups.FROZEN_KINDS and sandbox.get("cgroup"):
+        local_cgroups.freeze(freezer, sandbox["cgroup"])
+        return
+    for proc_dir in (folder / "processes").iterdir():
+        if freezer == local_cgroups.NONE:
+            kill_agent(proc_dir)
+        else:
+            stop_group(proc_dir)
+
+
+def kill_agent(proc_dir: Path) -> None:
+    """SIGKILL one agent (isolated: its whole namespace), if it still runs; its launcher
+    records how it ended."""
+    try:
+        started = json.loads((proc_dir / PROCESS_FILE).read_text())
+    except (OSError, ValueError):
+        return
+    if (proc_dir / EXIT_FILE).exists():
+        return
+    local_ns.kill_recorded(started)
+    try:
+        kill_group(int(started["pgid"]))
+    except (KeyError, ValueError):
+        pass
 
 
 def stop_group(proc_dir: Path) -> None:
@@ -246,6 +284,8 @@ def _run(
             pause_at_lease_end(sandbox_file.path)
     for fd in ended:
         os.close(fd)
+    if reason is None and should_kill(sandbox_file.read()) == "paused":
+        reason = "paused"  # the pause of a sandbox without a cgroup ended it
     # Helpers the agent left behind in its group (and namespace) go with it.
     local_ns.kill_recorded(namespace)
     kill_group(child.pid)

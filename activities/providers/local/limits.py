@@ -1,5 +1,8 @@
 """Resource limits of local sandboxes: `vcpu` and `memory_mib`, where the machine allows them.
 
+- `cgroup`: the sandbox's own cgroup (see cgroup_plan) holds its memory, its processes and,
+  where the controller is there, its CPU: one cap on everything the sandbox runs, written
+  when it is made. Where it has a cgroup but not the memory controller, `prlimit` below.
 - `systemd`: each agent and command runs in a transient systemd scope (`systemd-run --scope`,
   `--user` unless root) with `CPUQuota` and `MemoryMax`: a real cgroup limit on the whole
   sandbox process tree. Needs systemd as init and a bus to talk to it.
@@ -17,9 +20,10 @@ import os
 import shutil
 import subprocess
 import time
+from collections.abc import Sequence
 from typing import Literal
 
-LimitsKind = Literal["systemd", "prlimit", "none"]
+LimitsKind = Literal["cgroup", "systemd", "prlimit", "none"]
 PROBE_SECONDS = 10.0
 # How long a failed probe is believed: systemd may come up, a user may log in.
 RETRY_PROBE_SECONDS = 60.0
@@ -67,8 +71,12 @@ def systemd_scopes_work() -> bool:
     return works
 
 
-def choose() -> LimitsKind:
-    if systemd_scopes_work():
+def choose(limited: Sequence[str] = (), *, own_cgroup: bool = False) -> LimitsKind:
+    """`limited`: what the sandbox's own cgroup limits; `own_cgroup`: it has one, so no
+    systemd scope may take its processes out of it."""
+    if "memory" in limited:
+        return "cgroup"
+    if not own_cgroup and systemd_scopes_work():
         return "systemd"
     return "prlimit" if shutil.which("prlimit") is not None else "none"
 
@@ -80,13 +88,19 @@ def prefix(kind: str, vcpu: int, memory_mib: int, *, processes: int | None = Non
         tasks = ["-p", f"TasksMax={processes}"] if processes is not None else []
         scope = scope_prefix(vcpu, memory_mib)
         return [*scope[:-1], *tasks, "--"]
+    if kind == "cgroup":
+        return []
     if kind == "prlimit":
         nproc = [f"--nproc={processes}"] if processes is not None else []
         return ["prlimit", f"--data={memory_mib * 1024 * 1024}", *nproc, "--"]
     return []
 
 
-def describe(kind: str, vcpu: int, memory_mib: int) -> str:
+def describe(kind: str, vcpu: int, memory_mib: int, limited: Sequence[str] = ()) -> str:
+    if kind == "cgroup":
+        if "cpu" in limited:
+            return f"limited to {vcpu} vCPU and {memory_mib} MiB (its own cgroup)"
+        return f"memory at most {memory_mib} MiB (its own cgroup); CPU not limited"
     if kind == "systemd":
         return f"limited to {vcpu} vCPU and {memory_mib} MiB (systemd scope)"
     if kind == "prlimit":

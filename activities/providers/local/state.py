@@ -75,6 +75,18 @@ class SandboxMeta:
     # or `overnight reap`.
     freed_at: float | None = None
     freed_bytes: int | None = None
+    # How a pause holds its processes (see cgroups): "cgroup2", "cgroup1" or "systemd" (its
+    # own cgroup, frozen), "none" (no cgroup could be had: a pause ends its agents, files
+    # kept) or "signals" (sandboxes made before cgroups: SIGSTOP). With a cgroup: the
+    # freezer's folder, every cgroup folder its processes join with the limits written there
+    # (any worker acts on them from this record), what those limit ("memory", "pids",
+    # "cpu"), and its systemd slice; `no_cgroup`: why it has none.
+    freezer: str = "signals"
+    cgroup: str | None = None
+    cgroups: dict[str, dict[str, str]] = dataclasses.field(default_factory=dict)
+    cgroup_limits: list[str] = dataclasses.field(default_factory=list)
+    systemd_slice: str | None = None
+    no_cgroup: str = ""
 
     @classmethod
     def from_json(cls, value: Mapping[str, Any]) -> SandboxMeta:
@@ -84,6 +96,10 @@ class SandboxMeta:
     def expired(self, now: float) -> bool:
         """Its lease ran out while it was running (a paused sandbox's lease does not run)."""
         return self.state == "running" and self.deadline is not None and now >= self.deadline
+
+    def pause_ends_agents(self) -> bool:
+        """Its pause cannot freeze (no cgroup): it ends the agents and keeps the files."""
+        return self.freezer == "none"
 
     def fresh_lease(self) -> float | None:
         """The lease length a wake grants."""
