@@ -125,6 +125,9 @@ class SandboxInfo(_Model):
     # When a stopped sandbox's disk was deleted (local sandboxes; None: not deleted, or not
     # known: a stopped Runtime sandbox's disk is gone with its stop).
     deleted_at: datetime | None = None
+    # Why a paused sandbox paused, where the provider says ("lease_expired", "requested", or
+    # a local sandbox's "disk limit of N MiB reached (...)"); None: not said.
+    pause_reason: str | None = None
 
 
 class OutputTail(_Model):
@@ -263,6 +266,8 @@ class Observation(_Model):
     exit_code: int | None = None
     sandbox_state: SandboxState
     stop_reason: str | None = None
+    # Why the sandbox paused, when it is paused and its provider says (see SandboxInfo).
+    pause_reason: str | None = None
     # None when the checkpoint did not change since `known_digest`.
     checkpoint: CheckpointRead | None = None
     lease_ends_at: datetime | None = None

@@ -86,6 +86,7 @@ def _observation(seen: Sighting, news: CheckpointRead | None, token: str | None)
         exit_code=seen.process.exit_code,
         sandbox_state=seen.sandbox.state,
         stop_reason=seen.sandbox.stop_reason,
+        pause_reason=seen.sandbox.pause_reason if seen.sandbox.state == "paused" else None,
         lease_ends_at=seen.sandbox.lease_ends_at,
         checkpoint=news,
         watch_token=token,

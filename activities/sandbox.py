@@ -201,6 +201,7 @@ class SandboxActivities:
             timeout_seconds=spec.sandbox_timeout_seconds,
             vcpu=spec.vcpu,
             memory_mib=spec.memory_mib,
+            disk_mib=spec.disk_mib,
             on_lease_end="pause",
             max_total_cost_micros=input.max_total_cost_micros,
             isolation=spec.isolation,

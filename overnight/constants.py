@@ -20,6 +20,11 @@ LABEL_SNAPSHOT = "overnight-snapshot"
 SNAPSHOT_ANSWER = "/workspace/.overnight/snapshot.json"
 # The checkpoint key an agent asks for a snapshot with: a number greater than the last asked.
 SNAPSHOT_REQUEST_KEY = "snapshot_request"
+# How the pause reason of a sandbox whose files passed their disk limit begins (local sandboxes
+# measured by the worker: "disk limit of 64 MiB reached (1,088 MiB used)"): its run then
+# needs attention rather than a restart that would fill a new sandbox the same way.
+DISK_LIMIT_REASON = "disk limit of {mib} MiB reached"
+DISK_LIMIT_PREFIX = "disk limit of "
 
 # Search attributes (registered by the dev server from temporal-dev.yaml).
 SA_STATE = "OvernightState"

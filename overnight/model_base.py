@@ -35,6 +35,9 @@ MAX_SPEND_EXTENSION_USD = 1_000_000
 # Upper bounds on a spec's sizes and counts, so a mistyped or hostile spec is refused where
 # it is written, not by the 16th create (a prlimit of 10**30 bytes) or by the history.
 MAX_MEMORY_MIB = 1024 * 1024  # 1 TiB
+# A sandbox's disk (`disk_mib`): room for a clone and the agent kit at least, 1 TiB at most.
+MIN_DISK_MIB = 64
+MAX_DISK_MIB = 1024 * 1024
 # The checkpoint travels in activity results and the run's state: well under Temporal's
 # 2 MB per payload (it warns from 512 KB), with room for its JSON escaping.
 MAX_CHECKPOINT_BYTES = 1024 * 1024

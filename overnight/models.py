@@ -29,6 +29,7 @@ from overnight.model_base import (
     MAX_ATTENTION_HOURS as MAX_ATTENTION_HOURS,
 )
 from overnight.model_base import MAX_CHECKPOINT_BYTES as MAX_CHECKPOINT_BYTES
+from overnight.model_base import MAX_DISK_MIB as MAX_DISK_MIB
 from overnight.model_base import MAX_FRESH_STARTS as MAX_FRESH_STARTS
 from overnight.model_base import MAX_HOURS as MAX_HOURS
 from overnight.model_base import MAX_MEMORY_MIB as MAX_MEMORY_MIB
@@ -43,6 +44,7 @@ from overnight.model_base import (
 from overnight.model_base import (
     MAX_STALL_SECONDS as MAX_STALL_SECONDS,
 )
+from overnight.model_base import MIN_DISK_MIB as MIN_DISK_MIB
 from overnight.model_base import (
     RESERVED_ENV as RESERVED_ENV,
 )
@@ -106,6 +108,9 @@ class RunSpec(_StrictInput):
     provider: Provider = "local"
     vcpu: int = Field(default=2, gt=0, le=64)
     memory_mib: int = Field(default=4096, gt=0, le=MAX_MEMORY_MIB)
+    # The most its sandbox's files may hold (workspace, home, /tmp), MiB. Left out: the
+    # worker's default (local: OVERNIGHT_SANDBOX_DISK_MIB; runtime: Runtime's own).
+    disk_mib: int | None = Field(default=None, ge=MIN_DISK_MIB, le=MAX_DISK_MIB)
     sandbox_timeout_seconds: PositiveSeconds = 3600
     poll_seconds: float = Field(default=60, gt=0, le=MAX_POLL_SECONDS)
     stall_seconds: float = Field(default=900, gt=0, le=MAX_STALL_SECONDS)
@@ -177,6 +182,8 @@ class RunSpec(_StrictInput):
     def _budget_bounded(cls, value: Budget) -> Budget:
         if value.max_hours > MAX_HOURS:
             raise ValueError(f"max_hours may be at most {MAX_HOURS} (a year)")
+        if value.max_wait_hours > MAX_HOURS:
+            raise ValueError(f"max_wait_hours may be at most {MAX_HOURS} (a year)")
         if value.max_restarts > MAX_RESTARTS:
             raise ValueError(f"max_restarts may be at most {MAX_RESTARTS}")
         if value.max_spend_usd is not None and value.max_spend_usd > MAX_SPEND_EXTENSION_USD:
@@ -251,6 +258,7 @@ class RunSpec(_StrictInput):
 RUNTIME_TIMEOUT_SECONDS = (60, 3600)
 RUNTIME_MAX_VCPU = 16
 RUNTIME_MEMORY_MIB = (128, 65536)
+RUNTIME_MIN_DISK_MIB = 3072
 
 
 def _within_runtime_limits(spec: RunSpec) -> None:
@@ -266,6 +274,8 @@ def _within_runtime_limits(spec: RunSpec) -> None:
     low, high = RUNTIME_MEMORY_MIB
     if not low <= spec.memory_mib <= high:
         raise ValueError(f"memory_mib: must be {low} to {high} on provider 'runtime'")
+    if spec.disk_mib is not None and spec.disk_mib < RUNTIME_MIN_DISK_MIB:
+        raise ValueError(f"disk_mib: must be at least {RUNTIME_MIN_DISK_MIB} on provider 'runtime'")
 
 
 class RestartRecord(_Strict):
@@ -336,6 +346,8 @@ class RunStatus(_Strict):
     fresh_starts_used: int = 0
     budget: Budget
     hours_used: float = 0
+    # Time paused for the agent's questions and waits (`budget.max_wait_hours`; not run hours).
+    wait_hours_used: float = 0
     # What the budget counts: the provider's charges where it has a figure (Runtime), the
     # estimate (sandbox lifetime x `rates`) elsewhere.
     spend_usd: float = 0

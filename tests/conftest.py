@@ -23,6 +23,8 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
+from activities.providers.local import disk_image
+from activities.providers.local.disk_limit import DISK_ENV
 from overnight.home import HOME_ENV
 from overnight.worker import binaries
 from overnight.worker.devconfig import DevConfig, load_dev_config
@@ -71,9 +73,17 @@ def overnight_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     home = tmp_path_factory.mktemp("overnight-home")
     previous = os.environ.get(HOME_ENV)
     os.environ[HOME_ENV] = str(home)
+    # Sandboxes' disks are measured, not loop-mounted images, unless a test asks for images
+    # (tests/providers/test_local_disk_limit.py): a test that leaves its sandbox running
+    # then leaves no mount behind. Whatever a test left mounted is unmounted at the end.
+    disk_set = DISK_ENV in os.environ
+    os.environ.setdefault(DISK_ENV, "watch")
     try:
         yield home
     finally:
+        disk_image.detach(_scratch[0])
+        if not disk_set:
+            os.environ.pop(DISK_ENV, None)
         if previous is None:
             os.environ.pop(HOME_ENV, None)
         else:

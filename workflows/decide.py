@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from activities.models import Observation
+from overnight.constants import DISK_LIMIT_PREFIX
 from workflows import lease, snapshot, talk
 from workflows.budget import budget_deadline, exhausted_reason, hours_used, restarts_left
 from workflows.state import SupervisorState
@@ -107,6 +108,10 @@ def decide(state: SupervisorState, seen: Observation | ObserveFailed, now: datet
     if seen.sandbox_state in ("stopped", "missing"):
         return restart_within_budget(state, _sandbox_gone_reason(seen), now)
     if seen.sandbox_state == "paused":
+        if seen.pause_reason is not None and seen.pause_reason.startswith(DISK_LIMIT_PREFIX):
+            # A new sandbox would fill the same way: a person decides (an extension restarts
+            # from the checkpoint; the full sandbox is kept for a look).
+            return NeedsAttention(seen.pause_reason, pending_restart=seen.pause_reason)
         if lease.lease_ended(state, seen.lease_ends_at, now):
             return _after_lease_end(state, seen, now)
         return restart_within_budget(state, "sandbox was paused from outside", now)

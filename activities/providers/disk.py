@@ -27,6 +27,10 @@ class SandboxDisk:
     # A stopped sandbox: when its disk was deleted and what it held then.
     deleted_at: datetime | None = None
     freed_bytes: int | None = None
+    # Its disk limit, and what its files hold under it where that is known apart from
+    # `size_bytes` (a local image: what is used inside it; None: not known, or no limit).
+    limit_bytes: int | None = None
+    used_bytes: int | None = None
 
 
 @dataclass(frozen=True)

@@ -48,6 +48,9 @@ class SandboxRequest:
     timeout_seconds: float
     vcpu: int
     memory_mib: int
+    # The most its files may hold, MiB; None: the provider's default (local: the worker's
+    # OVERNIGHT_SANDBOX_DISK_MIB, see activities.providers.local.disk_limit).
+    disk_mib: int | None = None
     # "pause" keeps memory and files at the lease end, so the last checkpoint survives it.
     on_lease_end: Literal["pause", "stop"] = "pause"
     # The most the sandbox may cost over its life; Runtime enforces it even with no worker.

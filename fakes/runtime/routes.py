@@ -130,6 +130,7 @@ class SandboxRoutes:
                 timeout_seconds=timeout if self.rules.leases_end else ENDLESS_LEASE_SECONDS,
                 vcpu=record.vcpu,
                 memory_mib=record.memory_mib,
+                disk_mib=None if body.get("diskMiB") is None else int(body["diskMiB"]),
                 on_lease_end="stop" if record.on_lease_end == "stop" else "pause",
                 snapshot_id=None if snapshot is None else self.snapshots.copy_of(snapshot),
                 # A cloud sandbox reaches the internet, which is the loopback here.

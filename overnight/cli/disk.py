@@ -55,7 +55,7 @@ def text(usage: DiskUsage) -> str:
     for box in sorted(held, key=lambda s: -s.size_bytes):
         lines.append(
             f"  {box.sandbox_id:<{width}}  {box.state:<7}  {size_text(box.size_bytes):>10}  "
-            f"{_about(box)}"
+            f"{_limit(box)}{_about(box)}"
         )
     if gone:
         freed = sum(s.freed_bytes or 0 for s in gone)
@@ -74,6 +74,14 @@ def text(usage: DiskUsage) -> str:
             "overnight reap finishes it)"
         )
     return "\n".join(lines)
+
+
+def _limit(box: SandboxDisk) -> str:
+    """Its disk limit, and what its image holds inside (the size before is the image's file)."""
+    if box.limit_bytes is None:
+        return ""
+    used = "" if box.used_bytes is None else f"{size_text(box.used_bytes)} used of "
+    return f"({used}{size_text(box.limit_bytes)} limit) "
 
 
 def _about(box: SandboxDisk) -> str:
@@ -103,6 +111,8 @@ def _json(usage: DiskUsage) -> dict[str, Any]:
                 "keep_until": _iso(parse_label(s.labels.get(LABEL_KEEP_UNTIL))),
                 "deleted_at": _iso(s.deleted_at),
                 "freed_bytes": s.freed_bytes,
+                "limit_bytes": s.limit_bytes,
+                "used_bytes": s.used_bytes,
             }
             for s in usage.sandboxes
         ],

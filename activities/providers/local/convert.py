@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from activities.models import SandboxInfo
+from activities.providers.local import disk_limit
 from activities.providers.local import isolation as local_isolation
 from activities.providers.local.procs import ProcessRecord
 from activities.providers.local.state import SandboxMeta
@@ -23,9 +24,14 @@ def sandbox_info(meta: SandboxMeta) -> SandboxInfo:
         pause_ends_agents=meta.pause_ends_agents(),
         created_at=datetime.fromtimestamp(meta.created_at, UTC),
         lease_ends_at=None if meta.deadline is None else datetime.fromtimestamp(meta.deadline, UTC),
-        isolation=local_isolation.describe(meta),
+        isolation=f"{local_isolation.describe(meta)}; {disk_words(meta)}",
         deleted_at=None if meta.freed_at is None else datetime.fromtimestamp(meta.freed_at, UTC),
+        pause_reason=meta.pause_reason if meta.state == "paused" else None,
     )
+
+
+def disk_words(meta: SandboxMeta) -> str:
+    return disk_limit.describe(meta.disk, meta.disk_mib)
 
 
 def snapshot_info(record: dict[str, Any]) -> SnapshotInfo:

@@ -142,8 +142,10 @@ def throw_away(path: Path, trash: Path) -> int:
     return size
 
 
-def tree_bytes(path: Path) -> int:
-    """What `path` holds on disk (allocated blocks, each inode once), through no symlink."""
+def tree_bytes(path: Path, *, one_filesystem: bool = False) -> int:
+    """What `path` holds on disk (allocated blocks, each inode once), through no symlink.
+    `one_filesystem`: not what is mounted below it (a sandbox's image is counted as the file
+    it is on this filesystem, not again as what it holds)."""
     try:
         top = os.lstat(path)
     except OSError:
@@ -157,6 +159,10 @@ def tree_bytes(path: Path) -> int:
             try:
                 info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
             except OSError:
+                continue
+            if one_filesystem and info.st_dev != top.st_dev:
+                if name in dirs:
+                    dirs.remove(name)  # a mount point: not walked
                 continue
             key = (info.st_dev, info.st_ino)
             if key not in seen:

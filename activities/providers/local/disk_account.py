@@ -17,10 +17,12 @@ from activities.providers.disk import (
     SnapshotDisk,
 )
 from activities.providers.local import disk as local_disk
+from activities.providers.local import disk_image
+from activities.providers.local.disk_limit import MIB
 from activities.providers.local.engine import LocalEngine
 from activities.providers.local.files import read_json
 from activities.providers.local.snapshots import SNAPSHOT_FILE
-from activities.providers.local.state import SandboxMeta
+from activities.providers.local.state import SANDBOX_FILE, SandboxMeta, flock
 from activities.providers.protocol import ProviderError
 from overnight.constants import LABEL_RUN
 
@@ -42,17 +44,7 @@ class LocalDiskAccount:
 
     def _usage(self) -> DiskUsage:
         home = self.engine.home
-        sandboxes = [
-            SandboxDisk(
-                sandbox_id=meta.id,
-                state=meta.state,
-                size_bytes=local_disk.tree_bytes(self.engine.folder(meta.id)),
-                labels=dict(meta.labels),
-                deleted_at=_when(meta.freed_at),
-                freed_bytes=meta.freed_bytes,
-            )
-            for meta in self._metas()
-        ]
+        sandboxes = [self._sandbox(meta) for meta in self._metas()]
         snapshots = [
             SnapshotDisk(entry.name, local_disk.tree_bytes(entry), _snapshot_labels(entry) or {})
             for entry in _entries(self.snapshots_root)
@@ -70,12 +62,34 @@ class LocalDiskAccount:
             total_bytes=room.total,
         )
 
+    def _sandbox(self, meta: SandboxMeta) -> SandboxDisk:
+        folder = self.engine.folder(meta.id)
+        # What this filesystem holds for it: its image as the (sparse) file it is, not again
+        # as what is mounted from it; at least what is used inside it (written, but maybe
+        # not yet flushed to the file).
+        size = local_disk.tree_bytes(folder, one_filesystem=True)
+        inside = disk_image.in_use(folder) if meta.disk == "image" else None
+        if inside is not None:
+            image = local_disk.tree_bytes(folder / disk_image.IMAGE_FILE)
+            size += max(0, inside[0] - image)
+        return SandboxDisk(
+            sandbox_id=meta.id,
+            state=meta.state,
+            size_bytes=size,
+            labels=dict(meta.labels),
+            deleted_at=_when(meta.freed_at),
+            freed_bytes=meta.freed_bytes,
+            limit_bytes=None if meta.disk_mib is None or meta.freed_at else meta.disk_mib * MIB,
+            used_bytes=None if inside is None else inside[0],
+        )
+
     def _finish(self, now: datetime) -> list[FinishedDelete]:
         done = [
             FinishedDelete(name, "trash", freed)
             for name, freed in local_disk.empty_trash(self.engine.trash_dir)
         ]
         done += self._finish_snapshots()
+        done += self._unmount_half_made()
         for meta in self._metas():
             if meta.state != "stopped" or meta.freed_at is not None:
                 continue
@@ -89,6 +103,25 @@ class LocalDiskAccount:
                 )
             )
         done += self._forget_old_records(now)
+        return done
+
+    def _unmount_half_made(self) -> list[FinishedDelete]:
+        """Images a create killed before the sandbox's state was written left mounted (a
+        stopped sandbox's are unmounted by its freeing): unmounted, the image deleted. Under
+        the creates' lock, so a create in progress is waited for, not undone."""
+        done: list[FinishedDelete] = []
+        root = self.engine.sandboxes_dir
+        if not any(p.parent.parent == root for p in disk_image.mounts_under(root)):
+            return done
+        with flock(root / ".create.lock"):
+            for folder in sorted({p.parent for p in disk_image.mounts_under(root)}):
+                if folder.parent != root or (folder / SANDBOX_FILE).exists():
+                    continue
+                disk_image.detach(folder)
+                image = folder / disk_image.IMAGE_FILE
+                size = local_disk.tree_bytes(image)
+                image.unlink(missing_ok=True)
+                done.append(FinishedDelete(folder.name, "sandbox", size))
         return done
 
     def _forget_old_records(self, now: datetime) -> list[FinishedDelete]:

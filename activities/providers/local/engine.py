@@ -42,6 +42,7 @@ from pathlib import Path
 from activities.providers.local import cgroup_plan as local_cgroup_plan
 from activities.providers.local import cgroups as local_cgroups
 from activities.providers.local import disk as local_disk
+from activities.providers.local import disk_image, disk_limit
 from activities.providers.local import isolation as local_isolation
 from activities.providers.local import limits as local_limits
 from activities.providers.local import netns
@@ -117,6 +118,7 @@ class LocalEngine(GuestFiles):
         timeout_seconds: float | None = 3600,
         vcpu: int = 2,
         memory_mib: int = 4096,
+        disk_mib: int | None = None,
         on_lease_end: LeaseEnd = "pause",
         isolation: Isolation = "bubblewrap",
         binds: Sequence[HostBind] = (),
@@ -138,6 +140,11 @@ class LocalEngine(GuestFiles):
             run = (labels or {}).get(LABEL_RUN, name)
             uid = local_isolation.sandbox_uid(run) if isolated else None
             local_isolation.check_binds(binds, uid)
+            disk = disk_limit.plan(disk_mib, self.home)
+            disk_limit.require_room(self.home)
+            if disk.mode == "image" and disk.mib is not None:
+                folder.mkdir(parents=True, exist_ok=True)
+                disk_image.attach(folder, disk.mib)  # workspace, home and tmp on its image
             (folder / "processes").mkdir(parents=True, exist_ok=True)
             # The folders the sandbox's user writes in are given to it by descriptor, like
             # every later write into them (no agent runs yet, but the rule has no exception).
@@ -174,6 +181,8 @@ class LocalEngine(GuestFiles):
                 network=network if isolated else "host",
                 host_ports=list(host_ports),
                 uid=uid,
+                disk=disk.mode,
+                disk_mib=disk.mib,
             )
             self._save(meta)
             return meta, True
@@ -194,6 +203,8 @@ class LocalEngine(GuestFiles):
         """The sandbox's current state, or None if there is none (one whose lease ran out is
         paused or stopped first)."""
         meta = self._load(sandbox_id)
+        if meta is not None and meta.disk == "image" and meta.state != "stopped":
+            disk_image.attached(self.folder(sandbox_id))  # mounted again after a reboot
         if meta is None or not meta.expired(time.time()):
             return meta
         with self._changing(sandbox_id) as current:
@@ -221,11 +232,11 @@ class LocalEngine(GuestFiles):
                     found.append(meta)
         return sorted(found, key=lambda m: (m.created_at, m.id))
 
-    def pause(self, sandbox_id: str) -> SandboxMeta:
+    def pause(self, sandbox_id: str, *, reason: str = "requested") -> SandboxMeta:
         """Freeze the sandbox's cgroup (without one: end its agents, files kept). Pausing a
         paused or stopped sandbox changes nothing."""
         with self._changing(sandbox_id) as meta:
-            return self._pause_locked(meta, "requested")
+            return self._pause_locked(meta, reason)
 
     def wake(self, sandbox_id: str, timeout_seconds: float | None = None) -> SandboxMeta:
         """Thaw a paused sandbox's cgroup, with a fresh lease: `timeout_seconds` (else
@@ -407,6 +418,8 @@ class LocalEngine(GuestFiles):
             local_cgroup_plan.discard(meta.freezer, meta.cgroups, meta.systemd_slice)
         if meta.freed_at is not None:
             return meta
+        if meta.disk == "image":
+            disk_image.detach(self.folder(meta.id))  # then disk.img goes with the rest
         with local_disk.trash_entry(self.trash_dir, meta.id) as entry:
             size = local_disk.move_out(self.folder(meta.id), entry)
             freed = self._save(dataclasses.replace(meta, freed_at=time.time(), freed_bytes=size))

@@ -9,6 +9,7 @@ import asyncio
 
 from activities.models import SandboxInfo
 from activities.providers.local.convert import process_info, sandbox_info, snapshot_info
+from activities.providers.local.disk_watch import DiskWatch
 from activities.providers.local.engine import LocalEngine
 from activities.providers.local.event_watch import event_watch
 from activities.providers.local.look import LocalLook
@@ -27,6 +28,7 @@ from activities.providers.protocol import (
     Sighting,
 )
 from activities.providers.snapshot_protocol import SnapshotInfo
+from overnight.constants import DISK_LIMIT_PREFIX
 
 # In a sandbox made from a snapshot: which one its workspace was filled from (set once).
 RESTORED_MARK = "restored-from"
@@ -40,6 +42,8 @@ class LocalProvider:
         self.snapshots = LocalSnapshots(self.engine)
         # Watch with inotify and pidfds (event_watch); False: look on a timer (poll_watch).
         self.kernel_watch = kernel_watch
+        # Sandboxes whose disk limit no image holds are measured while their agent is watched.
+        self.disk_watch = DiskWatch(self.engine)
 
     async def get_or_create(self, request: SandboxRequest) -> tuple[SandboxInfo, bool]:
         meta, created = await asyncio.to_thread(
@@ -49,6 +53,7 @@ class LocalProvider:
             timeout_seconds=request.timeout_seconds,
             vcpu=request.vcpu,
             memory_mib=request.memory_mib,
+            disk_mib=request.disk_mib,
             on_lease_end=request.on_lease_end,
             isolation=request.isolation,
             binds=request.binds,
@@ -146,7 +151,17 @@ class LocalProvider:
         wait_seconds: float,
         report_touch: bool = True,
     ) -> Sighting:
-        look = LocalLook(self.engine, sandbox_id, process_id, checkpoint_path)
+        async with self.disk_watch.guarding(sandbox_id):
+            return await self._watch(
+                LocalLook(self.engine, sandbox_id, process_id, checkpoint_path),
+                token=token,
+                wait_seconds=wait_seconds,
+                report_touch=report_touch,
+            )
+
+    async def _watch(
+        self, look: LocalLook, *, token: str | None, wait_seconds: float, report_touch: bool
+    ) -> Sighting:
         hub = shared_hub() if self.kernel_watch else None
         if hub is not None:
             return await event_watch(
@@ -181,6 +196,11 @@ class LocalProvider:
         return sandbox_info(await asyncio.to_thread(self.engine.pause, sandbox_id))
 
     async def wake(self, sandbox_id: str, timeout_seconds: float | None = None) -> SandboxInfo:
+        """A sandbox paused past its disk limit stays paused (kept for a look): woken, it would
+        write on past it; its run goes on in a new sandbox from the checkpoint."""
+        meta = await asyncio.to_thread(self.engine.find, sandbox_id)
+        if meta is not None and meta.state == "paused" and past_disk_limit(meta.pause_reason):
+            return sandbox_info(meta)
         return sandbox_info(await asyncio.to_thread(self.engine.wake, sandbox_id, timeout_seconds))
 
     async def stop(self, sandbox_id: str) -> SandboxInfo:
@@ -200,3 +220,7 @@ class LocalProvider:
 
     async def aclose(self) -> None:
         """Nothing to close: the engine holds no connections."""
+
+
+def past_disk_limit(pause_reason: str | None) -> bool:
+    return pause_reason is not None and pause_reason.startswith(DISK_LIMIT_PREFIX)

@@ -53,7 +53,7 @@ class SandboxMeta:
     on_lease_end: LeaseEnd = "stop"
     # The lease a wake grants: the time limit asked for at create (None: `timeout_seconds`).
     lease_seconds: float | None = None
-    # Set while paused: when, and why ("lease_expired" or "requested").
+    # Set while paused: when, and why ("lease_expired", "requested", or "disk limit of ...").
     paused_at: float | None = None
     pause_reason: str | None = None
     # How its processes are isolated ("bubblewrap", or "none": sandboxes made before isolation
@@ -87,6 +87,10 @@ class SandboxMeta:
     cgroup_limits: list[str] = dataclasses.field(default_factory=list)
     systemd_slice: str | None = None
     no_cgroup: str = ""
+    # How its files are limited (see disk_limit): "image" (an ext4 image of `disk_mib` MiB),
+    # "watch" (measured, paused past `disk_mib`) or "none" (sandboxes made before had none).
+    disk: str = "none"
+    disk_mib: int | None = None
 
     @classmethod
     def from_json(cls, value: Mapping[str, Any]) -> SandboxMeta:

@@ -180,6 +180,8 @@ class RuntimeProvider(RuntimeWatching, RuntimeSnapshots, RuntimeAccount):
                 options["max_total_cost_micros"] = max(1, request.max_total_cost_micros)
             if request.snapshot_id is not None:
                 options["snapshot"] = request.snapshot_id
+            if request.disk_mib is not None:
+                options["disk_mib"] = request.disk_mib
             sandbox = await self._client().sandboxes.get_or_create(
                 name=request.name,
                 labels=request.labels,

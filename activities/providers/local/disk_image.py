@@ -1,0 +1,193 @@
+"""A local sandbox's files on an ext4 filesystem of their own: the kernel holds its disk limit.
+
+The image is a sparse file in the sandbox's folder, loop-mounted at `disk/`; the sandbox's
+`workspace/`, `home/` and `tmp/` are bind mounts of its folders of the same names, so every
+path the engine, bubblewrap and the agent use stays what it was::
+
+    sandboxes/<name>/disk.img     the filesystem (sparse: the host holds only what was written)
+    sandboxes/<name>/disk/        where it is mounted (loop, nosuid, nodev, noatime, discard)
+    sandboxes/<name>/workspace/   = disk/workspace, and home/, tmp/ likewise
+
+`mkfs.ext4` makes it in milliseconds (inode tables and journal initialised lazily) with one
+inode per 16 KiB of the limit and no blocks reserved for root; `discard` gives the host back
+what the agent deletes. A loop mount outlives the worker that made it (a crash, a restart): the
+next worker finds it mounted. A stop unmounts it (`detach`) before the folder is deleted, and
+`overnight reap` unmounts what a killed process left mounted; after a reboot, `attached`
+mounts a kept sandbox's image again.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import shutil
+import subprocess
+import threading
+from pathlib import Path
+
+from activities.providers.protocol import ProviderError
+
+IMAGE_FILE = "disk.img"
+MOUNT_DIR = "disk"
+FOLDERS = ("workspace", "home", "tmp")
+MIB = 1024 * 1024
+_MKFS_OPTIONS = "lazy_itable_init=1,lazy_journal_init=1,nodiscard"
+_MOUNT_OPTIONS = "loop,nosuid,nodev,noatime,discard"
+_MS_NOSUID, _MS_NODEV, _MS_NOATIME = 0x2, 0x4, 0x400
+_MS_REMOUNT, _MS_BIND = 0x20, 0x1000
+_MNT_DETACH = 0x2
+_COMMAND_SECONDS = 60
+_libc = ctypes.CDLL(None, use_errno=True)
+_probe_lock = threading.Lock()
+_probed: dict[str, str | None] = {}
+_attach_lock = threading.Lock()
+
+
+def unavailable(home: Path) -> str | None:
+    """Why this worker cannot give sandboxes an image (None: it can), found once per process
+    by making, mounting and unmounting a small one under `home`."""
+    key = str(home)
+    with _probe_lock:
+        if key not in _probed:
+            _probed[key] = _probe(home)
+        return _probed[key]
+
+
+def _probe(home: Path) -> str | None:
+    if os.geteuid() != 0:
+        return "the worker is not root (loop mounts need root)"
+    if not os.path.exists("/dev/loop-control"):
+        return "there is no /dev/loop-control"
+    for tool in ("mkfs.ext4", "mount"):
+        if shutil.which(tool) is None:
+            return f"{tool} is not installed"
+    folder = home / f".disk-probe-{os.getpid()}"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        attach(folder, 16, folders=())
+    except (OSError, ProviderError) as error:
+        return f"a loop-mounted image cannot be made here ({error})"
+    finally:
+        detach(folder)
+        shutil.rmtree(folder, ignore_errors=True)
+    return None
+
+
+def attach(folder: Path, mib: int, *, folders: tuple[str, ...] = FOLDERS) -> None:
+    """Make `folder`'s image of `mib` MiB and mount it, with `folders` bound beside it. What
+    a create cut short left there is unmounted and made again."""
+    detach(folder)
+    image = folder / IMAGE_FILE
+    image.unlink(missing_ok=True)
+    try:
+        fd = os.open(image, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        try:
+            os.ftruncate(fd, mib * MIB)
+        finally:
+            os.close(fd)
+        entries = max(1024, mib * MIB // (16 * 1024))
+        _command(
+            ["mkfs.ext4", "-q", "-F", "-m", "0", "-N", str(entries), "-E", _MKFS_OPTIONS]
+            + ["-L", "overnight", str(image)]
+        )
+        _mount_and_bind(folder, folders)
+    except BaseException:
+        detach(folder)
+        image.unlink(missing_ok=True)
+        raise
+
+
+def attached(folder: Path) -> None:
+    """Mount the image of a sandbox that has one, if it is not mounted (after a reboot)."""
+    if not (folder / IMAGE_FILE).is_file() or os.path.ismount(folder / MOUNT_DIR):
+        return
+    with _attach_lock:
+        if not os.path.ismount(folder / MOUNT_DIR):
+            detach(folder)
+            _mount_and_bind(folder, FOLDERS)
+
+
+def _mount_and_bind(folder: Path, folders: tuple[str, ...]) -> None:
+    mount_dir = folder / MOUNT_DIR
+    mount_dir.mkdir(mode=0o700, exist_ok=True)
+    _command(
+        ["mount", "-t", "ext4", "-o", _MOUNT_OPTIONS, str(folder / IMAGE_FILE), str(mount_dir)]
+    )
+    for name in folders:
+        inside, outside = mount_dir / name, folder / name
+        inside.mkdir(mode=0o755, exist_ok=True)
+        outside.mkdir(mode=0o755, exist_ok=True)
+        _syscall_mount(inside, outside, _MS_BIND)
+        flags = _MS_REMOUNT | _MS_BIND | _MS_NOSUID | _MS_NODEV | _MS_NOATIME
+        _syscall_mount(None, outside, flags)
+
+
+def detach(folder: Path) -> list[Path]:
+    """Unmount everything mounted at or below `folder`, deepest first (lazily when busy: it
+    is then freed when its last user goes). What was mounted."""
+    found = mounts_under(folder)
+    for point in sorted(found, key=lambda p: len(p.parts), reverse=True):
+        if _libc.umount2(os.fsencode(point), 0) == 0:
+            continue
+        code = ctypes.get_errno()
+        if code == errno.EBUSY:
+            _libc.umount2(os.fsencode(point), _MNT_DETACH)
+    return found
+
+
+def mounts_under(root: Path) -> list[Path]:
+    """Mount points at or below `root`, from this process's mount table (stacked ones once
+    each time they are stacked)."""
+    top = os.path.abspath(root)
+    found = []
+    try:
+        table = Path("/proc/self/mountinfo").read_text()
+    except OSError:
+        return []
+    for line in table.splitlines():
+        fields = line.split(" ")
+        if len(fields) < 5:
+            continue
+        point = _unescape(fields[4])
+        if point == top or point.startswith(top.rstrip("/") + "/"):
+            found.append(Path(point))
+    return found
+
+
+def in_use(folder: Path) -> tuple[int, int] | None:
+    """(bytes, files and folders) the mounted image holds (None: not mounted)."""
+    mount_dir = folder / MOUNT_DIR
+    if not os.path.ismount(mount_dir):
+        return None
+    info = os.statvfs(mount_dir)
+    used = (info.f_blocks - info.f_bfree) * info.f_frsize
+    return used, info.f_files - info.f_ffree
+
+
+def _syscall_mount(source: Path | None, target: Path, flags: int) -> None:
+    src = None if source is None else os.fsencode(source)
+    if _libc.mount(src, os.fsencode(target), None, flags, None) != 0:
+        code = ctypes.get_errno()
+        raise ProviderError(f"cannot mount {target}: {os.strerror(code)}", kind="DiskImageFailed")
+
+
+def _command(argv: list[str]) -> None:
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=_COMMAND_SECONDS)
+    if done.returncode != 0:
+        detail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["failed"]
+        raise ProviderError(f"{argv[0]}: {detail[0]}", kind="DiskImageFailed")
+
+
+def _unescape(field: str) -> str:
+    # mountinfo escapes space, tab, newline and backslash as \ooo.
+    out, i = [], 0
+    while i < len(field):
+        code = field[i + 1 : i + 4]
+        if field[i] == "\\" and len(code) == 3 and code.isdigit():
+            out.append(chr(int(code, 8)))
+            i += 4
+        else:
+            out.append(field[i])
+            i += 1
+    return "".join(out)

@@ -1,0 +1,298 @@
+"""A local sandbox's disk is limited: an agent cannot fill the worker's disk.
+
+The attack, in a real bubblewrap sandbox with `disk_mib` 64: `fallocate -l 1G` and 100,000
+folders. With an image (a root worker that may loop-mount) the kernel refuses the writes
+inside (`ENOSPC`) and the host loses at most the limit; elsewhere the worker measures the
+sandbox and pauses it with `disk limit of 64 MiB reached`. Either way a second sandbox still
+works, and the worker's floor of free space refuses new sandboxes below it. The image is
+unmounted and deleted with its sandbox, survives a new worker (and a reboot, mounted again),
+what a killed create or stop left mounted is unmounted by `overnight reap`, and `overnight
+disk` counts the image once.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from activities.models import SandboxInfo
+from activities.providers.local import disk_image, disk_watch
+from activities.providers.local.disk_account import LocalDiskAccount
+from activities.providers.local.disk_limit import DISK_ENV, LOW_DISK, MIN_FREE_ENV
+from activities.providers.local.engine import LocalEngine
+from activities.providers.local.provider import LocalProvider
+from activities.providers.protocol import AgentLaunch, ProviderError, SandboxRequest
+from overnight.constants import LABEL_RUN
+
+MIB = 1024 * 1024
+LIMIT_MIB = 64
+NOW = datetime.now(UTC)
+# What others on this machine may write meanwhile, on top of the limit.
+SLACK = 96 * MIB
+FOLDERS = (
+    'python3 -c "import os\nn=0\ntry:\n    for i in range(100000):\n'
+    "        os.mkdir(f'/tmp/d{i}'); n+=1\nexcept OSError as e:\n    print('stopped', n, e)\n"
+    "print('made', n)\""
+)
+bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
+needs_images = pytest.mark.skipif(
+    disk_image.unavailable(Path("/tmp")) is not None,
+    reason=f"no loop-mounted images here: {disk_image.unavailable(Path('/tmp'))}",
+)
+
+
+@pytest.fixture
+def images(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(DISK_ENV, "image")
+
+
+@pytest.fixture
+def measured(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(DISK_ENV, "watch")
+    monkeypatch.setattr(disk_watch, "MIN_INTERVAL", 0.3)  # not 10 s: a test is short
+
+
+@pytest.fixture
+def engine(tmp_path: Path) -> Iterator[LocalEngine]:
+    engine = LocalEngine(tmp_path / "home")
+    try:
+        yield engine
+    finally:
+        for meta in engine.list_sandboxes():
+            engine.stop(meta.id)
+        disk_image.detach(tmp_path)
+
+
+def _free(engine: LocalEngine) -> int:
+    return shutil.disk_usage(engine.home).free
+
+
+def _make(engine: LocalEngine, name: str, **options: object) -> None:
+    engine.get_or_create(
+        name,
+        labels={LABEL_RUN: name},
+        disk_mib=LIMIT_MIB,
+        **options,  # type: ignore[arg-type]
+    )
+
+
+# ----- with an image: the kernel holds the limit -----
+
+
+@bwrap
+@needs_images
+def test_an_agent_cannot_fallocate_past_its_image_and_the_host_loses_at_most_the_limit(
+    engine: LocalEngine, images: None
+) -> None:
+    engine.home.mkdir(parents=True)
+    before = _free(engine)
+    _make(engine, "fill-1")
+    assert engine.get("fill-1").disk == "image"
+
+    out = engine.run("fill-1", "fallocate -l 1G /workspace/big; echo exit=$?")
+
+    assert "No space left on device" in out.stderr and "exit=1" in out.stdout, out
+    assert before - _free(engine) <= LIMIT_MIB * MIB + SLACK
+
+
+@bwrap
+@needs_images
+def test_an_agent_cannot_make_100000_folders_in_its_image(
+    engine: LocalEngine, images: None
+) -> None:
+    _make(engine, "inodes-1")
+
+    out = engine.run("inodes-1", FOLDERS)
+
+    assert "No space left on device" in out.stdout, out
+    made = int(out.stdout.split("made ")[1])
+    assert 1000 < made < 100_000
+
+
+@bwrap
+@needs_images
+def test_a_second_sandbox_works_beside_a_full_one(engine: LocalEngine, images: None) -> None:
+    _make(engine, "full-1")
+    engine.run("full-1", "fallocate -l 1G /workspace/big; " + FOLDERS)
+    _make(engine, "next-1")
+
+    out = engine.run("next-1", "echo fine > /workspace/x && cat /workspace/x && ls ~ /tmp")
+
+    assert out.exit_code == 0 and out.stdout.startswith("fine"), out
+
+
+@needs_images
+def test_a_stop_unmounts_and_deletes_the_image_and_counts_what_it_held(
+    engine: LocalEngine, images: None
+) -> None:
+    _make(engine, "gone-1", isolation="none")
+    folder = engine.folder("gone-1")
+    (folder / "workspace" / "blob").write_bytes(os.urandom(8 * MIB))
+    assert len(disk_image.mounts_under(folder)) == 4
+
+    stopped = engine.stop("gone-1")
+
+    assert disk_image.mounts_under(folder) == []
+    assert not (folder / disk_image.IMAGE_FILE).exists()
+    assert sorted(p.name for p in folder.iterdir()) == [".lock", "processes", "sandbox.json"]
+    assert 8 * MIB <= (stopped.freed_bytes or 0) < 16 * MIB
+
+
+@needs_images
+def test_a_paused_sandbox_keeps_its_image_and_a_new_worker_finds_it_mounted(
+    engine: LocalEngine, images: None
+) -> None:
+    _make(engine, "kept-1", isolation="none")
+    (engine.folder("kept-1") / "workspace" / "note").write_text("kept")
+    engine.pause("kept-1")
+    assert len(disk_image.mounts_under(engine.folder("kept-1"))) == 4
+
+    restarted = LocalEngine(engine.home)  # another worker process, the same machine
+    restarted.wake("kept-1")
+
+    assert restarted.read_file("kept-1", "/workspace/note", 100).data == b"kept"
+    restarted.stop("kept-1")
+    assert disk_image.mounts_under(engine.folder("kept-1")) == []
+
+
+@needs_images
+def test_after_a_reboot_a_kept_sandboxs_image_is_mounted_again(
+    engine: LocalEngine, images: None
+) -> None:
+    _make(engine, "boot-1", isolation="none")
+    (engine.folder("boot-1") / "workspace" / "note").write_text("still here")
+    engine.pause("boot-1")
+    disk_image.detach(engine.folder("boot-1"))  # what a reboot does to its mounts
+
+    assert engine.read_file("boot-1", "/workspace/note", 100).data == b"still here"
+    assert len(disk_image.mounts_under(engine.folder("boot-1"))) == 4
+
+
+@needs_images
+async def test_reap_unmounts_what_a_killed_create_or_stop_left_mounted(
+    engine: LocalEngine, images: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    half = engine.sandboxes_dir / "half-1"
+    half.mkdir(parents=True)
+    disk_image.attach(half, LIMIT_MIB)  # a create killed before its state was written
+    _make(engine, "cut-1", isolation="none")
+    detach = disk_image.detach
+
+    def killed(folder: Path) -> list[Path]:
+        raise KeyboardInterrupt("killed")
+
+    monkeypatch.setattr(disk_image, "detach", killed)
+    with pytest.raises(KeyboardInterrupt):
+        engine.stop("cut-1")  # killed after its agents, before its image was unmounted
+    monkeypatch.setattr(disk_image, "detach", detach)
+    assert engine.get("cut-1").freed_at is None
+
+    done = await LocalDiskAccount(engine).finish_deletes(NOW)
+
+    assert {d.what for d in done} >= {"half-1", "cut-1"}
+    assert disk_image.mounts_under(engine.sandboxes_dir) == []
+    assert not (half / disk_image.IMAGE_FILE).exists()
+    assert engine.get("cut-1").freed_at is not None
+
+
+@needs_images
+async def test_overnight_disk_counts_the_image_once_with_its_limit_and_use(
+    engine: LocalEngine, images: None
+) -> None:
+    _make(engine, "size-1", isolation="none")
+    (engine.folder("size-1") / "workspace" / "blob").write_bytes(os.urandom(8 * MIB))
+
+    usage = await LocalDiskAccount(engine).usage()
+
+    (box,) = usage.sandboxes
+    assert 8 * MIB <= box.size_bytes < 14 * MIB  # the image file, not its files again
+    assert box.limit_bytes == LIMIT_MIB * MIB
+    assert box.used_bytes is not None and 8 * MIB <= box.used_bytes < 14 * MIB
+
+
+# ----- measured: the worker pauses the sandbox past its limit -----
+
+
+async def _watch_until_paused(provider: LocalProvider, name: str, command: str) -> SandboxInfo:
+    process = await provider.start_agent(name, AgentLaunch(f"{name}-1-0", command, "/workspace"))
+    give_up, token = time.monotonic() + 30, None
+    while time.monotonic() < give_up:
+        seen = await provider.watch(
+            name, process.process_id, "/workspace/checkpoint.json", token=token, wait_seconds=5
+        )
+        token = seen.token
+        if seen.sandbox.state != "running":
+            return seen.sandbox
+    raise AssertionError("the sandbox was not paused")
+
+
+@bwrap
+@pytest.mark.parametrize(
+    ("attack", "detail"),
+    [
+        ("fallocate -l 1G /workspace/big", "MiB used"),
+        (FOLDERS.replace("100000", "5000"), "files and folders"),
+    ],
+)
+async def test_a_measured_sandbox_past_its_limit_is_paused_with_the_disk_reason(
+    engine: LocalEngine, measured: None, attack: str, detail: str
+) -> None:
+    provider = LocalProvider(engine)
+    request = SandboxRequest("watched-1", {LABEL_RUN: "w"}, 600, 2, 4096, disk_mib=LIMIT_MIB)
+    info, _ = await provider.get_or_create(request)
+    assert "disk at most 64 MiB (measured: paused past it)" in (info.isolation or "")
+
+    paused = await _watch_until_paused(provider, "watched-1", f"{attack}; sleep 60")
+
+    assert paused.state == "paused"
+    assert paused.pause_reason is not None
+    assert paused.pause_reason.startswith("disk limit of 64 MiB reached"), paused.pause_reason
+    assert detail in paused.pause_reason
+    # Woken, it would write on: it stays paused, kept for a look.
+    assert (await provider.wake("watched-1")).state == "paused"
+
+
+def test_a_measure_stops_at_the_first_limit_passed(tmp_path: Path) -> None:
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    for i in range(2000):
+        (workspace / f"f{i}").touch()
+
+    found = disk_watch.measure(tmp_path, 64 * MIB, 100)
+
+    assert found.over and found.entries == 101
+
+
+def test_a_measure_follows_no_link_out_of_the_sandbox(tmp_path: Path) -> None:
+    (tmp_path / "workspace").mkdir()
+    (tmp_path / "workspace" / "host").symlink_to("/usr")
+
+    found = disk_watch.measure(tmp_path, 64 * MIB, 10_000)
+
+    assert not found.over and found.entries == 1
+
+
+# ----- the floor -----
+
+
+def test_the_floor_refuses_a_new_sandbox_and_says_why(
+    engine: LocalEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _make(engine, "before-1", isolation="none")
+    free_mib = shutil.disk_usage(engine.home).free // MIB
+    monkeypatch.setenv(MIN_FREE_ENV, str(free_mib + 1024))
+
+    with pytest.raises(ProviderError) as refused:
+        _make(engine, "after-1", isolation="none")
+
+    assert refused.value.kind == LOW_DISK and refused.value.retryable
+    assert MIN_FREE_ENV in str(refused.value) and "free" in str(refused.value)
+    assert not (engine.sandboxes_dir / "after-1").exists()
+    # A sandbox made before is still there for its run (a retried create finds it).
+    assert engine.get_or_create("before-1")[1] is False
