@@ -42,10 +42,9 @@ from pathlib import Path
 from activities.providers.local import cgroup_plan as local_cgroup_plan
 from activities.providers.local import cgroups as local_cgroups
 from activities.providers.local import disk as local_disk
-from activities.providers.local import disk_image, disk_limit
+from activities.providers.local import disk_image, disk_limit, netns
 from activities.providers.local import isolation as local_isolation
 from activities.providers.local import limits as local_limits
-from activities.providers.local import netns
 from activities.providers.local import procs as local_procs
 from activities.providers.local.files import (
     WorkspaceMap,
