@@ -40,6 +40,37 @@ MAX_MODEL_CHARS = 100
 MAX_USAGE_USD = 1_000_000.0
 MAX_TOKENS = 10**15
 OUTPUT_NAME = re.compile(rf"^[A-Za-z0-9][A-Za-z0-9_.-]{{0,{MAX_OUTPUT_NAME_CHARS - 1}}}$")
+# The labels of the card and `overnight status` (workflows/card.py, overnight/status_lines.py,
+# overnight/cli/render.py), and words that read as the run's own: an output may not be named
+# one, in any case and with `-`, `_` or `.` for a space. Outputs are shown as `output <name>`
+# besides, so no name takes a label's place; one that is a label would still read as overnight's
+# (`output question`). tests/ground/test_output_names.py renders both to keep this whole.
+RESERVED_OUTPUT_NAMES = frozenset(
+    {
+        "attempt", "budget left", "charged", "checkpoint kept", "hours", "kit request refused",
+        "last note", "last output", "last progress", "last restart", "last words",
+        "lease ends", "model spend", "needs attention", "needs you", "next", "next step",
+        "output", "paused until", "question", "restarts", "result", "safety net", "sandbox",
+        "snapshot", "spend", "state", "status", "step", "summary", "waits", "web ui",
+    }
+)  # fmt: skip
+_NAME_SPACES = re.compile(r"[-_.]+")
+
+
+def output_name_refusal(name: object) -> str | None:
+    """Why an output may not have this name (None: it may). The agent kit's `finish()` says
+    the same at once."""
+    if not (isinstance(name, str) and OUTPUT_NAME.match(name)):
+        return (
+            f"an output's name must be 1 to {MAX_OUTPUT_NAME_CHARS} letters, digits, . _ - "
+            "(those others are left out)"
+        )
+    if _NAME_SPACES.sub(" ", name).strip().lower() in RESERVED_OUTPUT_NAMES:
+        return (
+            f"an output may not be named {name!r}: the card and the status show it as their "
+            "own label (it is left out)"
+        )
+    return None
 
 
 class _Kept(BaseModel):
@@ -210,11 +241,9 @@ def _finish(raw: Any, refused: list[str]) -> RunOutputs | None:
         if len(kept) >= MAX_OUTPUTS:
             refused.append(f"finish: only the first {MAX_OUTPUTS} outputs are kept")
             break
-        if not (isinstance(name, str) and OUTPUT_NAME.match(name)):
-            refused.append(
-                f"finish: an output's name must be 1 to {MAX_OUTPUT_NAME_CHARS} letters, "
-                "digits, . _ - (those others are left out)"
-            )
+        why = output_name_refusal(name)
+        if why is not None:
+            refused.append(f"finish: {why}")
             continue
         text = value if isinstance(value, str) else _json_text(value)
         kept[name] = _clip(text, MAX_OUTPUT_CHARS)

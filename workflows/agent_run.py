@@ -50,6 +50,7 @@ with workflow.unsafe.imports_passed_through():
         is_quiet,
         next_wake,
         restart_within_budget,
+        stall_deadline_of,
     )
     from workflows.messages import RunMessages
     from workflows.notice import attention_text, note_last_words, record_restart
@@ -168,7 +169,8 @@ class AgentRun(RunMessages):
         now = workflow.now()
         until = self._watch_until or next_wake(s, now)
         wait = max(0.0, (until - now).total_seconds())
-        handle = calls.start_observe(s, wait)
+        stall = stall_deadline_of(s)
+        handle = calls.start_observe(s, wait, at_deadline=stall is not None and until >= stall)
         try:
             await workflow.wait_condition(lambda: handle.done() or s.cancel_requested)
         finally:

@@ -324,9 +324,12 @@ async def check_spec(spec: RunSpec) -> SpecCheck:
     return checked
 
 
-def start_observe(s: SupervisorState, wait: float) -> workflow.ActivityHandle[Observation]:
+def start_observe(
+    s: SupervisorState, wait: float, *, at_deadline: bool = False
+) -> workflow.ActivityHandle[Observation]:
     """One long poll of the current agent, at most `wait` seconds (started, not awaited: a
-    signal may interrupt it)."""
+    signal may interrupt it). `at_deadline`: the wait ends at a deadline that must be kept
+    even if the worker watching dies (the stall), so the attempt times out soon after it."""
     assert s.sandbox_id is not None and s.process_id is not None
     spec = s.spec
     return workflow.start_activity(
@@ -346,15 +349,16 @@ def start_observe(s: SupervisorState, wait: float) -> workflow.ActivityHandle[Ob
             secret_env=list(spec.secret_env),
         ),
         result_type=Observation,
-        start_to_close_timeout=observe_timeout(wait),
+        start_to_close_timeout=observe_timeout(wait, at_deadline=at_deadline),
         heartbeat_timeout=policies.observe_heartbeat(spec.poll_seconds),
         retry_policy=policies.OBSERVE_RETRY,
         summary=f"watch agent in sandbox {s.attempt}",
     )
 
 
-def observe_timeout(wait_seconds: float) -> timedelta:
-    return timedelta(seconds=wait_seconds) + policies.OBSERVE_GRACE
+def observe_timeout(wait_seconds: float, *, at_deadline: bool = False) -> timedelta:
+    grace = policies.DEADLINE_OBSERVE_GRACE if at_deadline else policies.OBSERVE_GRACE
+    return timedelta(seconds=wait_seconds) + grace
 
 
 def reraise_cancellation(err: ActivityError) -> None:

@@ -47,6 +47,11 @@ OBSERVE_RETRY = RetryPolicy(
 )
 # How long past its own wait an observe may take before Temporal times it out.
 OBSERVE_GRACE = timedelta(minutes=2)
+# The same for an observe that ends at the agent's stall deadline: a worker SIGKILLed during
+# it would otherwise make the stall wait out the heartbeat timeout (30..270 s) before another
+# worker looks; Temporal times it out this soon after the deadline instead, and the retry only
+# looks (it waits what is left of the window: nothing). Costs no command: only the timeout moves.
+DEADLINE_OBSERVE_GRACE = timedelta(seconds=10)
 # Heartbeats are billable actions. The observe heartbeats only to stay inside its heartbeat
 # timeout (none at its start, then one per 0.8 x the timeout: activities.heartbeat), and the
 # timeout is how long a SIGKILLed worker's observe waits before another worker takes it over

@@ -270,9 +270,41 @@ def report_usage(
     _set_request("usage", usage)
 
 
+# What the supervisor refuses of an output's name (overnight.agent_requests): one out of this
+# shape, or one of the labels its card and status show (any case, `-` `_` `.` for a space).
+OUTPUT_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+RESERVED_OUTPUT_NAMES = frozenset(
+    {
+        "attempt", "budget left", "charged", "checkpoint kept", "hours", "kit request refused",
+        "last note", "last output", "last progress", "last restart", "last words",
+        "lease ends", "model spend", "needs attention", "needs you", "next", "next step",
+        "output", "paused until", "question", "restarts", "result", "safety net", "sandbox",
+        "snapshot", "spend", "state", "status", "step", "summary", "waits", "web ui",
+    }
+)  # fmt: skip
+
+
+def _check_output_names(outputs: dict[str, Any]) -> None:
+    """Raise ValueError for an output the supervisor would refuse: it would never reach the
+    result, and the agent would learn it only from the run's status."""
+    import re
+
+    for name in outputs:
+        if not isinstance(name, str) or re.match(OUTPUT_NAME_PATTERN, name) is None:
+            raise ValueError(f"finish: the output name {name!r} is not 1-64 letters, digits, . _ -")
+        if re.sub(r"[-_.]+", " ", name).strip().lower() in RESERVED_OUTPUT_NAMES:
+            raise ValueError(
+                f"finish: an output may not be named {name!r}: overnight's card and status "
+                "show it as their own label"
+            )
+
+
 def finish(summary: str, outputs: dict[str, Any] | None = None) -> None:
     """Hand over what the run produced: a summary and named values (a pull request URL, a
-    branch). They appear in the run's result, status and finish notification. Then exit 0."""
+    branch). They appear in the run's result, status and finish notification. Then exit 0.
+    A name out of shape, or one of the labels overnight's card and status show (`question`,
+    `result`, `next step`: RESERVED_OUTPUT_NAMES), raises ValueError at once."""
+    _check_output_names(outputs or {})
     values = {
         str(k): v if isinstance(v, str) else json.dumps(v) for k, v in (outputs or {}).items()
     }

@@ -89,12 +89,18 @@ class Hangs:
 
 
 @dataclass(frozen=True)
+class WorkerDies:
+    """This look's worker is SIGKILLed at once: no heartbeat, no answer, ever (only Temporal's
+    timeouts end the attempt; the retry goes on with the script's next step)."""
+
+
+@dataclass(frozen=True)
 class HandedOver:
     """This look's worker shuts down gracefully: the attempt hands the watch over
     (`WorkerShutdown`, retried at once elsewhere; activities.heartbeat)."""
 
 
-Step = Quiet | Writes | Exits | SandboxStops | StopsAnswering | Hangs | HandedOver
+Step = Quiet | Writes | Exits | SandboxStops | StopsAnswering | Hangs | HandedOver | WorkerDies
 
 
 def progress(text: str) -> Writes:
@@ -385,6 +391,8 @@ class FakeWorld:
                 self.cancelled_observes += 1
                 raise
             step = Quiet()
+        if isinstance(step, WorkerDies):
+            await asyncio.Event().wait()  # cancelled only when the test's worker shuts down
         if isinstance(step, StopsAnswering):
             box.answering = False
             raise Unreachable(box.sandbox_id)

@@ -20,6 +20,7 @@ from tests.workflows.fakes import (
     Quiet,
     SandboxStops,
     StopsAnswering,
+    WorkerDies,
     Writes,
     checkpoint_binary,
     checkpoint_ok,
@@ -284,3 +285,24 @@ async def test_bad_checkpoints_never_replace_the_last_good_one(
 
 def rejected_for(words: str) -> Callable[[RunStatus], bool]:
     return lambda status: words in (status.checkpoint_rejected or "")
+
+
+async def test_a_stall_is_noticed_on_time_when_the_worker_watching_it_dies(
+    client: Client, world: FakeWorld, time_skipping_env: WorkflowEnvironment
+) -> None:
+    # The look that ends at the stall deadline is on a worker SIGKILLed at once: Temporal must
+    # time it out soon after the deadline (not after its heartbeat timeout or the usual grace),
+    # so another worker looks and the stall costs no more than the threshold.
+    world.script(1, [progress("cp-1"), WorkerDies()])
+    world.script(2, [exits(0)])
+    async with started_run(client, world, make_spec(stall_seconds=120)) as handle:
+        progressed = await eventually(lambda: status_of(handle), lambda s: s.checkpoint_bytes > 0)
+        assert progressed.last_progress_at is not None
+        result = await handle.result()
+        status = await status_of(handle)
+
+    [record] = status.restarts
+    assert record.reason == "agent stalled 2 min"
+    late = (record.at - progressed.last_progress_at).total_seconds() - 120
+    assert 0 <= late <= policies.DEADLINE_OBSERVE_GRACE.total_seconds() + 5
+    assert result.restarts == 1
