@@ -27,6 +27,7 @@ from activities.providers.local.disk_account import LocalDiskAccount
 from activities.providers.local.disk_limit import DISK_ENV, LOW_DISK, MIN_FREE_ENV
 from activities.providers.local.engine import LocalEngine
 from activities.providers.local.provider import LocalProvider
+from activities.providers.local.snapshots import LocalSnapshots
 from activities.providers.protocol import AgentLaunch, ProviderError, SandboxRequest
 from overnight.constants import LABEL_RUN
 
@@ -214,6 +215,24 @@ async def test_overnight_disk_counts_the_image_once_with_its_limit_and_use(
     assert 8 * MIB <= box.size_bytes < 14 * MIB  # the image file, not its files again
     assert box.limit_bytes == LIMIT_MIB * MIB
     assert box.used_bytes is not None and 8 * MIB <= box.used_bytes < 14 * MIB
+
+
+@needs_images
+def test_a_snapshot_is_restored_onto_a_new_sandboxs_image(
+    engine: LocalEngine, images: None
+) -> None:
+    _make(engine, "snap-1", isolation="none")
+    (engine.folder("snap-1") / "workspace" / "app").mkdir()
+    (engine.folder("snap-1") / "workspace" / "app" / "work").write_text("done so far")
+    engine.pause("snap-1")
+    snapshots = LocalSnapshots(engine)
+    record = snapshots.take("snap-1", name="s1", mode="disk", labels={}, retention_days=1)
+    _make(engine, "snap-2", isolation="none")
+
+    snapshots.restore_into(record["id"], "snap-2")
+
+    assert engine.read_file("snap-2", "/workspace/app/work", 100).data == b"done so far"
+    assert len(disk_image.mounts_under(engine.folder("snap-2"))) == 4
 
 
 # ----- measured: the worker pauses the sandbox past its limit -----

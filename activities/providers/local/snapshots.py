@@ -120,9 +120,26 @@ class LocalSnapshots:
         # The agent's files, copied and given to the sandbox's user by descriptor (fd_copy):
         # its links stay links, never followed, and nothing is chowned by path.
         owner = self.engine.get(sandbox_id).uid
+        if os.path.ismount(target):
+            # On the sandbox's own image (disk_image): the mount stays, what it holds is
+            # replaced (no agent ran yet; a restore cut short is done again, then marked).
+            _empty(target)
+            copy_into(self.root / snapshot_id / "workspace", folder, [target.name], owner=owner)
+            return
         copy_into(self.root / snapshot_id / "workspace", folder, [partial.name], owner=owner)
         shutil.rmtree(target, ignore_errors=True)
         os.replace(partial, target)
+
+
+def _empty(folder: Path) -> None:
+    """Delete what `folder` holds, following no link (rmtree walks by descriptor)."""
+    with os.scandir(folder) as listing:
+        entries = list(listing)
+    for entry in entries:
+        if entry.is_dir(follow_symlinks=False):
+            shutil.rmtree(entry.path)
+        else:
+            os.unlink(entry.path)
 
 
 def _size(folder: Path) -> int:
