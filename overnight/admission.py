@@ -33,6 +33,10 @@ RELEASE_SIGNAL = "release"
 ADMITTED_SIGNAL = "admitted"
 # The admission workflow's status query.
 PLACES_QUERY = "places"
+# AgentRun's query: whether the run is in its pool (waiting for a place or holding one). The
+# admission workflow asks it before freeing a place on a `release` signal, which carries no
+# proof of who sent it.
+IN_POOL_QUERY = "in_pool"
 
 
 def admission_workflow_id(task_queue: str) -> str:

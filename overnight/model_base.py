@@ -83,6 +83,9 @@ class Budget(_StrictInput):
     # No upper bound here: extensions add up. A spec's own budget is bounded by RunSpec.
     max_hours: float = Field(default=24, gt=0)
     max_spend_usd: float | None = Field(default=None, gt=0)
+    # Time paused for the agent's questions and `wait_until`s (its own budget: neither counts
+    # as run hours). 12 h: a night of a model's 5-hour usage windows waits at most the night.
+    max_wait_hours: float = Field(default=12, gt=0)
 
 
 class BudgetExtension(_StrictInput):
@@ -91,9 +94,12 @@ class BudgetExtension(_StrictInput):
     restarts: int = Field(default=0, ge=0)
     hours: float = Field(default=0, ge=0, le=MAX_HOURS)
     spend_usd: float = Field(default=0, ge=0, le=MAX_SPEND_EXTENSION_USD)
+    wait_hours: float = Field(default=0, ge=0, le=MAX_HOURS)
 
     def is_empty(self) -> bool:
-        return self.restarts == 0 and self.hours == 0 and self.spend_usd == 0
+        return (
+            self.restarts == 0 and self.hours == 0 and self.spend_usd == 0 and self.wait_hours == 0
+        )
 
 
 class Rates(_StrictInput):

@@ -182,6 +182,8 @@ class RunSpec(_StrictInput):
     def _budget_bounded(cls, value: Budget) -> Budget:
         if value.max_hours > MAX_HOURS:
             raise ValueError(f"max_hours may be at most {MAX_HOURS} (a year)")
+        if value.max_wait_hours > MAX_HOURS:
+            raise ValueError(f"max_wait_hours may be at most {MAX_HOURS} (a year)")
         if value.max_restarts > MAX_RESTARTS:
             raise ValueError(f"max_restarts may be at most {MAX_RESTARTS}")
         if value.max_spend_usd is not None and value.max_spend_usd > MAX_SPEND_EXTENSION_USD:
@@ -344,6 +346,8 @@ class RunStatus(_Strict):
     fresh_starts_used: int = 0
     budget: Budget
     hours_used: float = 0
+    # Time paused for the agent's questions and waits (`budget.max_wait_hours`; not run hours).
+    wait_hours_used: float = 0
     # What the budget counts: the provider's charges where it has a figure (Runtime), the
     # estimate (sandbox lifetime x `rates`) elsewhere.
     spend_usd: float = 0

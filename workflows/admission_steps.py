@@ -1,7 +1,9 @@
 """AgentRun's admission steps: before its first sandbox, a run on a pool that limits runs
 (overnight/admission.py) asks the pool's `OvernightAdmission` workflow for a place and waits in
 state `queued`, with nothing made and nothing spent, until the pool lets it in (the `admitted`
-signal); on every way out it gives its place back. A run that ends otherwise (terminated,
+signal); on every way out it gives its place back. Paused for its agent longer than
+`STEP_OUT_AFTER` (a question, a wait), it gives the place back meanwhile and queues again,
+its sandbox still paused, before it wakes. A run that ends otherwise (terminated,
 timed out) has its place taken back by the admission workflow, which looks.
 
 Workflow code (activities through `admission_calls`).
@@ -10,15 +12,22 @@ Workflow code (activities through `admission_calls`).
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime, timedelta
 
 from temporalio import workflow
 from temporalio.exceptions import FailureError
 
 with workflow.unsafe.imports_passed_through():
-    from overnight.admission import RELEASE_SIGNAL, request_for
+    from overnight.admission import RELEASE_SIGNAL, AdmissionTerms, request_for
     from workflows import admission_calls
     from workflows.patches import ADMISSION_PATCH
     from workflows.state import SupervisorState
+
+# A run paused this long for its agent (a question unanswered, a wait) gives its place back,
+# and asks again before its sandbox wakes (runs begun with `WAIT_BUDGET_PATCH`). Shorter
+# pauses keep it: a place given back and asked for again costs a round trip through the pool
+# (about a dozen history events) and maybe a turn in its queue.
+STEP_OUT_AFTER = timedelta(minutes=5)
 
 
 async def admitted(s: SupervisorState, publish: Callable[[SupervisorState], None]) -> bool:
@@ -40,6 +49,55 @@ async def admitted(s: SupervisorState, publish: Callable[[SupervisorState], None
     return not s.cancel_requested
 
 
+def holds_place(s: SupervisorState) -> bool:
+    """The run holds a place it may give back for a long wait."""
+    return s.wait_budget_kept and s.admission is not None and s.admitted and not s.stepped_out
+
+
+def step_out_at(s: SupervisorState, paused_since: datetime | None) -> datetime | None:
+    """When a pause begun at `paused_since` gives the run's place back (None: it holds none)."""
+    if paused_since is None or not holds_place(s):
+        return None
+    return paused_since + STEP_OUT_AFTER
+
+
+async def step_out(s: SupervisorState) -> None:
+    """Paused for long, the run gives its place back (its sandbox stays paused: on Runtime a
+    paused sandbox costs nothing; locally it keeps its disk) and asks again before it wakes."""
+    terms = s.admission
+    if terms is None or not holds_place(s):
+        return
+    # Before the signal: the admission workflow asks the run (`in_pool`) whether it is out.
+    s.stepped_out = True
+    s.admitted = False
+    await _release(terms)
+
+
+async def back_in(s: SupervisorState, publish: Callable[[SupervisorState], None]) -> bool:
+    """A run that gave its place back waits in `queued` for one again, its sandbox paused,
+    before it wakes. False: it was cancelled meanwhile."""
+    terms = s.admission
+    if not s.stepped_out or terms is None:
+        return True
+    s.stepped_out = False
+    s.admitted = False
+    before = s.state
+    s.state = "queued"
+    # The queue's time is neither run time nor a wait of the agent's (as the first queue's).
+    counting = s.attention_since is None
+    if counting:
+        s.attention_since = workflow.now()
+    publish(s)
+    request = request_for(terms, workflow.info().workflow_id, s.spec)
+    await admission_calls.request_admission(terms, request)
+    await workflow.wait_condition(lambda: s.admitted or s.cancel_requested)
+    if counting and s.attention_since is not None:
+        s.attention_seconds += (workflow.now() - s.attention_since).total_seconds()
+        s.attention_since = None
+    s.state = before
+    return not s.cancel_requested
+
+
 async def give_back(s: SupervisorState) -> None:
     """The run is ending: its place, or its turn in the queue, goes back to the pool. Once."""
     terms = s.admission
@@ -47,6 +105,10 @@ async def give_back(s: SupervisorState) -> None:
         return
     s.admission = None
     s.admitted = False
+    await _release(terms)
+
+
+async def _release(terms: AdmissionTerms) -> None:
     pool = workflow.get_external_workflow_handle(terms.workflow_id)
     try:
         await pool.signal(RELEASE_SIGNAL, workflow.info().workflow_id)

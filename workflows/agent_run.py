@@ -140,7 +140,7 @@ class AgentRun(RunMessages):
 
     async def _wait(self, s: SupervisorState) -> talk_steps.Held:
         if talk_steps.holding(s):
-            return await talk_steps.hold(s, self._notifier)
+            return await talk_steps.hold(s, self._notifier, self._publish)
         return await attention_steps.wait_for_person(s, self)
 
     async def _act(self, s: SupervisorState, decision: Decision) -> None:
@@ -159,7 +159,7 @@ class AgentRun(RunMessages):
             self._watch_until = None
         elif talk_steps.is_talk(decision):
             self._watch_until = None
-            follow_up = await talk_steps.act(s, decision, self._notifier)
+            follow_up = await talk_steps.act(s, decision, self._notifier, self._publish)
             if follow_up is not None:
                 await self._act(s, follow_up)
 
@@ -218,6 +218,8 @@ class AgentRun(RunMessages):
     # ---- steps --------------------------------------------------------------------------
 
     async def _start_sandbox(self, s: SupervisorState, reason: str) -> None:
+        if not await admission_steps.back_in(s, self._publish):
+            return  # it gave its place back for a wait, and was cancelled queued again
         s.state = "starting" if s.attempt == 0 else "restarting"
         s.attempt += 1
         self._publish(s)

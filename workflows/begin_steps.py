@@ -18,6 +18,7 @@ with workflow.unsafe.imports_passed_through():
         RUN_ID_MATCH_PATCH,
         SAFETY_NET_PATCH,
         TALK_MARKS_APART_PATCH,
+        WAIT_BUDGET_PATCH,
     )
     from workflows.state import SupervisorState
 
@@ -40,4 +41,5 @@ def begin(spec: Any, carried: Any, lean: bool) -> tuple[SupervisorState, bool]:
     s.agent_requests = workflow.patched(AGENT_REQUESTS_PATCH)
     s.safety_net_kept = workflow.patched(SAFETY_NET_PATCH)
     s.talk_marks_apart = workflow.patched(TALK_MARKS_APART_PATCH)
+    s.wait_budget_kept = workflow.patched(WAIT_BUDGET_PATCH)
     return s, True

@@ -1,4 +1,5 @@
-"""Budget accounting: hours, spend and restarts. Pure functions of the state and the time."""
+"""Budget accounting: hours, spend, restarts and time paused waiting. Pure functions of the
+state and the time."""
 
 from __future__ import annotations
 
@@ -26,6 +27,24 @@ def hours_used(state: SupervisorState, now: datetime) -> float:
     waited += talk.waited_seconds(state, now)
     active = (now - state.started_at).total_seconds() - waited
     return max(0.0, active) / SECONDS_PER_HOUR
+
+
+def wait_hours_used(state: SupervisorState, now: datetime) -> float:
+    """Time paused for the agent's questions and waits so far (`Budget.max_wait_hours`)."""
+    return talk.waited_seconds(state, now) / SECONDS_PER_HOUR
+
+
+def wait_room_hours(state: SupervisorState, now: datetime) -> float:
+    """How long the agent's next pause may last: what is left of the wait budget (runs begun
+    before it had one: the run hours left, as they were clipped then)."""
+    if state.wait_budget_kept:
+        return max(0.0, state.budget.max_wait_hours - wait_hours_used(state, now))
+    return state.budget.max_hours - hours_used(state, now)
+
+
+def wait_exhausted_reason(state: SupervisorState, now: datetime) -> str:
+    used, most = wait_hours_used(state, now), state.budget.max_wait_hours
+    return f"wait budget used up ({used:.2f} of {most:g} h paused for questions and waits)"
 
 
 def snapshot_storage_usd(state: SupervisorState, now: datetime) -> float:
@@ -139,6 +158,7 @@ def extended(budget: Budget, extension: BudgetExtension) -> Budget:
         max_restarts=budget.max_restarts + extension.restarts,
         max_hours=budget.max_hours + extension.hours,
         max_spend_usd=spend,
+        max_wait_hours=budget.max_wait_hours + extension.wait_hours,
     )
 
 

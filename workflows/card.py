@@ -8,7 +8,13 @@ from overnight.models import RunStatus
 from overnight.output_tail import markdown_block, markdown_inline
 from overnight.status_lines import age, money_line, safety_net_line, snapshot_line, talk_lines
 from workflows import talk
-from workflows.budget import charged_usd, estimated_spend_usd, hours_used, spend_usd
+from workflows.budget import (
+    charged_usd,
+    estimated_spend_usd,
+    hours_used,
+    spend_usd,
+    wait_hours_used,
+)
 from workflows.checkpoint import kept_facts
 from workflows.safety_net import summary as safety_net_summary
 from workflows.state import SupervisorState
@@ -31,6 +37,7 @@ def build_status(state: SupervisorState, now: datetime) -> RunStatus:
         fresh_starts_used=state.fresh_starts_used,
         budget=state.budget,
         hours_used=round(hours_used(state, now), 4),
+        wait_hours_used=round(wait_hours_used(state, now), 4),
         spend_usd=round(spend_usd(state, now), 4),
         spend_charged_usd=_rounded(charged_usd(state)),
         spend_estimated_usd=round(estimated_spend_usd(state, now), 4),
@@ -75,7 +82,8 @@ def render_card(status: RunStatus, now: datetime) -> str:
         f"- **attempt** {status.attempt} · **sandbox** `{status.sandbox_id or '-'}`",
         f"- **next step** {_next_step(status)}",
         f"- **restarts** {restarts} · **hours** {status.hours_used:.2f} used, "
-        f"{hours_left:.2f} left · **spend** {spend}",
+        f"{hours_left:.2f} left · **waits** {status.wait_hours_used:.2f} of "
+        f"{budget.max_wait_hours:g} h · **spend** {spend}",
         f"- **last progress** {age(status.last_progress_at, now)}",
     ]
     money = money_line(status)

@@ -12,7 +12,14 @@ from datetime import datetime, timedelta
 from activities.models import Observation
 from overnight.constants import DISK_LIMIT_PREFIX
 from workflows import lease, snapshot, talk
-from workflows.budget import budget_deadline, exhausted_reason, hours_used, restarts_left
+from workflows.budget import (
+    budget_deadline,
+    exhausted_reason,
+    hours_used,
+    restarts_left,
+    wait_exhausted_reason,
+    wait_room_hours,
+)
 from workflows.state import SupervisorState
 
 # A quiet, healthy agent still gets the workflow to wake this often, to refresh the Web UI card.
@@ -130,7 +137,9 @@ def decide(state: SupervisorState, seen: Observation | ObserveFailed, now: datet
         return restart_within_budget(state, "agent process is gone", now)
 
     hours_left = state.budget.max_hours - hours_used(state, now)
-    asked = talk.request_due(state, now, hours_left)
+    asked = talk.request_due(state, now, wait_room_hours(state, now))
+    if isinstance(asked, talk.WaitOverBudget):
+        return NeedsAttention(wait_exhausted_reason(state, now), in_place=True)
     if asked is not None:
         return asked
     stall_deadline = stall_deadline_of(state)
@@ -175,6 +184,9 @@ def decide_resume(state: SupervisorState, now: datetime) -> Decision:
         out_of_budget = exhausted_reason(state, now)
         if out_of_budget is not None:
             return NeedsAttention(out_of_budget, in_place=True)
+        asked = talk.request_due(state, now, wait_room_hours(state, now))
+        if isinstance(asked, talk.WaitOverBudget):
+            return NeedsAttention(wait_exhausted_reason(state, now), in_place=True)
         return WakeInPlace()
     reason = state.pending_restart
     if reason is not None:
@@ -206,8 +218,7 @@ def stall_deadline_of(state: SupervisorState) -> datetime | None:
 def next_wake(state: SupervisorState, now: datetime) -> datetime:
     """The earliest moment the supervisor must look again even if nothing happens."""
     wake = min(now + QUIET_WAKE, budget_deadline(state, now))
-    hours_left = state.budget.max_hours - hours_used(state, now)
-    if talk.request_due(state, now, hours_left) is not None:
+    if talk.request_due(state, now, wait_room_hours(state, now)) is not None:
         # A request not yet acted on in this sandbox (a new sandbox's agent asking again what
         # was answered before: its checkpoint is no news): look at once.
         return now

@@ -14,7 +14,7 @@ from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from overnight.admission import ADMITTED_SIGNAL
+    from overnight.admission import ADMITTED_SIGNAL, IN_POOL_QUERY
     from overnight.agent_requests import choice_refusal
     from overnight.models import Budget, BudgetExtension, RunStatus
     from workflows import budget, talk
@@ -42,8 +42,15 @@ class RunMessages:
     # From the pool's admission workflow: the run, queued, may start (workflows/admission_steps).
     @workflow.signal(name=ADMITTED_SIGNAL)
     def admitted_signal(self, *_args: Any) -> None:
-        if self._s is not None and self._s.admission is not None:
+        if self._s is not None and self._s.admission is not None and not self._s.stepped_out:
             self._s.admitted = True
+
+    # Asked by the pool's admission workflow before it frees a place on a `release` signal,
+    # which anyone may send naming any run: only a run that is in no pool has its place freed.
+    @workflow.query(name=IN_POOL_QUERY)
+    def in_pool(self) -> bool:
+        s = self._s
+        return s is not None and s.admission is not None and not s.stepped_out
 
     @workflow.signal(name="extend_budget")
     def extend_budget(self, extension: Any = None, *extra: Any) -> None:

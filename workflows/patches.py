@@ -33,3 +33,8 @@ ADMISSION_PATCH = "admission-queue"
 # wait_handled`): with one mark, a checkpoint holding an answered question and a far wait
 # alternated between them, answering and pausing again for the hours left, for ever.
 TALK_MARKS_APART_PATCH = "talk-marks-apart"
+# Runs begun with this marker give the time paused for questions and waits its own budget
+# (`Budget.max_wait_hours`): a wait is clipped to what is left of it (not to the run hours,
+# which waiting never uses), past it the run needs attention; and a run waiting longer than
+# `admission_steps.STEP_OUT_AFTER` gives its admission place back and queues again to wake.
+WAIT_BUDGET_PATCH = "wait-budget"

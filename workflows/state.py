@@ -137,6 +137,9 @@ class SupervisorState(BaseModel):
     # or given back), and whether the pool has let it in.
     admission: AdmissionTerms | None = None
     admitted: bool = False
+    # The run gave its place back for a long wait (`admission_steps.step_out`) and asks again
+    # before its sandbox wakes; meanwhile it is in no pool (the admission workflow asks).
+    stepped_out: bool = False
 
     # Which search attributes the namespace has (None until checked).
     search_attributes: list[str] | None = None
@@ -160,6 +163,10 @@ class SupervisorState(BaseModel):
     # Time paused for a question or a wait: neither run time nor a stall.
     waiting_since: datetime | None = None
     waited_seconds: float = 0
+    # That time has its own budget (`Budget.max_wait_hours`), a wait is clipped to it rather
+    # than to the run hours left, and a long wait gives the run's admission place back. False
+    # for runs begun before, so their recorded histories replay unchanged.
+    wait_budget_kept: bool = False
     # The sandbox was paused where it stands (the spend budget ran out): the same agent is
     # woken on extension, with nothing redone.
     paused_in_place: bool = False

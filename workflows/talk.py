@@ -2,11 +2,12 @@
 
 The requests arrive in the checkpoint (overnight.agent_requests): a question for a person, a
 wait until a usage window resets, the model spend so far, the results. A question pauses the
-sandbox until the `answer` update; a wait pauses it until its time (at most the hours the
-budget has left); either way the same process goes on. The time paused is neither run time nor
-a stall. Model spend counts in the spend budget, summed over the agent's processes ("streams"),
-each report cumulative within its stream, so a report read twice (or carried to the next
-attempt in the checkpoint) is counted once. It lives in the workflow's state, not only in the
+sandbox until the `answer` update; a wait pauses it until its time (at most what the wait
+budget, `Budget.max_wait_hours`, has left); either way the same process goes on. The time
+paused is neither run time nor a stall; it counts against the wait budget. Model spend
+counts in the spend budget, summed over the agent's processes ("streams"), each report
+cumulative within its stream, so a report read twice (or carried to the next attempt in the
+checkpoint) is counted once. It lives in the workflow's state, not only in the
 checkpoint: money an attempt spent is spent even when the attempt's work is lost.
 """
 
@@ -42,6 +43,14 @@ class PauseUntil:
 
 
 @dataclass(frozen=True)
+class WaitOverBudget:
+    """The agent asks to wait and the wait budget (`Budget.max_wait_hours`) is used up: a
+    person decides, its sandbox paused where it stands (an extension wakes it to wait on)."""
+
+    request: WaitRequest
+
+
+@dataclass(frozen=True)
 class DeliverAnswer:
     """This question was answered before (an earlier attempt asked it): hand the answer over
     without pausing."""
@@ -56,11 +65,12 @@ class WakeInPlace:
     on, nothing redone."""
 
 
-TalkDecision = AskPerson | PauseUntil | DeliverAnswer
+TalkDecision = AskPerson | PauseUntil | DeliverAnswer | WaitOverBudget
 
 
-def request_due(state: SupervisorState, now: datetime, hours_left: float) -> TalkDecision | None:
-    """The agent's request the run has not acted on in this sandbox yet, if any."""
+def request_due(state: SupervisorState, now: datetime, room_hours: float) -> TalkDecision | None:
+    """The agent's request the run has not acted on in this sandbox yet, if any. A wait is
+    clipped to `room_hours` (`budget.wait_room_hours`)."""
     facts = state.checkpoint_facts
     if not state.agent_requests or state.sandbox_id is None or facts is None:
         return None
@@ -74,9 +84,11 @@ def request_due(state: SupervisorState, now: datetime, hours_left: float) -> Tal
         return AskPerson(asked.ask)
     wait = asked.wait
     if wait is not None and handled_key(state, wait.id) != wait_mark(state):
-        until = min(wait.until, now + timedelta(hours=max(0.0, hours_left)))
+        until = min(wait.until, now + timedelta(hours=max(0.0, room_hours)))
         if until - now >= LEAST_PAUSE:
             return PauseUntil(wait, until)
+        if state.wait_budget_kept and wait.until - now >= LEAST_PAUSE:
+            return WaitOverBudget(wait)
     return None
 
 
@@ -95,6 +107,11 @@ def mark_wait(state: SupervisorState, request_id: str) -> None:
         state.wait_handled = handled_key(state, request_id)
     else:
         state.request_handled = handled_key(state, request_id)
+
+
+def unmark_wait(state: SupervisorState) -> None:
+    """The wait was cut short by its budget: acted on again once the budget is extended."""
+    state.wait_handled = None
 
 
 def take_requests(state: SupervisorState) -> None:

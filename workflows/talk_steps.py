@@ -7,6 +7,7 @@ Workflow code (timers and activities); what a request means is in `workflows.tal
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
 
 from temporalio import workflow
@@ -15,11 +16,12 @@ from temporalio.exceptions import ActivityError
 with workflow.unsafe.imports_passed_through():
     from activities.models import ActivityName, AnswerAgentInput
     from overnight.output_tail import markdown_inline
-    from workflows import attention_steps, budget, calls, money, policies, talk
+    from workflows import admission_steps, attention_steps, budget, calls, money, policies, talk
     from workflows.decide import (
         AskPerson,
         Decision,
         DeliverAnswer,
+        NeedsAttention,
         PauseUntil,
         WakeInPlace,
         restart_within_budget,
@@ -33,8 +35,12 @@ TALK_DECISIONS = (AskPerson, PauseUntil, DeliverAnswer, WakeInPlace)
 # What the answer file says when a `wait_until` was woken.
 WOKEN = "woken"
 
+Publish = Callable[[SupervisorState], None]
 
-async def act(s: SupervisorState, decision: Decision, notifier: Notifier) -> Decision | None:
+
+async def act(
+    s: SupervisorState, decision: Decision, notifier: Notifier, publish: Publish
+) -> Decision | None:
     """Carry out one of `talk`'s decisions; a follow-up (a restart) when the sandbox is gone."""
     if isinstance(decision, AskPerson):
         await _ask_person(s, decision, notifier)
@@ -44,6 +50,8 @@ async def act(s: SupervisorState, decision: Decision, notifier: Notifier) -> Dec
         s.request_handled = talk.handled_key(s, decision.request_id)
         await answer_agent(s, decision.request_id, decision.answer)
     elif isinstance(decision, WakeInPlace):
+        if not await admission_steps.back_in(s, publish):
+            return None  # cancelled in the queue: the loop ends the run
         s.paused_in_place = False
         if not await _wake(s, "budget extended: the same agent goes on"):
             why = "sandbox paused for the budget could not be woken"
@@ -64,16 +72,18 @@ def holding(s: SupervisorState) -> bool:
 Held = Decision | attention_steps.Unanswered | None
 
 
-async def hold(s: SupervisorState, notifier: Notifier) -> Held:
+async def hold(s: SupervisorState, notifier: Notifier, publish: Publish) -> Held:
     if s.question is not None:
-        return await _wait_for_answer(s, notifier)
-    return await _wait_out(s)
+        return await _wait_for_answer(s, notifier, publish)
+    return await _wait_out(s, publish)
 
 
 async def pause_in_place(s: SupervisorState, reason: str) -> None:
-    """The spend budget ran out under a running agent: pause it where it stands (woken on
-    extension, nothing redone) instead of setting the sandbox aside."""
-    await _pause(s, f"needs attention: {reason}")
+    """The spend (or wait) budget ran out under a running agent: pause it where it stands
+    (woken on extension, nothing redone) instead of setting the sandbox aside. A sandbox a
+    wait left paused stays so."""
+    if not (s.wait_budget_kept and s.sandbox_paused):
+        await _pause(s, f"needs attention: {reason}")
     s.paused_in_place = True
 
 
@@ -98,32 +108,51 @@ async def _pause_until(s: SupervisorState, decision: PauseUntil) -> None:
     reason = markdown_inline(request.reason) if request.reason else "agent asked"
     await _pause(s, f"wait until {decision.until:%H:%M} UTC: {reason}")
     s.waiting_since = workflow.now()
+    long = decision.until - s.waiting_since >= admission_steps.STEP_OUT_AFTER
+    if long and s.sandbox_paused:
+        await admission_steps.step_out(s)
 
 
-async def _wait_for_answer(s: SupervisorState, notifier: Notifier) -> Held:
-    """Until the `answer` update (or a cancel). Unanswered for `attention_hours`, the run
-    needs attention; for as long again, it fails."""
+async def _wait_for_answer(s: SupervisorState, notifier: Notifier, publish: Publish) -> Held:
+    """Until the `answer` update (or a cancel). Unanswered for `attention_hours` (or past the
+    wait budget), the run needs attention; for twice `attention_hours`, it fails. Unanswered
+    for `STEP_OUT_AFTER`, it gives its admission place back."""
     assert s.question is not None and s.waiting_since is not None
     hours = s.spec.attention_hours
     phases = 2 if s.state == "needs_attention" else 1
     deadline = s.waiting_since + timedelta(hours=hours * phases)
+    now = workflow.now()
+    wait_ends = None
+    if s.wait_budget_kept and phases == 1:
+        wait_ends = now + timedelta(hours=budget.wait_room_hours(s, now))
+    step_out = admission_steps.step_out_at(s, s.waiting_since) if s.sandbox_paused else None
+    wake_at = min(t for t in (deadline, wait_ends, step_out) if t is not None)
     try:
         await workflow.wait_condition(
             lambda: s.answer_given is not None or s.cancel_requested,
-            timeout=max(deadline - workflow.now(), timedelta(seconds=1)),
+            timeout=max(wake_at - now, timedelta(seconds=1)),
             timeout_summary="waiting for an answer to the agent's question",
         )
     except TimeoutError:
+        if step_out is not None and wake_at == step_out:
+            await admission_steps.step_out(s)
+            return None
         if s.state == "needs_attention":
             return attention_steps.Unanswered()
         s.state = "needs_attention"
         s.attention_reason = f"the agent's question waited {hours:g} h unanswered"
+        if wait_ends is not None and wake_at == wait_ends and wait_ends < deadline:
+            s.attention_reason = budget.wait_exhausted_reason(s, workflow.now())
         notifier.tell(s, "needs_attention", f"{s.attention_reason}: {s.question.question}")
         return None
     if s.cancel_requested:
         return None
     question, answer = s.question, s.answer_given
     assert answer is not None
+    if s.wait_budget_kept:
+        _done_waiting(s)
+        if not await admission_steps.back_in(s, publish):
+            return None
     woken = await _wake(s, f"question {question.id} answered")
     _done_waiting(s)
     s.question = None
@@ -138,7 +167,7 @@ async def _wait_for_answer(s: SupervisorState, notifier: Notifier) -> Held:
     return None
 
 
-async def _wait_out(s: SupervisorState) -> Decision | None:
+async def _wait_out(s: SupervisorState, publish: Publish) -> Decision | None:
     assert s.wait is not None and s.waiting_until is not None
     request, until = s.wait, s.waiting_until
     try:
@@ -151,6 +180,12 @@ async def _wait_out(s: SupervisorState) -> Decision | None:
         pass
     if s.cancel_requested:
         return None
+    if s.wait_budget_kept:
+        if request.until - workflow.now() >= talk.LEAST_PAUSE:
+            return _cut_short(s)  # the wait budget ended it before the agent's time
+        _done_waiting(s)
+        if not await admission_steps.back_in(s, publish):
+            return None
     woken = await _wake(s, f"wait until {until:%H:%M} UTC over")
     _done_waiting(s)
     s.wait = None
@@ -160,6 +195,23 @@ async def _wait_out(s: SupervisorState) -> Decision | None:
         return restart_within_budget(s, why, workflow.now())
     await answer_agent(s, request.id, WOKEN)
     return None
+
+
+def _cut_short(s: SupervisorState) -> Decision | None:
+    """A wait the wait budget clipped, at its clipped end: waited on when the budget was
+    extended meanwhile (None: held on to a later end), else the run needs attention, its
+    sandbox still paused; the wait is acted on again once the budget is extended."""
+    assert s.wait is not None
+    now = workflow.now()
+    later = min(s.wait.until, now + timedelta(hours=budget.wait_room_hours(s, now)))
+    if later - now >= talk.LEAST_PAUSE:
+        s.waiting_until = later
+        return None
+    _done_waiting(s)
+    s.wait = None
+    s.waiting_until = None
+    talk.unmark_wait(s)
+    return NeedsAttention(budget.wait_exhausted_reason(s, now), in_place=True)
 
 
 async def _pause(s: SupervisorState, why: str) -> None:

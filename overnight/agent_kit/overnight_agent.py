@@ -270,9 +270,10 @@ def report_usage(
     _set_request("usage", usage)
 
 
-# What the supervisor refuses of an output's name (overnight.agent_requests): one out of this
-# shape, or one of the labels its card and status show (any case, `-` `_` `.` for a space).
-OUTPUT_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+# What the supervisor refuses of an output's name (overnight.agent_requests): one that is not
+# 1-64 ASCII letters, digits, `_`, `.` and `-` (beginning with a letter or digit), or one of the
+# labels its card and status show (in any case, with `-`, `_` or `.` for a space).
+MAX_OUTPUT_NAME_CHARS = 64
 RESERVED_OUTPUT_NAMES = frozenset(
     {
         "attempt", "budget left", "charged", "checkpoint kept", "hours", "kit request refused",
@@ -287,16 +288,23 @@ RESERVED_OUTPUT_NAMES = frozenset(
 def _check_output_names(outputs: dict[str, Any]) -> None:
     """Raise ValueError for an output the supervisor would refuse: it would never reach the
     result, and the agent would learn it only from the run's status."""
-    import re
-
     for name in outputs:
-        if not isinstance(name, str) or re.match(OUTPUT_NAME_PATTERN, name) is None:
+        if not _is_output_name(name):
             raise ValueError(f"finish: the output name {name!r} is not 1-64 letters, digits, . _ -")
-        if re.sub(r"[-_.]+", " ", name).strip().lower() in RESERVED_OUTPUT_NAMES:
+        spaced = name.replace("-", " ").replace("_", " ").replace(".", " ")
+        if " ".join(spaced.split()).lower() in RESERVED_OUTPUT_NAMES:
             raise ValueError(
                 f"finish: an output may not be named {name!r}: overnight's card and status "
                 "show it as their own label"
             )
+
+
+def _is_output_name(name: Any) -> bool:
+    if not isinstance(name, str) or not 0 < len(name) <= MAX_OUTPUT_NAME_CHARS:
+        return False
+    if not (name[0].isascii() and name[0].isalnum()):
+        return False
+    return all(c.isascii() and (c.isalnum() or c in "_.-") for c in name)
 
 
 def finish(summary: str, outputs: dict[str, Any] | None = None) -> None:

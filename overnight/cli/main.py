@@ -80,6 +80,13 @@ def build_parser() -> argparse.ArgumentParser:
     extend.add_argument("--restarts", type=int, default=0)
     extend.add_argument("--hours", type=float, default=0)
     extend.add_argument("--spend", type=float, default=0, metavar="USD")
+    extend.add_argument(
+        "--wait-hours",
+        type=float,
+        default=0,
+        metavar="H",
+        help="hours more the agent's questions and waits may pause it",
+    )
 
     answer = commands.add_parser("answer", help="answer the question a run's agent asks")
     answer.add_argument("run_id")
@@ -282,14 +289,18 @@ async def _cancel(args: argparse.Namespace) -> int:
 
 async def _extend(args: argparse.Namespace) -> int:
     try:
-        extension = BudgetExtension(restarts=args.restarts, hours=args.hours, spend_usd=args.spend)
+        extension = BudgetExtension(
+            restarts=args.restarts,
+            hours=args.hours,
+            spend_usd=args.spend,
+            wait_hours=args.wait_hours,
+        )
     except ValidationError as err:
         first = err.errors()[0]
-        raise BadInput(
-            f"--{first['loc'][0]}: {first['msg']}".replace("spend_usd", "spend")
-        ) from None
+        flag = str(first["loc"][0]).replace("spend_usd", "spend").replace("_", "-")
+        raise BadInput(f"--{flag}: {first['msg']}") from None
     if extension.is_empty():
-        raise BadInput("nothing to add: give --restarts, --hours or --spend")
+        raise BadInput("nothing to add: give --restarts, --hours, --spend or --wait-hours")
     client = await _connect(args)
     await api.extend_budget(client, args.run_id, extension)
     print(f"asked {args.run_id} to extend its budget by {render.extension_text(extension)}")

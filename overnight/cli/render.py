@@ -72,6 +72,8 @@ def status_text(status: RunStatus, *, now: datetime, ui_url: str | None) -> str:
         lines.append(f"  last note:     {summary.last_note}")
     lines += [
         f"  budget left:   {budget_left(status)} (spent ${status.spend_usd:.2f})",
+        f"  waits:         {status.wait_hours_used:.1f} of {status.budget.max_wait_hours:g} h "
+        "paused for questions and waits",
         f"  last progress: {age(status.last_progress_at, now)}",
     ]
     money = money_line(status)
@@ -238,4 +240,6 @@ def extension_text(extension: BudgetExtension) -> str:
         parts.append(f"{extension.hours:g} h")
     if extension.spend_usd:
         parts.append(f"${extension.spend_usd:.2f}")
+    if extension.wait_hours:
+        parts.append(f"{extension.wait_hours:g} h of waits")
     return ", ".join(parts) or "nothing"

@@ -131,11 +131,12 @@ async def test_an_answered_question_beside_a_far_wait_pauses_once_for_each(
     client: Client, world: FakeWorld, time_skipping_env: WorkflowEnvironment
 ) -> None:
     """A checkpoint may hold both (an agent writes its own bytes): the question is answered
-    once and the wait, capped by the 2 hours left, is waited once; they do not take turns."""
+    once and the wait (3 h, past the 2 run hours: waiting is not run time) is waited once;
+    they do not take turns."""
     now: datetime = await time_skipping_env.get_current_time()
     far = {
         "id": "w2-0123456789ab",
-        "until": (now + timedelta(days=30)).isoformat(),
+        "until": (now + timedelta(hours=3)).isoformat(),
         "reason": "[quota](https://evil.example)",
     }
     world.script(
