@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import fcntl
+import logging
 import os
 import shutil
 import subprocess
@@ -31,6 +33,7 @@ from activities.providers.protocol import ProviderError
 IMAGE_FILE = "disk.img"
 MOUNT_DIR = "disk"
 FOLDERS = ("workspace", "home", "tmp")
+LOCK_FILE = ".disk.lock"
 MIB = 1024 * 1024
 _MKFS_OPTIONS = "lazy_itable_init=1,lazy_journal_init=1,nodiscard"
 _MOUNT_OPTIONS = "loop,nosuid,nodev,noatime,discard"
@@ -38,6 +41,7 @@ _MS_NOSUID, _MS_NODEV, _MS_NOATIME = 0x2, 0x4, 0x400
 _MS_REMOUNT, _MS_BIND = 0x20, 0x1000
 _MNT_DETACH = 0x2
 _COMMAND_SECONDS = 60
+log = logging.getLogger(__name__)
 _libc = ctypes.CDLL(None, use_errno=True)
 _probe_lock = threading.Lock()
 _probed: dict[str, str | None] = {}
@@ -99,13 +103,19 @@ def attach(folder: Path, mib: int, *, folders: tuple[str, ...] = FOLDERS) -> Non
 
 
 def attached(folder: Path) -> None:
-    """Mount the image of a sandbox that has one, if it is not mounted (after a reboot)."""
+    """Mount the image of a sandbox that has one, if it is not mounted (after a reboot). Under
+    an flock of its own, so two processes never mount it twice; a process that may not mount
+    (a CLI run by another user) leaves it as it is, saying so."""
     if not (folder / IMAGE_FILE).is_file() or os.path.ismount(folder / MOUNT_DIR):
         return
-    with _attach_lock:
-        if not os.path.ismount(folder / MOUNT_DIR):
-            detach(folder)
-            _mount_and_bind(folder, FOLDERS)
+    try:
+        with _attach_lock, open(folder / LOCK_FILE, "ab") as lock:
+            fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+            if not os.path.ismount(folder / MOUNT_DIR):
+                detach(folder)
+                _mount_and_bind(folder, FOLDERS)
+    except (OSError, ProviderError) as error:
+        log.warning("sandbox %s: its disk image is not mounted: %s", folder.name, error)
 
 
 def _mount_and_bind(folder: Path, folders: tuple[str, ...]) -> None:
