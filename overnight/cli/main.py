@@ -28,6 +28,7 @@ from overnight.cli import render
 from overnight.cli import replay_check as replay_check_cli
 from overnight.cli import report as report_cli
 from overnight.cli import schedule as schedule_cli
+from overnight.cli.retrying import retrying_lines
 from overnight.codec import CodecConfigError, CodecKeyError
 from overnight.connect import UI_URL_ENV
 from overnight.constants import TASK_QUEUE
@@ -270,6 +271,9 @@ async def _status(args: argparse.Namespace) -> int:
         print(render.json_document(status))
     else:
         print(render.status_text(status, now=_now(), ui_url=_ui_url(client, args.run_id)))
+        # What it waits on meanwhile (a create retried while the worker is low on disk).
+        for line in await retrying_lines(client, args.run_id, _now()):
+            print(line)
     return OK
 
 

@@ -6,17 +6,20 @@ sandbox with and without an image: tests/providers/test_local_disk_limit.py.)"""
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import uuid
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 from temporalio.client import Client
 
 from activities.providers.local import disk_watch
-from activities.providers.local.disk_limit import DISK_ENV
+from activities.providers.local.disk_limit import DISK_ENV, MIN_FREE_ENV
 from activities.providers.local.engine import LocalEngine
 from overnight.cli import client as api
+from overnight.cli.retrying import retrying_lines
 from overnight.constants import LABEL_RUN
 from overnight.home import overnight_home
 from tests.e2e.counting import worker_on
@@ -65,3 +68,36 @@ async def test_an_agent_filling_its_disk_leaves_its_run_needing_attention_with_t
     assert "disk at most 64 MiB" in (status.isolation or "")
     # Kept for a look, paused (not woken to salvage its checkpoint: it would write on).
     assert box.state == "paused"
+
+
+@pytest.mark.timeout(120)
+async def test_a_worker_below_its_floor_of_free_space_makes_the_run_wait_and_says_why(
+    dev_client: Client, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    free_mib = shutil.disk_usage(overnight_home()).free // 2**20
+    monkeypatch.setenv(MIN_FREE_ENV, str(free_mib + 100_000))  # the disk is "full"
+    agent = tmp_path / "agent"
+    agent.mkdir()
+    (agent / "done.sh").write_text('echo \'{"next": "nothing"}\' > /workspace/checkpoint.json\n')
+    run_id = new_run_id("floor")
+    spec = scripted_spec(
+        run_id, tmp_path, "unused", agent_dir=str(agent), command="bash /workspace/agent/done.sh"
+    )
+    queue = f"floor-{uuid.uuid4().hex[:8]}"
+    async with nothing_left_running(dev_client) as runs, worker_on(dev_client, queue):
+        runs.append(run_id)
+        await api.start_run(dev_client, spec, task_queue=queue)
+        lines: list[str] = []
+        give_up = asyncio.get_running_loop().time() + 30
+        while not lines and asyncio.get_running_loop().time() < give_up:
+            await asyncio.sleep(0.3)
+            lines = await retrying_lines(dev_client, run_id, datetime.now(UTC))
+        waiting = await api.get_status(dev_client, run_id)
+        monkeypatch.setenv(MIN_FREE_ENV, "0")  # room again: the next try makes the sandbox
+        result = await asyncio.wait_for(api.wait_result(dev_client, run_id), timeout=60)
+
+    assert waiting.state == "starting" and waiting.attempt == 1
+    (line,) = lines
+    assert line.startswith("retrying create sandbox (attempt "), line
+    assert "MiB free on the filesystem of" in line and MIN_FREE_ENV in line
+    assert result.outcome == "finished" and result.restarts == 0
