@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -295,6 +296,48 @@ def test_a_measure_follows_no_link_out_of_the_sandbox(tmp_path: Path) -> None:
     found = disk_watch.measure(tmp_path, 64 * MIB, 10_000)
 
     assert not found.over and found.entries == 1
+
+
+def test_a_folder_the_agent_made_unreadable_is_measured_all_the_same(tmp_path: Path) -> None:
+    # A worker that is not root is the agent's own user: `chmod 000` must hide nothing.
+    root = tmp_path if os.geteuid() != 0 else Path(tempfile.mkdtemp(prefix="measure-"))
+    try:
+        hidden = root / "workspace" / "hidden"
+        hidden.mkdir(parents=True)
+        for i in range(50):
+            (hidden / f"f{i}").write_bytes(b"x" * 10)
+        user = None
+        if os.geteuid() == 0:
+            user = 65534  # measured as an ordinary user owning the files, as such a worker is
+            for path in (root, root / "workspace", hidden, *hidden.iterdir()):
+                os.chown(path, user, user)
+        hidden.chmod(0)
+
+        assert _measured_as(user, root).entries == 51
+    finally:
+        if root != tmp_path:
+            shutil.rmtree(root)
+
+
+def _measured_as(user: int | None, folder: Path) -> disk_watch.Measure:
+    """`measure` in a child process of user `user` (None: this process)."""
+    if user is None:
+        return disk_watch.measure(folder, 2**30, 10**6)
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover (the child)
+        try:
+            os.setgid(user)
+            os.setuid(user)
+            found = disk_watch.measure(folder, 2**30, 10**6)
+            os.write(write_end, f"{found.bytes} {found.entries}".encode())
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end) as answer:
+        got = answer.read().split()
+    os.waitpid(pid, 0)
+    return disk_watch.Measure(int(got[0]), int(got[1]), False, 0.0)
 
 
 # ----- the floor -----

@@ -57,6 +57,7 @@ def measure(folder: Path, limit_bytes: int, limit_entries: int) -> Measure:
             device = os.lstat(top).st_dev
         except OSError:
             continue
+        _readable(None, str(top))
         for _where, dirs, files, dir_fd in os.fwalk(top, follow_symlinks=False):
             for entry in dirs + files:
                 try:
@@ -64,7 +65,11 @@ def measure(folder: Path, limit_bytes: int, limit_entries: int) -> Measure:
                 except OSError:
                     continue
                 if info.st_dev != device:
+                    if entry in dirs:
+                        dirs.remove(entry)  # something mounted there: not the sandbox's
                     continue
+                if stat.S_ISDIR(info.st_mode) and info.st_mode & 0o500 != 0o500:
+                    _readable(dir_fd, entry)
                 entries += 1
                 if info.st_nlink > 1 and not stat.S_ISDIR(info.st_mode):
                     if info.st_ino in seen:
@@ -74,6 +79,27 @@ def measure(folder: Path, limit_bytes: int, limit_entries: int) -> Measure:
                 if total > limit_bytes or entries > limit_entries:
                     return Measure(total, entries, True, time.perf_counter() - began)
     return Measure(total, entries, False, time.perf_counter() - began)
+
+
+def _readable(dir_fd: int | None, name: str) -> None:
+    """A folder its owner may not read or enter made readable to it again (u+rx), so what it
+    holds is measured: a worker that is not root is the agent's own user, and without it a
+    `chmod 000` would hide any amount from the measure. Reached through no link (`O_PATH |
+    O_NOFOLLOW`); a root worker reads it anyway and changes nothing."""
+    if os.geteuid() == 0:
+        return
+    try:
+        fd = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_DIRECTORY, dir_fd=dir_fd)
+    except OSError:
+        return
+    try:
+        mode = os.stat(fd).st_mode
+        if mode & 0o500 != 0o500:
+            os.chmod(f"/proc/self/fd/{fd}", stat.S_IMODE(mode) | 0o500)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def reason_for(mib: int, found: Measure) -> str:
