@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 
+from overnight.agent_text import markdown_inline as markdown_inline  # its home is agent_text
 from overnight.secret_spellings import literal_spellings, longest_spelling_chars, percent_pattern
 
 # What a restart record keeps of the ended attempt's output.
@@ -221,15 +222,3 @@ def markdown_block(text: str) -> str:
         longest = max(longest, run)
     fence = "`" * max(3, longest + 1)
     return f"{fence}text\n{text}\n{fence}"
-
-
-# What makes Markdown of inline text: links and images (`[`, `]`), autolinks and HTML (`<`,
-# `>`), emphasis (`*`, `_`), code (a backtick) and the escape itself.
-_MARKDOWN_INLINE = str.maketrans({c: "\\" + c for c in "\\`*_[]<>"})
-
-
-def markdown_inline(text: str) -> str:
-    """Agent text on one line of a Markdown card, shown as it is written: every run of
-    whitespace one space (a newline would start a line of its own), and nothing in it a link,
-    an image or emphasis (`[Approve](https://evil.example)` shows as those characters)."""
-    return " ".join(text.split()).translate(_MARKDOWN_INLINE)

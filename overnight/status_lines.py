@@ -4,8 +4,14 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from overnight.agent_text import one_line
 from overnight.models import RunStatus
 from overnight.run_costs import SafetyNet
+
+# What an output of the agent's `finish()` is shown under: `output <name>`, so that no name
+# can take the place of one of the labels the card and `overnight status` show (and names
+# that are such a label are refused: overnight.agent_requests.RESERVED_OUTPUT_NAMES).
+OUTPUT_LABEL = "output"
 
 
 def money_line(status: RunStatus) -> str | None:
@@ -67,7 +73,8 @@ def snapshot_line(status: RunStatus, now: datetime) -> str | None:
 
 def talk_lines(status: RunStatus) -> list[tuple[str, str]]:
     """What the agent asks, waits for, spent on its model and handed over, as (label, text)
-    lines (the card and `overnight status` alike)."""
+    lines (the card and `overnight status` alike). The texts are agent text on one line: each
+    sink escapes it its own way (overnight.agent_text)."""
     lines: list[tuple[str, str]] = []
     said = status.talk
     if said is not None and said.question:
@@ -84,12 +91,13 @@ def talk_lines(status: RunStatus) -> list[tuple[str, str]]:
     if outputs is not None:
         if outputs.summary:
             lines.append(("result", _one_line(outputs.summary)))
-        lines += [(name, _one_line(value)) for name, value in outputs.values.items()]
+        lines += [
+            (f"{OUTPUT_LABEL} {name}", _one_line(value)) for name, value in outputs.values.items()
+        ]
     return lines
 
 
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
+_one_line = one_line
 
 
 def safety_net_line(net: SafetyNet | None) -> str | None:

@@ -15,7 +15,8 @@ check the body and refuse an old timestamp (a replay). The JSON body carries the
 (the same on every retry), so it is signed: a receiver drops a repeat by it. `Idempotency-Key`
 repeats it for receivers that key on the header, which is not signed. Every value of the run's
 `secret_env` found in this worker's environment is replaced by `***` in the body, whatever field
-it is in.
+it is in. The JSON body is data, each value in its own field, escaped for no page; the Slack
+text escapes agent text by Slack's rules (overnight.agent_text).
 """
 
 from __future__ import annotations
@@ -28,15 +29,16 @@ import re
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
 from activities.notify.models import Notification
+from overnight.agent_text import slack_block, slack_inline
 from overnight.grants import SECRET_ENV_ENV, Grants
 from overnight.notify_spec import DEFAULT_SECRET_ENV, NotifyFormat, check_url
-from overnight.output_tail import markdown_block, redact, secret_values
+from overnight.output_tail import redact, secret_values
 
 URL_ENV = "OVERNIGHT_NOTIFY_URL"
 FORMAT_ENV = "OVERNIGHT_NOTIFY_FORMAT"
@@ -113,12 +115,6 @@ def targets(
     return found
 
 
-def _slack(text: str) -> str:
-    """Text as Slack shows it and nothing more: `<!channel>`, `<@user>` and `<url|label>` in
-    a question, a next step or an agent's output (agent text) ping no one and hide no link."""
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-
-
 def _url_problem(url: str, where: str) -> str | None:
     try:
         check_url(url, where)
@@ -153,21 +149,32 @@ def payload(note: Notification, web_ui: str | None) -> dict[str, Any]:
     }
 
 
-def slack_text(note: Notification, web_ui: str | None) -> str:
+def slack_text(note: Notification, web_ui: str | None, secrets: Sequence[str] = ()) -> str:
+    """The Slack message (format `slack`), `secrets` redacted from the agent's text before it is
+    escaped (escaped, `sk_live` would read `sk＿live`, which no redaction after finds)."""
+
+    def inline(text: str) -> str:
+        return slack_inline(redact(text, secrets))
+
     left = note.budget_left
     budget = f"{left.restarts} restart{'s' if left.restarts != 1 else ''}, {left.hours:.1f} h"
     if left.spend_usd is not None:
         budget += f", ${left.spend_usd:.2f}"
-    headline = f"*overnight run `{_slack(note.run_id)}` {_HEADLINES[note.event]}*"
+    # The reason (a question, a summary), the next step and the output are agent text: each is
+    # kept on its line (or in its code block) and shows as written (overnight.agent_text).
+    headline = f"*overnight run `{slack_inline(note.run_id)}` {_HEADLINES[note.event]}*"
     lines = [
-        f"{headline}: {_slack(note.reason)}",
+        f"{headline}: {inline(note.reason)}",
         f"attempt {note.attempt} · restarts used {note.restarts_used} · budget left: {budget}",
     ]
     if note.next_step:
-        lines.append(f"next step: {_slack(note.next_step)}")
+        lines.append(f"next step: {inline(note.next_step)}")
     if note.output_tail:
         tail = "\n".join(note.output_tail.splitlines()[-SLACK_TAIL_LINES:])
-        lines += [f"last output (attempt {note.output_attempt}):", markdown_block(_slack(tail))]
+        lines += [
+            f"last output (attempt {note.output_attempt}):",
+            slack_block(redact(tail, secrets)),
+        ]
     if web_ui:
         lines.append(f"<{web_ui}|Open the run in the Temporal Web UI>")
     return "\n".join(lines)
@@ -175,7 +182,9 @@ def slack_text(note: Notification, web_ui: str | None) -> str:
 
 def body(note: Notification, fmt: NotifyFormat, web_ui: str | None, secrets: list[str]) -> bytes:
     """The request body, every secret value redacted from every string in it."""
-    data: Any = {"text": slack_text(note, web_ui)} if fmt == "slack" else payload(note, web_ui)
+    data: Any = (
+        {"text": slack_text(note, web_ui, secrets)} if fmt == "slack" else payload(note, web_ui)
+    )
     return json.dumps(_redacted(data, secrets), separators=(",", ":")).encode()
 
 

@@ -288,7 +288,8 @@ RESERVED_OUTPUT_NAMES = frozenset(
 def _check_output_names(outputs: dict[str, Any]) -> None:
     """Raise ValueError for an output the supervisor would refuse: it would never reach the
     result, and the agent would learn it only from the run's status."""
-    for name in outputs:
+    for key in outputs:
+        name = str(key)  # as finish() writes it
         if not _is_output_name(name):
             raise ValueError(f"finish: the output name {name!r} is not 1-64 letters, digits, . _ -")
         spaced = name.replace("-", " ").replace("_", " ").replace(".", " ")

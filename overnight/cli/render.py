@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import BaseModel
 
+from overnight.agent_text import terminal_line
+from overnight.agent_text import terminal_safe as terminal_safe  # its home is agent_text
 from overnight.checkpoint_text import parse
 from overnight.cli.client import ReapedSandbox, RunSummary
 from overnight.models import BudgetExtension, RunResult, RunStatus
@@ -17,25 +18,6 @@ from overnight.status_lines import age, money_line, safety_net_line, snapshot_li
 
 # `overnight status` shows this many lines of the last words (`overnight logs` has the rest).
 STATUS_TAIL_LINES = 10
-
-# What a terminal would act on rather than show: C0 controls but tab and newline (a carriage
-# return only before a newline is kept), DEL, C1 controls (8-bit CSI, OSC, ...), and the
-# Unicode bidirectional overrides that make text read differently from what it holds.
-_TERMINAL_UNSAFE = re.compile(
-    "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]|\r(?!\n)"
-)
-
-
-def terminal_safe(text: str) -> str:
-    """`text` (agent bytes: output, checkpoint notes, file names) with every control character
-    shown as its escape (`\\x1b`, `\\u202e`), so printing it cannot move the cursor, clear
-    the screen or retitle the operator's terminal. Newlines and tabs are kept."""
-    return _TERMINAL_UNSAFE.sub(_escape, text)
-
-
-def _escape(found: re.Match[str]) -> str:
-    code = ord(found.group())
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
 def json_document(value: BaseModel | Sequence[BaseModel] | dict[str, Any]) -> str:
@@ -66,10 +48,12 @@ def status_text(status: RunStatus, *, now: datetime, ui_url: str | None) -> str:
     lines = [
         f"{status.run_id}: {status.state}, attempt {status.attempt}"
         + (f" (sandbox {status.sandbox_id})" if status.sandbox_id else ""),
-        f"  step:          {summary.next if summary and summary.next else '-'}",
+        f"  step:          {terminal_line(summary.next) if summary and summary.next else '-'}",
     ]
+    # Agent text (its next step and notes, a question, outputs, why it is paused) is folded
+    # onto its line: a newline in it would print a line that looks like one of these.
     if summary and summary.last_note:
-        lines.append(f"  last note:     {summary.last_note}")
+        lines.append(f"  last note:     {terminal_line(summary.last_note)}")
     lines += [
         f"  budget left:   {budget_left(status)} (spent ${status.spend_usd:.2f})",
         f"  waits:         {status.wait_hours_used:.1f} of {status.budget.max_wait_hours:g} h "
@@ -88,11 +72,14 @@ def status_text(status: RunStatus, *, now: datetime, ui_url: str | None) -> str:
     if snapshot:
         lines.append(f"  snapshot:      {snapshot.replace('`', '')}")
     if status.attention_reason:
-        lines.append(f"  needs you:     {status.attention_reason}")
-    lines += [f"  {label + ':':<14} {text}" for label, text in talk_lines(status)]
+        lines.append(f"  needs you:     {terminal_line(status.attention_reason)}")
+    lines += [
+        f"  {terminal_line(label) + ':':<14} {terminal_line(text)}"
+        for label, text in talk_lines(status)
+    ]
     if status.restarts:
         last = status.restarts[-1]
-        lines.append(f"  restarts:      {len(status.restarts)}, last: {last.reason}")
+        lines.append(f"  restarts:      {len(status.restarts)}, last: {terminal_line(last.reason)}")
     net = safety_net_line(status.safety_net)
     if net:
         lines.append(f"  safety net:    {net}")

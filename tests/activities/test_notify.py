@@ -264,3 +264,47 @@ async def test_a_worker_default_that_is_not_a_url_is_refused_not_retried() -> No
         None, worker_env(OVERNIGHT_NOTIFY_URL="hooks.example/no-scheme")
     ).send_notification(note)
     assert (sent.refused, sent.undelivered) == (["worker-0"], [])
+
+
+def test_agent_text_forges_no_line_mention_or_emphasis_in_the_slack_message() -> None:
+    """Issue #30, item 5: a newline and mrkdwn in the question, the next step or the summary
+    made a bold `*overnight run `rt-prod-7` finished*: ok` line, and another run's headline."""
+    forged = (
+        "ok?\n*overnight run `rt-prod-7` :white_check_mark: finished*: ok\n"
+        "*overnight run `rt-prod-8` :rotating_light: needs attention*: <!channel> @here"
+    )
+    note = a_notification([], "finished").model_copy(
+        update={"reason": forged, "next_step": forged, "output_tail": "```\n" + forged}
+    )
+    text = notify.slack_text(note, "https://ui.example/run")
+    lines = text.splitlines()
+    code = lines.index("```text")
+    outside = lines[:code] + lines[lines.index("```", code + 1) + 1 :]
+    assert [line for line in outside if line.startswith("*")] == [lines[0]]
+    assert lines[0].startswith("*overnight run `night-run` :white_check_mark: finished*: ok? ")
+    assert len(outside) == 5  # headline, attempt, next step, "last output", the link
+    assert outside[2].startswith("next step: ok? ＊overnight run ｀rt-prod-7｀")
+    agent_part = lines[0].split("*: ", 1)[1] + outside[2]
+    assert "*" not in agent_part and "`" not in agent_part and "_" not in agent_part
+    assert "<!channel>" not in text and "@here" not in text
+    assert "```" not in "\n".join(lines[code + 1 : lines.index("```", code + 1)])
+
+
+def test_a_secret_is_redacted_from_slack_text_before_it_is_escaped() -> None:
+    # Escaped first, `sk_live_...` would read `sk＿live＿...`: a spelling no redaction finds.
+    secret = "sk_live_<4242>*s3cr3t*"
+    note = a_notification([]).model_copy(
+        update={"reason": f"token {secret}", "next_step": f"use {secret}"}
+    )
+    data = json.loads(notify.body(note, "slack", None, [secret]))
+    text = data["text"]
+    assert "sk＿live" not in text and "sk_live" not in text and "4242" not in text
+    assert "token ＊＊＊" in text and "next step: use ＊＊＊" in text
+
+
+def test_the_json_body_carries_agent_text_as_data_as_written() -> None:
+    # JSON is data: each value in its own field, escaped for no page (the receiver's page
+    # escapes it its own way); a newline in it is a `\n` inside its string.
+    note = a_notification([]).model_copy(update={"next_step": "a\n*b* <!channel> & c"})
+    data = json.loads(notify.body(note, "json", None, []))
+    assert data["next_step"] == "a\n*b* <!channel> & c"

@@ -18,6 +18,7 @@ from activities.providers.forensics import FileEntry, FileListing
 from activities.providers.local.engine import LocalEngine
 from activities.providers.local.provider import LocalProvider
 from activities.providers.protocol import AgentLaunch
+from overnight.agent_requests import RunOutputs
 from overnight.cli import forensics as inspect_cli
 from overnight.cli import logs
 from overnight.cli.render import status_text, terminal_safe
@@ -97,6 +98,27 @@ def test_status_shows_an_agents_escape_sequences_instead_of_obeying_them() -> No
     text = status_text(status, now=NOW, ui_url=None)
     assert "\x1b" not in text and "\x07" not in text
     assert f"step {SHOWN}" in text and f"boom {SHOWN}" in text
+
+
+def test_status_keeps_agent_text_on_its_line_so_it_forges_no_label() -> None:
+    """Issue #30, item 5: a newline in the next step, a note or an output printed a line of
+    its own, one that reads as overnight's (`question:`, `needs you:`)."""
+    forged = (
+        "done\n  question:      Approve production deploy? (one of: yes, no)\u2028  needs you: x"
+    )
+    status = RunStatus(
+        run_id="tty",
+        state="finished",
+        attempt=1,
+        budget=Budget(),
+        started_at=NOW,
+        checkpoint_summary=CheckpointSummary(next=forged, last_note=forged),
+        outputs=RunOutputs(summary=forged, values={"pr": forged}),
+    )
+    lines = status_text(status, now=NOW, ui_url=None).splitlines()
+    holding = [line.split(":", 1)[0].strip() for line in lines if "Approve production" in line]
+    assert holding == ["step", "last note", "result", "output pr"]  # one line each, its own
+    assert not any(line.lstrip().startswith(("question:", "needs you:")) for line in lines)
 
 
 def test_inspect_escapes_a_file_on_a_terminal_and_copies_it_exactly_into_a_pipe(

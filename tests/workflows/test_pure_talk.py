@@ -129,7 +129,7 @@ def test_the_card_and_the_status_show_the_question_the_wait_the_spend_and_the_re
     assert status.talk is not None and status.talk.model_input_tokens == 7
     assert "- **question** Go? (one of: yes, no)" in card
     assert "- **model spend** $2.50 (in the spend above)" in card
-    assert "- **pr** https://example.test/pr/3" in card
+    assert "- **output pr** https://example.test/pr/3" in card
     assert "question:      Go? (one of: yes, no)" in text
     assert "result:        done" in text
 
@@ -165,7 +165,7 @@ def test_the_card_shows_agent_text_as_written_never_as_a_link_or_emphasis() -> N
     card = render_card(build_status(s, NOW), NOW)
     shown = "\\[Approve the deploy\\](https://evil.example/login) \\*\\*now\\*\\*"
     assert f"- **result** {shown}" in card
-    assert "- **next\\_pr** \\<https://evil.example\\>" in card
+    assert "- **output next\\_pr** \\<https://evil.example\\>" in card
     assert f"- **next step** {shown} # heading" in card
     # Every bracket and angle bracket in the card is escaped: no link, image or autolink.
     assert re.search(r"(?<!\\)[\[<]", card) is None
