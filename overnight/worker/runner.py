@@ -25,6 +25,7 @@ from overnight.codec import data_converter
 from overnight.codec import describe as describe_codec
 from overnight.connect import connect
 from overnight.constants import TASK_QUEUE
+from overnight.home import overnight_home
 from overnight.local_services import Declared
 from overnight.worker.devconfig import default_dev_config, load_dev_config
 from overnight.worker.devserver import start_or_reuse
@@ -84,6 +85,7 @@ async def serve(
 
     if providers is None:
         _warn_if_local_runs_cannot_be_isolated()
+        _tell_local_disks()
         sandbox_activities = SandboxActivities.from_env(client, grants=grants, admission=admission)
     else:
         sandbox_activities = SandboxActivities(
@@ -118,6 +120,12 @@ def _warn_if_local_runs_cannot_be_isolated() -> None:
     problem = bwrap_problem()
     if problem is not None:
         logger.warning("local runs will be refused: %s: %s", problem, INSTALL_HINT)
+
+
+def _tell_local_disks() -> None:
+    from activities.providers.local.disk_limit import worker_summary
+
+    logger.info("local sandboxes' disks: %s", worker_summary(overnight_home()))
 
 
 async def run_worker(

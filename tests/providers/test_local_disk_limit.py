@@ -25,7 +25,12 @@ import pytest
 from activities.models import SandboxInfo
 from activities.providers.local import disk_image, disk_watch
 from activities.providers.local.disk_account import LocalDiskAccount
-from activities.providers.local.disk_limit import DISK_ENV, LOW_DISK, MIN_FREE_ENV
+from activities.providers.local.disk_limit import (
+    DISK_ENV,
+    LOW_DISK,
+    MIN_FREE_ENV,
+    worker_summary,
+)
 from activities.providers.local.engine import LocalEngine
 from activities.providers.local.provider import LocalProvider
 from activities.providers.local.snapshots import LocalSnapshots
@@ -358,3 +363,32 @@ def test_the_floor_refuses_a_new_sandbox_and_says_why(
     assert not (engine.sandboxes_dir / "after-1").exists()
     # A sandbox made before is still there for its run (a retried create finds it).
     assert engine.get_or_create("before-1")[1] is False
+
+
+# ----- the settings -----
+
+
+@pytest.mark.parametrize(
+    ("settings", "named"),
+    [
+        ({DISK_ENV: "quota"}, DISK_ENV),
+        ({"OVERNIGHT_SANDBOX_DISK_MIB": "63"}, "OVERNIGHT_SANDBOX_DISK_MIB"),
+        ({"OVERNIGHT_SANDBOX_DISK_MIB": "lots"}, "OVERNIGHT_SANDBOX_DISK_MIB"),
+        ({MIN_FREE_ENV: "-1"}, MIN_FREE_ENV),
+    ],
+)
+def test_a_worker_with_a_disk_setting_it_cannot_read_does_not_start(
+    tmp_path: Path, settings: dict[str, str], named: str
+) -> None:
+    with pytest.raises(ValueError, match=named):
+        worker_summary(tmp_path, settings)
+
+
+def test_the_worker_says_at_its_start_what_local_sandboxes_disks_get(tmp_path: Path) -> None:
+    said = worker_summary(
+        tmp_path, {DISK_ENV: "watch", "OVERNIGHT_SANDBOX_DISK_MIB": "100", MIN_FREE_ENV: "0"}
+    )
+    assert said == (
+        "at most 100 MiB (measured: paused past it) unless a spec says (disk_mib); "
+        "no floor of free space"
+    )

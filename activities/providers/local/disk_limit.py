@@ -131,6 +131,19 @@ def require_room(home: Path, environ: Mapping[str, str] | None = None) -> None:
         )
 
 
+def worker_summary(home: Path, environ: Mapping[str, str] | None = None) -> str:
+    """What this worker's settings give local sandboxes, for its log at start; ValueError
+    (the worker does not start) for a setting it cannot read."""
+    try:
+        found = plan(None, home, environ)
+        floor = min_free_mib(environ)
+    except ProviderError as error:
+        raise ValueError(str(error)) from None
+    limit = describe(found.mode, found.mib).removeprefix("disk ")
+    room = f"no new sandbox under {floor} MiB free" if floor else "no floor of free space"
+    return f"{limit} unless a spec says (disk_mib); {room}"
+
+
 def describe(mode: str, mib: int | None) -> str:
     """The disk clause of a sandbox's status line."""
     if mode == "image" and mib is not None:
