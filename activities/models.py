@@ -193,8 +193,11 @@ class StartAgentInput(_Model):
     spec: RunSpec
     sandbox_id: str
     attempt: int = Field(ge=1)
-    fresh_start: int = Field(ge=1)
+    fresh_start: int = Field(ge=0)
     restart_reason: str = ""
+    # The agent's pause ended it (a sandbox with no cgroup to freeze): the how-many-th start
+    # after such a pause (0: a fresh-context start), in the start key.
+    resumed: int = Field(default=0, ge=0)
     # The agent process that just ended (its last words are read before the new start).
     output_of: str | None = None
     secret_env: list[str] = Field(default_factory=list)

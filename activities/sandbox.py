@@ -270,7 +270,7 @@ class SandboxActivities:
         refuse_unless_allowed(spec, self._grants, self._own_ports)
         env = setup.agent_env(spec, attempt=input.attempt, restart_reason=input.restart_reason)
         provider = await self._provider(spec.provider)
-        launch = _launch(spec, input.attempt, input.fresh_start, env)
+        launch = _launch(spec, input.attempt, input.fresh_start, env, resumed=input.resumed)
         previous = None
         if input.output_of is not None:
             previous = await read_last_words(
@@ -335,8 +335,10 @@ class SandboxActivities:
         return SearchAttributeCheck(present=await self._search_attributes.present())
 
 
-def _launch(spec: RunSpec, attempt: int, fresh_start: int, env: dict[str, str]) -> AgentLaunch:
-    start_key = f"{spec.run_id}-{attempt}-{fresh_start}"
+def _launch(
+    spec: RunSpec, attempt: int, fresh_start: int, env: dict[str, str], *, resumed: int = 0
+) -> AgentLaunch:
+    start_key = f"{spec.run_id}-{attempt}-{fresh_start}" + (f"-p{resumed}" if resumed else "")
     return AgentLaunch(
         start_key=start_key,
         command=spec.command,

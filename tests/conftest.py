@@ -2,7 +2,8 @@
 
 - `overnight_home`: OVERNIGHT_HOME points at a temporary folder for the whole session (autouse),
   so no test touches the real ~/.overnight; `scratch_root()` is the session's temporary folder
-  (every `tmp_path` is inside it), whose folders the tests' workers let specs bind.
+  (every `tmp_path` is inside it), whose folders the tests' workers let specs bind. At its end
+  the cgroups of the session's sandboxes are removed (`tests/sandbox_cgroups.py`).
 - `dev_server`: a real Temporal dev server started from temporal-dev.yaml on free ports with a
   temporary database; search attributes registered; stopped at the end of the session.
 - `dev_client`: a client of `dev_server` (pydantic data converter).
@@ -29,6 +30,7 @@ from overnight.home import HOME_ENV
 from overnight.worker import binaries
 from overnight.worker.devconfig import DevConfig, load_dev_config
 from overnight.worker.devserver import DevServer, start_or_reuse
+from tests.sandbox_cgroups import release_under
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEV_CONFIG_FILE = REPO_ROOT / "temporal-dev.yaml"
@@ -81,6 +83,7 @@ def overnight_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     try:
         yield home
     finally:
+        release_under(_scratch[0])  # cgroups outlive the folders of their sandboxes
         disk_image.detach(_scratch[0])
         if not disk_set:
             os.environ.pop(DISK_ENV, None)

@@ -88,10 +88,20 @@ def start_create_sandbox(
 
 
 async def start_agent(
-    spec: RunSpec, sandbox_id: str, attempt: int, fresh: int, ended: str | None = None
+    spec: RunSpec,
+    sandbox_id: str,
+    attempt: int,
+    fresh: int,
+    ended: str | None = None,
+    *,
+    resumed: int = 0,
 ) -> AgentStarted:
     """Start the agent again in its sandbox; `ended`: the process it replaces (its last
-    words come back in the result)."""
+    words come back in the result). `resumed`: after the `resumed`-th pause that ended it
+    (a sandbox with no cgroup to freeze), not for a fresh context."""
+    reason, why = "context window full: fresh start", f"fresh context {fresh}"
+    if resumed:
+        reason = why = "its sandbox's pause ended it (no cgroup to freeze): from the checkpoint"
     started: AgentStarted = await workflow.execute_activity(
         ActivityName.START_AGENT,
         StartAgentInput(
@@ -99,7 +109,8 @@ async def start_agent(
             sandbox_id=sandbox_id,
             attempt=attempt,
             fresh_start=fresh,
-            restart_reason="context window full: fresh start",
+            restart_reason=reason,
+            resumed=resumed,
             output_of=ended,
             secret_env=list(spec.secret_env),
         ),
@@ -108,7 +119,7 @@ async def start_agent(
         heartbeat_timeout=policies.CREATE_HEARTBEAT,
         retry_policy=policies.ACTION_RETRY,
         cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
-        summary=f"start agent again in sandbox {attempt} (fresh context {fresh})",
+        summary=f"start agent again in sandbox {attempt} ({why})",
     )
     return started
 

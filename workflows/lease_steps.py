@@ -11,6 +11,7 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from workflows import budget, calls, metrics, money
+    from workflows.resume_steps import after_wake
     from workflows.state import SupervisorState
 
 
@@ -60,4 +61,4 @@ async def wake_after_lease(s: SupervisorState, paused_at: datetime) -> bool | st
     s.sandbox_paused = False
     s.lease_resumes += 1
     workflow.logger.info("sandbox %s woken after its lease end", s.sandbox_id)
-    return True
+    return await after_wake(s, info, was_paused=True)

@@ -33,6 +33,10 @@ ADMISSION_PATCH = "admission-queue"
 # wait_handled`): with one mark, a checkpoint holding an answered question and a far wait
 # alternated between them, answering and pausing again for the hours left, for ever.
 TALK_MARKS_APART_PATCH = "talk-marks-apart"
+# Runs that meet a sandbox whose pause ended its agents (a local one with no cgroup to freeze:
+# `SandboxInfo.pause_ends_agents`) start the agent again in it after the wake, from the
+# checkpoint (workflows/resume_steps.py), no restart counted; before, the dead agent was a crash.
+PAUSE_ENDS_AGENTS_PATCH = "pause-ends-agents-start-again"
 # Runs begun with this marker give the time paused for questions and waits its own budget
 # (`Budget.max_wait_hours`): a wait is clipped to what is left of it (not to the run hours,
 # which waiting never uses), past it the run needs attention; and a run waiting longer than

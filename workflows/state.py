@@ -62,6 +62,9 @@ class SupervisorState(BaseModel):
     lease_extended_at: datetime | None = None
     # Times a sandbox paused at its lease end was woken to carry on (no restart).
     lease_resumes: int = 0
+    # Times an agent its sandbox's pause ended (no cgroup to freeze) was started again in the
+    # same sandbox after the wake (workflows.resume_steps; no restart).
+    pause_resumes: int = 0
     # The current sandbox was last seen paused: salvaging its checkpoint must wake it.
     sandbox_paused: bool = False
     # Where the provider's watch of the current sandbox stands (opaque; None: start a new one).

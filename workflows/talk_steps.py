@@ -27,6 +27,7 @@ with workflow.unsafe.imports_passed_through():
         restart_within_budget,
     )
     from workflows.notify_steps import Notifier
+    from workflows.resume_steps import after_wake
     from workflows.state import SupervisorState
 
 # The decisions these steps carry out, as `decide` makes them (its own imports of `talk`:
@@ -225,8 +226,10 @@ async def _pause(s: SupervisorState, why: str) -> None:
 
 
 async def _wake(s: SupervisorState, why: str) -> bool:
-    """The same sandbox carries on (a fresh lease); False when it could not be woken."""
+    """The same sandbox carries on (a fresh lease); False when it could not be woken (or its
+    agent, which its pause ended, could not be started again)."""
     assert s.sandbox_id is not None
+    was_paused = s.sandbox_paused
     room = money.next_lease_micros(s) if money.keeps_account(s) else None
     info = await calls.wake_sandbox(s.spec, s.sandbox_id, why, daily_room_micros=room)
     if isinstance(info, calls.DailyLimitRefused) or info is None or info.state != "running":
@@ -239,7 +242,7 @@ async def _wake(s: SupervisorState, why: str) -> bool:
     s.sandbox_paused = False
     # The stall clock starts again from the wake.
     s.last_progress_at = now
-    return True
+    return await after_wake(s, info, was_paused=was_paused)
 
 
 def _done_waiting(s: SupervisorState) -> None:

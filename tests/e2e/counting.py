@@ -21,6 +21,7 @@ from typing import Any
 
 from temporalio.client import Client
 
+from activities.providers.local.cgroup_plan import mounts
 from activities.providers.local.engine import LocalEngine
 from fakes.git_http import origin_fields
 from overnight.cli.demo import ledger_entries, make_origin
@@ -100,17 +101,39 @@ def checkpoint_step(engine: LocalEngine, sandbox_id: str) -> int | None:
 
 
 def agent_frozen(run_id: str) -> bool:
-    """Whether the run's agent processes exist and are all stopped (SIGSTOP: state T). The
-    local launcher watching each agent from outside the sandbox is not one of them."""
-    states = []
+    """Whether the run's agent processes exist and are all held: in a frozen cgroup (a local
+    sandbox's own, see activities/providers/local/cgroups.py) or stopped (SIGSTOP: state T,
+    sandboxes made before cgroups). The local launcher watching each agent from outside the
+    sandbox is not one of them."""
+    held = []
     for pid in agent_pids(run_id):
         try:
             if b"local/launcher.py" in Path(f"/proc/{pid}/cmdline").read_bytes():
                 continue
-            states.append(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0])
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            held.append(state in ("T", "t") or _in_frozen_cgroup(pid))
         except OSError:
             continue
-    return bool(states) and all(state in ("T", "t") for state in states)
+    return bool(held) and all(held)
+
+
+def _in_frozen_cgroup(pid: int) -> bool:
+    """Whether `pid`'s cgroup is frozen (v2 `cgroup.events` or the v1 freezer's state)."""
+    found = {}
+    for mount in mounts():
+        if mount.fs == "cgroup2" or "freezer" in mount.controllers:
+            found["cgroup2" if mount.fs == "cgroup2" else "freezer"] = mount
+    for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines():
+        number, names, path = line.split(":", 2)
+        if number == "0" and "cgroup2" in found and path != "/":
+            events = Path(found["cgroup2"].point, path.lstrip("/"), "cgroup.events")
+            if events.exists() and "frozen 1" in events.read_text():
+                return True
+        if "freezer" in names.split(",") and "freezer" in found:
+            state = Path(found["freezer"].point, path.lstrip("/"), "freezer.state")
+            if state.exists() and state.read_text().strip() == "FROZEN":
+                return True
+    return False
 
 
 async def until(condition: Callable[[], bool], what: str, timeout: float = 30) -> None:

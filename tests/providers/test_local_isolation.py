@@ -143,9 +143,12 @@ def test_the_lease_end_freezes_every_process_of_the_sandbox(engine: LocalEngine)
     assert meta.cgroup is not None, meta.no_cgroup
     engine.start_process(name, "k-1", "setsid sleep 300 & sleep 300", cwd="/workspace")
 
+    def paused() -> bool:  # frozen first, then marked paused
+        return json.loads((engine.folder(name) / "sandbox.json").read_text())["state"] == "paused"
+
     # Nobody asks the engine: the agent's launcher pauses the sandbox at the lease end.
-    assert wait_for(lambda: cgroups.frozen(meta.freezer, meta.cgroup), timeout=6)
-    assert json.loads((engine.folder(name) / "sandbox.json").read_text())["state"] == "paused"
+    assert wait_for(paused, timeout=6)
+    assert cgroups.frozen(meta.freezer, meta.cgroup)
 
 
 def test_an_exit_code_and_a_signal_are_told_apart(engine: LocalEngine) -> None:

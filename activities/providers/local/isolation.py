@@ -211,7 +211,7 @@ def _processes_words(meta: SandboxMeta) -> str:
     if "pids" in meta.cgroup_limits:
         cap = next((s["pids.max"] for s in meta.cgroups.values() if "pids.max" in s), None)
         cap = cap or next((s["TasksMax"] for s in meta.cgroups.values() if "TasksMax" in s), "")
-        return f"; at most {cap} processes (its own cgroup)"
+        return f"; at most {cap} processes (its cgroup)"
     if meta.uid is None or meta.limits == "none":
         return ""
     return f"; at most {max_processes()} processes"
@@ -226,7 +226,7 @@ _FREEZERS = {
 
 def _pause_words(meta: SandboxMeta) -> str:
     if meta.freezer in _FREEZERS:
-        return f"; a pause freezes its own cgroup ({_FREEZERS[meta.freezer]})"
+        return f"; paused by freezing its cgroup ({_FREEZERS[meta.freezer]})"
     if meta.pause_ends_agents():
         why = f" ({meta.no_cgroup})" if meta.no_cgroup else ""
         return (

@@ -99,8 +99,8 @@ def prefix(kind: str, vcpu: int, memory_mib: int, *, processes: int | None = Non
 def describe(kind: str, vcpu: int, memory_mib: int, limited: Sequence[str] = ()) -> str:
     if kind == "cgroup":
         if "cpu" in limited:
-            return f"limited to {vcpu} vCPU and {memory_mib} MiB (its own cgroup)"
-        return f"memory at most {memory_mib} MiB (its own cgroup); CPU not limited"
+            return f"limited to {vcpu} vCPU and {memory_mib} MiB (its cgroup)"
+        return f"memory at most {memory_mib} MiB (its cgroup); CPU not limited"
     if kind == "systemd":
         return f"limited to {vcpu} vCPU and {memory_mib} MiB (systemd scope)"
     if kind == "prlimit":

@@ -2,8 +2,9 @@
 
 An isolated agent runs in a PID namespace of its own (bubblewrap's `--unshare-pid`). Daemons it
 starts with `setsid` leave its process group, but never its namespace, so the namespace is
-what pause (SIGSTOP), wake (SIGCONT) and stop (SIGKILL to the namespace's PID 1, which makes
-the kernel kill the rest) act on.
+what the end of an agent kills (SIGKILL to the namespace's PID 1, which makes the kernel kill
+the rest). Pause and wake act on the sandbox's cgroup (see cgroups); the SIGSTOP and SIGCONT
+here are for sandboxes made before cgroups.
 
 It also holds the pipes to an isolated process (`Pipes`): bubblewrap's info (the host pid of
 the namespace's PID 1), its block pipe (held while the sandbox's network is plugged in, see
