@@ -55,7 +55,7 @@ def text(usage: DiskUsage) -> str:
     for box in sorted(held, key=lambda s: -s.size_bytes):
         lines.append(
             f"  {box.sandbox_id:<{width}}  {box.state:<7}  {size_text(box.size_bytes):>10}  "
-            f"{_limit(box)}{_about(box)}"
+            f"{_about(box)}{_limit(box)}"
         )
     if gone:
         freed = sum(s.freed_bytes or 0 for s in gone)
@@ -77,11 +77,12 @@ def text(usage: DiskUsage) -> str:
 
 
 def _limit(box: SandboxDisk) -> str:
-    """Its disk limit, and what its image holds inside (the size before is the image's file)."""
+    """Its disk limit, and what its image holds inside (the size shown first is the image's
+    file on this disk)."""
     if box.limit_bytes is None:
         return ""
     used = "" if box.used_bytes is None else f"{size_text(box.used_bytes)} used of "
-    return f"({used}{size_text(box.limit_bytes)} limit) "
+    return f"; {used}a {size_text(box.limit_bytes)} disk"
 
 
 def _about(box: SandboxDisk) -> str:
