@@ -20,6 +20,7 @@ from typing import Any
 from temporalio import activity
 from temporalio.client import Client
 
+from activities import coding_agent_setup as coding
 from activities import sandbox_setup as setup
 from activities.admission import AdmissionActivities, worker_admission, worker_key
 from activities.checkpoints import read_checkpoint
@@ -179,6 +180,8 @@ class SandboxActivities:
         found = await asyncio.to_thread(
             spec_refusals, input.spec, self._grants, None, self._own_ports
         )
+        # And what it cannot give a coding agent (its CLI not installed here, ...).
+        found += await asyncio.to_thread(coding.refusals, input.spec)
         queue = activity.info().task_queue if activity.in_activity() else None
         terms = queue and terms_for(input.spec, self._admission, queue, self._key)
         return SpecCheck(refusals=found, admission=terms or None)
@@ -189,8 +192,11 @@ class SandboxActivities:
         # Again here, before anything is made: a run begun before the check, a worker with
         # other grants, or a create scheduled by some other workflow.
         refuse_unless_allowed(spec, self._grants, self._own_ports)
+        coding.refuse_unless_runnable(spec)
         env = setup.agent_env(spec, attempt=input.attempt, restart_reason=input.restart_reason)
-        if not Path(spec.agent_dir).expanduser().is_dir():
+        env |= coding.adapter_env(spec)
+        config = coding.config_bytes(spec) if spec.agent is not None else None
+        if spec.agent is None and not Path(spec.agent_dir).expanduser().is_dir():
             raise non_retryable(
                 ErrorType.INVALID_REQUEST, f"agent_dir {spec.agent_dir} is not a folder here"
             )
@@ -207,6 +213,7 @@ class SandboxActivities:
             isolation=spec.isolation,
             binds=setup.spec_binds(spec),
             host_ports=tuple(spec.host_ports),
+            mounts=coding.mounts(spec),
         )
         async with auto_heartbeat(self._heartbeat_seconds):
             with activity_errors():
@@ -248,8 +255,11 @@ class SandboxActivities:
                         daily=daily,
                     )
                 await setup.clone_and_switch(provider, sid, spec)
-                await provider.upload_dir(sid, spec.agent_dir, AGENT_MOUNT)
+                if config is None:
+                    await provider.upload_dir(sid, spec.agent_dir, AGENT_MOUNT)
                 await provider.upload_dir(sid, str(setup.KIT_DIR), KIT_MOUNT)
+                if config is not None:  # a coding agent: overnight's adapter runs it
+                    await provider.write_file(sid, coding.ADAPTER_CONFIG, config)
                 if input.checkpoint is not None:
                     await setup.write_checkpoint_once(
                         provider, sid, spec.checkpoint_path, input.checkpoint
@@ -268,7 +278,9 @@ class SandboxActivities:
     async def start_agent(self, input: StartAgentInput) -> AgentStarted:
         spec = input.spec
         refuse_unless_allowed(spec, self._grants, self._own_ports)
+        coding.refuse_unless_runnable(spec)
         env = setup.agent_env(spec, attempt=input.attempt, restart_reason=input.restart_reason)
+        env |= coding.adapter_env(spec)
         provider = await self._provider(spec.provider)
         launch = _launch(spec, input.attempt, input.fresh_start, env, resumed=input.resumed)
         previous = None
@@ -277,6 +289,10 @@ class SandboxActivities:
                 provider, input.sandbox_id, input.output_of, input.secret_env, may_wake=False
             )
         with activity_errors():
+            if spec.agent is not None:
+                # As the worker means it, whatever the agent did to it meanwhile.
+                config = coding.config_bytes(spec)
+                await provider.write_file(input.sandbox_id, coding.ADAPTER_CONFIG, config)
             process = await provider.start_agent(input.sandbox_id, launch)
         return AgentStarted(
             sandbox_id=input.sandbox_id, process_id=process.process_id, previous_output=previous
@@ -341,7 +357,7 @@ def _launch(
     start_key = f"{spec.run_id}-{attempt}-{fresh_start}" + (f"-p{resumed}" if resumed else "")
     return AgentLaunch(
         start_key=start_key,
-        command=spec.command,
+        command=coding.adapter_command() if spec.agent is not None else spec.command,
         cwd=spec.cwd,
         env=env,
         exit_marker=exit_marker_path(spec.checkpoint_path, start_key),

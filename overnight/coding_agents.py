@@ -18,13 +18,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
+from overnight.agent_spec import AgentKind as AgentKind
 from overnight.home import overnight_home
 
-AgentKind = Literal["claude-code", "codex"]
-
 AGENTS_FOLDER = "agents"  # under $OVERNIGHT_HOME
+# In an install folder: what was installed (written last, so its presence means "whole").
+INSTALLED_MARKER = ".overnight-installed.json"
 SANDBOX_AGENTS_ROOT = "/overnight/agents"  # where a sandbox sees the installed CLIs
 INSTALL_SCRIPT = "bash scripts/install-agent-clis"  # the one command that installs them
 
@@ -120,3 +120,24 @@ def install_folder(cli: AgentCli, home: Path | None = None) -> Path:
 def sandbox_folder(cli: AgentCli) -> str:
     """Where a sandbox sees `install_folder(cli)` (mounted read-only)."""
     return f"{SANDBOX_AGENTS_ROOT}/{cli.folder_name}"
+
+
+def sandbox_executable(cli: AgentCli, machine: str) -> str:
+    """The native binary's path as a sandbox sees it (`machine`: `platform.machine()`)."""
+    return f"{sandbox_folder(cli)}/{cli.executable(npm_cpu(machine)).as_posix()}"
+
+
+def install_problem(cli: AgentCli, machine: str, home: Path | None = None) -> str | None:
+    """Why this worker cannot hand `cli` to a sandbox (one line ending with the command that
+    fixes it), or None. Looks only (a marker and the binary): no `--version` run, so it is
+    cheap enough for every run's start; `overnight.worker.agent_clis.check` runs it too."""
+    try:
+        binary = install_folder(cli, home) / cli.executable(npm_cpu(machine))
+    except UnsupportedPlatform as error:
+        return str(error)
+    if not (install_folder(cli, home) / INSTALLED_MARKER).is_file() or not binary.is_file():
+        return (
+            f"{cli.kind} {cli.version} is not installed on this worker ({cli.npm_spec} is not in "
+            f"{agents_root(home)}): run {INSTALL_SCRIPT} there"
+        )
+    return None

@@ -175,7 +175,7 @@ def local_repo_path(repo: str) -> str | None:
 
 def spec_paths(spec: RunSpec) -> list[str]:
     """The worker's paths a spec names (as written): what `refusals` wants resolved."""
-    paths = [spec.agent_dir, *(bind.path for bind in spec.binds)]
+    paths = [*([spec.agent_dir] if spec.agent_dir else []), *(bind.path for bind in spec.binds)]
     repo = local_repo_path(spec.repo)
     if repo is not None:
         paths += [repo, urlsplit(spec.repo).path] if spec.repo.startswith("file://") else [repo]
@@ -220,7 +220,7 @@ def refusals(
                     "sandbox may see; clone from a repository outside it"
                 )
                 break
-    if _inside(spec.agent_dir, homes, real):
+    if spec.agent_dir and _inside(spec.agent_dir, homes, real):
         found.append(
             f"field agent_dir: {_shown(spec.agent_dir, real)} is inside {_HOME_IS}, "
             "which no sandbox may see; keep the agent outside it"

@@ -14,6 +14,7 @@ from typing import Literal
 from pydantic import Field, JsonValue, field_validator, model_validator
 
 from overnight.agent_requests import AgentTalk, RunOutputs
+from overnight.agent_spec import CodingAgent, check_agent_way
 from overnight.isolation import (
     MAX_BINDS,
     MAX_HOST_PORTS,
@@ -98,8 +99,12 @@ class RunSpec(_StrictInput):
     run_id: str = Field(default="", pattern=RUN_ID_PATTERN_OR_EMPTY)
     repo: str = Field(min_length=1)
     branch: str = ""
-    agent_dir: str = Field(min_length=1)
-    command: str = Field(min_length=1)
+    # The agent: a coding agent overnight runs itself (`agent`: Claude Code or Codex, see
+    # overnight/agent_spec.py), or one of your own (`agent_dir` uploaded, `command` run):
+    # exactly one of the two ways.
+    agent: CodingAgent | None = None
+    agent_dir: str = ""
+    command: str = ""
     cwd: str = "/workspace/app"
     env: dict[str, str] = Field(default_factory=dict)
     secret_env: list[str] = Field(default_factory=list)
@@ -239,6 +244,7 @@ class RunSpec(_StrictInput):
             raise ValueError(f"{sorted(overlap)[0]} is in both env and secret_env")
         if self.fresh_context_exit_code == 0:
             raise ValueError("fresh_context_exit_code may not be 0 (0 means finished)")
+        check_agent_way(self.agent, self.agent_dir, self.command, self.fresh_context_exit_code)
         if self.provider == "runtime":
             _within_runtime_limits(self)
         mode = check_snapshot_mode(self.provider, self.snapshot_mode)

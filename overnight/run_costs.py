@@ -12,7 +12,14 @@ from overnight.model_base import _Strict
 
 # Why a restart happened, in a few words a report can count (`cause_of` in workflows.safety_net).
 RestartCause = Literal[
-    "crashed", "stalled", "sandbox_failed", "time_limit", "fresh_starts_used_up", "resumed", "other"
+    "crashed",
+    "looped",
+    "stalled",
+    "sandbox_failed",
+    "time_limit",
+    "fresh_starts_used_up",
+    "resumed",
+    "other",
 ]
 
 

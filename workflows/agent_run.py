@@ -17,6 +17,7 @@ from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from activities.models import CheckpointRead, Observation
+    from overnight.agent_spec import LOOP_REASON
     from overnight.models import RestartRecord, RunResult
     from workflows import (
         admission_steps,
@@ -47,7 +48,9 @@ with workflow.unsafe.imports_passed_through():
         WakeAfterLease,
         Watch,
         decide,
+        is_loop,
         is_quiet,
+        loop_reason,
         next_wake,
         restart_within_budget,
         stall_deadline_of,
@@ -295,13 +298,19 @@ class AgentRun(RunMessages):
         self._watch_until = None
 
     async def _restart(self, s: SupervisorState, reason: str, *, counted: bool = True) -> None:
+        salvaged = False
+        if is_loop(s, reason):
+            # A coding agent's adapter names the loop in the checkpoint it writes as it exits,
+            # which the look that saw the exit may not have read: read it first.
+            await self._salvage_checkpoint(s, LOOP_REASON, LOOP_REASON)
+            reason, salvaged = loop_reason(s), True
         now = workflow.now()
         record = RestartRecord(attempt=s.attempt, reason=reason, at=now, sandbox_id=s.sandbox_id)
         s.restarts.append(record)
         if counted:
             s.restarts_used += 1
         s.pending_restart = None
-        await self._set_aside(s, why=reason, ended=reason)
+        await self._set_aside(s, why=reason, ended=reason, salvaged=salvaged)
         record_restart(s, record)
         s.state = "restarting"
         self._notifier.tell(s, "restart", reason)
@@ -333,12 +342,15 @@ class AgentRun(RunMessages):
         why = attention_text(decision.reason, decision.pending_restart)
         self._notifier.tell(s, "needs_attention", why)
 
-    async def _set_aside(self, s: SupervisorState, *, why: str, ended: str) -> None:
-        """Copy the checkpoint (and the agent's last words: `ended` says why it ended) and
-        pause the current sandbox, kept for a look."""
+    async def _set_aside(
+        self, s: SupervisorState, *, why: str, ended: str, salvaged: bool = False
+    ) -> None:
+        """Copy the checkpoint (and the agent's last words: `ended` says why it ended; not
+        again when `salvaged` already) and pause the current sandbox, kept for a look."""
         if s.sandbox_id is None:
             return
-        await self._salvage_checkpoint(s, why, ended)
+        if not salvaged:
+            await self._salvage_checkpoint(s, why, ended)
         safety_net.noticed(s, workflow.now())
         await money_steps.end_sandbox(s, stop=False, why=why)
         s.paused_sandboxes.append(s.sandbox_id)

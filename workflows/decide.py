@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from activities.models import Observation
+from overnight.agent_spec import LOOP_EXIT_CODE, LOOP_REASON
 from overnight.constants import DISK_LIMIT_PREFIX
 from workflows import lease, snapshot, talk
 from workflows.budget import (
@@ -20,6 +21,7 @@ from workflows.budget import (
     wait_exhausted_reason,
     wait_room_hours,
 )
+from workflows.checkpoint import kept_facts
 from workflows.state import SupervisorState
 
 # A quiet, healthy agent still gets the workflow to wake this often, to refresh the Web UI card.
@@ -129,6 +131,8 @@ def decide(state: SupervisorState, seen: Observation | ObserveFailed, now: datet
         return restart_within_budget(
             state, f"fresh-context starts used up ({spec.max_fresh_starts})", now
         )
+    if seen.process_state == "exited" and seen.exit_code == LOOP_EXIT_CODE and state.loop_exit:
+        return restart_within_budget(state, loop_reason(state), now)
     if seen.process_state == "exited":
         return restart_within_budget(state, f"agent crashed (exit {seen.exit_code})", now)
     if seen.process_state == "killed":
@@ -248,6 +252,21 @@ def restart_within_budget(state: SupervisorState, reason: str, now: datetime) ->
             pending_restart=reason,
         )
     return Restart(reason)
+
+
+def is_loop(state: SupervisorState, reason: str) -> bool:
+    """A restart for a coding agent's loop (its reason as `decide` first words it)."""
+    return state.loop_exit and reason.startswith(LOOP_REASON)
+
+
+def loop_reason(state: SupervisorState) -> str:
+    """A coding agent's loop, as its adapter's last note names it (the checkpoint read as the
+    adapter exited)."""
+    summary = kept_facts(state.checkpoint, state.checkpoint_facts).summary
+    note = summary.last_note if summary is not None else None
+    if note:
+        return f"{LOOP_REASON}: {note}"
+    return f"{LOOP_REASON} (exit {LOOP_EXIT_CODE}: the same tool call over and over)"
 
 
 def _sandbox_gone_reason(seen: Observation) -> str:

@@ -20,6 +20,7 @@ with workflow.unsafe.imports_passed_through():
 # A restart's reason (workflows.decide and agent_run write them) -> a cause with few values.
 # First match wins; anything else is `other`.
 _CAUSES = (
+    ("agent looped", "looped"),
     ("agent crashed", "crashed"),
     ("agent stalled", "stalled"),
     ("agent was killed", "killed"),

@@ -42,3 +42,7 @@ PAUSE_ENDS_AGENTS_PATCH = "pause-ends-agents-start-again"
 # which waiting never uses), past it the run needs attention; and a run waiting longer than
 # `admission_steps.STEP_OUT_AFTER` gives its admission place back and queues again to wake.
 WAIT_BUDGET_PATCH = "wait-budget"
+# Runs of a coding agent (`RunSpec.agent`) begun with this marker take the adapter's exit
+# code 76 (`overnight.agent_spec.LOOP_EXIT_CODE`) as a loop: a restart whose reason is the loop
+# its checkpoint's last note names, a cause of its own. Asked only by runs with `agent`.
+LOOP_EXIT_PATCH = "coding-agent-loop-exit"

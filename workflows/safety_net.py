@@ -33,6 +33,7 @@ RECENT_COSTS = 20
 REASON_CHARS = 200
 
 _CAUSES: tuple[tuple[str, RestartCause], ...] = (
+    ("agent looped", "looped"),  # first: its note is the agent's words, and may say anything
     ("agent crashed", "crashed"),
     ("agent was killed", "crashed"),
     ("agent process is gone", "crashed"),

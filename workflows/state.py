@@ -179,6 +179,8 @@ class SupervisorState(BaseModel):
     model_usd_folded: float = 0
     outputs: RunOutputs | None = None
     request_refused: str | None = None
+    # A coding agent's run takes the adapter's exit code 76 as a loop (workflows.decide).
+    loop_exit: bool = False
     # What the safety net cost (workflows.safety_net). False for runs begun before it was
     # kept, so their figure is unknown rather than partial; a restart noticed and not yet done
     # (its lost work, and the person's wait before it so far); the sums so far.

@@ -42,6 +42,19 @@ class FileRead:
 
 
 @dataclass(frozen=True)
+class WorkerMount:
+    """A folder of the worker's own shown in a local isolated sandbox at `target` (a path
+    under `/overnight/`, outside `/workspace`): a coding agent's CLI install and the agent
+    kit read-only, a run's session store writable (activities.coding_agent_setup). Unlike a
+    spec's `binds` these are the worker's choice, never the spec's; other providers and
+    unisolated sandboxes ignore them."""
+
+    source: str
+    target: str
+    writable: bool = False
+
+
+@dataclass(frozen=True)
 class SandboxRequest:
     name: str
     labels: dict[str, str]
@@ -67,6 +80,8 @@ class SandboxRequest:
     # Start as a copy of this snapshot (recovery "snapshot"; see
     # activities.providers.snapshot_protocol).
     snapshot_id: str | None = None
+    # Local isolated sandboxes: the worker's own folders shown in them (see WorkerMount).
+    mounts: tuple[WorkerMount, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from pydantic import ValidationError
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
+from overnight.cli import agents as agents_cli
 from overnight.cli import client as api
 from overnight.cli import codec_server as codec_cli
 from overnight.cli import disk as disk_cli
@@ -63,6 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     start.add_argument("--wait", action="store_true", help="wait for the run's result")
     start.add_argument("--json", action="store_true")
     start.add_argument("--task-queue", default=TASK_QUEUE)
+    agents_cli.add_start_arguments(start)
 
     status = commands.add_parser("status", help="show one run")
     status.add_argument("run_id")
@@ -109,6 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
     replay_check_cli.add_parser(commands, _Parser)
 
     codec_cli.add_parser(commands, _Parser)
+    agents_cli.add_parser(commands, _Parser)
 
     commands.add_parser("dev", help="start the dev server (temporal-dev.yaml) and a worker")
 
@@ -139,8 +142,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 def run(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.command == "start" and (args.spec is None) == (args.many is None):
-        parser.error("start takes a spec file or --many TASKS.jsonl (one of them)")
+    if args.command == "start" and (problem := agents_cli.start_problem(args)) is not None:
+        parser.error(problem)
     try:
         return asyncio.run(_dispatch(args))
     except KeyboardInterrupt:
@@ -181,6 +184,7 @@ async def _dispatch(args: argparse.Namespace) -> int:
         "codec-server": codec_cli.run,
         "dev": _dev,
         "demo": _demo,
+        "agents": agents_cli.run,
     }
     return await handlers[args.command](args)
 
@@ -218,7 +222,11 @@ async def _start(args: argparse.Namespace) -> int:
         if args.wait:
             raise BadInput("--wait waits for one run: not with --many")
         return await many_cli.run(args, lambda: _connect(args))
-    spec = api.load_spec(args.spec)  # before connecting: a bad spec never reaches a server
+    # Before connecting: a bad spec never reaches a server.
+    spec = agents_cli.spec_from_args(args) if args.agent else api.load_spec(args.spec)
+    if args.agent and args.print_spec:
+        print(spec.model_dump_json(indent=2, exclude_defaults=True))
+        return OK
     _warn_if_refused(spec)
     client = await _connect(args)
     handle = await api.start_run(client, spec, task_queue=args.task_queue)

@@ -37,6 +37,7 @@ from pathlib import Path
 from overnight.coding_agents import (
     AGENT_CLIS,
     INSTALL_SCRIPT,
+    INSTALLED_MARKER,
     AgentCli,
     UnsupportedPlatform,
     agent_cli,
@@ -45,7 +46,7 @@ from overnight.coding_agents import (
     npm_cpu,
 )
 
-MARKER = ".overnight-installed.json"
+MARKER = INSTALLED_MARKER
 PARTIAL_PREFIX = ".partial-"
 LOCK_PREFIX = ".lock-"
 NPM_TIMEOUT_SECONDS = 900

@@ -86,6 +86,7 @@ async def serve(
     if providers is None:
         _warn_if_local_runs_cannot_be_isolated()
         _tell_local_disks()
+        _tell_coding_agents()
         sandbox_activities = SandboxActivities.from_env(client, grants=grants, admission=admission)
     else:
         sandbox_activities = SandboxActivities(
@@ -126,6 +127,14 @@ def _tell_local_disks() -> None:
     from activities.providers.local.disk_limit import worker_summary
 
     logger.info("local sandboxes' disks: %s", worker_summary(overnight_home()))
+
+
+def _tell_coding_agents() -> None:
+    from overnight.worker.agent_clis import check_all
+
+    # Looked at, not run (`overnight agents` runs them): one line a kind, with its fix.
+    lines = "; ".join(state.line() for state in check_all(verify=False))
+    logger.info("coding agents (spec agent): %s", lines)
 
 
 async def run_worker(

@@ -42,7 +42,7 @@ from pathlib import Path
 from activities.providers.local import cgroup_plan as local_cgroup_plan
 from activities.providers.local import cgroups as local_cgroups
 from activities.providers.local import disk as local_disk
-from activities.providers.local import disk_image, disk_limit, netns
+from activities.providers.local import disk_image, disk_limit, netns, worker_mounts
 from activities.providers.local import isolation as local_isolation
 from activities.providers.local import limits as local_limits
 from activities.providers.local import procs as local_procs
@@ -73,6 +73,7 @@ from activities.providers.protocol import (
     ProviderError,
     SandboxNotFound,
     SandboxNotRunning,
+    WorkerMount,
 )
 from overnight.constants import LABEL_RUN
 from overnight.isolation import HostBind, Isolation
@@ -123,6 +124,7 @@ class LocalEngine(GuestFiles):
         binds: Sequence[HostBind] = (),
         host_ports: Sequence[int] = (),
         network: str = "own",
+        mounts: Sequence[WorkerMount] = (),
     ) -> tuple[SandboxMeta, bool]:
         """The sandbox named `name`, created (running) if absent. True when created now.
 
@@ -139,6 +141,7 @@ class LocalEngine(GuestFiles):
             run = (labels or {}).get(LABEL_RUN, name)
             uid = local_isolation.sandbox_uid(run) if isolated else None
             local_isolation.check_binds(binds, uid)
+            shown = worker_mounts.prepare(mounts, uid) if isolated else []
             disk = disk_limit.plan(disk_mib, self.home)
             disk_limit.require_room(self.home)
             if disk.mode == "image" and disk.mib is not None:
@@ -182,6 +185,7 @@ class LocalEngine(GuestFiles):
                 uid=uid,
                 disk=disk.mode,
                 disk_mib=disk.mib,
+                mounts=shown,
             )
             self._save(meta)
             return meta, True
@@ -203,7 +207,8 @@ class LocalEngine(GuestFiles):
         paused or stopped first)."""
         meta = self._load(sandbox_id)
         if meta is not None and meta.disk == "image" and meta.state != "stopped":
-            disk_image.attached(self.folder(sandbox_id))  # mounted again after a reboot
+            # Mounted again after a reboot, unless a stop came in between.
+            disk_image.attached(self.folder(sandbox_id), lambda: self._kept(sandbox_id))
         if meta is None or not meta.expired(time.time()):
             return meta
         with self._changing(sandbox_id) as current:
@@ -363,6 +368,10 @@ class LocalEngine(GuestFiles):
         value = read_json(self.folder(sandbox_id) / SANDBOX_FILE)
         return None if value is None else SandboxMeta.from_json(value)
 
+    def _kept(self, sandbox_id: str) -> bool:
+        meta = self._load(sandbox_id)
+        return meta is not None and meta.state != "stopped"
+
     def _save(self, meta: SandboxMeta) -> SandboxMeta:
         write_json(self.folder(meta.id) / SANDBOX_FILE, dataclasses.asdict(meta))
         return meta
@@ -418,7 +427,7 @@ class LocalEngine(GuestFiles):
         if meta.freed_at is not None:
             return meta
         if meta.disk == "image":
-            disk_image.detach(self.folder(meta.id))  # then disk.img goes with the rest
+            disk_image.detach(self.folder(meta.id), locked=True)  # disk.img goes with the rest
         with local_disk.trash_entry(self.trash_dir, meta.id) as entry:
             size = local_disk.move_out(self.folder(meta.id), entry)
             freed = self._save(dataclasses.replace(meta, freed_at=time.time(), freed_bytes=size))

@@ -194,6 +194,12 @@ def describe(meta: SandboxMeta) -> str:
             f"{b.path} ({'writable' if b.writable else 'read-only'})" for b in binds_of(meta)
         )
         text += f"; binds: {shown}"
+    if meta.mounts:
+        shown = ", ".join(
+            f"{m['target']} ({'writable' if m.get('writable') else 'read-only'})"
+            for m in meta.mounts
+        )
+        text += f"; the worker's: {shown}"
     limits = local_limits.describe(meta.limits, meta.vcpu, meta.memory_mib, meta.cgroup_limits)
     return f"{text}; {limits}{_processes_words(meta)}{_pause_words(meta)}"
 
@@ -292,7 +298,9 @@ def wrap(
     if agent:
         inner += ["--status", STATUS_FD]
     inner += ["--", command]
-    mounts = bwrap_mounts(folder, state_home, binds_of(meta), SHIM, own_network=own_network)
+    mounts = bwrap_mounts(
+        folder, state_home, binds_of(meta), SHIM, own_network=own_network, worker=meta.mounts
+    )
     bwrap = shutil.which("bwrap") or "bwrap"
     flags = _flags(own_network=own_network, as_user=meta.uid is not None)
     argv = [*prefix, bwrap, *mounts, "--chdir", cwd, *flags, *pipes, "--", *inner]

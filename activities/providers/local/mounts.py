@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
+from activities.providers.local import worker_mounts
 from activities.providers.local.files import WORKSPACE
 from overnight.isolation import HostBind, is_under
 
@@ -40,6 +42,7 @@ def bwrap_mounts(
     shim: Path,
     *,
     own_network: bool,
+    worker: Sequence[Mapping[str, Any]] = (),
 ) -> list[str]:
     """bwrap's mount arguments, in order (a later mount covers an earlier one)."""
     args: list[str] = []
@@ -69,6 +72,7 @@ def bwrap_mounts(
     for bind in sorted(binds, key=lambda b: b.path.count("/")):
         kind = "--bind" if bind.writable else "--ro-bind"
         args += [*_open_parents(bind.path), kind, bind.path, bind.path]
+    args += worker_mounts.bwrap_args(worker)  # under /overnight/ (activities.coding_agent_setup)
     args += [*_open_parents(SANDBOX_HOME), "--bind", str(folder / "home"), SANDBOX_HOME]
     args += ["--bind", str(folder / "workspace"), WORKSPACE]
     return args

@@ -59,6 +59,7 @@ class LocalProvider:
             binds=request.binds,
             host_ports=request.host_ports,
             network=request.network,
+            mounts=request.mounts,
         )
         if request.snapshot_id is not None:
             await asyncio.to_thread(self._restore_once, meta.id, request.snapshot_id)

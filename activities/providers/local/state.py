@@ -91,6 +91,9 @@ class SandboxMeta:
     # "watch" (measured, paused past `disk_mib`) or "none" (sandboxes made before had none).
     disk: str = "none"
     disk_mib: int | None = None
+    # The worker's own folders shown in it (`{"source", "target", "writable"}`; see
+    # worker_mounts): a coding agent's CLI, the kit, the run's session store.
+    mounts: list[dict[str, Any]] = dataclasses.field(default_factory=list)
 
     @classmethod
     def from_json(cls, value: Mapping[str, Any]) -> SandboxMeta:

@@ -1,0 +1,234 @@
+"""A coding agent's sandbox (`RunSpec.agent`: Claude Code or Codex): what the worker adds to
+the usual clone, branch, kit and checkpoint, and the command it starts.
+
+The agent is overnight's adapter (`overnight/agent_kit/coding_agent.py`, standard library
+only), which runs the CLI as its child; the worker gives it:
+
+- **the CLI**, installed once per worker (`overnight.worker.agent_clis`, `bash
+  scripts/install-agent-clis`) and shown read-only at `/overnight/agents/<kind>-<version>`,
+  never copied (each is about 400 MB). A run whose kind is not installed here is refused at its
+  start (`SpecRefused`, one line naming the command that fixes it), before anything is made.
+- **the kit read-only**: the worker's `overnight/agent_kit` at `/overnight/kit`, a folder of
+  the sandbox's root, which its user can neither write nor rename; the adapter runs from
+  there. (The usual copy at `/workspace/.overnight/kit` is uploaded too: on `PYTHONPATH` as for
+  every agent, but the model's tools could change it, and the supervisor's own agent must not
+  be changed by the agent it supervises.)
+- **its config**, `/workspace/.overnight/coding-agent.json` (`adapter_config`), written at each
+  create and each start in the sandbox: the spec's `agent`, the CLI's path, the run's branch,
+  cwd and checkpoint, the loop threshold, the model prices (`OVERNIGHT_MODEL_PRICES`) and
+  backoffs, and the session store.
+- **a session store** that outlives the sandbox: `$OVERNIGHT_HOME/sessions/<run_id>/`, bound
+  writable at `/overnight/session` in each of the run's sandboxes. The adapter copies the CLI's
+  session files there after every step and restores them from there at its start, so a fresh
+  sandbox (the old one crashed, stopped, reached its lease end, or was deleted) resumes the
+  same session. Kept on the worker, not pushed to the origin as a private ref: a transcript
+  holds every tool output the model saw (a printed secret, a file's contents), and the
+  origin is the user's repository host, readable by everyone who may read the repository; a
+  per-step push of a transcript growing to megabytes would also cost the network, while a
+  local copy costs a write. What it does not survive is the worker's machine itself (the
+  sandboxes die with it): a new sandbox elsewhere finds no session, and the adapter starts a
+  new one seeded from the checkpoint, saying so. Workflow history holds only the session id
+  and digest the adapter puts in its checkpoint, never the transcript.
+
+For now coding agents run only on the local provider, isolated (bubblewrap): on Runtime the
+CLI would be uploaded into each sandbox at create (about 400 MB per attempt), and unisolated
+they would run with their permission checks off on the worker's own host. Both are refused
+with one line saying so.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from temporalio.exceptions import ApplicationError
+
+from activities.errors import ErrorType, non_retryable
+from activities.providers.protocol import WorkerMount
+from activities.sandbox_setup import KIT_DIR
+from overnight.coding_agents import (
+    agent_cli,
+    install_folder,
+    install_problem,
+    sandbox_executable,
+    sandbox_folder,
+)
+from overnight.grants import SPEC_REFUSED, refusal_message
+from overnight.home import overnight_home
+from overnight.models import RunSpec
+
+ADAPTER_CONFIG = "/workspace/.overnight/coding-agent.json"
+# The worker's agent kit, read-only in a local isolated sandbox; the adapter runs from here.
+KIT_READ_ONLY = "/overnight/kit"
+ADAPTER_SCRIPT = "coding_agent.py"
+# The run's session store in the sandbox, and on the worker (under $OVERNIGHT_HOME).
+SESSION_MOUNT = "/overnight/session"
+SESSIONS_FOLDER = "sessions"
+# The same tool call with the same input this many times in a row is a loop.
+LOOP_REPEATS = 8
+# A usage limit whose reset time the CLI does not say: wait this long, then try again.
+USAGE_BACKOFF_SECONDS = 1800
+# 429 / 529 after the CLI's own retries: wait this long, then resume the same session.
+API_BACKOFF_SECONDS = 60
+# The adapter's exit codes beyond the agent contract's: a loop (a restart naming it).
+LOOP_EXIT_CODE = 76
+
+PRICES_ENV = "OVERNIGHT_MODEL_PRICES"
+PRICE_FIELDS = ("input_per_mtok", "output_per_mtok", "cached_input_per_mtok")
+# USD per million tokens, at list prices, for the CLIs that report tokens only (Codex); a
+# worker's OVERNIGHT_MODEL_PRICES file adds models or replaces these. Claude Code reports its
+# own dollar estimate.
+DEFAULT_PRICES: dict[str, dict[str, float]] = {
+    "gpt-5": {"input_per_mtok": 1.25, "output_per_mtok": 10.0, "cached_input_per_mtok": 0.125},
+    "gpt-5-codex": {
+        "input_per_mtok": 1.25,
+        "output_per_mtok": 10.0,
+        "cached_input_per_mtok": 0.125,
+    },
+    "gpt-5-mini": {"input_per_mtok": 0.25, "output_per_mtok": 2.0, "cached_input_per_mtok": 0.025},
+    "gpt-5.5-codex": {
+        "input_per_mtok": 1.25,
+        "output_per_mtok": 10.0,
+        "cached_input_per_mtok": 0.125,
+    },
+}
+
+
+def refusals(spec: RunSpec, home: Path | None = None, machine: str | None = None) -> list[str]:
+    """What this worker cannot give the spec's coding agent, one `field <name>: why (what to
+    do)` each (none for a spec without `agent`)."""
+    if spec.agent is None:
+        return []
+    found: list[str] = []
+    if spec.provider != "local":
+        found.append(
+            f"field provider: coding agents (agent) run on provider 'local' only for now, not "
+            f"{spec.provider!r}: the CLI (about 400 MB) would be uploaded into every sandbox at "
+            "create; use provider local"
+        )
+        return found
+    if spec.isolation != "bubblewrap":
+        found.append(
+            "field isolation: coding agents (agent) run only in isolated sandboxes "
+            '("bubblewrap"): the CLI runs with its permission checks off, which on the '
+            "worker's own host would let the model do anything the worker may"
+        )
+    problem = install_problem(agent_cli(spec.agent.kind), machine or platform.machine(), home)
+    if problem is not None:
+        found.append(f"field agent: {problem}")
+    return found
+
+
+def refuse_unless_runnable(spec: RunSpec) -> None:
+    """Raise the run's non-retryable `SpecRefused` error when this worker cannot run the
+    spec's coding agent (`refusals`)."""
+    found = refusals(spec)
+    if found:
+        raise ApplicationError(refusal_message(found), type=SPEC_REFUSED, non_retryable=True)
+
+
+def session_store(run_id: str, home: Path | None = None) -> Path:
+    """The run's session store on this worker."""
+    return (home if home is not None else overnight_home()) / SESSIONS_FOLDER / run_id
+
+
+def mounts(spec: RunSpec, home: Path | None = None) -> tuple[WorkerMount, ...]:
+    """What a coding agent's sandbox shows of the worker: its CLI and the kit read-only, the
+    run's session store writable (none for a spec without `agent`)."""
+    if spec.agent is None:
+        return ()
+    cli = agent_cli(spec.agent.kind)
+    return (
+        WorkerMount(source=str(install_folder(cli, home)), target=sandbox_folder(cli)),
+        WorkerMount(source=str(KIT_DIR), target=KIT_READ_ONLY),
+        WorkerMount(
+            source=str(session_store(spec.run_id, home)), target=SESSION_MOUNT, writable=True
+        ),
+    )
+
+
+def adapter_command() -> str:
+    return f"python3 {KIT_READ_ONLY}/{ADAPTER_SCRIPT} --config {ADAPTER_CONFIG}"
+
+
+def adapter_env(spec: RunSpec) -> dict[str, str]:
+    """What the CLI's native binary expects from its npm launcher (the adapter passes its
+    environment on to the CLI)."""
+    if spec.agent is None:
+        return {}
+    cli = agent_cli(spec.agent.kind)
+    return cli.run_environment(sandbox_folder(cli))
+
+
+def adapter_config(
+    spec: RunSpec, prices: Mapping[str, Mapping[str, float]], machine: str | None = None
+) -> dict[str, Any]:
+    """The adapter's config (the JSON at `ADAPTER_CONFIG`). Holds no secret: credentials
+    reach the CLI through the environment (`secret_env`)."""
+    agent = spec.agent
+    assert agent is not None
+    cli = agent_cli(agent.kind)
+    return {
+        "kind": agent.kind,
+        "prompt": agent.prompt,
+        "model": agent.model,
+        "max_turns": agent.max_turns,
+        "base_url": agent.base_url,
+        "cli": sandbox_executable(cli, machine or platform.machine()),
+        "run_id": spec.run_id,
+        "branch": spec.branch,
+        "cwd": spec.cwd,
+        "checkpoint_path": spec.checkpoint_path,
+        "loop_repeats": LOOP_REPEATS,
+        "prices": {model: dict(figures) for model, figures in prices.items()},
+        "usage_backoff_seconds": USAGE_BACKOFF_SECONDS,
+        "api_backoff_seconds": API_BACKOFF_SECONDS,
+        "session_store": SESSION_MOUNT,
+    }
+
+
+def config_bytes(spec: RunSpec, environ: Mapping[str, str] | None = None) -> bytes:
+    config = adapter_config(spec, model_prices(environ))
+    return (json.dumps(config, indent=2, sort_keys=True) + "\n").encode()
+
+
+def model_prices(environ: Mapping[str, str] | None = None) -> dict[str, dict[str, float]]:
+    """The price table: the defaults, with the worker's `OVERNIGHT_MODEL_PRICES` file (JSON
+    `{model: {input_per_mtok, output_per_mtok, cached_input_per_mtok}}`, USD per million
+    tokens) over them. A file that cannot be read refuses the run (non-retryable), naming it."""
+    path = (os.environ if environ is None else environ).get(PRICES_ENV, "").strip()
+    prices = {model: dict(figures) for model, figures in DEFAULT_PRICES.items()}
+    if not path:
+        return prices
+    try:
+        given = json.loads(Path(path).read_text(encoding="utf-8"))
+        prices.update(_price_table(given))
+    except (OSError, ValueError) as error:
+        raise non_retryable(
+            ErrorType.INVALID_REQUEST, f"{PRICES_ENV}={path}: {error} (fix the worker's setting)"
+        ) from None
+    return prices
+
+
+def _price_table(given: object) -> dict[str, dict[str, float]]:
+    if not isinstance(given, dict):
+        raise ValueError("not a JSON object of models")
+    table: dict[str, dict[str, float]] = {}
+    for model, figures in given.items():
+        if not isinstance(figures, dict) or set(figures) - set(PRICE_FIELDS):
+            raise ValueError(f"{model}: an object of {', '.join(PRICE_FIELDS)}")
+        row: dict[str, float] = {}
+        for name in PRICE_FIELDS:
+            value = figures.get(name, 0.0)
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise ValueError(f"{model}.{name}: not a number")
+            if not math.isfinite(value) or value < 0:
+                raise ValueError(f"{model}.{name}: not a price (>= 0)")
+            row[name] = float(value)
+        table[str(model)] = row
+    return table
