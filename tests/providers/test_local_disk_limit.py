@@ -179,6 +179,13 @@ def test_after_a_reboot_a_kept_sandboxs_image_is_mounted_again(
 
     assert engine.read_file("boot-1", "/workspace/note", 100).data == b"still here"
     assert len(disk_image.mounts_under(engine.folder("boot-1"))) == 4
+    # A stop under way is never undone: it unmounts under the lock this mounts under, and
+    # the sandbox is asked again there.
+    disk_image.detach(engine.folder("boot-1"))
+    disk_image.attached(engine.folder("boot-1"), lambda: False)
+    assert disk_image.mounts_under(engine.folder("boot-1")) == []
+    engine.stop("boot-1")
+    assert disk_image.mounts_under(engine.folder("boot-1")) == []
 
 
 @needs_images
@@ -191,7 +198,7 @@ async def test_reap_unmounts_what_a_killed_create_or_stop_left_mounted(
     _make(engine, "cut-1", isolation="none")
     detach = disk_image.detach
 
-    def killed(folder: Path) -> list[Path]:
+    def killed(folder: Path, **_: object) -> list[Path]:
         raise KeyboardInterrupt("killed")
 
     monkeypatch.setattr(disk_image, "detach", killed)

@@ -26,6 +26,8 @@ import os
 import shutil
 import subprocess
 import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from activities.providers.protocol import ProviderError
@@ -102,20 +104,27 @@ def attach(folder: Path, mib: int, *, folders: tuple[str, ...] = FOLDERS) -> Non
         raise
 
 
-def attached(folder: Path) -> None:
-    """Mount the image of a sandbox that has one, if it is not mounted (after a reboot). Under
-    an flock of its own, so two processes never mount it twice; a process that may not mount
-    (a CLI run by another user) leaves it as it is, saying so."""
+def attached(folder: Path, wanted: Callable[[], bool]) -> None:
+    """Mount the image of a sandbox that has one, if it is not mounted (after a reboot) and
+    is still `wanted` (not stopped: asked under the lock a stop unmounts under, so a stop and
+    this never cross). Under an flock of its own, so two processes never mount it twice; a
+    process that may not mount (a CLI run by another user) leaves it as it is, saying so."""
     if not (folder / IMAGE_FILE).is_file() or os.path.ismount(folder / MOUNT_DIR):
         return
     try:
-        with _attach_lock, open(folder / LOCK_FILE, "ab") as lock:
-            fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
-            if not os.path.ismount(folder / MOUNT_DIR):
+        with _attach_lock, _locked(folder):
+            if wanted() and not os.path.ismount(folder / MOUNT_DIR):
                 detach(folder)
                 _mount_and_bind(folder, FOLDERS)
     except (OSError, ProviderError) as error:
         log.warning("sandbox %s: its disk image is not mounted: %s", folder.name, error)
+
+
+@contextmanager
+def _locked(folder: Path) -> Iterator[None]:
+    with open(folder / LOCK_FILE, "ab") as lock:
+        fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+        yield
 
 
 def _mount_and_bind(folder: Path, folders: tuple[str, ...]) -> None:
@@ -133,9 +142,13 @@ def _mount_and_bind(folder: Path, folders: tuple[str, ...]) -> None:
         _syscall_mount(None, outside, flags)
 
 
-def detach(folder: Path) -> list[Path]:
+def detach(folder: Path, *, locked: bool = False) -> list[Path]:
     """Unmount everything mounted at or below `folder`, deepest first (lazily when busy: it
-    is then freed when its last user goes). What was mounted."""
+    is then freed when its last user goes). What was mounted. `locked`: under the lock
+    `attached` mounts under (a stop's)."""
+    if locked:
+        with _locked(folder):
+            return detach(folder)
     found = mounts_under(folder)
     for point in sorted(found, key=lambda p: len(p.parts), reverse=True):
         if _libc.umount2(os.fsencode(point), 0) == 0:

@@ -207,7 +207,8 @@ class LocalEngine(GuestFiles):
         paused or stopped first)."""
         meta = self._load(sandbox_id)
         if meta is not None and meta.disk == "image" and meta.state != "stopped":
-            disk_image.attached(self.folder(sandbox_id))  # mounted again after a reboot
+            # Mounted again after a reboot, unless a stop came in between.
+            disk_image.attached(self.folder(sandbox_id), lambda: self._kept(sandbox_id))
         if meta is None or not meta.expired(time.time()):
             return meta
         with self._changing(sandbox_id) as current:
@@ -367,6 +368,10 @@ class LocalEngine(GuestFiles):
         value = read_json(self.folder(sandbox_id) / SANDBOX_FILE)
         return None if value is None else SandboxMeta.from_json(value)
 
+    def _kept(self, sandbox_id: str) -> bool:
+        meta = self._load(sandbox_id)
+        return meta is not None and meta.state != "stopped"
+
     def _save(self, meta: SandboxMeta) -> SandboxMeta:
         write_json(self.folder(meta.id) / SANDBOX_FILE, dataclasses.asdict(meta))
         return meta
@@ -422,7 +427,7 @@ class LocalEngine(GuestFiles):
         if meta.freed_at is not None:
             return meta
         if meta.disk == "image":
-            disk_image.detach(self.folder(meta.id))  # then disk.img goes with the rest
+            disk_image.detach(self.folder(meta.id), locked=True)  # disk.img goes with the rest
         with local_disk.trash_entry(self.trash_dir, meta.id) as entry:
             size = local_disk.move_out(self.folder(meta.id), entry)
             freed = self._save(dataclasses.replace(meta, freed_at=time.time(), freed_bytes=size))
