@@ -72,9 +72,10 @@ SESSIONS_FOLDER = "sessions"
 # The same tool call with the same input this many times in a row is a loop.
 LOOP_REPEATS = 8
 # A usage limit whose reset time the CLI does not say: wait this long, then try again.
-USAGE_BACKOFF_SECONDS = 1800
-# 429 / 529 after the CLI's own retries: wait this long, then resume the same session.
-API_BACKOFF_SECONDS = 60
+USAGE_BACKOFF_SECONDS = 900
+# 429 / 529 after the CLI's own retries: wait these in turn (the last again), then resume the
+# same session.
+API_BACKOFF_SECONDS = [30, 60, 120, 300, 600]
 # The adapter's exit codes beyond the agent contract's: a loop (a restart naming it).
 LOOP_EXIT_CODE = 76
 
@@ -187,7 +188,7 @@ def adapter_config(
         "loop_repeats": LOOP_REPEATS,
         "prices": {model: dict(figures) for model, figures in prices.items()},
         "usage_backoff_seconds": USAGE_BACKOFF_SECONDS,
-        "api_backoff_seconds": API_BACKOFF_SECONDS,
+        "api_backoff_seconds": list(API_BACKOFF_SECONDS),
         "session_store": SESSION_MOUNT,
     }
 

@@ -11,25 +11,35 @@ delete what no run needs any more, and say how much disk it freed.
   (tombstones) of local sandboxes deleted over `RECORD_DAYS` ago.
 - Snapshots of runs that are gone or ended without cleaning up (terminated, failed, timed out);
   those of a run that ended well only with `--paused`.
+- The session stores of coding agents' runs that are closed or gone (the copies of a CLI's
+  session the adapter keeps on this machine, `$OVERNIGHT_HOME/sessions/<run_id>/`:
+  activities/coding_agent_setup.py).
 
 The moment retention is judged at is `now` (a test lets time pass by giving a later one).
 """
 
 from __future__ import annotations
 
+import asyncio
+import os
+import shutil
+import stat
 from collections.abc import Mapping
 from datetime import UTC, datetime
+from pathlib import Path
 
 from pydantic import BaseModel
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
+from activities.coding_agent_setup import SESSIONS_FOLDER
 from activities.models import SandboxInfo
 from activities.providers.disk import RECORD_DAYS, ProviderDisk
 from activities.providers.protocol import SandboxProvider
 from activities.providers.registry import disk_for, supports_snapshots
 from overnight.constants import LABEL_RUN
 from overnight.errors import OvernightError
+from overnight.home import overnight_home
 from overnight.retention import RunEnd, verdict
 from overnight.worker.run_history import run_spec
 
@@ -122,7 +132,54 @@ async def reap(
             if judged.delete:
                 reaped.append(await _stop(name, provider, disk, sandbox, run_id, judged.why))
     reaped += await _reap_snapshots(runs, providers, include_paused=include_paused)
+    if "local" in providers:
+        reaped += await reap_sessions(runs)
     return reaped
+
+
+async def reap_sessions(runs: RunBook, home: Path | None = None) -> list[ReapedSandbox]:
+    """Delete the session stores of runs that are closed or gone (no later sandbox of theirs
+    resumes a session)."""
+    root = (home or overnight_home()) / SESSIONS_FOLDER
+    if not root.is_dir():
+        return []
+    reaped: list[ReapedSandbox] = []
+    for folder in sorted(root.iterdir()):
+        if folder.is_symlink() or not folder.is_dir():
+            continue
+        status = await runs.status(folder.name)
+        if status == WorkflowExecutionStatus.RUNNING:
+            continue
+        entry = ReapedSandbox(
+            provider="local",
+            sandbox_id=folder.name,
+            run_id="",
+            was="kept",
+            stopped=False,
+            kind="session",
+            why="its run is gone" if status is None else "its run is closed",
+        )
+        try:
+            entry.freed_bytes = await asyncio.to_thread(_delete_folder, folder)
+            entry.stopped = True
+        except OSError as err:  # one stubborn folder must not keep the others
+            entry.detail = f"{type(err).__name__}: {err}"
+        reaped.append(entry)
+    return reaped
+
+
+def _delete_folder(folder: Path) -> int:
+    """Delete `folder` (its user may have made parts of it unreadable); the bytes it held."""
+    held = 0
+    for place, folders, files in os.walk(folder):
+        for name in folders:
+            path = os.path.join(place, name)
+            if not os.path.islink(path):
+                os.chmod(path, stat.S_IRWXU)
+        for name in files:
+            held += os.lstat(os.path.join(place, name)).st_size
+    shutil.rmtree(folder)
+    return held
 
 
 async def _finish_deletes(
