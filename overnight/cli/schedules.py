@@ -138,13 +138,18 @@ async def create_schedule(
         # The note is no payload: with encryption on it must not show the spec's command.
         state=ScheduleState(
             note="created by overnight"
-            + ("" if encrypts(client.data_converter) else f": {spec.command[:80]}")
+            + ("" if encrypts(client.data_converter) else f": {_what_runs(spec)[:80]}")
         ),
     )
     try:
         return await client.create_schedule(name, schedule, memo={WHEN_MEMO: when.text()})
     except ScheduleAlreadyRunningError:
         raise ScheduleExists(f"schedule {name!r} already exists") from None
+
+
+def _what_runs(spec: RunSpec) -> str:
+    """The command, or the coding agent and its prompt (`agent`)."""
+    return spec.command if spec.agent is None else f"{spec.agent.kind}: {spec.agent.prompt}"
 
 
 async def describe_schedule(client: Client, name: str) -> ScheduleInfo:
