@@ -3,11 +3,16 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import time
+import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from activities.providers.local import cgroup_plan
+from activities.providers.local import cgroup_plan, cgroups
 from activities.providers.local.cgroup_plan import Mount, cgroup_name, mounts, own_path
 
 HYBRID = """\
@@ -62,3 +67,72 @@ def test_the_workers_setting_names_a_kind(monkeypatch: pytest.MonkeyPatch) -> No
         cgroup_plan.choice()
     monkeypatch.setenv(cgroup_plan.CGROUPS_ENV, "none")
     assert cgroup_plan.plan("x", Path("/tmp"), vcpu=1, memory_mib=64, processes=8).freezer == "none"
+
+
+FAKE_SYSTEMCTL = """#!/bin/sh
+# A stand-in for the user's systemd: slices are folders under $FAKE_SLICES (cgroup v2).
+[ "$1" = --user ] && shift
+case $1 in
+  start) mkdir -p "$FAKE_SLICES/$2" ;;
+  set-property) echo "$@" >> "$FAKE_LOG" ;;
+  show) echo "${FAKE_SLICES#$FAKE_MOUNT}/$5" ;;
+  stop) for d in "$FAKE_SLICES/$2"/*/; do [ -d "$d" ] && rmdir "$d"; done
+        rmdir "$FAKE_SLICES/$2" ;;
+esac
+"""
+FAKE_SYSTEMD_RUN = """#!/bin/sh
+# A scope of the slice: a folder of its own, joined, then the command.
+while [ "$1" != -- ]; do case $1 in --slice=*) slice=${1#--slice=} ;; esac; shift; done
+shift
+scope="$FAKE_SLICES/$slice/run-$$.scope"
+mkdir "$scope" && echo $$ > "$scope/cgroup.procs"
+exec "$@"
+"""
+
+
+def test_a_systemd_slice_is_limited_joined_frozen_and_killed_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The systemd kind's plumbing against stand-ins of systemctl and systemd-run on a real
+    cgroup v2 hierarchy (a real user manager cannot be had here)."""
+    v2 = next((m for m in mounts() if m.fs == "cgroup2"), None)
+    if v2 is None or not os.access(v2.point, os.W_OK):
+        pytest.skip("needs a writable cgroup v2 hierarchy")
+    slices = Path(v2.point, f"overnight-fake-{uuid.uuid4().hex[:8]}")
+    slices.mkdir()
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, text in (("systemctl", FAKE_SYSTEMCTL), ("systemd-run", FAKE_SYSTEMD_RUN)):
+        (bin_dir / name).write_text(text)
+        (bin_dir / name).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_SLICES", str(slices))
+    monkeypatch.setenv("FAKE_MOUNT", v2.point)
+    monkeypatch.setenv("FAKE_LOG", str(tmp_path / "properties"))
+    try:
+        made = cgroup_plan._systemd_plan("sb-1.abc", vcpu=2, memory_mib=512, processes=64)
+        assert made.freezer == "systemd" and made.systemd_slice == "overnight-sb\\x2d1.abc.slice"
+        assert made.cgroup == str(slices / made.systemd_slice) and made.limited
+        assert "TasksMax=64" in (tmp_path / "properties").read_text()
+        prefix = cgroups.join_prefix(list(made.joins), made.systemd_slice)
+        sleeper = subprocess.Popen([*prefix, "sleep", "30"])
+        assert _until(lambda: cgroups.members(made.cgroup or "", below=True) == {sleeper.pid})
+
+        cgroups.freeze("systemd", made.cgroup or "")
+        assert cgroups.frozen("systemd", made.cgroup or "")
+        assert cgroups.kill("systemd", made.cgroup or "", list(made.joins))
+        assert sleeper.wait(timeout=5) == -9
+        assert cgroup_plan.discard("systemd", made.joins, made.systemd_slice)
+        assert not Path(made.cgroup or "").exists()
+    finally:
+        for folder in sorted(slices.glob("**/"), reverse=True):
+            folder.rmdir()
+
+
+def _until(check: Callable[[], bool], timeout: float = 5) -> bool:
+    give_up = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > give_up:
+            return False
+        time.sleep(0.02)
+    return True

@@ -403,19 +403,20 @@ def _systemd_plan(name: str, *, vcpu: int, memory_mib: int, processes: int) -> P
         "TasksMax": str(processes),
         "CPUQuota": f"{vcpu * 100}%",
     }
-    folder = _start_slice(unit, properties)
+    folder, limited = _start_slice(unit, properties)
     if folder is None:
         return Plan(NONE, why=f"systemd could not make the slice {unit}")
-    return Plan(SYSTEMD, folder, {folder: properties}, LIMITED, unit)
+    return Plan(SYSTEMD, folder, {folder: properties}, LIMITED if limited else (), unit)
 
 
-def _start_slice(unit: str, properties: dict[str, str]) -> str | None:
-    """Start the slice with its limits (again, after a reboot); its cgroup folder."""
+def _start_slice(unit: str, properties: dict[str, str]) -> tuple[str | None, bool]:
+    """Start the slice with its limits (again, after a reboot): its cgroup folder, and
+    whether systemd took the limits (a user manager given no memory controller refuses)."""
     try:
         if _systemctl("start", unit).returncode != 0:
-            return None
+            return None, False
         pairs = [f"{key}={value}" for key, value in properties.items()]
-        _systemctl("set-property", "--runtime", unit, *pairs)
-        return _slice_folder(unit)
+        limited = _systemctl("set-property", "--runtime", unit, *pairs).returncode == 0
+        return _slice_folder(unit), limited
     except (OSError, subprocess.TimeoutExpired):
-        return None
+        return None, False

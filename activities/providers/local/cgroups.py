@@ -133,8 +133,14 @@ def frozen(kind: str, path: str) -> bool:
     return _events(folder).get("frozen") == "1"
 
 
-def members(path: str) -> set[int]:
-    return {int(word) for word in _read(Path(path) / "cgroup.procs").split()}
+def members(path: str, *, below: bool = False) -> set[int]:
+    """The processes in the cgroup; `below`: in the cgroups under it too (a systemd slice's
+    processes are in its scopes)."""
+    found = {int(word) for word in _read(Path(path) / "cgroup.procs").split()}
+    if below:
+        for folder, _, _ in os.walk(path):
+            found |= {int(word) for word in _read(Path(folder) / "cgroup.procs").split()}
+    return found
 
 
 def kill(kind: str, path: str, dirs: list[str], *, seconds: float = KILL_SECONDS) -> bool:
@@ -151,7 +157,7 @@ def kill(kind: str, path: str, dirs: list[str], *, seconds: float = KILL_SECONDS
             freeze(kind, path, seconds=seconds)
         except FreezeTimeout:
             pass
-        for pid in members(path):
+        for pid in members(path, below=kind != CGROUP1):
             try:
                 os.kill(pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
