@@ -13,11 +13,13 @@ from fakes.model_api.script import Script, after_tool_result, carries, session
 from fakes.model_api.server import FakeModelApi
 from fakes.model_api.turns import (
     ApiError,
+    McpTool,
     ReadFile,
     Shell,
     Text,
     ToolCall,
     ToolCalls,
+    ToolSearch,
     UsageLimit,
     WriteFile,
     overloaded,
@@ -31,6 +33,7 @@ from fakes.model_api.turns import (
 __all__ = [
     "ApiError",
     "FakeModelApi",
+    "McpTool",
     "ReadFile",
     "RecordedRequest",
     "Script",
@@ -39,6 +42,7 @@ __all__ = [
     "ToolCall",
     "ToolCalls",
     "ToolResult",
+    "ToolSearch",
     "UsageLimit",
     "WriteFile",
     "after_tool_result",

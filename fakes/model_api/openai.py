@@ -18,7 +18,7 @@ import json
 from typing import Any
 
 from fakes.model_api.reply import JSON_HEADERS, STREAM_HEADERS, Reply, json_body, sse
-from fakes.model_api.turns import Answer, ApiError, Text, ToolCalls, UsageLimit
+from fakes.model_api.turns import Answer, ApiError, Text, ToolCall, ToolCalls, UsageLimit
 
 WINDOWS = {"five_hour": ("primary", 300), "seven_day": ("secondary", 10080)}
 
@@ -46,7 +46,7 @@ def render(turn: Answer, number: int, model: str, now: float) -> Reply:
             tool = call.for_api("openai")
             call_id = f"call_fake_{number:04d}_{position}"
             call_ids.append(call_id)
-            items.append(_call_item(tool.name, tool.arguments, tool.custom, call_id))
+            items.append(_call_item(tool, call_id))
     return Reply(
         200,
         STREAM_HEADERS | headers | dict(turn.headers),
@@ -58,24 +58,36 @@ def render(turn: Answer, number: int, model: str, now: float) -> Reply:
     )
 
 
-def _call_item(name: str, arguments: Any, custom: bool, call_id: str) -> dict[str, Any]:
-    if custom:
+def _call_item(tool: ToolCall, call_id: str) -> dict[str, Any]:
+    if tool.search:
+        return {
+            "type": "tool_search_call",
+            "id": "ts_" + call_id,
+            "call_id": call_id,
+            "execution": "client",
+            "arguments": dict(tool.arguments),
+            "status": "completed",
+        }
+    if tool.custom:
         return {
             "type": "custom_tool_call",
             "id": "ctc_" + call_id,
             "call_id": call_id,
-            "name": name,
-            "input": str(arguments.get("input", "")),
+            "name": tool.name,
+            "input": str(tool.arguments.get("input", "")),
             "status": "completed",
         }
-    return {
+    item = {
         "type": "function_call",
         "id": "fc_" + call_id,
         "call_id": call_id,
-        "name": name,
-        "arguments": json.dumps(arguments),
+        "name": tool.name,
+        "arguments": json.dumps(tool.arguments),
         "status": "completed",
     }
+    if tool.namespace:
+        item["namespace"] = tool.namespace
+    return item
 
 
 def _stream(

@@ -7,7 +7,10 @@ script can drive Claude Code and Codex alike:
   `text`. A call is `Shell(command)` (Claude's `Bash {command}`, Codex's
   `exec_command {cmd}`), `WriteFile(path, content)` (Claude's `Write`, Codex's `apply_patch`
   adding the file), `ReadFile(path)` (Claude's `Read`, Codex's `exec_command cat`) or
-  `ToolCall(name, arguments)`, passed as written to whichever API serves it.
+  `ToolCall(name, arguments)`, passed as written to whichever API serves it. `McpTool(server,
+  tool, arguments)` calls a tool of an MCP server the CLI was given (Claude's
+  `mcp__SERVER__TOOL`; Codex's `TOOL` in the namespace `mcp__SERVER`, which Codex offers only
+  after a `ToolSearch(query)`: it defers every MCP tool behind its `tool_search`).
 - `Text(text)`: the model's final answer (`end_turn`; a Codex `message` item).
 - `ApiError(status, code, message, headers)`: an error answer in the API's shape; the helpers
   `overloaded()` (Anthropic's 529), `rate_limited(retry_after)` (429) and `server_error()`.
@@ -43,11 +46,15 @@ Predicate = Callable[["RecordedRequest"], bool]
 @dataclass(frozen=True)
 class ToolCall:
     """A call of the tool `name` with `arguments`, the same for both APIs. For Codex,
-    `custom=True` sends it as a custom tool call whose input is `arguments["input"]`."""
+    `custom=True` sends it as a custom tool call whose input is `arguments["input"]`,
+    `namespace` puts the function call in that namespace (an MCP server's tools), and
+    `search=True` sends a `tool_search_call` whose arguments are `arguments`."""
 
     name: str
     arguments: Mapping[str, Any] = field(default_factory=dict)
     custom: bool = False
+    namespace: str = ""
+    search: bool = False
 
     def for_api(self, api: Api) -> ToolCall:
         return self
@@ -98,7 +105,35 @@ class ReadFile:
         return ToolCall("exec_command", {"cmd": f"cat {json.dumps(self.path)}"})
 
 
-Call = ToolCall | Shell | WriteFile | ReadFile
+@dataclass(frozen=True)
+class McpTool:
+    """Call `tool` of the MCP server named `server` in the CLI's settings."""
+
+    server: str
+    tool: str
+    arguments: Mapping[str, Any] = field(default_factory=dict)
+
+    def for_api(self, api: Api) -> ToolCall:
+        if api == "anthropic":
+            return ToolCall(f"mcp__{self.server}__{self.tool}", self.arguments)
+        return ToolCall(self.tool, self.arguments, namespace=f"mcp__{self.server}")
+
+
+@dataclass(frozen=True)
+class ToolSearch:
+    """Codex's `tool_search` (how it offers deferred tools, MCP tools among them: their
+    definitions come back in its output and the next request); Claude's `ToolSearch` tool."""
+
+    query: str
+    limit: int = 8
+
+    def for_api(self, api: Api) -> ToolCall:
+        if api == "anthropic":
+            return ToolCall("ToolSearch", {"query": self.query, "max_results": self.limit})
+        return ToolCall("tool_search", {"query": self.query, "limit": self.limit}, search=True)
+
+
+Call = ToolCall | Shell | WriteFile | ReadFile | McpTool | ToolSearch
 
 
 # --- turns ---
