@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from activities.models import SandboxInfo
-from activities.providers.local import cgroups
+from activities.providers.local import cgroups, ns
 from activities.providers.local.cgroup_plan import CGROUPS_ENV
 from activities.providers.local.convert import sandbox_info
 from activities.providers.local.engine import LocalEngine
@@ -209,3 +209,32 @@ def test_without_a_cgroup_the_lease_end_ends_the_agents(
     assert wait_for(exit_file.exists, timeout=6)
     assert json.loads((engine.folder(sid) / "sandbox.json").read_text())["state"] == "paused"
     assert json.loads(exit_file.read_text())["reason"] == "paused"
+
+
+def test_a_sandbox_made_before_cgroups_still_pauses_with_sigstop(
+    engine: LocalEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(CGROUPS_ENV, "none")
+    sid = f"old-{uuid.uuid4().hex[:8]}"
+    engine.get_or_create(sid, timeout_seconds=120)
+    # Its sandbox.json as written before cgroups: none of their fields.
+    state = engine.folder(sid) / "sandbox.json"
+    old = json.loads(state.read_text())
+    for field in ("freezer", "cgroup", "cgroups", "cgroup_limits", "systemd_slice", "no_cgroup"):
+        old.pop(field)
+    state.write_text(json.dumps(old))
+    assert engine.get(sid).freezer == "signals" and not engine.get(sid).pause_ends_agents()
+    engine.start_process(sid, "k-1", "exec sleep 300")
+    started = json.loads((engine.folder(sid) / "processes" / "k-1" / "process.json").read_text())
+
+    def states() -> set[str]:
+        return {
+            Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            for pid in ns.members(started["pid_ns"])
+        }
+
+    engine.pause(sid)
+    assert states() == {"T"}
+    engine.wake(sid)
+    assert wait_for(lambda: "T" not in states())
+    assert engine.process(sid, "k-1").state == "running"  # type: ignore[union-attr]
