@@ -46,6 +46,7 @@ from tests.chaos.plan import STEPS, ChaosSize, RunPlan, plan_runs, run_spec
 from tests.chaos.stack import ChaosServer, WorkerPool, chaos_dev_config, worker_env
 from tests.chaos.storm import Storm, end_storm, start_storm
 from tests.chaos.verdict import ChaosReport, RunFacts, checkpoint_step
+from tests.e2e.counting import agent_frozen
 from tests.e2e.helpers import agent_pids
 
 WORKERS = 2
@@ -106,6 +107,7 @@ class Chaos:
         self.lease_ended: list[tuple[RunPlan, str]] = []
         self.lease_ends_unwatched: dict[str, int] = {}
         self.paused_unwatched: dict[str, int] = {}
+        self.frozen_unwatched: dict[str, int] = {}
         self.started_at = 0.0
         self._log: list[str] = []
 
@@ -367,6 +369,11 @@ class Chaos:
                     self.lease_ends_unwatched[run] = self.lease_ends_unwatched.get(run, 0) + 1
                     if state == "paused":
                         self.paused_unwatched[run] = self.paused_unwatched.get(run, 0) + 1
+                        # Paused must mean frozen: nothing of the agent runs (its cgroup).
+                        if await asyncio.to_thread(agent_frozen, run):
+                            self.frozen_unwatched[run] = self.frozen_unwatched.get(run, 0) + 1
+                        else:
+                            self.note(f"{sandbox_id} is paused but its agent still runs")
                     else:
                         self.note(f"{sandbox_id} is {state} at its lease end with no worker")
                 waited = time.monotonic() - killed_at
@@ -510,6 +517,7 @@ class Chaos:
         facts.lease_ends_preempted = self.lease_ends_preempted.get(plan.run_id, 0)
         facts.lease_ends_unwatched = self.lease_ends_unwatched.get(plan.run_id, 0)
         facts.paused_unwatched = self.paused_unwatched.get(plan.run_id, 0)
+        facts.frozen_unwatched = self.frozen_unwatched.get(plan.run_id, 0)
         return facts
 
     async def _status(self, run_id: str) -> RunStatus | None:

@@ -28,6 +28,9 @@ if TYPE_CHECKING:
 
 _RESUMED = re.compile(r"^attempt (\d+) resumed at step (\d+): (.*)$")
 _STEP_COMMIT = re.compile(r"^step (\d+): ")
+# A stall must be noticed within the observe's deadline grace (10 s) plus a worker's restart:
+# a stall whose deadline falls while every worker is dead waits for one to come back.
+STALL_LATE_ALLOWED = 20
 # How each agent fault shows as a restart reason, and how often one injection may cause it.
 _REASONS: dict[str, tuple[re.Pattern[str], int | None]] = {
     "crash": (re.compile(r"^agent crashed \(exit 3\)$"), 1),
@@ -62,6 +65,8 @@ class RunFacts:
     lease_ends_preempted: int = 0  # made, but an extension moved the lease first
     lease_ends_unwatched: int = 0
     paused_unwatched: int = 0
+    # Of those, the ones whose agent was frozen then (nothing of it ran while paused).
+    frozen_unwatched: int = 0
     # Times a sandbox paused at its lease end was woken and its agent carried on (status).
     lease_resumes: int = 0
     # The run's status could not be queried: its restarts and lease resumes are unknown.
@@ -218,6 +223,7 @@ class ChaosReport:
             "lease_ends_preempted": sum(f.lease_ends_preempted for f in self.runs),
             "lease_ends_unwatched": sum(f.lease_ends_unwatched for f in self.runs),
             "paused_unwatched": sum(f.paused_unwatched for f in self.runs),
+            "frozen_unwatched": sum(f.frozen_unwatched for f in self.runs),
             "lease_resumes": sum(f.lease_resumes for f in self.runs),
             "stall_late_max": round(
                 max((x for f in self.runs for x in stall_lateness(f)), default=0)
@@ -251,6 +257,8 @@ class ChaosReport:
             and f["transient_restarts"] == 0
             and f["steps_redone"] == 0
             and f["paused_unwatched"] == f["lease_ends_unwatched"]
+            and f["frozen_unwatched"] == f["paused_unwatched"]
+            and f["stall_late_max"] <= STALL_LATE_ALLOWED
             and not any(facts.status_unreadable for facts in self.runs)
             and (self.takeover is None or not self.takeover.problems())
         )
@@ -298,6 +306,14 @@ class ChaosReport:
                     f"{rid}: {facts.lease_ends_unwatched - facts.paused_unwatched} sandbox(es) "
                     "not paused at a lease end with no worker alive"
                 )
+            if facts.frozen_unwatched != facts.paused_unwatched:
+                lines.append(
+                    f"{rid}: {facts.paused_unwatched - facts.frozen_unwatched} paused "
+                    "sandbox(es) whose agent still ran"
+                )
+            late = max(stall_lateness(facts), default=0)
+            if late > STALL_LATE_ALLOWED:
+                lines.append(f"{rid}: stall noticed {late:.0f} s after its deadline")
             if verdict.left_running:
                 lines.append(
                     f"{rid}: left running {facts.sandboxes_running} pids {facts.live_agent_pids}"
@@ -347,7 +363,8 @@ def render_table(report: ChaosReport) -> str:
     rows.append(
         (
             "  lease end met with no worker alive",
-            f"{f['lease_ends_unwatched']} (paused then: {f['paused_unwatched']})",
+            f"{f['lease_ends_unwatched']} (paused then: {f['paused_unwatched']}, "
+            f"frozen: {f['frozen_unwatched']})",
         )
     )
     for name, count in report.infra_faults.items():
@@ -364,7 +381,10 @@ def render_table(report: ChaosReport) -> str:
         ("  sandboxes left paused", str(f["left_paused"])),
         ("  restarts explained by agent faults", str(f["explained_restarts"])),
         ("  restarts caused by transient faults", str(f["transient_restarts"])),
-        ("  stall noticed after its deadline by (max)", f"{f['stall_late_max']} s"),
+        (
+            "  stall noticed after its deadline by (max)",
+            f"{f['stall_late_max']} s (allowed {STALL_LATE_ALLOWED} s)",
+        ),
         ("  worker exits not caused by the harness", str(report.worker_self_exits)),
         ("  wall time", f"{report.seconds:.0f} s"),
     ]
