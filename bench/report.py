@@ -18,7 +18,16 @@ from typing import Any
 SUITE = ("crash", "recovery", "history", "scale", "requests", "fleet")
 # Every group a row may carry: the suite's, then the benchmarks run on their own
 # (`python -m bench.snapshot_recovery`), whose rows a suite run keeps.
-GROUPS = (*SUITE, "snapshot", "network", "codec", "metrics", "localwatch", "disk")
+GROUPS = (
+    *SUITE,
+    "snapshot",
+    "network",
+    "codec",
+    "metrics",
+    "localwatch",
+    "disk",
+    "codingagents",
+)
 REPO_ROOT = Path(__file__).resolve().parent.parent
 RESULTS_DIR = REPO_ROOT / "bench" / "results"
 # The docs page showing bench/results' rows: its tables are rewritten, between markers.
