@@ -12,6 +12,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from overnight.admission import AdmissionTerms
+from overnight.agent_requests import AgentRequests
 from overnight.checkpoint_text import CheckpointFacts
 from overnight.models import Provider, RunSpec
 
@@ -220,6 +221,18 @@ class CheckpointRead(_Model):
     facts: CheckpointFacts | None = None
 
 
+class RequestsRead(_Model):
+    """The agent kit's requests file as found (activities.requests_file): what it asks, read
+    in the worker with the checkpoint's limits and redacted; its text stays in the worker.
+    `requests` is None when the file holds none (missing, unchanged, or refused whole: then
+    `refused` says why)."""
+
+    status: CheckpointStatus
+    digest: str | None = None
+    requests: AgentRequests | None = None
+    refused: str | None = None
+
+
 class ReadCheckpointInput(_Model):
     provider: Provider
     sandbox_id: str
@@ -233,13 +246,18 @@ class ReadCheckpointInput(_Model):
     # of the run's secret variables, whose values are redacted from them in the worker.
     output_of: str | None = None
     secret_env: list[str] = Field(default_factory=list)
+    # The kit's requests file to read too (None: runs begun before it, which read none), and
+    # the digest of its version last seen.
+    requests_path: str | None = None
+    known_requests_digest: str | None = None
 
 
 class CheckpointSalvage(CheckpointRead):
     """What `read_checkpoint` salvages from a sandbox at an attempt's end: the checkpoint,
-    and (when asked, best effort) the agent's last words."""
+    and (when asked, best effort) the agent's last words and the kit's requests file."""
 
     output_tail: OutputTail | None = None
+    requests: RequestsRead | None = None
 
 
 class ObserveInput(_Model):
@@ -262,6 +280,10 @@ class ObserveInput(_Model):
     read_money: bool = False
     # The run's secret variables: their values are redacted from the checkpoint in the worker.
     secret_env: list[str] = Field(default_factory=list)
+    # The kit's requests file, watched with the checkpoint (None: runs begun before it), and
+    # the digest of its version last seen.
+    requests_path: str | None = None
+    known_requests_digest: str | None = None
 
 
 class Observation(_Model):
@@ -277,6 +299,8 @@ class Observation(_Model):
     watch_token: str | None = None
     # When asked (`read_money`): the sandbox's charges and the key's daily limit.
     money: MoneyRead | None = None
+    # The kit's requests file, when it changed since `known_requests_digest`.
+    requests: RequestsRead | None = None
 
 
 class SandboxSettled(SandboxInfo):

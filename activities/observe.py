@@ -5,14 +5,17 @@ lease end, stopped, gone). A changed checkpoint is news too, but it is handed ov
 per `report_every_seconds` (the run's `poll_seconds`, the seed's cadence): an agent that
 checkpoints every few seconds then costs one activity, one download and a few history events
 a minute, not one per write. Held news is never lost: it goes out with whatever ends the poll.
+The agent kit's requests file beside the checkpoint (`requests_path`, for runs that read it)
+is watched and read the same way, each file only when the watch saw it written.
 """
 
 from __future__ import annotations
 
 import time
 
+from activities import requests_file
 from activities.checkpoints import changed, read_checkpoint
-from activities.models import CheckpointRead, Observation, ObserveInput
+from activities.models import CheckpointRead, Observation, ObserveInput, RequestsRead
 from activities.providers.protocol import SandboxProvider, Sighting
 from overnight import metrics
 
@@ -24,22 +27,27 @@ async def observe(
     give_up = started + wait_seconds
     report_at = started + input.report_every_seconds
     token = input.watch_token
-    # The checkpoint was written since the last read: read it once, when news is due.
-    dirty = False
+    # The checkpoint (the requests file) was written since the last read: read it once, when
+    # news is due.
+    dirty = asked = False
     news: CheckpointRead | None = None
+    requests: RequestsRead | None = None
     while True:
         now = time.monotonic()
-        until = give_up if not dirty else min(give_up, max(now, report_at))
+        held = dirty or asked
+        until = give_up if not held else min(give_up, max(now, report_at))
         seen = await provider.watch(
             input.sandbox_id,
             input.process_id,
             input.checkpoint_path,
             token=token,
             wait_seconds=max(0.0, until - now),
-            report_touch=not dirty,
+            report_touch=not held,
+            requests_path=input.requests_path,
         )
         token = seen.token
         dirty = dirty or seen.checkpoint_touched
+        asked = asked or seen.requests_touched
         running = seen.sandbox.state == "running"
         ended = not running and seen.sandbox.state != "starting"
         agent_done = seen.process.state != "running"
@@ -62,10 +70,30 @@ async def observe(
             dirty = False
             if changed(read, known):
                 news = read
-        if due or news is not None:
+        if running and asked and (due or now >= report_at):
+            requests = await _read_requests(provider, input, requests) or requests
+            asked = False
+        if due or news is not None or requests is not None:
             if agent_done:
                 _exit_noticed(seen)
-            return _observation(seen, news, token)
+            return _observation(seen, news, token, requests)
+
+
+async def _read_requests(
+    provider: SandboxProvider, input: ObserveInput, news: RequestsRead | None
+) -> RequestsRead | None:
+    """The requests file when it changed since the last version seen (None: it did not)."""
+    assert input.requests_path is not None
+    known = news.digest if news is not None else input.known_requests_digest
+    read = await requests_file.read_requests(
+        provider,
+        input.sandbox_id,
+        input.requests_path,
+        known,
+        seen_running=True,
+        secret_env=input.secret_env,
+    )
+    return read if requests_file.changed(read, known) else None
 
 
 def _exit_noticed(seen: Sighting) -> None:
@@ -80,7 +108,9 @@ def _exit_noticed(seen: Sighting) -> None:
     metrics.observe_in_activity(metrics.EXIT_NOTICED, {"exit": exit_class}, waited)
 
 
-def _observation(seen: Sighting, news: CheckpointRead | None, token: str | None) -> Observation:
+def _observation(
+    seen: Sighting, news: CheckpointRead | None, token: str | None, requests: RequestsRead | None
+) -> Observation:
     return Observation(
         process_state=seen.process.state,
         exit_code=seen.process.exit_code,
@@ -90,4 +120,5 @@ def _observation(seen: Sighting, news: CheckpointRead | None, token: str | None)
         lease_ends_at=seen.sandbox.lease_ends_at,
         checkpoint=news,
         watch_token=token,
+        requests=requests,
     )

@@ -60,6 +60,7 @@ from activities.providers.protocol import (
 )
 from activities.providers.registry import ProviderFactory
 from activities.providers.runtime.watch import exit_marker_path
+from activities.requests_file import read_requests
 from activities.search_attributes import SearchAttributeCache
 from activities.snapshot_activities import SnapshotActivities, start_restored, usable_restore
 from activities.talk_activities import TalkActivities
@@ -340,7 +341,16 @@ class SandboxActivities:
                 input.known_digest,
                 secret_env=input.secret_env,
             )
-        return CheckpointSalvage(**read.model_dump(), output_tail=tail)
+            requests = None
+            if input.requests_path is not None:
+                requests = await read_requests(
+                    provider,
+                    input.sandbox_id,
+                    input.requests_path,
+                    input.known_requests_digest,
+                    secret_env=input.secret_env,
+                )
+        return CheckpointSalvage(**read.model_dump(), output_tail=tail, requests=requests)
 
     @activity.defn(name=ActivityName.CHECK_SEARCH_ATTRIBUTES)
     async def check_search_attributes(

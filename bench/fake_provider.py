@@ -177,6 +177,7 @@ class FakeProvider:
         token: str | None,
         wait_seconds: float,
         report_touch: bool = True,
+        requests_path: str | None = None,  # not kept: these agents write no requests
     ) -> Sighting:
         async def look() -> Look:
             box = self._boxes.get(sandbox_id)

@@ -1,27 +1,35 @@
-"""What an agent asks of its supervisor through its checkpoint, read with limits. Pure.
+"""What an agent asks of its supervisor, read with limits. Pure.
 
-The kit's `ask`, `wait_until`, `report_usage` and `finish` write under one key of the
-checkpoint (`overnight`), which overnight already watches, bounds, redacts and keeps, and which
-a new attempt starts from: a question asked before a crash is still asked after it, and the
-agent's results travel with its work. Answers come back as files under `ANSWERS_DIR`, one per
-request id, written whole (temp file, rename). See docs/writing-an-agent.md.
+The kit's `ask`, `wait_until`, `report_usage` and `finish` write their requests into a file of
+their own beside the checkpoint (`requests_path`: `.overnight-requests.json` in the
+checkpoint's folder), written whole (temp file, rename), which overnight watches with the
+checkpoint: an agent that saves its checkpoint its own way (`json.dump` and a rename) cannot
+drop them. Agents written to the first protocol put the same object under one key of the
+checkpoint (`overnight`), which is still read; where both say something, the file wins.
+Answers come back as files under `ANSWERS_DIR`, one per request id, written whole. See
+docs/writing-an-agent.md.
 
-Agent bytes: `requests_of` never raises; a request out of shape or over a limit is dropped and
-said (`refused`), and what is kept is clipped to the limits below.
+Agent bytes: `requests_of` and `requests_in` never raise; a request out of shape or over a
+limit is dropped and said (`refused`), and what is kept is clipped to the limits below.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import posixpath
 import re
 from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-# The checkpoint key the kit writes its requests under.
+# The checkpoint key agents of the first protocol write their requests under.
 REQUESTS_KEY = "overnight"
+# The kit's requests file, beside the checkpoint (the watch on its folder sees it written), and
+# the most of it that is read: the kit clips what it writes to the limits below, well under it.
+REQUESTS_FILE = ".overnight-requests.json"
+MAX_REQUESTS_BYTES = 512 * 1024
 # Where answers are written: `{ANSWERS_DIR}/{request id}.json`.
 ANSWERS_DIR = "/workspace/.overnight/answers"
 # A request id: the kit's is the checkpoint step and a digest of the question.
@@ -134,6 +142,11 @@ class AgentRequests(_Kept):
     refused: str | None = None
 
 
+def requests_path(checkpoint_path: str) -> str:
+    """Where the kit writes its requests: `REQUESTS_FILE` in the checkpoint's folder."""
+    return posixpath.join(posixpath.dirname(checkpoint_path), REQUESTS_FILE)
+
+
 def requests_of(checkpoint: Any) -> AgentRequests | None:
     """The requests in a parsed checkpoint (None: it has none). Never raises."""
     if not isinstance(checkpoint, dict):
@@ -141,15 +154,45 @@ def requests_of(checkpoint: Any) -> AgentRequests | None:
     raw = checkpoint.get(REQUESTS_KEY)
     if raw is None:
         return None
+    return requests_in(raw, f"`{REQUESTS_KEY}`")
+
+
+def requests_in(raw: Any, where: str = "the requests file") -> AgentRequests:
+    """The requests in a parsed requests object (the requests file's, or a checkpoint's
+    `overnight` key: `where` names it in a refusal). Never raises."""
     try:
-        return _read(raw)
+        return _read(raw, where)
     except Exception:  # defence in depth: agent JSON never fails the caller
         return AgentRequests(refused="the kit's requests could not be read")
 
 
-def _read(raw: Any) -> AgentRequests:
+def merged(file: AgentRequests | None, checkpoint: AgentRequests | None) -> AgentRequests | None:
+    """What the agent asks now, from its requests file and its checkpoint's `overnight` key
+    (agents of the first protocol): each kind of request from the file when it has one, else
+    from the checkpoint. Model spend from both is in `usages`."""
+    if file is None or checkpoint is None:
+        return file if checkpoint is None else checkpoint
+    return AgentRequests(
+        ask=file.ask if file.ask is not None else checkpoint.ask,
+        wait=file.wait if file.wait is not None else checkpoint.wait,
+        usage=file.usage if file.usage is not None else checkpoint.usage,
+        finish=file.finish if file.finish is not None else checkpoint.finish,
+        refused=file.refused if file.refused is not None else checkpoint.refused,
+    )
+
+
+def usages(file: AgentRequests | None, checkpoint: AgentRequests | None) -> list[ModelUsage]:
+    """The model spend both sources report: each stream once, the file's report where both
+    name the same stream (each is cumulative within its stream, so none is lost)."""
+    found = [r.usage for r in (file, checkpoint) if r is not None and r.usage is not None]
+    if len(found) == 2 and found[0].stream == found[1].stream:
+        return found[:1]
+    return found
+
+
+def _read(raw: Any, where: str) -> AgentRequests:
     if not isinstance(raw, dict):
-        return AgentRequests(refused=f"`{REQUESTS_KEY}` is not an object")
+        return AgentRequests(refused=f"{where} is not an object")
     refused: list[str] = []
     found = AgentRequests(
         ask=_ask(raw.get("ask"), refused),

@@ -62,7 +62,12 @@ with workflow.unsafe.imports_passed_through():
         CANCELED_PATCH,
         SPEC_CHECK_PATCH,
     )
-    from workflows.progress import run_result, sandbox_started, take_checkpoint
+    from workflows.progress import (
+        run_result,
+        sandbox_started,
+        take_checkpoint,
+        take_requests_file,
+    )
     from workflows.publish import LEAN_WRITES_PATCH, Publisher
     from workflows.snapshot import restore_for
     from workflows.state import SupervisorState
@@ -189,6 +194,8 @@ class AgentRun(RunMessages):
                 return None  # its last attempt ended with its worker's shutdown: look again
             return ObserveFailed(calls.describe(err))
         self._take_checkpoint(s, seen.checkpoint)
+        if take_requests_file(s, seen.requests):
+            self._watch_until = None
         money.take_money(s, seen.money, workflow.now())
         s.watch_token = seen.watch_token
         s.sandbox_paused = seen.sandbox_state == "paused"
@@ -366,10 +373,18 @@ class AgentRun(RunMessages):
         # died, the read was retried late): salvaging wakes it, whatever the last look said.
         wake = s.lease_keeping
         read = await calls.read_checkpoint(
-            s.spec, s.sandbox_id, s.seen_digest, why, wake_paused=wake, output_of=s.process_id
+            s.spec,
+            s.sandbox_id,
+            s.seen_digest,
+            why,
+            wake_paused=wake,
+            output_of=s.process_id,
+            requests_path=calls.requests_path_of(s),
+            known_requests_digest=s.requests_digest,
         )
         self._take_checkpoint(s, read)
         if read is not None:
+            take_requests_file(s, read.requests)
             note_last_words(s, read.output_tail, ended, workflow.now())
 
     async def _end(self, s: SupervisorState, outcome: str) -> RunResult:

@@ -16,6 +16,7 @@ with workflow.unsafe.imports_passed_through():
         AGENT_REQUESTS_PATCH,
         LEASE_KEEPING_PATCH,
         LOOP_EXIT_PATCH,
+        REQUESTS_FILE_PATCH,
         RUN_ID_MATCH_PATCH,
         SAFETY_NET_PATCH,
         TALK_MARKS_APART_PATCH,
@@ -43,6 +44,7 @@ def begin(spec: Any, carried: Any, lean: bool) -> tuple[SupervisorState, bool]:
     s.safety_net_kept = workflow.patched(SAFETY_NET_PATCH)
     s.talk_marks_apart = workflow.patched(TALK_MARKS_APART_PATCH)
     s.wait_budget_kept = workflow.patched(WAIT_BUDGET_PATCH)
+    s.requests_file = workflow.patched(REQUESTS_FILE_PATCH)
     # Only coding agents' runs ask it (no run begun before `agent` existed has one).
     s.loop_exit = accepted.agent is not None and workflow.patched(LOOP_EXIT_PATCH)
     return s, True

@@ -37,6 +37,7 @@ with workflow.unsafe.imports_passed_through():
         SpecCheckInput,
         StartAgentInput,
     )
+    from overnight.agent_requests import requests_path
     from overnight.models import RunSpec
     from workflows import money, policies, publish
     from workflows.state import SupervisorState
@@ -132,10 +133,13 @@ async def read_checkpoint(
     *,
     wake_paused: bool = False,
     output_of: str | None = None,
+    requests_path: str | None = None,
+    known_requests_digest: str | None = None,
 ) -> CheckpointSalvage | None:
     """The checkpoint if it changed; None when unchanged or unreadable (best effort).
     `wake_paused`: the sandbox is paused (at its lease end): wake it to salvage the file.
-    `output_of`: the agent process whose last words to bring back too."""
+    `output_of`: the agent process whose last words to bring back too. `requests_path`: the
+    kit's requests file to read too (runs that read it; see `requests_path_of`)."""
     try:
         read: CheckpointSalvage = await workflow.execute_activity(
             ActivityName.READ_CHECKPOINT,
@@ -148,6 +152,8 @@ async def read_checkpoint(
                 wake_paused=wake_paused,
                 output_of=output_of,
                 secret_env=list(spec.secret_env),
+                requests_path=requests_path,
+                known_requests_digest=known_requests_digest,
             ),
             result_type=CheckpointSalvage,
             start_to_close_timeout=policies.ACTION_TIMEOUT,
@@ -358,6 +364,8 @@ def start_observe(
             report_every_seconds=spec.poll_seconds,
             read_money=money.money_due(s, workflow.now()),
             secret_env=list(spec.secret_env),
+            requests_path=requests_path_of(s),
+            known_requests_digest=s.requests_digest,
         ),
         result_type=Observation,
         start_to_close_timeout=observe_timeout(wait, at_deadline=at_deadline),
@@ -365,6 +373,11 @@ def start_observe(
         retry_policy=policies.OBSERVE_RETRY,
         summary=f"watch agent in sandbox {s.attempt}",
     )
+
+
+def requests_path_of(s: SupervisorState) -> str | None:
+    """The kit's requests file beside the checkpoint, for runs that read it (else None)."""
+    return requests_path(s.spec.checkpoint_path) if s.requests_file else None
 
 
 def observe_timeout(wait_seconds: float, *, at_deadline: bool = False) -> timedelta:

@@ -286,5 +286,5 @@ def _duration(seconds: float) -> str:
 
 
 def is_quiet(seen: Observation | ObserveFailed) -> bool:
-    """A look that saw nothing new (the agent runs, its checkpoint unchanged)."""
-    return isinstance(seen, Observation) and seen.checkpoint is None
+    """A look that saw nothing new (the agent runs, its checkpoint and requests unchanged)."""
+    return isinstance(seen, Observation) and seen.checkpoint is None and seen.requests is None

@@ -42,6 +42,12 @@ PAUSE_ENDS_AGENTS_PATCH = "pause-ends-agents-start-again"
 # which waiting never uses), past it the run needs attention; and a run waiting longer than
 # `admission_steps.STEP_OUT_AFTER` gives its admission place back and queues again to wake.
 WAIT_BUDGET_PATCH = "wait-budget"
+# Runs begun with this marker read the agent kit's requests from their own file beside the
+# checkpoint (overnight.agent_requests.requests_path), watched and read with it, as well as
+# from the checkpoint's `overnight` key (the file wins where both say something): an agent that
+# saves its checkpoint its own way no longer drops them. Histories recorded before it replay
+# reading the checkpoint alone.
+REQUESTS_FILE_PATCH = "agent-requests-file"
 # Runs of a coding agent (`RunSpec.agent`) begun with this marker take the adapter's exit
 # code 76 (`overnight.agent_spec.LOOP_EXIT_CODE`) as a loop: a restart whose reason is the loop
 # its checkpoint's last note names, a cause of its own. Asked only by runs with `agent`.

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from activities.models import AgentStarted, CheckpointRead
+from activities.models import AgentStarted, CheckpointRead, RequestsRead
 from overnight.checkpoint_text import parsed_for_result
 from overnight.models import RunResult
 from workflows import budget, money, safety_net, talk
@@ -42,6 +42,20 @@ def take_checkpoint(
     return True, None
 
 
+def take_requests_file(s: SupervisorState, read: RequestsRead | None) -> bool:
+    """Take a newly read requests file (runs that read it). One refused whole (too large, not
+    JSON) leaves what the last good one asked, and says why. Returns whether it was news."""
+    if not s.requests_file or read is None or read.status == "unchanged":
+        return False
+    s.requests_digest = read.digest
+    if read.status in ("ok", "missing"):
+        s.file_requests = read.requests
+    talk.take_requests(s)
+    if read.refused is not None:
+        s.request_refused = read.refused
+    return True
+
+
 def sandbox_started(s: SupervisorState, started: AgentStarted, now: datetime) -> None:
     """A new sandbox runs the agent: the run's state follows it."""
     safety_net.restarted(s, now)
@@ -61,6 +75,9 @@ def sandbox_started(s: SupervisorState, started: AgentStarted, now: datetime) ->
     s.restored_from = started.restored_from
     # The new sandbox holds the last good checkpoint: that is not news.
     s.seen_digest = s.checkpoint_digest
+    # Its requests file is its own agent's (the last sandbox's asked for the last agent).
+    s.file_requests = None
+    s.requests_digest = None
     s.state = "running"
 
 

@@ -10,7 +10,13 @@ from datetime import datetime
 from pydantic import BaseModel, ConfigDict, Field
 
 from overnight.admission import AdmissionTerms
-from overnight.agent_requests import AskRequest, ModelUsage, RunOutputs, WaitRequest
+from overnight.agent_requests import (
+    AgentRequests,
+    AskRequest,
+    ModelUsage,
+    RunOutputs,
+    WaitRequest,
+)
 from overnight.checkpoint_text import CheckpointFacts
 from overnight.models import (
     Budget,
@@ -179,6 +185,12 @@ class SupervisorState(BaseModel):
     model_usd_folded: float = 0
     outputs: RunOutputs | None = None
     request_refused: str | None = None
+    # The kit's requests file (workflows.talk): whether the run reads it (False for runs begun
+    # before, so their histories replay unchanged), what the current sandbox's says as last
+    # taken, and the digest of its version last seen.
+    requests_file: bool = False
+    file_requests: AgentRequests | None = None
+    requests_digest: str | None = None
     # A coding agent's run takes the adapter's exit code 76 as a loop (workflows.decide).
     loop_exit: bool = False
     # What the safety net cost (workflows.safety_net). False for runs begun before it was

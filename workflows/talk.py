@@ -16,7 +16,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from overnight.agent_requests import AgentTalk, AskRequest, WaitRequest
+from overnight.agent_requests import (
+    AgentRequests,
+    AgentTalk,
+    AskRequest,
+    ModelUsage,
+    WaitRequest,
+    merged,
+    usages,
+)
 from workflows.state import SupervisorState
 
 # Shorter waits are slept through by the agent: a pause and a wake cost more than they save.
@@ -71,10 +79,9 @@ TalkDecision = AskPerson | PauseUntil | DeliverAnswer | WaitOverBudget
 def request_due(state: SupervisorState, now: datetime, room_hours: float) -> TalkDecision | None:
     """The agent's request the run has not acted on in this sandbox yet, if any. A wait is
     clipped to `room_hours` (`budget.wait_room_hours`)."""
-    facts = state.checkpoint_facts
-    if not state.agent_requests or state.sandbox_id is None or facts is None:
+    if not state.agent_requests or state.sandbox_id is None:
         return None
-    asked = facts.requests
+    asked = requests_now(state)
     if asked is None:
         return None
     if asked.ask is not None and handled_key(state, asked.ask.id) != state.request_handled:
@@ -114,16 +121,33 @@ def unmark_wait(state: SupervisorState) -> None:
     state.wait_handled = None
 
 
-def take_requests(state: SupervisorState) -> None:
-    """What a newly taken checkpoint reports: model spend and results."""
+def requests_now(state: SupervisorState) -> AgentRequests | None:
+    """What the agent asks now: its checkpoint's `overnight` key and (runs begun since it was
+    read) its requests file, the file's request where both hold one of a kind."""
     facts = state.checkpoint_facts
-    if not state.agent_requests or facts is None or facts.requests is None:
+    in_checkpoint = facts.requests if facts is not None else None
+    if not state.requests_file:
+        return in_checkpoint
+    return merged(state.file_requests, in_checkpoint)
+
+
+def take_requests(state: SupervisorState) -> None:
+    """What a newly taken checkpoint (or requests file) reports: model spend and results."""
+    asked = requests_now(state) if state.agent_requests else None
+    if asked is None:
         return
-    asked = facts.requests
     state.request_refused = asked.refused
     if asked.finish is not None:
         state.outputs = asked.finish
-    usage = asked.usage
+    if not state.requests_file:
+        _take_usage(state, asked.usage)
+        return
+    facts = state.checkpoint_facts
+    for usage in usages(state.file_requests, facts.requests if facts is not None else None):
+        _take_usage(state, usage)
+
+
+def _take_usage(state: SupervisorState, usage: ModelUsage | None) -> None:
     if usage is None:
         return
     known = state.model_usage.get(usage.stream)

@@ -94,6 +94,8 @@ class Sighting:
     # The checkpoint may have changed since `token` (read it to know).
     checkpoint_touched: bool
     token: str | None
+    # The agent kit's requests file (`requests_path`) may have changed since `token`.
+    requests_touched: bool = False
 
 
 @dataclass(frozen=True)
@@ -177,11 +179,14 @@ class SandboxProvider(Protocol):
         token: str | None,
         wait_seconds: float,
         report_touch: bool = True,
+        requests_path: str | None = None,
     ) -> Sighting:
         """Wait until the agent stops running, its sandbox stops running, or (`report_touch`)
         the checkpoint may have changed since `token`, at most `wait_seconds`. A caller that
         already knows the checkpoint changed passes `report_touch=False` and is woken only for
-        the rest. Never wakes a paused sandbox."""
+        the rest (a touch seen meanwhile is still said when the watch returns). With
+        `requests_path` (the kit's requests file, beside the checkpoint) a write to that file
+        is a touch too, said apart (`requests_touched`). Never wakes a paused sandbox."""
         ...
 
     async def read_file(

@@ -103,9 +103,6 @@ class Checkpoint:
             "notes": self.notes,
             "done_actions": self.done_actions,
         }
-        if _requests is not None:
-            # What the kit asked in this process stays asked whatever the agent saves.
-            known[REQUESTS_KEY] = dict(_requests)
         return {**self.data, **known}
 
     def note(self, text: str) -> None:
@@ -185,19 +182,28 @@ def snapshot_here(
     return None
 
 
-# Speaking to the supervisor. Requests travel in the checkpoint under REQUESTS_KEY (overnight
-# already watches it, and a new attempt starts from it); answers come back as files
+# Speaking to the supervisor. Requests travel in a file of their own beside the checkpoint,
+# REQUESTS_FILE (overnight watches the checkpoint's folder), written whole like the checkpoint,
+# so however the agent saves its checkpoint they stay asked; answers come back as files
 # `{ANSWERS_DIR}/{request id}.json` ({"id", "answer"}), written whole. While a question waits
 # (or a `wait_until` runs) overnight pauses the sandbox: this process stops and later goes on
-# where it was, so the loops below only ever see the answer already there.
+# where it was, so the loops below only ever see the answer already there. (Agents of the first
+# protocol wrote the same object under the checkpoint's key REQUESTS_KEY; overnight reads both.)
 REQUESTS_KEY = "overnight"
+REQUESTS_FILE = ".overnight-requests.json"
 ANSWERS_DIR = "/workspace/.overnight/answers"
-# What this process has asked, as last written (None: nothing yet; `Checkpoint.save` keeps it).
+# What this process has asked, as last written (None: nothing yet).
 _requests: dict[str, Any] | None = None
-# The supervisor's limits on a question (overnight.agent_requests): it refuses one over them.
+# The supervisor's limits (overnight.agent_requests): it refuses a question over them, and
+# clips the rest to them, as the kit does before writing.
 MAX_QUESTION_CHARS = 4000
 MAX_CHOICES = 20
 MAX_CHOICE_CHARS = 200
+MAX_REASON_CHARS = 500
+MAX_SUMMARY_CHARS = 4000
+MAX_OUTPUTS = 20
+MAX_OUTPUT_CHARS = 2000
+MAX_MODEL_CHARS = 100
 
 
 def ask(question: str, choices: list[str] | None = None, poll: float = 0.5) -> str:
@@ -245,7 +251,7 @@ def wait_until(when: Any, reason: str = "", poll: float = 0.5) -> bool:
         return True
     stamp = _dt.datetime.fromtimestamp(until, _dt.timezone.utc).isoformat()  # noqa: UP017 (Python 3.8)
     request_id = f"w{_checkpoint_step()}-{_digest(stamp, reason)}"
-    _set_request("wait", {"id": request_id, "until": stamp, "reason": reason[:500]})
+    _set_request("wait", {"id": request_id, "until": stamp, "reason": reason[:MAX_REASON_CHARS]})
     woken = None
     while time.time() < until and woken is None:
         time.sleep(max(0.0, min(poll, until - time.time())))
@@ -265,7 +271,7 @@ def report_usage(
         "usd": float(usd),
         "input_tokens": int(input_tokens),
         "output_tokens": int(output_tokens),
-        "model": str(model)[:100],
+        "model": str(model)[:MAX_MODEL_CHARS],
     }
     _set_request("usage", usage)
 
@@ -315,48 +321,55 @@ def finish(summary: str, outputs: dict[str, Any] | None = None) -> None:
     `result`, `next step`: RESERVED_OUTPUT_NAMES), raises ValueError at once."""
     _check_output_names(outputs or {})
     values = {
-        str(k): v if isinstance(v, str) else json.dumps(v) for k, v in (outputs or {}).items()
+        str(k): _clip(v if isinstance(v, str) else json.dumps(v), MAX_OUTPUT_CHARS)
+        for k, v in list((outputs or {}).items())[:MAX_OUTPUTS]
     }
-    _set_request("finish", {"summary": str(summary), "outputs": values})
+    _set_request("finish", {"summary": _clip(str(summary), MAX_SUMMARY_CHARS), "outputs": values})
 
 
 _started_at = int(time.time())
 
 
+def requests_path() -> str:
+    """The kit's requests file: REQUESTS_FILE in the checkpoint's folder."""
+    return os.path.join(os.path.dirname(os.path.abspath(checkpoint_path())), REQUESTS_FILE)
+
+
 def _set_request(kind: str, value: dict[str, Any] | None) -> None:
-    """Write this request into the checkpoint on disk (whole), keeping everything else."""
+    """Write what this process asks into the requests file (whole). A process's first request
+    keeps the results an earlier process in this sandbox handed over (its `finish`); what
+    that one asked or reported was its own."""
     global _requests
-    path = checkpoint_path()
-    values = _load_values(path)
+    path = requests_path()
     if _requests is None:
-        found = values.get(REQUESTS_KEY)
-        _requests = dict(found) if isinstance(found, dict) else {}
+        earlier = _load_values(path).get("finish")
+        _requests = {"finish": earlier} if isinstance(earlier, dict) else {}
     if value is None:
         if kind not in _requests:
             return
         _requests.pop(kind)
     else:
         _requests[kind] = value
-    values[REQUESTS_KEY] = dict(_requests)
-    _write_whole(path, json.dumps(values, indent=1, sort_keys=True))
+    text = json.dumps(_requests, indent=1, sort_keys=True)
+    _write_whole(path, text, prefix=".overnight-requests-")
 
 
 def _load_values(path: str) -> dict[str, Any]:
+    """The JSON object in `path`; empty when there is none (or it is not one)."""
     try:
         with open(path, encoding="utf-8") as source:
             values = json.load(source)
-    except FileNotFoundError:
+    except (OSError, ValueError):
         return {}
-    if not isinstance(values, dict):
-        raise ValueError(f"the checkpoint at {path} is not a JSON object: the kit cannot ask")
-    return values
+    return values if isinstance(values, dict) else {}
 
 
 def _checkpoint_step() -> int:
-    try:
-        return _int(_load_values(checkpoint_path()).get("step", 0))
-    except (OSError, ValueError):
-        return 0
+    return _int(_load_values(checkpoint_path()).get("step", 0))
+
+
+def _clip(text: str, most: int) -> str:
+    return text if len(text) <= most else text[: most - 1] + "\u2026"
 
 
 def _answer(request_id: str) -> dict[str, Any] | None:
@@ -387,10 +400,10 @@ def _epoch(when: Any) -> float:
     raise TypeError(f"wait_until needs a datetime, epoch seconds or ISO text, not {when!r}")
 
 
-def _write_whole(path: str, text: str) -> None:
+def _write_whole(path: str, text: str, prefix: str = ".checkpoint-") -> None:
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
-    fd, temp = tempfile.mkstemp(prefix=".checkpoint-", suffix=".tmp", dir=folder)
+    fd, temp = tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=folder)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as out:
             out.write(text)

@@ -154,6 +154,7 @@ class ShortAgents:
         token: str | None,
         wait_seconds: float,
         report_touch: bool = True,
+        requests_path: str | None = None,  # not kept: these agents write no requests
     ) -> Sighting:
         async def look() -> Look:
             sandbox = await self.sandbox(sandbox_id)

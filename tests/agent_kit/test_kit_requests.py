@@ -1,8 +1,8 @@
 """The agent kit's requests to its supervisor, as files: `ask` writes its question into the
-checkpoint and returns the answer file's text (also when the answer was there before it asked:
-a restarted agent); `wait_until`, `report_usage` and `finish` write what the supervisor reads
-(overnight.agent_requests, the same parser the worker uses); a later `Checkpoint.save` keeps
-them."""
+requests file beside the checkpoint and returns the answer file's text (also when the answer
+was there before it asked: a restarted agent); `wait_until`, `report_usage` and `finish` write
+what the supervisor reads (overnight.agent_requests, the same parser the worker uses), and no
+save of the checkpoint, the kit's or the agent's own, drops them."""
 
 from __future__ import annotations
 
@@ -16,7 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from activities.sandbox_setup import KIT_DIR
-from overnight.agent_requests import AgentRequests, requests_of
+from overnight.agent_requests import (
+    MAX_REQUESTS_BYTES,
+    REQUESTS_FILE,
+    AgentRequests,
+    requests_in,
+)
 
 ASKER = """
 import sys
@@ -39,8 +44,9 @@ def _env(tmp_path: Path) -> dict[str, str]:
 
 
 def _requests(tmp_path: Path) -> AgentRequests | None:
+    """What the requests file beside the checkpoint asks, read as the worker reads it."""
     try:
-        return requests_of(json.loads((tmp_path / "checkpoint.json").read_text()))
+        return requests_in(json.loads((tmp_path / REQUESTS_FILE).read_text()))
     except (OSError, ValueError):
         return None
 
@@ -79,9 +85,10 @@ def test_ask_writes_its_question_and_returns_the_answer_file(tmp_path: Path) -> 
     assert (asked.question, asked.choices) == ("Ship it?", ["yes", "no"])
     assert asked.id.startswith("q3-")
     assert out.strip() == "yes"
-    # Answered: the question is gone from the checkpoint; the agent's own fields stay.
-    saved = json.loads((tmp_path / "checkpoint.json").read_text())
-    assert saved["step"] == 3 and "ask" not in saved["overnight"]
+    # Answered: the question is gone from the requests file; the checkpoint is the agent's.
+    found = _requests(tmp_path)
+    assert found is not None and found.ask is None
+    assert json.loads((tmp_path / "checkpoint.json").read_text())["step"] == 3
 
 
 def test_a_restarted_agent_finds_the_answer_already_given(tmp_path: Path) -> None:
@@ -108,7 +115,7 @@ cp = Checkpoint.load()
 report_usage(0.5, input_tokens=10, output_tokens=2, model="m")
 report_usage(1.25, input_tokens=20, output_tokens=4, model="m")
 cp.step = 1
-cp.save()  # the agent's own save keeps what the kit asked
+cp.save()  # the kit's save of the checkpoint leaves the requests be
 assert wait_until(0, "long ago") is True
 soon = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=0.6)
 print(wait_until(soon, "window", poll=0.05), flush=True)
@@ -206,3 +213,101 @@ def test_ask_raises_at_once_for_a_question_the_supervisor_would_refuse(tmp_path:
         agent_requests.MAX_CHOICE_CHARS,
     )
     assert limits.stdout.split() == [str(n) for n in said]
+
+
+OWN_WAY = """
+import json, os, threading, time
+from overnight_agent import ask, finish, report_usage, wait_until
+
+path = os.environ["OVERNIGHT_CHECKPOINT"]
+state = {"step": 0}
+
+
+def save():  # the agent's own way: json.dump and a rename, no key of the kit's
+    with open(path + ".tmp", "w") as out:
+        json.dump(state, out)
+    os.rename(path + ".tmp", path)
+
+
+def keep_saving():  # and a thread that saves while the kit's calls block
+    while True:
+        save()
+        time.sleep(0.01)
+
+
+threading.Thread(target=keep_saving, daemon=True).start()
+report_usage(1.5, input_tokens=7, model="m")
+state["step"] = 1
+save()
+soon = time.time() + 0.5
+wait_until(soon, "window", poll=0.05)
+state["step"] = 2
+save()
+print(ask("Ship it?", ["yes", "no"], poll=0.05), flush=True)
+finish("done", {"pr": "https://example.test/pr/2"})
+state["step"] = 3
+save()
+"""
+
+
+def test_requests_survive_an_agent_that_writes_its_checkpoint_its_own_way(tmp_path: Path) -> None:
+    agent = subprocess.Popen(
+        [sys.executable, "-c", OWN_WAY], env=_env(tmp_path), stdout=subprocess.PIPE, text=True
+    )
+    try:
+        waited = _wait_for(lambda: (r := _requests(tmp_path)) and r.wait)
+        asked = _wait_for(lambda: (r := _requests(tmp_path)) and r.ask)
+        time.sleep(0.1)  # the agent's thread saves its checkpoint meanwhile
+        still = _requests(tmp_path)
+        _answer(tmp_path, asked.id, "yes")
+        out, _ = agent.communicate(timeout=10)
+    finally:
+        agent.kill()
+    assert waited.reason == "window"
+    assert still is not None and still.ask == asked and still.usage is not None
+    assert out.strip() == "yes"
+    found = _requests(tmp_path)
+    assert found is not None and found.refused is None and found.ask is None
+    assert found.usage is not None and (found.usage.usd, found.usage.input_tokens) == (1.5, 7)
+    assert found.finish is not None and found.finish.values == {"pr": "https://example.test/pr/2"}
+    # The checkpoint is the agent's own, with no key of the kit's in it.
+    assert json.loads((tmp_path / "checkpoint.json").read_text()) == {"step": 3}
+
+
+def test_finish_is_clipped_to_the_supervisors_limits_and_the_file_to_its_cap(
+    tmp_path: Path,
+) -> None:
+    script = """
+from overnight_agent import finish
+finish("s" * 100_000, {f"out{i}": "\\U0001F600" * 10_000 for i in range(50)})
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=_env(tmp_path), capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / REQUESTS_FILE).stat().st_size <= MAX_REQUESTS_BYTES
+    found = _requests(tmp_path)
+    assert found is not None and found.finish is not None and found.refused is None
+    assert len(found.finish.values) == 20
+    assert all(len(value) == 2000 for value in found.finish.values.values())
+    assert len(found.finish.summary) == 4000
+
+
+def test_a_new_process_keeps_the_results_handed_over_not_what_the_last_one_asked(
+    tmp_path: Path,
+) -> None:
+    first = """
+from overnight_agent import finish, report_usage
+report_usage(2.0)
+finish("first", {"a": "1"})
+"""
+    second = "from overnight_agent import report_usage\nreport_usage(0.1)\n"
+    for script in (first, second):
+        done = subprocess.run(
+            [sys.executable, "-c", script], env=_env(tmp_path), capture_output=True, text=True
+        )
+        assert done.returncode == 0, done.stderr
+    found = _requests(tmp_path)
+    assert found is not None and found.usage is not None and found.finish is not None
+    assert found.usage.usd == 0.1  # this process's stream (the last one's was read by then)
+    assert found.finish.values == {"a": "1"}

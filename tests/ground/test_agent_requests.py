@@ -16,8 +16,12 @@ from overnight.agent_requests import (
     MAX_OUTPUTS,
     AskRequest,
     choice_refusal,
+    merged,
     parse_when,
+    requests_in,
     requests_of,
+    requests_path,
+    usages,
 )
 from overnight.checkpoint_text import facts_of
 
@@ -189,3 +193,49 @@ def test_a_secret_spelled_with_other_json_escapes_never_leaves_the_worker() -> N
     assert said.ask.question == REDACTED
     assert said.finish.values == {"token": REDACTED}
     assert secret not in repr(read.facts)
+
+
+def test_the_requests_file_is_beside_the_checkpoint() -> None:
+    assert requests_path("/workspace/checkpoint.json") == "/workspace/.overnight-requests.json"
+    assert requests_path("/workspace/state/cp.json") == "/workspace/state/.overnight-requests.json"
+
+
+@settings(max_examples=60, deadline=None)
+@given(JSON)
+def test_a_requests_file_of_any_json_never_raises(value: Any) -> None:
+    found = requests_in(value)
+    assert found.refused is not None or isinstance(value, dict)
+
+
+def test_a_requests_file_that_is_no_object_is_refused_and_says_so() -> None:
+    assert requests_in([1, 2]).refused == "the requests file is not an object"
+    in_checkpoint = requests_of({"overnight": [1]})
+    assert in_checkpoint is not None and in_checkpoint.refused == "`overnight` is not an object"
+
+
+def test_the_file_wins_each_kind_it_holds_and_the_checkpoint_fills_the_rest() -> None:
+    in_file = requests_in({"ask": ASK, "usage": {"stream": "a1-p1-1", "usd": 2.0}})
+    other = {"id": "q1-other", "question": "Other?"}
+    in_checkpoint = requests_of(
+        {
+            "overnight": {
+                "ask": other,
+                "wait": {"id": "w1-x", "until": "2026-12-01T04:00:00Z"},
+                "usage": {"stream": "a1-p1-1", "usd": 1.0},
+                "finish": {"summary": "done"},
+            }
+        }
+    )
+    both = merged(in_file, in_checkpoint)
+    assert both is not None
+    assert both.ask == AskRequest(**ASK)
+    assert both.wait is not None and both.wait.id == "w1-x"
+    assert both.finish is not None and both.finish.summary == "done"
+    assert merged(None, in_checkpoint) == in_checkpoint
+    assert merged(in_file, None) == in_file
+    assert merged(None, None) is None
+    # The same stream in both: the file's report; two streams: both (each is cumulative).
+    assert [u.usd for u in usages(in_file, in_checkpoint)] == [2.0]
+    apart = requests_of({"overnight": {"usage": {"stream": "a1-p9-1", "usd": 0.5}}})
+    assert sorted(u.usd for u in usages(in_file, apart)) == [0.5, 2.0]
+    assert usages(None, None) == []

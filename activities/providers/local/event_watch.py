@@ -9,8 +9,9 @@ waits on the worker's shared WatchHub:
   which is what the look reads (and all a worker has when no pidfd can be had);
 - the sandbox's state: inotify on its folder for `sandbox.json` (a pause, a stop, a lease end
   the launcher acted on), and a timer at the lease end;
-- the checkpoint, only while a touch is news (`report_touch`): inotify one-shot on its folder,
-  which the agent writes into (see watch_hub for the bounds).
+- the checkpoint (and the kit's requests file beside it, when watched), only while a touch is
+  news (`report_touch`): inotify one-shot on its folder, which the agent writes into (see
+  watch_hub for the bounds).
 
 A part that cannot be watched (no inotify, a watch limit, a folder missing or outside the
 workspace) is looked at on the old timer (`LOOK_INTERVAL_SECONDS`); everything else is looked at
@@ -20,14 +21,14 @@ every `BACKSTOP_SECONDS` all the same, so a lost event costs time, never the run
 from __future__ import annotations
 
 import time
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from activities.providers.local import launcher
 from activities.providers.local.files import OutsideWorkspace, read_json
 from activities.providers.local.look import LocalLook
 from activities.providers.local.state import SANDBOX_FILE
 from activities.providers.local.watch_hub import Subscription, WatchHub
-from activities.providers.polling_watch import LOOK_INTERVAL_SECONDS, news_in
+from activities.providers.polling_watch import LOOK_INTERVAL_SECONDS, last_sighting, news_in
 from activities.providers.protocol import Sighting
 
 # A look however quiet the kernel is: what a lost event can cost at most.
@@ -67,7 +68,7 @@ async def event_watch(
                 return news
             left = give_up - time.monotonic()
             if left <= 0:
-                return Sighting(seen.sandbox, seen.process, False, seen.stamp)
+                return last_sighting(seen, token)
             if not following_pid:
                 following_pid = _follow_agent(sub, proc_dir)
             wait = min(left, backstop if watched else LOOK_INTERVAL_SECONDS)
@@ -86,7 +87,8 @@ def _follow_agent(sub: Subscription, proc_dir: Path) -> bool:
 
 
 def _checkpoint_dir(look: LocalLook) -> tuple[Path, frozenset[str]] | None:
-    """The host folder the checkpoint is written into, when it is in the workspace."""
+    """The host folder the checkpoint is written into, when it is in the workspace, and the
+    names watched in it: the checkpoint's, and the kit's requests file's (written beside it)."""
     workspace = look.engine.workspace(look.sandbox_id)
     try:
         path = workspace.host_path(look.checkpoint_path)
@@ -95,7 +97,13 @@ def _checkpoint_dir(look: LocalLook) -> tuple[Path, frozenset[str]] | None:
         return None
     if not workspace.inside(real):
         return None
-    return real, frozenset({path.name})
+    names = {path.name}
+    if look.requests_path is not None:
+        requests = PurePosixPath(look.requests_path)
+        if requests.parent != PurePosixPath(look.checkpoint_path).parent:
+            return None  # not beside it: looked at on the timer
+        names.add(requests.name)
+    return real, frozenset(names)
 
 
 def _until_lease_end(look: LocalLook) -> float:

@@ -2,7 +2,8 @@
 
 A look is a few `stat` calls and a signal 0: the sandbox's state file is parsed again only
 when its modification time changes (or its lease may have ended), the agent's record only
-once its exit file appears or its process is gone, and the checkpoint is only stat'ed.
+once its exit file appears or its process is gone, and the checkpoint (and the kit's requests
+file, when watched) is only stat'ed.
 """
 
 from __future__ import annotations
@@ -22,12 +23,18 @@ from activities.providers.protocol import ProcessInfo, SandboxNotFound
 
 class LocalLook:
     def __init__(
-        self, engine: LocalEngine, sandbox_id: str, process_id: str, checkpoint_path: str
+        self,
+        engine: LocalEngine,
+        sandbox_id: str,
+        process_id: str,
+        checkpoint_path: str,
+        requests_path: str | None = None,
     ) -> None:
         self.engine = engine
         self.sandbox_id = sandbox_id
         self.process_id = process_id
         self.checkpoint_path = checkpoint_path
+        self.requests_path = requests_path
         folder = engine.folder(sandbox_id)
         self._sandbox_file = folder / SANDBOX_FILE
         self._exit_file = folder / "processes" / process_id / launcher.EXIT_FILE
@@ -43,10 +50,12 @@ class LocalLook:
             gone = SandboxInfo(sandbox_id=self.sandbox_id, name=self.sandbox_id, state="missing")
             missing = ProcessInfo(process_id=self.process_id, state="missing")
             return Look(gone, missing, "missing")
+        requests = self.requests_path
         return Look(
             sandbox_info(meta),
             self._process(),
             self.engine.stamp(self.sandbox_id, self.checkpoint_path),
+            None if requests is None else self.engine.stamp(self.sandbox_id, requests),
         )
 
     @property

@@ -151,10 +151,11 @@ class LocalProvider:
         token: str | None,
         wait_seconds: float,
         report_touch: bool = True,
+        requests_path: str | None = None,
     ) -> Sighting:
         async with self.disk_watch.guarding(sandbox_id):
             return await self._watch(
-                LocalLook(self.engine, sandbox_id, process_id, checkpoint_path),
+                LocalLook(self.engine, sandbox_id, process_id, checkpoint_path, requests_path),
                 token=token,
                 wait_seconds=wait_seconds,
                 report_touch=report_touch,

@@ -2,8 +2,9 @@
 instead of a held stream: the same news (`watch.WatchNews`), from the account's events.
 
 - `sandbox.files.changed` (Runtime's own read of the run's webhook watch) says what changed in
-  the checkpoint's folder: the checkpoint, or an agent's exit marker. One that says changes
-  were left out (`more`, `overflow`) counts as both: the exit is then asked of the process.
+  the checkpoint's folder: the checkpoint, the kit's requests file, or an agent's exit marker.
+  One that says changes were left out (`more`, `overflow`) counts as all of them: the exit is
+  then asked of the process.
 - `sandbox.paused`, `sandbox.stopped`, `sandbox.start_failed`, `sandbox.wake_failed`, and a
   watch that `ended`: the sandbox no longer runs as watched (the caller asks it how it is).
 
@@ -15,11 +16,11 @@ the docs for the measured times.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from activities.providers.runtime.feed import EventFeed, event_ms
-from activities.providers.runtime.watch import WatchNews, note
+from activities.providers.runtime.watch import Touches, Watched, WatchNews, note
 
 ENDING = {
     "sandbox.paused": "paused",
@@ -31,10 +32,9 @@ ENDING = {
 
 @dataclass
 class _Taken:
-    checkpoint_path: str
+    watched: Watched
     mark: int
-    touched: bool = False
-    exited: bool = False
+    seen: Touches = field(default_factory=Touches)
     ended: str | None = None
 
     def take(self, event: dict[str, Any]) -> None:
@@ -49,35 +49,34 @@ class _Taken:
         elif kind == "sandbox.files.changed":
             for change in data.get("events") or []:
                 if isinstance(change, dict):
-                    self.touched, self.exited = note(
-                        change, self.checkpoint_path, self.touched, self.exited
-                    )
+                    note(change, self.watched, self.seen)
             if data.get("more") or data.get("overflow"):
-                self.touched = self.exited = True
+                self.seen.touched = self.seen.exited = True
+                self.seen.asked = self.watched.requests is not None
             if data.get("ended"):
                 self.ended = f"watch {data['ended']}"
 
     def decisive(self, report_touch: bool) -> bool:
-        return self.exited or self.ended is not None or (self.touched and report_touch)
+        return self.ended is not None or self.seen.decisive(report_touch)
 
     def news(self) -> WatchNews:
         # An exit is asked of the process only after asking the sandbox whether it still runs
         # (a pause may be listed later than the exit): not settled.
-        return WatchNews(self.touched, self.exited, self.ended, settled=not self.exited)
+        return WatchNews.of(self.seen, self.ended, settled=not self.seen.exited)
 
 
 async def feed_news(
     feed: EventFeed,
     sandbox_id: str,
-    checkpoint_path: str,
+    watched: Watched,
     mark: int,
     wait_seconds: float,
     *,
     report_touch: bool,
 ) -> tuple[WatchNews, int]:
-    """The sandbox's events after `mark` until one matters (a checkpoint write only with
-    `report_touch`) or `wait_seconds` pass; the news and the new mark."""
-    taken = _Taken(checkpoint_path, mark)
+    """The sandbox's events after `mark` until one matters (a write only with `report_touch`)
+    or `wait_seconds` pass; the news and the new mark."""
+    taken = _Taken(watched, mark)
     async with feed.subscribe(sandbox_id) as queue:
         backlog = feed.since(sandbox_id, mark)
         if backlog is None:

@@ -10,7 +10,9 @@ can be read two ways (see `activities.providers.runtime.watching` for which one 
   runs, holding nothing open.
 Reading a watch never wakes a paused sandbox. The agent's exit shows up as a file too: the
 spawned command is wrapped to write an exit marker (`.overnight-exit-<start key>`) next to the
-checkpoint when the agent ends; only then is the process itself asked for its exit code.
+checkpoint when the agent ends; only then is the process itself asked for its exit code. The
+agent kit's requests file lives in the same folder (`.overnight-requests.json`), so the same
+watch sees it written, at no request more.
 
 The watch's id, its stream cursor and the mark of the last event taken from the feed travel
 between observe activities as an opaque token (`<watch id>@<cursor>~<mark>!<pending>`), so a
@@ -57,10 +59,31 @@ def wrap_with_exit_marker(command: str, marker: str) -> str:
 
 
 @dataclass(frozen=True)
+class Watched:
+    """The files of the checkpoint's folder a watch looks for: the checkpoint, and the kit's
+    requests file beside it (None: not watched, runs begun before it)."""
+
+    checkpoint: str
+    requests: str | None = None
+
+
+@dataclass
+class Touches:
+    """What the events of a stretch of the watch said so far."""
+
+    touched: bool = False  # the checkpoint was written
+    asked: bool = False  # the requests file was written
+    exited: bool = False  # an agent's exit marker appeared
+
+    def decisive(self, report_touch: bool) -> bool:
+        return self.exited or ((self.touched or self.asked) and report_touch)
+
+
+@dataclass(frozen=True)
 class WatchToken:
     """Where a watch stands. `pending` carries news read just before the sandbox paused, to be
     acted on once it runs again (asking now would wake it): "x" an agent exited, "t" the
-    checkpoint was written."""
+    checkpoint was written, "r" the requests file was."""
 
     watch_id: str
     cursor: int
@@ -96,9 +119,18 @@ class WatchNews:
     # The stream was followed past the news, so a pause right after it would have shown:
     # the sandbox ran when the news was read. False: not known (ask before touching it).
     settled: bool = True
+    requests_touched: bool = False
+
+    @classmethod
+    def of(cls, seen: Touches, ended: str | None = None, *, settled: bool = True) -> WatchNews:
+        return cls(seen.touched, seen.exited, ended, settled, seen.asked)
 
     def pending(self) -> str:
-        return ("x" if self.agent_exited else "") + ("t" if self.checkpoint_touched else "")
+        return (
+            ("x" if self.agent_exited else "")
+            + ("t" if self.checkpoint_touched else "")
+            + ("r" if self.requests_touched else "")
+        )
 
 
 def watch_handle(transport: Any, sandbox_id: str, token: WatchToken) -> AsyncWatchHandle:
@@ -136,32 +168,31 @@ async def start_watch(
 
 
 async def next_news(
-    handle: AsyncWatchHandle, checkpoint_path: str, wait_seconds: float, *, report_touch: bool
+    handle: AsyncWatchHandle, watched: Watched, wait_seconds: float, *, report_touch: bool
 ) -> tuple[WatchNews, WatchToken]:
-    """Follow the stream until it says something that matters (a checkpoint write only with
+    """Follow the stream until it says something that matters (a write only with
     `report_touch`), or `wait_seconds` pass. With little or no time left (a retried observe
     near its deadline) what is already there is still read, in one request: an exit that
     happened must never be missed for want of time to look."""
     if wait_seconds < STREAM_AT_LEAST_SECONDS:
-        return await _pending_news(handle, checkpoint_path, wait_seconds)
-    touched = exited = False
+        return await _pending_news(handle, watched, wait_seconds)
+    seen = Touches()
     ended: str | None = None
     events = handle.events()
     try:
         async with asyncio.timeout(max(0.0, wait_seconds)):
             async for event in events:
-                touched, exited = note(event, checkpoint_path, touched, exited)
-                if (touched and report_touch) or exited:
+                note(event, watched, seen)
+                if seen.decisive(report_touch):
                     break
             else:
                 ended = handle.exit_reason or "ended"
-        if (touched and report_touch) or exited:
+        if seen.decisive(report_touch):
             # Events can be old (a retried observe reads from its first cursor), and the
             # sandbox may have paused since: follow the stream until it goes quiet, so a
             # `paused` after them is seen before anything asks the sandbox (which wakes it).
             # This also takes the rest of the batch the SDK moved the cursor past.
-            touched, exited, stopped = await _settle(events, checkpoint_path, touched, exited)
-            if stopped:
+            if await _settle(events, watched, seen):
                 ended = handle.exit_reason or "ended"
     except TimeoutError:
         pass
@@ -170,25 +201,21 @@ async def next_news(
         close = getattr(events, "aclose", None)
         if close is not None:
             await close()
-    news = WatchNews(checkpoint_touched=touched, agent_exited=exited, ended=ended)
-    return news, WatchToken(handle.id, handle.cursor)
+    return WatchNews.of(seen, ended), WatchToken(handle.id, handle.cursor)
 
 
 async def _pending_news(
-    handle: AsyncWatchHandle, checkpoint_path: str, wait_seconds: float
+    handle: AsyncWatchHandle, watched: Watched, wait_seconds: float
 ) -> tuple[WatchNews, WatchToken]:
     wait_ms = int(max(0.0, wait_seconds) * 1000)
-    touched = exited = False
+    seen = Touches()
     for event in await handle.get_new_events(wait_ms=wait_ms):
-        touched, exited = note(event, checkpoint_path, touched, exited)
-    ended = handle.exit_reason
-    news = WatchNews(touched, exited, ended, settled=False)
+        note(event, watched, seen)
+    news = WatchNews.of(seen, handle.exit_reason, settled=False)
     return news, WatchToken(handle.id, handle.cursor)
 
 
-async def _settle(
-    events: AsyncIterator[dict[str, Any]], checkpoint_path: str, touched: bool, exited: bool
-) -> tuple[bool, bool, bool]:
+async def _settle(events: AsyncIterator[dict[str, Any]], watched: Watched, seen: Touches) -> bool:
     """Read on until the stream is quiet for SETTLE_SECONDS (at most SETTLE_MAX_SECONDS);
     True when it ended meanwhile (the sandbox paused, or the watch ended)."""
     give_up = asyncio.get_running_loop().time() + SETTLE_MAX_SECONDS
@@ -196,23 +223,24 @@ async def _settle(
         try:
             event = await asyncio.wait_for(anext(events), SETTLE_SECONDS)
         except TimeoutError:
-            return touched, exited, False
+            return False
         except StopAsyncIteration:
-            return touched, exited, True
-        touched, exited = note(event, checkpoint_path, touched, exited)
-    return touched, exited, False
+            return True
+        note(event, watched, seen)
+    return False
 
 
-def note(
-    event: dict[str, Any], checkpoint_path: str, touched: bool, exited: bool
-) -> tuple[bool, bool]:
-    """One file event: the checkpoint touched, or an agent's exit marker written."""
+def note(event: dict[str, Any], watched: Watched, seen: Touches) -> None:
+    """One file event: the checkpoint or the requests file touched, or an agent's exit marker
+    written."""
     for path in (event.get("path"), event.get("oldPath")):
         if not isinstance(path, str):
             continue
         name = posixpath.basename(path)
-        if posixpath.normpath(path) == checkpoint_path:
-            touched = True
+        path = posixpath.normpath(path)
+        if path == watched.checkpoint:
+            seen.touched = True
+        elif path == watched.requests:
+            seen.asked = True
         elif name.startswith(EXIT_MARKER_PREFIX) and not name.endswith(".tmp"):
-            exited = exited or event.get("type") != "remove"
-    return touched, exited
+            seen.exited = seen.exited or event.get("type") != "remove"

@@ -78,10 +78,12 @@ class RuntimeWatching:
         token: str | None,
         wait_seconds: float,
         report_touch: bool = True,
+        requests_path: str | None = None,
     ) -> Sighting:
         running = SandboxInfo(sandbox_id=sandbox_id, state="running")
         alive = ProcessInfo(process_id=process_id, state="running")
         known = watching.WatchToken.decode(token)
+        watched = watching.Watched(checkpoint_path, requests_path)
         async with runtime_call(sandbox_id, self._budget + wait_seconds):
             if known is not None and known.pending:
                 return await self._pending(sandbox_id, process_id, known)
@@ -94,11 +96,15 @@ class RuntimeWatching:
                 raw = await self._raw_process(sandbox, process_id)
                 process = ProcessInfo(process_id, "missing") if raw is None else process_info(raw)
                 started = None if raw is None else parse_time(raw.get("startedAt"))
-                touched = await self._written_since(sandbox, checkpoint_path, started)
-                return Sighting(sandbox_info(sandbox.info), process, touched, fresh.encode())
+                touched, asked = await asyncio.gather(
+                    self._written_since(sandbox, checkpoint_path, started),
+                    self._written_since(sandbox, requests_path, started),
+                )
+                first = sandbox_info(sandbox.info)
+                return Sighting(first, process, touched, fresh.encode(), asked)
             try:
                 news, after = await self._news(
-                    sandbox_id, checkpoint_path, known, wait_seconds, report_touch
+                    sandbox_id, watched, known, wait_seconds, report_touch
                 )
             except withruntime.NotFoundError:
                 # The watch is gone (it ended, or the sandbox did): start over next time (its
@@ -118,12 +124,18 @@ class RuntimeWatching:
             process = alive
             if news.agent_exited:
                 process = await self._exit_of(sandbox_id, process_id)
-            return Sighting(info or running, process, news.checkpoint_touched, after.encode())
+            return Sighting(
+                info or running,
+                process,
+                news.checkpoint_touched,
+                after.encode(),
+                news.requests_touched,
+            )
 
     async def _news(
         self,
         sandbox_id: str,
-        checkpoint_path: str,
+        watched: watching.Watched,
         known: watching.WatchToken,
         wait_seconds: float,
         report_touch: bool,
@@ -135,14 +147,14 @@ class RuntimeWatching:
             try:
                 handle = watching.watch_handle(self._client().sandboxes._t, sandbox_id, known)
                 news, after = await watching.next_news(
-                    handle, checkpoint_path, wait_seconds, report_touch=report_touch
+                    handle, watched, wait_seconds, report_touch=report_touch
                 )
             finally:
                 self._give_stream()
             return news, dataclasses.replace(after, mark=self._mark_now())
         mark = known.mark if known.mark is not None else wall_mark()
         news, mark = await feed_news(
-            self._feed(), sandbox_id, checkpoint_path, mark, wait_seconds, report_touch=report_touch
+            self._feed(), sandbox_id, watched, mark, wait_seconds, report_touch=report_touch
         )
         return news, dataclasses.replace(known, pending="", mark=mark)
 
@@ -173,7 +185,8 @@ class RuntimeWatching:
         if "x" in known.pending:
             process = await self._exit_of(sandbox_id, process_id)
         done = dataclasses.replace(known, pending="")
-        return Sighting(info, process, "t" in known.pending, done.encode())
+        touched, asked = "t" in known.pending, "r" in known.pending
+        return Sighting(info, process, touched, done.encode(), asked)
 
     async def _process_of(self, sandbox: withruntime.AsyncSandbox, process_id: str) -> ProcessInfo:
         raw = await self._raw_process(sandbox, process_id)
@@ -189,16 +202,19 @@ class RuntimeWatching:
         return info
 
     async def _written_since(
-        self, sandbox: withruntime.AsyncSandbox, checkpoint_path: str, started: datetime | None
+        self, sandbox: withruntime.AsyncSandbox, path: str | None, started: datetime | None
     ) -> bool:
-        """Stat first: whether the checkpoint may have been written since the agent started
-        (before the watch began). One written before (the copy a new sandbox starts with, or
-        what an earlier process wrote, already read) is not downloaded again; an absent one is
-        no news. Without the agent's start time, it may have."""
+        """Stat first: whether the checkpoint (or the kit's requests file) may have been
+        written since the agent started (before the watch began). One written before (the copy
+        a new sandbox starts with, or what an earlier process wrote, already read) is not
+        downloaded again; an absent one is no news. Without the agent's start time, it may
+        have. No path (no requests file watched): no."""
+        if path is None:
+            return False
         if started is None:
             return True
         try:
-            stat = await sandbox.files.stat(checkpoint_path)
+            stat = await sandbox.files.stat(path)
         except (withruntime.NotFoundError, withruntime.ConflictError):
             return True
         if not stat.get("exists"):
