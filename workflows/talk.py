@@ -1,7 +1,9 @@
 """What the agent asks of its supervisor through the kit, and what the run does about it. Pure.
 
-The requests arrive in the checkpoint (overnight.agent_requests): a question for a person, a
-wait until a usage window resets, the model spend so far, the results. A question pauses the
+The requests arrive in the kit's requests file beside the checkpoint (runs begun with
+`agent-requests-file`) and in the checkpoint's `overnight` key (agents of the first protocol;
+`requests_now` merges them, overnight.agent_requests): a question for a person, a wait until a
+usage window resets, the model spend so far, the results. A question pauses the
 sandbox until the `answer` update; a wait pauses it until its time (at most what the wait
 budget, `Budget.max_wait_hours`, has left); either way the same process goes on. The time
 paused is neither run time nor a stall; it counts against the wait budget. Model spend
