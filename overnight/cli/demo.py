@@ -243,16 +243,22 @@ async def _demo_run(
     return 0 if result.outcome == "finished" and len(actions) == 2 else 1
 
 
-async def _follow(client: Client, run_id: str, out: Callable[[str], None]) -> RunResult:
+async def _follow(
+    client: Client,
+    run_id: str,
+    out: Callable[[str], None],
+    *,
+    timeout: float = RESULT_TIMEOUT_SECONDS,
+) -> RunResult:
     """Wait for the result, printing a line whenever the state, attempt or step changes."""
     waiting = asyncio.create_task(api.wait_result(client, run_id))
     seen: tuple[str, int, str | None] | None = None
-    deadline = time.monotonic() + RESULT_TIMEOUT_SECONDS
+    deadline = time.monotonic() + timeout
     while not waiting.done():
         if time.monotonic() > deadline:
             waiting.cancel()
             await api.cancel_run(client, run_id, "the demo took too long")
-            raise api.OvernightError(f"{run_id} did not finish in {RESULT_TIMEOUT_SECONDS}s")
+            raise api.OvernightError(f"{run_id} did not finish in {timeout:.0f}s")
         try:
             status = await api.get_status(client, run_id)
         except Exception:  # a query during a worker hiccup: just look again
