@@ -23,3 +23,15 @@ class WorkflowIds(_Model):
     """Workflow ids: those asked about, or those of them that are closed (or never were)."""
 
     ids: list[str] = Field(default_factory=list)
+
+
+class HolderCheck(_Model):
+    """Which of these holders are out of the pool: closed (or never were), not an overnight
+    run, or (`ask`) saying, asked, that they are in no pool."""
+
+    ids: list[str] = Field(default_factory=list)
+    ask: bool = False
+
+
+class PoolSettingsInput(_Model):
+    """Nothing: the worker answers with its own settings."""

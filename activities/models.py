@@ -57,6 +57,10 @@ class ActivityName:
     # the pool's admission workflow); the admission workflow asks which holders have closed.
     REQUEST_ADMISSION = "request_admission"
     CLOSED_WORKFLOWS = "closed_workflows"
+    # The admission workflow's limits and bounds, from the worker running it (a local
+    # activity), and which holders gave their place back or closed (asked before freeing it).
+    POOL_SETTINGS = "pool_settings"
+    RELEASED_HOLDERS = "released_holders"
 
 
 class _Model(BaseModel):

@@ -64,7 +64,7 @@ from activities.requests_file import read_requests
 from activities.search_attributes import SearchAttributeCache
 from activities.snapshot_activities import SnapshotActivities, start_restored, usable_restore
 from activities.talk_activities import TalkActivities
-from overnight.admission import AdmissionSettings, terms_for
+from overnight.admission import AdmissionSettings, admission_refusals, terms_for
 from overnight.constants import (
     AGENT_MOUNT,
     KIT_MOUNT,
@@ -133,7 +133,7 @@ class SandboxActivities:
             *MoneyActivities(self._provider).all(),
             *TalkActivities(self._provider).all(),
             *self.lifecycle.all(),
-            *AdmissionActivities(self._client).all(),
+            *AdmissionActivities(self._client, self._admission).all(),
             self.create_sandbox,
             self.start_agent,
             self.observe_agent,
@@ -185,6 +185,7 @@ class SandboxActivities:
         found += await asyncio.to_thread(coding.refusals, input.spec)
         queue = activity.info().task_queue if activity.in_activity() else None
         terms = queue and terms_for(input.spec, self._admission, queue, self._key)
+        found += admission_refusals(input.spec, self._admission)
         return SpecCheck(refusals=found, admission=terms or None)
 
     @activity.defn(name=ActivityName.CREATE_SANDBOX)

@@ -6,6 +6,13 @@ A pool's limits are its workers' settings (read here from an environment, pure):
 limit, and runs start at once as they always did. Runs beyond a limit wait in state `queued`;
 the pool's `OvernightAdmission` workflow (workflows/admission.py) lets them in as places free,
 by `RunSpec.priority`, then fairly across `RunSpec.owner` (docs/admission.md).
+
+The order a spec may claim is bounded by the pool's workers too: `OVERNIGHT_MAX_PRIORITY` is
+the most urgent priority a spec may ask for (1: any), except for the owners listed in
+`OVERNIGHT_URGENT_OWNERS`; `OVERNIGHT_OWNERS`, when set, lists the owners a spec may name
+(besides none). A spec past them is refused at its start; a `request` signal past them (anyone
+may send one) is held to them by the admission workflow, which takes every limit from its own
+worker's settings (the `pool_settings` local activity), never from a signal.
 """
 
 from __future__ import annotations
@@ -24,6 +31,11 @@ MAX_RUNS_PER_KEY_ENV = "OVERNIGHT_MAX_RUNS_PER_KEY"
 # their place back (terminated, timed out): their places are taken back.
 CHECK_SECONDS_ENV = "OVERNIGHT_ADMISSION_CHECK_SECONDS"
 DEFAULT_CHECK_SECONDS = 60.0
+# The order a spec may claim: the most urgent priority (1 ... 5; 1: any), the owners who may
+# claim any priority, and the owners a spec may name (unset: any).
+MAX_PRIORITY_ENV = "OVERNIGHT_MAX_PRIORITY"
+URGENT_OWNERS_ENV = "OVERNIGHT_URGENT_OWNERS"
+OWNERS_ENV = "OVERNIGHT_OWNERS"
 
 ADMISSION_WORKFLOW = "OvernightAdmission"
 # Signals: a run asks for a place and gives it back (to the admission workflow); the admission
@@ -54,6 +66,11 @@ class AdmissionSettings(_Model):
     max_runs: int | None = Field(default=None, gt=0)
     max_runs_per_key: int | None = Field(default=None, gt=0)
     check_seconds: float = Field(default=DEFAULT_CHECK_SECONDS, gt=0)
+    # The most urgent priority a spec may claim, but for `urgent_owners`; the owners a spec may
+    # name (None: any; none is always allowed).
+    max_priority: int = Field(default=1, ge=1, le=5)
+    urgent_owners: list[str] = Field(default_factory=list)
+    owners: list[str] | None = None
 
     def limits(self, provider: str) -> bool:
         """Whether a run on `provider` is counted by any limit here."""
@@ -66,7 +83,40 @@ class AdmissionSettings(_Model):
             return "no admission limit (every run starts at once)"
         pool = "unlimited" if self.max_runs is None else str(self.max_runs)
         key = "unlimited" if self.max_runs_per_key is None else str(self.max_runs_per_key)
-        return f"at most {pool} runs in this pool, {key} runtime runs per key"
+        said = f"at most {pool} runs in this pool, {key} runtime runs per key"
+        if self.max_priority > 1:
+            urgent = ", ".join(self.urgent_owners) or "no owner"
+            said += f"; priority {self.max_priority} at most urgent ({urgent} may claim 1)"
+        if self.owners is not None:
+            said += f"; owners {', '.join(self.owners) or '(none named)'}"
+        return said
+
+
+def bounded_order(settings: AdmissionSettings, owner: str, priority: int) -> tuple[str, int]:
+    """The owner and priority a run asking for them is counted with: an owner not listed is
+    counted as none, and a priority more urgent than the pool allows it as the pool's most."""
+    if settings.owners is not None and owner not in settings.owners:
+        owner = ""
+    if owner and owner in settings.urgent_owners:
+        return owner, priority
+    return owner, max(priority, settings.max_priority)
+
+
+def admission_refusals(spec: RunSpec, settings: AdmissionSettings) -> list[str]:
+    """What of `spec`'s place in the queue the pool does not allow (checked at its start, with
+    the grants, when it must ask for a place)."""
+    if not settings.limits(spec.provider):
+        return []
+    found = []
+    if settings.owners is not None and spec.owner and spec.owner not in settings.owners:
+        found.append(f"owner {spec.owner!r}: not one of this pool's owners ({OWNERS_ENV})")
+    owner, priority = bounded_order(settings, spec.owner, spec.priority)
+    if priority != spec.priority:
+        found.append(
+            f"priority {spec.priority}: this pool's most urgent is {settings.max_priority} "
+            f"for owner {spec.owner!r} ({MAX_PRIORITY_ENV}, {URGENT_OWNERS_ENV})"
+        )
+    return found
 
 
 class AdmissionTerms(_Model):
@@ -83,13 +133,16 @@ class AdmissionTerms(_Model):
 
 class AdmissionRequest(_Model):
     """A run asking its pool's admission workflow for a place (the `request` signal). Asked
-    again by the same holder: answered again, never counted twice."""
+    again by the same holder: answered again, never counted twice. Anyone may send one: its
+    owner and priority are held to the pool's bounds, and its limits are ignored (admission
+    workflows begun before they took their worker's settings took the latest asker's)."""
 
     holder: str = Field(min_length=1)
     owner: str = ""
     priority: int = Field(default=3, ge=1, le=5)
     key: str | None = None
-    # The asking worker's limits: the latest asked for is the pool's.
+    # The asking worker's limits (read by admission workflows begun before they read their
+    # own worker's, and still sent for them).
     max_runs: int | None = None
     max_runs_per_key: int | None = None
     check_seconds: float = DEFAULT_CHECK_SECONDS
@@ -101,6 +154,9 @@ def parse_admission(environ: Mapping[str, str]) -> AdmissionSettings:
         max_runs=_limit(environ, MAX_RUNS_ENV),
         max_runs_per_key=_limit(environ, MAX_RUNS_PER_KEY_ENV),
         check_seconds=_seconds(environ, CHECK_SECONDS_ENV),
+        max_priority=_priority(environ, MAX_PRIORITY_ENV),
+        urgent_owners=_owners(environ, URGENT_OWNERS_ENV) or [],
+        owners=_owners(environ, OWNERS_ENV),
     )
 
 
@@ -161,3 +217,23 @@ def _seconds(environ: Mapping[str, str], name: str) -> float:
     if not 0 < value <= 86400:
         raise BadSetting(f"{name}={text!r}: seconds, more than 0 and at most 86400")
     return value
+
+
+def _priority(environ: Mapping[str, str], name: str) -> int:
+    text = environ.get(name, "").strip()
+    if not text:
+        return 1
+    if text not in ("1", "2", "3", "4", "5"):
+        raise BadSetting(f"{name}={text!r}: the most urgent priority a spec may claim, 1 to 5")
+    return int(text)
+
+
+def _owners(environ: Mapping[str, str], name: str) -> list[str] | None:
+    """Comma-separated owners (None: the setting is unset)."""
+    if name not in environ or not environ[name].strip():
+        return None
+    owners = [part.strip() for part in environ[name].split(",") if part.strip()]
+    bad = [owner for owner in owners if len(owner) > 64 or not owner.isprintable()]
+    if bad or any(not owner.isascii() for owner in owners):
+        raise BadSetting(f"{name}: owners are printable ASCII, at most 64 characters each")
+    return owners

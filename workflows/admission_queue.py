@@ -4,14 +4,21 @@ Pure: the `OvernightAdmission` workflow keeps a `Places` (carried whole by conti
 and asks this module what to do. The order: the lowest `priority` first (1 before 5); among
 runs of that priority, the owner holding the fewest places (ties: the owner let in longest
 ago), and that owner's runs first come, first served. A run counted against a Runtime key
-waits while its key is full, without holding up runs that are not.
+waits while its key is full, without holding up runs that are not. The limits and the bounds
+on owner and priority are the pool's workers' (`set_limits`); admission workflows begun before
+took the limits of the latest request.
 """
 
 from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from overnight.admission import DEFAULT_CHECK_SECONDS, AdmissionRequest
+from overnight.admission import (
+    DEFAULT_CHECK_SECONDS,
+    AdmissionRequest,
+    AdmissionSettings,
+    bounded_order,
+)
 
 
 class _Model(BaseModel):
@@ -47,29 +54,58 @@ class Places(_Model):
     taken_back_total: int = 0
     # The most places held at once (the limit, once the pool has been full).
     most_held: int = 0
+    # The worker's bounds on the order a request may claim (`overnight.admission.
+    # bounded_order`): the most urgent priority but for the urgent owners, the owners known.
+    max_priority: int = 1
+    urgent_owners: list[str] = Field(default_factory=list)
+    owners: list[str] | None = None
 
 
-def ask(places: Places, request: AdmissionRequest) -> bool:
-    """Note `request` (the latest asker's limits become the pool's). True when its holder
-    already holds a place: tell it again, count nothing twice."""
-    places.max_runs = request.max_runs
-    places.max_runs_per_key = request.max_runs_per_key
-    places.check_seconds = request.check_seconds
+def set_limits(places: Places, settings: AdmissionSettings) -> None:
+    """The pool's limits and bounds, as its worker has them."""
+    places.max_runs = settings.max_runs
+    places.max_runs_per_key = settings.max_runs_per_key
+    places.check_seconds = settings.check_seconds
+    places.max_priority = settings.max_priority
+    places.urgent_owners = list(settings.urgent_owners)
+    places.owners = None if settings.owners is None else list(settings.owners)
+
+
+def ask(places: Places, request: AdmissionRequest, *, take_limits: bool = True) -> bool:
+    """Note `request`, its owner and priority held to the pool's bounds (`take_limits`: the
+    asker's limits become the pool's, as admission workflows begun before did). True when its
+    holder already holds a place: tell it again, count nothing twice."""
+    if take_limits:
+        places.max_runs = request.max_runs
+        places.max_runs_per_key = request.max_runs_per_key
+        places.check_seconds = request.check_seconds
     if request.holder in places.holding:
         return True
     if any(w.holder == request.holder for w in places.waiting):
         return False
     places.seq += 1
+    owner, priority = bounded_order(_bounds(places), request.owner, request.priority)
     places.waiting.append(
         Waiting(
             holder=request.holder,
-            owner=request.owner,
-            priority=request.priority,
+            owner=owner,
+            priority=priority,
             key=request.key,
             seq=places.seq,
         )
     )
     return False
+
+
+def in_places(places: Places, holder: str) -> bool:
+    """`holder` holds a place or waits for one."""
+    return holder in places.holding or any(w.holder == holder for w in places.waiting)
+
+
+def _bounds(places: Places) -> AdmissionSettings:
+    return AdmissionSettings(
+        max_priority=places.max_priority, urgent_owners=places.urgent_owners, owners=places.owners
+    )
 
 
 def give_back(places: Places, holder: str) -> bool:

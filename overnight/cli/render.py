@@ -56,10 +56,13 @@ def status_text(status: RunStatus, *, now: datetime, ui_url: str | None) -> str:
         lines.append(f"  last note:     {terminal_line(summary.last_note)}")
     lines += [
         f"  budget left:   {budget_left(status)} (spent ${status.spend_usd:.2f})",
-        f"  waits:         {status.wait_hours_used:.1f} of {status.budget.max_wait_hours:g} h "
-        "paused for questions and waits",
         f"  last progress: {age(status.last_progress_at, now)}",
     ]
+    if status.wait_hours_used > 0:
+        lines.append(
+            f"  waited:        {status.wait_hours_used:.1f} of {status.budget.max_wait_hours:g} h"
+            " (paused for the agent's questions and waits)"
+        )
     money = money_line(status)
     if money:
         lines.append(f"  charged:       {money}")

@@ -91,6 +91,18 @@ async def places(client: Client, queue: str) -> Places:
     return await handle.query(PLACES_QUERY, result_type=Places)
 
 
+async def drained(client: Client, queue: str, timeout: float = 30) -> Places:
+    """The pool once every place is back: a run's `release` is checked (its run closed or out
+    of the pool) before its place is freed, a moment after the run ends."""
+
+    async def empty() -> Places | None:
+        pool = await places(client, queue)
+        return pool if not pool.holding and not pool.waiting else None
+
+    found: Places = await wait_for(empty, timeout, "every place given back")
+    return found
+
+
 async def wait_for(check: Any, timeout: float, what: str, every: float = 0.1) -> Any:
     """Call `check()` (sync or async) until it answers something true; that answer."""
     loop = asyncio.get_running_loop()

@@ -32,6 +32,7 @@ from overnight.grants import Grants
 from overnight.models import RunStatus
 from overnight.worker.devserver import DevServer
 from tests.admission.pool import (
+    drained,
     places,
     short_pool,
     short_spec,
@@ -74,7 +75,7 @@ async def test_300_runs_on_a_pool_of_50_never_hold_more_than_50_sandboxes(
         )
         results = await asyncio.wait_for(asyncio.gather(*(h.result() for h in handles)), 540)
         assert {r.outcome for r in results} == {"finished"}
-        pool = await places(dev_client, queue)
+        pool = await drained(dev_client, queue)
     events = read_events(boxes)
     assert sum(e.up for e in events) == 300, "every run made its one sandbox"
     most = most_at_once(events)
@@ -114,12 +115,15 @@ async def test_a_run_cancelled_while_queued_makes_nothing_and_leaves_the_queue(
     boxes = tmp_path / "boxes"
     async with short_pool(dev_client, boxes, AdmissionSettings(max_runs=1)) as queue:
         (holder,) = await start_all(dev_client, [short_spec(agent_dir, "hold", seconds=60)], queue)
+        # In before the other asks (started together, either may ask first).
+        await wait_for(lambda: read_events(boxes), 30, "the holder's sandbox")
         (queued,) = await start_all(dev_client, [short_spec(agent_dir, "leave")], queue)
         await wait_for(lambda: _waiting(dev_client, queue, 1), 30, "the run queued")
         await api.cancel_run(dev_client, queued.id, reason="not tonight")
         result = await asyncio.wait_for(queued.result(), 30)
         assert result.outcome == "cancelled" and result.attempts == 0
-        assert (await places(dev_client, queue)).waiting == []
+        # Its release is checked (the run is out of the pool) before its turn goes.
+        await wait_for(lambda: _waiting_none(dev_client, queue), 30, "the queue left")
         await keep_history(queued, "admission_cancelled_while_queued")
         await api.cancel_run(dev_client, holder.id)
         await asyncio.wait_for(holder.result(), 30)
@@ -166,7 +170,7 @@ async def test_admission_survives_a_sigkilled_worker_with_no_place_lost(
         second = await start_subprocess_worker(dev_server.address, queue, boxes, max_runs=3)
         try:
             results = await asyncio.wait_for(asyncio.gather(*(h.result() for h in handles)), 120)
-            pool = await places(dev_client, queue)
+            pool = await drained(dev_client, queue)
         finally:
             second.terminate()
             await second.wait()
@@ -190,7 +194,7 @@ async def test_a_terminated_holders_place_is_taken_back(
         await wait_for(lambda: _waiting(dev_client, queue, 1), 30, "the next run queued")
         await holder.terminate("gone without giving its place back")
         result = await asyncio.wait_for(waiter.result(), 60)
-        pool = await places(dev_client, queue)
+        pool = await drained(dev_client, queue)
         # The terminated run's sandbox is reap's (docs/operator.md); stop it here.
         for box in await ShortAgents(boxes).list({}, include_stopped=False):
             await ShortAgents(boxes).stop(box.sandbox_id)
@@ -213,7 +217,7 @@ async def test_the_admission_continues_as_new_carrying_its_places(
         specs = [short_spec(agent_dir, "can") for _ in range(10)]
         handles = await start_all(dev_client, specs, queue)
         results = await asyncio.wait_for(asyncio.gather(*(h.result() for h in handles)), 120)
-        pool = await places(dev_client, queue)
+        pool = await drained(dev_client, queue)
         first_run = dev_client.get_workflow_handle(first.id, run_id=first.result_run_id)
         described = await first_run.describe()
         await _keep_admission_history(first_run, "continued_as_new")
@@ -268,6 +272,10 @@ async def _waiting(client: Client, queue: str, count: int) -> bool:
     with contextlib.suppress(Exception):
         return len((await places(client, queue)).waiting) >= count
     return False
+
+
+async def _waiting_none(client: Client, queue: str) -> bool:
+    return (await places(client, queue)).waiting == []
 
 
 async def _listed_state(client: Client, run_id: str, state: str) -> bool:

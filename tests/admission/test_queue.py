@@ -144,3 +144,27 @@ def test_a_spec_outside_the_priorities_or_owner_bounds_is_refused(
 ) -> None:
     with pytest.raises(ValueError, match=next(iter(fields))):
         RunSpec.model_validate({"repo": "/r", "agent_dir": "/a", "command": "c", **fields})
+
+
+def test_a_pool_taking_its_workers_limits_ignores_the_requests_and_bounds_their_order() -> None:
+    from workflows.admission_queue import set_limits
+
+    places = Places()
+    set_limits(
+        places,
+        AdmissionSettings(max_runs=1, max_priority=2, urgent_owners=["oncall"], owners=["a"]),
+    )
+    forged = request("x", max_runs=None, priority=1, owner="fresh")
+    ask(places, forged, take_limits=False)
+    ask(places, request("y", priority=1, owner="oncall"), take_limits=False)
+    ask(places, request("z", priority=4, owner="a"), take_limits=False)
+    assert places.max_runs == 1
+    assert [(w.holder, w.owner, w.priority) for w in places.waiting] == [
+        ("x", "", 2),
+        ("y", "", 2),  # urgent, but not one of the pool's owners: counted as none
+        ("z", "a", 4),
+    ]
+    # Pools begun before took the latest request's limits, and bound nothing.
+    old = Places()
+    ask(old, forged)
+    assert old.max_runs is None and (old.waiting[0].owner, old.waiting[0].priority) == ("fresh", 1)

@@ -111,6 +111,7 @@ def test_garbage_arguments_exit_2_with_one_line(
         (["--restarts", "-1"], "--restarts"),
         (["--hours", "-0.5"], "--hours"),
         (["--spend", "-3"], "--spend"),
+        (["--wait-hours", "-1"], "--wait-hours"),
         ([], "nothing to add"),
     ],
 )

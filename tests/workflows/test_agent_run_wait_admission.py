@@ -4,82 +4,16 @@ pool of one place, whose `OvernightAdmission` workflow runs beside the first."""
 
 from __future__ import annotations
 
-import contextlib
-import uuid
-from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack, asynccontextmanager
 from datetime import timedelta
 
-from temporalio import activity
 from temporalio.client import Client
-from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import Worker
 
-from activities.admission import AdmissionActivities
-from activities.models import ActivityName, SpecCheck, SpecCheckInput
-from overnight.admission import PLACES_QUERY, AdmissionTerms
-from overnight.admission import admission_workflow_id as pool_id
-from overnight.models import RunResult, RunSpec, RunStatus
-from tests.workflows.fakes import FakeWorld, Quiet, exits, progress
+from overnight.models import RunStatus
+from tests.workflows.fakes import Quiet, exits, progress
 from tests.workflows.harness import Handle, eventually, keep_history, make_spec, status_of
+from tests.workflows.pool_world import places, pool_of_one, start, terminate
 from tests.workflows.test_agent_run_talk import kit_checkpoint
-from workflows.admission import OvernightAdmission
-from workflows.admission_queue import Places
-from workflows.agent_run import AgentRun
-from workflows.notify_run import NotifyRun
-
-
-class PoolWorld(FakeWorld):
-    """A FakeWorld whose worker puts every run in one pool (`check_spec`'s admission terms)."""
-
-    def __init__(self, terms: AdmissionTerms, task_queue: str) -> None:
-        super().__init__()
-        self.terms = terms
-        self.task_queue = task_queue
-
-    @activity.defn(name=ActivityName.CHECK_SPEC)
-    async def check_spec(self, request: SpecCheckInput) -> SpecCheck:
-        self.spec_checks.append(request)
-        return SpecCheck(refusals=[], admission=self.terms)
-
-
-@asynccontextmanager
-async def pool_of_one(client: Client, *worlds_of: str) -> AsyncIterator[dict[str, PoolWorld]]:
-    """One world (and worker, on a task queue of its own) per name; the pool's admission
-    workflow runs on the first's queue, and lets one run in at a time."""
-    queues = {name: f"pool-{name}-{uuid.uuid4().hex[:8]}" for name in worlds_of}
-    home = queues[worlds_of[0]]
-    terms = AdmissionTerms(workflow_id=pool_id(home), task_queue=home, max_runs=1)
-    worlds = {name: PoolWorld(terms, queues[name]) for name in worlds_of}
-    async with AsyncExitStack() as stack:
-        for world in worlds.values():
-            await stack.enter_async_context(
-                Worker(
-                    client,
-                    task_queue=world.task_queue,
-                    workflows=[AgentRun, NotifyRun, OvernightAdmission],
-                    activities=[
-                        *world.activities(),
-                        *AdmissionActivities(client).all(),
-                    ],
-                    max_heartbeat_throttle_interval=timedelta(milliseconds=100),
-                    default_heartbeat_throttle_interval=timedelta(milliseconds=100),
-                )
-            )
-        yield worlds
-
-
-async def start(client: Client, world: PoolWorld, spec: RunSpec) -> Handle:
-    handle: Handle = await client.start_workflow(
-        "AgentRun", spec, id=spec.run_id, task_queue=world.task_queue, result_type=RunResult
-    )
-    return handle
-
-
-async def places(client: Client, world: PoolWorld) -> Places:
-    handle = client.get_workflow_handle(world.terms.workflow_id)
-    return await handle.query(PLACES_QUERY, result_type=Places)
 
 
 async def test_a_long_wait_gives_the_place_back_and_queues_again_to_wake(
@@ -112,11 +46,12 @@ async def test_a_long_wait_gives_the_place_back_and_queues_again_to_wake(
             # The other run ends: the waiter is let in, woken, and finishes.
             await other.cancel()
             result = await waiter.result()
-            after = await places(client, a)
+            # Its own release is checked (it ended) before its place is freed.
+            after = await eventually(lambda: places(client, a), lambda p: not p.holding)
             await keep_history(waiter, "wait_gave_place_back")
         finally:
             for handle in (waiter, other):
-                await _terminate(handle)
+                await terminate(handle)
 
     assert first.run_id not in during.holding and during.waiting == []
     assert queued.sandbox_id == "box-1" and box_while_queued == "paused"
@@ -132,9 +67,3 @@ async def test_a_long_wait_gives_the_place_back_and_queues_again_to_wake(
 
 def _waiting(status: RunStatus) -> bool:
     return status.talk is not None and status.talk.waiting_until is not None
-
-
-async def _terminate(handle: Handle | None) -> None:
-    with contextlib.suppress(RPCError):  # already closed
-        if handle is not None:
-            await handle.terminate(reason="test over")

@@ -6,7 +6,7 @@ an agent asking again and again to wait (fresh ids, until 2099) kept its run ali
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
 from temporalio.client import Client, WorkflowFailureError
@@ -25,22 +25,24 @@ from tests.workflows.harness import (
 )
 from tests.workflows.test_agent_run_talk import kit_checkpoint
 
-FOREVER = "2099-01-01T00:00:00+00:00"
+# "Until 2099", on a test server whose clock earlier tests may have skipped past 2099.
+FOREVER = timedelta(days=100 * 365)
 # A run that stops at its wait budget makes a few dozen events; one that waits on and on,
 # about 17 a wait.
 MOST_EVENTS = 80
 
 
-def fresh_waits(count: int) -> list[Writes]:
-    """An agent that, each time it is woken, asks to wait until 2099 again, with a new id."""
-    waits = [{"id": f"w{step}-q", "until": FOREVER, "reason": "quota"} for step in range(count)]
+def fresh_waits(count: int, until: datetime) -> list[Writes]:
+    """An agent that, each time it is woken, asks to wait until `until` again, with a new id."""
+    stamp = until.isoformat()
+    waits = [{"id": f"w{step}-q", "until": stamp, "reason": "quota"} for step in range(count)]
     return [progress(kit_checkpoint(step, wait=wait)) for step, wait in enumerate(waits)]
 
 
 async def test_fresh_id_waits_until_2099_stop_at_the_wait_budget(
     client: Client, world: FakeWorld, time_skipping_env: WorkflowEnvironment
 ) -> None:
-    world.script(1, fresh_waits(500))
+    world.script(1, fresh_waits(500, await time_skipping_env.get_current_time() + FOREVER))
     # The run hours clipped each wait before (0.03 h = 108 s) and were never used by one.
     spec = make_spec(budget=Budget(max_hours=0.03, max_wait_hours=2), attention_hours=1)
     async with started_run(client, world, spec) as handle:
