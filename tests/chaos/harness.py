@@ -370,7 +370,7 @@ class Chaos:
                     if state == "paused":
                         self.paused_unwatched[run] = self.paused_unwatched.get(run, 0) + 1
                         # Paused must mean frozen: nothing of the agent runs (its cgroup).
-                        if await asyncio.to_thread(agent_frozen, run):
+                        if not await asyncio.to_thread(agent_runs_unfrozen, run):
                             self.frozen_unwatched[run] = self.frozen_unwatched.get(run, 0) + 1
                         else:
                             self.note(f"{sandbox_id} is paused but its agent still runs")
@@ -531,6 +531,20 @@ class Chaos:
                 await asyncio.sleep(2)
         self.note(f"status of {run_id} unreadable: {type(error).__name__}: {error}")
         return None
+
+
+def agent_runs_unfrozen(run_id: str) -> bool:
+    """Whether a process of the run's agent (not its launcher, which watches from outside
+    the sandbox) exists and is not held: an agent that already ended runs nothing."""
+    agents = [pid for pid in agent_pids(run_id) if b"local/launcher.py" not in _cmdline(pid)]
+    return bool(agents) and not agent_frozen(run_id)
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
 
 
 def branch_commits(origin: Path, branch: str) -> list[str]:
