@@ -32,7 +32,12 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from overnight.agent_kit import overnight_agent as kit
+else:  # in the sandbox: a sibling module
+    import overnight_agent as kit
 
 PR_SET_CHILD_SUBREAPER = 36
 # A line of the CLI's JSON output longer than this is dropped (Claude Code's stream-json
@@ -284,22 +289,9 @@ def kill_group(pgid: int, number: int = signal.SIGKILL) -> None:
 
 
 def write_whole(path: str, text: str) -> None:
-    """Replace `path` with `text` whole or not at all (temp file, fsync, rename)."""
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    fd, temp = tempfile.mkstemp(prefix=".tmp-", dir=folder)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(text)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(temp, path)
-    except BaseException:
-        try:
-            os.unlink(temp)
-        except OSError:
-            pass
-        raise
+    """Replace `path` with `text` whole or not at all: the kit's own atomic write (temp file,
+    fsync, rename, the folder fsynced), with the temporary names the session copy skips."""
+    kit._write_whole(path, text, prefix=".tmp-")
 
 
 def read_json(path: str) -> dict[str, Any]:
