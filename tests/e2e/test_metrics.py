@@ -229,13 +229,16 @@ async def test_prometheus_reads_what_the_runs_did(
     await wait_for_status(dev_client, stuck, lambda s: s.state == "needs_attention")
     first = 'sum(overnight_exit_noticed_seconds_count{exit="nonzero"})'
     assert await value_of(prometheus, first, 1) == 1
-    # $36 a vCPU-hour: a few seconds' spend shows at the status's 1/10,000 of a dollar.
+    # $36 a vCPU-hour: even a second's spend shows at the status's 1/10,000 of a dollar.
     spec, _ = agent_spec(
         crashing, tmp_path, agent_env={"AGENT_DIE_AFTER": "2"}, rates={"vcpu_hour_usd": 36.0}
     )
     await api.start_run(dev_client, spec, task_queue=metrics_worker)
     result = await asyncio.wait_for(api.wait_result(dev_client, crashing), timeout=60)
     assert result.outcome == "finished" and result.restarts == 1
+    # Whatever the sandbox ran for (under a second on a fast machine), the counter has at least it.
+    sandbox_micros = round(result.spend_usd * 1_000_000)
+    assert sandbox_micros > 0
 
     checks = {
         # overnight's, recorded by the workflows through the replay-safe meter
@@ -243,7 +246,7 @@ async def test_prometheus_reads_what_the_runs_did(
         'sum(overnight_run_transitions_total{state="finished"})': 1,
         'sum(overnight_run_transitions_total{state="needs_attention"})': 1,
         'sum(overnight_run_transitions_total{state="starting"})': 2,
-        'sum(overnight_spend_micros_total{kind="sandbox"})': 10_000,
+        'sum(overnight_spend_micros_total{kind="sandbox"})': sandbox_micros,
         # recorded by the activities: two crashes noticed, sandboxes paused and stopped
         'sum(overnight_exit_noticed_seconds_count{exit="nonzero"})': 2,
         'sum(overnight_sandbox_ends_total{how="paused"})': 2,
