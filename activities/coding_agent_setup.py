@@ -38,13 +38,16 @@ with one line saying so.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import math
 import os
 import platform
-from collections.abc import Mapping
+import socket
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from temporalio.exceptions import ApplicationError
 
@@ -76,8 +79,18 @@ USAGE_BACKOFF_SECONDS = 900
 # 429 / 529 after the CLI's own retries: wait these in turn (the last again), then resume the
 # same session.
 API_BACKOFF_SECONDS = [30, 60, 120, 300, 600]
+# The worker's settings replacing those two (a gateway that wants other pauses; tests).
+USAGE_BACKOFF_ENV = "OVERNIGHT_USAGE_BACKOFF_SECONDS"
+API_BACKOFF_ENV = "OVERNIGHT_MODEL_API_BACKOFF_SECONDS"
+# How long the run's start waits for `base_url` to accept a connection.
+BASE_URL_CONNECT_SECONDS = 3.0
+# Longer than a day is a typo, not a backoff.
+MAX_BACKOFF_SECONDS = 24 * 3600
 # The adapter's exit codes beyond the agent contract's: a loop (a restart naming it).
 LOOP_EXIT_CODE = 76
+
+# (seconds after a usage limit with no reset time, seconds after each 429/529 in turn)
+Backoffs = tuple[float, list[float]]
 
 PRICES_ENV = "OVERNIGHT_MODEL_PRICES"
 PRICE_FIELDS = ("input_per_mtok", "output_per_mtok", "cached_input_per_mtok")
@@ -125,6 +138,46 @@ def refusals(spec: RunSpec, home: Path | None = None, machine: str | None = None
     return found
 
 
+def base_url_problems(
+    spec: RunSpec,
+    connect: Callable[[tuple[str, int], float], Any] = socket.create_connection,
+) -> list[str]:
+    """Whether the coding agent's `base_url` can be reached, as the run's start finds it (one
+    refusal, or none): on the loopback, only through a port in `host_ports` (a local sandbox
+    reaches no other port of the worker's); and something must accept a connection there
+    within `BASE_URL_CONNECT_SECONDS`. Else the CLI would retry, and the adapter back off, for
+    ever. Only at the start: a gateway down for a while mid-run is backed off like a 529."""
+    if spec.agent is None or not spec.agent.base_url:
+        return []  # the vendor's own API
+    url = urlsplit(spec.agent.base_url)
+    host = url.hostname or ""
+    port = url.port or (443 if url.scheme == "https" else 80)
+    where = f"{host}:{port}"
+    if _is_loopback(host) and port not in spec.host_ports:
+        return [
+            f"field agent.base_url: {where} is on the worker's loopback, which a sandbox "
+            f"reaches only on the ports in host_ports: add {port} to host_ports"
+        ]
+    try:
+        connect((host, port), BASE_URL_CONNECT_SECONDS).close()
+    except OSError as error:
+        why = error.strerror or str(error) or type(error).__name__
+        return [
+            f"field agent.base_url: nothing accepts connections at {where} from this worker "
+            f"({why}): start the model API or gateway there, or fix base_url"
+        ]
+    return []
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 def refuse_unless_runnable(spec: RunSpec) -> None:
     """Raise the run's non-retryable `SpecRefused` error when this worker cannot run the
     spec's coding agent (`refusals`)."""
@@ -167,10 +220,14 @@ def adapter_env(spec: RunSpec) -> dict[str, str]:
 
 
 def adapter_config(
-    spec: RunSpec, prices: Mapping[str, Mapping[str, float]], machine: str | None = None
+    spec: RunSpec,
+    prices: Mapping[str, Mapping[str, float]],
+    machine: str | None = None,
+    backoffs: Backoffs | None = None,
 ) -> dict[str, Any]:
     """The adapter's config (the JSON at `ADAPTER_CONFIG`). Holds no secret: credentials
     reach the CLI through the environment (`secret_env`)."""
+    usage_backoff, api_backoff = backoffs or (USAGE_BACKOFF_SECONDS, list(API_BACKOFF_SECONDS))
     agent = spec.agent
     assert agent is not None
     cli = agent_cli(agent.kind)
@@ -187,15 +244,49 @@ def adapter_config(
         "checkpoint_path": spec.checkpoint_path,
         "loop_repeats": LOOP_REPEATS,
         "prices": {model: dict(figures) for model, figures in prices.items()},
-        "usage_backoff_seconds": USAGE_BACKOFF_SECONDS,
-        "api_backoff_seconds": list(API_BACKOFF_SECONDS),
+        "usage_backoff_seconds": usage_backoff,
+        "api_backoff_seconds": list(api_backoff),
         "session_store": SESSION_MOUNT,
     }
 
 
 def config_bytes(spec: RunSpec, environ: Mapping[str, str] | None = None) -> bytes:
-    config = adapter_config(spec, model_prices(environ))
+    config = adapter_config(spec, model_prices(environ), backoffs=worker_backoffs(environ))
     return (json.dumps(config, indent=2, sort_keys=True) + "\n").encode()
+
+
+def worker_backoffs(environ: Mapping[str, str] | None = None) -> Backoffs:
+    """The adapter's pauses: after a usage limit with no reset time (seconds), and after the
+    model API's 429/529s (seconds in turn), from the worker's `OVERNIGHT_USAGE_BACKOFF_SECONDS`
+    (`900`) and `OVERNIGHT_MODEL_API_BACKOFF_SECONDS` (`30,60,120,300,600`) when set. A value
+    it cannot read refuses the run (non-retryable), naming the setting."""
+    source = os.environ if environ is None else environ
+    usage = _seconds_setting(source, USAGE_BACKOFF_ENV, [float(USAGE_BACKOFF_SECONDS)])
+    steps = _seconds_setting(source, API_BACKOFF_ENV, [float(s) for s in API_BACKOFF_SECONDS])
+    if len(usage) != 1:
+        raise non_retryable(
+            ErrorType.INVALID_REQUEST,
+            f"{USAGE_BACKOFF_ENV}={source[USAGE_BACKOFF_ENV]}: one number of seconds "
+            "(fix the worker's setting)",
+        )
+    return usage[0], steps
+
+
+def _seconds_setting(source: Mapping[str, str], name: str, default: list[float]) -> list[float]:
+    given = source.get(name, "").strip()
+    if not given:
+        return default
+    try:
+        values = [float(part) for part in given.split(",")]
+    except ValueError:
+        values = []
+    if not values or not all(0 <= v <= MAX_BACKOFF_SECONDS for v in values):
+        raise non_retryable(
+            ErrorType.INVALID_REQUEST,
+            f"{name}={given}: comma-separated seconds, 0 to {MAX_BACKOFF_SECONDS} "
+            "(fix the worker's setting)",
+        )
+    return values
 
 
 def model_prices(environ: Mapping[str, str] | None = None) -> dict[str, dict[str, float]]:

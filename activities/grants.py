@@ -53,6 +53,25 @@ def spec_refusals(
     return refusals(spec, grants, home=str(state_dir), real=real, protected_ports=owners)
 
 
+def unset_secrets(
+    spec: RunSpec, grants: Grants | None, environ: Mapping[str, str] | None = None
+) -> list[str]:
+    """The spec's `secret_env` names this worker allows but its environment does not set, one
+    refusal each (at the run's start: a create would fail on them). A name it does not allow
+    is left to `refusals`, which names the setting that would."""
+    source = os.environ if environ is None else environ
+    unset = [
+        name
+        for name in dict.fromkeys(spec.secret_env)
+        if (grants is None or grants.allows_secret(name)) and name not in source
+    ]
+    return [
+        f"field secret_env: {name} is not set in this worker's environment (set it where the "
+        "worker runs, then start the run again)"
+        for name in unset
+    ]
+
+
 def refuse_unless_allowed(
     spec: RunSpec, grants: Grants, protected_ports: Collection[int] = ()
 ) -> None:

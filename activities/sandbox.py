@@ -29,6 +29,7 @@ from activities.grants import (
     own_loopback_ports,
     refuse_unless_allowed,
     spec_refusals,
+    unset_secrets,
     worker_grants,
 )
 from activities.heartbeat import auto_heartbeat, hand_over_on_shutdown
@@ -183,6 +184,10 @@ class SandboxActivities:
         )
         # And what it cannot give a coding agent (its CLI not installed here, ...).
         found += await asyncio.to_thread(coding.refusals, input.spec)
+        # What only the start looks at: a credential unset here, a model API nothing answers
+        # at (later, a create names the first, and the adapter backs off from the second).
+        found += unset_secrets(input.spec, self._grants)
+        found += await asyncio.to_thread(coding.base_url_problems, input.spec)
         queue = activity.info().task_queue if activity.in_activity() else None
         terms = queue and terms_for(input.spec, self._admission, queue, self._key)
         found += admission_refusals(input.spec, self._admission)

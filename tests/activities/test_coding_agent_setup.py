@@ -122,8 +122,9 @@ def test_an_agent_of_ones_own_is_none_of_its_business(home: Path) -> None:
 
 
 async def test_the_run_is_refused_at_its_start_before_anything_is_made(
-    acts: SandboxActivities, home: Path, repo: Path
+    acts: SandboxActivities, home: Path, repo: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv("FAKE_KEY", "sk-fake")
     spec = agent_spec(repo, secret_env=["FAKE_KEY"])
     checked = await ActivityEnvironment().run(acts.check_spec, SpecCheckInput(spec=spec))
     [line] = checked.refusals
@@ -208,6 +209,53 @@ def test_the_worker_may_set_the_price_table(tmp_path: Path) -> None:
         assert caught.value.non_retryable and caught.value.message.startswith(
             f"{coding.PRICES_ENV}={prices}: "
         )
+
+
+def test_the_worker_may_set_the_adapters_backoffs() -> None:
+    assert coding.worker_backoffs({}) == (900.0, [30.0, 60.0, 120.0, 300.0, 600.0])
+    given = {coding.USAGE_BACKOFF_ENV: "5", coding.API_BACKOFF_ENV: "0.5, 2,10"}
+    assert coding.worker_backoffs(given) == (5.0, [0.5, 2.0, 10.0])
+    config = json.loads(coding.config_bytes(agent_spec(), given))
+    assert (config["usage_backoff_seconds"], config["api_backoff_seconds"]) == (5.0, [0.5, 2, 10])
+    for name, bad in [
+        (coding.API_BACKOFF_ENV, "soon"),
+        (coding.API_BACKOFF_ENV, "1,-2"),
+        (coding.USAGE_BACKOFF_ENV, "1,2"),
+        (coding.USAGE_BACKOFF_ENV, "1e9"),
+    ]:
+        with pytest.raises(ApplicationError) as caught:
+            coding.worker_backoffs({name: bad})
+        assert caught.value.non_retryable and caught.value.message.startswith(f"{name}={bad}: ")
+
+
+def test_a_base_url_nothing_answers_at_is_refused_at_the_start_saying_what_to_do() -> None:
+    tried: list[tuple[str, int]] = []
+
+    def refused(address: tuple[str, int], timeout: float) -> Any:
+        tried.append(address)
+        raise ConnectionRefusedError(111, "Connection refused")
+
+    loopback = agent_spec(agent={"base_url": "http://127.0.0.1:4010"}, host_ports=[4010])
+    assert coding.base_url_problems(loopback, refused) == [
+        "field agent.base_url: nothing accepts connections at 127.0.0.1:4010 from this worker "
+        "(Connection refused): start the model API or gateway there, or fix base_url"
+    ]
+    gateway = agent_spec(agent={"base_url": "https://llm.example.com/anthropic"})
+    assert coding.base_url_problems(gateway, lambda address, timeout: _Closable()) == []
+    assert tried == [("127.0.0.1", 4010)]
+    # A sandbox reaches the worker's loopback only on its spec's host_ports.
+    unlisted = agent_spec(agent={"base_url": "http://localhost:4010/v1"})
+    assert coding.base_url_problems(unlisted, refused) == [
+        "field agent.base_url: localhost:4010 is on the worker's loopback, which a sandbox "
+        "reaches only on the ports in host_ports: add 4010 to host_ports"
+    ]
+    assert coding.base_url_problems(agent_spec(), refused) == []  # the vendor's API
+    assert len(tried) == 1
+
+
+class _Closable:
+    def close(self) -> None:
+        pass
 
 
 # ----- the sandbox -----

@@ -16,7 +16,7 @@ import pytest
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from activities.grants import own_loopback_ports, spec_refusals, worker_grants
+from activities.grants import own_loopback_ports, spec_refusals, unset_secrets, worker_grants
 from activities.models import (
     CreateSandboxInput,
     SpecCheckInput,
@@ -79,6 +79,20 @@ async def test_check_spec_answers_what_the_worker_does_not_grant(
     assert [r.split(":")[0] for r in checked.refusals] == ["field isolation", "field secret_env"]
     fine = await ActivityEnvironment().run(strict.check_spec, SpecCheckInput(spec=spec(agent_dir)))
     assert fine.refusals == []
+
+
+def test_a_granted_secret_the_environment_does_not_set_is_refused_at_the_start(
+    agent_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("MY_UNSET_TOKEN", raising=False)
+    monkeypatch.setenv("MY_SET_TOKEN", "x")
+    asked = spec(agent_dir, secret_env=["MY_SET_TOKEN", "MY_UNSET_TOKEN", "NOT_GRANTED"])
+    grants = Grants(secret_env=("MY_SET_TOKEN", "MY_UNSET_TOKEN"))
+    assert unset_secrets(asked, grants) == [
+        "field secret_env: MY_UNSET_TOKEN is not set in this worker's environment (set it "
+        "where the worker runs, then start the run again)"
+    ]  # the name not granted is the allow-list's refusal, not this one
+    assert unset_secrets(asked, grants, {"MY_SET_TOKEN": "", "MY_UNSET_TOKEN": "y"}) == []
 
 
 @pytest.mark.parametrize(

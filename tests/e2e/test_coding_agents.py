@@ -11,34 +11,31 @@ import asyncio
 import os
 import subprocess
 import time
-from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
-import pytest_asyncio
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
-from activities.providers.local.isolation import bwrap_problem
 from activities.providers.local.provider import LocalProvider
-from fakes.git_http import origin_fields
 from fakes.model_api import FakeModelApi, ReadFile, Shell, WriteFile, text, tools
+from fakes.model_api.turns import Answer
 from overnight.cli import client as api
-from overnight.cli.demo import make_origin
-from overnight.coding_agents import INSTALL_SCRIPT, agent_cli, install_folder, install_problem
+from overnight.coding_agents import INSTALL_SCRIPT, agent_cli, install_problem
 from overnight.constants import LABEL_RUN
 from overnight.grants import SPEC_REFUSED
 from overnight.home import overnight_home
-from overnight.local_services import serve_to_agents
 from overnight.models import RunSpec
 from overnight.worker.agent_clis import Installed
 from tests.agent_clis.conftest import agents_home, installed_cli  # noqa: F401 (fixtures)
+from tests.e2e.coding_agent_runs import (
+    CREDENTIAL,
+    FAKE_KEY,
+    agents_queue,  # noqa: F401 (a fixture)
+    claude_code,  # noqa: F401 (a fixture)
+    start_coding_run,
+)
 from tests.e2e.helpers import new_run_id
-from tests.live import granted, in_process_worker
-
-ADAPTER = Path(__file__).resolve().parents[2] / "overnight" / "agent_kit" / "coding_agent.py"
-CREDENTIAL = "ANTHROPIC_API_KEY"
-FAKE_KEY = "sk-fake-model-api"
 
 
 async def test_a_run_whose_cli_is_not_installed_fails_at_once_saying_the_fix(
@@ -77,69 +74,33 @@ async def test_a_run_whose_cli_is_not_installed_fails_at_once_saying_the_fix(
 # ----- the real Claude Code CLI -----
 
 
-@pytest_asyncio.fixture(loop_scope="session")
-async def agents_queue(dev_client: Client) -> AsyncIterator[str]:
-    """A worker granting the CLI's credential (and the origins' writable binds)."""
-    async with in_process_worker(
-        dev_client, "agents", grants=granted(secret_env=[CREDENTIAL])
-    ) as queue:
-        yield queue
-
-
-@pytest.fixture
-def claude_code(installed_cli: Callable[[str], Installed]) -> Installed:  # noqa: F811
-    """The session's install of Claude Code, in this worker's `$OVERNIGHT_HOME/agents` (a
-    link: the worker's read-only mount follows it)."""
-    if not ADAPTER.is_file():
-        pytest.skip(f"the adapter {ADAPTER.name} is not on this tree yet")
-    if bwrap_problem() is not None:
-        pytest.skip(f"coding agents run only in isolated sandboxes: {bwrap_problem()}")
-    installed = installed_cli("claude-code")
-    place = install_folder(agent_cli("claude-code"))
-    place.parent.mkdir(parents=True, exist_ok=True)
-    if not place.exists():
-        place.symlink_to(installed.folder)
-    return installed
-
-
 async def test_claude_code_finishes_a_three_tool_call_task_in_one_attempt(
     dev_client: Client,
-    agents_queue: str,
-    claude_code: Installed,
+    agents_queue: str,  # noqa: F811
+    claude_code: Installed,  # noqa: F811
     runs: list[str],
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv(CREDENTIAL, FAKE_KEY)
-    run_id = new_run_id("claude")
-    runs.append(run_id)
-    files = make_origin(tmp_path / run_id)
     notes = "/workspace/app/notes.txt"
-    script = [
+    script: list[Answer] = [
         tools(WriteFile(notes, "hello from the fake\n"), label="write"),
         tools(Shell("wc -c < notes.txt"), label="run"),
         tools(ReadFile(notes), label="read"),
         text("All three done.", label="final"),
     ]
     with FakeModelApi(script) as fake:
-        serve_to_agents(fake.port)  # the worker in this process vouches for the fake's port
-        spec = RunSpec.model_validate(
-            {
-                "run_id": run_id,
-                **origin_fields(files.origin, "local"),
-                "agent": {
-                    "kind": "claude-code",
-                    "prompt": "Write notes.txt, count its bytes, read it back.",
-                    "base_url": fake.anthropic_base_url,
-                },
-                "secret_env": [CREDENTIAL],
-                "host_ports": [fake.port],
-                "poll_seconds": 1,
-                "stall_seconds": 120,
-                "sandbox_timeout_seconds": 600,
-            }
+        spec, files = await start_coding_run(
+            dev_client,
+            agents_queue,
+            runs,
+            tmp_path,
+            fake,
+            "claude",
+            prompt="Write notes.txt, count its bytes, read it back.",
         )
-        await api.start_run(dev_client, spec, task_queue=agents_queue)
+        run_id = spec.run_id
         result = await asyncio.wait_for(api.wait_result(dev_client, run_id), timeout=240)
         status = await api.get_status(dev_client, run_id)
         requests = fake.requests()

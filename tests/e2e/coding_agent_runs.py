@@ -1,0 +1,199 @@
+"""Shared pieces of the end-to-end coding-agent tests (tests/e2e/test_coding_agent*.py): a
+worker granting the CLIs' credentials, the session's installs of the real CLIs, a spec for a
+coding-agent run against the fake model API, and what the tests look for on the host (the
+CLI's process, the run's sandboxes, files inside them).
+
+The fake model API answers on the loopback in this process; each test's waits on it block,
+so they run in a thread (`fake_wait`), never on the event loop the in-process worker shares.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+import pytest_asyncio
+from temporalio.client import Client
+
+from activities.providers.local.isolation import bwrap_problem
+from activities.providers.local.provider import LocalProvider
+from fakes.git_http import origin_fields
+from fakes.model_api import FakeModelApi
+from overnight.cli import client as api
+from overnight.cli.demo import DemoFiles, make_origin
+from overnight.coding_agents import agent_cli, install_folder
+from overnight.constants import LABEL_ATTEMPT, LABEL_RUN
+from overnight.local_services import serve_to_agents
+from overnight.models import RunSpec
+from overnight.worker.agent_clis import Installed
+from tests.agent_clis.clis import executable_name, parent
+from tests.e2e.helpers import agent_pids
+from tests.live import granted, in_process_worker
+
+ADAPTER = Path(__file__).resolve().parents[2] / "overnight" / "agent_kit" / "coding_agent.py"
+CREDENTIAL = "ANTHROPIC_API_KEY"
+SUBSCRIPTION = "CLAUDE_CODE_OAUTH_TOKEN"  # Claude Code's subscription mode (usage windows)
+CODEX_CREDENTIAL = "OPENAI_API_KEY"
+FAKE_KEY = "sk-fake-model-api"
+CREDENTIALS = {"claude-code": CREDENTIAL, "codex": CODEX_CREDENTIAL}
+# The adapter's backoffs, short (worker settings: activities/coding_agent_setup.py).
+QUICK_BACKOFFS = {
+    "OVERNIGHT_MODEL_API_BACKOFF_SECONDS": "0.5",
+    "OVERNIGHT_USAGE_BACKOFF_SECONDS": "1",
+}
+CLI_BINARY = {"claude-code": "claude", "codex": "codex"}
+
+T = TypeVar("T")
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def agents_queue(dev_client: Client) -> AsyncIterator[str]:
+    """A worker granting the CLIs' credentials (and the origins' writable binds)."""
+    secrets = [CREDENTIAL, SUBSCRIPTION, CODEX_CREDENTIAL]
+    async with in_process_worker(dev_client, "agents", grants=granted(secret_env=secrets)) as queue:
+        yield queue
+
+
+def link_install(installed_cli: Callable[[str], Installed], kind: str) -> Installed:
+    """The session's install of `kind`, in this worker's `$OVERNIGHT_HOME/agents` (a link: the
+    worker's read-only mount follows it); skips where coding agents cannot run."""
+    if not ADAPTER.is_file():
+        pytest.skip(f"the adapter {ADAPTER.name} is not on this tree yet")
+    if bwrap_problem() is not None:
+        pytest.skip(f"coding agents run only in isolated sandboxes: {bwrap_problem()}")
+    installed = installed_cli(kind)
+    place = install_folder(agent_cli(kind))
+    place.parent.mkdir(parents=True, exist_ok=True)
+    if not place.exists():
+        place.symlink_to(installed.folder)
+    return installed
+
+
+@pytest.fixture
+def claude_code(installed_cli: Callable[[str], Installed]) -> Installed:
+    return link_install(installed_cli, "claude-code")
+
+
+@pytest.fixture
+def codex(installed_cli: Callable[[str], Installed]) -> Installed:
+    return link_install(installed_cli, "codex")
+
+
+def coding_spec(
+    run_id: str,
+    files: DemoFiles,
+    fake: FakeModelApi,
+    *,
+    kind: str = "claude-code",
+    prompt: str = "Do the task.",
+    credential: str | None = None,
+    **changes: Any,
+) -> RunSpec:
+    """A coding-agent run of `kind` against `fake` (its port served to the sandbox), on the
+    origin of `files`, watched closely (one-second polls)."""
+    serve_to_agents(fake.port)  # the worker in this process vouches for the fake's port
+    base_url = fake.anthropic_base_url if kind == "claude-code" else fake.openai_base_url
+    fields: dict[str, Any] = {
+        "run_id": run_id,
+        **origin_fields(files.origin, "local"),
+        "agent": {"kind": kind, "prompt": prompt, "base_url": base_url},
+        "secret_env": [credential or CREDENTIALS[kind]],
+        "host_ports": [fake.port],
+        "poll_seconds": 1,
+        "stall_seconds": 120,
+        "sandbox_timeout_seconds": 600,
+    }
+    agent = changes.pop("agent", {})
+    fields["agent"].update(agent)
+    fields.update(changes)
+    return RunSpec.model_validate(fields)
+
+
+async def start_coding_run(
+    client: Client,
+    queue: str,
+    runs: list[str],
+    root: Path,
+    fake: FakeModelApi,
+    prefix: str,
+    **options: Any,
+) -> tuple[RunSpec, DemoFiles]:
+    """Start a coding-agent run (`coding_spec`'s options) on a fresh origin under `root`."""
+    from tests.e2e.helpers import new_run_id
+
+    run_id = new_run_id(prefix)
+    runs.append(run_id)
+    files = make_origin(root / run_id)
+    spec = coding_spec(run_id, files, fake, **options)
+    await api.start_run(client, spec, task_queue=queue)
+    return spec, files
+
+
+async def fake_wait(call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """One of the fake's blocking waits, off the event loop."""
+    return await asyncio.to_thread(call, *args, **kwargs)
+
+
+async def until(probe: Callable[[], Any], timeout: float = 60, what: str = "") -> Any:
+    """Poll `probe` (a plain function, or one returning an awaitable) until it is truthy."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = probe()
+        if asyncio.iscoroutine(value):
+            value = await value
+        if value:
+            return value
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"not in {timeout} s: {what}")
+
+
+def cli_pids(run_id: str, kind: str = "claude-code") -> list[int]:
+    """The run's live CLI processes on the host: the topmost running the CLI's binary among
+    the processes carrying the run's id in their environment (the adapter passes its own on)."""
+    name = CLI_BINARY[kind]
+    return [
+        pid
+        for pid in agent_pids(run_id)
+        if executable_name(pid) == name and executable_name(parent(pid)) != name
+    ]
+
+
+def named_pids(run_id: str, name: str) -> list[int]:
+    """The run's live processes running the executable `name` (a tool's `sleep`, ...)."""
+    return [pid for pid in agent_pids(run_id) if executable_name(pid) == name]
+
+
+async def sandbox_ids(run_id: str) -> list[str]:
+    """Every sandbox the run made, stopped ones too, by attempt."""
+    found = await LocalProvider().list({LABEL_RUN: run_id}, include_stopped=True)
+    found.sort(key=lambda s: int(s.labels.get(LABEL_ATTEMPT, "0")))
+    return [s.sandbox_id for s in found]
+
+
+async def adapter_log(sandbox_id: str) -> list[dict[str, Any]]:
+    """The adapter's own log in a sandbox (`.overnight/coding-agent/log.jsonl`)."""
+    read = await LocalProvider().read_file(
+        sandbox_id, "/workspace/.overnight/coding-agent/log.jsonl", 4 * 1024 * 1024
+    )
+    lines = (read.data or b"").decode("utf-8", "replace").splitlines()
+    return [json.loads(line) for line in lines if line.strip()]
+
+
+SESSION_FILES = {"claude-code": ".claude/projects/*/*.jsonl", "codex": ".codex/sessions/**/*.jsonl"}
+
+
+def session_mentions(sandbox_id: str, text: str, kind: str = "claude-code") -> bool:
+    """Whether the CLI's session file in the sandbox (as written so far) holds `text`."""
+    home = LocalProvider().engine.folder(sandbox_id) / "home"
+    for path in home.glob(SESSION_FILES[kind]):
+        try:
+            if text in path.read_text(encoding="utf-8", errors="replace"):
+                return True
+        except OSError:
+            continue
+    return False
