@@ -61,6 +61,9 @@ class ActivityName:
     # activity), and which holders gave their place back or closed (asked before freeing it).
     POOL_SETTINGS = "pool_settings"
     RELEASED_HOLDERS = "released_holders"
+    # Many hosts (activities.host_check): whether a host's queue still has a poller, asked on
+    # the shared queue when an activity on that host's queue waited too long to start.
+    CHECK_HOST = "check_host"
 
 
 class _Model(BaseModel):
@@ -190,6 +193,11 @@ class AgentStarted(_Model):
     adopted: bool = False
     # The key's daily spending limit as read before the create (None: not read).
     daily: DailyLimitRead | None = None
+    # A sandbox of a host-bound provider (local): the task queue of the host that made it,
+    # where every later activity on it goes, and that host's `OVERNIGHT_HOST_LOST_SECONDS`
+    # (overnight.hosts). None: any worker reaches it (Runtime), or a worker from before.
+    host_queue: str | None = None
+    host_lost_seconds: float | None = None
 
 
 class StartAgentInput(_Model):

@@ -33,6 +33,7 @@ from activities.grants import (
     worker_grants,
 )
 from activities.heartbeat import auto_heartbeat, hand_over_on_shutdown
+from activities.host_check import HostCheckActivities
 from activities.last_words import read_last_words
 from activities.lifecycle import LifecycleActivities, settle
 from activities.models import (
@@ -73,6 +74,8 @@ from overnight.constants import (
     LABEL_RUN,
 )
 from overnight.grants import Grants
+from overnight.host_settings import host_lost_seconds
+from overnight.hosts import host_bound
 from overnight.models import RunSpec
 
 
@@ -88,10 +91,15 @@ class SandboxActivities:
         heartbeat_seconds: float | None = None,
         grants: Grants | None = None,
         admission: AdmissionSettings | None = None,
+        host_queue: str | None = None,
     ):
         """`grants`: what specs may ask for; `admission`: how many runs this pool lets go at
-        once (overnight/admission.py); without them, the worker's environment says."""
+        once (overnight/admission.py); without them, the worker's environment says.
+        `host_queue`: this host's own task queue (overnight.hosts), which the local sandboxes
+        made here name as theirs (None: they name none, and any worker is sent their steps)."""
         self._client = client
+        self._host_queue = host_queue
+        self._host_checks = HostCheckActivities(client)
         self._grants = worker_grants() if grants is None else grants
         self._admission = worker_admission() if admission is None else admission
         self._key = worker_key()
@@ -111,10 +119,16 @@ class SandboxActivities:
         client: Client | None,
         grants: Grants | None = None,
         admission: AdmissionSettings | None = None,
+        host_queue: str | None = None,
     ) -> SandboxActivities:
         providers, factories = registry.worker_providers()
         return cls(
-            client, providers=providers, factories=factories, grants=grants, admission=admission
+            client,
+            providers=providers,
+            factories=factories,
+            grants=grants,
+            admission=admission,
+            host_queue=host_queue,
         )
 
     @property
@@ -135,6 +149,7 @@ class SandboxActivities:
             *TalkActivities(self._provider).all(),
             *self.lifecycle.all(),
             *AdmissionActivities(self._client, self._admission).all(),
+            *self._host_checks.all(),
             self.create_sandbox,
             self.start_agent,
             self.observe_agent,
@@ -158,6 +173,12 @@ class SandboxActivities:
         tb: TracebackType | None,
     ) -> None:
         await self.aclose()
+
+    async def host_provider(self) -> SandboxProvider | None:
+        """This host's local provider (None: this worker has none, e.g. a benchmark's)."""
+        if "local" not in self._providers and "local" not in self._factories:
+            return None
+        return await self._provider("local")
 
     async def _provider(self, name: str) -> SandboxProvider:
         provider = self._providers.get(name)
@@ -260,6 +281,7 @@ class SandboxActivities:
                         restored_from=request.snapshot_id,
                         adopted=adopted,
                         daily=daily,
+                        **self._host_of(spec),
                     )
                 await setup.clone_and_switch(provider, sid, spec)
                 if config is None:
@@ -279,7 +301,14 @@ class SandboxActivities:
             lease_ends_at=sandbox.lease_ends_at,
             isolation=sandbox.isolation,
             daily=daily,
+            **self._host_of(spec),
         )
+
+    def _host_of(self, spec: RunSpec) -> dict[str, Any]:
+        """Where a sandbox made here is reached: this host's queue, for a local one."""
+        if self._host_queue is None or not host_bound(spec.provider):
+            return {}
+        return {"host_queue": self._host_queue, "host_lost_seconds": host_lost_seconds()}
 
     @activity.defn(name=ActivityName.START_AGENT)
     async def start_agent(self, input: StartAgentInput) -> AgentStarted:

@@ -378,6 +378,10 @@ class RunStatus(_Strict):
     lease_resumes: int = 0
     # How the current sandbox is isolated, said plainly (local provider).
     isolation: str | None = None
+    # The host the current sandbox lives on (its worker's `OVERNIGHT_HOST`; local sandboxes of
+    # runs begun with host queues), and the hosts the run took as lost.
+    host: str | None = None
+    lost_hosts: list[str] = Field(default_factory=list)
     # The last words of the agent that ended most recently (any reason).
     last_words: LastWords | None = None
     # Snapshot recovery: the latest ready snapshot, captures taken and failed, the sandbox's

@@ -28,6 +28,7 @@ with workflow.unsafe.imports_passed_through():
         end_steps,
         fresh_steps,
         grant_steps,
+        host_steps,
         lease_steps,
         money,
         money_steps,
@@ -41,6 +42,8 @@ with workflow.unsafe.imports_passed_through():
         ExtendLease,
         Finish,
         FreshStart,
+        HostLost,
+        Look,
         NeedsAttention,
         ObserveFailed,
         Restart,
@@ -171,14 +174,17 @@ class AgentRun(RunMessages):
             if follow_up is not None:
                 await self._act(s, follow_up)
 
-    async def _observe(self, s: SupervisorState) -> Observation | ObserveFailed | None:
-        """One long poll; None when a signal interrupted it."""
+    async def _observe(self, s: SupervisorState) -> Look | None:
+        """One long poll; None when a signal interrupted it (or its host's queue kept it
+        waiting, its host not lost: look again)."""
         assert s.sandbox_id is not None and s.process_id is not None
         now = workflow.now()
         until = self._watch_until or next_wake(s, now)
         wait = max(0.0, (until - now).total_seconds())
         stall = stall_deadline_of(s)
-        handle = calls.start_observe(s, wait, at_deadline=stall is not None and until >= stall)
+        at_deadline = stall is not None and until >= stall
+        route = host_steps.current_route(s)
+        handle = calls.start_observe(s, wait, at_deadline=at_deadline, route=route)
         try:
             await workflow.wait_condition(lambda: handle.done() or s.cancel_requested)
         finally:
@@ -192,7 +198,13 @@ class AgentRun(RunMessages):
             calls.reraise_cancellation(err)
             if calls.handed_over(err):
                 return None  # its last attempt ended with its worker's shutdown: look again
+            if route.task_queue is not None and calls.waited_unstarted(err):
+                # No worker of its host took it: a restart there costs nothing, a lost host
+                # costs the work since the checkpoint.
+                lost = await host_steps.host_lost(s, route.task_queue)
+                return None if lost is None else HostLost(lost)
             return ObserveFailed(calls.describe(err))
+        host_steps.host_seen(s, route.task_queue)
         self._take_checkpoint(s, seen.checkpoint)
         if take_requests_file(s, seen.requests):
             self._watch_until = None
@@ -276,6 +288,7 @@ class AgentRun(RunMessages):
             await self._enter_attention(s, NeedsAttention(why, pending_restart=reason or why))
             return
         sandbox_started(s, started, workflow.now())
+        host_steps.record_host(s, started)
         self._watch_until = None
 
     async def _extend_lease(self, s: SupervisorState, decision: ExtendLease) -> None:
@@ -381,6 +394,7 @@ class AgentRun(RunMessages):
             output_of=s.process_id,
             requests_path=calls.requests_path_of(s),
             known_requests_digest=s.requests_digest,
+            route=host_steps.current_route(s),
         )
         self._take_checkpoint(s, read)
         if read is not None:

@@ -9,11 +9,19 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, ApplicationError, is_cancelled_exception
+from temporalio.exceptions import (
+    ActivityError,
+    ApplicationError,
+    TimeoutError,
+    TimeoutType,
+    is_cancelled_exception,
+)
 
 with workflow.unsafe.imports_passed_through():
+    from activities.host_models import HostCheckInput, HostSeen
     from activities.models import (
         ActivityName,
         AgentStarted,
@@ -40,6 +48,7 @@ with workflow.unsafe.imports_passed_through():
     from overnight.agent_requests import requests_path
     from overnight.models import RunSpec
     from workflows import money, policies, publish
+    from workflows.hosts import ANY_WORKER, Route
     from workflows.state import SupervisorState
 
 # What the provider says when the key's daily spending limit refuses a step.
@@ -96,6 +105,7 @@ async def start_agent(
     ended: str | None = None,
     *,
     resumed: int = 0,
+    route: Route = ANY_WORKER,
 ) -> AgentStarted:
     """Start the agent again in its sandbox; `ended`: the process it replaces (its last
     words come back in the result). `resumed`: after the `resumed`-th pause that ended it
@@ -103,7 +113,8 @@ async def start_agent(
     reason, why = "context window full: fresh start", f"fresh context {fresh}"
     if resumed:
         reason = why = "its sandbox's pause ended it (no cgroup to freeze): from the checkpoint"
-    started: AgentStarted = await workflow.execute_activity(
+    started: AgentStarted = await on_host(
+        route,
         ActivityName.START_AGENT,
         StartAgentInput(
             spec=spec,
@@ -135,13 +146,17 @@ async def read_checkpoint(
     output_of: str | None = None,
     requests_path: str | None = None,
     known_requests_digest: str | None = None,
+    route: Route = ANY_WORKER,
 ) -> CheckpointSalvage | None:
     """The checkpoint if it changed; None when unchanged or unreadable (best effort).
     `wake_paused`: the sandbox is paused (at its lease end): wake it to salvage the file.
     `output_of`: the agent process whose last words to bring back too. `requests_path`: the
     kit's requests file to read too (runs that read it; see `requests_path_of`)."""
+    if _given_up(route, f"copy checkpoint ({why})"):
+        return None
     try:
-        read: CheckpointSalvage = await workflow.execute_activity(
+        read: CheckpointSalvage = await on_host(
+            route,
             ActivityName.READ_CHECKPOINT,
             ReadCheckpointInput(
                 provider=spec.provider,
@@ -175,6 +190,7 @@ async def pause_or_stop(
     why: str,
     read_charge: bool = False,
     keep_until: datetime | None = None,
+    route: Route = ANY_WORKER,
 ) -> SandboxSettled | None:
     """Best effort: a failed pause or stop is logged and never hides what caused it (None).
     `read_charge`: the sandbox's end, so bring back what the provider charged for it;
@@ -187,8 +203,11 @@ async def pause_or_stop(
         read_charge=read_charge,
         keep_until=keep_until,
     )
+    if _given_up(route, f"{verb} sandbox {sandbox_id}"):
+        return None
     try:
-        settled: SandboxSettled = await workflow.execute_activity(
+        settled: SandboxSettled = await on_host(
+            route,
             name,
             ref,
             result_type=SandboxSettled,
@@ -204,7 +223,12 @@ async def pause_or_stop(
 
 
 async def wake_sandbox(
-    spec: RunSpec, sandbox_id: str, why: str, *, daily_room_micros: int | None = None
+    spec: RunSpec,
+    sandbox_id: str,
+    why: str,
+    *,
+    daily_room_micros: int | None = None,
+    route: Route = ANY_WORKER,
 ) -> SandboxInfo | DailyLimitRefused | None:
     """A paused sandbox carried on with a fresh lease; None when it could not be woken.
     `daily_room_micros`: what the fresh lease commits, checked against the daily limit."""
@@ -214,6 +238,7 @@ async def wake_sandbox(
             provider=spec.provider, sandbox_id=sandbox_id, daily_room_micros=daily_room_micros
         ),
         f"wake sandbox {sandbox_id} ({why})",
+        route,
     )
 
 
@@ -224,6 +249,7 @@ async def extend_sandbox(
     why: str,
     *,
     micros_per_second: float | None = None,
+    route: Route = ANY_WORKER,
 ) -> SandboxInfo | DailyLimitRefused | None:
     """The lease moved to `until`; None when it could not be (the lease then ends as set)."""
     return await _sandbox_call(
@@ -235,14 +261,18 @@ async def extend_sandbox(
             micros_per_second=micros_per_second,
         ),
         f"extend sandbox {sandbox_id} to {until:%H:%M:%S} UTC ({why})",
+        route,
     )
 
 
 async def _sandbox_call(
-    name: str, arg: object, summary: str
+    name: str, arg: object, summary: str, route: Route
 ) -> SandboxInfo | DailyLimitRefused | None:
+    if _given_up(route, summary):
+        return None
     try:
-        info: SandboxInfo = await workflow.execute_activity(
+        info: SandboxInfo = await on_host(
+            route,
             name,
             arg,
             result_type=SandboxInfo,
@@ -277,9 +307,13 @@ async def read_daily_limit(spec: RunSpec) -> MoneyRead | None:
     return read
 
 
-async def list_sandboxes(spec: RunSpec) -> list[SandboxInfo]:
+async def list_sandboxes(spec: RunSpec, route: Route = ANY_WORKER) -> list[SandboxInfo]:
+    """This run's sandboxes, as the worker `route` reaches sees them (a host's, for local)."""
+    if _given_up(route, "list this run's sandboxes"):
+        return []
     try:
-        found: SandboxList = await workflow.execute_activity(
+        found: SandboxList = await on_host(
+            route,
             ActivityName.LIST_SANDBOXES,
             ListSandboxesInput(provider=spec.provider, run_id=spec.run_id),
             result_type=SandboxList,
@@ -342,7 +376,7 @@ async def check_spec(spec: RunSpec) -> SpecCheck:
 
 
 def start_observe(
-    s: SupervisorState, wait: float, *, at_deadline: bool = False
+    s: SupervisorState, wait: float, *, at_deadline: bool = False, route: Route = ANY_WORKER
 ) -> workflow.ActivityHandle[Observation]:
     """One long poll of the current agent, at most `wait` seconds (started, not awaited: a
     signal may interrupt it). `at_deadline`: the wait ends at a deadline that must be kept
@@ -372,7 +406,62 @@ def start_observe(
         heartbeat_timeout=policies.observe_heartbeat(spec.poll_seconds),
         retry_policy=policies.OBSERVE_RETRY,
         summary=f"watch agent in sandbox {s.attempt}",
+        **routed(route),
     )
+
+
+async def on_host(route: Route, name: str, arg: object, **options: Any) -> Any:
+    """`execute_activity` along `route`: on a host's queue, a step no worker started within
+    the route's wait is sent again while the host is not lost (`Route.host_lost` says), so a
+    worker restarting costs the step nothing; given up (the timeout raised) once it is lost."""
+    while True:
+        try:
+            return await workflow.execute_activity(name, arg, **options, **routed(route))
+        except ActivityError as err:
+            if route.task_queue is None or route.host_lost is None or not waited_unstarted(err):
+                raise
+            if await route.host_lost(route.task_queue):
+                raise
+
+
+def routed(route: Route) -> dict[str, Any]:
+    """The options of a step along `route`; none on the run's own queue, so the command a
+    run begun before host queues records is the one it always did."""
+    if route.task_queue is None:
+        return {}
+    return {"task_queue": route.task_queue, "schedule_to_start_timeout": route.schedule_to_start}
+
+
+def _given_up(route: Route, what: str) -> bool:
+    """A best-effort step on a host the run took as lost is not sent (it would never start)."""
+    if route.lost:
+        workflow.logger.warning("%s not sent: its host %s was lost", what, route.task_queue)
+    return route.lost
+
+
+def waited_unstarted(err: ActivityError) -> bool:
+    """The step waited in its queue past its schedule-to-start timeout: no worker took it."""
+    cause = err.cause
+    return isinstance(cause, TimeoutError) and cause.type == TimeoutType.SCHEDULE_TO_START
+
+
+async def check_host(host_queue: str) -> HostSeen | None:
+    """What the server says of a host queue's pollers, asked on the run's own queue (any
+    worker answers); None when it could not be asked (the host is then not taken as lost)."""
+    try:
+        seen: HostSeen = await workflow.execute_activity(
+            ActivityName.CHECK_HOST,
+            HostCheckInput(host_queue=host_queue),
+            result_type=HostSeen,
+            start_to_close_timeout=policies.HOST_CHECK_TIMEOUT,
+            retry_policy=policies.HOST_CHECK_RETRY,
+            summary=f"is host queue {host_queue} polled? (a step there waited unstarted)",
+        )
+    except ActivityError as err:
+        reraise_cancellation(err)
+        workflow.logger.warning("could not check host queue %s: %s", host_queue, describe(err))
+        return None
+    return seen
 
 
 def requests_path_of(s: SupervisorState) -> str | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from overnight.hosts import host_of_queue
 from overnight.models import RunStatus
 from overnight.output_tail import markdown_block, markdown_inline
 from overnight.status_lines import age, money_line, safety_net_line, snapshot_line, talk_lines
@@ -16,6 +17,7 @@ from workflows.budget import (
     wait_hours_used,
 )
 from workflows.checkpoint import kept_facts
+from workflows.hosts import shown_host
 from workflows.safety_net import summary as safety_net_summary
 from workflows.state import SupervisorState
 
@@ -53,6 +55,8 @@ def build_status(state: SupervisorState, now: datetime) -> RunStatus:
         lease_ends_at=state.lease_ends_at,
         lease_resumes=state.lease_resumes,
         isolation=state.isolation,
+        host=shown_host(state, sandbox),
+        lost_hosts=[host_of_queue(q) for q in state.lost_hosts],
         last_words=state.last_words,
         latest_snapshot=state.snapshots[-1] if state.snapshots else None,
         snapshots=list(state.snapshots),
@@ -79,7 +83,8 @@ def render_card(status: RunStatus, now: datetime) -> str:
     lines = [
         f"### overnight run `{status.run_id}`: **{status.state}**",
         "",
-        f"- **attempt** {status.attempt} · **sandbox** `{status.sandbox_id or '-'}`",
+        f"- **attempt** {status.attempt} · **sandbox** `{status.sandbox_id or '-'}`"
+        + (f" · **host** `{status.host}`" if status.host else ""),
         f"- **next step** {_next_step(status)}",
         f"- **restarts** {restarts} · **hours** {status.hours_used:.2f} used, "
         f"{hours_left:.2f} left · **waits** {status.wait_hours_used:.2f} of "

@@ -106,10 +106,24 @@ class ObserveFailed:
     error: str
 
 
-def decide(state: SupervisorState, seen: Observation | ObserveFailed, now: datetime) -> Decision:
+@dataclass(frozen=True)
+class HostLost:
+    """The current sandbox's host was taken as lost (workflows.hosts): `reason` says why."""
+
+    reason: str
+
+
+Look = Observation | ObserveFailed | HostLost
+
+
+def decide(state: SupervisorState, seen: Look, now: datetime) -> Decision:
     """Turn one look at the agent into the next step."""
     if isinstance(seen, ObserveFailed):
         return restart_within_budget(state, f"sandbox stopped answering ({seen.error})", now)
+    if isinstance(seen, HostLost):
+        # Its agent may live on there, unwatched: counted as a failed sandbox, and stopped by
+        # its host's worker when that comes back (overnight.worker.moved_away).
+        return restart_within_budget(state, seen.reason, now)
     spec = state.spec
 
     if seen.process_state == "exited" and seen.exit_code == 0:
@@ -285,6 +299,6 @@ def _duration(seconds: float) -> str:
     return f"{seconds:g} s"
 
 
-def is_quiet(seen: Observation | ObserveFailed) -> bool:
+def is_quiet(seen: Look) -> bool:
     """A look that saw nothing new (the agent runs, its checkpoint and requests unchanged)."""
     return isinstance(seen, Observation) and seen.checkpoint is None and seen.requests is None

@@ -9,19 +9,30 @@ from __future__ import annotations
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
+    from activities.models import SandboxInfo
     from overnight import retention
-    from workflows import admission_steps, calls
+    from workflows import admission_steps, calls, host_steps
+    from workflows.hosts import Route
     from workflows.patches import RETENTION_PATCH
     from workflows.state import SupervisorState
 
 
 async def sweep(s: SupervisorState, *, stop: bool, paused_too: bool, why: str) -> None:
     """Leave none of this run's sandboxes running; `paused_too` ends those kept for a look."""
-    for box in await calls.list_sandboxes(s.spec):
+    for box, route in await _listed(s):
         if box.sandbox_id == s.sandbox_id:
             continue
         if box.state in ("running", "starting") or (paused_too and box.state == "paused"):
-            await calls.pause_or_stop(s.spec, box.sandbox_id, stop=stop, why=why)
+            await calls.pause_or_stop(s.spec, box.sandbox_id, stop=stop, why=why, route=route)
+
+
+async def _listed(s: SupervisorState) -> list[tuple[SandboxInfo, Route]]:
+    """The run's sandboxes on every host it used (one listing each), with their routes."""
+    found = []
+    for where in host_steps.sweep_routes(s):
+        for box in await calls.list_sandboxes(s.spec, route=where):
+            found.append((box, host_steps.box_route(s, box.sandbox_id, where)))
+    return found
 
 
 async def sweep_at_end(s: SupervisorState, *, why: str) -> None:
@@ -49,13 +60,13 @@ async def sweep_ended(s: SupervisorState, *, why: str) -> None:
         return
     days = s.spec.keep_failed_days
     until = retention.keep_until(workflow.now(), days) if days > 0 else None
-    for box in await calls.list_sandboxes(s.spec):
+    for box, route in await _listed(s):
         if box.sandbox_id == s.sandbox_id or box.state not in ("running", "starting", "paused"):
             continue
         if box.state == "paused" and until is not None:
             kept = f"{why}; kept for a look for {days} day(s)"
             await calls.pause_or_stop(
-                s.spec, box.sandbox_id, stop=False, why=kept, keep_until=until
+                s.spec, box.sandbox_id, stop=False, why=kept, keep_until=until, route=route
             )
         else:
-            await calls.pause_or_stop(s.spec, box.sandbox_id, stop=True, why=why)
+            await calls.pause_or_stop(s.spec, box.sandbox_id, stop=True, why=why, route=route)

@@ -9,7 +9,7 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
-    from workflows import calls
+    from workflows import calls, host_steps
     from workflows.notice import note_last_words
     from workflows.state import SupervisorState
 
@@ -22,7 +22,12 @@ async def fresh_start(s: SupervisorState) -> str | None:
     ended = s.process_id
     try:
         started = await calls.start_agent(
-            s.spec, s.sandbox_id, s.attempt, s.fresh_starts_used, ended
+            s.spec,
+            s.sandbox_id,
+            s.attempt,
+            s.fresh_starts_used,
+            ended,
+            route=host_steps.current_route(s),
         )
     except ActivityError as err:
         calls.reraise_cancellation(err)

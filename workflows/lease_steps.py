@@ -10,7 +10,7 @@ from datetime import datetime
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from workflows import budget, calls, metrics, money
+    from workflows import budget, calls, host_steps, metrics, money
     from workflows.resume_steps import after_wake
     from workflows.state import SupervisorState
 
@@ -24,7 +24,12 @@ async def extend_lease(s: SupervisorState, until: datetime) -> None:
     # sandbox pauses, and waking it waits for the daily window.
     rate = budget.micros_per_second(s.spec) if money.keeps_account(s) else None
     info = await calls.extend_sandbox(
-        s.spec, s.sandbox_id, until, "agent progressing", micros_per_second=rate
+        s.spec,
+        s.sandbox_id,
+        until,
+        "agent progressing",
+        micros_per_second=rate,
+        route=host_steps.current_route(s),
     )
     if isinstance(info, calls.DailyLimitRefused):
         metrics.lease_extension("refused")
@@ -41,7 +46,11 @@ async def wake_after_lease(s: SupervisorState, paused_at: datetime) -> bool | st
     assert s.sandbox_id is not None
     room = money.next_lease_micros(s) if money.keeps_account(s) else None
     info = await calls.wake_sandbox(
-        s.spec, s.sandbox_id, "lease ended, agent progressing", daily_room_micros=room
+        s.spec,
+        s.sandbox_id,
+        "lease ended, agent progressing",
+        daily_room_micros=room,
+        route=host_steps.current_route(s),
     )
     if isinstance(info, calls.DailyLimitRefused):
         metrics.lease_end_wake("refused")

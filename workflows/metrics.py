@@ -33,6 +33,7 @@ _CAUSES = (
     ("sandbox time limit reached", "time_limit"),
     ("sandbox stopped", "sandbox_stopped"),
     ("sandbox disappeared", "sandbox_gone"),
+    ("host lost", "host_lost"),
     ("resumed after the budget was extended", "budget_extended"),
     ("daily spending window reopened", "daily_window"),
 )

@@ -8,7 +8,7 @@ from __future__ import annotations
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from workflows import budget, calls, money
+    from workflows import budget, calls, host_steps, money
     from workflows.decide import NeedsAttention
     from workflows.state import SupervisorState
 
@@ -18,7 +18,12 @@ async def end_sandbox(s: SupervisorState, *, stop: bool, why: str) -> None:
     charged for it in place of the estimate (read after the pause, so it is final)."""
     assert s.sandbox_id is not None
     settled = await calls.pause_or_stop(
-        s.spec, s.sandbox_id, stop=stop, why=why, read_charge=money.keeps_account(s)
+        s.spec,
+        s.sandbox_id,
+        stop=stop,
+        why=why,
+        read_charge=money.keeps_account(s),
+        route=host_steps.current_route(s),
     )
     now = workflow.now()
     budget.close_sandbox_spend(s, now)

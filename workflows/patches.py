@@ -52,3 +52,8 @@ REQUESTS_FILE_PATCH = "agent-requests-file"
 # code 76 (`overnight.agent_spec.LOOP_EXIT_CODE`) as a loop: a restart whose reason is the loop
 # its checkpoint's last note names, a cause of its own. Asked only by runs with `agent`.
 LOOP_EXIT_PATCH = "coding-agent-loop-exit"
+# Runs begun with this marker send every step on a local sandbox after its create to the task
+# queue of the host that made it (`<task queue>@<host>`, workflows.hosts), and take a host
+# whose queue had no poller for its `OVERNIGHT_HOST_LOST_SECONDS` as lost (a restart, cause
+# `host lost`); histories recorded before it replay every step on the run's own queue.
+HOST_QUEUES_PATCH = "sandbox-host-queues"

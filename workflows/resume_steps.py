@@ -15,7 +15,7 @@ from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from activities.models import SandboxInfo
-    from workflows import calls
+    from workflows import calls, host_steps
     from workflows.patches import PAUSE_ENDS_AGENTS_PATCH
     from workflows.state import SupervisorState
 
@@ -37,6 +37,7 @@ async def after_wake(s: SupervisorState, woken: SandboxInfo, *, was_paused: bool
             s.process_fresh_start,
             s.process_id,
             resumed=s.pause_resumes,
+            route=host_steps.current_route(s),
         )
     except ActivityError as err:
         calls.reraise_cancellation(err)

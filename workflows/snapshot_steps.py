@@ -19,7 +19,7 @@ with workflow.unsafe.imports_passed_through():
         TakeSnapshotInput,
     )
     from overnight.models import SnapshotRecord
-    from workflows import budget, calls, policies
+    from workflows import budget, calls, host_steps, policies
     from workflows.snapshot import TakeSnapshot, superseded
     from workflows.state import SupervisorState
 
@@ -34,7 +34,8 @@ async def take_snapshot(s: SupervisorState, decision: TakeSnapshot) -> None:
     why = f"agent asked (request {decision.request})" if decision.request else "checkpoint changed"
     old = superseded(s)
     try:
-        taken: SnapshotTaken = await workflow.execute_activity(
+        taken: SnapshotTaken = await calls.on_host(
+            host_steps.current_route(s),
             ActivityName.TAKE_SNAPSHOT,
             TakeSnapshotInput(
                 provider=spec.provider,

@@ -201,3 +201,13 @@ class SupervisorState(BaseModel):
     net_lost_seconds: float = 0
     net_attention_seconds_at_notice: float = 0
     net_totals: SafetyNet = Field(default_factory=SafetyNet)
+    # Many hosts (workflows.hosts): a local sandbox's steps go to its host's own queue. False
+    # for runs begun before, so their histories replay on the shared queue. By sandbox id, the
+    # queue of the host that made it; that host's lost threshold as its create said; the hosts
+    # this run took as lost (never sent anything again); and, by host queue, since when a step
+    # there has waited unstarted (none: its steps are taken).
+    host_routing: bool = False
+    sandbox_hosts: dict[str, str] = Field(default_factory=dict)
+    host_lost_seconds: float | None = None
+    lost_hosts: list[str] = Field(default_factory=list)
+    host_unseen_since: dict[str, datetime] = Field(default_factory=dict)

@@ -16,7 +16,16 @@ from temporalio.exceptions import ActivityError
 with workflow.unsafe.imports_passed_through():
     from activities.models import ActivityName, AnswerAgentInput
     from overnight.output_tail import markdown_inline
-    from workflows import admission_steps, attention_steps, budget, calls, money, policies, talk
+    from workflows import (
+        admission_steps,
+        attention_steps,
+        budget,
+        calls,
+        host_steps,
+        money,
+        policies,
+        talk,
+    )
     from workflows.decide import (
         AskPerson,
         Decision,
@@ -217,7 +226,9 @@ def _cut_short(s: SupervisorState) -> Decision | None:
 
 async def _pause(s: SupervisorState, why: str) -> None:
     assert s.sandbox_id is not None
-    settled = await calls.pause_or_stop(s.spec, s.sandbox_id, stop=False, why=why)
+    settled = await calls.pause_or_stop(
+        s.spec, s.sandbox_id, stop=False, why=why, route=host_steps.current_route(s)
+    )
     if settled is None or settled.state != "paused":
         workflow.logger.warning("sandbox %s not paused (%s): it runs on", s.sandbox_id, why)
         return
@@ -231,7 +242,9 @@ async def _wake(s: SupervisorState, why: str) -> bool:
     assert s.sandbox_id is not None
     was_paused = s.sandbox_paused
     room = money.next_lease_micros(s) if money.keeps_account(s) else None
-    info = await calls.wake_sandbox(s.spec, s.sandbox_id, why, daily_room_micros=room)
+    info = await calls.wake_sandbox(
+        s.spec, s.sandbox_id, why, daily_room_micros=room, route=host_steps.current_route(s)
+    )
     if isinstance(info, calls.DailyLimitRefused) or info is None or info.state != "running":
         return False
     now = workflow.now()
@@ -257,7 +270,8 @@ async def answer_agent(s: SupervisorState, request_id: str, answer: str) -> None
     if s.sandbox_id is None:
         return
     try:
-        await workflow.execute_activity(
+        await calls.on_host(
+            host_steps.current_route(s),
             ActivityName.ANSWER_AGENT,
             AnswerAgentInput(
                 provider=s.spec.provider,

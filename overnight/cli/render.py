@@ -47,7 +47,9 @@ def status_text(status: RunStatus, *, now: datetime, ui_url: str | None) -> str:
     summary = status.checkpoint_summary
     lines = [
         f"{status.run_id}: {status.state}, attempt {status.attempt}"
-        + (f" (sandbox {status.sandbox_id})" if status.sandbox_id else ""),
+        + (f" (sandbox {status.sandbox_id}" if status.sandbox_id else "")
+        + (f" on host {status.host}" if status.sandbox_id and status.host else "")
+        + (")" if status.sandbox_id else ""),
         f"  step:          {terminal_line(summary.next) if summary and summary.next else '-'}",
     ]
     # Agent text (its next step and notes, a question, outputs, why it is paused) is folded

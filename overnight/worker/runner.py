@@ -13,7 +13,7 @@ import logging
 import os
 import signal
 import threading
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -26,6 +26,8 @@ from overnight.codec import describe as describe_codec
 from overnight.connect import connect
 from overnight.constants import TASK_QUEUE
 from overnight.home import overnight_home
+from overnight.host_settings import this_host
+from overnight.hosts import host_queue
 from overnight.local_services import Declared
 from overnight.worker.devconfig import default_dev_config, load_dev_config
 from overnight.worker.devserver import start_or_reuse
@@ -69,9 +71,13 @@ async def serve(
     grants: Grants | None = None,
     reap_schedule: bool = False,
     admission: AdmissionSettings | None = None,
+    host: str | None = None,
 ) -> None:
     """Poll `task_queue` for AgentRun workflows and sandbox activities until `stop` is set
-    (or this task is cancelled); then shut the worker down and close the providers.
+    (or this task is cancelled); then shut the worker down and close the providers. Poll
+    too this host's own queue (`<task_queue>@<host>`, overnight.hosts; `host`: default
+    `OVERNIGHT_HOST` or the machine's name), where the steps on its local sandboxes go; before
+    it does, the agents of runs that moved to another host meanwhile are stopped.
 
     `providers` replaces the ones built from the environment (the benchmarks pass an
     in-process fake whose agents cost nothing); `grants`, what specs may ask for, replace the
@@ -81,27 +87,32 @@ async def serve(
     `admission`, how many runs the pool lets go at once, too (overnight/admission.py)."""
     # Imported here so that modules needing only the client (the CLI) do not load providers.
     from activities.sandbox import SandboxActivities
+    from overnight.worker.moved_away import stop_moved_away
     from overnight.worker.reap_schedule import ReapActivities, ensure_reap_schedule
 
+    own_queue = host_queue(task_queue, host or this_host())
     if providers is None:
         _warn_if_local_runs_cannot_be_isolated()
         _tell_local_disks()
         _tell_coding_agents()
-        sandbox_activities = SandboxActivities.from_env(client, grants=grants, admission=admission)
+        sandbox_activities = SandboxActivities.from_env(
+            client, grants=grants, admission=admission, host_queue=own_queue
+        )
     else:
         sandbox_activities = SandboxActivities(
-            client, providers=providers, grants=grants, admission=admission
+            client, providers=providers, grants=grants, admission=admission, host_queue=own_queue
         )
     logger.info("what specs may ask for here: %s", sandbox_activities.grants.describe())
     logger.info("admission: %s", sandbox_activities.admission.describe())
     # Declared, so other workers on this machine keep its ports (metrics) from their specs.
     async with sandbox_activities, Declared("worker"):
+        activities = [*sandbox_activities.all(), ReapActivities(client).reap_sandboxes]
         worker = Worker(
             client,
             task_queue=task_queue,
             # The same list `overnight replay-check` replays histories against.
             workflows=registered_workflows(),
-            activities=[*sandbox_activities.all(), ReapActivities(client).reap_sandboxes],
+            activities=activities,
             interceptors=worker_interceptors(),
             max_concurrent_activities=max_concurrent_activities,
             max_cached_workflows=max_cached_workflows,
@@ -110,9 +121,32 @@ async def serve(
             # One copy of overnight's modules for every cached run (overnight/workflow_runner.py).
             workflow_runner=shared_module_runner(),
         )
+        # The same activities, for this host's sandboxes only (no workflows: any worker runs
+        # those). Its own slots: a full shared worker never starves this host's watches.
+        host_worker = Worker(
+            client,
+            task_queue=own_queue,
+            activities=activities,
+            interceptors=worker_interceptors(),
+            max_concurrent_activities=max_concurrent_activities,
+            max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
+            graceful_shutdown_timeout=GRACEFUL_SHUTDOWN,
+        )
         if reap_schedule:
             await ensure_reap_schedule(client, task_queue)
-        await run_worker(worker, ready=ready, stop=stop)
+        logger.info("this host's sandboxes are served on task queue %r", own_queue)
+
+        async def before_host_queue() -> None:
+            # Queries of the runs need a workflow worker: the shared one is polling by now.
+            try:
+                provider = await sandbox_activities.host_provider()
+                await stop_moved_away(client, provider, own_queue)
+            except Exception:  # serve this host's runs even if the look failed
+                logger.exception("could not look for agents of runs that moved away")
+
+        await run_worker(
+            worker, ready=ready, stop=stop, then=host_worker, before_then=before_host_queue
+        )
 
 
 def _warn_if_local_runs_cannot_be_isolated() -> None:
@@ -142,31 +176,45 @@ async def run_worker(
     *,
     ready: asyncio.Event | None = None,
     stop: asyncio.Event | None = None,
+    then: Worker | None = None,
+    before_then: Callable[[], Awaitable[None]] | None = None,
 ) -> None:
     """Run `worker` until `stop` is set, the task is cancelled or the worker fails.
 
-    `ready` is set once the worker is running. On the way out the worker is shut down
-    gracefully: the observes hand their watches to other workers at once, other activities get
-    `GRACEFUL_SHUTDOWN` to finish and are then handed over too (activities.heartbeat). A worker
-    failure is raised here.
+    `then`: a second worker (the host queue's), started once `worker` runs and `before_then`
+    is done; both stop together. `ready` is set once they are running. On the way out they
+    are shut down gracefully: the observes hand their watches to other workers at once, other
+    activities get `GRACEFUL_SHUTDOWN` to finish and are then handed over too
+    (activities.heartbeat). A worker failure is raised here.
     """
     stop = stop or asyncio.Event()
-    running = asyncio.create_task(worker.run(), name=f"worker {worker.task_queue}")
+    running = {asyncio.create_task(worker.run(), name=f"worker {worker.task_queue}"): worker}
     try:
-        while not worker.is_running and not running.done():
-            await asyncio.sleep(0.01)
-        if ready is not None and worker.is_running:
+        await _until_running(worker, running)
+        if then is not None and not any(task.done() for task in running):
+            if before_then is not None:
+                await before_then()
+            running[asyncio.create_task(then.run(), name=f"worker {then.task_queue}")] = then
+            await _until_running(then, running)
+        if ready is not None and all(w.is_running for w in running.values()):
             ready.set()
         stop_requested = asyncio.create_task(stop.wait())
         try:
-            await asyncio.wait({running, stop_requested}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait({*running, stop_requested}, return_when=asyncio.FIRST_COMPLETED)
         finally:
             stop_requested.cancel()
-        if running.done():
-            running.result()  # the worker failed on its own: let the caller see why
+        for task in running:
+            if task.done():
+                task.result()  # a worker failed on its own: let the caller see why
     finally:
-        if not running.done():
-            await asyncio.shield(_shutdown(worker, running))
+        left = [_shutdown(w, task) for task, w in running.items() if not task.done()]
+        if left:
+            await asyncio.shield(asyncio.gather(*left))
+
+
+async def _until_running(worker: Worker, running: Mapping[asyncio.Task[None], Worker]) -> None:
+    while not worker.is_running and not any(task.done() for task in running):
+        await asyncio.sleep(0.01)
 
 
 async def run_dev(
