@@ -42,6 +42,7 @@ from workflows.metrics import restart_cause
         ("sandbox time limit reached", "time_limit"),
         ("sandbox stopped (oom)", "sandbox_stopped"),
         ("sandbox disappeared", "sandbox_gone"),
+        ("host lost: build-7 (its queue had no worker for 180 s)", "host_lost"),
         ("sandbox 3 ended before the agent started", "sandbox_ended_early"),
         ("resumed after the budget was extended", "budget_extended"),
         ("daily spending window reopened", "daily_window"),
