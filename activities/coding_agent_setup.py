@@ -55,12 +55,15 @@ from activities.errors import ErrorType, non_retryable
 from activities.providers.protocol import WorkerMount
 from activities.sandbox_setup import KIT_DIR
 from overnight.coding_agents import (
+    RUNTIME_MACHINE,
     agent_cli,
     install_folder,
     install_problem,
+    npm_cpu,
     sandbox_executable,
     sandbox_folder,
 )
+from overnight.constants import KIT_MOUNT
 from overnight.grants import SPEC_REFUSED, refusal_message
 from overnight.home import overnight_home
 from overnight.models import RunSpec
@@ -72,6 +75,10 @@ ADAPTER_SCRIPT = "coding_agent.py"
 # The run's session store in the sandbox, and on the worker (under $OVERNIGHT_HOME).
 SESSION_MOUNT = "/overnight/session"
 SESSIONS_FOLDER = "sessions"
+# On Runtime: the adapter's session store inside the sandbox (only /workspace is the
+# sandbox's own there), which the worker reads back after each checkpoint and fills again
+# at each create (activities.coding_agent_sessions).
+RUNTIME_SESSION_STORE = "/workspace/.overnight/session"
 # The same tool call with the same input this many times in a row is a loop.
 LOOP_REPEATS = 8
 # A usage limit whose reset time the CLI does not say: wait this long, then try again.
@@ -119,20 +126,23 @@ def refusals(spec: RunSpec, home: Path | None = None, machine: str | None = None
     if spec.agent is None:
         return []
     found: list[str] = []
-    if spec.provider != "local":
-        found.append(
-            f"field provider: coding agents (agent) run on provider 'local' only for now, not "
-            f"{spec.provider!r}: the CLI (about 400 MB) would be uploaded into every sandbox at "
-            "create; use provider local"
-        )
-        return found
-    if spec.isolation != "bubblewrap":
+    machine = machine or platform.machine()
+    if spec.provider == "local" and spec.isolation != "bubblewrap":
         found.append(
             "field isolation: coding agents (agent) run only in isolated sandboxes "
             '("bubblewrap"): the CLI runs with its permission checks off, which on the '
             "worker's own host would let the model do anything the worker may"
         )
-    problem = install_problem(agent_cli(spec.agent.kind), machine or platform.machine(), home)
+    cli = agent_cli(spec.agent.kind)
+    if spec.provider == "runtime" and npm_cpu(machine) != npm_cpu(RUNTIME_MACHINE):
+        found.append(
+            f"field provider: Runtime sandboxes are {RUNTIME_MACHINE} and this worker's "
+            f"{cli.kind} install is for {machine}: the CLI a Runtime sandbox gets is uploaded "
+            f"from the worker's install; run runs with agent on Runtime from an {RUNTIME_MACHINE} "
+            "worker"
+        )
+        return found
+    problem = install_problem(cli, machine, home)
     if problem is not None:
         found.append(f"field agent: {problem}")
     return found
@@ -192,9 +202,10 @@ def session_store(run_id: str, home: Path | None = None) -> Path:
 
 
 def mounts(spec: RunSpec, home: Path | None = None) -> tuple[WorkerMount, ...]:
-    """What a coding agent's sandbox shows of the worker: its CLI and the kit read-only, the
-    run's session store writable (none for a spec without `agent`)."""
-    if spec.agent is None:
+    """What a coding agent's local sandbox shows of the worker: its CLI and the kit
+    read-only, the run's session store writable (none for a spec without `agent`, and on
+    Runtime, which has no mounts: see `coding_agent_template` and `coding_agent_sessions`)."""
+    if spec.agent is None or spec.provider != "local":
         return ()
     cli = agent_cli(spec.agent.kind)
     return (
@@ -206,8 +217,11 @@ def mounts(spec: RunSpec, home: Path | None = None) -> tuple[WorkerMount, ...]:
     )
 
 
-def adapter_command() -> str:
-    return f"python3 {KIT_READ_ONLY}/{ADAPTER_SCRIPT} --config {ADAPTER_CONFIG}"
+def adapter_command(spec: RunSpec | None = None) -> str:
+    """The adapter from the read-only kit (local), or from the kit uploaded with every
+    sandbox (Runtime, where nothing of the worker is mounted)."""
+    kit = KIT_MOUNT if spec is not None and spec.provider == "runtime" else KIT_READ_ONLY
+    return f"python3 {kit}/{ADAPTER_SCRIPT} --config {ADAPTER_CONFIG}"
 
 
 def adapter_env(spec: RunSpec) -> dict[str, str]:
@@ -216,7 +230,7 @@ def adapter_env(spec: RunSpec) -> dict[str, str]:
     if spec.agent is None:
         return {}
     cli = agent_cli(spec.agent.kind)
-    return cli.run_environment(sandbox_folder(cli))
+    return cli.run_environment(sandbox_folder(cli, spec.provider))
 
 
 def adapter_config(
@@ -231,13 +245,19 @@ def adapter_config(
     agent = spec.agent
     assert agent is not None
     cli = agent_cli(agent.kind)
+    if spec.provider == "runtime":
+        cli_path = sandbox_executable(cli, RUNTIME_MACHINE, "runtime")
+        store = RUNTIME_SESSION_STORE
+    else:
+        cli_path = sandbox_executable(cli, machine or platform.machine())
+        store = SESSION_MOUNT
     return {
         "kind": agent.kind,
         "prompt": agent.prompt,
         "model": agent.model,
         "max_turns": agent.max_turns,
         "base_url": agent.base_url,
-        "cli": sandbox_executable(cli, machine or platform.machine()),
+        "cli": cli_path,
         "run_id": spec.run_id,
         "branch": spec.branch,
         "cwd": spec.cwd,
@@ -246,7 +266,7 @@ def adapter_config(
         "prices": {model: dict(figures) for model, figures in prices.items()},
         "usage_backoff_seconds": usage_backoff,
         "api_backoff_seconds": list(api_backoff),
-        "session_store": SESSION_MOUNT,
+        "session_store": store,
     }
 
 

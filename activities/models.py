@@ -262,6 +262,9 @@ class ReadCheckpointInput(_Model):
     # the digest of its version last seen.
     requests_path: str | None = None
     known_requests_digest: str | None = None
+    # A coding agent on Runtime: the run whose session store (on the worker) takes the
+    # session file the checkpoint names (activities.coding_agent_sessions); None: none.
+    session_store_of: str | None = None
 
 
 class CheckpointSalvage(CheckpointRead):
@@ -296,6 +299,8 @@ class ObserveInput(_Model):
     # the digest of its version last seen.
     requests_path: str | None = None
     known_requests_digest: str | None = None
+    # As in ReadCheckpointInput: where a changed checkpoint's session file is carried to.
+    session_store_of: str | None = None
 
 
 class Observation(_Model):

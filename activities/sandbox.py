@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
@@ -20,10 +21,12 @@ from typing import Any
 from temporalio import activity
 from temporalio.client import Client
 
+from activities import coding_agent_sessions as sessions
 from activities import coding_agent_setup as coding
 from activities import sandbox_setup as setup
 from activities.admission import AdmissionActivities, worker_admission, worker_key
 from activities.checkpoints import read_checkpoint
+from activities.coding_agent_template import CliTemplates
 from activities.errors import ErrorType, activity_errors, non_retryable
 from activities.grants import (
     own_loopback_ports,
@@ -108,6 +111,8 @@ class SandboxActivities:
         self._heartbeat_seconds = heartbeat_seconds
         self._building = asyncio.Lock()
         self._search_attributes = SearchAttributeCache(client)
+        # Coding agents on Runtime: the CLI template snapshots this worker knows.
+        self.cli_templates = CliTemplates()
         # Pause, stop, wake, extend, list: activities of their own (activities.lifecycle).
         self.lifecycle = LifecycleActivities(self._provider)
         target = client.service_client.config.target_host if client is not None else None
@@ -252,6 +257,11 @@ class SandboxActivities:
                     what = f"sandbox {input.attempt}'s first lease"
                     daily = await ensure_daily_room(provider, input.lease_cost_micros, what)
                 request = await usable_restore(provider, request, input.restore)
+                restored = request.snapshot_id is not None
+                if spec.agent is not None and spec.provider == "runtime" and not restored:
+                    # The CLI comes with the sandbox: a copy of its template snapshot.
+                    template = await self.cli_templates.snapshot_for(provider, spec)
+                    request = replace(request, snapshot_id=template)
                 sandbox, created = await provider.get_or_create(request)
                 if not created and sandbox.state == "paused":
                     # Its lease ended while this create was retried (sandboxes pause at their
@@ -267,7 +277,7 @@ class SandboxActivities:
                     raise SandboxNotRunning(sandbox.sandbox_id, sandbox.state)
                 sid = sandbox.sandbox_id
                 launch = _launch(spec, input.attempt, 0, env)
-                if request.snapshot_id is not None and input.restore is not None:
+                if restored and input.restore is not None:
                     # Files (and, in memory mode, the agent) come back from the snapshot.
                     process, adopted = await start_restored(
                         provider, sandbox, input.restore, launch
@@ -289,6 +299,9 @@ class SandboxActivities:
                 await provider.upload_dir(sid, str(setup.KIT_DIR), KIT_MOUNT)
                 if config is not None:  # a coding agent: overnight's adapter runs it
                     await provider.write_file(sid, coding.ADAPTER_CONFIG, config)
+                    if spec.provider == "runtime":  # its session, carried in (no mount)
+                        store = coding.session_store(spec.run_id)
+                        await sessions.push_sessions(provider, sid, store)
                 if input.checkpoint is not None:
                     await setup.write_checkpoint_once(
                         provider, sid, spec.checkpoint_path, input.checkpoint
@@ -348,6 +361,14 @@ class SandboxActivities:
                 seen = await hand_over_on_shutdown(
                     observe(provider, input, _wait_left(input.wait_seconds)), "the watch"
                 )
+                if input.session_store_of is not None and seen.checkpoint is not None:
+                    await sessions.pull_session(
+                        provider,
+                        input.sandbox_id,
+                        coding.session_store(input.session_store_of),
+                        seen.checkpoint.text,
+                        seen_running=seen.sandbox_state == "running",
+                    )
         if not input.read_money:
             return seen
         money = await read_money(provider, input.sandbox_id, fresh=False)
@@ -376,6 +397,13 @@ class SandboxActivities:
                 input.known_digest,
                 secret_env=input.secret_env,
             )
+            if input.session_store_of is not None and read.status == "ok":
+                await sessions.pull_session(
+                    provider,
+                    input.sandbox_id,
+                    coding.session_store(input.session_store_of),
+                    read.text,
+                )
             requests = None
             if input.requests_path is not None:
                 requests = await read_requests(
@@ -402,7 +430,7 @@ def _launch(
     start_key = f"{spec.run_id}-{attempt}-{fresh_start}" + (f"-p{resumed}" if resumed else "")
     return AgentLaunch(
         start_key=start_key,
-        command=coding.adapter_command() if spec.agent is not None else spec.command,
+        command=coding.adapter_command(spec) if spec.agent is not None else spec.command,
         cwd=spec.cwd,
         env=env,
         exit_marker=exit_marker_path(spec.checkpoint_path, start_key),

@@ -25,7 +25,12 @@ from overnight.home import overnight_home
 AGENTS_FOLDER = "agents"  # under $OVERNIGHT_HOME
 # In an install folder: what was installed (written last, so its presence means "whole").
 INSTALLED_MARKER = ".overnight-installed.json"
-SANDBOX_AGENTS_ROOT = "/overnight/agents"  # where a sandbox sees the installed CLIs
+SANDBOX_AGENTS_ROOT = "/overnight/agents"  # where a local sandbox sees the installed CLIs
+# Where a Runtime sandbox holds its copy (no mount there: the copy comes with the template
+# snapshot it starts from; files are written only under /workspace on Runtime).
+RUNTIME_AGENTS_ROOT = "/workspace/.overnight/agents"
+# Runtime's sandboxes are x86_64 (its image builds say TARGETARCH amd64).
+RUNTIME_MACHINE = "x86_64"
 INSTALL_SCRIPT = "bash scripts/install-agent-clis"  # the one command that installs them
 
 # `platform.machine()` -> npm's cpu name.
@@ -117,14 +122,16 @@ def install_folder(cli: AgentCli, home: Path | None = None) -> Path:
     return agents_root(home) / cli.folder_name
 
 
-def sandbox_folder(cli: AgentCli) -> str:
-    """Where a sandbox sees `install_folder(cli)` (mounted read-only)."""
-    return f"{SANDBOX_AGENTS_ROOT}/{cli.folder_name}"
+def sandbox_folder(cli: AgentCli, provider: str = "local") -> str:
+    """Where a sandbox sees `install_folder(cli)`: mounted read-only in a local one, copied
+    (from its template snapshot) into a Runtime one."""
+    root = RUNTIME_AGENTS_ROOT if provider == "runtime" else SANDBOX_AGENTS_ROOT
+    return f"{root}/{cli.folder_name}"
 
 
-def sandbox_executable(cli: AgentCli, machine: str) -> str:
+def sandbox_executable(cli: AgentCli, machine: str, provider: str = "local") -> str:
     """The native binary's path as a sandbox sees it (`machine`: `platform.machine()`)."""
-    return f"{sandbox_folder(cli)}/{cli.executable(npm_cpu(machine)).as_posix()}"
+    return f"{sandbox_folder(cli, provider)}/{cli.executable(npm_cpu(machine)).as_posix()}"
 
 
 def install_problem(cli: AgentCli, machine: str, home: Path | None = None) -> str | None:

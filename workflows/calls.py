@@ -169,6 +169,7 @@ async def read_checkpoint(
                 secret_env=list(spec.secret_env),
                 requests_path=requests_path,
                 known_requests_digest=known_requests_digest,
+                session_store_of=session_store_of(spec),
             ),
             result_type=CheckpointSalvage,
             start_to_close_timeout=policies.ACTION_TIMEOUT,
@@ -400,6 +401,7 @@ def start_observe(
             secret_env=list(spec.secret_env),
             requests_path=requests_path_of(s),
             known_requests_digest=s.requests_digest,
+            session_store_of=session_store_of(spec),
         ),
         result_type=Observation,
         start_to_close_timeout=observe_timeout(wait, at_deadline=at_deadline),
@@ -462,6 +464,12 @@ async def check_host(host_queue: str) -> HostSeen | None:
         workflow.logger.warning("could not check host queue %s: %s", host_queue, describe(err))
         return None
     return seen
+
+
+def session_store_of(spec: RunSpec) -> str | None:
+    """A coding agent on Runtime has its session carried to the worker's store after each
+    checkpoint (no mount there). Such runs were refused before, so no history differs."""
+    return spec.run_id if spec.agent is not None and spec.provider == "runtime" else None
 
 
 def requests_path_of(s: SupervisorState) -> str | None:

@@ -15,6 +15,7 @@ import asyncio
 import logging
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import replace
 
 from activities.providers.protocol import (
     ProviderError,
@@ -91,16 +92,21 @@ class RuntimeApi:
         return None
 
     async def handle(self, request: Request) -> Response:
-        with self.lock:
-            self.log.append(request)
         found = self._find(request)
+        route = found[0].name if found else "unknown"
+        with self.lock:
+            # An upload's parts are logged without their bytes (counted in `bytes_received`):
+            # a CLI upload of 400 MB would otherwise stay in the log.
+            kept = replace(request, body=b"") if route == "upload_part" else request
+            self.log.append(kept)
         in_sandbox = _SANDBOX_PATH.match(request.path)
         served = self.traffic.received(
             Served(
                 request.method,
                 request.path,
-                found[0].name if found else "unknown",
+                route,
                 in_sandbox.group(1) if in_sandbox else None,
+                bytes_received=len(request.body),
             )
         )
         key = request.headers.get("authorization", "").removeprefix("Bearer ")

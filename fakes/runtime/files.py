@@ -89,14 +89,27 @@ async def _file_pieces(host: Path, size: int) -> AsyncIterator[bytes]:
 
 @dataclass
 class _Upload:
+    """An upload under way. Its parts are kept on the fake's disk at their offsets, not in
+    memory, as a server would (a coding agent's CLI is about 400 MB in one upload)."""
+
     sandbox_id: str
     path: str
     archive: bool
-    parts: dict[int, bytes] = field(default_factory=dict)
     mode: int = 0o644
+    sha256: str | None = None  # what the begin said the whole file's digest is
+    spool: Any = field(default_factory=lambda: tempfile.TemporaryFile(prefix="fake-upload-"))
+    size: int = 0
+
+    def put(self, offset: int, data: bytes) -> None:
+        # Positional: parts arrive in parallel, each written from its own thread.
+        os.pwrite(self.spool.fileno(), data, offset)
+        self.size = max(self.size, offset + len(data))
 
     def data(self) -> bytes:
-        return b"".join(self.parts[offset] for offset in sorted(self.parts))
+        return os.pread(self.spool.fileno(), self.size, 0)
+
+    def close(self) -> None:
+        self.spool.close()
 
 
 class FileRoutes:
@@ -215,19 +228,31 @@ class FileRoutes:
         upload_id = f"up_{uuid.uuid4().hex[:12]}"
         upload = _Upload(groups[0], body["path"], archive=bool(groups[1]))
         upload.mode = _mode(body.get("mode"))
+        upload.sha256 = body.get("sha256")
         self._uploads[upload_id] = upload
         # Echoing the mode tells the SDK it is applied at commit (no chmod needed).
         return json_response({"uploadId": upload_id, "chunkBytes": CHUNK, "mode": body.get("mode")})
 
     async def _part(self, request: Request, groups: list[str]) -> Response:
-        self._uploads[groups[0]].parts[int(request.arg("offset") or 0)] = request.body
+        upload = self._uploads[groups[0]]
+        await asyncio.to_thread(upload.put, int(request.arg("offset") or 0), request.body)
         return json_response({})
 
     async def _finish(self, request: Request, groups: list[str]) -> Response:
         upload = self._uploads.pop(groups[0])
-        if groups[1] == "commit":
-            if upload.archive:
-                await self._unpack(upload.sandbox_id, upload.path, upload.data())
-            else:
-                await self._put(upload.sandbox_id, upload.path, upload.data(), upload.mode)
+        try:
+            if groups[1] == "commit":
+                data = await asyncio.to_thread(upload.data)
+                digest = hashlib.sha256(data).hexdigest()
+                if upload.sha256 is not None and digest != upload.sha256:
+                    # Runtime checks the digest at commit, and moves nothing into place.
+                    return error_response(
+                        400, "invalid_request", "The upload's SHA-256 does not match its parts."
+                    )
+                if upload.archive:
+                    await self._unpack(upload.sandbox_id, upload.path, data)
+                else:
+                    await self._put(upload.sandbox_id, upload.path, data, upload.mode)
+        finally:
+            upload.close()
         return json_response({})

@@ -64,6 +64,10 @@ class Inspection:
         """Response body bytes sent, e.g. `bytes_sent(route="read")` for file downloads."""
         return self.api.traffic.bytes_sent(route, sandbox_id)
 
+    def bytes_received(self, route: str | None = None, sandbox_id: str | None = None) -> int:
+        """Request body bytes received, e.g. `bytes_received(route="upload_part")`."""
+        return self.api.traffic.bytes_received(route, sandbox_id)
+
     def counts_by_route(self, sandbox_id: str | None = None) -> dict[str, int]:
         """Requests received per route name (for one sandbox, or all)."""
         return self.api.traffic.by_route(sandbox_id)

@@ -11,7 +11,8 @@ four file watches a sandbox, 402s past the daily spending limit or the credit);
 a time.
 
 For tests (see `inspection.Inspection`):
-- `requests(method, path)`, `served()`: what it received and how it answered;
+- `requests(method, path)`, `served()`: what it received and how it answered (upload parts
+  logged without their bytes; `bytes_received(route=)` counts them);
 - `request_count(sandbox_id=, route=, status=)`, `counts_by_route(sandbox_id)`,
   `bytes_sent(route=, sandbox_id=)`: counters by route name ("read" is file downloads);
 - `wakes`: each wake of a paused sandbox and what caused it;

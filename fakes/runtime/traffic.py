@@ -34,6 +34,7 @@ class Served:
     headers: dict[str, str] = field(default_factory=dict)
     bytes_sent: int = 0
     done: bool = False
+    bytes_received: int = 0  # the request's body
 
 
 class Traffic:
@@ -59,6 +60,9 @@ class Traffic:
 
     def bytes_sent(self, route: str | None = None, sandbox_id: str | None = None) -> int:
         return sum(s.bytes_sent for s in self.matching(sandbox_id, route, None))
+
+    def bytes_received(self, route: str | None = None, sandbox_id: str | None = None) -> int:
+        return sum(s.bytes_received for s in self.matching(sandbox_id, route, None))
 
     def by_route(self, sandbox_id: str | None = None) -> dict[str, int]:
         return dict(Counter(s.route for s in self.matching(sandbox_id, None, None)))

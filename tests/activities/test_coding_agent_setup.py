@@ -107,11 +107,17 @@ def test_a_kind_not_installed_is_refused_with_the_command_that_fixes_it(home: Pa
     assert coding.refusals(agent_spec(agent={"kind": "codex"}), home) != []
 
 
-def test_runtime_and_unisolated_coding_agents_are_refused_saying_why(home: Path) -> None:
+def test_runtime_takes_coding_agents_from_an_x86_64_worker_and_unisolated_is_refused(
+    home: Path,
+) -> None:
+    on_runtime = agent_spec(provider="runtime")
+    [missing] = coding.refusals(on_runtime, home, machine="x86_64")
+    assert missing.startswith("field agent: claude-code 2.1.332 is not installed")
     fake_install(home, agent_cli("claude-code"))
-    [runtime] = coding.refusals(agent_spec(provider="runtime"), home)
-    assert runtime.startswith("field provider: coding agents (agent) run on provider 'local'")
-    assert "400 MB" in runtime
+    assert coding.refusals(on_runtime, home, machine="x86_64") == []
+    # Runtime's sandboxes are x86_64: an arm64 worker's install is not theirs.
+    [arm] = coding.refusals(on_runtime, home, machine="aarch64")
+    assert arm.startswith("field provider: Runtime sandboxes are x86_64") and "aarch64" in arm
     [unisolated] = coding.refusals(agent_spec(isolation="none"), home)
     assert unisolated.startswith("field isolation: coding agents (agent) run only in isolated")
 
@@ -321,3 +327,17 @@ async def test_a_coding_agents_sandbox_sees_its_cli_and_kit_read_only_and_its_se
     finally:
         del os.environ["FAKE_KEY"]
     assert json.loads(engine.host_path(sid, coding.ADAPTER_CONFIG).read_text()) == config
+
+
+def test_on_runtime_the_adapter_runs_from_the_uploaded_kit_and_the_cli_from_its_template(
+    home: Path,
+) -> None:
+    spec = agent_spec(provider="runtime")
+    assert coding.mounts(spec, home) == ()
+    assert coding.adapter_command(spec).startswith("python3 /workspace/.overnight/kit/")
+    config = coding.adapter_config(spec, {})
+    assert config["cli"] == (
+        "/workspace/.overnight/agents/claude-code-2.1.332/"
+        "node_modules/@anthropic-ai/claude-code-linux-x64/claude"
+    )
+    assert config["session_store"] == "/workspace/.overnight/session"
