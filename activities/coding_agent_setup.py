@@ -2,7 +2,9 @@
 the usual clone, branch, kit and checkpoint, and the command it starts.
 
 The agent is overnight's adapter (`overnight/agent_kit/coding_agent.py`, standard library
-only), which runs the CLI as its child; the worker gives it:
+only), which runs the CLI as its child; the worker gives it what follows.
+
+On the local provider:
 
 - **the CLI**, installed once per worker (`overnight.worker.agent_clis`, `bash
   scripts/install-agent-clis`) and shown read-only at `/overnight/agents/<kind>-<version>`,
@@ -30,10 +32,22 @@ only), which runs the CLI as its child; the worker gives it:
   new one seeded from the checkpoint, saying so. Workflow history holds only the session id
   and digest the adapter puts in its checkpoint, never the transcript.
 
-For now coding agents run only on the local provider, isolated (bubblewrap): on Runtime the
-CLI would be uploaded into each sandbox at create (about 400 MB per attempt), and unisolated
-they would run with their permission checks off on the worker's own host. Both are refused
-with one line saying so.
+On Runtime nothing of the worker is mounted (`mounts` gives none there):
+
+- **the CLI** comes with the sandbox, created as a copy of a template disk snapshot that
+  holds it under `/workspace/.overnight/agents/<kind>-<version>` (`coding_agent_template`):
+  made once per CLI version, cpu and sandbox size by uploading the worker's install (402 MB
+  for Claude Code, once), found again by its label, made again when it is gone. An attempt
+  sends no byte of the CLI.
+- **the adapter** runs from the kit uploaded with every sandbox (`KIT_MOUNT`).
+- **the session store** is the same folder on the worker, carried by the worker
+  (`coding_agent_sessions`): the adapter copies the session to `RUNTIME_SESSION_STORE` in the
+  sandbox, the worker downloads it after each checkpoint that names a new digest and uploads
+  it into each new sandbox at its create.
+
+Unisolated local sandboxes are refused (the CLI would run with its permission checks off on
+the worker's own host), and so are Runtime runs from a worker that is not x86_64 (Runtime's
+sandboxes are, and the CLI they get is the worker's install), each with one line saying so.
 """
 
 from __future__ import annotations

@@ -5,6 +5,7 @@ local engine), and the real pinned Claude Code CLI against the scripted fake mod
 - A three-tool-call task finishes in one attempt, its work on the run's branch on the origin
   and its spend in the status. The CLI came into the sandbox as a copy of its template
   snapshot: made once (one upload of the install, measured), and not again for a later run.
+- A template snapshot that is gone is made again by the next create, with one upload.
 - The sandbox deleted during a tool call: a fresh sandbox, made from the cached template,
   resumes the same session id, its transcript carried out of the first sandbox by the worker
   after each checkpoint and uploaded into the second at its create."""
@@ -24,8 +25,10 @@ import withruntime
 from temporalio.client import Client
 
 from activities.coding_agent_sessions import PULLED_INDEX
+from activities.coding_agent_template import CliTemplates
 from activities.providers.local.engine import LocalEngine
 from activities.providers.local.isolation import bwrap_problem
+from activities.providers.runtime.provider import RuntimeProvider
 from fakes.git_http import origin_fields
 from fakes.model_api import FakeModelApi, ReadFile, Shell, WriteFile, text, tools
 from fakes.model_api.turns import Answer
@@ -240,3 +243,29 @@ async def _when_the_slow_call_runs(
                 return sandbox
         await asyncio.sleep(0.2)
     raise AssertionError(f"the slow call never ran: {[r.label for r in model.requests()]}")
+
+
+@pytest.mark.timeout(240)
+async def test_a_template_that_is_gone_is_made_again_once(world: RuntimeWorld) -> None:
+    """The cache: this worker's id, then the label; a deleted template snapshot (its retention
+    over, or deleted by hand) is made again by the next create, with one upload."""
+    fake = world.fake
+    provider = RuntimeProvider()
+    templates = CliTemplates()
+    spec = runtime_spec("template-gone", Path("/nonexistent"), "http://127.0.0.1:9")
+    try:
+        first = await templates.snapshot_for(provider, spec)  # made in this module already
+        again = await templates.snapshot_for(provider, spec)
+        assert again == first and not any(use.built for use in templates.uses)
+        await provider.delete_snapshot(first)
+        uploaded = fake.bytes_received(route="upload_part")
+        began = time.monotonic()
+        remade = await templates.snapshot_for(provider, spec)
+        took = time.monotonic() - began
+        assert remade != first and templates.uses[-1].built
+        sent = fake.bytes_received(route="upload_part") - uploaded
+        assert sent == templates.uses[-1].uploaded_bytes > 400_000_000
+        measure("runtime: CLI template made again after it was deleted (s)", took)
+        print(f"\ntemplate made again in {took:.1f} s, {sent} bytes uploaded")
+    finally:
+        await provider.aclose()
