@@ -177,7 +177,9 @@ def base_url_problems(
     host = url.hostname or ""
     port = url.port or (443 if url.scheme == "https" else 80)
     where = f"{host}:{port}"
-    if _is_loopback(host) and port not in spec.host_ports:
+    # A local sandbox's own network reaches the worker's loopback only on host_ports; a
+    # Runtime sandbox has its own (the fake Runtime API's share the worker's loopback).
+    if spec.provider == "local" and _is_loopback(host) and port not in spec.host_ports:
         return [
             f"field agent.base_url: {where} is on the worker's loopback, which a sandbox "
             f"reaches only on the ports in host_ports: add {port} to host_ports"

@@ -264,7 +264,8 @@ async def test_a_template_that_is_gone_is_made_again_once(world: RuntimeWorld) -
         took = time.monotonic() - began
         assert remade != first and templates.uses[-1].built
         sent = fake.bytes_received(route="upload_part") - uploaded
-        assert sent == templates.uses[-1].uploaded_bytes > 400_000_000
+        # The binary in parts; the install's small files (package.json, ...) are PUT whole.
+        assert 400_000_000 < sent <= templates.uses[-1].uploaded_bytes
         measure("runtime: CLI template made again after it was deleted (s)", took)
         print(f"\ntemplate made again in {took:.1f} s, {sent} bytes uploaded")
     finally:
