@@ -173,6 +173,9 @@ class CreateSandboxInput(_Model):
     # What its first lease costs: the key's daily spending limit must still cover it, else
     # the create is refused (`DailySpendingLimit`) before anything is made.
     lease_cost_micros: int | None = Field(default=None, ge=0)
+    # The run keeps its sandboxes' hosts (workflows.hosts): say this host's queue in the
+    # answer. Only then, so a run begun before never meets fields it does not know.
+    wants_host: bool = False
 
 
 class AgentStarted(_Model):

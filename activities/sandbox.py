@@ -291,7 +291,7 @@ class SandboxActivities:
                         restored_from=request.snapshot_id,
                         adopted=adopted,
                         daily=daily,
-                        **self._host_of(spec),
+                        **self._host_of(input),
                     )
                 await setup.clone_and_switch(provider, sid, spec)
                 if config is None:
@@ -314,12 +314,12 @@ class SandboxActivities:
             lease_ends_at=sandbox.lease_ends_at,
             isolation=sandbox.isolation,
             daily=daily,
-            **self._host_of(spec),
+            **self._host_of(input),
         )
 
-    def _host_of(self, spec: RunSpec) -> dict[str, Any]:
+    def _host_of(self, input: CreateSandboxInput) -> dict[str, Any]:
         """Where a sandbox made here is reached: this host's queue, for a local one."""
-        if self._host_queue is None or not host_bound(spec.provider):
+        if not input.wants_host or self._host_queue is None or not host_bound(input.spec.provider):
             return {}
         return {"host_queue": self._host_queue, "host_lost_seconds": host_lost_seconds()}
 

@@ -256,6 +256,7 @@ class AgentRun(RunMessages):
             cost_cap,
             restore=restore,
             lease_cost_micros=lease_cost,
+            wants_host=s.host_routing,
         )
         try:
             await workflow.wait_condition(lambda: handle.done() or s.cancel_requested)

@@ -70,6 +70,7 @@ def start_create_sandbox(
     max_total_cost_micros: int | None = None,
     restore: SnapshotRestore | None = None,
     lease_cost_micros: int | None = None,
+    wants_host: bool = False,
 ) -> workflow.ActivityHandle[AgentStarted]:
     """Started, not awaited: a `cancel` signal must be able to interrupt a long create.
     `restore`: make it from that snapshot (recovery "snapshot") if it is still ready."""
@@ -86,6 +87,7 @@ def start_create_sandbox(
             max_total_cost_micros=max_total_cost_micros,
             restore=restore,
             lease_cost_micros=lease_cost_micros,
+            wants_host=wants_host,
         ),
         result_type=AgentStarted,
         start_to_close_timeout=policies.CREATE_TIMEOUT,

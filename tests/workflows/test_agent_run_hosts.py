@@ -55,6 +55,7 @@ class HostWorld(FakeWorld):
     @activity.defn(name=ActivityName.CREATE_SANDBOX)
     async def create_sandbox(self, request: CreateSandboxInput) -> AgentStarted:
         self._ran("create")
+        assert request.wants_host
         started = await FakeWorld.create_sandbox(self, request)
         queue = f"{activity.info().task_queue}@{self.hosts[request.attempt]}"
         return started.model_copy(update={"host_queue": queue, "host_lost_seconds": LOST_AFTER})
