@@ -27,6 +27,7 @@ GROUPS = (
     "localwatch",
     "disk",
     "codingagents",
+    "hosts",
 )
 REPO_ROOT = Path(__file__).resolve().parent.parent
 RESULTS_DIR = REPO_ROOT / "bench" / "results"

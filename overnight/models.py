@@ -382,6 +382,9 @@ class RunStatus(_Strict):
     # runs begun with host queues), and the hosts the run took as lost.
     host: str | None = None
     lost_hosts: list[str] = Field(default_factory=list)
+    # Every local sandbox of the run by id, and the host it lives on (`overnight logs` and
+    # `inspect` read a sandbox on its own host, and say which host that is from elsewhere).
+    sandbox_hosts: dict[str, str] = Field(default_factory=dict)
     # The last words of the agent that ended most recently (any reason).
     last_words: LastWords | None = None
     # Snapshot recovery: the latest ready snapshot, captures taken and failed, the sandbox's

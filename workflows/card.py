@@ -57,6 +57,7 @@ def build_status(state: SupervisorState, now: datetime) -> RunStatus:
         isolation=state.isolation,
         host=shown_host(state, sandbox),
         lost_hosts=[host_of_queue(q) for q in state.lost_hosts],
+        sandbox_hosts={box: host_of_queue(q) for box, q in state.sandbox_hosts.items()},
         last_words=state.last_words,
         latest_snapshot=state.snapshots[-1] if state.snapshots else None,
         snapshots=list(state.snapshots),

@@ -27,6 +27,7 @@ from activities.providers.protocol import ProviderError, SandboxProvider
 from activities.providers.registry import forensics_for
 from overnight.constants import LABEL_ATTEMPT, LABEL_KEEP_UNTIL, LABEL_RUN
 from overnight.errors import OvernightError
+from overnight.host_settings import BadHostSetting, this_host
 from overnight.models import RunSpec, RunStatus
 from overnight.retention import parse_label
 from overnight.worker.run_history import run_spec as run_spec
@@ -123,6 +124,18 @@ async def refresh_sandboxes(view: RunView, provider: SandboxProvider) -> None:
     view.sandboxes = by_attempt
 
 
+def _other_host(view: RunView, attempt: int) -> str | None:
+    """The host holding `attempt`'s local sandbox, when the run knows it is not this one."""
+    if view.status is None:
+        return None
+    host = view.status.sandbox_hosts.get(f"{view.spec.run_id}-{attempt}")
+    try:
+        here = this_host()
+    except BadHostSetting:
+        here = None
+    return host if host is not None and host != here else None
+
+
 def _created(info: SandboxInfo) -> float:
     return info.created_at.timestamp() if info.created_at is not None else 0.0
 
@@ -158,6 +171,12 @@ async def opened(
     a paused Runtime sandbox that may be woken. CannotRead when it cannot be read now."""
     sandbox = view.sandboxes.get(attempt)
     if sandbox is None:
+        elsewhere = _other_host(view, attempt)
+        if elsewhere is not None:
+            raise CannotRead(
+                f"the sandbox of run {view.run_id}'s attempt {attempt} lives on host "
+                f"{elsewhere}, not here ({this_host()}): run this command there"
+            )
         if view.status is not None and 1 <= attempt <= view.status.attempt:
             raise CannotRead(
                 f"the sandbox of run {view.run_id}'s attempt {attempt} is gone: deleted, and "

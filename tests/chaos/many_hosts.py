@@ -9,6 +9,8 @@ import asyncio
 import contextlib
 import os
 import signal
+import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -24,23 +26,33 @@ from overnight.grants import WRITABLE_BIND_ROOTS_ENV
 from overnight.hosts import HOST_ENV, HOST_LOST_ENV
 from overnight.models import RunStatus
 from tests.chaos.stack import ChaosServer, WorkerPool, WorkerProcess, chaos_dev_config, worker_env
+from tests.conftest import REPO_ROOT
 from tests.e2e.counting import counting_spec
 
 # Short for the test (the default is 180 s): a third of it is how long a step waits in a host
 # queue before the run asks whether the host is there.
 LOST_SECONDS = 20
 LOOK_EVERY = 0.25
+OVERNIGHT = Path(sys.executable).parent / "overnight"
 
 
 class Host:
     """One host: its home and its one worker process (a pool of one)."""
 
-    def __init__(self, name: str, folder: Path, env: dict[str, str], task_queue: str) -> None:
+    def __init__(
+        self,
+        key: str,
+        name: str,
+        folder: Path,
+        env: dict[str, str],
+        task_queue: str,
+        repo_root: Path = REPO_ROOT,
+    ) -> None:
         self.name = name
-        self.home = folder / f"home-{name}"
+        self.home = folder / f"home-{key}"
         env = {**env, "OVERNIGHT_HOME": str(self.home), HOST_ENV: name}
-        (folder / name).mkdir(parents=True, exist_ok=True)
-        self.pool = WorkerPool(1, env, task_queue, folder / name)
+        (folder / key).mkdir(parents=True, exist_ok=True)
+        self.pool = WorkerPool(1, env, task_queue, folder / key, repo_root)
         self.engine = LocalEngine(self.home)
 
     @property
@@ -73,12 +85,27 @@ class Host:
     def stop(self) -> None:
         self.pool.stop_all()
 
+    async def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """`overnight ARGS` run on this host: with its worker's environment."""
+        return await asyncio.to_thread(
+            subprocess.run,
+            [str(OVERNIGHT), *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=self.pool.env,
+        )
+
 
 class TwoHosts:
-    """A dev server, hosts `a` and `b` (workers not started), and a client, in `folder`."""
+    """A dev server, hosts `a` and `b` (`OVERNIGHT_HOST` host-a and host-b; workers not
+    started), and a client, in `folder`. `repo_root`: the checkout the workers run (a
+    benchmark's baseline: the code before host queues)."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, repo_root: Path = REPO_ROOT) -> None:
         self.folder = folder
+        self.repo_root = repo_root
+        self.ledgers: dict[str, Path] = {}
         self.server = ChaosServer(chaos_dev_config(folder / "temporal"))
         self.task_queue = f"hosts-{uuid.uuid4().hex[:6]}"
         self.hosts: dict[str, Host] = {}
@@ -97,8 +124,10 @@ class TwoHosts:
                 WRITABLE_BIND_ROOTS_ENV: str(self.folder / "runs"),
             },
         )
-        for name in ("a", "b"):
-            self.hosts[name] = Host(f"host-{name}", self.folder, env, self.task_queue)
+        for key in ("a", "b"):
+            self.hosts[key] = Host(
+                key, f"host-{key}", self.folder, env, self.task_queue, self.repo_root
+            )
         self.client = await Client.connect(
             self.server.address,
             namespace=self.server.config.namespace,
@@ -119,20 +148,21 @@ class TwoHosts:
                 await asyncio.to_thread(host.engine.stop, meta.id)
         self.server.stop()
 
-    async def start_run(self, name: str) -> str:
-        """A counting agent that checkpoints every second for minutes."""
+    async def start_run(self, name: str, steps: int = 600, step_seconds: float = 1) -> str:
+        """A counting agent that checkpoints every `step_seconds` (for minutes by default)."""
         assert self.client is not None
         run_id = f"{self.task_queue}-{name}"
-        spec, _ = counting_spec(
+        spec, ledger = counting_spec(
             run_id,
             self.folder / "runs",
             "local",
-            agent_env={"AGENT_STEPS": "600", "AGENT_STEP_SECONDS": "1"},
+            agent_env={"AGENT_STEPS": str(steps), "AGENT_STEP_SECONDS": str(step_seconds)},
             stall_seconds=300,
             sandbox_timeout_seconds=900,
         )
         await api.start_run(self.client, spec, task_queue=self.task_queue)
         self.run_ids.append(run_id)
+        self.ledgers[run_id] = ledger
         return run_id
 
     async def status(self, run_id: str) -> RunStatus:

@@ -100,9 +100,18 @@ class WorkerProcess:
 class WorkerPool:
     """`count` worker processes on one task queue; kill and restart them at will."""
 
-    def __init__(self, count: int, env: dict[str, str], task_queue: str, log_dir: Path) -> None:
+    def __init__(
+        self,
+        count: int,
+        env: dict[str, str],
+        task_queue: str,
+        log_dir: Path,
+        repo_root: Path = REPO_ROOT,
+    ) -> None:
+        """`repo_root`: the checkout whose `worker.py` (and code) the workers run."""
         self.env = env
         self.task_queue = task_queue
+        self.repo_root = repo_root
         self.workers = [
             WorkerProcess(f"worker-{i + 1}", log_dir / f"worker-{i + 1}.log") for i in range(count)
         ]
@@ -114,8 +123,8 @@ class WorkerPool:
         worker.log.flush()
         worker.ready_from = worker.log.tell()
         worker.process = subprocess.Popen(
-            [sys.executable, str(REPO_ROOT / "worker.py"), "--task-queue", self.task_queue],
-            cwd=REPO_ROOT,
+            [sys.executable, str(self.repo_root / "worker.py"), "--task-queue", self.task_queue],
+            cwd=self.repo_root,
             env=self.env,
             stdin=subprocess.DEVNULL,
             stdout=worker.log,

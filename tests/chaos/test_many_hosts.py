@@ -86,4 +86,11 @@ async def test_a_deploy_costs_nothing_and_a_lost_host_costs_one_restart(tmp_path
         assert kept.last_progress_at and after_deploy.last_progress_at
         assert kept.last_progress_at > after_deploy.last_progress_at, say  # it went on
         assert moved.restarts_used == 1 and moved.state == "running", moved
+        assert moved.sandbox_hosts == {old: "host-b", moved.sandbox_id: "host-a"}, moved
+
+        # The old sandbox is read on its host, and from the other one the CLI says where it is.
+        there = await b.cli("logs", second, "--attempt", "1")
+        assert there.returncode == 0, there.stderr
+        here = await a.cli("logs", second, "--attempt", "1")
+        assert "lives on host host-b, not here (host-a)" in here.stderr, here
         print("\n".join(say), f"(lost after {LOST_SECONDS} s)")
