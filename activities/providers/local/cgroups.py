@@ -9,6 +9,9 @@ of them at once, however they fork: no process can be missed, or woken by anothe
   `cgroup.events` says `frozen 1`; stop writes `cgroup.kill`.
 - `cgroup1`: the v1 `freezer` controller (`freezer.state` FROZEN); stop freezes, SIGKILLs
   every member and thaws (a frozen process dies only once thawed).
+
+A stop (`kill`) repeats its round until every cgroup of the sandbox (the freezer's and the
+limits' ones) is empty, and says whether they are: the engine's stop is done only then.
 - `systemd`: a systemd slice of its own (a worker that is not root: the user's manager
   delegates its cgroups), frozen and killed through its v2 files like `cgroup2`.
 - `none`: no cgroup could be had; a pause ends its agents instead (see engine).
@@ -33,6 +36,8 @@ FROZEN_KINDS = (CGROUP2, CGROUP1, SYSTEMD)
 # How long a freeze (or a kill) may take to be done before it counts as failed.
 FREEZE_SECONDS = 10.0
 KILL_SECONDS = 10.0
+# A kill round's freeze (v1): short, since the next round tries again.
+ROUND_FREEZE_SECONDS = 1.0
 # A process writes its own pid here, then execs what follows (`exec` keeps the pid), so
 # nothing of the sandbox runs outside its cgroup, even for an instant. A failed write ends it
 # (set -e): nothing runs uncontained.
@@ -144,26 +149,48 @@ def members(path: str, *, below: bool = False) -> set[int]:
 
 
 def kill(kind: str, path: str, dirs: list[str], *, seconds: float = KILL_SECONDS) -> bool:
-    """SIGKILL every process of the cgroup (forks racing the kill included) and wait until it
-    is empty; True when it is."""
+    """SIGKILL every process of the sandbox's cgroups, round after round until all of `dirs`
+    are empty; True when they are (False: something still runs after `seconds`).
+
+    One round is not enough: a process that has joined some of the sandbox's cgroups but not
+    yet the freezer's (the join goes one cgroup at a time) escapes the freezer's kill, and on
+    v1 a freeze that does not finish leaves forks racing the SIGKILLs."""
+
+    def ended() -> bool:
+        if all(empty(d) for d in dirs):
+            return True
+        kill_round(kind, path, dirs)
+        return all(empty(d) for d in dirs)
+
+    return _wait(ended, seconds)
+
+
+def kill_round(kind: str, path: str, dirs: list[str]) -> None:
+    """One round of `kill`: the freezer's cgroup killed whole (v2's `cgroup.kill`, which also
+    kills a fork racing it; else frozen, SIGKILLed and thawed: a frozen process dies only once
+    thawed), then whatever is in the sandbox's other cgroups."""
     folder = Path(path)
-    if not folder.is_dir():
-        return True
-    if kind != CGROUP1 and (folder / "cgroup.kill").exists():
-        _write(folder / "cgroup.kill", "1")
-    else:
-        # Frozen, nothing forks while the members are killed; they die once thawed.
-        try:
-            freeze(kind, path, seconds=seconds)
-        except FreezeTimeout:
-            pass
-        for pid in members(path, below=kind != CGROUP1):
+    if folder.is_dir():
+        if kind != CGROUP1 and (folder / "cgroup.kill").exists():
+            _write(folder / "cgroup.kill", "1")
+        else:
             try:
-                os.kill(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-        thaw(kind, path)
-    return _wait(lambda: all(empty(d) for d in dirs), seconds)
+                freeze(kind, path, seconds=ROUND_FREEZE_SECONDS)
+            except FreezeTimeout:
+                pass  # killed unfrozen; the next round catches what forked meanwhile
+            _kill_all(members(path, below=kind != CGROUP1))
+            thaw(kind, path)
+    for other in dirs:
+        if other != path and Path(other).is_dir():
+            _kill_all(members(other, below=kind != CGROUP1))
+
+
+def _kill_all(pids: set[int]) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
 
 
 def empty(path: str) -> bool:

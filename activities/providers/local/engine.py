@@ -268,8 +268,9 @@ class LocalEngine(GuestFiles):
         return self.wake(sandbox_id)
 
     def stop(self, sandbox_id: str, *, reason: str = "stopped") -> SandboxMeta:
-        """Kill the agents, mark the sandbox stopped and free its disk (a tombstone stays).
-        Stopping a stopped one changes nothing but finishing a freeing cut short."""
+        """Mark the sandbox stopped, kill every process of it (done when its cgroups are empty:
+        `StopIncomplete` if they stay busy) and free its disk (a tombstone stays). Stopping a
+        stopped one changes nothing but finishing a stop cut short: its kill, its freeing."""
         with self._changing(sandbox_id) as meta:
             return self._stop_locked(meta, reason)
 
@@ -413,14 +414,8 @@ class LocalEngine(GuestFiles):
                     meta, state="stopped", stop_reason=reason, stopped_at=time.time()
                 )
             )
-            procs = self._procs(meta.id)
-            if meta.freezer in local_cgroups.FROZEN_KINDS and meta.cgroup is not None:
-                # Everything in it, however it forks; the namespaces' kill below is for
-                # sandboxes made before cgroups.
-                local_cgroups.kill(meta.freezer, meta.cgroup, list(meta.cgroups))
-            local_procs.signal_all(procs, signal.SIGKILL)
-            # Give the launchers a moment to record the kills, so a reader sees `killed` at once.
-            local_procs.wait_all_ended(procs, timeout=2.0)
+        # On every stop, not only the first: one cut short (a killed worker) left them running.
+        self._end_processes(meta)
         if meta.cgroups:
             # Again on every stop: one cut short (a killed worker) left them.
             local_cgroup_plan.discard(meta.freezer, meta.cgroups, meta.systemd_slice)
@@ -433,6 +428,25 @@ class LocalEngine(GuestFiles):
             freed = self._save(dataclasses.replace(meta, freed_at=time.time(), freed_bytes=size))
             local_disk.remove_tree(entry)
         return freed
+
+    def _end_processes(self, meta: SandboxMeta) -> None:
+        """Kill every process of a stopped sandbox and see that none is left (`StopIncomplete`
+        otherwise: it stays stopped but not freed, and the next stop kills again)."""
+        procs = self._procs(meta.id)
+        ended = True
+        if meta.freezer in local_cgroups.FROZEN_KINDS and meta.cgroup is not None:
+            # Everything in its cgroups, however it forks; the namespaces' kill below is for
+            # sandboxes made before cgroups.
+            ended = local_cgroups.kill(meta.freezer, meta.cgroup, list(meta.cgroups))
+        local_procs.signal_all(procs, signal.SIGKILL)
+        # Give the launchers a moment to record the kills, so a reader sees `killed` at once.
+        local_procs.wait_all_ended(procs, timeout=2.0)
+        if not ended:
+            raise ProviderError(
+                f"sandbox {meta.id}: processes still run in its cgroup {meta.cgroup} after "
+                f"{local_cgroups.KILL_SECONDS:g} s of SIGKILLs",
+                kind="StopIncomplete",
+            )
 
     def _hold(self, meta: SandboxMeta) -> None:
         """Hold every process of a running sandbox that is being paused: its cgroup frozen,
