@@ -87,6 +87,8 @@ DEFAULT_API_BACKOFF = [30.0, 60.0, 120.0, 300.0, 600.0]
 # may hold the pipe: Claude Code's tool shells do), and as long again after.
 EXIT_GRACE_SECONDS = 0.05
 DRAIN_SECONDS = 1.0
+# How often the session file is looked at while a tool call runs (the CLI writes it late).
+SESSION_LOOK_SECONDS = 1.0
 
 
 class ConfigError(Exception):
@@ -424,6 +426,7 @@ class Adapter:
         self.last_text = ""
         self.last_retry_save = 0.0
         self.rollout_resets = None
+        self.next_session_look = 0.0
 
     def run_cli(self, mode: str, prompt: str) -> Outcome:
         self._reset_process_state()
@@ -514,6 +517,7 @@ class Adapter:
                 if item[0] == "eof" and item[1] == self.process_tag:
                     return True
                 self._handle(item)
+            self._look_at_session()
             if self.stop_reason and not stopping:
                 stopping = True  # at once: given a SIGTERM, Claude Code goes on for a while
                 system.kill_group(process.pid)
@@ -688,6 +692,25 @@ class Adapter:
             self.rollout_resets = facts["resets_at"]
         if facts.get("model") and not self.spend.model:
             self.spend.model = str(facts["model"])
+
+    def _look_at_session(self) -> None:
+        """While a tool call runs, store the session file again when it grew since the
+        checkpoint named it: Claude Code writes its transcript a moment late, at times only
+        once the next call runs, and a sandbox lost during a long call must still carry the
+        steps before it. (Between calls the file grows with each answer: the step stores it.)"""
+        now = time.monotonic()
+        if not self.pending or now < self.next_session_look or not self.session_id:
+            return
+        self.next_session_look = now + SESSION_LOOK_SECONDS
+        path = self.cli.session_file(self.session_id)
+        kept = self.state.get("session_file")
+        try:
+            size = os.path.getsize(path) if path else 0
+        except OSError:
+            return
+        if size and not (isinstance(kept, dict) and kept.get("bytes") == size):
+            self._store_session()
+            self.save()
 
     def _store_session(self) -> None:
         if not self.session_id:

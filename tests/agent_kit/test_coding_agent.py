@@ -71,7 +71,8 @@ import re
 projects = os.path.join(os.environ["HOME"], ".claude", "projects")
 folder = os.path.join(projects, re.sub("[^A-Za-z0-9]", "-", os.getcwd()))
 os.makedirs(folder, exist_ok=True)
-with open(os.path.join(folder, session + ".jsonl"), "a") as transcript:
+transcript_path = os.path.join(folder, session + ".jsonl")
+with open(transcript_path, "a") as transcript:
     transcript.write(json.dumps({"type": "user", "n": number}) + "\n")
 def say(value):
     sys.stdout.write(json.dumps(value) + "\n")
@@ -85,6 +86,18 @@ for action in script[min(number, len(script) - 1)]:
              "usage": {"input_tokens": 100, "output_tokens": 1}, "content": [call]}})
         result = {"type": "tool_result", "tool_use_id": value}
         say({"type": "user", "message": {"content": [result]}})
+    elif kind == "start":  # a tool call begun, its result said by "finish"
+        call = {"type": "tool_use", "id": value, "name": "Bash", "input": {"command": value}}
+        say({"type": "assistant", "message": {"id": "m" + value, "model": "claude-test",
+             "usage": {"input_tokens": 100, "output_tokens": 1}, "content": [call]}})
+    elif kind == "finish":
+        result = {"type": "tool_result", "tool_use_id": value}
+        say({"type": "user", "message": {"content": [result]}})
+    elif kind == "append":  # the transcript written late, as Claude Code does
+        with open(transcript_path, "a") as transcript:
+            transcript.write(json.dumps({"type": "assistant", "late": value}) + "\n")
+    elif kind == "sleep":
+        time.sleep(value)
     elif kind == "raw":
         sys.stdout.write(value)
         sys.stdout.flush()
@@ -385,6 +398,38 @@ def test_codex_items_are_tool_calls_and_its_failures_are_classified() -> None:
 
 
 # --- the session store ---------------------------------------------------------------------
+
+
+def test_a_transcript_written_during_a_tool_call_is_checkpointed_before_the_call_ends(
+    tmp_path: Path,
+) -> None:
+    slow = [["tool", "t1"], ["start", "t2"], ["sleep", 1], ["append", "t1 done"], ["sleep", 6]]
+    script = [[*slow, ["finish", "t2"], SUCCESS]]
+    ran = threading.Thread(target=_adapter, args=(tmp_path, script), daemon=True)
+    ran.start()
+
+    def transcript_size() -> int:
+        found = list((tmp_path / ".claude" / "projects").glob("*/*.jsonl"))
+        late = [path for path in found if "t1 done" in path.read_text()]
+        return late[0].stat().st_size if late else 0
+
+    def checkpointed_size() -> object:
+        try:
+            return _checkpoint(tmp_path)["coding_agent"]["session_file"]["bytes"]
+        except (OSError, ValueError, KeyError):
+            return None
+
+    give_up = time.monotonic() + 20
+    while not transcript_size() and time.monotonic() < give_up:
+        time.sleep(0.05)
+    size = transcript_size()
+    assert size, "the CLI never wrote its late transcript"
+    # Well before the call ends (6 s on): a sandbox lost now still carries step 1.
+    give_up = time.monotonic() + 3
+    while checkpointed_size() != size and time.monotonic() < give_up:
+        time.sleep(0.05)
+    assert checkpointed_size() == size
+    ran.join(timeout=30)
 
 
 def test_the_session_store_appends_what_a_session_file_grew_by(tmp_path: Path) -> None:
