@@ -194,7 +194,10 @@ async def test_a_fresh_runtime_sandbox_resumes_the_same_claude_code_session(
         lost_at = time.monotonic()
         async with withruntime.AsyncRuntime(api_key=fake.api_key, base_url=fake.url) as rt:
             await rt.sandboxes.delete(first)
-        assert LocalEngine(world.home).get(first).state == "stopped"  # nothing of it runs
+        lost = LocalEngine(world.home).get(first)
+        assert lost.state == "stopped"
+        # Nothing of it runs: not the CLI, nor its slow call (its cgroups gone with them).
+        assert [folder for folder in lost.cgroups if Path(folder).exists()] == []
         result = await asyncio.wait_for(api.wait_result(dev_client, run_id), timeout=300)
         requests = model.requests()
 
