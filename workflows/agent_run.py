@@ -34,6 +34,7 @@ with workflow.unsafe.imports_passed_through():
         money_steps,
         safety_net,
         snapshot_steps,
+        stall_steps,
         talk_steps,
     )
     from workflows.card import build_status, render_card
@@ -53,6 +54,7 @@ with workflow.unsafe.imports_passed_through():
         decide,
         is_loop,
         is_quiet,
+        is_stall,
         loop_reason,
         next_wake,
         restart_within_budget,
@@ -140,6 +142,9 @@ class AgentRun(RunMessages):
                 if seen is None:
                     continue
                 decision = decide(s, seen, workflow.now())
+                if is_stall(decision) and await stall_steps.progress_read(s):
+                    self._watch_until = None
+                    continue  # it had progressed: the look missed it
                 if isinstance(decision, Watch):
                     await self._watch(s, decision, quiet=is_quiet(seen))
                     continue

@@ -115,6 +115,9 @@ class HostLost:
 
 Look = Observation | ObserveFailed | HostLost
 
+# How a stall's restart reason begins (`decide` words it).
+STALL_REASON = "agent stalled "
+
 
 def decide(state: SupervisorState, seen: Look, now: datetime) -> Decision:
     """Turn one look at the agent into the next step."""
@@ -162,7 +165,7 @@ def decide(state: SupervisorState, seen: Look, now: datetime) -> Decision:
         return asked
     stall_deadline = stall_deadline_of(state)
     if stall_deadline is not None and now >= stall_deadline:
-        return restart_within_budget(state, f"agent stalled {_duration(spec.stall_seconds)}", now)
+        return restart_within_budget(state, _stall_reason(state), now)
     out_of_budget = exhausted_reason(state, now)
     if out_of_budget is not None:
         # Spend ran out under a running agent: it is paused where it stands (an extension
@@ -188,8 +191,7 @@ def _after_lease_end(state: SupervisorState, seen: Observation, now: datetime) -
         return NeedsAttention(out_of_budget)
     stall = stall_deadline_of(state)
     if stall is not None and paused_at >= stall:
-        spec = state.spec
-        return restart_within_budget(state, f"agent stalled {_duration(spec.stall_seconds)}", now)
+        return restart_within_budget(state, _stall_reason(state), now)
     return WakeAfterLease(paused_at=paused_at)
 
 
@@ -225,6 +227,20 @@ def _resume_after_daily_limit(state: SupervisorState, now: datetime) -> Decision
     if state.sandbox_id is not None:
         return WakeAfterLease(paused_at=state.lease_ends_at or now)
     return Restart(state.pending_restart or "daily spending window reopened", counted=False)
+
+
+def _stall_reason(state: SupervisorState) -> str:
+    return f"{STALL_REASON}{_duration(state.spec.stall_seconds)}"
+
+
+def is_stall(decision: Decision | None) -> bool:
+    """A restart for a stall, now or pending a person's budget (its reason as `decide`
+    words it)."""
+    if isinstance(decision, Restart):
+        return decision.reason.startswith(STALL_REASON)
+    if isinstance(decision, NeedsAttention):
+        return (decision.pending_restart or "").startswith(STALL_REASON)
+    return False
 
 
 def stall_deadline_of(state: SupervisorState) -> datetime | None:

@@ -57,3 +57,7 @@ LOOP_EXIT_PATCH = "coding-agent-loop-exit"
 # whose queue had no poller for its `OVERNIGHT_HOST_LOST_SECONDS` as lost (a restart, cause
 # `host lost`); histories recorded before it replay every step on the run's own queue.
 HOST_QUEUES_PATCH = "sandbox-host-queues"
+# Runs that meet this marker read the checkpoint once more before a stall restart, and go on
+# watching the same agent if it moved on: a look that died with its worker, retried past the
+# deadline with nothing left to wait, may have missed a write (workflows/stall_steps.py).
+STALL_CONFIRMED_PATCH = "stall-confirmed"

@@ -91,7 +91,10 @@ class Hangs:
 @dataclass(frozen=True)
 class WorkerDies:
     """This look's worker is SIGKILLed at once: no heartbeat, no answer, ever (only Temporal's
-    timeouts end the attempt; the retry goes on with the script's next step)."""
+    timeouts end the attempt; the retry goes on with the script's next step). `meanwhile`: a
+    checkpoint the agent writes while nobody watches."""
+
+    meanwhile: CheckpointRead | None = None
 
 
 @dataclass(frozen=True)
@@ -392,6 +395,8 @@ class FakeWorld:
                 raise
             step = Quiet()
         if isinstance(step, WorkerDies):
+            if step.meanwhile is not None:
+                box.file = step.meanwhile
             await asyncio.Event().wait()  # cancelled only when the test's worker shuts down
         if isinstance(step, StopsAnswering):
             box.answering = False

@@ -292,17 +292,35 @@ async def test_a_stall_is_noticed_on_time_when_the_worker_watching_it_dies(
 ) -> None:
     # The look that ends at the stall deadline is on a worker SIGKILLed at once: Temporal must
     # time it out soon after the deadline (not after its heartbeat timeout or the usual grace),
-    # so another worker looks and the stall costs no more than the threshold.
+    # so another worker looks and the stall costs no more than the threshold. A short one: time
+    # does not skip while the dead look is in flight.
     world.script(1, [progress("cp-1"), WorkerDies()])
     world.script(2, [exits(0)])
-    async with started_run(client, world, make_spec(stall_seconds=120)) as handle:
+    async with started_run(client, world, make_spec(stall_seconds=8)) as handle:
         progressed = await eventually(lambda: status_of(handle), lambda s: s.checkpoint_bytes > 0)
         assert progressed.last_progress_at is not None
         result = await handle.result()
         status = await status_of(handle)
 
     [record] = status.restarts
-    assert record.reason == "agent stalled 2 min"
-    late = (record.at - progressed.last_progress_at).total_seconds() - 120
+    assert record.reason == "agent stalled 8 s"
+    late = (record.at - progressed.last_progress_at).total_seconds() - 8
     assert 0 <= late <= policies.DEADLINE_OBSERVE_GRACE.total_seconds() + 5
     assert result.restarts == 1
+
+
+async def test_an_agent_that_progressed_while_its_look_died_is_not_restarted_as_stalled(
+    client: Client, world: FakeWorld, time_skipping_env: WorkflowEnvironment
+) -> None:
+    # The look ending at the stall deadline dies with its worker, and the agent checkpoints
+    # meanwhile; the look's retry, begun past the deadline, misses the write. A last read of
+    # the checkpoint before the stall restart finds it: the same agent goes on.
+    died = WorkerDies(meanwhile=checkpoint_ok("cp-2"))
+    world.script(1, [progress("cp-1"), died, Quiet(), exits(0)])  # Quiet: the late retry
+    world.script(2, [exits(0)])
+    async with started_run(client, world, make_spec(stall_seconds=8)) as handle:
+        result = await handle.result()
+        status = await status_of(handle)
+
+    assert (result.outcome, result.restarts, result.attempts) == ("finished", 0, 1)
+    assert status.restarts == [] and result.checkpoint == "cp-2"

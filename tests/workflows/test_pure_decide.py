@@ -28,6 +28,7 @@ from workflows.decide import (
     decide,
     decide_resume,
     is_quiet,
+    is_stall,
     next_wake,
 )
 from workflows.state import SupervisorState
@@ -179,6 +180,15 @@ def test_stall_counts_from_the_last_checkpoint_not_from_the_start() -> None:
     state = running(progress_at=later(minutes=20))
     assert isinstance(decide(state, working(), later(minutes=34)), Watch)
     assert decide(state, working(), later(minutes=35)) == Restart("agent stalled 15 min")
+
+
+def test_a_stall_is_known_as_one_whether_restarted_now_or_pending_a_person() -> None:
+    assert is_stall(decide(running(), working(), later(seconds=900)))
+    spent = running(spec=spec(budget=Budget(max_restarts=0)))
+    held = decide(spent, working(), later(seconds=900))
+    assert isinstance(held, NeedsAttention) and is_stall(held)
+    assert not is_stall(decide(running(), working(), later(seconds=10)))
+    assert not is_stall(Restart("agent crashed (exit 3)"))
 
 
 @pytest.mark.parametrize(
