@@ -426,6 +426,9 @@ class SpecCheck(_Model):
     # What the run must ask its pool for before it makes anything (None: nothing; runs
     # recorded before admission have none).
     admission: AdmissionTerms | None = None
+    # A run pinned to hosts (`RunSpec.hosts`): this worker's `OVERNIGHT_HOST_LOST_SECONDS`, so
+    # its first create waits for its host no longer than its later steps will.
+    host_lost_seconds: float | None = None
 
 
 class AnswerAgentInput(_Model):

@@ -217,7 +217,9 @@ class SandboxActivities:
         queue = activity.info().task_queue if activity.in_activity() else None
         terms = queue and terms_for(input.spec, self._admission, queue, self._key)
         found += admission_refusals(input.spec, self._admission)
-        return SpecCheck(refusals=found, admission=terms or None)
+        # Only a pinned spec's answer says it: a run begun before never meets the field.
+        lost_after = host_lost_seconds() if input.spec.hosts else None
+        return SpecCheck(refusals=found, admission=terms or None, host_lost_seconds=lost_after)
 
     @activity.defn(name=ActivityName.CREATE_SANDBOX)
     async def create_sandbox(self, input: CreateSandboxInput) -> AgentStarted:

@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import os
-import re
 import socket
 
 from overnight.hosts import (
     DEFAULT_HOST_LOST_SECONDS,
     HOST_ENV,
     HOST_LOST_ENV,
+    HOST_NAME,
+    HOST_NAME_RULE,
     MIN_HOST_LOST_SECONDS,
 )
-
-_HOST_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
 class BadHostSetting(ValueError):
@@ -23,10 +22,8 @@ class BadHostSetting(ValueError):
 def this_host() -> str:
     """`OVERNIGHT_HOST`, else the machine's host name."""
     name = os.environ.get(HOST_ENV, "").strip() or socket.gethostname()
-    if not _HOST_NAME.match(name):
-        raise BadHostSetting(
-            f"{HOST_ENV}={name!r}: a host name is letters, digits, '.', '_' and '-' (1-128)"
-        )
+    if not HOST_NAME.match(name):
+        raise BadHostSetting(f"{HOST_ENV}={name!r}: a host name is {HOST_NAME_RULE}")
     return name
 
 

@@ -10,6 +10,8 @@ Pure names; the worker's settings are read in `overnight.host_settings`.
 
 from __future__ import annotations
 
+import re
+
 HOST_ENV = "OVERNIGHT_HOST"
 HOST_LOST_ENV = "OVERNIGHT_HOST_LOST_SECONDS"
 # A host whose queue has had no poller this long is taken as lost: its runs restart elsewhere
@@ -19,6 +21,10 @@ DEFAULT_HOST_LOST_SECONDS = 180.0
 MIN_HOST_LOST_SECONDS = 5.0
 # Providers whose sandboxes belong to the host that made them (Runtime's are reached by any).
 HOST_BOUND_PROVIDERS = frozenset({"local"})
+HOST_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+HOST_NAME_RULE = "letters, digits, '.', '_' and '-' (1-128, not first)"
+# A spec names at most this many hosts its sandboxes may be made on (`RunSpec.hosts`).
+MAX_SPEC_HOSTS = 64
 
 
 def host_queue(task_queue: str, host: str) -> str:
@@ -33,3 +39,17 @@ def host_of_queue(queue: str) -> str:
 
 def host_bound(provider: str) -> bool:
     return provider in HOST_BOUND_PROVIDERS
+
+
+def check_spec_hosts(hosts: list[str], provider: str) -> None:
+    """What a spec's `hosts` may not be (ValueError, one line): host names, each once, and
+    only for a provider whose sandboxes belong to a host."""
+    if hosts and not host_bound(provider):
+        raise ValueError(f"hosts: sandboxes of provider {provider!r} belong to no host")
+    seen: set[str] = set()
+    for host in hosts:
+        if not HOST_NAME.match(host):
+            raise ValueError(f"hosts: {host!r} is not a host name ({HOST_NAME_RULE})")
+        if host in seen:
+            raise ValueError(f"hosts: {host} is listed twice")
+        seen.add(host)

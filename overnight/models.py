@@ -15,6 +15,7 @@ from pydantic import Field, JsonValue, field_validator, model_validator
 
 from overnight.agent_requests import AgentTalk, RunOutputs
 from overnight.agent_spec import CodingAgent, check_agent_way
+from overnight.hosts import MAX_SPEC_HOSTS, check_spec_hosts
 from overnight.isolation import (
     MAX_BINDS,
     MAX_HOST_PORTS,
@@ -135,6 +136,9 @@ class RunSpec(_StrictInput):
     # Local provider: TCP ports on the worker's loopback an isolated sandbox may reach (it has
     # a network of its own, which reaches out but not the host's loopback otherwise).
     host_ports: list[int] = Field(default_factory=list, max_length=MAX_HOST_PORTS)
+    # Local provider: the hosts (their workers' `OVERNIGHT_HOST`) its sandboxes may be made
+    # on, first choice first; none: any (docs/many-hosts.md#pinning-a-run-to-hosts).
+    hosts: list[str] = Field(default_factory=list, max_length=MAX_SPEC_HOSTS)
     # Webhooks told when the run needs a person, fails, finishes or is cancelled (and, if they
     # ask, of every restart); a worker-wide default comes from its environment
     # (docs/notifications.md).
@@ -256,6 +260,7 @@ class RunSpec(_StrictInput):
     def _binds_fit(self) -> RunSpec:
         check_binds(self.binds, self.provider)
         check_host_ports(self.host_ports, self.provider)
+        check_spec_hosts(self.hosts, self.provider)
         return self
 
 

@@ -8,7 +8,6 @@ this class only carries the step out. Signals wake the loop early.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -25,6 +24,7 @@ with workflow.unsafe.imports_passed_through():
         begin_steps,
         budget,
         calls,
+        create_steps,
         end_steps,
         fresh_steps,
         grant_steps,
@@ -102,7 +102,7 @@ class AgentRun(RunMessages):
         s, begins_here = begin_steps.begin(spec, carried, lean)
         self._s = s
         if begins_here and workflow.patched(SPEC_CHECK_PATCH):
-            s.admission = await grant_steps.refuse_unless_granted(s.spec)
+            await grant_steps.refuse_unless_granted(s)
         try:
             return await self._supervise(s)
         except asyncio.CancelledError:
@@ -253,28 +253,8 @@ class AgentRun(RunMessages):
         cost_cap = budget.spend_left_micros(s, workflow.now()) if s.lease_keeping else None
         restore = restore_for(s)
         lease_cost = money.next_lease_micros(s) if money.keeps_account(s) else None
-        handle = calls.start_create_sandbox(
-            s.spec,
-            s.attempt,
-            s.checkpoint,
-            reason,
-            cost_cap,
-            restore=restore,
-            lease_cost_micros=lease_cost,
-            wants_host=s.host_routing,
-        )
         try:
-            await workflow.wait_condition(lambda: handle.done() or s.cancel_requested)
-        except asyncio.CancelledError:
-            # Temporal cancellation: let the create really stop before cleanup looks around.
-            handle.cancel()
-            with contextlib.suppress(ActivityError, asyncio.CancelledError):
-                await handle
-            raise
-        if not handle.done():
-            handle.cancel()
-        try:
-            started = await handle
+            started = await create_steps.create(s, reason, cost_cap, restore, lease_cost)
         except ActivityError as err:
             if s.cancel_requested:
                 return  # the loop ends the run and sweeps up whatever the create made

@@ -71,6 +71,7 @@ def start_create_sandbox(
     restore: SnapshotRestore | None = None,
     lease_cost_micros: int | None = None,
     wants_host: bool = False,
+    route: Route = ANY_WORKER,
 ) -> workflow.ActivityHandle[AgentStarted]:
     """Started, not awaited: a `cancel` signal must be able to interrupt a long create.
     `restore`: make it from that snapshot (recovery "snapshot") if it is still ready."""
@@ -96,6 +97,7 @@ def start_create_sandbox(
         # Wait for a cancelled create to really stop, so cleanup sees the sandbox it made.
         cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
         summary=f"create sandbox {attempt}{why}",
+        **routed(route),
     )
 
 

@@ -43,6 +43,14 @@ def queue_route(s: SupervisorState, queue: str) -> hosts.Route:
     return dataclasses.replace(found, host_lost=lost)
 
 
+def create_route(s: SupervisorState) -> hosts.Route:
+    """Where a create goes: any worker, or for a run pinned to hosts, its chosen host's queue."""
+    queue = hosts.create_queue(s, workflow.info().task_queue)
+    if queue is None:
+        return hosts.ANY_WORKER
+    return hosts.Route(task_queue=queue, schedule_to_start=hosts.host_wait(s))
+
+
 def sweep_routes(s: SupervisorState) -> list[hosts.Route]:
     """Where to look for the run's sandboxes at a sweep: each host it made one on and has not
     lost, or (no host known: a run on Runtime, or from before) the run's own queue."""
@@ -61,6 +69,8 @@ def record_host(s: SupervisorState, started: AgentStarted) -> None:
     if not s.host_routing or started.host_queue is None:
         return
     s.sandbox_hosts[started.sandbox_id] = started.host_queue
+    if started.host_queue in s.lost_hosts:
+        s.lost_hosts.remove(started.host_queue)  # it came back, and made this one
     if started.host_lost_seconds is not None:
         s.host_lost_seconds = started.host_lost_seconds
     s.host_unseen_since.pop(started.host_queue, None)
@@ -83,6 +93,8 @@ async def host_lost(s: SupervisorState, queue: str) -> str | None:
     seen = await calls.check_host(queue)
     if seen is None:
         return None
+    if s.host_lost_seconds is None:  # no create has said it yet: the next wait is sized by it
+        s.host_lost_seconds = seen.lost_after_seconds
     now = workflow.now()
     if seen.last_poll_at is not None and seen.last_poll_at > since:
         # A worker polled the queue since the step began to wait (a busy host, or one back

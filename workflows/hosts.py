@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from activities.host_models import HostSeen
-from overnight.hosts import DEFAULT_HOST_LOST_SECONDS, host_of_queue
+from overnight.hosts import DEFAULT_HOST_LOST_SECONDS, host_of_queue, host_queue
 from workflows.state import SupervisorState
 
 # How long a step waits in its host's queue before the run asks whether the host is there: a
@@ -51,6 +51,17 @@ def route_for(s: SupervisorState, sandbox_id: str | None) -> Route:
     if queue is None:
         return ANY_WORKER
     return Route(task_queue=queue, schedule_to_start=host_wait(s), lost=queue in s.lost_hosts)
+
+
+def create_queue(s: SupervisorState, task_queue: str) -> str | None:
+    """The queue a create goes to: None (any worker, any host) unless the spec pins the run to
+    hosts; then the first of them the run has not lost, or, all lost, the first again (a lost
+    host may be back)."""
+    if not s.host_routing or not s.spec.hosts:
+        return None
+    queues = [host_queue(task_queue, host) for host in s.spec.hosts]
+    live = [queue for queue in queues if queue not in s.lost_hosts]
+    return (live or queues)[0]
 
 
 def host_wait(s: SupervisorState) -> timedelta:

@@ -4,10 +4,11 @@ A host taken as lost (its queue had no poller for `OVERNIGHT_HOST_LOST_SECONDS`)
 restarted on other hosts from their checkpoints, but its own sandboxes never heard: their
 agents may still run (the worker died, not the machine). Before the returning worker polls its
 host queue, every running local sandbox here is checked against its run: a sandbox of an
-attempt older than its run's current one (the run's `status` query: its `attempt` label is
-lower; a create in flight has the current number), or whose run has closed, is paused
-(nothing in it runs; kept for a look, labelled for `overnight reap` like a failed attempt's).
-One describe and at most one query per running sandbox, once per worker start.
+attempt older than its open run's current one (the run's `status` query: its `attempt` label
+is lower; a create in flight has the current number) is paused (nothing in it runs; kept for a
+look, labelled for `overnight reap` like a failed attempt's). A sandbox whose run has closed is
+`overnight reap`'s, as on one host. One describe and at most one query per running sandbox,
+once per worker start.
 """
 
 from __future__ import annotations
@@ -94,7 +95,7 @@ async def _verdict(client: Client, sandbox_id: str, run_id: str, attempt: int | 
         # Not found: another namespace's run, or one whose history is gone: reap's to judge.
         return Verdict(sandbox_id, run_id, None)
     if described.status != WorkflowExecutionStatus.RUNNING:
-        return Verdict(sandbox_id, run_id, f"its run {run_id} has closed")
+        return Verdict(sandbox_id, run_id, None)  # reap stops a closed run's leftovers
     try:
         status = await asyncio.wait_for(
             handle.query("status", result_type=RunStatus), QUERY_TIMEOUT.total_seconds()

@@ -44,7 +44,7 @@ async def test_a_deploy_costs_nothing_and_a_lost_host_costs_one_restart(tmp_path
         second = await stack.start_run("r2")
         on_b = await stack.until_status(second, _running_on("host-b"), "made on host-b", 60)
         # Down past a step's wait in its queue (a third of the threshold), not past the threshold.
-        await asyncio.sleep(max(0.0, STEP_WAIT + 1.5 - (time.monotonic() - stopped_at)))
+        await asyncio.sleep(max(0.0, STEP_WAIT + 3 - (time.monotonic() - stopped_at)))
         await a.start()
         down = time.monotonic() - stopped_at
         resumed = await stack.watched_by(first, a, timeout=30)

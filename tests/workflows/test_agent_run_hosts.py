@@ -25,6 +25,8 @@ from activities.models import (
     ObserveInput,
     SandboxRef,
     SandboxSettled,
+    SpecCheck,
+    SpecCheckInput,
 )
 from overnight.models import RunResult, RunStatus
 from tests.workflows.fakes import FakeWorld, exits, note, progress
@@ -57,7 +59,8 @@ class HostWorld(FakeWorld):
         self._ran("create")
         assert request.wants_host
         started = await FakeWorld.create_sandbox(self, request)
-        queue = f"{activity.info().task_queue}@{self.hosts[request.attempt]}"
+        here = activity.info().task_queue  # a pinned create is sent to its host's own queue
+        queue = here if "@" in here else f"{here}@{self.hosts[request.attempt]}"
         return started.model_copy(update={"host_queue": queue, "host_lost_seconds": LOST_AFTER})
 
     @activity.defn(name=ActivityName.OBSERVE_AGENT)
@@ -69,6 +72,12 @@ class HostWorld(FakeWorld):
     async def stop_sandbox(self, request: SandboxRef) -> SandboxSettled:
         self._ran("stop")
         return await FakeWorld.stop_sandbox(self, request)  # type: ignore[return-value]
+
+    @activity.defn(name=ActivityName.CHECK_SPEC)
+    async def check_spec(self, request: SpecCheckInput) -> SpecCheck:
+        checked = await FakeWorld.check_spec(self, request)
+        lost_after = LOST_AFTER if request.spec.hosts else None
+        return checked.model_copy(update={"host_lost_seconds": lost_after})
 
     @activity.defn(name=ActivityName.CHECK_HOST)
     async def check_host(self, input: HostCheckInput) -> HostSeen:
@@ -84,10 +93,10 @@ class HostWorld(FakeWorld):
 
 @asynccontextmanager
 async def run_on_hosts(
-    client: Client, world: HostWorld, live: list[str]
+    client: Client, world: HostWorld, live: list[str], **spec_changes: Any
 ) -> AsyncIterator[tuple[Handle, str]]:
     """The run's worker, one worker per host in `live`, and the run started."""
-    spec = make_spec(poll_seconds=1, stall_seconds=600)
+    spec = make_spec(poll_seconds=1, stall_seconds=600, **spec_changes)
     async with running_worker(client, world) as queue, asyncio.TaskGroup() as group:
         stop = asyncio.Event()
         for host in live:
@@ -158,3 +167,18 @@ async def test_a_host_back_before_its_lost_threshold_costs_nothing(client: Clien
     assert result.outcome == "finished"
     assert result.restarts == 0
     assert len(world.checks) == 1
+
+
+async def test_a_run_pinned_to_hosts_is_made_on_the_first_of_them_still_there(
+    client: Client,
+) -> None:
+    world = HostWorld({})
+    world.script(1, [exits(0, final=note("done"))])
+    pinned = ["host-x", "host-y"]  # host-x never polls; host-z is up but not allowed
+    async with run_on_hosts(client, world, ["host-y", "host-z"], hosts=pinned) as (handle, q):
+        result = await handle.result()
+        status: RunStatus = await status_of(handle)
+    assert (result.outcome, result.restarts) == ("finished", 0)
+    assert [queue for name, queue in world.queues if name == "create"] == [f"{q}@host-y"]
+    assert status.lost_hosts == ["host-x"]
+    assert set(status.sandbox_hosts.values()) == {"host-y"}

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import pytest
+from pydantic import ValidationError
+
 from activities.host_models import HostSeen
 from tests.workflows.harness import make_spec
 from workflows import hosts
@@ -59,3 +62,29 @@ def test_a_host_is_lost_only_once_no_poller_has_polled_for_its_threshold() -> No
     assert hosts.is_lost(_seen(None), NOW - timedelta(seconds=180), NOW)
     reason = hosts.lost_reason("overnight@a", _seen(NOW - timedelta(seconds=200)), NOW)
     assert reason.startswith("host lost: a") and "200 s ago" in reason
+
+
+def test_a_pinned_create_goes_to_the_first_allowed_host_not_lost() -> None:
+    s = _state(host_routing=True, spec=make_spec(hosts=["a", "b"]))
+    assert hosts.create_queue(s, "q") == "q@a"
+    s.lost_hosts = ["q@a"]
+    assert hosts.create_queue(s, "q") == "q@b"
+    s.lost_hosts = ["q@a", "q@b"]
+    assert hosts.create_queue(s, "q") == "q@a"  # all lost: the first may be back
+    assert hosts.create_queue(_state(host_routing=True), "q") is None  # not pinned: any host
+
+
+@pytest.mark.parametrize(
+    ("changes", "why"),
+    [
+        ({"hosts": ["a", "a"]}, "listed twice"),
+        ({"hosts": ["-a"]}, "not a host name"),
+        ({"hosts": ["a b"]}, "not a host name"),
+        ({"hosts": ["a"], "provider": "runtime"}, "belong to no host"),
+    ],
+)
+def test_a_spec_names_its_hosts_once_each_and_only_for_local_sandboxes(
+    changes: dict[str, object], why: str
+) -> None:
+    with pytest.raises(ValidationError, match=why):
+        make_spec(**changes)

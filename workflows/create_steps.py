@@ -1,0 +1,83 @@
+"""AgentRun's create step: a sandbox made (and its agent started), on the hosts the run may use.
+
+Workflow code (the activity through `calls`). Started, not awaited, so a `cancel` signal can
+interrupt a long create; a Temporal cancellation lets the create really stop first, so cleanup
+sees the sandbox it made. A run pinned to hosts (`RunSpec.hosts`) sends its create to the
+first of them not lost (workflows.hosts); one no worker of that host takes within its wait is
+sent again, to the next host once that one is lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError
+
+with workflow.unsafe.imports_passed_through():
+    from activities.models import AgentStarted, SnapshotRestore
+    from workflows import calls, host_steps
+    from workflows.hosts import Route
+    from workflows.state import SupervisorState
+
+# A pinned create waits for one of its hosts at most this many waits (an hour at the default
+# lost threshold), then fails as any create that could not be made (the run needs attention).
+PINNED_CREATE_TRIES = 60
+
+
+async def create(
+    s: SupervisorState,
+    reason: str,
+    cost_cap: int | None,
+    restore: SnapshotRestore | None,
+    lease_cost: int | None,
+) -> AgentStarted:
+    """The new sandbox's agent started; ActivityError when it could not be made."""
+    tries = 0
+    while True:
+        route = host_steps.create_route(s)
+        try:
+            return await _create_on(s, route, reason, cost_cap, restore, lease_cost)
+        except ActivityError as err:
+            tries += 1
+            unstarted = route.task_queue is not None and calls.waited_unstarted(err)
+            if s.cancel_requested or not unstarted or tries >= PINNED_CREATE_TRIES:
+                raise
+            assert route.task_queue is not None
+            # No worker of that host took it: asked whether it is lost (the next try goes to
+            # the next allowed host if so).
+            await host_steps.host_lost(s, route.task_queue)
+
+
+async def _create_on(
+    s: SupervisorState,
+    route: Route,
+    reason: str,
+    cost_cap: int | None,
+    restore: SnapshotRestore | None,
+    lease_cost: int | None,
+) -> AgentStarted:
+    handle = calls.start_create_sandbox(
+        s.spec,
+        s.attempt,
+        s.checkpoint,
+        reason,
+        cost_cap,
+        restore=restore,
+        lease_cost_micros=lease_cost,
+        wants_host=s.host_routing,
+        route=route,
+    )
+    try:
+        await workflow.wait_condition(lambda: handle.done() or s.cancel_requested)
+    except asyncio.CancelledError:
+        # Temporal cancellation: let the create really stop before cleanup looks around.
+        handle.cancel()
+        with contextlib.suppress(ActivityError, asyncio.CancelledError):
+            await handle
+        raise
+    if not handle.done():
+        handle.cancel()
+    started: AgentStarted = await handle
+    return started
