@@ -30,11 +30,17 @@ from overnight.home import HOME_ENV
 from overnight.worker import binaries
 from overnight.worker.devconfig import DevConfig, load_dev_config
 from overnight.worker.devserver import DevServer, start_or_reuse
+from tests import leftovers
 from tests.sandbox_cgroups import release_under
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEV_CONFIG_FILE = REPO_ROOT / "temporal-dev.yaml"
 _scratch: list[Path] = []
+_timeline = leftovers.Timeline()
+
+
+def pytest_runtest_logstart(nodeid: str, location: tuple[str, int | None, str]) -> None:
+    _timeline.began(nodeid)  # what started a process left running at the end (leftovers)
 
 
 def scratch_root() -> Path:
@@ -83,6 +89,10 @@ def overnight_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     try:
         yield home
     finally:
+        # After every other session fixture (dev servers, workers) has ended: nothing the
+        # session started may still run. Found, killed, then named as this run's failure.
+        left = leftovers.still_left(_scratch[0])
+        leftovers.kill(left)
         release_under(_scratch[0])  # cgroups outlive the folders of their sandboxes
         disk_image.detach(_scratch[0])
         if not disk_set:
@@ -91,6 +101,8 @@ def overnight_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
             os.environ.pop(HOME_ENV, None)
         else:
             os.environ[HOME_ENV] = previous
+    if left:
+        pytest.fail(leftovers.report(left, _timeline), pytrace=False)
 
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")

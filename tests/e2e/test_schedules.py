@@ -16,7 +16,9 @@ from typing import TypeVar
 import pytest_asyncio
 from temporalio.client import Client, WorkflowExecutionStatus
 
+from activities.providers.local.provider import LocalProvider
 from overnight.cli import client as api
+from overnight.constants import LABEL_RUN
 from overnight.models import RunStatus
 from overnight.worker.devserver import DevServer
 from tests.e2e.helpers import agent_spec
@@ -56,19 +58,47 @@ async def until(
 
 @pytest_asyncio.fixture(loop_scope="session")
 async def schedule_name(dev_server: DevServer, dev_client: Client) -> AsyncIterator[str]:
-    """A schedule name; afterwards the schedule is gone and every run it started has ended
-    (cancelled through the `cancel` signal, so its sandboxes are stopped)."""
+    """A schedule name; afterwards, whatever the test did, the schedule is gone, every run it
+    started has ended (cancelled through the `cancel` signal, which stops its sandboxes, or
+    terminated if it does not end in time) and none of their sandboxes still runs."""
     name = f"nightly-{uuid.uuid4().hex[:6]}"
-    yield name
-    await overnight(dev_server, "schedule", "delete", name)
-    for workflow_id in await firings(dev_client, name):
-        handle = dev_client.get_workflow_handle(workflow_id)
-        if (await handle.describe()).status == WorkflowExecutionStatus.RUNNING:
-            try:
-                await api.cancel_run(dev_client, workflow_id, "test over")
-            except api.RunNotRunning:
-                continue  # it ended on its own between the look and the cancel
-            await asyncio.wait_for(handle.result(), timeout=60)
+    try:
+        yield name
+    finally:
+        await overnight(dev_server, "schedule", "delete", name)
+        try:
+            for workflow_id in await firings(dev_client, name):
+                await end_run(dev_client, workflow_id)
+        finally:
+            await stop_sandboxes_of(name)
+
+
+async def end_run(client: Client, workflow_id: str) -> None:
+    handle = client.get_workflow_handle(workflow_id)
+    if (await handle.describe()).status != WorkflowExecutionStatus.RUNNING:
+        return
+    try:
+        await api.cancel_run(client, workflow_id, "test over")
+        await asyncio.wait_for(handle.result(), timeout=60)
+    except api.RunNotRunning:
+        return  # it ended on its own between the look and the cancel
+    except TimeoutError:
+        await handle.terminate("test over: the cancel did not end it in 60 s")
+        raise
+
+
+async def stop_sandboxes_of(name: str) -> None:
+    """Stop any sandbox of the schedule's runs (their run ids begin with its name) still
+    running once they have ended, and fail: an ended run must have stopped it itself."""
+    provider = LocalProvider()
+    left = [
+        box.sandbox_id
+        for box in await provider.list({}, include_stopped=False)
+        if box.labels.get(LABEL_RUN, "").startswith(f"{name}-") and box.state != "paused"
+    ]
+    for sandbox_id in left:
+        await provider.stop(sandbox_id)
+    assert not left, f"the runs of {name} ended and left sandboxes running: {left}"
 
 
 async def test_a_schedule_fires_agent_runs_whose_run_id_comes_from_the_firing(
