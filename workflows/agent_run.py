@@ -60,6 +60,7 @@ with workflow.unsafe.imports_passed_through():
         restart_within_budget,
         stall_deadline_of,
     )
+    from workflows.hosts import Route
     from workflows.messages import RunMessages
     from workflows.notice import attention_text, note_last_words, record_restart
     from workflows.notify_steps import Notifier
@@ -79,6 +80,10 @@ with workflow.unsafe.imports_passed_through():
 
 # Quiet observations that come back this much before their deadline are waited out on a timer.
 EARLY_RETURN_SLACK = timedelta(seconds=1)
+# Looks at the stall deadline that may run out of time in a row (workers dying, about 10 s
+# each) before the sandbox is taken as no longer answering: about as long as a plain look's
+# retries take to give up (policies.OBSERVE_RETRY).
+DEADLINE_LOOKS_LOST_AT_MOST = 30
 
 
 @workflow.defn(name="AgentRun")
@@ -90,6 +95,7 @@ class AgentRun(RunMessages):
         self._publisher = Publisher()
         self._notifier = Notifier()
         self._watch_until: datetime | None = None
+        self._deadline_looks_lost = 0  # in a row (`_deadline_look_lost`)
 
     # The input is a `RunSpec` (and, after continue-as-new, the carried `SupervisorState`), taken
     # raw and validated here: a payload that does not fit must fail the run at once as
@@ -203,12 +209,15 @@ class AgentRun(RunMessages):
             calls.reraise_cancellation(err)
             if calls.handed_over(err):
                 return None  # its last attempt ended with its worker's shutdown: look again
+            if at_deadline and calls.lost_at_deadline(err):
+                return await self._deadline_look_lost(s, route, err)
             if route.task_queue is not None and calls.waited_unstarted(err):
                 # No worker of its host took it: a restart there costs nothing, a lost host
                 # costs the work since the checkpoint.
                 lost = await host_steps.host_lost(s, route.task_queue)
                 return None if lost is None else HostLost(lost)
             return ObserveFailed(calls.describe(err))
+        self._deadline_looks_lost = 0
         host_steps.host_seen(s, route.task_queue)
         self._take_checkpoint(s, seen.checkpoint)
         if take_requests_file(s, seen.requests):
@@ -219,6 +228,22 @@ class AgentRun(RunMessages):
         if seen.lease_ends_at is not None:
             s.lease_ends_at = seen.lease_ends_at
         return seen
+
+    async def _deadline_look_lost(
+        self, s: SupervisorState, route: Route, err: ActivityError
+    ) -> Look | None:
+        """The look ending at the stall deadline ran out of time (its worker died, or its
+        retry's): look again now, briefly, rather than wait out a retry's timeouts. Only a
+        sandbox that stays silent for `DEADLINE_LOOKS_LOST_AT_MOST` such looks in a row is
+        taken as no longer answering; one whose host's queue went unpolled, as lost."""
+        self._deadline_looks_lost += 1
+        if route.task_queue is not None:
+            lost = await host_steps.host_lost(s, route.task_queue)
+            if lost is not None:
+                return HostLost(lost)
+        if self._deadline_looks_lost >= DEADLINE_LOOKS_LOST_AT_MOST:
+            return ObserveFailed(calls.describe(err))
+        return None
 
     async def _watch(self, s: SupervisorState, decision: Watch, *, quiet: bool) -> None:
         self._watch_until = decision.until

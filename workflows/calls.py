@@ -49,6 +49,7 @@ with workflow.unsafe.imports_passed_through():
     from overnight.models import RunSpec
     from workflows import money, policies, publish
     from workflows.hosts import ANY_WORKER, Route
+    from workflows.patches import DEADLINE_LOOK_BOUNDED_PATCH
     from workflows.state import SupervisorState
 
 # What the provider says when the key's daily spending limit refuses a step.
@@ -409,6 +410,7 @@ def start_observe(
         ),
         result_type=Observation,
         start_to_close_timeout=observe_timeout(wait, at_deadline=at_deadline),
+        schedule_to_close_timeout=deadline_look_timeout(wait, at_deadline=at_deadline),
         heartbeat_timeout=policies.observe_heartbeat(spec.poll_seconds),
         retry_policy=policies.OBSERVE_RETRY,
         summary=f"watch agent in sandbox {s.attempt}",
@@ -479,6 +481,21 @@ def session_store_of(spec: RunSpec) -> str | None:
 def requests_path_of(s: SupervisorState) -> str | None:
     """The kit's requests file beside the checkpoint, for runs that read it (else None)."""
     return requests_path(s.spec.checkpoint_path) if s.requests_file else None
+
+
+def deadline_look_timeout(wait_seconds: float, *, at_deadline: bool) -> timedelta | None:
+    """A look ending at the stall deadline, its retries included, ends this soon after it
+    (then `lost_at_deadline`); None: no whole-look limit (runs before the patch, other looks)."""
+    if not at_deadline or not workflow.patched(DEADLINE_LOOK_BOUNDED_PATCH):
+        return None
+    return observe_timeout(wait_seconds, at_deadline=True)
+
+
+def lost_at_deadline(err: ActivityError) -> bool:
+    """The look ending at the stall deadline ran out of its whole-look time (its worker, or
+    its retry's, died): nothing is known of the agent; look again."""
+    cause = err.cause
+    return isinstance(cause, TimeoutError) and cause.type == TimeoutType.SCHEDULE_TO_CLOSE
 
 
 def observe_timeout(wait_seconds: float, *, at_deadline: bool = False) -> timedelta:

@@ -61,3 +61,9 @@ HOST_QUEUES_PATCH = "sandbox-host-queues"
 # watching the same agent if it moved on: a look that died with its worker, retried past the
 # deadline with nothing left to wait, may have missed a write (workflows/stall_steps.py).
 STALL_CONFIRMED_PATCH = "stall-confirmed"
+# Runs that meet this marker give a look ending at the stall deadline a whole-look timeout of
+# its wait plus `policies.DEADLINE_OBSERVE_GRACE` (its retries included), and look again at
+# once, briefly, when it runs out: a look whose worker died, and then its retry's, no longer
+# holds the stall past its deadline for the retry's full timeout or its heartbeat timeout
+# (30 s and more). Each look lost so costs the grace, not more.
+DEADLINE_LOOK_BOUNDED_PATCH = "deadline-look-bounded"

@@ -98,6 +98,10 @@ REDUCED = ChaosSize(
 )
 
 
+# How closely each run is watched (the stall's allowed lateness follows it: verdict.py).
+POLL_SECONDS = 1.0
+
+
 @dataclass(frozen=True)
 class RunPlan:
     run_id: str
@@ -159,7 +163,7 @@ def run_spec(size: ChaosSize, plan: RunPlan, origin: Path, ledger: Path) -> RunS
         host_ports=host_ports_for(env["OVERNIGHT_LEDGER_URL"], plan.provider),
         # Nothing kept paused for a look at the end: the verdict counts every live process.
         keep_failed_days=0,
-        poll_seconds=1,
+        poll_seconds=POLL_SECONDS,
         stall_seconds=size.stall_seconds,
         sandbox_timeout_seconds=SHORT_LEASE_SECONDS if leased else ROOMY_LIMIT_SECONDS,
         # The budget must never be what stops a run.

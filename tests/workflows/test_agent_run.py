@@ -309,6 +309,28 @@ async def test_a_stall_is_noticed_on_time_when_the_worker_watching_it_dies(
     assert result.restarts == 1
 
 
+async def test_each_look_at_the_stall_deadline_lost_with_its_worker_costs_the_grace_alone(
+    client: Client, world: FakeWorld, time_skipping_env: WorkflowEnvironment
+) -> None:
+    # The look that ends at the stall deadline dies with its worker, and so does the look
+    # after it. Each costs `DEADLINE_OBSERVE_GRACE`: the second is not held for a retry's own
+    # timeout (the first look's wait again, or the heartbeat timeout), which made a stall in
+    # the full chaos run 47 s late.
+    world.script(1, [progress("cp-1"), WorkerDies(), WorkerDies()])
+    world.script(2, [exits(0)])
+    async with started_run(client, world, make_spec(stall_seconds=8)) as handle:
+        progressed = await eventually(lambda: status_of(handle), lambda s: s.checkpoint_bytes > 0)
+        assert progressed.last_progress_at is not None
+        result = await handle.result()
+        status = await status_of(handle)
+
+    [record] = status.restarts
+    assert record.reason == "agent stalled 8 s"
+    late = (record.at - progressed.last_progress_at).total_seconds() - 8
+    assert 0 <= late <= 2 * policies.DEADLINE_OBSERVE_GRACE.total_seconds() + 5
+    assert result.restarts == 1
+
+
 async def test_an_agent_that_progressed_while_its_look_died_is_not_restarted_as_stalled(
     client: Client, world: FakeWorld, time_skipping_env: WorkflowEnvironment
 ) -> None:
