@@ -11,7 +11,7 @@ import re
 from datetime import datetime
 from typing import Literal
 
-from pydantic import Field, JsonValue, field_validator, model_validator
+from pydantic import Field, JsonValue, ValidationInfo, field_validator, model_validator
 
 from overnight.agent_requests import AgentTalk, RunOutputs
 from overnight.agent_spec import CodingAgent, check_agent_way
@@ -81,6 +81,7 @@ from overnight.model_base import (
 from overnight.notify_spec import MAX_WEBHOOKS, Webhook, webhooks_from_input
 from overnight.run_costs import SafetyNet
 from overnight.snapshot_spec import Recovery, SnapshotMode, check_snapshot_mode
+from overnight.spec_paths import check_host_path
 
 
 def _workspace_path(value: str, field: str) -> str:
@@ -231,13 +232,12 @@ class RunSpec(_StrictInput):
             raise ValueError("contains a NUL byte")
         return value
 
-    @field_validator("agent_dir")
+    @field_validator("repo", "agent_dir")
     @classmethod
-    def _agent_dir_stays_put(cls, value: str) -> str:
-        # A relative agent_dir is taken from the spec file's folder; `..` would climb out of it.
-        if ".." in value.replace("\\", "/").split("/"):
-            raise ValueError("agent_dir may not contain '..' (name the folder directly)")
-        return value
+    def _host_paths_absolute(cls, value: str, info: ValidationInfo) -> str:
+        # One rule for every host path (overnight/spec_paths.py): a spec file's relative
+        # paths were taken from its folder already; here a relative one has no folder.
+        return check_host_path(value, str(info.field_name))
 
     @model_validator(mode="after")
     def _defaults_and_cross_checks(self) -> RunSpec:

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import json
-import re
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
+from overnight import spec_messages
 from overnight.errors import SpecError
 from overnight.models import RunSpec
+from overnight.spec_paths import HOST_PATH_FIELDS, is_relative_local_path
 
 
 def load_spec(path: str | Path) -> RunSpec:
@@ -35,58 +37,40 @@ def load_spec(path: str | Path) -> RunSpec:
 
 
 def resolve_relative_paths(raw: dict[str, Any], base: Path) -> None:
-    """A relative local `agent_dir` or `repo` is taken from `base` (the file's folder)."""
-    for field in ("agent_dir", "repo"):
+    """Every relative host path in `raw` (a spec as read from a file) taken from `base`, the
+    file's folder, and normalised (`../agent` is the folder beside it)."""
+    for field in HOST_PATH_FIELDS:
         value = raw.get(field)
-        if isinstance(value, str) and _is_relative_local_path(value):
-            raw[field] = str(base / value)
+        if isinstance(value, str) and is_relative_local_path(value):
+            raw[field] = _from(base, value)
+    binds = raw.get("binds")
+    if isinstance(binds, list):
+        for bind in binds:
+            path = bind.get("path") if isinstance(bind, dict) else None
+            if isinstance(path, str) and path and not path.startswith("/"):
+                bind["path"] = _from(base, path)
+
+
+def _from(base: Path, relative: str) -> str:
+    return os.path.normpath(base / os.path.expanduser(relative))
 
 
 def parse_spec(raw: Mapping[str, Any], *, source: str = "spec") -> RunSpec:
+    """`raw` as a RunSpec, or a SpecError naming every wrong field at once."""
     try:
         return RunSpec.model_validate(raw)
     except ValidationError as err:
-        where, message = first_error(err)
-        raise SpecError(f"{source}: field {_printable(where)}: {_printable(message)}") from None
+        raise SpecError(describe_errors(err, source)) from None
 
 
-def describe_errors(err: ValidationError, source: str) -> str:
-    """Every wrong field on one line: `spec: field a: why; field b: why`."""
-    parts = [
-        f"field {_printable(where)}: {_printable(message)}"
-        for where, message in (_field_and_message(e) for e in err.errors())
-    ]
-    return f"{source}: " + "; ".join(dict.fromkeys(parts))
+def describe_errors(err: ValidationError, source: str, model: type[BaseModel] = RunSpec) -> str:
+    """Every wrong field on one line, in words (overnight/spec_messages.py)."""
+    return spec_messages.describe_errors(err, source, model)
 
 
 def first_error(err: ValidationError) -> tuple[str, str]:
     """The first error's field and message; a check across fields names its field first."""
-    return _field_and_message(err.errors()[0])
-
-
-def _field_and_message(first: Any) -> tuple[str, str]:
-    where = ".".join(str(part) for part in first["loc"])
-    message = str(first["msg"])
-    if not where:
-        named = _NAMED_FIELD.match(message)
-        if named is None:
-            return "(spec)", message
-        where, message = named.group(1), named.group(2)
-    return where, message
-
-
-_NAMED_FIELD = re.compile(r"^Value error, ([a-z_]+): (.*)$", re.DOTALL)
-
-
-def _printable(text: str) -> str:
-    """`text` on one line: a field name from the file may hold a newline or worse."""
-    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in text)
-
-
-def _is_relative_local_path(value: str) -> bool:
-    if "://" in value or (":" in value.split("/")[0]):  # URL or scp-like user@host:path
-        return False
-    return bool(value) and not Path(value).is_absolute()
+    return spec_messages.field_and_message(err.errors()[0], RunSpec)
 
 
 def redact_url(url: str) -> str:

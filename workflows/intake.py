@@ -21,4 +21,4 @@ def accept_carried(raw: Any) -> SupervisorState:
     try:
         return SupervisorState.model_validate(raw)
     except ValidationError as err:
-        raise InvalidInput(describe_errors(err, "carried state")) from None
+        raise InvalidInput(describe_errors(err, "carried state", SupervisorState)) from None

@@ -237,7 +237,7 @@ async def test_a_redirect_is_an_answer_not_followed() -> None:
 
 
 def test_a_spec_takes_webhooks_as_urls_or_objects_and_refuses_bad_ones() -> None:
-    base = {"run_id": "r", "repo": "file:///x", "agent_dir": "a", "command": "c"}
+    base = {"run_id": "r", "repo": "file:///x", "agent_dir": "/a", "command": "c"}
     spec = RunSpec.model_validate(
         {**base, "notify": ["https://hooks.example/a", {"url_env": "SLACK", "format": "slack"}]}
     )

@@ -174,7 +174,7 @@ def test_bad_flags_are_refused_with_one_line(
 def test_agent_flags_do_not_go_with_a_spec_file(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    spec = write_spec(tmp_path, {"repo": "r", "agent_dir": "/a", "command": "c"})
+    spec = write_spec(tmp_path, {"repo": "/r", "agent_dir": "/a", "command": "c"})
     for flags, words in (
         (["--prompt", "x"], "--prompt goes with --agent"),
         (["--agent", "codex"], "(one of them)"),

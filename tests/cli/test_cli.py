@@ -130,7 +130,7 @@ def test_relative_paths_in_a_spec_are_taken_from_its_folder(tmp_path: Path) -> N
     path = write_spec(tmp_path, good_spec(agent_dir="agent", repo="../origin.git"))
     spec = load_spec(path)
     assert spec.agent_dir == str(tmp_path / "agent")
-    assert spec.repo == str(tmp_path / "../origin.git")
+    assert spec.repo == str(tmp_path.parent / "origin.git")
     url_spec = load_spec(write_spec(tmp_path, good_spec(repo="git@example.com:a/b.git")))
     assert url_spec.repo == "git@example.com:a/b.git"
 

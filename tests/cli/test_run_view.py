@@ -14,7 +14,7 @@ NOW = datetime(2026, 11, 30, 2, 0, tzinfo=UTC)
 
 
 def view(*, open_: bool, state: RunState | None, current: str | None) -> RunView:
-    spec = RunSpec(run_id="r", repo="file:///x", agent_dir="a", command="c", provider="runtime")
+    spec = RunSpec(run_id="r", repo="file:///x", agent_dir="/a", command="c", provider="runtime")
     status = None
     if state is not None:
         status = RunStatus(

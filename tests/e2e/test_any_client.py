@@ -75,6 +75,20 @@ async def test_a_wrongly_shaped_spec_from_a_plain_client_fails_at_once_naming_ev
         assert f"field {field}" in message, message
 
 
+async def test_a_relative_agent_dir_from_a_plain_client_fails_at_once_saying_why(
+    dev_client: Client, task_queue: str, tmp_path: Path, runs: list[str]
+) -> None:
+    # A plain client has no spec file, so no folder a relative path could be taken from.
+    raw = raw_spec(tmp_path, agent_dir="agent")
+    workflow_id = raw["run_id"]
+    runs.append(workflow_id)
+    await dev_client.start_workflow("AgentRun", raw, id=workflow_id, task_queue=task_queue)
+    refused = await failed_as_invalid_spec(dev_client, workflow_id)
+    assert (
+        "field agent_dir: 'agent' is a relative path, and a spec built in code has no folder"
+    ) in str(refused.message)
+
+
 async def test_a_bad_spec_started_with_the_stock_cli_shows_failed_with_the_field_named(
     dev_server: DevServer, dev_client: Client, task_queue: str, tmp_path: Path, runs: list[str]
 ) -> None:

@@ -126,7 +126,7 @@ def test_both_ways_or_neither_is_refused_naming_the_fields(
             "secret_env",
         ),
         ({"kind": "codex", "prompt": "x", "base_url": "http://h/ x"}, "agent.base_url", "spaces"),
-        ({"kind": "codex", "prompt": "x", "api_key": "sk-1"}, "agent.api_key", "Extra inputs"),
+        ({"kind": "codex", "prompt": "x", "api_key": "sk-1"}, "agent.api_key", "unknown field"),
     ],
 )
 def test_a_bad_agent_is_refused_naming_its_field(

@@ -174,13 +174,13 @@ def _refused_path(path: str, *, checkpoint: bool) -> bool:
 @st.composite
 def escaping_paths(draw: st.DrawFn) -> tuple[dict[str, Any], str]:
     """checkpoint_path or cwd leaving /workspace (or the checkpoint in agent/), or an
-    agent_dir climbing out of its folder with `..`."""
-    field = draw(st.sampled_from(["checkpoint_path", "cwd", "agent_dir"]))
+    absolute agent_dir or repo with `..` in it (a spec file's relative ones are taken from its
+    folder, so only an absolute one is wrong in a file too)."""
+    field = draw(st.sampled_from(["checkpoint_path", "cwd", "agent_dir", "repo"]))
     parts = draw(st.lists(st.sampled_from(SEGMENTS), min_size=1, max_size=5))
-    if field == "agent_dir":
+    if field in ("agent_dir", "repo"):
         parts.insert(draw(st.integers(0, len(parts))), "..")
-        path = ("/" if draw(st.booleans()) else "") + "/".join(parts)
-        return {**BASE, "agent_dir": path}, field
+        return {**BASE, field: "/" + "/".join(parts)}, field
     path = ("/" if draw(st.booleans()) else "") + "/".join(parts)
     assume(_refused_path(path, checkpoint=field == "checkpoint_path"))
     return {**BASE, field: path}, field

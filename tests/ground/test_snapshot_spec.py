@@ -7,7 +7,7 @@ from pydantic import ValidationError
 
 from overnight.models import RunSpec
 
-BASE = {"repo": "r", "agent_dir": "a", "command": "c"}
+BASE = {"repo": "/r", "agent_dir": "/a", "command": "c"}
 
 
 def test_checkpoint_recovery_is_the_default_and_leaves_the_mode_unset() -> None:
