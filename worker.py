@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from overnight.constants import TASK_QUEUE
+from overnight.errors import OvernightError
 from overnight.worker.runner import run_dev, run_with_env_config
 
 
@@ -47,6 +48,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as exc:  # a bad temporal-dev.yaml or environment configuration
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except OvernightError as exc:  # no server at the address, a port held by another
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -8,6 +8,7 @@ talks to the local dev server, a self-hosted cluster or Temporal Cloud.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from urllib.parse import quote
 
@@ -17,6 +18,7 @@ from temporalio.runtime import Runtime
 
 from overnight.codec import data_converter
 from overnight.constants import DEFAULT_ADDRESS
+from overnight.errors import ServerUnreachable
 
 # Names the Web UI's base where it is neither the dev server's nor Temporal Cloud's.
 UI_URL_ENV = "OVERNIGHT_UI_URL"
@@ -39,12 +41,37 @@ async def connect(
     config.setdefault("target_host", DEFAULT_ADDRESS)
     if namespace:
         config["namespace"] = namespace
-    return await Client.connect(
-        **config,
-        data_converter=converter,
-        runtime=runtime,
-        interceptors=interceptors,
+    try:
+        return await Client.connect(
+            **config,
+            data_converter=converter,
+            runtime=runtime,
+            interceptors=interceptors,
+        )
+    except RuntimeError as err:
+        said = unreachable(str(config["target_host"]), str(err))
+        if said is None:
+            raise
+        raise ServerUnreachable(said) from err
+
+
+def unreachable(address: str, error: str) -> str | None:
+    """The SDK's transport error (`Failed client connect: ... tonic::transport::Error(...)`)
+    as one line saying what to do; None for any other error (TLS, a key: those say enough)."""
+    if "Failed client connect" not in error or "transport" not in error:
+        return None
+    hint = "start one with `overnight dev`, or set TEMPORAL_ADDRESS / `--address`"
+    if "dns error" in error:
+        return f"cannot find the host of {address} (no such name): {hint}"
+    if "ConnectionRefused" in error or "Connection refused" in error:
+        return f"no Temporal server at {address}: {hint}"
+    reason = _REASON.search(error)
+    return f"cannot reach a Temporal server at {address}" + (
+        f" ({reason.group(1)}): {hint}" if reason else f": {hint}"
     )
+
+
+_REASON = re.compile(r'message: "([^"]{1,80})"')
 
 
 def web_ui_url(ui_base: str, namespace: str, run_id: str) -> str:

@@ -11,6 +11,11 @@ class SpecError(OvernightError):
     bad_input = True
 
 
+class ServerUnreachable(OvernightError, RuntimeError):
+    """No Temporal server answers at the address a client dialled (overnight.connect). A
+    RuntimeError too, as the SDK's own error it replaces."""
+
+
 class RunNotFound(OvernightError):
     """No workflow with this run id in the namespace."""
 

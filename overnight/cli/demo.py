@@ -160,10 +160,16 @@ async def run_demo(
     config: DevConfig | None = None,
     out: Callable[[str], None] = print,
     isolation: Isolation = "bubblewrap",
+    port: int | None = None,
+    config_path: Path | None = None,
 ) -> int:
-    """The whole demo; 0 when the run finished with exactly two outside actions."""
+    """The whole demo; 0 when the run finished with exactly two outside actions. Its dev
+    server: `config`, else temporal-dev.yaml (`config_path`, else the current folder's, else
+    the repo's) on `port` if given (which must be free), else on the file's port or, when
+    another program holds it, the next free one."""
     from activities.providers.local.isolation import bwrap_problem
-    from overnight.worker.devconfig import default_dev_config
+    from overnight.worker.dev_ports import moved_lines, with_port
+    from overnight.worker.devconfig import find_dev_settings
     from overnight.worker.devserver import start_or_reuse
     from overnight.worker.runner import serve
 
@@ -177,9 +183,15 @@ async def run_demo(
         )
     logging.basicConfig(level=logging.WARNING)
     converter = data_converter()  # a bad OVERNIGHT_CODEC_KEYS is refused before any start
-    server = await start_or_reuse(config or default_dev_config())
+    if config is None:
+        settings = find_dev_settings(config_path)
+        out(settings.describe())
+        config = with_port(settings.config, port)
+    server = await start_or_reuse(config, move_when_held=port is None)
     how = "started" if server.started_here else "reused"
     out(f"Temporal dev server at {server.address} ({how})")
+    for line in moved_lines(server.moved_from, server.config):
+        out(line)
     try:
         # Plain loopback connection: env config (TLS, API keys) is for real clusters.
         client = await Client.connect(
@@ -196,7 +208,9 @@ async def run_demo(
         try:
             await _wait_ready(worker, ready)
             ui = server.ui_url if server.config.ui else None
-            return await _demo_run(client, ui, out, isolation, queue)
+            # The link at the end only while the server it points to is still up.
+            lasting = keep_server or not server.started_here
+            return await _demo_run(client, ui, out, isolation, queue, lasting)
         finally:
             stop.set()
             await asyncio.wait_for(worker, timeout=30)
@@ -225,6 +239,7 @@ async def _demo_run(
     out: Callable[[str], None],
     isolation: Isolation,
     task_queue: str,
+    server_stays: bool = True,
 ) -> int:
     run_id = new_run_id()
     root = demo_root() / run_id
@@ -239,7 +254,9 @@ async def _demo_run(
     result = await _follow(client, run_id, out)
     status = await api.get_status(client, run_id)
     actions = ledger_entries(files.ledger)
-    out(_report(result, status, actions, url, time.monotonic() - started))
+    out(_report(result, status, actions, url if server_stays else None, time.monotonic() - started))
+    if url and not server_stays:
+        out("the dev server is stopped now; `--keep-server` leaves it and the Web UI running")
     return 0 if result.outcome == "finished" and len(actions) == 2 else 1
 
 

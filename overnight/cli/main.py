@@ -22,6 +22,7 @@ from temporalio.exceptions import ApplicationError
 from overnight.cli import agents as agents_cli
 from overnight.cli import client as api
 from overnight.cli import codec_server as codec_cli
+from overnight.cli import dev_commands as dev_cli
 from overnight.cli import disk as disk_cli
 from overnight.cli import forensics as forensics_cli
 from overnight.cli import many as many_cli
@@ -113,16 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
     codec_cli.add_parser(commands, _Parser)
     agents_cli.add_parser(commands, _Parser)
 
-    commands.add_parser("dev", help="start the dev server (temporal-dev.yaml) and a worker")
-
-    demo = commands.add_parser("demo", help="a run that recovers from a crash, end to end")
-    demo.add_argument("--keep-server", action="store_true", help="leave the dev server running")
-    demo.add_argument(
-        "--isolation",
-        choices=("bubblewrap", "none"),
-        default="bubblewrap",
-        help="how the demo's sandboxes are isolated (none: where bubblewrap cannot run)",
-    )
+    dev_cli.add_parsers(commands, _Parser)
     return parser
 
 
@@ -182,8 +174,8 @@ async def _dispatch(args: argparse.Namespace) -> int:
         "logs": _logs,
         "inspect": _inspect,
         "codec-server": codec_cli.run,
-        "dev": _dev,
-        "demo": _demo,
+        "dev": dev_cli.run_dev,
+        "demo": dev_cli.run_demo,
         "agents": agents_cli.run,
     }
     return await handlers[args.command](args)
@@ -350,16 +342,3 @@ async def _schedule(args: argparse.Namespace) -> int:
 
 async def _replay_check(args: argparse.Namespace) -> int:
     return await replay_check_cli.run(args, _connect)
-
-
-async def _dev(args: argparse.Namespace) -> int:
-    from overnight.worker.runner import run_dev
-
-    await run_dev()
-    return OK
-
-
-async def _demo(args: argparse.Namespace) -> int:
-    from overnight.cli.demo import run_demo
-
-    return await run_demo(keep_server=args.keep_server, isolation=args.isolation)

@@ -7,6 +7,7 @@ name instead of being silently ignored and leaving the server on a default.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Literal, cast
 
@@ -174,10 +175,32 @@ DEV_CONFIG_NAME = "temporal-dev.yaml"
 def default_dev_config() -> DevConfig:
     """temporal-dev.yaml in the current folder, else the repo's (beside the overnight package),
     else the built-in defaults (which match the repo's file)."""
-    for candidate in (
-        Path(DEV_CONFIG_NAME),
-        Path(__file__).resolve().parents[2] / DEV_CONFIG_NAME,
-    ):
+    return find_dev_settings().config
+
+
+@dataclass(frozen=True)
+class DevSettings:
+    """The dev server's settings and where they came from (None: the built-in defaults)."""
+
+    config: DevConfig
+    source: Path | None
+
+    def describe(self) -> str:
+        if self.source is None:
+            return "dev server settings: built-in defaults (no temporal-dev.yaml found)"
+        return f"dev server settings: {self.source}"
+
+
+def repo_dev_config_path() -> Path:
+    return Path(__file__).resolve().parents[2] / DEV_CONFIG_NAME
+
+
+def find_dev_settings(path: Path | str | None = None) -> DevSettings:
+    """`path`, else temporal-dev.yaml in the current folder (it wins), else the repo's, else
+    the built-in defaults."""
+    if path is not None:
+        return DevSettings(load_dev_config(path), Path(path).resolve())
+    for candidate in (Path(DEV_CONFIG_NAME), repo_dev_config_path()):
         if candidate.is_file():
-            return load_dev_config(candidate)
-    return DevConfig()
+            return DevSettings(load_dev_config(candidate), candidate.resolve())
+    return DevSettings(DevConfig(), None)

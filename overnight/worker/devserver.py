@@ -32,7 +32,9 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError
 
+from overnight.errors import OvernightError
 from overnight.worker.binaries import temporal_cli_path
+from overnight.worker.dev_ports import free_pair, held_ports
 from overnight.worker.devconfig import DevConfig
 
 log = logging.getLogger(__name__)
@@ -41,11 +43,13 @@ _PROBE_TIMEOUT = 3.0
 _RETRY_INTERVAL = 0.2
 _STOP_GRACE_SECONDS = 15.0
 _LOG_TAIL_BYTES = 4000
+# How long a held port is given to turn into a Temporal server (another invocation starting).
+HELD_GRACE_SECONDS = 2.5
 
 _Probe = Callable[[], Awaitable[bool]]
 
 
-class DevServerError(RuntimeError):
+class DevServerError(OvernightError, RuntimeError):
     """The dev server could not be started, or something else holds its port."""
 
 
@@ -55,6 +59,8 @@ class DevServer:
 
     config: DevConfig
     process: subprocess.Popen[bytes] | None = None
+    # The address asked for, when something else held it and the server moved to `address`.
+    moved_from: str | None = None
 
     @property
     def address(self) -> str:
@@ -94,29 +100,39 @@ class DevServer:
 
 
 async def start_or_reuse(
-    config: DevConfig, *, binary: Path | None = None, stop_with_parent: bool = False
+    config: DevConfig,
+    *,
+    binary: Path | None = None,
+    stop_with_parent: bool = False,
+    move_when_held: bool = False,
 ) -> DevServer:
     """Return a ready dev server at `config.address`: the one already answering, or a new one.
 
     Ready means a client connects and the namespace can be described (and, for a server
     started here with the UI on, the Web UI answers). With `stop_with_parent` (Linux; tests use
-    it) a server started here is killed if this process dies without stopping it.
+    it) a server started here is killed if this process dies without stopping it. A port held
+    by something that is not a Temporal server fails within seconds (`DevServerError`), or,
+    with `move_when_held`, the server starts on the next free ports (`DevServer.moved_from`).
     """
-    if await server_answers(config.address, config.namespace):
+    moved_from = None
+    held = held_ports(config)
+    # A server answering, or perhaps another invocation starting one right now: a short grace,
+    # not the startup time (a port held by anything else would keep a person waiting).
+    grace = min(HELD_GRACE_SECONDS, config.startup_timeout_seconds)
+    if config.port in held and await _wait_until(_answers(config), grace):
         log.info("reusing the Temporal server already answering at %s", config.address)
         client = await _connect(config.address, config.namespace)
         await ensure_search_attributes(client, config.namespace, config.search_attributes)
         return DevServer(config)
-    if await _port_open(config.address):
-        # Perhaps another invocation is starting it right now: give it the startup time.
-        if await _wait_until(lambda: server_answers(config.address, config.namespace), config):
-            return DevServer(config)
-        raise DevServerError(
-            f"{config.address} is in use but no Temporal server answers there; "
-            "stop whatever holds the port or pick another `port` in temporal-dev.yaml"
-        )
+    if held:
+        if not move_when_held:
+            raise DevServerError(_held_message(config, held))
+        moved_from, config = config.address, free_pair(config)
+        log.info("%s is held by another program; starting on %s", moved_from, config.address)
 
-    server = DevServer(config, _spawn(config, binary or temporal_cli_path(), stop_with_parent))
+    server = DevServer(
+        config, _spawn(config, binary or temporal_cli_path(), stop_with_parent), moved_from
+    )
     try:
         await _wait_for_start(server)
     except BaseException:
@@ -127,6 +143,18 @@ async def start_or_reuse(
     else:
         log.info("started the Temporal dev server at %s (log: %s)", config.address, config.log_file)
     return server
+
+
+def _held_message(config: DevConfig, held: list[int]) -> str:
+    what = (
+        f"{config.address} is in use but no Temporal server answers there"
+        if config.port in held
+        else f"the Web UI's port {config.ui_port} is in use by another program"
+    )
+    return (
+        f"{what}: stop whatever holds it, or pick another port "
+        "(`overnight dev --port N`, or `port` in temporal-dev.yaml)"
+    )
 
 
 async def server_answers(address: str, namespace: str) -> bool:
@@ -205,8 +233,11 @@ async def _wait_for_start(server: DevServer) -> None:
     while time.monotonic() < deadline:
         if process.poll() is not None:
             server.process = None
-            # Lost a race for the port to another invocation: theirs is as good as ours.
-            if await _wait_until(lambda: server_answers(config.address, config.namespace), config):
+            # Lost a race for the port to another invocation: theirs is as good as ours. (A
+            # port nobody holds: it failed on its own, and waiting would change nothing.)
+            if config.port in held_ports(config) and await _wait_until(
+                _answers(config), config.startup_timeout_seconds
+            ):
                 return
             raise DevServerError(
                 f"the dev server exited with code {process.returncode}; "
@@ -223,11 +254,18 @@ async def _wait_for_start(server: DevServer) -> None:
     )
 
 
-async def _wait_until(probe: _Probe, config: DevConfig) -> bool:
-    deadline = time.monotonic() + config.startup_timeout_seconds
-    while time.monotonic() < deadline:
-        if await probe():
-            return True
+def _answers(config: DevConfig) -> _Probe:
+    return lambda: server_answers(config.address, config.namespace)
+
+
+async def _wait_until(probe: _Probe, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while (left := deadline - time.monotonic()) > 0:
+        try:
+            if await asyncio.wait_for(probe(), timeout=left):
+                return True
+        except TimeoutError:
+            return False
         await asyncio.sleep(_RETRY_INTERVAL)
     return False
 

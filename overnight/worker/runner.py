@@ -29,7 +29,8 @@ from overnight.home import overnight_home
 from overnight.host_settings import this_host
 from overnight.hosts import host_queue
 from overnight.local_services import Declared
-from overnight.worker.devconfig import default_dev_config, load_dev_config
+from overnight.worker.dev_ports import moved_lines, with_port
+from overnight.worker.devconfig import find_dev_settings
 from overnight.worker.devserver import start_or_reuse
 from overnight.worker.fleet import report_runs_by_state, start_counters_at_zero
 from overnight.worker.registration import registered_workflows, worker_interceptors
@@ -220,24 +221,31 @@ async def _until_running(worker: Worker, running: Mapping[asyncio.Task[None], Wo
 async def run_dev(
     config_path: Path | str | None = None,
     *,
+    port: int | None = None,
     task_queue: str = TASK_QUEUE,
     ready: asyncio.Event | None = None,
     stop: asyncio.Event | None = None,
 ) -> None:
     """Start or reuse the dev server, print the Web UI address, run the worker until stopped.
 
-    Without `config_path`, temporal-dev.yaml from the current folder or the repo is used.
+    Without `config_path`, temporal-dev.yaml from the current folder or the repo is used (it
+    says which). `port`: the server's gRPC port (its Web UI's + 1000), which must be free;
+    without it, the file's port, or the next free ones when another program holds it.
     Without a `stop` event, SIGINT and SIGTERM stop it (a second one stops waiting). The
     server is stopped on the way out only if this call started it.
     """
-    config = default_dev_config() if config_path is None else load_dev_config(config_path)
+    settings = find_dev_settings(config_path)
+    print(settings.describe(), flush=True)
+    config = with_port(settings.config, port)
     converter = data_converter()  # a bad OVERNIGHT_CODEC_KEYS is refused before any start
     telemetry = Telemetry.from_env(os.environ)
     async with _stop_on_signals(stop) as stop_event:
-        server = await start_or_reuse(config)
+        server = await start_or_reuse(config, move_when_held=port is None)
         try:
             how = "started here" if server.started_here else "already running, reused"
             print(f"Temporal dev server at {server.address} ({how})", flush=True)
+            for line in moved_lines(server.moved_from, server.config):
+                print(line, flush=True)
             if config.ui:
                 print(f"Temporal Web UI: {server.ui_url}", flush=True)
             # Plain loopback connection: env config (TLS, API keys) is for real clusters.

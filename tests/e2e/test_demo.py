@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 from overnight.cli.demo import run_demo
 from overnight.worker.devserver import DevServer
+from tests.cli.test_connect_messages import squatter
+from tests.conftest import dev_config_on_free_ports
 
 
 async def test_demo_recovers_from_the_crash_with_exactly_two_outside_actions(
@@ -25,4 +28,25 @@ async def test_demo_recovers_from_the_crash_with_exactly_two_outside_actions(
     assert "-step-5: post_summary" in output
     assert (
         f"Web UI: {dev_server.ui_url}/namespaces/{dev_server.namespace}/workflows/demo-" in output
+    )
+
+
+async def test_a_demo_on_a_held_port_moves_and_ends_without_a_link_to_its_stopped_server(
+    tmp_path: Path,
+) -> None:
+    config = dev_config_on_free_ports(tmp_path)
+    lines: list[str] = []
+    with squatter(config.port):
+        code = await run_demo(config=config, out=lines.append)
+    output = "\n".join(lines)
+    assert code == 0, output
+    assert f"{config.address} is held by another program, so the dev server is at" in output
+    assert "  export TEMPORAL_ADDRESS=127.0.0.1:" in output
+    assert "(started)" in output
+    started_at = next(i for i, line in enumerate(lines) if line.startswith("started demo-"))
+    assert lines[started_at + 1].startswith("Web UI: http://127.0.0.1:")  # while it is up
+    end = "\n".join(lines[started_at + 2 :])
+    assert "Web UI:" not in end, end
+    assert lines[-1] == (
+        "the dev server is stopped now; `--keep-server` leaves it and the Web UI running"
     )

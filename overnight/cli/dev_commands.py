@@ -1,0 +1,72 @@
+"""`overnight dev` and `overnight demo`: the local dev server (temporal-dev.yaml, or `--port`)
+and what runs on it."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from overnight.isolation import Isolation
+
+
+def add_parsers(commands: argparse._SubParsersAction, parser_class: type) -> None:  # type: ignore[type-arg]
+    dev = commands.add_parser(
+        "dev", help="start the dev server (temporal-dev.yaml) and a worker", description=_PORTS
+    )
+    _server_arguments(dev)
+    demo = commands.add_parser(
+        "demo", help="a run that recovers from a crash, end to end", description=_PORTS
+    )
+    demo.add_argument("--keep-server", action="store_true", help="leave the dev server running")
+    demo.add_argument(
+        "--isolation",
+        choices=("bubblewrap", "none"),
+        default="bubblewrap",
+        help="how the demo's sandboxes are isolated (none: where bubblewrap cannot run)",
+    )
+    _server_arguments(demo)
+
+
+_PORTS = (
+    "The dev server's settings come from --config, else ./temporal-dev.yaml (the current "
+    "folder's wins), else the repository's. Its port is taken from them, unless --port; when "
+    "another program holds the file's port, it moves to the next free one and prints the "
+    "`export TEMPORAL_ADDRESS=...` to use."
+)
+
+
+def _server_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--port",
+        type=_port,
+        help="the dev server's gRPC port (its Web UI: the port + 1000); fails at once if taken",
+    )
+    parser.add_argument(
+        "--config", type=Path, metavar="FILE", help="the dev server's settings (temporal-dev.yaml)"
+    )
+
+
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 1 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"a port is 1 to 65535, got {port}")
+    return port
+
+
+async def run_dev(args: argparse.Namespace) -> int:
+    from overnight.worker.runner import run_dev as serve_dev
+
+    await serve_dev(args.config, port=args.port)
+    return 0
+
+
+async def run_demo(args: argparse.Namespace) -> int:
+    from overnight.cli.demo import run_demo as play
+
+    isolation: Isolation = args.isolation
+    return await play(
+        keep_server=args.keep_server, isolation=isolation, port=args.port, config_path=args.config
+    )
