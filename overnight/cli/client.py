@@ -30,6 +30,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from overnight.cli.reaping import ReapedSandbox as ReapedSandbox
 from overnight.cli.reaping import reap as reap
+from overnight.cli.run_names import workflow_id_of as workflow_id_of
 from overnight.connect import default_ui_base, web_ui_url
 from overnight.constants import (
     SA_LAST_PROGRESS,
@@ -74,6 +75,7 @@ __all__ = [
     "start_run",
     "wait_result",
     "web_ui_url",
+    "workflow_id_of",
 ]
 
 # The update shares the signal's name (design.md, section 4).

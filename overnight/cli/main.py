@@ -266,13 +266,14 @@ def _warn_if_refused(spec: RunSpec) -> None:
 
 async def _status(args: argparse.Namespace) -> int:
     client = await _connect(args)
-    status = await api.get_status(client, args.run_id)
+    workflow_id = await api.workflow_id_of(client, args.run_id)
+    status = await api.get_status(client, workflow_id)
     if args.json:
         print(render.json_document(status))
     else:
-        print(render.status_text(status, now=_now(), ui_url=_ui_url(client, args.run_id)))
+        print(render.status_text(status, now=_now(), ui_url=_ui_url(client, workflow_id)))
         # What it waits on meanwhile (a create retried while the worker is low on disk).
-        for line in await retrying_lines(client, args.run_id, _now()):
+        for line in await retrying_lines(client, workflow_id, _now()):
             print(line)
     return OK
 
@@ -286,7 +287,7 @@ async def _list(args: argparse.Namespace) -> int:
 
 async def _cancel(args: argparse.Namespace) -> int:
     client = await _connect(args)
-    await api.cancel_run(client, args.run_id, args.reason)
+    await api.cancel_run(client, await api.workflow_id_of(client, args.run_id), args.reason)
     print(f"asked {args.run_id} to cancel")
     return OK
 
@@ -306,14 +307,16 @@ async def _extend(args: argparse.Namespace) -> int:
     if extension.is_empty():
         raise BadInput("nothing to add: give --restarts, --hours, --spend or --wait-hours")
     client = await _connect(args)
-    await api.extend_budget(client, args.run_id, extension)
+    await api.extend_budget(client, await api.workflow_id_of(client, args.run_id), extension)
     print(f"asked {args.run_id} to extend its budget by {render.extension_text(extension)}")
     return OK
 
 
 async def _answer(args: argparse.Namespace) -> int:
     client = await _connect(args)
-    said = await api.answer_question(client, args.run_id, args.text)
+    said = await api.answer_question(
+        client, await api.workflow_id_of(client, args.run_id), args.text
+    )
     print(f"{args.run_id}: {said}")
     return OK
 

@@ -25,6 +25,7 @@ from activities.models import SandboxInfo
 from activities.providers.forensics import SandboxForensics
 from activities.providers.protocol import ProviderError, SandboxProvider
 from activities.providers.registry import forensics_for
+from overnight.cli.run_names import workflow_id_of
 from overnight.constants import LABEL_ATTEMPT, LABEL_KEEP_UNTIL, LABEL_RUN
 from overnight.errors import OvernightError
 from overnight.host_settings import BadHostSetting, this_host
@@ -91,7 +92,9 @@ class RunView:
         return not (status.state in _SUPERVISED and status.sandbox_id == sandbox.sandbox_id)
 
 
-async def load_run(client: Client, run_id: str, provider_for: ProviderLookup) -> RunView:
+async def load_run(client: Client, name: str, provider_for: ProviderLookup) -> RunView:
+    """The run `name` names (its workflow id or its run id: overnight/cli/run_names.py)."""
+    run_id = await workflow_id_of(client, name)
     spec = await run_spec(client, run_id)
     handle = client.get_workflow_handle(run_id)
     described = await handle.describe()

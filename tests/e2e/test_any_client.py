@@ -18,9 +18,11 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureEr
 from temporalio.exceptions import ApplicationError
 
 from overnight.cli import client as api
+from overnight.intake import derive_run_id
 from overnight.models import RunResult, RunSpec
 from overnight.worker.devserver import DevServer
 from tests.e2e.helpers import agent_spec, wait_for_status
+from tests.e2e.test_cli_live import overnight
 from tests.e2e.test_stock_cli import temporal
 
 BAD_SHAPES: list[tuple[str, Any]] = [
@@ -156,3 +158,48 @@ async def test_overnight_start_names_a_run_whose_spec_has_no_run_id(
     assert re.fullmatch(r"run-\d{8}-\d{6}-[0-9a-f]{4}", handle.id)
     status = await wait_for_status(dev_client, handle.id, lambda s: s.state != "starting")
     assert status.run_id == handle.id
+
+
+async def test_every_command_takes_the_run_id_and_the_workflow_id_alike(
+    dev_server: DevServer, dev_client: Client, task_queue: str, tmp_path: Path, runs: list[str]
+) -> None:
+    raw = raw_spec(tmp_path)
+    del raw["run_id"]
+    workflow_id = f"Newbie From Python {uuid.uuid4().hex[:6]}"
+    runs.append(workflow_id)
+    handle = await dev_client.start_workflow(
+        "AgentRun", raw, id=workflow_id, task_queue=task_queue, result_type=RunResult
+    )
+    status = await wait_for_status(dev_client, workflow_id, lambda s: s.sandbox_id is not None)
+    run_id = status.run_id
+    assert run_id != workflow_id
+    for name in (run_id, workflow_id):
+        shown = await overnight(dev_server, "status", name)
+        assert shown.returncode == 0, shown.stderr
+        assert run_id in shown.stdout
+    result = await asyncio.wait_for(handle.result(), timeout=60)
+    assert result.outcome == "finished"
+
+
+async def test_a_run_without_a_sandbox_yet_is_found_by_its_run_id(
+    dev_server: DevServer, dev_client: Client, tmp_path: Path, runs: list[str]
+) -> None:
+    raw = raw_spec(tmp_path)
+    del raw["run_id"]
+    workflow_id = f"Queued For Nobody {uuid.uuid4().hex[:6]}"
+    runs.append(workflow_id)
+    # No worker polls this queue: the run never gets a sandbox (nor a search attribute).
+    await dev_client.start_workflow(
+        "AgentRun", raw, id=workflow_id, task_queue=f"nobody-{uuid.uuid4().hex[:6]}"
+    )
+    run_id = derive_run_id(workflow_id)
+    await asyncio.sleep(1)  # visibility is eventually consistent
+    asked = await overnight(dev_server, "cancel", run_id, "--reason", "found by its run id")
+    assert (asked.returncode, asked.stdout) == (0, f"asked {run_id} to cancel\n"), asked.stderr
+    history = [
+        event async for event in dev_client.get_workflow_handle(workflow_id).fetch_history_events()
+    ]
+    assert any(event.HasField("workflow_execution_signaled_event_attributes") for event in history)
+    missing = await overnight(dev_server, "status", "no-such-run-0123abcd")
+    assert missing.returncode == 1
+    assert "no run 'no-such-run-0123abcd' in this namespace" in missing.stderr
