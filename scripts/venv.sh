@@ -1,5 +1,6 @@
-# Sourced by scripts/demo and scripts/test: make sure ./.venv exists and has overnight installed.
-# Reinstalls only when pyproject.toml changed since the last install (a stamp file records it).
+# Sourced by scripts/demo and scripts/test: make sure ./.venv exists and has overnight installed
+# (the demo: what it runs on; the tests: the dev tools too). Reinstalls only when pyproject.toml
+# changed since the last install, or the tests need the dev tools (a stamp file records it).
 
 _overnight_python() {
     local candidate
@@ -14,19 +15,32 @@ _overnight_python() {
     return 1
 }
 
-ensure_venv() {
+# What `ensure_venv` installs: overnight and its runtime dependencies for the demo, the `[dev]`
+# extra (test, lint, docs and browser tools) too for the test command.
+overnight_requirement() { # overnight_requirement [dev]
+    if [ "${1:-}" = dev ]; then echo '.[dev]'; else echo '.'; fi
+}
+
+ensure_venv() { # ensure_venv [dev]
+    local extra="${1:-}"
     if [ ! -x .venv/bin/python ]; then
         local python
         python="$(_overnight_python)"
         echo "creating .venv with $python" >&2
         "$python" -m venv .venv
     fi
+    # The stamp says what was installed from which pyproject.toml: "<sha256> dev|runtime" (a
+    # bare sha256: dev, as every install was before). A venv with the dev tools serves the
+    # demo as it is; one without them gets them for the tests.
     local stamp=.venv/.overnight-installed
-    local want
-    want="$(sha256sum pyproject.toml | cut -d' ' -f1)"
-    if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
-        echo "installing overnight and its dependencies into .venv" >&2
-        .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+    local sha had="" want
+    sha="$(sha256sum pyproject.toml | cut -d' ' -f1)"
+    want="$sha ${extra:-runtime}"
+    [ -f "$stamp" ] && had="$(cat "$stamp")"
+    if [ "$had" != "$sha dev" ] && [ "$had" != "$sha" ] && [ "$had" != "$want" ]; then
+        echo "installing overnight${extra:+ and its dev tools} into .venv" >&2
+        .venv/bin/python -m pip install --quiet --disable-pip-version-check \
+            -e "$(overnight_requirement "$extra")"
         echo "$want" >"$stamp"
     fi
 }

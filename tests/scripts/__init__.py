@@ -1,0 +1,1 @@
+"""Tests of the two commands in scripts/ (what they install)."""
