@@ -25,6 +25,7 @@ from activities.providers.protocol import SandboxProvider
 from activities.providers.registry import open_configured
 from overnight.cli import logs, logs_follow
 from overnight.cli.render import terminal_safe
+from overnight.cli.run_names import RUN_NAME_HELP
 from overnight.cli.run_view import CannotRead, RunView, load_run, opened, query_status
 from overnight.errors import OvernightError
 from overnight.output_tail import redact, secret_values
@@ -41,7 +42,7 @@ class BadInput(OvernightError):
 
 def add_parsers(commands: argparse._SubParsersAction, parser_class: type) -> None:  # type: ignore[type-arg]
     read = commands.add_parser("logs", help="what the agent printed (stdout and stderr)")
-    read.add_argument("run_id")
+    read.add_argument("run_id", help=RUN_NAME_HELP)
     read.add_argument("--attempt", type=int, help="this attempt (default: the latest)")
     read.add_argument(
         "--follow",
@@ -54,7 +55,7 @@ def add_parsers(commands: argparse._SubParsersAction, parser_class: type) -> Non
         "--json", action="store_true", help="one JSON document (--follow: one JSON event a line)"
     )
     look = commands.add_parser("inspect", help="list a sandbox's /workspace, or print a file")
-    look.add_argument("run_id")
+    look.add_argument("run_id", help=RUN_NAME_HELP)
     look.add_argument(
         "path",
         nargs="?",

@@ -31,6 +31,7 @@ from overnight.cli import replay_check as replay_check_cli
 from overnight.cli import report as report_cli
 from overnight.cli import schedule as schedule_cli
 from overnight.cli.retrying import retrying_lines
+from overnight.cli.run_names import RUN_NAME_HELP
 from overnight.codec import CodecConfigError, CodecKeyError
 from overnight.connect import UI_URL_ENV
 from overnight.constants import TASK_QUEUE
@@ -68,7 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     agents_cli.add_start_arguments(start)
 
     status = commands.add_parser("status", help="show one run")
-    status.add_argument("run_id")
+    status.add_argument("run_id", help=RUN_NAME_HELP)
     status.add_argument("--json", action="store_true")
 
     listing = commands.add_parser("list", help="list runs")
@@ -76,14 +77,26 @@ def build_parser() -> argparse.ArgumentParser:
     listing.add_argument("--json", action="store_true")
 
     cancel = commands.add_parser("cancel", help="cancel a run")
-    cancel.add_argument("run_id")
+    cancel.add_argument("run_id", help=RUN_NAME_HELP)
     cancel.add_argument("--reason")
 
-    extend = commands.add_parser("extend", help="add to a run's budget")
-    extend.add_argument("run_id")
-    extend.add_argument("--restarts", type=int, default=0)
-    extend.add_argument("--hours", type=float, default=0)
-    extend.add_argument("--spend", type=float, default=0, metavar="USD")
+    extend = commands.add_parser(
+        "extend",
+        help="add to a run's budget",
+        description="Add to a run's budget; a run that needs attention for its budget goes on.",
+    )
+    extend.add_argument("run_id", help=RUN_NAME_HELP)
+    extend.add_argument(
+        "--restarts", type=int, default=0, metavar="N", help="restarts more it may use"
+    )
+    extend.add_argument("--hours", type=float, default=0, metavar="H", help="hours more it may run")
+    extend.add_argument(
+        "--spend",
+        type=float,
+        default=0,
+        metavar="USD",
+        help="dollars more it may spend (sandboxes and the model spend its agent reports)",
+    )
     extend.add_argument(
         "--wait-hours",
         type=float,
@@ -93,7 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     answer = commands.add_parser("answer", help="answer the question a run's agent asks")
-    answer.add_argument("run_id")
+    answer.add_argument("run_id", help=RUN_NAME_HELP)
     answer.add_argument("text", help="the answer (one of the question's choices, if it has any)")
 
     reap = commands.add_parser(
@@ -125,7 +138,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     a clean exit code into a crash."""
     code = run(argv)
     if argv is None:
-        sys.stdout.flush()
+        try:
+            sys.stdout.flush()
+        except BrokenPipeError:  # `overnight list | head`: the reader has all it wanted
+            pass
         sys.stderr.flush()
         os._exit(code)
     return code
@@ -140,6 +156,11 @@ def run(argv: Sequence[str] | None) -> int:
         return asyncio.run(_dispatch(args))
     except KeyboardInterrupt:
         return FAILED
+    except BrokenPipeError:
+        # The reader of our output went away (`| head`): nothing is wrong, nothing more to say.
+        # Later writes to the closed pipe go nowhere instead of failing again at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return OK
     except Exception as err:
         if args.debug:
             traceback.print_exc()

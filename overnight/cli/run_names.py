@@ -20,6 +20,8 @@ from overnight.intake import HASH_CHARS, derive_run_id
 
 # A derived run id ends in `-` and its hash; any other valid run id is its workflow id too.
 _DERIVED = re.compile(rf"^[a-z0-9][a-z0-9-]*-[0-9a-f]{{{HASH_CHARS}}}$")
+# What a command's RUN_ID argument says in its --help.
+RUN_NAME_HELP = "the run's id, or its workflow id (either names it)"
 # How many of the latest runs are looked through for a run that has no sandbox yet.
 SCAN_LIMIT = 2000
 

@@ -24,6 +24,7 @@ async def test_demo_recovers_from_the_crash_with_exactly_two_outside_actions(
     assert "finished after 2 attempts (1 restart" in output
     assert "attempt 1 ended: agent crashed" in output
     assert "2 outside actions in total" in output
+    assert "\nsafety net: $" in output  # as the README's transcript shows it
     assert "-step-4: open_pull_request" in output
     assert "-step-5: post_summary" in output
     assert (
