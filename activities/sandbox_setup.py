@@ -12,11 +12,13 @@ import os
 import re
 import shlex
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import overnight
 from activities.errors import ErrorType, non_retryable
+from activities.git_words import clone_failure, clone_failure_text
 from activities.providers.protocol import ProviderError, SandboxProvider
 from overnight.constants import KIT_MOUNT, SNAPSHOT_ANSWER
 from overnight.isolation import HostBind, is_under
@@ -29,12 +31,6 @@ KIT_DIR = Path(overnight.__file__).resolve().parent / "agent_kit"
 APP_DIR = "/workspace/app"
 CLONE_TIMEOUT_SECONDS = 20 * 60
 GIT_TIMEOUT_SECONDS = 120
-# git's words for a repository that will not appear by trying again.
-_PERMANENT_CLONE_FAILURE = re.compile(
-    r"does not exist|not a git repository|does not appear to be a git repository"
-    r"|repository .* not found|authentication failed|could not read username",
-    re.IGNORECASE,
-)
 
 
 def agent_env(
@@ -130,18 +126,21 @@ async def clone_and_switch(provider: SandboxProvider, sandbox_id: str, spec: Run
         raise ProviderError(message, kind=error.kind, retryable=error.retryable) from None
     if cloned.exit_code != 0:
         # Scrubbed before it is cut: a credential cut in two would slip through.
-        detail = "timed out" if cloned.timed_out else _tail(scrubbed(cloned.stderr))
-        message = f"git clone of {redact_url(spec.repo)} failed: {detail}"
-        if _PERMANENT_CLONE_FAILURE.search(cloned.stderr):
-            raise non_retryable(ErrorType.INVALID_REQUEST, message)
+        failure = clone_failure(scrubbed(cloned.stderr))
+        if cloned.timed_out:
+            failure = replace(failure, words="timed out", permanent=False)
+        message = clone_failure_text(redact_url(spec.repo), failure)
+        if failure.permanent:
+            raise non_retryable(ErrorType.SPEC_UNUSABLE, f"field repo: {message}")
         raise ProviderError(message, kind=ErrorType.SETUP_FAILED)
     switched = await provider.run(
         sandbox_id, branch_script(spec.branch), cwd=APP_DIR, timeout_seconds=GIT_TIMEOUT_SECONDS
     )
     if switched.exit_code != 0:
         raise non_retryable(
-            ErrorType.INVALID_REQUEST,
-            f"cannot switch to branch {spec.branch}: {_tail(scrubbed(switched.stderr))}",
+            ErrorType.SPEC_UNUSABLE,
+            f"field branch: cannot switch to branch {spec.branch}: "
+            f"{_tail(scrubbed(switched.stderr))}",
         )
 
 

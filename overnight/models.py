@@ -407,6 +407,8 @@ class RunStatus(_Strict):
     talk: AgentTalk | None = None
     outputs: RunOutputs | None = None
     safety_net: SafetyNet | None = None  # what the restarts cost (None: run begun before)
+    # Why the run failed, in one line, when it failed at once on what no retry fixes.
+    failure: str | None = None
 
 
 class RunResult(_Strict):

@@ -28,6 +28,7 @@ with workflow.unsafe.imports_passed_through():
         end_steps,
         fresh_steps,
         grant_steps,
+        hopeless_steps,
         host_steps,
         lease_steps,
         money,
@@ -41,6 +42,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.decide import (
         Decision,
         ExtendLease,
+        FailRun,
         Finish,
         FreshStart,
         HostLost,
@@ -176,6 +178,9 @@ class AgentRun(RunMessages):
             await self._extend_lease(s, decision)
         elif isinstance(decision, WakeAfterLease):
             await self._wake_after_lease(s, decision)
+        elif isinstance(decision, FailRun):
+            await self._set_aside(s, why="the agent's command cannot run", ended="not runnable")
+            await hopeless_steps.fail_run(s, decision, self._publish, self._notifier)
         elif isinstance(decision, TakeSnapshot):
             await snapshot_steps.take_snapshot(s, decision)
             self._watch_until = None
@@ -294,6 +299,9 @@ class AgentRun(RunMessages):
                 why = f"sandbox {s.attempt} ended before the agent started"
                 await self._act(s, restart_within_budget(s, why, workflow.now()))
                 return
+            failed = hopeless_steps.after_create_failed(s, err)
+            if failed is not None:
+                await hopeless_steps.fail_run(s, failed, self._publish, self._notifier)
             why = f"could not create sandbox {s.attempt}: {calls.describe(err)}"
             await end_steps.sweep(s, stop=True, paused_too=False, why="half-made sandbox")
             await self._enter_attention(s, NeedsAttention(why, pending_restart=reason or why))

@@ -14,6 +14,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.notify_steps import NOTIFY_PATCH
     from workflows.patches import (
         AGENT_REQUESTS_PATCH,
+        FAIL_FAST_PATCH,
         HOST_QUEUES_PATCH,
         LEASE_KEEPING_PATCH,
         LOOP_EXIT_PATCH,
@@ -49,4 +50,5 @@ def begin(spec: Any, carried: Any, lean: bool) -> tuple[SupervisorState, bool]:
     # Only coding agents' runs ask it (no run begun before `agent` existed has one).
     s.loop_exit = accepted.agent is not None and workflow.patched(LOOP_EXIT_PATCH)
     s.host_routing = workflow.patched(HOST_QUEUES_PATCH)
+    s.fail_fast = workflow.patched(FAIL_FAST_PATCH)
     return s, True

@@ -70,6 +70,7 @@ def build_status(state: SupervisorState, now: datetime) -> RunStatus:
         talk=talk.talk_view(state),
         outputs=state.outputs,
         safety_net=safety_net_summary(state, now),
+        failure=state.failure,
     )
 
 
@@ -108,6 +109,8 @@ def render_card(status: RunStatus, now: datetime) -> str:
         lines.append(f"- **safety net** {net}")
     # Below, text the agent may have written (its question, outputs, why a checkpoint was
     # kept, a restart's reason) is shown as written, never as a link or emphasis.
+    if status.failure:
+        lines.append(f"- **failed** {markdown_inline(status.failure)}")
     if status.attention_reason:
         lines.append(f"- **needs attention** {markdown_inline(status.attention_reason)}")
     lines += [

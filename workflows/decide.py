@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 from activities.models import Observation
 from overnight.agent_spec import LOOP_EXIT_CODE, LOOP_REASON
 from overnight.constants import DISK_LIMIT_PREFIX
-from workflows import lease, snapshot, talk
+from workflows import hopeless, lease, snapshot, talk
 from workflows.budget import (
     budget_deadline,
     exhausted_reason,
@@ -79,6 +79,7 @@ class WakeAfterLease:
 
 
 TakeSnapshot = snapshot.TakeSnapshot
+FailRun = hopeless.FailRun
 WakeInPlace = talk.WakeInPlace
 AskPerson = talk.AskPerson
 PauseUntil = talk.PauseUntil
@@ -96,6 +97,7 @@ Decision = (
     | ExtendLease
     | WakeAfterLease
     | TakeSnapshot
+    | FailRun
 )
 
 
@@ -151,6 +153,9 @@ def decide(state: SupervisorState, seen: Look, now: datetime) -> Decision:
     if seen.process_state == "exited" and seen.exit_code == LOOP_EXIT_CODE and state.loop_exit:
         return restart_within_budget(state, loop_reason(state), now)
     if seen.process_state == "exited":
+        hopeless_exit = hopeless.after_exit(state, seen.exit_code)
+        if hopeless_exit is not None:
+            return hopeless_exit
         return restart_within_budget(state, f"agent crashed (exit {seen.exit_code})", now)
     if seen.process_state == "killed":
         return restart_within_budget(state, "agent was killed", now)

@@ -67,3 +67,8 @@ STALL_CONFIRMED_PATCH = "stall-confirmed"
 # holds the stall past its deadline for the retry's full timeout or its heartbeat timeout
 # (30 s and more). Each look lost so costs the grace, not more.
 DEADLINE_LOOK_BOUNDED_PATCH = "deadline-look-bounded"
+# Runs begun with this marker fail at once on what no retry fixes (workflows/hopeless.py): a
+# first create refused for good (a repo that does not exist or refuses, an agent_dir not on
+# the worker, a spec the worker refuses), an agent whose command was not found at its first
+# start; histories recorded before it replay waiting for a person, or restarting.
+FAIL_FAST_PATCH = "fail-fast-hopeless"

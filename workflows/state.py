@@ -211,3 +211,7 @@ class SupervisorState(BaseModel):
     host_lost_seconds: float | None = None
     lost_hosts: list[str] = Field(default_factory=list)
     host_unseen_since: dict[str, datetime] = Field(default_factory=dict)
+    # What no retry fixes fails the run at once (workflows.hopeless). False for runs begun
+    # before, so their histories replay unchanged; `failure`: the one line it failed with.
+    fail_fast: bool = False
+    failure: str | None = None

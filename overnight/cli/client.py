@@ -11,7 +11,7 @@ import secrets
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 from temporalio.client import (
     Client,
     WorkflowExecution,
@@ -102,6 +102,9 @@ class RunSummary(BaseModel):
     last_progress_at: datetime | None = None
     started_at: datetime
     closed_at: datetime | None = None
+    # What an open run's activities wait on after a failure (overnight.cli.retrying; filled by
+    # `overnight list`, empty from `list_runs`).
+    waiting_on: list[str] = Field(default_factory=list)
 
 
 # --- one run ----------------------------------------------------------------------------------

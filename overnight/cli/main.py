@@ -30,7 +30,7 @@ from overnight.cli import render
 from overnight.cli import replay_check as replay_check_cli
 from overnight.cli import report as report_cli
 from overnight.cli import schedule as schedule_cli
-from overnight.cli.retrying import retrying_lines
+from overnight.cli.retrying import retrying_lines, with_waiting_on
 from overnight.cli.run_names import RUN_NAME_HELP
 from overnight.codec import CodecConfigError, CodecKeyError
 from overnight.connect import UI_URL_ENV
@@ -302,6 +302,7 @@ async def _status(args: argparse.Namespace) -> int:
 async def _list(args: argparse.Namespace) -> int:
     client = await _connect(args)
     runs = await api.list_runs(client, open_only=args.open)
+    runs = await with_waiting_on(client, runs, _now())
     print(render.json_document(runs) if args.json else render.runs_text(runs, now=_now()))
     return OK
 

@@ -76,6 +76,8 @@ def status_text(status: RunStatus, *, now: datetime, ui_url: str | None) -> str:
     snapshot = snapshot_line(status, now)
     if snapshot:
         lines.append(f"  snapshot:      {snapshot.replace('`', '')}")
+    if status.failure:
+        lines.append(f"  failed:        {terminal_line(status.failure)}")
     if status.attention_reason:
         lines.append(f"  needs you:     {terminal_line(status.attention_reason)}")
     lines += [
@@ -159,10 +161,14 @@ def runs_text(runs: Sequence[RunSummary], *, now: datetime) -> str:
             )
         )
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return "\n".join(
-        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
-        for row in rows
-    )
+    lines = []
+    for n, row in enumerate(rows):
+        lines.append(
+            "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        )
+        if n > 0:  # what the run waits on, under its row
+            lines += [f"  waiting on: {terminal_line(line)}" for line in runs[n - 1].waiting_on]
+    return "\n".join(lines)
 
 
 def result_text(result: RunResult) -> str:

@@ -29,6 +29,7 @@ from overnight.home import overnight_home
 from overnight.host_settings import this_host
 from overnight.hosts import host_queue
 from overnight.local_services import Declared
+from overnight.worker import log_lines
 from overnight.worker.dev_ports import moved_lines, with_port
 from overnight.worker.devconfig import find_dev_settings
 from overnight.worker.devserver import start_or_reuse
@@ -91,6 +92,7 @@ async def serve(
     from overnight.worker.moved_away import stop_moved_away
     from overnight.worker.reap_schedule import ReapActivities, ensure_reap_schedule
 
+    log_lines.install()  # a failed attempt's deliberate error in one line, not a traceback
     own_queue = host_queue(task_queue, host or this_host())
     if providers is None:
         _warn_if_local_runs_cannot_be_isolated()

@@ -544,7 +544,9 @@ async def test_a_repository_that_does_not_exist_is_not_retried(
         await ActivityEnvironment().run(
             acts.create_sandbox, CreateSandboxInput(spec=run, attempt=1)
         )
-    assert (raised.value.type, raised.value.non_retryable) == ("InvalidRequest", True)
+    assert (raised.value.type, raised.value.non_retryable) == ("SpecUnusable", True)
+    assert raised.value.message.startswith("field repo: cloning "), raised.value.message
+    assert ": not a git repository (fatal: repository " in raised.value.message
 
 
 async def test_the_runtime_provider_without_a_key_is_not_retried(

@@ -236,7 +236,7 @@ async def test_a_failed_clone_never_shows_the_urls_credentials(
     with pytest.raises((ProviderError, ApplicationError)) as failed:
         await clone_and_switch(_EchoingGit(), "box", spec(agent_dir, repo=repo))  # type: ignore[arg-type]
     message = str(failed.value)
-    assert "git clone of https://127.0.0.1:1/x.git" in message and "403" in message
+    assert "cloning https://127.0.0.1:1/x.git" in message and "403" in message
     for secret in secrets:
         assert secret not in message, message
 
@@ -250,7 +250,7 @@ async def test_a_real_clone_from_a_credentialed_url_fails_without_showing_them(
             strict.create_sandbox, CreateSandboxInput(spec=run, attempt=1)
         )
     message = failed.value.message
-    assert message.startswith("git clone of https://127.0.0.1:1/x.git failed:"), message
+    assert message.startswith("cloning https://127.0.0.1:1/x.git: connection refused ("), message
     assert "s3cret" not in message and "user" not in message
 
 

@@ -1,0 +1,98 @@
+"""What no retry fixes fails the run at once (workflows/hopeless.py), on the time-skipping
+server: a first create refused for good, and an agent whose command was not found at its first
+start. Each fails with one line saying what to fix and to start again; no restart is spent,
+no person is waited for. A later create refused, or an exit 127 after a checkpoint, keeps the
+old way."""
+
+from __future__ import annotations
+
+import pytest
+from temporalio.client import Client, WorkflowFailureError
+from temporalio.exceptions import ApplicationError
+
+from overnight.errors import SPEC_UNUSABLE
+from tests.workflows.fakes import FakeWorld, exits, progress
+from tests.workflows.harness import keep_history, make_spec, started_run, status_of, until_state
+
+AGAIN = "no retry can fix this: fix the spec (or the worker) and start the run again"
+NOT_FOUND = (
+    "field repo: cloning http://127.0.0.1:9/x.git: repository not found "
+    "(fatal: repository 'http://127.0.0.1:9/x.git/' not found)"
+)
+
+
+async def test_a_first_create_refused_for_good_fails_the_run_at_once_with_one_line(
+    client: Client, world: FakeWorld
+) -> None:
+    world.create_errors[1] = ApplicationError(NOT_FOUND, type=SPEC_UNUSABLE, non_retryable=True)
+    spec = make_spec()
+    async with started_run(client, world, spec) as handle:
+        with pytest.raises(WorkflowFailureError) as failed:
+            await handle.result()
+        status = await status_of(handle)
+        await keep_history(handle, "fail_fast_create_refused")
+
+    cause = failed.value.cause
+    assert isinstance(cause, ApplicationError)
+    assert (cause.type, cause.non_retryable) == (SPEC_UNUSABLE, True)
+    assert cause.message == f"run {spec.run_id} cannot start: {NOT_FOUND}; {AGAIN}"
+    assert (status.state, status.failure, status.attention_reason) == (
+        "failed",
+        cause.message,
+        None,
+    )
+    assert (status.attempt, status.restarts_used) == (1, 0)
+    assert len(world.create_inputs) == 1
+    assert world.state_of(1) == "stopped"  # the half-made sandbox
+    assert world.notified()[-1] == "failed"
+
+
+async def test_a_command_not_found_at_its_first_start_fails_the_run_without_a_restart(
+    client: Client, world: FakeWorld
+) -> None:
+    world.script(1, [exits(127)])
+    world.output["agent-1-0"] = "/bin/sh: 1: pyhton3: not found\n"
+    spec = make_spec().model_copy(update={"command": "pyhton3 /workspace/agent/main.py"})
+    async with started_run(client, world, spec) as handle:
+        with pytest.raises(WorkflowFailureError) as failed:
+            await handle.result()
+        status = await status_of(handle)
+        await keep_history(handle, "fail_fast_command_not_found")
+
+    cause = failed.value.cause
+    assert isinstance(cause, ApplicationError) and cause.type == SPEC_UNUSABLE
+    assert cause.message == (
+        f"run {spec.run_id}: the agent's command was not found (exit 127 at its first start, "
+        "before any checkpoint; field command: pyhton3 /workspace/agent/main.py); "
+        f"it said: /bin/sh: 1: pyhton3: not found; {AGAIN}"
+    )
+    assert (status.state, status.failure) == ("failed", cause.message)
+    assert (status.attempt, status.restarts_used, len(world.creates())) == (1, 0, 1)
+    # Kept paused for a look (`overnight logs`), as a failed attempt's sandbox is.
+    assert world.state_of(1) == "paused"
+
+
+async def test_exit_127_after_a_checkpoint_is_a_crash_and_restarts(
+    client: Client, world: FakeWorld
+) -> None:
+    world.script(1, [progress("cp-1"), exits(127)])
+    world.script(2, [exits(0, final="cp-2")])
+    async with started_run(client, world, make_spec()) as handle:
+        result = await handle.result()
+
+    assert (result.outcome, result.restarts) == ("finished", 1)
+    assert world.creates()[1].restart_reason == "agent crashed (exit 127)"
+
+
+async def test_a_later_create_refused_still_waits_for_a_person(
+    client: Client, world: FakeWorld
+) -> None:
+    world.script(1, [progress("cp-1"), exits(1)])
+    world.create_errors[2] = ApplicationError(NOT_FOUND, type=SPEC_UNUSABLE, non_retryable=True)
+    async with started_run(client, world, make_spec()) as handle:
+        waiting = await until_state(handle, "needs_attention")
+        await handle.signal("cancel")
+        await handle.result()
+
+    assert waiting.attention_reason == f"could not create sandbox 2: {SPEC_UNUSABLE}: {NOT_FOUND}"
+    assert waiting.failure is None
