@@ -32,6 +32,12 @@ _CAUSES: tuple[tuple[re.Pattern[str], str, bool], ...] = tuple(
             "connection refused",
             False,
         ),
+        # What a refused connection becomes through a sandbox's network relay.
+        (
+            r"empty reply from server|connection reset|recv failure",
+            "the server did not answer (connection reset)",
+            False,
+        ),
         (r"could not resolve host|name or service not known", "host name not found", False),
         (r"timed out", "timed out", False),
         (r"returned error: 5\d\d", "server error", False),

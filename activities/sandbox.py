@@ -68,7 +68,6 @@ from activities.providers.runtime.watch import exit_marker_path
 from activities.requests_file import read_requests
 from activities.search_attributes import SearchAttributeCache
 from activities.snapshot_activities import SnapshotActivities, start_restored, usable_restore
-from activities.spec_paths_here import agent_dir_missing, missing_paths
 from activities.talk_activities import TalkActivities
 from overnight.admission import AdmissionSettings, admission_refusals, terms_for
 from overnight.constants import (
@@ -215,8 +214,6 @@ class SandboxActivities:
         # at (later, a create names the first, and the adapter backs off from the second).
         found += unset_secrets(input.spec, self._grants)
         found += await asyncio.to_thread(coding.base_url_problems, input.spec)
-        # And folders that are not here: no create could upload or clone them.
-        found += await asyncio.to_thread(missing_paths, input.spec)
         queue = activity.info().task_queue if activity.in_activity() else None
         terms = queue and terms_for(input.spec, self._admission, queue, self._key)
         found += admission_refusals(input.spec, self._admission)
@@ -235,7 +232,10 @@ class SandboxActivities:
         env |= coding.adapter_env(spec)
         config = coding.config_bytes(spec) if spec.agent is not None else None
         if spec.agent is None and not Path(spec.agent_dir).expanduser().is_dir():
-            raise non_retryable(ErrorType.SPEC_UNUSABLE, agent_dir_missing(spec.agent_dir))
+            raise non_retryable(
+                ErrorType.SPEC_UNUSABLE,
+                f"field agent_dir: {spec.agent_dir} is not a folder on this worker",
+            )
         provider = await self._provider(spec.provider)
         request = SandboxRequest(
             name=f"{spec.run_id}-{input.attempt}",

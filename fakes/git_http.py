@@ -25,10 +25,24 @@ _starting = threading.Lock()
 
 def git_url(origin: Path) -> str:
     """An http:// URL on 127.0.0.1 that serves (and takes pushes to) the bare repo `origin`."""
+    host, port = _serve().server_address[:2]
+    return f"http://{host!s}:{port}{git_path(origin)}"
+
+
+def git_path(origin: Path) -> str:
+    """The path at which every server of this module serves `origin` (`/token/name`)."""
     token = secrets.token_hex(6)
     _repos[token] = origin.resolve()
-    host, port = _serve().server_address[:2]
-    return f"http://{host!s}:{port}/{token}/{origin.name}"
+    return f"/{token}/{origin.name}"
+
+
+def serve_on(port: int) -> ThreadingHTTPServer:
+    """A server of its own on 127.0.0.1:`port`, from now on (a git server that answers only
+    after a while); the caller shuts it down (`shutdown()`, `server_close()`)."""
+    server = ThreadingHTTPServer(("127.0.0.1", port), _Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, name=f"git-http-{port}", daemon=True).start()
+    return server
 
 
 def origin_fields(origin: Path, provider: str) -> dict[str, Any]:

@@ -24,6 +24,7 @@ async def refuse_unless_granted(s: SupervisorState) -> None:
     if checked.refusals:
         message = refusal_message(checked.refusals)
         workflow.logger.warning("spec refused by the worker: %s", message)
+        s.state, s.failure = "failed", message  # what `status` says of it (no command)
         raise ApplicationError(message, type=SPEC_REFUSED, non_retryable=True)
     s.admission = checked.admission
     if checked.host_lost_seconds is not None:

@@ -35,7 +35,7 @@ from overnight.cli.run_names import RUN_NAME_HELP
 from overnight.codec import CodecConfigError, CodecKeyError
 from overnight.connect import UI_URL_ENV
 from overnight.constants import TASK_QUEUE
-from overnight.errors import SpecError
+from overnight.errors import SPEC_UNUSABLE, SpecError
 from overnight.grants import SETTINGS as GRANT_SETTINGS
 from overnight.grants import SPEC_REFUSED, refusal_message
 from overnight.models import BudgetExtension, RunSpec
@@ -254,8 +254,13 @@ async def _start(args: argparse.Namespace) -> int:
         result = await api.wait_result(client, handle.id)
     except WorkflowFailureError as err:
         cause = err.cause
-        if isinstance(cause, ApplicationError) and cause.type in (SPEC_REFUSED, "InvalidSpec"):
-            # The run's spec, refused at its start: the one line says why (exit 2).
+        if isinstance(cause, ApplicationError) and cause.type in (
+            SPEC_REFUSED,
+            "InvalidSpec",
+            SPEC_UNUSABLE,
+        ):
+            # The run's spec, refused at its start or unusable as it met the world (a repo
+            # that does not exist, a command not found): the one line says why (exit 2).
             raise SpecError(cause.message) from None
         raise
     if args.json:

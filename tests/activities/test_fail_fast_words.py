@@ -1,16 +1,11 @@
-"""What no retry fixes is told apart from what one may (activities/git_words.py), and the
-spec's folders that are not on the worker are named at the start (activities/spec_paths_here.py).
-"""
+"""A failed clone in a few words, and what no retry fixes told apart from what one may
+(activities/git_words.py)."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import pytest
 
 from activities.git_words import clone_failure, clone_failure_text
-from activities.spec_paths_here import missing_paths
-from overnight.models import RunSpec
 
 URL = "http://127.0.0.1:9/x.git"
 
@@ -43,6 +38,16 @@ URL = "http://127.0.0.1:9/x.git"
             False,
         ),
         (
+            f"fatal: unable to access '{URL}/': Recv failure: Connection reset by peer\n",
+            "the server did not answer (connection reset)",
+            False,
+        ),
+        (
+            f"fatal: unable to access '{URL}/': Empty reply from server\n",
+            "the server did not answer (connection reset)",
+            False,
+        ),
+        (
             "fatal: unable to access 'http://nowhere.invalid/x.git/': Could not resolve host: "
             "nowhere.invalid\n",
             "host name not found",
@@ -65,28 +70,3 @@ def test_a_clone_failure_is_told_in_a_few_words_and_only_a_lasting_one_is_perman
     text = clone_failure_text(URL, failure)
     assert text.startswith(f"cloning {URL}: {words} (") and "\n" not in text
     assert "Cloning into" not in text
-
-
-def test_folders_not_on_the_worker_are_named_at_the_start(tmp_path: Path) -> None:
-    agent = tmp_path / "agent"
-    agent.mkdir()
-    spec = RunSpec(
-        run_id="r",
-        repo=str(tmp_path / "no-repo"),
-        agent_dir=str(tmp_path / "no-agent"),
-        command="true",
-    )
-    assert missing_paths(spec) == [
-        f"field agent_dir: {tmp_path}/no-agent is not a folder on this worker "
-        "(fix it and start the run again)",
-        f"field repo: {tmp_path}/no-repo does not exist on this worker "
-        "(fix it and start the run again)",
-    ]
-    remote = spec.model_copy(update={"repo": URL, "agent_dir": str(agent)})
-    assert missing_paths(remote) == []
-    assert missing_paths(remote.model_copy(update={"repo": "git@host:x.git"})) == []
-    gone = remote.model_copy(update={"repo": f"file://{tmp_path}/gone"})
-    assert missing_paths(gone) == [
-        f"field repo: file://{tmp_path}/gone does not exist on this worker "
-        "(fix it and start the run again)"
-    ]

@@ -98,6 +98,6 @@ async def test_a_worker_below_its_floor_of_free_space_makes_the_run_wait_and_say
 
     assert waiting.state == "starting" and waiting.attempt == 1
     (line,) = lines
-    assert line.startswith("retrying create sandbox (attempt "), line
+    assert line.startswith("  waiting on:    create sandbox, try "), line
     assert "MiB free on the filesystem of" in line and MIN_FREE_ENV in line
     assert result.outcome == "finished" and result.restarts == 0
