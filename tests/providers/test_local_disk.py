@@ -25,6 +25,7 @@ from activities.providers.local.snapshots import LocalSnapshots
 from overnight.constants import LABEL_ATTEMPT, LABEL_RUN
 
 MIB = 1024 * 1024
+REPO = Path(__file__).resolve().parents[2]
 NOW = datetime.now(UTC)
 
 
@@ -86,10 +87,53 @@ def test_a_worker_that_is_not_root_deletes_folders_its_agent_made_read_only() ->
         base = Path(scratch) / "unprivileged"
         base.mkdir()
         os.chown(base, 65534, 65534)
-        _remove_as_nobody(base)
+        _remove_as_nobody(base, _readable_copy(Path(scratch) / "lib"))
 
 
-def _remove_as_nobody(base: Path) -> None:
+def _readable_copy(lib: Path) -> Path:
+    """The modules the unprivileged user's Python imports, copied where it may read them: a
+    checkout (and its .venv) in a private folder, as `mktemp -d` makes one, is root's alone."""
+    listed = subprocess.run(
+        [sys.executable, "-c", _IMPORTED],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+        cwd=REPO,
+    )
+    for line in listed.stdout.splitlines():
+        name, path = line.split("\t")
+        source = Path(path)
+        if source.name == "__init__.py":
+            shutil.copytree(
+                source.parent, lib / name, ignore=shutil.ignore_patterns("__pycache__")
+            )
+        else:
+            lib.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, lib / source.name)
+    for folder, _, files in os.walk(lib):
+        os.chmod(folder, 0o755)
+        for file in files:
+            os.chmod(Path(folder) / file, 0o644)
+    return lib
+
+
+# The top-level modules (not the standard library's) that importing `disk` brings in.
+_IMPORTED = textwrap.dedent(
+    """
+    import sys, sysconfig
+    from activities.providers.local import disk
+    stdlib = sysconfig.get_paths()["stdlib"]
+    for name in sorted({name.split(".")[0] for name in sys.modules}):
+        path = getattr(sys.modules.get(name), "__file__", None) or ""
+        if path and (not path.startswith(stdlib) or "site-packages" in path):
+            if not name.startswith(("__editable__", "_distutils_hack")) and name != "__main__":
+                print(f"{name}\t{path}")
+    """
+)
+
+
+def _remove_as_nobody(base: Path, lib: Path) -> None:
     script = textwrap.dedent(
         """
         import os, sys
@@ -110,13 +154,17 @@ def _remove_as_nobody(base: Path) -> None:
         print(tree.exists(), oct(outside.stat().st_mode & 0o777))
         """
     )
+    # The interpreter itself, not the venv's link to it (the venv may be as private), with
+    # the copied modules only: nothing from the checkout or the venv is read.
+    python = os.path.realpath(getattr(sys, "_base_executable", sys.executable))
     done = subprocess.run(
         ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
-        + [sys.executable, "-c", script, str(base)],
+        + [python, "-s", "-c", script, str(base)],
         capture_output=True,
         text=True,
         timeout=60,
-        cwd=Path(__file__).resolve().parents[2],
+        cwd=lib,
+        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": str(lib)},
     )
     assert done.returncode == 0, done.stderr
     # Gone, and the folder the link led to not loosened (still r-x only).
