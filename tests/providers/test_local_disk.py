@@ -105,9 +105,7 @@ def _readable_copy(lib: Path) -> Path:
         name, path = line.split("\t")
         source = Path(path)
         if source.name == "__init__.py":
-            shutil.copytree(
-                source.parent, lib / name, ignore=shutil.ignore_patterns("__pycache__")
-            )
+            shutil.copytree(source.parent, lib / name, ignore=shutil.ignore_patterns("__pycache__"))
         else:
             lib.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, lib / source.name)

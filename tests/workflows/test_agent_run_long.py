@@ -66,7 +66,7 @@ async def test_week_long_run_continues_as_new_and_keeps_every_history_short(
     assert all(length < HISTORY_EVENT_LIMIT for length in lengths), lengths
     assert (result.outcome, result.attempts, result.restarts) == ("finished", 1, 0)
     assert result.checkpoint == note("done", "all steps done")
-    assert 7 * 24 <= result.hours_used < 7 * 24 + 0.5
+    assert 7 * 24 - 0.01 < result.hours_used < 7 * 24 + 0.5  # a week (rounded, no bound on it)
     # Each run hands the next the whole state: one start time, one budget, one sandbox, and
     # the checkpoint so far.
     extended = Budget(max_restarts=6, max_hours=7 * 24 + 3)
