@@ -66,6 +66,7 @@ from activities.providers.protocol import (
 from activities.providers.registry import ProviderFactory
 from activities.providers.runtime.watch import exit_marker_path
 from activities.requests_file import read_requests
+from activities.retry_notes import tell_run
 from activities.search_attributes import SearchAttributeCache
 from activities.snapshot_activities import SnapshotActivities, start_restored, usable_restore
 from activities.talk_activities import TalkActivities
@@ -223,6 +224,14 @@ class SandboxActivities:
 
     @activity.defn(name=ActivityName.CREATE_SANDBOX)
     async def create_sandbox(self, input: CreateSandboxInput) -> AgentStarted:
+        try:
+            return await self._create_sandbox(input)
+        except Exception as error:
+            # A try that failed with another to follow: the run's card says what it waits on.
+            await tell_run(self._client, error, "create sandbox", input.attempt)
+            raise
+
+    async def _create_sandbox(self, input: CreateSandboxInput) -> AgentStarted:
         spec = input.spec
         # Again here, before anything is made: a run begun before the check, a worker with
         # other grants, or a create scheduled by some other workflow.

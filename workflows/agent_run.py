@@ -284,7 +284,9 @@ class AgentRun(RunMessages):
         restore = restore_for(s)
         lease_cost = money.next_lease_micros(s) if money.keeps_account(s) else None
         try:
-            started = await create_steps.create(s, reason, cost_cap, restore, lease_cost)
+            started = await create_steps.create(
+                s, reason, cost_cap, restore, lease_cost, self._publish
+            )
         except ActivityError as err:
             if s.cancel_requested:
                 return  # the loop ends the run and sweeps up whatever the create made

@@ -7,6 +7,7 @@ from datetime import datetime
 from overnight.hosts import host_of_queue
 from overnight.models import RunStatus
 from overnight.output_tail import markdown_block, markdown_inline
+from overnight.retry_note import note_line
 from overnight.status_lines import age, money_line, safety_net_line, snapshot_line, talk_lines
 from workflows import talk
 from workflows.budget import (
@@ -71,6 +72,7 @@ def build_status(state: SupervisorState, now: datetime) -> RunStatus:
         outputs=state.outputs,
         safety_net=safety_net_summary(state, now),
         failure=state.failure,
+        waiting_on=note_line(state.waiting_on) if state.waiting_on is not None else None,
     )
 
 
@@ -111,6 +113,8 @@ def render_card(status: RunStatus, now: datetime) -> str:
     # kept, a restart's reason) is shown as written, never as a link or emphasis.
     if status.failure:
         lines.append(f"- **failed** {markdown_inline(status.failure)}")
+    if status.waiting_on:
+        lines.append(f"- **waiting on** {markdown_inline(status.waiting_on)}")
     if status.attention_reason:
         lines.append(f"- **needs attention** {markdown_inline(status.attention_reason)}")
     lines += [

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError
@@ -20,6 +21,8 @@ with workflow.unsafe.imports_passed_through():
     from workflows import calls, host_steps
     from workflows.hosts import Route
     from workflows.state import SupervisorState
+
+Publish = Callable[[SupervisorState], None]
 
 # A pinned create waits for one of its hosts at most this many waits (an hour at the default
 # lost threshold), then fails as any create that could not be made (the run needs attention).
@@ -32,13 +35,29 @@ async def create(
     cost_cap: int | None,
     restore: SnapshotRestore | None,
     lease_cost: int | None,
+    publish: Publish | None = None,
 ) -> AgentStarted:
-    """The new sandbox's agent started; ActivityError when it could not be made."""
+    """The new sandbox's agent started; ActivityError when it could not be made. `publish`:
+    the card is published again as a failed try's note comes in (what the run waits on)."""
+    try:
+        return await _create(s, reason, cost_cap, restore, lease_cost, publish)
+    finally:
+        s.waiting_on = None  # made, or failed for good: nothing to wait on any more
+
+
+async def _create(
+    s: SupervisorState,
+    reason: str,
+    cost_cap: int | None,
+    restore: SnapshotRestore | None,
+    lease_cost: int | None,
+    publish: Publish | None,
+) -> AgentStarted:
     tries = 0
     while True:
         route = host_steps.create_route(s)
         try:
-            return await _create_on(s, route, reason, cost_cap, restore, lease_cost)
+            return await _create_on(s, route, reason, cost_cap, restore, lease_cost, publish)
         except ActivityError as err:
             tries += 1
             unstarted = route.task_queue is not None and calls.waited_unstarted(err)
@@ -57,6 +76,7 @@ async def _create_on(
     cost_cap: int | None,
     restore: SnapshotRestore | None,
     lease_cost: int | None,
+    publish: Publish | None,
 ) -> AgentStarted:
     handle = calls.start_create_sandbox(
         s.spec,
@@ -70,7 +90,7 @@ async def _create_on(
         route=route,
     )
     try:
-        await workflow.wait_condition(lambda: handle.done() or s.cancel_requested)
+        await _wait_publishing(s, handle, publish)
     except asyncio.CancelledError:
         # Temporal cancellation: let the create really stop before cleanup looks around.
         handle.cancel()
@@ -81,3 +101,23 @@ async def _create_on(
         handle.cancel()
     started: AgentStarted = await handle
     return started
+
+
+async def _wait_publishing(
+    s: SupervisorState, handle: asyncio.Future[AgentStarted], publish: Publish | None
+) -> None:
+    """Until the create is done or a cancel is asked; each failed try's note that comes in
+    meanwhile published (on the card until the next)."""
+    shown = s.waiting_on
+
+    def done() -> bool:
+        return handle.done() or s.cancel_requested
+
+    def noted() -> bool:
+        return publish is not None and s.waiting_on is not shown
+
+    while not done():
+        await workflow.wait_condition(lambda: done() or noted())
+        if noted() and publish is not None:
+            shown = s.waiting_on
+            publish(s)

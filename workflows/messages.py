@@ -17,6 +17,7 @@ with workflow.unsafe.imports_passed_through():
     from overnight.admission import ADMITTED_SIGNAL, IN_POOL_QUERY
     from overnight.agent_requests import choice_refusal
     from overnight.models import Budget, BudgetExtension, RunStatus
+    from overnight.retry_note import RETRY_NOTE_SIGNAL, RetryNote
     from workflows import budget, talk
     from workflows.card import build_status
     from workflows.state import SupervisorState
@@ -51,6 +52,20 @@ class RunMessages:
     def in_pool(self) -> bool:
         s = self._s
         return s is not None and s.admission is not None and not s.stepped_out
+
+    # From the create activity: a try failed and another follows (overnight/retry_note.py); the
+    # create step shows it on the card. Runs begun before fail-fast ignore it, as do late ones.
+    @workflow.signal(name=RETRY_NOTE_SIGNAL)
+    def activity_retrying(self, note: Any = None, *_extra: Any) -> None:
+        s = self._s
+        if s is None or not s.fail_fast or s.state not in ("starting", "restarting"):
+            return
+        try:
+            parsed = RetryNote.model_validate(note)
+        except ValidationError:
+            return
+        if parsed.sandbox_attempt == s.attempt:
+            s.waiting_on = parsed
 
     @workflow.signal(name="extend_budget")
     def extend_budget(self, extension: Any = None, *extra: Any) -> None:

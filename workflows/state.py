@@ -27,6 +27,7 @@ from overnight.models import (
     RunState,
     SnapshotRecord,
 )
+from overnight.retry_note import RetryNote
 from overnight.run_costs import SafetyNet
 
 
@@ -215,3 +216,6 @@ class SupervisorState(BaseModel):
     # before, so their histories replay unchanged; `failure`: the one line it failed with.
     fail_fast: bool = False
     failure: str | None = None
+    # The create's last failed try, as its activity told (overnight/retry_note.py), while it
+    # waits for the next; runs begun with `fail_fast` only. None once the create ends.
+    waiting_on: RetryNote | None = None

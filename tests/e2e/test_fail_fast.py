@@ -13,6 +13,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
+from temporalio.api.sdk.v1 import WorkflowMetadata
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
@@ -150,6 +151,13 @@ async def test_a_git_server_that_refuses_for_a_while_is_waited_for_and_status_sa
         await asyncio.sleep(0.5)
         shown = (await overnight(dev_server, "status", run_id)).stdout
     listed = (await overnight(dev_server, "list", "--open")).stdout
+    card = ""
+    while "waiting on" not in card and time.monotonic() < give_up:
+        metadata = await dev_client.get_workflow_handle(run_id).query(
+            "__temporal_workflow_metadata", result_type=WorkflowMetadata
+        )
+        card = metadata.current_details
+        await asyncio.sleep(0.3)
     server = serve_on(port)
     try:
         result = await asyncio.wait_for(api.wait_result(dev_client, run_id), timeout=60)
@@ -163,4 +171,6 @@ async def test_a_git_server_that_refuses_for_a_while_is_waited_for_and_status_sa
     # Refused on the host; through an isolated sandbox's network relay, a reset.
     assert any(f"{repo}: {words} (" in line for words in NO_ANSWER), line
     assert "  waiting on: create sandbox, try " in listed, listed
+    # The card (User Metadata -> Current Details) says it too, from the create's own note.
+    assert "- **waiting on** create sandbox, try " in card and " of 16, next at " in card, card
     assert result.outcome == "finished" and result.restarts == 0

@@ -6,13 +6,25 @@ old way."""
 
 from __future__ import annotations
 
+import asyncio
+from datetime import UTC, datetime
+
 import pytest
+from temporalio.api.sdk.v1 import WorkflowMetadata
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
 from overnight.errors import SPEC_UNUSABLE
+from overnight.retry_note import RETRY_NOTE_SIGNAL, RetryNote
 from tests.workflows.fakes import FakeWorld, exits, progress
-from tests.workflows.harness import keep_history, make_spec, started_run, status_of, until_state
+from tests.workflows.harness import (
+    eventually,
+    keep_history,
+    make_spec,
+    started_run,
+    status_of,
+    until_state,
+)
 
 AGAIN = "no retry can fix this: fix the spec (or the worker) and start the run again"
 NOT_FOUND = (
@@ -96,3 +108,38 @@ async def test_a_later_create_refused_still_waits_for_a_person(
 
     assert waiting.attention_reason == f"could not create sandbox 2: {SPEC_UNUSABLE}: {NOT_FOUND}"
     assert waiting.failure is None
+
+
+async def test_the_card_says_what_a_create_waits_on_until_it_is_made(
+    client: Client, world: FakeWorld
+) -> None:
+    hold = world.hold_create(1)
+    world.script(1, [exits(0, final="done")])
+    note = RetryNote(
+        activity="create sandbox",
+        sandbox_attempt=1,
+        next_try=9,
+        max_tries=16,
+        message="cloning http://git.example/x.git: connection refused",
+        next_at=datetime(2026, 12, 2, 14, 5, 10, tzinfo=UTC),
+    )
+    async with started_run(client, world, make_spec()) as handle:
+        await asyncio.wait_for(hold.started.wait(), timeout=10)
+        # A late note, of another attempt's create, is not taken.
+        await handle.signal(RETRY_NOTE_SIGNAL, note.model_copy(update={"sandbox_attempt": 2}))
+        await handle.signal(RETRY_NOTE_SIGNAL, note)
+        waiting = await eventually(lambda: status_of(handle), lambda st: bool(st.waiting_on))
+        metadata = await handle.query("__temporal_workflow_metadata", result_type=WorkflowMetadata)
+        hold.release.set()
+        result = await handle.result()
+        after = await status_of(handle)
+        await keep_history(handle, "fail_fast_waiting_on")
+
+    line = (
+        "create sandbox, try 9 of 16, next at 14:05:10 UTC: "
+        "cloning http://git.example/x.git: connection refused"
+    )
+    assert (waiting.state, waiting.waiting_on) == ("starting", line)
+    card = metadata.current_details
+    assert "- **waiting on** create sandbox, try 9 of 16, next at 14:05:10 UTC: cloning " in card
+    assert (result.outcome, after.waiting_on) == ("finished", None)
