@@ -306,6 +306,7 @@ class AgentRun(RunMessages):
                 await hopeless_steps.fail_run(s, failed, self._publish, self._notifier)
             why = f"could not create sandbox {s.attempt}: {calls.describe(err)}"
             await end_steps.sweep(s, stop=True, paused_too=False, why="half-made sandbox")
+            s.pending_counted = s.fail_fast and bool(reason)  # its restart was decided already
             await self._enter_attention(s, NeedsAttention(why, pending_restart=reason or why))
             return
         sandbox_started(s, started, workflow.now())

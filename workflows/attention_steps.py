@@ -60,6 +60,7 @@ async def wait_for_person(
     s.attention_since = None
     s.attention_reason = None
     s.daily_window_wait = False
+    s.pending_counted = False
     s.state = "restarting"
     return decision
 

@@ -214,6 +214,12 @@ def decide_resume(state: SupervisorState, now: datetime) -> Decision:
             return NeedsAttention(wait_exhausted_reason(state, now), in_place=True)
         return WakeInPlace()
     reason = state.pending_restart
+    if reason is not None and state.pending_counted:
+        # Counted once already: an extension of any kind tries its create again.
+        out_of_budget = exhausted_reason(state, now)
+        if out_of_budget is not None:
+            return NeedsAttention(out_of_budget, pending_restart=reason)
+        return Restart(reason, counted=False)
     if reason is not None:
         return restart_within_budget(state, reason, now)
     out_of_budget = exhausted_reason(state, now)

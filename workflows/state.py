@@ -87,6 +87,9 @@ class SupervisorState(BaseModel):
     attention_reason: str | None = None
     # A restart that was due when the budget ran out; done once the budget is extended.
     pending_restart: str | None = None
+    # That restart was counted when it was decided (its new sandbox's create then failed), so
+    # the extension does it without counting it again (runs begun with `fail_fast`).
+    pending_counted: bool = False
 
     # Sandboxes that have ended contribute their whole lifetime here.
     closed_spend_usd: float = 0

@@ -15,6 +15,7 @@ from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
 from overnight.errors import SPEC_UNUSABLE
+from overnight.models import Budget, BudgetExtension
 from overnight.retry_note import RETRY_NOTE_SIGNAL, RetryNote
 from tests.workflows.fakes import FakeWorld, exits, progress
 from tests.workflows.harness import (
@@ -143,3 +144,21 @@ async def test_the_card_says_what_a_create_waits_on_until_it_is_made(
     card = metadata.current_details
     assert "- **waiting on** create sandbox, try 9 of 16, next at 14:05:10 UTC: cloning " in card
     assert (result.outcome, after.waiting_on) == ("finished", None)
+
+
+async def test_an_extension_after_a_later_create_failed_spends_no_second_restart(
+    client: Client, world: FakeWorld
+) -> None:
+    world.script(1, [progress("cp-1"), exits(1)])
+    world.create_errors[2] = ApplicationError(NOT_FOUND, type=SPEC_UNUSABLE, non_retryable=True)
+    world.script(3, [exits(0, final="cp-3")])
+    async with started_run(client, world, make_spec(budget=Budget(max_restarts=1))) as handle:
+        waiting = await until_state(handle, "needs_attention")
+        # Hours, not restarts: the restart was counted when the crash was seen.
+        await handle.signal("extend_budget", BudgetExtension(hours=1))
+        result = await handle.result()
+        await keep_history(handle, "fail_fast_extended_after_create")
+
+    assert waiting.restarts_used == 1
+    assert (result.outcome, result.restarts, result.attempts) == ("finished", 1, 3)
+    assert world.creates()[1].checkpoint == "cp-1"
