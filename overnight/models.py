@@ -296,6 +296,9 @@ class RestartRecord(_Strict):
     sandbox_id: str | None = None
     # The ended attempt's last output lines (secret values redacted); kept on recent records.
     output_tail: str | None = None
+    # When the run last saw the ended attempt progress (its time paused at lease ends left
+    # out): a stall's deadline is this plus `stall_seconds`.
+    last_progress_at: datetime | None = None
 
 
 class LastWords(_Strict):

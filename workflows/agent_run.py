@@ -347,7 +347,13 @@ class AgentRun(RunMessages):
             await self._salvage_checkpoint(s, LOOP_REASON, LOOP_REASON)
             reason, salvaged = loop_reason(s), True
         now = workflow.now()
-        record = RestartRecord(attempt=s.attempt, reason=reason, at=now, sandbox_id=s.sandbox_id)
+        record = RestartRecord(
+            attempt=s.attempt,
+            reason=reason,
+            at=now,
+            sandbox_id=s.sandbox_id,
+            last_progress_at=s.last_progress_at,
+        )
         s.restarts.append(record)
         if counted:
             s.restarts_used += 1

@@ -152,6 +152,7 @@ async def read_checkpoint(
     requests_path: str | None = None,
     known_requests_digest: str | None = None,
     route: Route = ANY_WORKER,
+    timeout: timedelta = policies.ACTION_TIMEOUT,
 ) -> CheckpointSalvage | None:
     """The checkpoint if it changed; None when unchanged or unreadable (best effort).
     `wake_paused`: the sandbox is paused (at its lease end): wake it to salvage the file.
@@ -177,7 +178,7 @@ async def read_checkpoint(
                 session_store_of=session_store_of(spec),
             ),
             result_type=CheckpointSalvage,
-            start_to_close_timeout=policies.ACTION_TIMEOUT,
+            start_to_close_timeout=timeout,
             retry_policy=policies.CLEANUP_RETRY,
             summary=f"copy checkpoint ({why})",
         )

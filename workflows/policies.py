@@ -78,6 +78,10 @@ ACTION_RETRY = RetryPolicy(
     non_retryable_error_types=NON_RETRYABLE_TYPES,
 )
 ACTION_TIMEOUT = timedelta(minutes=2)
+# The read that confirms a stall (workflows/stall_steps.py) is on the stall's own clock: a read
+# whose worker dies is retried this soon, not after ACTION_TIMEOUT (a full chaos run saw a
+# stall noticed 2 min late so). A checkpoint read takes well under a second.
+STALL_READ_TIMEOUT = timedelta(seconds=15)
 
 # Cleanup on the way out must not hold the run hostage: fewer attempts.
 CLEANUP_RETRY = RetryPolicy(

@@ -13,7 +13,7 @@ from __future__ import annotations
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from workflows import calls, host_steps
+    from workflows import calls, host_steps, policies
     from workflows.patches import STALL_CONFIRMED_PATCH
     from workflows.progress import take_checkpoint, take_requests_file
     from workflows.state import SupervisorState
@@ -34,6 +34,7 @@ async def progress_read(s: SupervisorState) -> bool:
         requests_path=calls.requests_path_of(s),
         known_requests_digest=s.requests_digest,
         route=host_steps.current_route(s),
+        timeout=policies.STALL_READ_TIMEOUT,
     )
     taken, refused = take_checkpoint(s, read, workflow.now())
     if refused:

@@ -96,6 +96,8 @@ class Chaos:
         # Held while workers are killed on purpose, so two shakers never overlap.
         self.workers_lock = asyncio.Lock()
         self.dead_man_windows = 0
+        # (start, end) wall times with no worker alive: no stall can be noticed in them.
+        self.no_worker_spans: list[tuple[float, float]] = []
         self.dead_man_active = False
         # Lease ends made with workers alive that were met (the sandbox paused), and those an
         # extension the run made just then moved out of the way (never met).
@@ -347,6 +349,7 @@ class Chaos:
         ):
             await asyncio.sleep(LEASE_LOOK_EVERY)
         async with self.workers_lock:
+            nobody_since = time.time()
             try:
                 for worker in self.pool.workers:
                     self.pool.kill(worker, counted=False)
@@ -382,6 +385,7 @@ class Chaos:
                 for worker in self.pool.workers:
                     if worker.process is None:
                         self.pool.start(worker)
+                self.no_worker_spans.append((nobody_since, time.time()))
                 self.dead_man_active = False
                 self.dead_man_windows += 1
             self.note("workers started again after the dead man's window")
@@ -496,6 +500,7 @@ class Chaos:
         facts.fired_switches = sorted(p.name.split(".", 2)[2] for p in markers)
         facts.stalls_began = [p.stat().st_mtime for p in markers if ".stalled-at-" in p.name]
         facts.stall_seconds = self.size.stall_seconds
+        facts.no_worker_spans = list(self.no_worker_spans)
         home = self.local_home if plan.provider == "local" else self.runtime_home
         engine = LocalEngine(home)
         for meta in await asyncio.to_thread(engine.list_sandboxes, include_stopped=True):

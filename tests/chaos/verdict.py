@@ -22,22 +22,25 @@ from typing import TYPE_CHECKING, Any
 
 from overnight.models import RestartRecord, RunResult
 from tests.chaos.plan import POLL_SECONDS, STEPS, RunPlan
-from workflows.policies import DEADLINE_OBSERVE_GRACE
+from workflows.policies import DEADLINE_OBSERVE_GRACE, STALL_READ_TIMEOUT
 
 if TYPE_CHECKING:
     from tests.chaos.takeover import TakeoverReport
 
 _RESUMED = re.compile(r"^attempt (\d+) resumed at step (\d+): (.*)$")
 _STEP_COMMIT = re.compile(r"^step (\d+): ")
-# A stall is noticed within the run's poll (the look that sees the agent's last write) plus
-# the deadline look's grace, once more for a deadline look lost with its worker (issue #36:
-# each such look costs the grace alone), plus a margin for a loaded machine.
+# How late a stall may be acted on after the run's own deadline (its last progress as it saw
+# it, plus `stall_seconds`): the run's poll, the grace of the look at the deadline, once more
+# for a look lost with its worker (each such look costs the grace alone, issue #36), the
+# confirming read's timeout (one lost with its worker is retried after it), and a margin for a
+# loaded machine. Time with no worker alive at all does not count.
 STALL_LATE_MARGIN = 5.0
 
 
 def stall_late_allowed(poll_seconds: float) -> float:
     grace = DEADLINE_OBSERVE_GRACE.total_seconds()
-    return poll_seconds + 2 * grace + STALL_LATE_MARGIN
+    read = STALL_READ_TIMEOUT.total_seconds()
+    return poll_seconds + 2 * grace + read + STALL_LATE_MARGIN
 
 
 # How each agent fault shows as a restart reason, and how often one injection may cause it.
@@ -61,6 +64,8 @@ class RunFacts:
     # When the agent began to stall (Unix time), and after how long a stall counts.
     stalls_began: list[float] = field(default_factory=list)
     stall_seconds: float = 0.0
+    # (start, end) Unix times with no worker alive (the dead man's window).
+    no_worker_spans: list[tuple[float, float]] = field(default_factory=list)
     # Checkpoint step each attempt's sandbox last held (attempt number -> step).
     sandbox_steps: dict[int, int] = field(default_factory=dict)
     sandboxes_running: list[str] = field(default_factory=list)
@@ -184,12 +189,36 @@ def checkpoint_loss(facts: RunFacts) -> tuple[bool, str]:
 
 
 def stall_lateness(facts: RunFacts) -> list[float]:
-    """For each stall noticed as one: seconds between its deadline and the restart."""
-    restarts = [r for r in facts.restarts if _REASONS["stall"][0].search(r.reason)]
+    """For each stall noticed as one: seconds between the agent's stall deadline (when it
+    began to stall, plus the threshold) and the restart. Shown: it also holds how late the
+    run saw the agent's last progress (a watch taken over from a SIGKILLed worker waits out
+    the observe's heartbeat timeout)."""
+    restarts = _stall_restarts(facts)
     return [
         record.at.timestamp() - (began + facts.stall_seconds)
         for began, record in zip(sorted(facts.stalls_began), restarts, strict=False)
     ]
+
+
+def stall_lateness_own(facts: RunFacts) -> list[float]:
+    """For each stall restart: seconds between the run's own deadline (its last progress as
+    it saw it, plus the threshold) and the restart, time with no worker alive left out. The
+    verdict holds these to `stall_late_allowed`."""
+    late = []
+    for record in _stall_restarts(facts):
+        if record.last_progress_at is None:
+            continue
+        deadline = record.last_progress_at.timestamp() + facts.stall_seconds
+        acted = record.at.timestamp()
+        nobody = sum(
+            max(0.0, min(end, acted) - max(start, deadline)) for start, end in facts.no_worker_spans
+        )
+        late.append(acted - deadline - nobody)
+    return late
+
+
+def _stall_restarts(facts: RunFacts) -> list[RestartRecord]:
+    return [r for r in facts.restarts if _REASONS["stall"][0].search(r.reason)]
 
 
 def checkpoint_step(path: Path) -> int | None:
@@ -237,6 +266,9 @@ class ChaosReport:
             "stall_late_max": round(
                 max((x for f in self.runs for x in stall_lateness(f)), default=0)
             ),
+            "stall_late_own_max": round(
+                max((x for f in self.runs for x in stall_lateness_own(f)), default=0)
+            ),
         }
 
     def stall_late_allowed(self) -> float:
@@ -270,7 +302,7 @@ class ChaosReport:
             and f["steps_redone"] == 0
             and f["paused_unwatched"] == f["lease_ends_unwatched"]
             and f["frozen_unwatched"] == f["paused_unwatched"]
-            and f["stall_late_max"] <= self.stall_late_allowed()
+            and f["stall_late_own_max"] <= self.stall_late_allowed()
             and not any(facts.status_unreadable for facts in self.runs)
             and (self.takeover is None or not self.takeover.problems())
         )
@@ -313,10 +345,10 @@ class ChaosReport:
                 lines.append(
                     f"{rid}: {verdict.steps_redone} step(s) redone: {facts.branch_commits}"
                 )
-            late = max(stall_lateness(facts), default=0.0)
+            late = max(stall_lateness_own(facts), default=0.0)
             if late > self.stall_late_allowed():
                 lines.append(
-                    f"{rid}: stall noticed {late:.0f} s after its deadline "
+                    f"{rid}: stall acted on {late:.0f} s after its own deadline "
                     f"(allowed {self.stall_late_allowed():.0f} s)"
                 )
             if facts.paused_unwatched != facts.lease_ends_unwatched:
@@ -397,9 +429,10 @@ def render_table(report: ChaosReport) -> str:
         ("  restarts explained by agent faults", str(f["explained_restarts"])),
         ("  restarts caused by transient faults", str(f["transient_restarts"])),
         (
-            "  stall noticed after its deadline by (max)",
-            f"{f['stall_late_max']} s (allowed {report.stall_late_allowed():.0f} s)",
+            "  stall acted on after the run's own deadline by (max)",
+            f"{f['stall_late_own_max']} s (allowed {report.stall_late_allowed():.0f} s)",
         ),
+        ("  stall noticed after the agent's stall deadline by (max)", f"{f['stall_late_max']} s"),
         ("  worker exits not caused by the harness", str(report.worker_self_exits)),
         ("  wall time", f"{report.seconds:.0f} s"),
     ]
