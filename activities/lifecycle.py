@@ -93,7 +93,10 @@ class LifecycleActivities:
         provider = await self._provider(input.provider)
         with activity_errors():
             now = await provider.sandbox(input.sandbox_id)
-        if now.state not in ("running", "paused") or now.lease_ends_at is None:
+        # A paused sandbox's lease has ended (or someone paused it): moving its end would not
+        # wake it, only hide the lease end from the run, which would then take the pause for
+        # someone else's and restart a healthy agent (issue #36). The run wakes it instead.
+        if now.state != "running" or now.lease_ends_at is None:
             return now
         missing = (input.until - now.lease_ends_at).total_seconds()
         if missing < 1:
@@ -103,7 +106,12 @@ class LifecycleActivities:
                 cost = int(missing * input.micros_per_second)
                 await ensure_daily_room(provider, cost, f"extending the lease by {missing:.0f} s")
         call = provider.extend(input.sandbox_id, missing)
-        return await settle(provider, input.sandbox_id, call)
+        extended = await settle(provider, input.sandbox_id, call)
+        if extended.state == "paused":
+            # The lease ended between the look and the extension, which moved a paused
+            # sandbox's end: report the end that paused it.
+            return extended.model_copy(update={"lease_ends_at": now.lease_ends_at})
+        return extended
 
     @activity.defn(name=ActivityName.LIST_SANDBOXES)
     async def list_sandboxes(self, input: ListSandboxesInput) -> SandboxList:

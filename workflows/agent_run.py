@@ -230,7 +230,10 @@ class AgentRun(RunMessages):
         money.take_money(s, seen.money, workflow.now())
         s.watch_token = seen.watch_token
         s.sandbox_paused = seen.sandbox_state == "paused"
-        if seen.lease_ends_at is not None:
+        # A paused sandbox's reported end is judged beside the run's record (lease.lease_ended),
+        # not over it; a wake brings the fresh lease's end.
+        paused_kept = s.lease_end_either and seen.sandbox_state == "paused"
+        if seen.lease_ends_at is not None and not paused_kept:
             s.lease_ends_at = seen.lease_ends_at
         return seen
 

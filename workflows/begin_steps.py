@@ -16,6 +16,7 @@ with workflow.unsafe.imports_passed_through():
         AGENT_REQUESTS_PATCH,
         FAIL_FAST_PATCH,
         HOST_QUEUES_PATCH,
+        LEASE_END_EITHER_PATCH,
         LEASE_KEEPING_PATCH,
         LOOP_EXIT_PATCH,
         REQUESTS_FILE_PATCH,
@@ -51,4 +52,5 @@ def begin(spec: Any, carried: Any, lean: bool) -> tuple[SupervisorState, bool]:
     s.loop_exit = accepted.agent is not None and workflow.patched(LOOP_EXIT_PATCH)
     s.host_routing = workflow.patched(HOST_QUEUES_PATCH)
     s.fail_fast = workflow.patched(FAIL_FAST_PATCH)
+    s.lease_end_either = workflow.patched(LEASE_END_EITHER_PATCH)
     return s, True

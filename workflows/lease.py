@@ -60,12 +60,22 @@ def extension_target(state: SupervisorState, now: datetime) -> datetime | None:
 
 def lease_ended(state: SupervisorState, reported_end: datetime | None, now: datetime) -> bool:
     """Whether a sandbox found paused was paused by its lease end (not by someone)."""
-    end = reported_end or state.lease_ends_at
+    end = _lease_end(state, reported_end)
     return state.lease_keeping and end is not None and end <= now + LEASE_END_TOLERANCE
 
 
 def frozen_since(state: SupervisorState, reported_end: datetime | None, now: datetime) -> datetime:
     """When a sandbox paused by its lease end stopped running (its agent made no progress and
     cost no compute after that)."""
-    end = reported_end or state.lease_ends_at or now
+    end = _lease_end(state, reported_end) or now
     return min(end, now)
+
+
+def _lease_end(state: SupervisorState, reported_end: datetime | None) -> datetime | None:
+    """The provider's lease end, else the run's record; with `lease_end_either`, whichever
+    came first: an extension that landed just after the lease end paused the sandbox moved
+    the provider's end, not the pause."""
+    recorded = state.lease_ends_at
+    if state.lease_end_either and reported_end is not None and recorded is not None:
+        return min(reported_end, recorded)
+    return reported_end or recorded

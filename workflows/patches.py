@@ -72,3 +72,8 @@ DEADLINE_LOOK_BOUNDED_PATCH = "deadline-look-bounded"
 # the worker, a spec the worker refuses), an agent whose command was not found at its first
 # start; histories recorded before it replay waiting for a person, or restarting.
 FAIL_FAST_PATCH = "fail-fast-hopeless"
+# Runs begun with this marker take a paused sandbox as paused by its lease end when either its
+# provider's lease end or the run's own record of it has come (`SupervisorState.
+# lease_end_either`): an extension that landed on a sandbox just paused at its lease end moved
+# the provider's end past now, and the pause was taken for someone else's (issue #36).
+LEASE_END_EITHER_PATCH = "lease-end-either-record"

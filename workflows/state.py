@@ -64,6 +64,10 @@ class SupervisorState(BaseModel):
     # Leases (see workflows.lease). False for runs begun before leases were kept, so their
     # recorded histories replay unchanged.
     lease_keeping: bool = False
+    # A paused sandbox's lease has ended when either its provider's end or `lease_ends_at` has
+    # come (workflows.lease.lease_ended); before, the provider's end alone. Runs begun with
+    # LEASE_END_EITHER_PATCH.
+    lease_end_either: bool = False
     lease_ends_at: datetime | None = None
     # When the current lease was last extended (or granted): progress after it earns the next.
     lease_extended_at: datetime | None = None

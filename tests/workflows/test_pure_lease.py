@@ -337,3 +337,21 @@ def test_a_daily_limit_wait_that_outlasts_the_hours_budget_waits_for_a_person(
     state = kept(daily_window_wait=True, pending_restart=pending, **capped(max_hours=2))
     decision = decide_resume(state, later(hours=3))
     assert decision == NeedsAttention("hours budget used up (3.00 of 2 h)", pending_restart=pending)
+
+
+def test_a_pause_whose_reported_end_an_extension_moved_is_still_its_lease_end() -> None:
+    # The lease ended as the run extended it: the extension landed on the paused sandbox and
+    # moved the provider's end an hour on, while the run recorded the end that paused it. It
+    # is the lease end (wake the same agent), not someone pausing it (issue #36).
+    moved = later(hours=2)
+    now = later(hours=1, minutes=1)
+    state = kept(progress_at=later(minutes=58), lease_end_either=True)
+    assert lease.lease_ended(state, moved, now)
+    assert decide(state, paused(moved), now) == WakeAfterLease(paused_at=HOUR_LEASE_ENDS)
+
+
+def test_runs_begun_before_either_record_counts_believe_the_provider_alone() -> None:
+    moved = later(hours=2)
+    now = later(hours=1, minutes=1)
+    state = kept(progress_at=later(minutes=58))
+    assert decide(state, paused(moved), now) == Restart("sandbox was paused from outside")
