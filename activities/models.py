@@ -64,6 +64,9 @@ class ActivityName:
     # Many hosts (activities.host_check): whether a host's queue still has a poller, asked on
     # the shared queue when an activity on that host's queue waited too long to start.
     CHECK_HOST = "check_host"
+    # The done check (activities.done_checks): one command of `RunSpec.done_when`, run in the
+    # sandbox after the agent exited 0.
+    RUN_DONE_CHECK = "run_done_check"
 
 
 class _Model(BaseModel):
@@ -216,6 +219,25 @@ class StartAgentInput(_Model):
     resumed: int = Field(default=0, ge=0)
     # The agent process that just ended (its last words are read before the new start).
     output_of: str | None = None
+    secret_env: list[str] = Field(default_factory=list)
+    # A start after a failed done check: the how-many-th such start in this sandbox (0: none),
+    # in the start key.
+    done_round: int = Field(default=0, ge=0)
+
+
+class RunDoneCheckInput(_Model):
+    """Run one command of `done_when` in the sandbox (in `cwd`, with the spec's `env`), its
+    time limited, its output's tail brought back redacted; on failure the tail is written for
+    the agent too (`overnight.done_check.DONE_CHECK_FILE`), on success that file removed."""
+
+    provider: Provider
+    sandbox_id: str
+    command: str
+    index: int = Field(ge=0)
+    round: int = Field(ge=1)
+    cwd: str
+    env: dict[str, str] = Field(default_factory=dict)
+    timeout_seconds: float = Field(gt=0)
     secret_env: list[str] = Field(default_factory=list)
 
 

@@ -27,6 +27,7 @@ from activities import sandbox_setup as setup
 from activities.admission import AdmissionActivities, worker_admission, worker_key
 from activities.checkpoints import read_checkpoint
 from activities.coding_agent_template import CliTemplates
+from activities.done_checks import DoneCheckActivities
 from activities.errors import ErrorType, activity_errors, non_retryable
 from activities.grants import (
     own_loopback_ports,
@@ -153,6 +154,7 @@ class SandboxActivities:
             *SnapshotActivities(self._provider, self._heartbeat_seconds).all(),
             *MoneyActivities(self._provider).all(),
             *TalkActivities(self._provider).all(),
+            *DoneCheckActivities(self._provider, self._heartbeat_seconds).all(),
             *self.lifecycle.all(),
             *AdmissionActivities(self._client, self._admission).all(),
             *self._host_checks.all(),
@@ -343,7 +345,14 @@ class SandboxActivities:
         env = setup.agent_env(spec, attempt=input.attempt, restart_reason=input.restart_reason)
         env |= coding.adapter_env(spec)
         provider = await self._provider(spec.provider)
-        launch = _launch(spec, input.attempt, input.fresh_start, env, resumed=input.resumed)
+        launch = _launch(
+            spec,
+            input.attempt,
+            input.fresh_start,
+            env,
+            resumed=input.resumed,
+            done_round=input.done_round,
+        )
         previous = None
         if input.output_of is not None:
             previous = await read_last_words(
@@ -437,9 +446,17 @@ class SandboxActivities:
 
 
 def _launch(
-    spec: RunSpec, attempt: int, fresh_start: int, env: dict[str, str], *, resumed: int = 0
+    spec: RunSpec,
+    attempt: int,
+    fresh_start: int,
+    env: dict[str, str],
+    *,
+    resumed: int = 0,
+    done_round: int = 0,
 ) -> AgentLaunch:
     start_key = f"{spec.run_id}-{attempt}-{fresh_start}" + (f"-p{resumed}" if resumed else "")
+    if done_round:
+        start_key += f"-d{done_round}"
     return AgentLaunch(
         start_key=start_key,
         command=coding.adapter_command(spec) if spec.agent is not None else spec.command,

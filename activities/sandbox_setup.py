@@ -21,6 +21,7 @@ from activities.errors import ErrorType, non_retryable
 from activities.git_words import clone_failure, clone_failure_text
 from activities.providers.protocol import ProviderError, SandboxProvider
 from overnight.constants import KIT_MOUNT, SNAPSHOT_ANSWER
+from overnight.done_check import DONE_CHECK_FILE, DONE_CHECK_FILE_ENV
 from overnight.isolation import HostBind, is_under
 from overnight.models import RunSpec
 from overnight.specs import redact_url, scrub_url
@@ -70,6 +71,9 @@ def agent_env(
         # Where `snapshot_here()` reads the answer (a variable, so an unisolated local
         # sandbox maps it to its folder like every /workspace path).
         env["OVERNIGHT_SNAPSHOT_ANSWER"] = SNAPSHOT_ANSWER
+    if spec.done_when:
+        # Where the kit finds a failed done check (mapped like every /workspace path).
+        env[DONE_CHECK_FILE_ENV] = DONE_CHECK_FILE
     return env
 
 

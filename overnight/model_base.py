@@ -20,6 +20,7 @@ RESERVED_ENV = frozenset(
         "OVERNIGHT_RESTART_REASON",
         "OVERNIGHT_CHECKPOINT",
         "OVERNIGHT_FRESH_CONTEXT_EXIT_CODE",
+        "OVERNIGHT_DONE_CHECK_FILE",
     }
 )
 
@@ -86,6 +87,9 @@ class Budget(_StrictInput):
     # Time paused for the agent's questions and `wait_until`s (its own budget: neither counts
     # as run hours). 12 h: a night of a model's 5-hour usage windows waits at most the night.
     max_wait_hours: float = Field(default=12, gt=0)
+    # Failed rounds of the done check (`RunSpec.done_when`): each failed round starts the agent
+    # again with the failure; the round that uses the last one makes the run need a person.
+    max_done_checks: int = Field(default=3, ge=0)
 
 
 class BudgetExtension(_StrictInput):
@@ -95,10 +99,15 @@ class BudgetExtension(_StrictInput):
     hours: float = Field(default=0, ge=0, le=MAX_HOURS)
     spend_usd: float = Field(default=0, ge=0, le=MAX_SPEND_EXTENSION_USD)
     wait_hours: float = Field(default=0, ge=0, le=MAX_HOURS)
+    done_checks: int = Field(default=0, ge=0, le=MAX_RESTARTS)
 
     def is_empty(self) -> bool:
         return (
-            self.restarts == 0 and self.hours == 0 and self.spend_usd == 0 and self.wait_hours == 0
+            self.restarts == 0
+            and self.hours == 0
+            and self.spend_usd == 0
+            and self.wait_hours == 0
+            and self.done_checks == 0
         )
 
 

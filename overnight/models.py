@@ -15,6 +15,14 @@ from pydantic import Field, JsonValue, ValidationInfo, field_validator, model_va
 
 from overnight.agent_requests import AgentTalk, RunOutputs
 from overnight.agent_spec import CodingAgent, check_agent_way
+from overnight.done_check import (
+    DEFAULT_DONE_CHECK_SECONDS,
+    MAX_DONE_CHECK_ROUNDS,
+    MAX_DONE_CHECK_SECONDS,
+    MAX_DONE_CHECKS,
+    DoneCheck,
+    check_done_when,
+)
 from overnight.hosts import MAX_SPEC_HOSTS, check_spec_hosts
 from overnight.isolation import (
     MAX_BINDS,
@@ -156,6 +164,13 @@ class RunSpec(_StrictInput):
     snapshot_on_checkpoint: bool = False
     priority: Priority = 3  # admission: queued runs go in by priority, fairly across owners
     owner: Owner = ""
+    # The done check (overnight/done_check.py): commands run in the sandbox, in `cwd`, after
+    # the agent exits 0; all must pass for `finished`, else the agent is started again with the
+    # failure (`budget.max_done_checks` failed rounds). Each has its own time limit.
+    done_when: list[str] = Field(default_factory=list, max_length=MAX_DONE_CHECKS)
+    done_check_timeout_seconds: float = Field(
+        default=DEFAULT_DONE_CHECK_SECONDS, gt=0, le=MAX_DONE_CHECK_SECONDS
+    )
 
     @field_validator("notify", mode="before")
     @classmethod
@@ -196,9 +211,16 @@ class RunSpec(_StrictInput):
             raise ValueError(f"max_wait_hours may be at most {MAX_HOURS} (a year)")
         if value.max_restarts > MAX_RESTARTS:
             raise ValueError(f"max_restarts may be at most {MAX_RESTARTS}")
+        if value.max_done_checks > MAX_DONE_CHECK_ROUNDS:
+            raise ValueError(f"max_done_checks may be at most {MAX_DONE_CHECK_ROUNDS}")
         if value.max_spend_usd is not None and value.max_spend_usd > MAX_SPEND_EXTENSION_USD:
             raise ValueError(f"max_spend_usd may be at most {MAX_SPEND_EXTENSION_USD}")
         return value
+
+    @field_validator("done_when")
+    @classmethod
+    def _done_when_commands(cls, value: list[str]) -> list[str]:
+        return check_done_when(value)
 
     @field_validator("env")
     @classmethod
@@ -414,6 +436,10 @@ class RunStatus(_Strict):
     failure: str | None = None
     # What a starting run waits on: its create's last failed try, and when the next is due.
     waiting_on: str | None = None
+    # The done check (`done_when`): failed rounds so far (`budget.max_done_checks`), and the
+    # checks of the latest round, in order (it stops at the first that fails).
+    done_checks_used: int = 0
+    done_checks: list[DoneCheck] = Field(default_factory=list)
 
 
 class RunResult(_Strict):
@@ -431,3 +457,7 @@ class RunResult(_Strict):
     outputs: RunOutputs | None = None
     spend_model_usd: float = 0
     safety_net: SafetyNet | None = None  # what the restarts cost (None: run begun before)
+    # The done check's passing round (each command, its time and its output's tail), and the
+    # failed rounds before it.
+    done_checks: list[DoneCheck] = Field(default_factory=list)
+    done_checks_used: int = 0

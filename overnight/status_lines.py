@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from overnight.agent_text import one_line
+from overnight.done_check import shown_command
 from overnight.models import RunStatus
 from overnight.run_costs import SafetyNet
 
@@ -113,3 +114,39 @@ def safety_net_line(net: SafetyNet | None) -> str | None:
         f"${net.usd:.4f}{share}: {net.restarts} restart(s) ({causes}), "
         f"{net.lost_seconds:.0f} s of work lost, {net.setup_seconds:.0f} s of setup"
     )
+
+
+def done_check_line(status: RunStatus) -> str | None:
+    """The latest round of the done check (`done_when`), in one line (None: none ran)."""
+    checks = status.done_checks
+    if not checks:
+        return None
+    used = f"{status.done_checks_used} of {status.budget.max_done_checks} failed rounds used"
+    failed = next((check for check in checks if not check.passed), None)
+    round_number = checks[0].round
+    if failed is None:
+        seconds = sum(check.seconds for check in checks)
+        return f"round {round_number}: {len(checks)} passed ({seconds:.1f} s) · {used}"
+    how = (
+        f"timed out after {failed.seconds:.0f} s"
+        if failed.timed_out
+        else f"exit {failed.exit_code}"
+        if failed.exit_code is not None
+        else "no exit code"
+    )
+    passed = len(checks) - 1
+    after = f" after {passed} passed" if passed else ""
+    return f"round {round_number}: {shown_command(failed.command)} failed ({how}){after} · {used}"
+
+
+def done_check_block(status: RunStatus, lines: int) -> str | None:
+    """The latest round's output: the failed check's tail, or each passed one's (the last
+    `lines` lines, each check's under its command)."""
+    checks = status.done_checks
+    failed = [check for check in checks if not check.passed]
+    shown = failed[-1:] or checks
+    text: list[str] = []
+    for check in shown:
+        text.append(f"$ {one_line(check.command)}")
+        text += check.tail.splitlines()
+    return "\n".join(text[-lines:]) if text else None

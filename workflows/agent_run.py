@@ -25,6 +25,7 @@ with workflow.unsafe.imports_passed_through():
         budget,
         calls,
         create_steps,
+        done_steps,
         end_steps,
         fresh_steps,
         grant_steps,
@@ -41,6 +42,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.card import build_status, render_card
     from workflows.decide import (
         Decision,
+        DoneRound,
         ExtendLease,
         FailRun,
         Finish,
@@ -156,6 +158,8 @@ class AgentRun(RunMessages):
                 if isinstance(decision, Watch):
                     await self._watch(s, decision, quiet=is_quiet(seen))
                     continue
+            if isinstance(decision, Finish):
+                decision = await done_steps.after_exit_zero(s, self._publish)
             if decision is None:
                 continue
             if isinstance(decision, Finish):
@@ -170,6 +174,11 @@ class AgentRun(RunMessages):
     async def _act(self, s: SupervisorState, decision: Decision) -> None:
         if isinstance(decision, FreshStart):
             await self._fresh_start(s)
+        elif isinstance(decision, DoneRound):
+            self._watch_until = None
+            failed = await done_steps.start_again(s, decision)
+            if failed is not None:
+                await self._restart(s, failed)
         elif isinstance(decision, Restart):
             await self._restart(s, decision.reason, counted=decision.counted)
         elif isinstance(decision, NeedsAttention):

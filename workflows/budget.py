@@ -159,6 +159,7 @@ def extended(budget: Budget, extension: BudgetExtension) -> Budget:
         max_hours=budget.max_hours + extension.hours,
         max_spend_usd=spend,
         max_wait_hours=budget.max_wait_hours + extension.wait_hours,
+        max_done_checks=budget.max_done_checks + extension.done_checks,
     )
 
 

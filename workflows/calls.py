@@ -34,6 +34,7 @@ with workflow.unsafe.imports_passed_through():
         ObserveInput,
         ReadCheckpointInput,
         ReadDailyLimitInput,
+        RunDoneCheckInput,
         SandboxInfo,
         SandboxList,
         SandboxRef,
@@ -46,6 +47,7 @@ with workflow.unsafe.imports_passed_through():
         StartAgentInput,
     )
     from overnight.agent_requests import requests_path
+    from overnight.done_check import DoneCheck, shown_command
     from overnight.models import RunSpec
     from workflows import money, policies, publish
     from workflows.hosts import ANY_WORKER, Route
@@ -110,14 +112,19 @@ async def start_agent(
     ended: str | None = None,
     *,
     resumed: int = 0,
+    done_round: int = 0,
+    done_reason: str = "",
     route: Route = ANY_WORKER,
 ) -> AgentStarted:
     """Start the agent again in its sandbox; `ended`: the process it replaces (its last
     words come back in the result). `resumed`: after the `resumed`-th pause that ended it
-    (a sandbox with no cgroup to freeze), not for a fresh context."""
+    (a sandbox with no cgroup to freeze), not for a fresh context. `done_round`: the
+    `done_round`-th start after a failed done check, `done_reason` naming it."""
     reason, why = "context window full: fresh start", f"fresh context {fresh}"
     if resumed:
         reason = why = "its sandbox's pause ended it (no cgroup to freeze): from the checkpoint"
+    if done_round:
+        reason = why = done_reason
     started: AgentStarted = await on_host(
         route,
         ActivityName.START_AGENT,
@@ -130,6 +137,7 @@ async def start_agent(
             resumed=resumed,
             output_of=ended,
             secret_env=list(spec.secret_env),
+            done_round=done_round,
         ),
         result_type=AgentStarted,
         start_to_close_timeout=policies.ACTION_TIMEOUT,
@@ -139,6 +147,42 @@ async def start_agent(
         summary=f"start agent again in sandbox {attempt} ({why})",
     )
     return started
+
+
+async def run_done_check(
+    spec: RunSpec,
+    sandbox_id: str,
+    index: int,
+    round_number: int,
+    attempt: int,
+    *,
+    route: Route = ANY_WORKER,
+) -> DoneCheck:
+    """Run `spec.done_when[index]` in the sandbox; its outcome (a failed check is a result,
+    not an error: an error is a check that could not be run)."""
+    command = spec.done_when[index]
+    where = f"{index + 1} of {len(spec.done_when)}"
+    checked: DoneCheck = await on_host(
+        route,
+        ActivityName.RUN_DONE_CHECK,
+        RunDoneCheckInput(
+            provider=spec.provider,
+            sandbox_id=sandbox_id,
+            command=command,
+            index=index,
+            round=round_number,
+            cwd=spec.cwd,
+            env=dict(spec.env),
+            timeout_seconds=spec.done_check_timeout_seconds,
+            secret_env=list(spec.secret_env),
+        ),
+        result_type=DoneCheck,
+        start_to_close_timeout=policies.done_check_timeout(spec.done_check_timeout_seconds),
+        heartbeat_timeout=policies.DONE_CHECK_HEARTBEAT,
+        retry_policy=policies.DONE_CHECK_RETRY,
+        summary=f"done check {where} in sandbox {attempt}: {shown_command(command)}",
+    )
+    return checked
 
 
 async def read_checkpoint(

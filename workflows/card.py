@@ -8,7 +8,15 @@ from overnight.hosts import host_of_queue
 from overnight.models import RunStatus
 from overnight.output_tail import markdown_block, markdown_inline
 from overnight.retry_note import note_line
-from overnight.status_lines import age, money_line, safety_net_line, snapshot_line, talk_lines
+from overnight.status_lines import (
+    age,
+    done_check_block,
+    done_check_line,
+    money_line,
+    safety_net_line,
+    snapshot_line,
+    talk_lines,
+)
 from workflows import talk
 from workflows.budget import (
     charged_usd,
@@ -73,6 +81,8 @@ def build_status(state: SupervisorState, now: datetime) -> RunStatus:
         safety_net=safety_net_summary(state, now),
         failure=state.failure,
         waiting_on=note_line(state.waiting_on) if state.waiting_on is not None else None,
+        done_checks_used=state.done_checks_used,
+        done_checks=list(state.done_results),
     )
 
 
@@ -126,6 +136,9 @@ def render_card(status: RunStatus, now: datetime) -> str:
     if status.restarts:
         last = status.restarts[-1]
         lines.append(f"- **last restart** attempt {last.attempt}: {markdown_inline(last.reason)}")
+    done = done_check_line(status)
+    if done:
+        lines.append(f"- **done check** {markdown_inline(done)}")
     words = status.last_words
     if words is not None and words.tail:
         tail = "\n".join(words.tail.splitlines()[-CARD_TAIL_LINES:])
@@ -136,6 +149,9 @@ def render_card(status: RunStatus, now: datetime) -> str:
             "",
             markdown_block(tail),
         ]
+    checked = done_check_block(status, CARD_TAIL_LINES)
+    if checked:
+        lines += ["", "**done check output**:", "", markdown_block(checked)]
     return "\n".join(lines)
 
 

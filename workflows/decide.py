@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 from activities.models import Observation
 from overnight.agent_spec import LOOP_EXIT_CODE, LOOP_REASON
 from overnight.constants import DISK_LIMIT_PREFIX
-from workflows import hopeless, lease, snapshot, talk
+from workflows import done, hopeless, lease, snapshot, talk
 from workflows.budget import (
     budget_deadline,
     exhausted_reason,
@@ -84,6 +84,7 @@ WakeInPlace = talk.WakeInPlace
 AskPerson = talk.AskPerson
 PauseUntil = talk.PauseUntil
 DeliverAnswer = talk.DeliverAnswer
+DoneRound = done.DoneRound
 Decision = (
     Watch
     | AskPerson
@@ -98,6 +99,7 @@ Decision = (
     | WakeAfterLease
     | TakeSnapshot
     | FailRun
+    | DoneRound
 )
 
 
@@ -205,6 +207,8 @@ def decide_resume(state: SupervisorState, now: datetime) -> Decision:
     checkpoint, or keep waiting if still short."""
     if state.daily_window_wait:
         return _resume_after_daily_limit(state, now)
+    if done.waiting_for_person(state):
+        return after_done_checks(state, now)
     if state.paused_in_place and state.sandbox_id is not None:
         out_of_budget = exhausted_reason(state, now)
         if out_of_budget is not None:
@@ -226,6 +230,18 @@ def decide_resume(state: SupervisorState, now: datetime) -> Decision:
     if out_of_budget is not None:
         return NeedsAttention(out_of_budget)
     return Restart("resumed after the budget was extended", counted=False)
+
+
+def after_done_checks(state: SupervisorState, now: datetime) -> Decision:
+    """After a round of done checks (`done.record_round`), or an extension while its failure
+    waits: finish, start the agent again with the failure, or wait for a person with the
+    sandbox paused where it stands (an extension then starts the agent again)."""
+    verdict = done.verdict(state, now)
+    if verdict is None:
+        return Finish()
+    if isinstance(verdict, DoneRound):
+        return verdict
+    return NeedsAttention(verdict, in_place=True)
 
 
 def _resume_after_daily_limit(state: SupervisorState, now: datetime) -> Decision:

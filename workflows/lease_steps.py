@@ -15,7 +15,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.state import SupervisorState
 
 
-async def extend_lease(s: SupervisorState, until: datetime) -> None:
+async def extend_lease(s: SupervisorState, until: datetime, why: str = "agent progressing") -> None:
     assert s.sandbox_id is not None
     # Marked first: a failed extension is not retried on every look (the lease then ends, the
     # sandbox pauses, and the run wakes it).
@@ -27,7 +27,7 @@ async def extend_lease(s: SupervisorState, until: datetime) -> None:
         s.spec,
         s.sandbox_id,
         until,
-        "agent progressing",
+        why,
         micros_per_second=rate,
         route=host_steps.current_route(s),
     )

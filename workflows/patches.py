@@ -77,3 +77,6 @@ FAIL_FAST_PATCH = "fail-fast-hopeless"
 # lease_end_either`): an extension that landed on a sandbox just paused at its lease end moved
 # the provider's end past now, and the pause was taken for someone else's (issue #36).
 LEASE_END_EITHER_PATCH = "lease-end-either-record"
+# Runs that meet this marker, when their spec has `done_when`, run those checks in the sandbox
+# after the agent exits 0 and start it again there with a failed one (workflows/done_steps.py).
+DONE_CHECKS_PATCH = "done-checks"

@@ -83,6 +83,24 @@ ACTION_TIMEOUT = timedelta(minutes=2)
 # stall noticed 2 min late so). A checkpoint read takes well under a second.
 STALL_READ_TIMEOUT = timedelta(seconds=15)
 
+# A done check (activities.done_checks): its own limit (the spec's) plus this for the kill
+# after it and the answer; a few tries for a worker or a provider lost meanwhile (a check runs
+# again harmlessly), then the run goes on from its checkpoint in a new sandbox.
+DONE_CHECK_GRACE = timedelta(minutes=2)
+DONE_CHECK_HEARTBEAT = timedelta(seconds=60)
+DONE_CHECK_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=2),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(minutes=1),
+    maximum_attempts=5,
+    non_retryable_error_types=NON_RETRYABLE_TYPES,
+)
+
+
+def done_check_timeout(check_seconds: float) -> timedelta:
+    return timedelta(seconds=check_seconds) + DONE_CHECK_GRACE
+
+
 # Cleanup on the way out must not hold the run hostage: fewer attempts.
 CLEANUP_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1),

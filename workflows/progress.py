@@ -94,4 +94,6 @@ def run_result(s: SupervisorState, now: datetime) -> RunResult:
         spend_model_usd=round(talk.model_usd(s), 4),
         safety_net=safety_net.summary(s, now),
         checkpoint_json=parsed_for_result(s.checkpoint, s.checkpoint_is_json),
+        done_checks=list(s.done_results),
+        done_checks_used=s.done_checks_used,
     )

@@ -18,6 +18,7 @@ from overnight.agent_requests import (
     WaitRequest,
 )
 from overnight.checkpoint_text import CheckpointFacts
+from overnight.done_check import DoneCheck
 from overnight.models import (
     Budget,
     DailyLimit,
@@ -226,3 +227,11 @@ class SupervisorState(BaseModel):
     # The create's last failed try, as its activity told (overnight/retry_note.py), while it
     # waits for the next; runs begun with `fail_fast` only. None once the create ends.
     waiting_on: RetryNote | None = None
+    # The done check (workflows.done; runs with `done_when`): failed rounds counted against
+    # `budget.max_done_checks`, agents started again for one (their start keys), the latest
+    # round's checks in order, and the failure the agent is to be started again with (kept
+    # while a person decides).
+    done_checks_used: int = 0
+    done_rounds: int = 0
+    done_results: list[DoneCheck] = Field(default_factory=list)
+    done_pending: str | None = None

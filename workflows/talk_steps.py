@@ -236,9 +236,10 @@ async def _pause(s: SupervisorState, why: str) -> None:
     s.sandbox_paused = True
 
 
-async def _wake(s: SupervisorState, why: str) -> bool:
+async def _wake(s: SupervisorState, why: str, *, agent_ended: bool = False) -> bool:
     """The same sandbox carries on (a fresh lease); False when it could not be woken (or its
-    agent, which its pause ended, could not be started again)."""
+    agent, which its pause ended, could not be started again). `agent_ended`: its agent had
+    exited before the pause (a done check's), so none is started again after the wake."""
     assert s.sandbox_id is not None
     was_paused = s.sandbox_paused
     room = money.next_lease_micros(s) if money.keeps_account(s) else None
@@ -255,7 +256,15 @@ async def _wake(s: SupervisorState, why: str) -> bool:
     s.sandbox_paused = False
     # The stall clock starts again from the wake.
     s.last_progress_at = now
+    if agent_ended:
+        return True
     return await after_wake(s, info, was_paused=was_paused)
+
+
+async def wake_in_place(s: SupervisorState, why: str, *, agent_ended: bool) -> bool:
+    """Wake a sandbox paused where it stood for a person (`pause_in_place`)."""
+    s.paused_in_place = False
+    return await _wake(s, why, agent_ended=agent_ended)
 
 
 def _done_waiting(s: SupervisorState) -> None:

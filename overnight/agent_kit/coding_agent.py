@@ -343,7 +343,7 @@ class Adapter:
                 prompt = RESUME_PROMPT + (
                     f" (overnight restarted you: {restarted})" if restarted else ""
                 )
-                return "resume", prompt
+                return "resume", self.done_check_prompt() or prompt
             kept = " nor in the session store" if self.store is not None else ""
             self.note(
                 f"session {session} cannot be resumed: its transcript is not in this sandbox"
@@ -366,7 +366,17 @@ class Adapter:
             else:
                 self.note("a new session")
         self.save("starting the CLI")
-        return "new", self.seeded_prompt() if seeded else self.config.prompt
+        prompt = self.seeded_prompt() if seeded else self.config.prompt
+        failure = self.done_check_prompt()
+        return "new", f"{prompt}\n\n---\n{failure}" if failure else prompt
+
+    def done_check_prompt(self) -> str:
+        """Started again for a failed done check: the failure, as the next prompt ("": not)."""
+        failure = kit.done_check_failure()
+        if failure is None:
+            return ""
+        self.note_once("done-check", f"{clis.clip(kit.restart_reason(), 200)}: told the CLI")
+        return failure
 
     def seeded_prompt(self) -> str:
         cp = self.checkpoint

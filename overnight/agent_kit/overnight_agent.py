@@ -50,6 +50,30 @@ def restart_reason() -> str:
     return os.environ.get("OVERNIGHT_RESTART_REASON", "")
 
 
+# A failed done check (the spec's `done_when`): overnight started this agent again, in the same
+# sandbox, with a restart reason beginning DONE_CHECK_REASON and the check's command and the
+# tail of its output in DONE_CHECK_FILE (overnight.done_check).
+DONE_CHECK_FILE = "/workspace/.overnight/done-check.txt"
+DONE_CHECK_REASON = "done check failed"
+MAX_DONE_CHECK_BYTES = 64 * 1024
+
+
+def done_check_failure() -> str | None:
+    """Why overnight started this agent again after it exited 0: the done check that failed
+    (its command, how it ended, the tail of its output), or None when this start is not for
+    one. Fix what it says and exit 0 again: overnight runs every check again."""
+    reason = restart_reason()
+    if not reason.startswith(DONE_CHECK_REASON):
+        return None
+    path = os.environ.get("OVERNIGHT_DONE_CHECK_FILE", DONE_CHECK_FILE)
+    try:
+        with open(path, "rb") as source:
+            data = source.read(MAX_DONE_CHECK_BYTES)
+    except OSError:
+        return reason
+    return data.decode("utf-8", errors="replace").strip() or reason
+
+
 def checkpoint_path() -> str:
     return os.environ.get("OVERNIGHT_CHECKPOINT", "/workspace/checkpoint.json")
 

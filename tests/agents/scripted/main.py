@@ -17,6 +17,10 @@ contract asks, to `$OVERNIGHT_CHECKPOINT`:
   print a line, hold (`AGENT_LATER_HOLD` seconds, default `AGENT_HOLD`), and finish (handing
   over `AGENT_FINISH_SUMMARY` and the JSON object `AGENT_FINISH_OUTPUTS` the way the kit's
   `finish()` does, when set). For the tests of what overnight keeps of an agent's output.
+- `done-check`: one start of an agent whose work a done check judges: it notes the start's
+  restart reason and what the kit's `done_check_failure()` says (the failed check, from
+  `/workspace/.overnight/done-check.txt`) in its checkpoint, writes `fixed.txt` in its `cwd`
+  on its `AGENT_FIX_ON_START`-th start (default 2; 0: never), and exits 0.
 - `escape`: try to write each host path in `AGENT_ESCAPE_PATHS` (`:`-separated), write a
   checkpoint saying how each try went, and exit 0.
 - `steps`: three steps, a checkpoint after each, resumed from the checkpoint; crashes once per
@@ -145,6 +149,26 @@ def loud_crash(path: Path) -> int:
     return 3
 
 
+def done_check(path: Path) -> int:
+    import overnight_agent as kit  # on every sandbox's PYTHONPATH
+
+    checkpoint = json.loads(path.read_text()) if path.exists() else {"starts": 0, "notes": []}
+    checkpoint["starts"] += 1
+    starts = checkpoint["starts"]
+    failure = kit.done_check_failure()
+    checkpoint["notes"].append(f"start {starts}: {kit.restart_reason() or 'first start'}")
+    checkpoint["told"] = failure
+    fix_on = int(os.environ.get("AGENT_FIX_ON_START", "2"))
+    if fix_on and starts >= fix_on:
+        Path("fixed.txt").write_text(f"fixed on start {starts}\n")
+        checkpoint["next"] = "done: fixed"
+    else:
+        checkpoint["next"] = "done (not fixed)"
+    write(path, json.dumps(checkpoint).encode())
+    print(f"start {starts} done", flush=True)
+    return 0
+
+
 def main() -> int:
     mode = os.environ["AGENT_MODE"]
     hold = float(os.environ.get("AGENT_HOLD", "3"))
@@ -176,6 +200,8 @@ def main() -> int:
         return 0
     if mode == "loud-crash":
         return loud_crash(path)
+    if mode == "done-check":
+        return done_check(path)
     if mode == "last-words":
         write(path, json.dumps({"step": 1, "next": "last words"}).encode())
         time.sleep(hold)

@@ -1,0 +1,66 @@
+"""`FakeWorld` with the done check: each command of `done_when` answers from a script of
+outcomes (pass, fail with an exit code, time out), and every check and every start the run
+asked for is recorded for the test to read."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from temporalio import activity
+
+from activities.models import ActivityName, AgentStarted, RunDoneCheckInput, StartAgentInput
+from overnight.done_check import DoneCheck
+from tests.workflows.fakes import FakeWorld
+
+# A scripted outcome: 0 passes, another int fails with that exit code, "timeout" is ended.
+Outcome = int | str
+
+
+class DoneWorld(FakeWorld):
+    def __init__(self) -> None:
+        super().__init__()
+        self.checks: list[RunDoneCheckInput] = []
+        self.outcomes: dict[str, list[Outcome]] = {}
+        self.start_inputs: list[StartAgentInput] = []
+
+    def check_outcomes(self, command: str, *outcomes: Outcome) -> DoneWorld:
+        """What `command` does on its 1st, 2nd, ... run; then it passes."""
+        self.outcomes[command] = list(outcomes)
+        return self
+
+    def activities(self) -> list[Callable[..., Any]]:
+        return [*super().activities(), self.run_done_check]
+
+    @activity.defn(name=ActivityName.RUN_DONE_CHECK)
+    async def run_done_check(self, request: RunDoneCheckInput) -> DoneCheck:
+        box = self._answering(request.sandbox_id)
+        self.checks.append(request)
+        self.log.append(f"check {request.index} in {box.sandbox_id}")
+        queue = self.outcomes.get(request.command, [])
+        outcome = queue.pop(0) if queue else 0
+        timed_out = outcome == "timeout"
+        code = 124 if timed_out else int(outcome)
+        passed = code == 0
+        return DoneCheck(
+            command=request.command,
+            index=request.index,
+            round=request.round,
+            passed=passed,
+            exit_code=code,
+            timed_out=timed_out,
+            seconds=request.timeout_seconds if timed_out else 0.5,
+            tail="all good" if passed else f"FAILED: {request.command} said no",
+            at=activity.info().current_attempt_scheduled_time,
+        )
+
+    @activity.defn(name=ActivityName.START_AGENT)
+    async def start_agent(self, request: StartAgentInput) -> AgentStarted:
+        self.start_inputs.append(request)
+        started = await FakeWorld.start_agent(self, request)
+        if not request.done_round:
+            return started
+        process_id = f"{started.process_id}-d{request.done_round}"
+        self.box(request.attempt).process_id = process_id
+        self.starts[-1].process_id = process_id
+        return started.model_copy(update={"process_id": process_id})

@@ -1,0 +1,106 @@
+"""The done check on the time-skipping server: after the agent exits 0 the `done_when`
+commands run in its sandbox; a failure starts the agent again there with a fresh process and
+the failure as its restart reason; failed rounds used up make the run need a person, and an
+extension gives the agent the failure again."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio.client import Client
+
+from overnight.models import Budget, BudgetExtension
+from tests.workflows.done_world import DoneWorld
+from tests.workflows.fakes import exits, progress
+from tests.workflows.harness import eventually, keep_history, make_spec, started_run, until_state
+
+
+async def test_a_failed_check_starts_the_agent_again_in_its_sandbox_until_it_passes(
+    client: Client,
+) -> None:
+    world = DoneWorld().check_outcomes("pytest -q", 1)
+    world.script(1, [progress("cp-1"), exits(0), exits(0, final="cp-2")])
+    spec = make_spec(done_when=["pytest -q", "ruff check ."])
+    async with started_run(client, world, spec) as handle:
+        result = await handle.result()
+        await keep_history(handle, "done_check_retried")
+
+    # One sandbox: the agent was started again in it, not restarted from the checkpoint.
+    assert [entry for entry in world.log if entry.startswith(("create", "start", "check"))] == [
+        "create box-1",
+        "check 0 in box-1",
+        "start agent in box-1",
+        "check 0 in box-1",
+        "check 1 in box-1",
+    ]
+    again = world.start_inputs[0]
+    assert again.restart_reason == "done check failed: `pytest -q` (exit 1)"
+    assert (again.done_round, again.output_of) == (1, "agent-1-0")
+    assert [(c.command, c.round, c.cwd) for c in world.checks] == [
+        ("pytest -q", 1, "/workspace/app"),
+        ("pytest -q", 2, "/workspace/app"),
+        ("ruff check .", 2, "/workspace/app"),
+    ]
+    assert (result.outcome, result.attempts, result.restarts) == ("finished", 1, 0)
+    assert result.done_checks_used == 1
+    assert [(c.command, c.passed, c.tail) for c in result.done_checks] == [
+        ("pytest -q", True, "all good"),
+        ("ruff check .", True, "all good"),
+    ]
+    assert result.checkpoint == "cp-2"
+    assert world.stopped == ["box-1"]
+
+
+async def test_used_up_checks_need_a_person_naming_the_check_and_an_extension_tries_again(
+    client: Client,
+) -> None:
+    world = DoneWorld().check_outcomes("pytest -q", 1, 1, "timeout")
+    world.script(1, [exits(0)] * 4)
+    spec = make_spec(done_when=["pytest -q"], done_check_timeout_seconds=30)
+    async with started_run(client, world, spec) as handle:
+        waiting = await until_state(handle, "needs_attention")
+        await eventually(lambda: _last(world.log), lambda entry: entry == "pause box-1")
+        await handle.signal("extend_budget", BudgetExtension(done_checks=1))
+        result = await handle.result()
+        await keep_history(handle, "done_checks_used_up")
+
+    assert waiting.attention_reason == (
+        "done checks used up (3 failed rounds of 3 allowed): last, `pytest -q` "
+        "(timed out after 30 s and was ended)"
+    )
+    assert waiting.done_checks_used == 3
+    assert waiting.done_checks[-1].timed_out
+    # Twice started again before the person, once after: all in the one sandbox, paused for
+    # the person where it stood and woken by the extension.
+    assert [start.done_round for start in world.start_inputs] == [1, 2, 3]
+    assert world.start_inputs[2].restart_reason == (
+        "done check failed: `pytest -q` (timed out after 30 s and was ended)"
+    )
+    assert world.paused == ["box-1"] and world.wakes == ["box-1"]
+    assert [box.sandbox_id for box in world.sandboxes.values()] == ["box-1"]
+    assert (result.outcome, result.done_checks_used, result.restarts) == ("finished", 3, 0)
+
+
+async def test_a_lease_too_short_for_a_check_is_extended_before_it(client: Client) -> None:
+    world = DoneWorld()
+    world.lease = timedelta(minutes=5)
+    world.script(1, [exits(0)])
+    spec = make_spec(done_when=["pytest -q"], done_check_timeout_seconds=600)
+    async with started_run(client, world, spec) as handle:
+        result = await handle.result()
+
+    assert result.outcome == "finished"
+    assert len(world.extends) == 1
+    assert world.log.index("check 0 in box-1") > 0
+
+
+async def test_a_run_without_done_when_runs_no_check(client: Client) -> None:
+    world = DoneWorld()
+    world.script(1, [exits(0)])
+    async with started_run(client, world, make_spec(budget=Budget(max_done_checks=0))) as handle:
+        result = await handle.result()
+    assert result.outcome == "finished" and world.checks == [] and result.done_checks == []
+
+
+async def _last(log: list[str]) -> str:
+    return log[-1] if log else ""

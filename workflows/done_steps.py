@@ -1,0 +1,124 @@
+"""AgentRun's done check: the `done_when` commands run after the agent exits 0, and the agent
+started again in the same sandbox with the one that failed.
+
+Workflow code (the activities through `calls`); the decisions are in `workflows.done` and
+`decide.after_done_checks`. Behind `DONE_CHECKS_PATCH`, asked only by runs with `done_when`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError
+
+with workflow.unsafe.imports_passed_through():
+    from overnight.done_check import DoneCheck
+    from workflows import calls, done, host_steps, lease_steps, talk_steps
+    from workflows.decide import (
+        Decision,
+        DoneRound,
+        Finish,
+        after_done_checks,
+        restart_within_budget,
+    )
+    from workflows.notice import note_last_words
+    from workflows.patches import DONE_CHECKS_PATCH
+    from workflows.state import SupervisorState
+
+Publish = Callable[[SupervisorState], None]
+
+
+async def after_exit_zero(s: SupervisorState, publish: Publish) -> Decision | None:
+    """The agent exited 0: `Finish` when it has no checks or they all pass, else what follows
+    a failed one (None: the run was cancelled meanwhile)."""
+    if not done.wanted(s) or not workflow.patched(DONE_CHECKS_PATCH):
+        return Finish()
+    assert s.sandbox_id is not None
+    if s.sandbox_paused and not await talk_steps.wake_in_place(
+        s, "the agent finished: its done check", agent_ended=True
+    ):
+        why = "sandbox paused as its agent finished could not be woken for the done check"
+        return restart_within_budget(s, why, workflow.now())
+    round_number = s.done_checks_used + 1
+    checks: list[DoneCheck] = []
+    s.done_results = checks  # the status shows the round as it goes
+    for index in range(len(s.spec.done_when)):
+        target = done.lease_target(s, workflow.now())
+        if target is not None:
+            await lease_steps.extend_lease(s, target, "done check")
+        ran = await _interruptible(s, index, round_number)
+        if ran is None:
+            return None
+        if isinstance(ran, str):
+            why = f"done check {index + 1} could not be run: {ran}"
+            return restart_within_budget(s, why, workflow.now())
+        checks.append(ran)
+        publish(s)
+        if not ran.passed:
+            break
+    failed = done.record_round(s, checks)
+    if failed is not None:
+        workflow.logger.info("done check failed: %s", s.done_pending)
+    return after_done_checks(s, workflow.now())
+
+
+async def _interruptible(
+    s: SupervisorState, index: int, round_number: int
+) -> DoneCheck | str | None:
+    """One check, given up when the run is cancelled (None); why it could not be run (str)."""
+    assert s.sandbox_id is not None
+    task = asyncio.ensure_future(
+        calls.run_done_check(
+            s.spec,
+            s.sandbox_id,
+            index,
+            round_number,
+            s.attempt,
+            route=host_steps.current_route(s),
+        )
+    )
+    await workflow.wait_condition(lambda: task.done() or s.cancel_requested)
+    if not task.done():
+        task.cancel()
+        return None
+    try:
+        return task.result()
+    except ActivityError as err:
+        calls.reraise_cancellation(err)
+        return calls.describe(err)
+
+
+async def start_again(s: SupervisorState, decision: DoneRound) -> str | None:
+    """Start the agent again in its sandbox with a fresh process, its restart reason naming
+    the failed check (the file `DONE_CHECK_FILE` holds its output); why a restart from the
+    checkpoint is needed instead when it could not be (None: it runs)."""
+    assert s.sandbox_id is not None
+    if (s.paused_in_place or s.sandbox_paused) and not await talk_steps.wake_in_place(
+        s, "budget extended: the agent starts again on its done check", agent_ended=True
+    ):
+        return "sandbox paused for its done check could not be woken"
+    s.done_rounds += 1
+    s.done_pending = None
+    ended = s.process_id
+    try:
+        started = await calls.start_agent(
+            s.spec,
+            s.sandbox_id,
+            s.attempt,
+            s.process_fresh_start,
+            ended,
+            done_round=s.done_rounds,
+            done_reason=decision.reason,
+            route=host_steps.current_route(s),
+        )
+    except ActivityError as err:
+        calls.reraise_cancellation(err)
+        return f"could not start the agent again for its done check: {calls.describe(err)}"
+    now = workflow.now()
+    note_last_words(s, started.previous_output, f"finished (exit 0), then {decision.reason}", now)
+    s.process_id = started.process_id
+    s.last_progress_at = now
+    s.state = "running"
+    return None
