@@ -40,7 +40,7 @@ from overnight.done_check import (
     failure_file_text,
     outcome,
 )
-from overnight.output_tail import cut_tail, secret_values
+from overnight.output_tail import cut_tail, redact, secret_values
 
 logger = logging.getLogger(__name__)
 
@@ -60,12 +60,22 @@ WRAPPER_STDERR_BYTES = 4096
 
 def check_script(command: str, env: Mapping[str, str], timeout_seconds: float) -> str:
     """The bash script that runs `command` with `env`, ended at `timeout_seconds`, its output's
-    last `OUTPUT_READ_BYTES` printed; it exits with the check's own status."""
+    last `OUTPUT_READ_BYTES` printed; it exits with the check's own status. What the check
+    left running in its process group (`timeout` leads one) is ended with it: a server it
+    started in the background would otherwise hold the output open, and the answer, until
+    the provider's backstop."""
     exports = "".join(f"export {name}={shlex.quote(value)}\n" for name, value in env.items())
     return (
         f"{exports}"
-        f"timeout --kill-after={KILL_AFTER_SECONDS} {timeout_seconds:g} "
-        f"bash -c {shlex.quote(command)} </dev/null 2>&1 | tail -c {OUTPUT_READ_BYTES}\n"
+        "{\n"
+        f"  timeout --kill-after={KILL_AFTER_SECONDS} {timeout_seconds:g} "
+        f"bash -c {shlex.quote(command)} </dev/null 2>&1 &\n"
+        "  check=$!\n"
+        '  wait "$check"\n'
+        "  status=$?\n"
+        '  kill -KILL -- "-$check" 2>/dev/null\n'
+        '  exit "$status"\n'
+        f"}} | tail -c {OUTPUT_READ_BYTES}\n"
         "status=${PIPESTATUS[0]}\n"
         f'if [ "$status" = 0 ]; then rm -f {DONE_CHECK_FILE}; fi\n'
         'exit "$status"\n'
@@ -137,7 +147,8 @@ class DoneCheckActivities:
                 data, secrets, from_start=whole, lines=FILE_TAIL_LINES, max_bytes=FILE_TAIL_BYTES
             )
             how = outcome(check, input.timeout_seconds)
-            text = failure_file_text(input.command, how, told.text, told.truncated)
+            command = redact(input.command, secrets)
+            text = failure_file_text(command, how, told.text, told.truncated)
             await self._tell_agent(provider, input.sandbox_id, text)
         return check
 

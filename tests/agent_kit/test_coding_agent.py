@@ -66,7 +66,10 @@ with open(calls, "a") as out:
 argv = sys.argv[1:]
 flag = "--session-id" if "--session-id" in argv else "--resume"
 session = argv[argv.index(flag) + 1]
-sys.stdin.read()
+prompt = sys.stdin.read()
+if os.environ.get("FAKE_PROMPTS"):
+    with open(os.environ["FAKE_PROMPTS"], "a") as out:
+        out.write(json.dumps(prompt) + "\n")
 import re
 projects = os.path.join(os.environ["HOME"], ".claude", "projects")
 folder = os.path.join(projects, re.sub("[^A-Za-z0-9]", "-", os.getcwd()))
@@ -108,7 +111,9 @@ for action in script[min(number, len(script) - 1)]:
 '''
 
 
-def _adapter(tmp_path: Path, script: list[Any], **config: Any) -> tuple[int, str, Path]:
+def _adapter(
+    tmp_path: Path, script: list[Any], env_extra: dict[str, str] | None = None, **config: Any
+) -> tuple[int, str, Path]:
     cli = tmp_path / "fake-claude"
     cli.write_text(FAKE_CLI.replace("PYTHON", sys.executable))
     cli.chmod(0o755)
@@ -135,6 +140,8 @@ def _adapter(tmp_path: Path, script: list[Any], **config: Any) -> tuple[int, str
         "OVERNIGHT_ANSWERS_DIR": str(tmp_path / "answers"),
         "FAKE_SCRIPT": str(tmp_path / "script.json"),
         "FAKE_CALLS": str(tmp_path / "calls.jsonl"),
+        "FAKE_PROMPTS": str(tmp_path / "prompts.jsonl"),
+        **(env_extra or {}),
     }
     done = subprocess.run(
         [sys.executable, str(KIT / "coding_agent.py"), "--config", str(path)],
@@ -164,6 +171,40 @@ def test_a_config_it_cannot_run_is_one_line_and_exit_2(tmp_path: Path) -> None:
     ]
     code, out, _ = _adapter(tmp_path, [[SUCCESS]], cli="/nowhere/claude")
     assert code == 2 and "not an executable at '/nowhere/claude'" in out
+
+
+def test_a_failed_done_check_is_the_resumed_sessions_next_prompt(tmp_path: Path) -> None:
+    code, out, _ = _adapter(tmp_path, [[["tool", "one"], SUCCESS], [SUCCESS]])
+    assert code == 0, out
+    told = tmp_path / "done-check.txt"
+    told.write_text("command: pytest -q\nresult: exit 1\n\noutput:\nFAILED test_due_dates\n")
+    again = {
+        "OVERNIGHT_RESTART_REASON": "done check failed: `pytest -q` (exit 1)",
+        "OVERNIGHT_DONE_CHECK_FILE": str(told),
+    }
+    code, out, _ = _adapter(tmp_path, [[["tool", "one"], SUCCESS], [SUCCESS]], again)
+    assert code == 0, out
+    calls = _calls(tmp_path)
+    session = calls[0][calls[0].index("--session-id") + 1]
+    assert calls[1][:2] == ["--resume", session]  # the same session, told what failed
+    prompts = [json.loads(line) for line in (tmp_path / "prompts.jsonl").read_text().splitlines()]
+    assert prompts[0] == "Do it."
+    assert prompts[1] == told.read_text().strip()
+    notes = _checkpoint(tmp_path)["notes"]
+    assert "done check failed: `pytest -q` (exit 1): told the CLI" in notes
+
+
+def test_a_done_check_file_left_from_before_is_not_a_later_starts_prompt(tmp_path: Path) -> None:
+    told = tmp_path / "done-check.txt"
+    told.write_text("command: pytest -q\nresult: exit 1\n")
+    again = {
+        "OVERNIGHT_RESTART_REASON": "context window full: fresh start",
+        "OVERNIGHT_DONE_CHECK_FILE": str(told),
+    }
+    code, out, _ = _adapter(tmp_path, [[SUCCESS]], again)
+    assert code == 0, out
+    prompts = [json.loads(line) for line in (tmp_path / "prompts.jsonl").read_text().splitlines()]
+    assert prompts == ["Do it."]
 
 
 def test_a_usage_limit_with_no_reset_time_is_the_backoff_said_in_next(tmp_path: Path) -> None:

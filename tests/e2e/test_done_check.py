@@ -1,0 +1,146 @@
+"""The done check end to end: the real dev server, a worker in this process, real sandboxes
+(local; and Runtime's, through the strict fake Runtime API and the real SDK) and the scripted
+agent, which reads what the kit's `done_check_failure()` tells it and fixes its work on a
+later start (`AGENT_FIX_ON_START`).
+
+The check is `test -f fixed.txt` in the agent's `cwd`: it fails until the agent wrote the file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+
+import pytest
+from temporalio.client import Client
+
+from fakes.runtime import FakeRuntime
+from overnight.cli import client as api
+from overnight.models import Budget, RunSpec
+from tests.e2e.helpers import wait_for_status
+from tests.live import in_process_worker, new_run_id, nothing_left_running, scripted_spec
+
+CHECK = "test -f fixed.txt || { echo 'fixed.txt is missing'; exit 1; }"
+SHOWN = "`test -f fixed.txt || { echo 'fixed.txt is missing'; exit 1; }`"
+
+
+def done_spec(run_id: str, root: Path, *, fix_on_start: int, **changes: object) -> RunSpec:
+    return scripted_spec(
+        run_id,
+        root,
+        "done-check",
+        env={"AGENT_FIX_ON_START": str(fix_on_start)},
+        done_when=["echo checking", CHECK],
+        **changes,
+    )
+
+
+async def finishes_after_one_failed_check(client: Client, queue: str, spec: RunSpec) -> None:
+    began = time.monotonic()
+    await api.start_run(client, spec, task_queue=queue)
+    result = await asyncio.wait_for(api.wait_result(client, spec.run_id), timeout=120)
+    took = time.monotonic() - began
+
+    status = await api.get_status(client, spec.run_id)
+    why = [record.reason for record in status.restarts]
+    assert (result.outcome, result.attempts, result.restarts) == ("finished", 1, 0), (took, why)
+    assert result.done_checks_used == 1
+    assert [(c.command, c.passed, c.round) for c in result.done_checks] == [
+        ("echo checking", True, 2),
+        (CHECK, True, 2),
+    ]
+    assert result.done_checks[0].tail == "checking"
+    checkpoint = json.loads(result.checkpoint or "{}")
+    # Started again in the same sandbox (attempt 1), its reason naming the failed check, and
+    # the kit read the failure's file: the command and what it printed.
+    assert checkpoint["starts"] == 2 and checkpoint["next"] == "done: fixed"
+    assert checkpoint["notes"] == [
+        "start 1: first start",
+        f"start 2: done check failed: {SHOWN} (exit 1)",
+    ]
+    told = checkpoint["told"]
+    assert f"command: {CHECK}" in told and "result: exit 1" in told
+    assert "fixed.txt is missing" in told
+
+
+@pytest.mark.timeout(180)
+async def test_a_failed_check_starts_the_agent_again_until_it_passes_local(
+    dev_client: Client, task_queue: str, runs: list[str], tmp_path: Path
+) -> None:
+    spec = done_spec(new_run_id("donecheck"), tmp_path, fix_on_start=2)
+    runs.append(spec.run_id)
+    await finishes_after_one_failed_check(dev_client, task_queue, spec)
+
+
+@pytest.mark.timeout(240)
+async def test_a_failed_check_starts_the_agent_again_until_it_passes_runtime(
+    dev_client: Client, tmp_path: Path
+) -> None:
+    runtime_home = tmp_path / "runtime-home"
+    spec = done_spec(new_run_id("rtdone"), tmp_path, fix_on_start=2, provider="runtime")
+    with pytest.MonkeyPatch.context() as env:
+        async with (
+            FakeRuntime.local(runtime_home) as fake,
+            nothing_left_running(dev_client, [runtime_home]) as runs,
+            in_process_worker(dev_client, "rtdone") as queue,
+        ):
+            fake.use(env, tmp_path / "config")
+            runs.append(spec.run_id)
+            await finishes_after_one_failed_check(dev_client, queue, spec)
+            # One sandbox for the whole run: the agent was started again inside it.
+            assert fake.sandbox_named(f"{spec.run_id}-1") is not None
+            assert fake.sandbox_named(f"{spec.run_id}-2") is None
+
+
+@pytest.mark.timeout(180)
+async def test_three_failed_checks_need_attention_naming_the_check(
+    dev_client: Client, task_queue: str, runs: list[str], tmp_path: Path
+) -> None:
+    spec = done_spec(new_run_id("donefail"), tmp_path, fix_on_start=0)
+    runs.append(spec.run_id)
+    await api.start_run(dev_client, spec, task_queue=task_queue)
+    status = await wait_for_status(
+        dev_client, spec.run_id, lambda s: s.state == "needs_attention", timeout=120
+    )
+
+    assert status.attention_reason == (
+        f"done checks used up (3 failed rounds of 3 allowed): last, {SHOWN} (exit 1)"
+    )
+    assert (status.attempt, status.restarts_used, status.done_checks_used) == (1, 0, 3)
+    failed = status.done_checks[-1]
+    assert (failed.command, failed.passed, failed.tail) == (CHECK, False, "fixed.txt is missing")
+    await api.cancel_run(dev_client, spec.run_id, reason="test over")
+    result = await asyncio.wait_for(api.wait_result(dev_client, spec.run_id), timeout=60)
+    assert result.outcome == "cancelled"
+
+
+@pytest.mark.timeout(180)
+async def test_a_hanging_check_is_ended_at_its_limit(
+    dev_client: Client, task_queue: str, runs: list[str], tmp_path: Path
+) -> None:
+    spec = scripted_spec(
+        new_run_id("donehang"),
+        tmp_path,
+        "done-check",
+        done_when=["echo checking for ever; sleep 600"],
+        done_check_timeout_seconds=3,
+        budget=Budget(max_done_checks=1),
+    )
+    runs.append(spec.run_id)
+    await api.start_run(dev_client, spec, task_queue=task_queue)
+    status = await wait_for_status(
+        dev_client, spec.run_id, lambda s: s.state == "needs_attention", timeout=120
+    )
+
+    assert status.attention_reason == (
+        "done checks used up (1 failed round of 1 allowed): last, "
+        "`echo checking for ever; sleep 600` (timed out after 3 s and was ended)"
+    )
+    [hung] = status.done_checks
+    assert hung.timed_out and not hung.passed and hung.tail == "checking for ever"
+    assert 3 <= hung.seconds < 12, hung.seconds
+    await api.cancel_run(dev_client, spec.run_id, reason="test over")
+    result = await asyncio.wait_for(api.wait_result(dev_client, spec.run_id), timeout=60)
+    assert result.outcome == "cancelled"
