@@ -104,6 +104,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="H",
         help="hours more the agent's questions and waits may pause it",
     )
+    extend.add_argument(
+        "--done-checks",
+        type=int,
+        default=0,
+        metavar="N",
+        help="failed rounds more of the done check (done_when) before it needs you again",
+    )
 
     answer = commands.add_parser("answer", help="answer the question a run's agent asks")
     answer.add_argument("run_id", help=RUN_NAME_HELP)
@@ -326,13 +333,16 @@ async def _extend(args: argparse.Namespace) -> int:
             hours=args.hours,
             spend_usd=args.spend,
             wait_hours=args.wait_hours,
+            done_checks=args.done_checks,
         )
     except ValidationError as err:
         first = err.errors()[0]
         flag = str(first["loc"][0]).replace("spend_usd", "spend").replace("_", "-")
         raise BadInput(f"--{flag}: {first['msg']}") from None
     if extension.is_empty():
-        raise BadInput("nothing to add: give --restarts, --hours, --spend or --wait-hours")
+        raise BadInput(
+            "nothing to add: give --restarts, --hours, --spend, --wait-hours or --done-checks"
+        )
     client = await _connect(args)
     await api.extend_budget(client, await api.workflow_id_of(client, args.run_id), extension)
     print(f"asked {args.run_id} to extend its budget by {render.extension_text(extension)}")

@@ -14,7 +14,14 @@ from overnight.agent_text import terminal_safe as terminal_safe  # its home is a
 from overnight.checkpoint_text import parse
 from overnight.cli.client import ReapedSandbox, RunSummary
 from overnight.models import BudgetExtension, RunResult, RunStatus
-from overnight.status_lines import age, money_line, safety_net_line, snapshot_line, talk_lines
+from overnight.status_lines import (
+    age,
+    done_check_line,
+    money_line,
+    safety_net_line,
+    snapshot_line,
+    talk_lines,
+)
 
 # `overnight status` shows this many lines of the last words (`overnight logs` has the rest).
 STATUS_TAIL_LINES = 10
@@ -90,6 +97,9 @@ def status_text(status: RunStatus, *, now: datetime, ui_url: str | None) -> str:
     net = safety_net_line(status.safety_net)
     if net:
         lines.append(f"  safety net:    {net}")
+    done = done_check_line(status)
+    if done:
+        lines.append(f"  done check:    {terminal_line(done)}")
     if ui_url:
         lines.append(f"  Web UI:        {ui_url}")
     words = status.last_words
@@ -240,4 +250,7 @@ def extension_text(extension: BudgetExtension) -> str:
         parts.append(f"${extension.spend_usd:.2f}")
     if extension.wait_hours:
         parts.append(f"{extension.wait_hours:g} h of waits")
+    if extension.done_checks:
+        checks = extension.done_checks
+        parts.append(f"{checks} failed done-check round{'s' if checks != 1 else ''}")
     return ", ".join(parts) or "nothing"

@@ -112,6 +112,7 @@ def test_garbage_arguments_exit_2_with_one_line(
         (["--hours", "-0.5"], "--hours"),
         (["--spend", "-3"], "--spend"),
         (["--wait-hours", "-1"], "--wait-hours"),
+        (["--done-checks", "-1"], "--done-checks"),
         ([], "nothing to add"),
     ],
 )

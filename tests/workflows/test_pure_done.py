@@ -112,7 +112,8 @@ def test_no_done_checks_allowed_means_the_first_failure_needs_a_person() -> None
     s = finished_agent(spec=spec(budget=Budget(max_done_checks=0)))
     done.record_round(s, [check("pytest -q", passed=False)])
     decision = after_done_checks(s, NOW)
-    assert isinstance(decision, NeedsAttention) and "(1 failed round of 0 allowed)" in decision.reason
+    assert isinstance(decision, NeedsAttention)
+    assert "(1 failed round of 0 allowed)" in decision.reason
 
 
 def test_hours_used_up_after_a_failed_round_need_a_person_with_the_failure_kept() -> None:
@@ -210,9 +211,7 @@ def test_a_passing_round_shows_every_checks_tail() -> None:
         ("pytest -q", "list"),
     ],
 )
-def test_the_spec_refuses_bad_done_when_before_anything_starts(
-    done_when: Any, wrong: str
-) -> None:
+def test_the_spec_refuses_bad_done_when_before_anything_starts(done_when: Any, wrong: str) -> None:
     fields = {
         "run_id": "x",
         "repo": "file:///tmp/repo",
