@@ -79,9 +79,15 @@ async def _interruptible(
             route=host_steps.current_route(s),
         )
     )
-    await workflow.wait_condition(lambda: task.done() or s.cancel_requested)
-    if not task.done():
-        task.cancel()
+    given_up = False
+    try:
+        await workflow.wait_condition(lambda: task.done() or s.cancel_requested)
+    finally:
+        # A `cancel` signal, or a Temporal cancellation of the run: the check is not waited for.
+        if not task.done():
+            task.cancel()
+            given_up = True
+    if given_up:
         return None
     try:
         return task.result()

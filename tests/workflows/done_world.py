@@ -8,10 +8,11 @@ from collections.abc import Callable
 from typing import Any
 
 from temporalio import activity
+from temporalio.exceptions import ApplicationError
 
 from activities.models import ActivityName, AgentStarted, RunDoneCheckInput, StartAgentInput
 from overnight.done_check import DoneCheck
-from tests.workflows.fakes import FakeWorld
+from tests.workflows.fakes import FakeWorld, Hold
 
 # A scripted outcome: 0 passes, another int fails with that exit code, "timeout" is ended.
 Outcome = int | str
@@ -23,6 +24,10 @@ class DoneWorld(FakeWorld):
         self.checks: list[RunDoneCheckInput] = []
         self.outcomes: dict[str, list[Outcome]] = {}
         self.start_inputs: list[StartAgentInput] = []
+        # Checks wait on this until released (or cancelled), when set.
+        self.check_hold: Hold | None = None
+        # The next checks fail like this (they could not be run at all).
+        self.check_errors: list[ApplicationError] = []
 
     def check_outcomes(self, command: str, *outcomes: Outcome) -> DoneWorld:
         """What `command` does on its 1st, 2nd, ... run; then it passes."""
@@ -37,6 +42,10 @@ class DoneWorld(FakeWorld):
         box = self._answering(request.sandbox_id)
         self.checks.append(request)
         self.log.append(f"check {request.index} in {box.sandbox_id}")
+        if self.check_hold is not None:
+            await self.check_hold.wait()
+        if self.check_errors:
+            raise self.check_errors.pop(0)
         queue = self.outcomes.get(request.command, [])
         outcome = queue.pop(0) if queue else 0
         timed_out = outcome == "timeout"

@@ -5,13 +5,16 @@ extension gives the agent the failure again."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 
 from temporalio.client import Client
+from temporalio.exceptions import ApplicationError
+from temporalio.testing import WorkflowEnvironment
 
 from overnight.models import Budget, BudgetExtension
 from tests.workflows.done_world import DoneWorld
-from tests.workflows.fakes import exits, progress
+from tests.workflows.fakes import Hold, exits, progress
 from tests.workflows.harness import eventually, keep_history, make_spec, started_run, until_state
 
 
@@ -94,12 +97,49 @@ async def test_a_lease_too_short_for_a_check_is_extended_before_it(client: Clien
     assert world.log.index("check 0 in box-1") > 0
 
 
+async def test_a_check_that_cannot_be_run_restarts_from_the_checkpoint(client: Client) -> None:
+    world = DoneWorld()
+    world.check_errors = [ApplicationError("gone", type="SandboxNotFound", non_retryable=True)]
+    world.script(1, [progress("cp-1"), exits(0)])
+    world.script(2, [exits(0, final="cp-2")])
+    spec = make_spec(done_when=["pytest -q"])
+    async with started_run(client, world, spec) as handle:
+        result = await handle.result()
+
+    second = world.creates()[1]
+    assert second.restart_reason.startswith("done check 1 could not be run: ")
+    assert (second.checkpoint, result.outcome, result.restarts) == ("cp-1", "finished", 1)
+    assert [c.sandbox_id for c in world.checks] == ["box-1", "box-2"]
+    assert result.done_checks_used == 0
+
+
 async def test_a_run_without_done_when_runs_no_check(client: Client) -> None:
     world = DoneWorld()
     world.script(1, [exits(0)])
     async with started_run(client, world, make_spec(budget=Budget(max_done_checks=0))) as handle:
         result = await handle.result()
     assert result.outcome == "finished" and world.checks == [] and result.done_checks == []
+
+
+async def test_a_cancel_during_a_long_check_ends_the_run_without_waiting_for_it(
+    private_env: WorkflowEnvironment,
+) -> None:
+    world = DoneWorld()
+    world.check_hold = hold = Hold()
+    world.script(1, [exits(0)])
+    spec = make_spec(done_when=["pytest -q"])
+    async with started_run(private_env.client, world, spec) as handle:
+        await asyncio.wait_for(hold.started.wait(), timeout=10)
+        await handle.signal("cancel", "not needed after all")
+        result = await handle.result()
+        await eventually(lambda: _true(hold.cancelled), lambda cancelled: cancelled)
+
+    assert result.outcome == "cancelled"
+    assert world.stopped == ["box-1"] and world.start_inputs == []
+
+
+async def _true(value: bool) -> bool:
+    return value
 
 
 async def _last(log: list[str]) -> str:
