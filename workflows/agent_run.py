@@ -223,7 +223,7 @@ class AgentRun(RunMessages):
             calls.reraise_cancellation(err)
             if calls.handed_over(err):
                 return None  # its last attempt ended with its worker's shutdown: look again
-            if at_deadline and calls.lost_at_deadline(err):
+            if calls.deadline_look_bounded(at_deadline) and calls.lost_at_deadline(err):
                 return await self._deadline_look_lost(s, route, err)
             if route.task_queue is not None and calls.waited_unstarted(err):
                 # No worker of its host took it: a restart there costs nothing, a lost host

@@ -528,19 +528,31 @@ def requests_path_of(s: SupervisorState) -> str | None:
     return requests_path(s.spec.checkpoint_path) if s.requests_file else None
 
 
+def deadline_look_bounded(at_deadline: bool) -> bool:
+    """Whether a look ending at the stall deadline has a whole-look time limit (runs that
+    meet DEADLINE_LOOK_BOUNDED_PATCH)."""
+    return at_deadline and workflow.patched(DEADLINE_LOOK_BOUNDED_PATCH)
+
+
 def deadline_look_timeout(wait_seconds: float, *, at_deadline: bool) -> timedelta | None:
     """A look ending at the stall deadline, its retries included, ends this soon after it
     (then `lost_at_deadline`); None: no whole-look limit (runs before the patch, other looks)."""
-    if not at_deadline or not workflow.patched(DEADLINE_LOOK_BOUNDED_PATCH):
+    if not deadline_look_bounded(at_deadline):
         return None
     return observe_timeout(wait_seconds, at_deadline=True)
 
 
 def lost_at_deadline(err: ActivityError) -> bool:
-    """The look ending at the stall deadline ran out of its whole-look time (its worker, or
-    its retry's, died): nothing is known of the agent; look again."""
+    """A look with a whole-look time limit ended without an answer for want of time: it ran
+    out (its worker, or its retry's, died), or its last try failed with a fault a retry could
+    have cleared when no time was left for one (an API storm). Nothing is known of the agent:
+    look again. A fault no retry clears is not this."""
     cause = err.cause
-    return isinstance(cause, TimeoutError) and cause.type == TimeoutType.SCHEDULE_TO_CLOSE
+    if isinstance(cause, TimeoutError):
+        return cause.type == TimeoutType.SCHEDULE_TO_CLOSE
+    if isinstance(cause, ApplicationError):
+        return not cause.non_retryable and cause.type not in policies.NON_RETRYABLE_TYPES
+    return False
 
 
 def observe_timeout(wait_seconds: float, *, at_deadline: bool = False) -> timedelta:

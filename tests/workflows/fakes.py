@@ -84,6 +84,12 @@ class StopsAnswering:
 
 
 @dataclass(frozen=True)
+class Overloaded:
+    """This try fails as the provider's API does in a storm (529, retryable); the retry goes
+    on with the script's next step."""
+
+
+@dataclass(frozen=True)
 class Hangs:
     """This look never returns on its own: the observe activity heartbeats until cancelled."""
 
@@ -103,7 +109,17 @@ class HandedOver:
     (`WorkerShutdown`, retried at once elsewhere; activities.heartbeat)."""
 
 
-Step = Quiet | Writes | Exits | SandboxStops | StopsAnswering | Hangs | HandedOver | WorkerDies
+Step = (
+    Quiet
+    | Writes
+    | Exits
+    | SandboxStops
+    | StopsAnswering
+    | Overloaded
+    | Hangs
+    | HandedOver
+    | WorkerDies
+)
 
 
 def progress(text: str) -> Writes:
@@ -398,6 +414,8 @@ class FakeWorld:
             if step.meanwhile is not None:
                 box.file = step.meanwhile
             await asyncio.Event().wait()  # cancelled only when the test's worker shuts down
+        if isinstance(step, Overloaded):
+            raise ApplicationError("[overloaded 529] Injected failure", type="ProviderUnavailable")
         if isinstance(step, StopsAnswering):
             box.answering = False
             raise Unreachable(box.sandbox_id)

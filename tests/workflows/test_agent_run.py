@@ -17,6 +17,7 @@ from overnight.models import RunStatus
 from tests.workflows.fakes import (
     FakeWorld,
     HandedOver,
+    Overloaded,
     Quiet,
     SandboxStops,
     StopsAnswering,
@@ -331,6 +332,22 @@ async def test_each_look_at_the_stall_deadline_lost_with_its_worker_costs_the_gr
     late = (record.at - progressed.last_progress_at).total_seconds() - 8
     assert 0 <= late <= 2 * policies.DEADLINE_OBSERVE_GRACE.total_seconds() + 5
     assert result.restarts == 1
+
+
+async def test_a_look_at_the_stall_deadline_that_a_storm_outlasts_is_looked_again(
+    client: Client, world: FakeWorld, time_skipping_env: WorkflowEnvironment
+) -> None:
+    # The provider's API is overloaded for the whole of the look that ends at the stall
+    # deadline (its tries fail until no time is left for another): the run looks again,
+    # rather than take the sandbox as no longer answering (a chaos run restarted a healthy
+    # agent so, and its step was done twice).
+    storm = [Overloaded()] * 8  # tries 1 s, 2 s, ... 60 s apart: the 8th at 123 s, none after
+    world.script(1, [progress("cp-1"), *storm, progress("cp-2"), exits(0)])
+    async with started_run(client, world, make_spec(stall_seconds=120)) as handle:
+        result = await handle.result()
+
+    assert (result.outcome, result.restarts, result.attempts) == ("finished", 0, 1)
+    assert result.checkpoint == "cp-2"
 
 
 async def test_an_agent_that_progressed_while_its_look_died_is_not_restarted_as_stalled(
