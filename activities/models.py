@@ -11,6 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from activities.workspace_models import WorkspaceRestore, WorkspaceRestored
 from overnight.admission import AdmissionTerms
 from overnight.agent_requests import AgentRequests
 from overnight.checkpoint_text import CheckpointFacts
@@ -67,6 +68,8 @@ class ActivityName:
     # The done check (activities.done_checks): one command of `RunSpec.done_when`, run in the
     # sandbox after the agent exited 0.
     RUN_DONE_CHECK = "run_done_check"
+    # The workspace kept at each checkpoint (activities.workspace_activities).
+    KEEP_WORKSPACE = "keep_workspace"
 
 
 class _Model(BaseModel):
@@ -179,6 +182,8 @@ class CreateSandboxInput(_Model):
     # The run keeps its sandboxes' hosts (workflows.hosts): say this host's queue in the
     # answer. Only then, so a run begun before never meets fields it does not know.
     wants_host: bool = False
+    # The workspace kept at a checkpoint, put in the fresh clone (`RunSpec.keep_workspace`).
+    workspace: WorkspaceRestore | None = None
 
 
 class AgentStarted(_Model):
@@ -204,6 +209,11 @@ class AgentStarted(_Model):
     # (overnight.hosts). None: any worker reaches it (Runtime), or a worker from before.
     host_queue: str | None = None
     host_lost_seconds: float | None = None
+    # Runs that keep their workspace: the commit the clone's branch was at, what became of
+    # the kept workspace it was given, and (a rewind) the checkpoint restored with it.
+    workspace_base: str | None = None
+    workspace_restored: WorkspaceRestored | None = None
+    checkpoint_restored: CheckpointRead | None = None
 
 
 class StartAgentInput(_Model):

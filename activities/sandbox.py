@@ -24,6 +24,7 @@ from temporalio.client import Client
 from activities import coding_agent_sessions as sessions
 from activities import coding_agent_setup as coding
 from activities import sandbox_setup as setup
+from activities import workspace_activities as workspace
 from activities.admission import AdmissionActivities, worker_admission, worker_key
 from activities.checkpoints import read_checkpoint
 from activities.coding_agent_template import CliTemplates
@@ -71,6 +72,7 @@ from activities.retry_notes import tell_run
 from activities.search_attributes import SearchAttributeCache
 from activities.snapshot_activities import SnapshotActivities, start_restored, usable_restore
 from activities.talk_activities import TalkActivities
+from activities.workspace_activities import WorkspaceActivities
 from overnight.admission import AdmissionSettings, admission_refusals, terms_for
 from overnight.constants import (
     AGENT_MOUNT,
@@ -158,6 +160,7 @@ class SandboxActivities:
             *self.lifecycle.all(),
             *AdmissionActivities(self._client, self._admission).all(),
             *self._host_checks.all(),
+            *WorkspaceActivities(self._provider, self._heartbeat_seconds).all(),
             self.create_sandbox,
             self.start_agent,
             self.observe_agent,
@@ -308,6 +311,7 @@ class SandboxActivities:
                         **self._host_of(input),
                     )
                 await setup.clone_and_switch(provider, sid, spec)
+                kept = await workspace.put_back(provider, sid, spec, input.workspace)
                 if config is None:
                     await provider.upload_dir(sid, spec.agent_dir, AGENT_MOUNT)
                 await provider.upload_dir(sid, str(setup.KIT_DIR), KIT_MOUNT)
@@ -329,6 +333,7 @@ class SandboxActivities:
             isolation=sandbox.isolation,
             daily=daily,
             **self._host_of(input),
+            **kept,
         )
 
     def _host_of(self, input: CreateSandboxInput) -> dict[str, Any]:

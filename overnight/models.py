@@ -90,6 +90,7 @@ from overnight.notify_spec import MAX_WEBHOOKS, Webhook, webhooks_from_input
 from overnight.run_costs import SafetyNet
 from overnight.snapshot_spec import Recovery, SnapshotMode, check_snapshot_mode
 from overnight.spec_paths import check_host_path
+from overnight.workspace_spec import DEFAULT_WORKSPACE_MIB, MAX_WORKSPACE_MIB, WorkspaceView
 
 
 def _workspace_path(value: str, field: str) -> str:
@@ -171,6 +172,12 @@ class RunSpec(_StrictInput):
     done_check_timeout_seconds: float = Field(
         default=DEFAULT_DONE_CHECK_SECONDS, gt=0, le=MAX_DONE_CHECK_SECONDS
     )
+    # The workspace as the agent left it, committed at each checkpoint change to a private ref
+    # (`refs/overnight/<run_id>/<n>`) and pushed to `repo`; a fresh sandbox starts from the
+    # latest (overnight/workspace_spec.py). A keep that would push more than
+    # `max_workspace_mib` is not pushed (the status says so) and the run goes on.
+    keep_workspace: bool = False
+    max_workspace_mib: int = Field(default=DEFAULT_WORKSPACE_MIB, ge=1, le=MAX_WORKSPACE_MIB)
 
     @field_validator("notify", mode="before")
     @classmethod
@@ -440,6 +447,8 @@ class RunStatus(_Strict):
     # checks of the latest round, in order (it stops at the first that fails).
     done_checks_used: int = 0
     done_checks: list[DoneCheck] = Field(default_factory=list)
+    # The workspaces kept at its checkpoints (None: the run keeps none).
+    workspace: WorkspaceView | None = None
 
 
 class RunResult(_Strict):
