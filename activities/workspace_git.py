@@ -105,7 +105,8 @@ not="--remotes"
 prev={prev}
 if [ -n "$prev" ] && g cat-file -e "$prev^{{commit}}" 2>/dev/null; then not="$not $prev"; fi
 bytes=$(g rev-list --objects "$commit" --not $not 2>>"$log" | cut -d' ' -f1 |
-  g cat-file --batch-check='%(objectsize:disk)' 2>>"$log" | awk '{{s+=$1}} END {{printf "%.0f", s}}')
+  g cat-file --batch-check='%(objectsize:disk)' 2>>"$log" |
+  awk '{{s+=$1}} END {{printf "%.0f", s}}')
 if [ "${{bytes:-0}}" -gt {max_bytes} ]; then say over "$bytes" "push"; exit 0; fi
 g push --quiet --no-verify --no-recurse-submodules -- {shlex.quote(repo)} \\
   "+$commit:{ref}" >>"$log" 2>&1 || {{ say failed "git push: $(tail_of)"; exit 0; }}
