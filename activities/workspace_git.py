@@ -127,12 +127,13 @@ def restore_script(
     agent's HEAD then, unpushed commits and all) unless the remote's branch is already past it
     (a rewind goes back all the same), the working tree from its tree, the index the branch's.
     A rewind writes the checkpoint from it too. Prints `restored [checkpoint]`, `skipped <why>`
-    or `failed <why>`; once per sandbox (a retried create finds the mark and skips)."""
+    or `failed <why>`; once per sandbox (a retried create finds the mark and says it again)."""
     c = shlex.quote(commit)
     return (
         _PRELUDE
         + f"""trap 'rm -f "$log"' EXIT
-if [ -e {RESTORED_MARK} ]; then say skipped "restored already"; exit 0; fi
+# A retried create: restored already (the mark says whether the checkpoint was too).
+if [ -e {RESTORED_MARK} ]; then say restored $(head -c 20 {RESTORED_MARK}); exit 0; fi
 g fetch --quiet --no-tags --no-recurse-submodules -- {shlex.quote(repo)} \\
   "+{ref}:{ref}" >>"$log" 2>&1 || {{ say failed "git fetch: $(tail_of)"; exit 0; }}
 got=$(g rev-parse --verify -q "{ref}^{{commit}}") || got=""
@@ -158,7 +159,7 @@ if [ {int(rewind)} = 1 ] && [ -n "$cpc" ] && [ "$cpc" != none ]; then
   g cat-file blob "$cpc:{CHECKPOINT_ENTRY}" > "$cp.overnight-tmp" 2>>"$log" &&
     mv -f -- "$cp.overnight-tmp" "$cp" && written=checkpoint
 fi
-mkdir -p "$(dirname {RESTORED_MARK})" && : > {RESTORED_MARK}
+mkdir -p "$(dirname {RESTORED_MARK})" && printf '%s' "$written" > {RESTORED_MARK}
 say restored $written
 """
     )

@@ -38,6 +38,7 @@ with workflow.unsafe.imports_passed_through():
         snapshot_steps,
         stall_steps,
         talk_steps,
+        workspace_steps,
     )
     from workflows.card import build_status, render_card
     from workflows.decide import (
@@ -79,6 +80,7 @@ with workflow.unsafe.imports_passed_through():
         take_requests_file,
     )
     from workflows.publish import LEAN_WRITES_PATCH, Publisher
+    from workflows.rewind_messages import RewindMessages
     from workflows.snapshot import restore_for
     from workflows.state import SupervisorState
 
@@ -91,8 +93,9 @@ DEADLINE_LOOKS_LOST_AT_MOST = 30
 
 
 @workflow.defn(name="AgentRun")
-class AgentRun(RunMessages):
-    """The loop and its steps; the signals, the update and the query are `RunMessages`'."""
+class AgentRun(RunMessages, RewindMessages):
+    """The loop and its steps; the signals, the updates and the query are `RunMessages`' and
+    `RewindMessages`'."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -136,6 +139,9 @@ class AgentRun(RunMessages):
             self._publish(s)
             if s.cancel_requested:
                 return await self._end(s, "cancelled")
+            if s.rewind_to is not None:
+                await workspace_steps.rewind(s, self._restart)
+                continue
             if workflow.info().is_continue_as_new_suggested():
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 await self._notifier.settle()
@@ -211,11 +217,11 @@ class AgentRun(RunMessages):
         route = host_steps.current_route(s)
         handle = calls.start_observe(s, wait, at_deadline=at_deadline, route=route)
         try:
-            await workflow.wait_condition(lambda: handle.done() or s.cancel_requested)
+            await workflow.wait_condition(lambda: handle.done() or _interrupted(s))
         finally:
             if not handle.done():
                 handle.cancel()
-        if s.cancel_requested:
+        if _interrupted(s):
             return None
         try:
             seen: Observation = handle.result()
@@ -234,6 +240,7 @@ class AgentRun(RunMessages):
         self._deadline_looks_lost = 0
         host_steps.host_seen(s, route.task_queue)
         self._take_checkpoint(s, seen.checkpoint)
+        await workspace_steps.keep_if_changed(s, running=seen.sandbox_state == "running")
         if take_requests_file(s, seen.requests):
             self._watch_until = None
         money.take_money(s, seen.money, workflow.now())
@@ -269,7 +276,7 @@ class AgentRun(RunMessages):
             # The look came back early with nothing new: wait out the rest durably.
             try:
                 await workflow.wait_condition(
-                    lambda: s.cancel_requested,
+                    lambda: _interrupted(s),
                     timeout=early,
                     timeout_summary="quiet agent: next look",
                 )
@@ -437,6 +444,7 @@ class AgentRun(RunMessages):
             route=host_steps.current_route(s),
         )
         self._take_checkpoint(s, read)
+        await workspace_steps.keep_if_changed(s)
         if read is not None:
             take_requests_file(s, read.requests)
             note_last_words(s, read.output_tail, ended, workflow.now())
@@ -467,3 +475,8 @@ class AgentRun(RunMessages):
         now = workflow.now()
         status = build_status(s, now)
         self._publisher.publish(status, render_card(status, now), s.search_attributes or [])
+
+
+def _interrupted(s: SupervisorState) -> bool:
+    """A message the loop acts on at once: a cancel, or a rewind."""
+    return s.cancel_requested or s.rewind_to is not None

@@ -46,6 +46,7 @@ with workflow.unsafe.imports_passed_through():
         SpecCheckInput,
         StartAgentInput,
     )
+    from activities.workspace_models import WorkspaceRestore
     from overnight.agent_requests import requests_path
     from overnight.done_check import DoneCheck, shown_command
     from overnight.models import RunSpec
@@ -75,12 +76,15 @@ def start_create_sandbox(
     lease_cost_micros: int | None = None,
     wants_host: bool = False,
     route: Route = ANY_WORKER,
+    workspace: WorkspaceRestore | None = None,
 ) -> workflow.ActivityHandle[AgentStarted]:
     """Started, not awaited: a `cancel` signal must be able to interrupt a long create.
     `restore`: make it from that snapshot (recovery "snapshot") if it is still ready."""
     why = f" ({reason})" if reason else ""
     if restore is not None:
         why = f" from snapshot {restore.snapshot_id}{why}"
+    elif workspace is not None:
+        why = f" from the workspace kept on {workspace.ref}{why}"
     return workflow.start_activity(
         ActivityName.CREATE_SANDBOX,
         CreateSandboxInput(
@@ -92,6 +96,7 @@ def start_create_sandbox(
             restore=restore,
             lease_cost_micros=lease_cost_micros,
             wants_host=wants_host,
+            workspace=workspace,
         ),
         result_type=AgentStarted,
         start_to_close_timeout=policies.CREATE_TIMEOUT,

@@ -17,6 +17,7 @@ from overnight.status_lines import (
     snapshot_line,
     talk_lines,
 )
+from overnight.workspace_spec import workspace_line
 from workflows import talk
 from workflows.budget import (
     charged_usd,
@@ -29,6 +30,7 @@ from workflows.checkpoint import kept_facts
 from workflows.hosts import shown_host
 from workflows.safety_net import summary as safety_net_summary
 from workflows.state import SupervisorState
+from workflows.workspace import view as workspace_view
 
 # The card shows this many of the last words' lines (`overnight logs` shows the rest).
 CARD_TAIL_LINES = 15
@@ -83,6 +85,7 @@ def build_status(state: SupervisorState, now: datetime) -> RunStatus:
         waiting_on=note_line(state.waiting_on) if state.waiting_on is not None else None,
         done_checks_used=state.done_checks_used,
         done_checks=list(state.done_results),
+        workspace=workspace_view(state),
     )
 
 
@@ -119,6 +122,9 @@ def render_card(status: RunStatus, now: datetime) -> str:
     net = safety_net_line(status.safety_net)
     if net:
         lines.append(f"- **safety net** {net}")
+    kept = workspace_line(status.workspace)
+    if kept:
+        lines.append(f"- **workspace** {markdown_inline(kept)}")
     # Below, text the agent may have written (its question, outputs, why a checkpoint was
     # kept, a restart's reason) is shown as written, never as a link or emphasis.
     if status.failure:

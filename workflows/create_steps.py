@@ -18,7 +18,7 @@ from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from activities.models import AgentStarted, SnapshotRestore
-    from workflows import calls, host_steps
+    from workflows import calls, host_steps, workspace
     from workflows.hosts import Route
     from workflows.state import SupervisorState
 
@@ -88,6 +88,7 @@ async def _create_on(
         lease_cost_micros=lease_cost,
         wants_host=s.host_routing,
         route=route,
+        workspace=workspace.restore_for(s),
     )
     try:
         await _wait_publishing(s, handle, publish)
@@ -100,6 +101,7 @@ async def _create_on(
     if not handle.done():
         handle.cancel()
     started: AgentStarted = await handle
+    workspace.take_started(s, started, workflow.now())
     return started
 
 

@@ -80,3 +80,8 @@ LEASE_END_EITHER_PATCH = "lease-end-either-record"
 # Runs that meet this marker, when their spec has `done_when`, run those checks in the sandbox
 # after the agent exits 0 and start it again there with a failed one (workflows/done_steps.py).
 DONE_CHECKS_PATCH = "done-checks"
+# Runs that meet this marker at their first checkpoint, with `keep_workspace`, commit the
+# workspace at every checkpoint change to `refs/overnight/<run_id>/<n>` and push it
+# (workflows/workspace_steps.py), start a fresh sandbox from the latest kept one, and take
+# the `rewind` update; histories recorded before it never ask it (their specs keep none).
+WORKSPACE_KEPT_PATCH = "workspace-kept"

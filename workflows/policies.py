@@ -171,3 +171,16 @@ REAP_TIMEOUT = timedelta(minutes=30)
 REAP_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=10), backoff_coefficient=2.0, maximum_attempts=3
 )
+
+# Keeping the workspace at a checkpoint (activities.workspace_activities): the script is
+# killed in the sandbox after 5 min; a few tries, then the keep counts as failed (said in the
+# status), never a restart: the run goes on without it.
+KEEP_WORKSPACE_TIMEOUT = timedelta(minutes=7)
+KEEP_WORKSPACE_HEARTBEAT = timedelta(seconds=60)
+KEEP_WORKSPACE_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=2),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=30),
+    maximum_attempts=3,
+    non_retryable_error_types=NON_RETRYABLE_TYPES,
+)

@@ -30,6 +30,7 @@ from overnight.models import (
 )
 from overnight.retry_note import RetryNote
 from overnight.run_costs import SafetyNet
+from overnight.workspace_spec import KeptWorkspace
 
 
 class ChargeFigure(BaseModel):
@@ -235,3 +236,19 @@ class SupervisorState(BaseModel):
     done_rounds: int = 0
     done_results: list[DoneCheck] = Field(default_factory=list)
     done_pending: str | None = None
+    # The workspace kept at each checkpoint (workflows.workspace): whether the run keeps it
+    # (None: not asked yet; asked behind a patch marker at its first checkpoint), how many
+    # checkpoints it has numbered, the last ones kept (bounded), the commit it started from,
+    # the digest of the checkpoint last kept (one keep per change), the last keep's problem,
+    # whether the memo `reap` reads is set; a rewind asked, its target while its sandbox is
+    # made, and the rewinds done.
+    workspace_keeping: bool | None = None
+    workspace_count: int = 0
+    workspace_kept: list[KeptWorkspace] = Field(default_factory=list)
+    workspace_base: str | None = None
+    workspace_digest: str | None = None
+    workspace_problem: str | None = None
+    workspace_memo: bool = False
+    rewind_to: int | None = None
+    rewinding: KeptWorkspace | None = None
+    rewinds: int = 0

@@ -30,6 +30,7 @@ from overnight.cli import render
 from overnight.cli import replay_check as replay_check_cli
 from overnight.cli import report as report_cli
 from overnight.cli import schedule as schedule_cli
+from overnight.cli import workspace as workspace_cli
 from overnight.cli.retrying import retrying_lines, with_waiting_on
 from overnight.cli.run_names import RUN_NAME_HELP
 from overnight.codec import CodecConfigError, CodecKeyError
@@ -133,6 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     codec_cli.add_parser(commands, _Parser)
     agents_cli.add_parser(commands, _Parser)
+    workspace_cli.add_parsers(commands, _Parser)
 
     dev_cli.add_parsers(commands, _Parser)
     return parser
@@ -205,6 +207,8 @@ async def _dispatch(args: argparse.Namespace) -> int:
         "dev": dev_cli.run_dev,
         "demo": dev_cli.run_demo,
         "agents": agents_cli.run,
+        "diff": lambda a: workspace_cli.run_diff(a, _connect),
+        "rewind": lambda a: workspace_cli.run_rewind(a, _connect),
     }
     return await handlers[args.command](args)
 

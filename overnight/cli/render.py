@@ -22,6 +22,7 @@ from overnight.status_lines import (
     snapshot_line,
     talk_lines,
 )
+from overnight.workspace_spec import workspace_line
 
 # `overnight status` shows this many lines of the last words (`overnight logs` has the rest).
 STATUS_TAIL_LINES = 10
@@ -100,6 +101,9 @@ def status_text(status: RunStatus, *, now: datetime, ui_url: str | None) -> str:
     done = done_check_line(status)
     if done:
         lines.append(f"  done check:    {terminal_line(done)}")
+    kept = workspace_line(status.workspace)
+    if kept:
+        lines.append(f"  workspace:     {terminal_line(kept.replace('`', ''))}")
     if ui_url:
         lines.append(f"  Web UI:        {ui_url}")
     words = status.last_words

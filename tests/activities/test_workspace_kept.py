@@ -176,7 +176,7 @@ async def test_uncommitted_files_are_kept_on_a_ref_and_the_agents_git_is_untouch
     # A retried create does not put it back over the agent's work.
     await sh(engine, sid2, "echo later > new.txt")
     retried = await create(acts, run, 2, WorkspaceRestore(ref=kept.ref, commit=kept.commit))
-    assert retried.workspace_restored.status == "skipped"
+    assert retried.workspace_restored.status == "restored"
     assert (await sh(engine, sid2, "cat new.txt")) == "later\n"
 
 

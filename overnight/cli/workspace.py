@@ -1,0 +1,147 @@
+"""`overnight diff` and `overnight rewind`: what a run's agent changed, read from the workspace
+kept at its checkpoints, and going on from one of them.
+
+`diff` runs git here, on the user's machine: it fetches the kept ref from the run's repository
+(the spec's `repo`, or `--repo` when this machine reaches it another way) into a temporary
+bare repository and diffs it against the run's base. The kept tree is the agent's and may be
+hostile, so nothing of it is checked out and no hook, external diff or textconv runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Awaitable, Callable
+
+from temporalio.client import Client, WorkflowUpdateFailedError
+from temporalio.service import RPCError
+
+from activities.sandbox_setup import clone_source
+from overnight.errors import OvernightError
+from overnight.models import RunStatus
+from overnight.specs import redact_url, scrub_url
+from overnight.workspace_spec import KeptWorkspace, find, latest_pushed
+
+Connect = Callable[[argparse.Namespace], Awaitable[Client]]
+REWIND_UPDATE = "rewind"
+FETCH_SECONDS = 600
+# Options every git call here takes: nothing of the fetched repository runs.
+_SAFE = [
+    "-c",
+    "core.hooksPath=/dev/null",
+    "-c",
+    "protocol.ext.allow=never",
+    "-c",
+    "safe.directory=*",
+]
+
+
+class WorkspaceRefused(OvernightError):
+    bad_input = True
+
+
+def add_parsers(commands: argparse._SubParsersAction, parser_class: type) -> None:  # type: ignore[type-arg]
+    diff = commands.add_parser(
+        "diff", help="what the agent changed: the run's base to its last (or Nth) kept workspace"
+    )
+    diff.add_argument("run_id")
+    diff.add_argument("--step", type=int, metavar="N", help="checkpoint N (default: the latest)")
+    diff.add_argument("--repo", help="fetch from this URL or path (default: the spec's repo)")
+    diff.add_argument("--stat", action="store_true", help="only which files, and how much")
+    rewind = commands.add_parser(
+        "rewind", help="go on from checkpoint N and the workspace kept with it"
+    )
+    rewind.add_argument("run_id")
+    rewind.add_argument("--to", type=int, required=True, metavar="N")
+
+
+async def run_rewind(args: argparse.Namespace, connect: Connect) -> int:
+    client = await connect(args)
+    print(f"{args.run_id}: {await rewind_run(client, args.run_id, args.to)}")
+    return 0
+
+
+async def rewind_run(client: Client, run_id: str, to: int) -> str:
+    """The `rewind` update; `WorkspaceRefused` says why not (no kept workspace, no step N)."""
+    try:
+        said: str = await client.get_workflow_handle(run_id).execute_update(
+            REWIND_UPDATE, to, result_type=str
+        )
+    except WorkflowUpdateFailedError as err:
+        why = getattr(err.cause, "message", None) or str(err.cause or err)
+        raise WorkspaceRefused(f"run {run_id} was not rewound: {why}") from None
+    except RPCError as err:
+        raise OvernightError(f"run {run_id} was not rewound: {err.message}") from None
+    return said
+
+
+async def run_diff(args: argparse.Namespace, connect: Connect) -> int:
+    from overnight.cli import client as api
+    from overnight.worker.run_history import run_spec
+
+    client = await connect(args)
+    status = await api.get_status(client, args.run_id)
+    kept = chosen(status, args.step)
+    repo = args.repo or (await run_spec(client, args.run_id)).repo
+    base = status.workspace.base if status.workspace else None
+    text = await asyncio.to_thread(diff_text, clone_source(repo), kept, base, stat=args.stat)
+    sys.stdout.write(text)
+    return 0
+
+
+def chosen(status: RunStatus, step: int | None) -> KeptWorkspace:
+    """The kept workspace `diff` shows (`WorkspaceRefused` when there is none to show)."""
+    view = status.workspace
+    if view is None:
+        raise WorkspaceRefused(f"run {status.run_id} does not keep its workspace")
+    record = latest_pushed(view.kept) if step is None else find(view.kept, step)
+    if record is None:
+        which = "no kept workspace yet" if step is None else f"no checkpoint {step}"
+        raise WorkspaceRefused(f"run {status.run_id} has {which}")
+    if record.outcome != "pushed" or record.commit is None or record.ref is None:
+        why = record.detail or record.outcome
+        raise WorkspaceRefused(f"checkpoint {record.number}'s workspace was not kept: {why}")
+    return record
+
+
+def diff_text(repo: str, kept: KeptWorkspace, base: str | None, *, stat: bool = False) -> str:
+    """The diff from `base` (else the kept commit's first parent) to the kept workspace."""
+    assert kept.ref is not None and kept.commit is not None
+    with tempfile.TemporaryDirectory(prefix="overnight-diff-") as where:
+        _git(where, "init", "--quiet", "--bare", ".")
+        _git(
+            where, "fetch", "--quiet", "--no-tags", "--", repo, f"+{kept.ref}:{kept.ref}", repo=repo
+        )
+        got = _git(where, "rev-parse", "--verify", f"{kept.ref}^{{commit}}").strip()
+        if got != kept.commit:
+            raise OvernightError(f"{kept.ref} in {redact_url(repo)} is {got}, not {kept.commit}")
+        start = base if base and _has(where, base) else f"{kept.commit}^1"
+        options = ["--stat"] if stat else ["--binary"]
+        return _git(where, "diff", "--no-ext-diff", "--no-textconv", *options, start, kept.commit)
+
+
+def _has(where: str, commit: str) -> bool:
+    probe = ["git", *_SAFE, "cat-file", "-e", f"{commit}^{{commit}}"]
+    return subprocess.run(probe, cwd=where, capture_output=True).returncode == 0
+
+
+def _git(where: str, *args: str, repo: str | None = None) -> str:
+    done = subprocess.run(
+        ["git", *_SAFE, *args],
+        cwd=where,
+        capture_output=True,
+        text=True,
+        errors="replace",
+        timeout=FETCH_SECONDS,
+        env={**os.environ, "GIT_TERMINAL_PROMPT": "0"},
+    )
+    if done.returncode != 0:
+        why = done.stderr.strip()[-400:]
+        if repo is not None:
+            why = scrub_url(why, repo)
+        raise OvernightError(f"git {args[0]} failed: {why}")
+    return done.stdout

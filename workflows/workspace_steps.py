@@ -1,0 +1,84 @@
+"""AgentRun's workspace steps: keep the workspace when the checkpoint changed, and rewind to a
+kept checkpoint when a person asks (the `rewind` update, workflows/rewind_messages.py).
+
+Workflow code (the activity by name); the decisions are in `workflows.workspace`. A run whose
+spec keeps no workspace never asks the marker, so no history recorded before meets a step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError
+
+with workflow.unsafe.imports_passed_through():
+    from activities.models import ActivityName
+    from activities.workspace_models import KeepWorkspaceInput, WorkspaceKeep
+    from overnight.workspace_spec import MEMO_KEY, REF_ROOT, find
+    from workflows import calls, host_steps, policies, workspace
+    from workflows.patches import WORKSPACE_KEPT_PATCH
+    from workflows.state import SupervisorState
+
+Restart = Callable[..., Awaitable[None]]
+
+
+def keeping(s: SupervisorState) -> bool:
+    """Whether the run keeps its workspace: asked once, at its first checkpoint."""
+    if s.workspace_keeping is None and s.spec.keep_workspace and s.checkpoint_digest is not None:
+        s.workspace_keeping = workflow.patched(WORKSPACE_KEPT_PATCH)
+    return bool(s.workspace_keeping)
+
+
+async def keep_if_changed(s: SupervisorState, *, running: bool = True) -> None:
+    """Keep the workspace once per checkpoint change (a sandbox not seen running is kept at
+    its salvage, which wakes it). Never raises for the keep: its outcome is recorded."""
+    if not keeping(s) or not running or not workspace.due(s):
+        return
+    assert s.sandbox_id is not None
+    spec = s.spec
+    number = workspace.number_next(s)
+    try:
+        kept: WorkspaceKeep = await calls.on_host(
+            host_steps.current_route(s),
+            ActivityName.KEEP_WORKSPACE,
+            KeepWorkspaceInput(
+                provider=spec.provider,
+                sandbox_id=s.sandbox_id,
+                run_id=spec.run_id,
+                repo=spec.repo,
+                number=number,
+                at=workflow.now(),
+                max_bytes=spec.max_workspace_mib * 1024 * 1024,
+                checkpoint_path=spec.checkpoint_path,
+                max_checkpoint_bytes=spec.max_checkpoint_bytes,
+                previous=workspace.previous_commit(s),
+                base=s.workspace_base,
+            ),
+            result_type=WorkspaceKeep,
+            start_to_close_timeout=policies.KEEP_WORKSPACE_TIMEOUT,
+            heartbeat_timeout=policies.KEEP_WORKSPACE_HEARTBEAT,
+            retry_policy=policies.KEEP_WORKSPACE_RETRY,
+            summary=f"keep the workspace at checkpoint {number} (sandbox {s.attempt})",
+        )
+    except ActivityError as err:
+        calls.reraise_cancellation(err)
+        kept = WorkspaceKeep(outcome="failed", detail=calls.describe(err))
+    entry = workspace.record(s, number, kept, workflow.now())
+    if entry.outcome not in ("pushed", "skipped"):
+        workflow.logger.warning("workspace not kept at checkpoint %d: %s", number, entry.detail)
+    if entry.outcome == "pushed" and not s.workspace_memo:
+        # `overnight reap` finds the runs whose refs it may delete by this memo.
+        workflow.upsert_memo({MEMO_KEY: {"refs": f"{REF_ROOT}/{spec.run_id}/"}})
+        s.workspace_memo = True
+
+
+async def rewind(s: SupervisorState, restart: Restart) -> None:
+    """Go on from kept checkpoint `s.rewind_to` in a new sandbox (a new attempt, not counted
+    against the restarts): its workspace and its checkpoint put back by the create."""
+    number, s.rewind_to = s.rewind_to, None
+    target = None if number is None else find(s.workspace_kept, number)
+    if target is None or target.commit is None:
+        return  # the validator let it through; the record fell out of the kept ones since
+    s.rewinding = target
+    await restart(s, f"rewound to checkpoint {number} (asked by a person)", counted=False)
