@@ -1,0 +1,211 @@
+"""The workspace kept at every checkpoint, end to end (the real dev server, real local sandboxes,
+and the real withruntime SDK against the fake Runtime API): an agent that writes files without
+committing them and crashes finds them in its fresh sandbox; `overnight diff` shows them;
+`overnight rewind` to checkpoint 2 of 5 re-does steps 3 to 5 from checkpoint 2's workspace and
+checkpoint; a workspace over the limit is said and the run goes on."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from temporalio.client import Client
+
+from fakes.git_http import origin_fields
+from fakes.runtime import FakeRuntime
+from overnight.cli import client as api
+from overnight.cli.demo import make_origin
+from overnight.cli.workspace import WorkspaceRefused, diff_text, rewind_run
+from overnight.models import RunSpec
+from overnight.worker.devserver import DevServer
+from overnight.workspace_spec import find
+from tests.e2e.helpers import wait_for_status
+from tests.e2e.test_operator import overnight_cli
+from tests.live import in_process_worker, new_run_id, nothing_left_running
+
+# Steps 1..STEPS: each writes step-<k>.txt (never committed), then the checkpoint, then holds.
+# It records which step files it found at each attempt's start, and exits 3 after CRASH_AFTER
+# on its first attempt; WAIT_AT_END holds the first attempt after its last step.
+AGENT = """\
+import json, os, pathlib, sys, time
+cp = pathlib.Path(os.environ["OVERNIGHT_CHECKPOINT"])
+attempt = os.environ["OVERNIGHT_ATTEMPT"]
+state = json.loads(cp.read_text()) if cp.exists() else {"step": 0, "log": [], "found": {}}
+app = pathlib.Path.cwd()
+state["found"][attempt] = sorted(p.name for p in app.glob("step-*.txt"))
+steps, hold = int(os.environ.get("STEPS", "3")), float(os.environ.get("HOLD", "1.5"))
+while state["step"] < steps:
+    k = state["step"] + 1
+    (app / f"step-{k}.txt").write_text(f"written by attempt {attempt}\\n")
+    if k == 1 and os.environ.get("BIG_MIB"):
+        (app / "big.bin").write_bytes(os.urandom(int(float(os.environ["BIG_MIB"]) * 2**20)))
+    state.update(step=k, next=f"step {k + 1}")
+    state["log"].append(f"a{attempt}:s{k}")
+    tmp = cp.with_suffix(".tmp")
+    tmp.write_text(json.dumps(state))
+    tmp.replace(cp)
+    time.sleep(hold)
+    if attempt == "1" and k == int(os.environ.get("CRASH_AFTER", "0")):
+        sys.exit(3)
+if attempt == "1" and os.environ.get("WAIT_AT_END"):
+    time.sleep(float(os.environ["WAIT_AT_END"]))
+"""
+
+
+def workspace_spec(root: Path, run_id: str, provider: str = "local", **changes: Any) -> RunSpec:
+    agent = root / "agent"
+    agent.mkdir(parents=True, exist_ok=True)
+    (agent / "main.py").write_text(AGENT)
+    files = make_origin(root / run_id)
+    fields: dict[str, Any] = {
+        "run_id": run_id,
+        **origin_fields(files.origin, provider),
+        "provider": provider,
+        "agent_dir": str(agent),
+        "command": "python3 /workspace/agent/main.py",
+        "poll_seconds": 1,
+        "stall_seconds": 60,
+        "sandbox_timeout_seconds": 120,
+        "keep_workspace": True,
+        **changes,
+    }
+    return RunSpec.model_validate(fields)
+
+
+async def _crash_and_come_back(client: Client, queue: str, spec: RunSpec) -> dict[str, Any]:
+    await api.start_run(client, spec, task_queue=queue)
+    result = await asyncio.wait_for(api.wait_result(client, spec.run_id), timeout=120)
+    assert (result.outcome, result.attempts) == ("finished", 2)
+    assert result.checkpoint is not None
+    done: dict[str, Any] = json.loads(result.checkpoint)
+    return done
+
+
+@pytest.mark.timeout(240)
+async def test_files_written_and_not_committed_survive_a_crash_and_diff_shows_them(
+    dev_server: DevServer, dev_client: Client, tmp_path: Path
+) -> None:
+    run_id = new_run_id("keepcrash")
+    spec = workspace_spec(tmp_path, run_id, env={"STEPS": "3", "CRASH_AFTER": "2"})
+    async with (
+        nothing_left_running(dev_client) as runs,
+        in_process_worker(dev_client, "keepcrash") as queue,
+    ):
+        runs.append(run_id)
+        done = await _crash_and_come_back(dev_client, queue, spec)
+        # The fresh sandbox had what the crashed agent wrote before its last checkpoint.
+        assert done["found"] == {"1": [], "2": ["step-1.txt", "step-2.txt"]}
+        assert done["log"] == ["a1:s1", "a1:s2", "a2:s3"]
+
+        status = await api.get_status(dev_client, run_id)
+        view = status.workspace
+        assert view is not None and view.base is not None and view.problem is None
+        assert [k.outcome for k in view.kept] == ["pushed"] * 3
+        # `overnight diff` shows them, from the run's base to the last kept workspace ...
+        shown = await overnight_cli(dev_server, "diff", run_id, "--stat")
+        assert shown.returncode == 0, shown.stderr
+        assert all(f"step-{k}.txt" in shown.stdout for k in (1, 2, 3))
+        # ... or to checkpoint 1's.
+        first = await overnight_cli(dev_server, "diff", run_id, "--step", "1")
+        assert first.returncode == 0, first.stderr
+        assert "+written by attempt 1" in first.stdout
+        assert "step-1.txt" in first.stdout and "step-2.txt" not in first.stdout
+        missing = await overnight_cli(dev_server, "diff", run_id, "--step", "9")
+        assert missing.returncode == 2 and "no checkpoint 9" in missing.stderr
+        # Nothing but the refs was pushed: the agent's branch is not on the origin.
+        assert "refs/overnight/" in str(find(view.kept, 3).ref)
+
+
+@pytest.mark.timeout(240)
+async def test_rewind_to_checkpoint_2_of_5_redoes_steps_3_to_5_from_its_workspace(
+    dev_client: Client, tmp_path: Path
+) -> None:
+    run_id = new_run_id("rewind")
+    spec = workspace_spec(tmp_path, run_id, env={"STEPS": "5", "HOLD": "2.5", "WAIT_AT_END": "90"})
+    async with (
+        nothing_left_running(dev_client) as runs,
+        in_process_worker(dev_client, "rewind") as queue,
+    ):
+        runs.append(run_id)
+        await api.start_run(dev_client, spec, task_queue=queue)
+
+        def five_kept(status: Any) -> bool:
+            kept = status.workspace.kept if status.workspace else []
+            return [k.outcome for k in kept] == ["pushed"] * 5
+
+        await wait_for_status(dev_client, run_id, five_kept, timeout=60)
+        with pytest.raises(WorkspaceRefused, match="no checkpoint 9"):
+            await rewind_run(dev_client, run_id, 9)
+        said = await rewind_run(dev_client, run_id, 2)
+        assert "rewinding to checkpoint 2" in said
+
+        result = await asyncio.wait_for(api.wait_result(dev_client, run_id), timeout=90)
+        assert (result.outcome, result.attempts, result.restarts) == ("finished", 2, 0)
+        done = json.loads(result.checkpoint or "{}")
+        # Checkpoint 2's checkpoint and workspace: steps 3 to 5 done again, by attempt 2.
+        assert done["log"] == ["a1:s1", "a1:s2", "a2:s3", "a2:s4", "a2:s5"]
+        assert done["found"]["2"] == ["step-1.txt", "step-2.txt"]
+        status = await api.get_status(dev_client, run_id)
+        assert status.workspace is not None and status.workspace.rewinds == 1
+        numbers = [k.number for k in status.workspace.kept if k.outcome == "pushed"]
+        assert numbers == [1, 2, 3, 4, 5, 6, 7, 8]  # the later refs stay; new ones follow
+        assert "rewound to checkpoint 2" in status.restarts[-1].reason
+
+
+@pytest.mark.timeout(240)
+async def test_a_workspace_over_the_limit_is_said_and_the_run_goes_on(
+    dev_client: Client, tmp_path: Path
+) -> None:
+    run_id = new_run_id("keepbig")
+    spec = workspace_spec(tmp_path, run_id, max_workspace_mib=1, env={"STEPS": "2", "BIG_MIB": "2"})
+    quiet_id = new_run_id("nokeep")
+    quiet = workspace_spec(
+        tmp_path, quiet_id, keep_workspace=False, env={"STEPS": "1", "WAIT_AT_END": "60"}
+    )
+    async with (
+        nothing_left_running(dev_client) as runs,
+        in_process_worker(dev_client, "keepbig") as queue,
+    ):
+        runs += [run_id, quiet_id]
+        await api.start_run(dev_client, spec, task_queue=queue)
+        await api.start_run(dev_client, quiet, task_queue=queue)
+        result = await asyncio.wait_for(api.wait_result(dev_client, run_id), timeout=90)
+        assert result.outcome == "finished"
+        status = await api.get_status(dev_client, run_id)
+        assert status.workspace is not None
+        assert [k.outcome for k in status.workspace.kept] == ["over_limit", "over_limit"]
+        assert "over max_workspace_mib" in (status.workspace.problem or "")
+        # A run that keeps no workspace refuses a rewind, saying why.
+        await wait_for_status(dev_client, quiet_id, lambda s: s.checkpoint_bytes > 0)
+        with pytest.raises(WorkspaceRefused, match="does not keep its workspace"):
+            await rewind_run(dev_client, quiet_id, 1)
+        await api.cancel_run(dev_client, quiet_id)
+
+
+@pytest.mark.timeout(240)
+async def test_on_runtime_a_crashed_agents_uncommitted_files_reach_its_fresh_sandbox(
+    dev_client: Client, tmp_path: Path
+) -> None:
+    runtime_home = tmp_path / "runtime-home"
+    run_id = new_run_id("rtkeep")
+    spec = workspace_spec(
+        tmp_path, run_id, provider="runtime", env={"STEPS": "3", "CRASH_AFTER": "2"}
+    )
+    with pytest.MonkeyPatch.context() as env:
+        async with (
+            FakeRuntime.local(runtime_home) as fake,
+            nothing_left_running(dev_client, [runtime_home]) as runs,
+            in_process_worker(dev_client, "rtkeep") as queue,
+        ):
+            fake.use(env, tmp_path / "config")
+            runs.append(run_id)
+            done = await _crash_and_come_back(dev_client, queue, spec)
+            assert done["found"] == {"1": [], "2": ["step-1.txt", "step-2.txt"]}
+            status = await api.get_status(dev_client, run_id)
+            assert status.workspace is not None
+            latest = status.workspace.kept[-1]
+            text = diff_text(spec.repo, latest, status.workspace.base, stat=True)
+            assert all(f"step-{k}.txt" in text for k in (1, 2, 3))
