@@ -122,3 +122,24 @@ def verdict(
 
 def _day(when: datetime) -> str:
     return f"{when.astimezone(UTC):%Y-%m-%d %H:%M} UTC"
+
+
+def ref_verdict(
+    run: RunEnd, keep_days: int | None, *, now: datetime, include_paused: bool = False
+) -> Verdict:
+    """The rule `overnight reap` applies to a run's kept-workspace refs (`refs/overnight/<run>/*`):
+    kept while the run is open, and `keep_days` (its spec's `keep_failed_days`) after it
+    closed, however it ended; deleted once that has passed, when Temporal no longer knows the
+    run, or (`--paused`) as soon as the run is closed."""
+    if run.open:
+        return Verdict(False, "its run is still open")
+    if not run.known:
+        return Verdict(True, "its run is gone from Temporal")
+    if include_paused:
+        return Verdict(True, "its run is closed (reap --paused)")
+    if run.closed_at is None or keep_days is None:
+        return Verdict(False, "its run's retention is not known")
+    until = keep_until(run.closed_at, keep_days)
+    if until <= now:
+        return Verdict(True, f"its retention ended {_day(until)}")
+    return Verdict(False, f"kept until {_day(until)}")

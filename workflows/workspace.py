@@ -59,9 +59,8 @@ def record(s: SupervisorState, number: int, kept: WorkspaceKeep, now: datetime) 
         detail=kept.detail[:300],
     )
     s.workspace_kept = [*s.workspace_kept, entry][-MAX_KEPT_RECORDS:]
-    if kept.outcome == "pushed":
-        s.workspace_problem = None
-    elif kept.outcome != "skipped":
+    # Said until the next problem (later keeps that pushed show beside it).
+    if kept.outcome not in ("pushed", "skipped"):
         s.workspace_problem = f"checkpoint {number}: {entry.detail or kept.outcome}"
     return entry
 
@@ -92,7 +91,6 @@ def take_started(s: SupervisorState, started: AgentStarted, now: datetime) -> No
     if target is None:
         return
     s.rewinds += 1
-    s.workspace_problem = None
     if started.checkpoint_restored is not None:
         take_checkpoint(s, started.checkpoint_restored, now)
         s.workspace_digest = s.checkpoint_digest  # not news: it is the one kept there

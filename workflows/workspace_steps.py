@@ -15,6 +15,8 @@ from temporalio.exceptions import ActivityError
 with workflow.unsafe.imports_passed_through():
     from activities.models import ActivityName
     from activities.workspace_models import KeepWorkspaceInput, WorkspaceKeep
+    from overnight.models import RunSpec
+    from overnight.specs import redact_url
     from overnight.workspace_spec import MEMO_KEY, REF_ROOT, find
     from workflows import calls, host_steps, policies, workspace
     from workflows.patches import WORKSPACE_KEPT_PATCH
@@ -69,7 +71,8 @@ async def keep_if_changed(s: SupervisorState, *, running: bool = True) -> None:
         workflow.logger.warning("workspace not kept at checkpoint %d: %s", number, entry.detail)
     if entry.outcome == "pushed" and not s.workspace_memo:
         # `overnight reap` finds the runs whose refs it may delete by this memo.
-        workflow.upsert_memo({MEMO_KEY: {"refs": f"{REF_ROOT}/{spec.run_id}/"}})
+        # (The repository without its credentials: a memo is listed with the run.)
+        workflow.upsert_memo({MEMO_KEY: _memo(spec)})
         s.workspace_memo = True
 
 
@@ -82,3 +85,12 @@ async def rewind(s: SupervisorState, restart: Restart) -> None:
         return  # the validator let it through; the record fell out of the kept ones since
     s.rewinding = target
     await restart(s, f"rewound to checkpoint {number} (asked by a person)", counted=False)
+
+
+def _memo(spec: RunSpec) -> dict[str, object]:
+    """What `reap` reads of a run that pushed refs: where, and for how long after it ends."""
+    return {
+        "refs": f"{REF_ROOT}/{spec.run_id}/",
+        "repo": redact_url(spec.repo),
+        "keep_failed_days": spec.keep_failed_days,
+    }

@@ -11,6 +11,8 @@ delete what no run needs any more, and say how much disk it freed.
   (tombstones) of local sandboxes deleted over `RECORD_DAYS` ago.
 - Snapshots of runs that are gone or ended without cleaning up (terminated, failed, timed out);
   those of a run that ended well only with `--paused`.
+- The refs of the workspaces runs kept (`refs/overnight/<run_id>/<n>`), once the run has been
+  closed its `keep_failed_days` (overnight.worker.workspace_reaping); `--paused`: at once.
 - The session stores of coding agents' runs that are closed or gone (the copies of a CLI's
   session the adapter keeps on this machine, `$OVERNIGHT_HOME/sessions/<run_id>/`:
   activities/coding_agent_setup.py).
@@ -42,6 +44,7 @@ from overnight.errors import OvernightError
 from overnight.home import overnight_home
 from overnight.retention import RunEnd, verdict
 from overnight.worker.run_history import run_spec
+from overnight.worker.workspace_reaping import reap_refs
 
 # A run that ended this way went through its own end: what it left paused it kept on purpose
 # and labelled (and its snapshots it deleted, unless `keep_sandboxes`).
@@ -132,9 +135,30 @@ async def reap(
             if judged.delete:
                 reaped.append(await _stop(name, provider, disk, sandbox, run_id, judged.why))
     reaped += await _reap_snapshots(runs, providers, include_paused=include_paused)
+    reaped += await _reap_workspace_refs(runs, when, include_paused=include_paused)
     if "local" in providers:
         reaped += await reap_sessions(runs)
     return reaped
+
+
+async def _reap_workspace_refs(
+    runs: RunBook, now: datetime, *, include_paused: bool
+) -> list[ReapedSandbox]:
+    """The kept workspaces' refs whose retention passed (overnight.worker.workspace_reaping)."""
+    found = await reap_refs(runs.client, runs.end, now=now, include_paused=include_paused)
+    return [
+        ReapedSandbox(
+            provider=ref.repo,
+            sandbox_id=ref.ref,
+            run_id=ref.run_id,
+            was="kept",
+            stopped=ref.deleted,
+            detail=ref.detail,
+            kind="workspace",
+            why=ref.why,
+        )
+        for ref in found
+    ]
 
 
 async def reap_sessions(runs: RunBook, home: Path | None = None) -> list[ReapedSandbox]:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -18,10 +20,12 @@ from fakes.git_http import origin_fields
 from fakes.runtime import FakeRuntime
 from overnight.cli import client as api
 from overnight.cli.demo import make_origin
+from overnight.cli.reaping import reap
 from overnight.cli.workspace import WorkspaceRefused, diff_text, rewind_run
+from overnight.errors import OvernightError
 from overnight.models import RunSpec
 from overnight.worker.devserver import DevServer
-from overnight.workspace_spec import find
+from overnight.workspace_spec import REF_ROOT, ref_name
 from tests.e2e.helpers import wait_for_status
 from tests.e2e.test_operator import overnight_cli
 from tests.live import in_process_worker, new_run_id, nothing_left_running
@@ -53,6 +57,21 @@ while state["step"] < steps:
 if attempt == "1" and os.environ.get("WAIT_AT_END"):
     time.sleep(float(os.environ["WAIT_AT_END"]))
 """
+
+
+def refs_in(origin: Path, run_id: str) -> list[str]:
+    listed = subprocess.run(
+        ["git", "-c", "safe.directory=*", "for-each-ref", "--format=%(refname)", REF_ROOT],
+        cwd=origin,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return [ref for ref in listed.stdout.split() if f"/{run_id}/" in ref]
+
+
+def refs_in_order(run_id: str, count: int) -> list[str]:
+    return sorted(ref_name(run_id, n) for n in range(1, count + 1))
 
 
 def workspace_spec(root: Path, run_id: str, provider: str = "local", **changes: Any) -> RunSpec:
@@ -115,8 +134,17 @@ async def test_files_written_and_not_committed_survive_a_crash_and_diff_shows_th
         assert "step-1.txt" in first.stdout and "step-2.txt" not in first.stdout
         missing = await overnight_cli(dev_server, "diff", run_id, "--step", "9")
         assert missing.returncode == 2 and "no checkpoint 9" in missing.stderr
-        # Nothing but the refs was pushed: the agent's branch is not on the origin.
-        assert "refs/overnight/" in str(find(view.kept, 3).ref)
+        # The refs go with the run's retention (keep_failed_days, 3), not before.
+        origin = Path(spec.repo)
+        assert len(refs_in(origin, run_id)) == 3
+        assert not [e for e in await reap(dev_client, {}) if e.run_id == run_id]
+        later = datetime.now(UTC) + timedelta(days=3, hours=1)
+        reaped = [e for e in await reap(dev_client, {}, now=later) if e.run_id == run_id]
+        assert sorted(e.sandbox_id for e in reaped) == refs_in_order(run_id, 3)
+        assert all(e.stopped and e.kind == "workspace" for e in reaped)
+        assert refs_in(origin, run_id) == []
+        with pytest.raises(OvernightError, match="git fetch failed"):
+            diff_text(spec.repo, view.kept[-1], view.base)
 
 
 @pytest.mark.timeout(240)
