@@ -4,7 +4,7 @@ Everything in the workspace is the agent's and may be hostile: its `.git` (hooks
 a broken index), symlinks, huge files, odd names. So every git call runs with hooks, the
 fsmonitor, auto-gc and signing off (the sandbox's own git config stays, for the remote's
 credentials); the agent's own index, HEAD, branch and commits
-are never touched (a temporary index, `write-tree`, `commit-tree`); what would be hashed is
+are never touched (an index of its own, `write-tree`, `commit-tree`); what would be hashed is
 measured before it is, and what would be pushed before it is; git's own output goes to a file
 of which only a tail is shown. Each script prints one line `overnight-workspace <word> ...`.
 
@@ -26,6 +26,8 @@ MARK = "overnight-workspace"
 # Where a restore notes it was done, so a retried create does not undo the agent's work.
 RESTORED_MARK = "/workspace/.overnight/workspace-restored"
 CHECKPOINT_ENTRY = "checkpoint.json"
+# The keeps' own index (never the agent's), kept between keeps in the sandbox.
+KEEP_INDEX = "/workspace/.overnight/workspace.index"
 # git's words shown at most (a tail; the rest is in the sandbox's temporary file, then gone).
 TAIL_BYTES = 600
 
@@ -66,8 +68,9 @@ def keep_script(
     prev = shlex.quote(previous or "")
     return (
         _PRELUDE
-        + f"""idx=$(mktemp -u) || exit 1
-trap 'rm -f "$idx" "$idx.lock" "$log"' EXIT
+        + f"""idx={KEEP_INDEX}
+mkdir -p "$(dirname "$idx")"
+trap 'rm -f "$idx.lock" "$log"' EXIT
 export GIT_AUTHOR_DATE={shlex.quote(when)} GIT_COMMITTER_DATE={shlex.quote(when)}
 cp={shlex.quote(checkpoint_path)}
 cpc=""
@@ -77,17 +80,20 @@ if [ -f "$cp" ] && [ ! -L "$cp" ] && [ "$(stat -c %s -- "$cp")" -le {max_checkpo
   cpc=$(printf 'overnight: checkpoint\\n' | g commit-tree "$tree" 2>>"$log") || cpc=""
 fi
 head=$(g rev-parse --verify -q 'HEAD^{{commit}}' 2>>"$log") || head=""
+src=$(g rev-parse --git-path index 2>>"$log") || src=""
+# Our own index, kept between keeps (what it knows of each file's stat spares rehashing it);
+# the first keep starts from a copy of the agent's. A link, or one git cannot read, is
+# started afresh (empty: every file is then measured, and hashed, as new).
+if [ -L "$idx" ] || [ ! -f "$idx" ]; then
+  rm -f "$idx"
+  if [ -n "$src" ] && [ -f "$src" ] && [ ! -L "$src" ]; then cp -- "$src" "$idx" 2>/dev/null; fi
+fi
+if ! GIT_INDEX_FILE="$idx" g ls-files --stage >/dev/null 2>>"$log"; then rm -f "$idx"; fi
 # What `add` would hash (changed and untracked files, .gitignore honoured), measured first.
-new=$(g ls-files -z --others --modified --exclude-standard 2>>"$log" |
+new=$(GIT_INDEX_FILE="$idx" g ls-files -z --others --modified --exclude-standard 2>>"$log" |
   xargs -0 -r stat -c %s -- 2>/dev/null | awk '{{s+=$1}} END {{printf "%.0f", s}}')
 if [ "${{new:-0}}" -gt {max_bytes} ]; then say over "$new" "files"; exit 0; fi
-src=$(g rev-parse --git-path index 2>>"$log") || src=""
-if [ -n "$src" ] && [ -f "$src" ] && [ ! -L "$src" ]; then cp -- "$src" "$idx" 2>/dev/null; fi
-if ! GIT_INDEX_FILE="$idx" g add -A -- . >>"$log" 2>&1; then
-  rm -f "$idx"
-  GIT_INDEX_FILE="$idx" g add -A -- . >>"$log" 2>&1 ||
-    {{ say failed "git add: $(tail_of)"; exit 0; }}
-fi
+GIT_INDEX_FILE="$idx" g add -A -- . >>"$log" 2>&1 || {{ say failed "git add: $(tail_of)"; exit 0; }}
 tree=$(GIT_INDEX_FILE="$idx" g write-tree 2>>"$log") ||
   {{ say failed "write-tree: $(tail_of)"; exit 0; }}
 parents=""
@@ -101,9 +107,12 @@ Overnight-Checkpoint: ${{cpc:-none}}"
 commit=$(printf '%s\\n' "$msg" | g commit-tree "$tree" $parents 2>>"$log") ||
   {{ say failed "commit-tree: $(tail_of)"; exit 0; }}
 # What the push sends at most: objects neither the remote's branches nor the last kept hold.
+# (The last kept commit is no ancestor: its tree is named too, or its objects would count.)
 not="--remotes"
 prev={prev}
-if [ -n "$prev" ] && g cat-file -e "$prev^{{commit}}" 2>/dev/null; then not="$not $prev"; fi
+if [ -n "$prev" ] && g cat-file -e "$prev^{{commit}}" 2>/dev/null; then
+  not="$not $prev $prev^{{tree}}"
+fi
 bytes=$(g rev-list --objects "$commit" --not $not 2>>"$log" | cut -d' ' -f1 |
   g cat-file --batch-check='%(objectsize:disk)' 2>>"$log" |
   awk '{{s+=$1}} END {{printf "%.0f", s}}')

@@ -28,6 +28,7 @@ GROUPS = (
     "disk",
     "codingagents",
     "hosts",
+    "workspace",
 )
 REPO_ROOT = Path(__file__).resolve().parent.parent
 RESULTS_DIR = REPO_ROOT / "bench" / "results"

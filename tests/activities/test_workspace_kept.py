@@ -186,10 +186,13 @@ async def test_a_rewind_restores_the_checkpoint_kept_with_the_workspace(
     run = spec(origin, agent_dir)
     sid = (await create(acts, run, 1)).sandbox_id
     await sh(engine, sid, "echo one > work.txt")
+    await sh(engine, sid, "head -c 200000 /dev/urandom > big.bin")
     first = await keep(engine, run, sid, 1)
     await sh(engine, sid, "echo two > work.txt; echo '{\"step\": 2}' > /workspace/checkpoint.json")
     second = await keep(engine, run, sid, 2, previous=first.commit)
     assert second.outcome == "pushed" and second.commit != first.commit
+    # What the first keep pushed (big.bin) is not counted again.
+    assert first.bytes > 200000 > second.bytes
 
     back = WorkspaceRestore(ref=first.ref or "", commit=first.commit or "", rewind=True)
     again = await create(acts, run, 2, back)

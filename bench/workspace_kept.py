@@ -1,0 +1,391 @@
+"""What keeping the workspace at every checkpoint costs, and what it saves:
+`python -m bench.workspace_kept [--quick]`.
+
+Per checkpoint (the local engine and the real activities, a 10 MB and a 500 MB repository):
+between two checkpoints the agent edits three tracked files and adds a 64 KiB one; the
+baseline is what a checkpoint costs without keeping (the checkpoint read), overnight the same
+read plus the keep (commit to a private ref and push to a bare origin). Time is the activities'
+wall time; bytes are what the read carries into history, plus what the keep pushes (objects
+not yet on the origin). Medians over `--keeps` checkpoints, after a first keep.
+
+Per crash (the real stack: a dev server, a worker in this process, real sandboxes): an agent
+that commits and pushes only at its end (bench/agents/pushes_at_end) crashes after step 3 of 4;
+the same run without and with `keep_workspace`. Work lost = the step files the crashed attempt
+wrote before its last checkpoint that its fresh sandbox did not have; the history events per
+checkpoint say what keeping adds to a run's history.
+
+Rows (group `workspace`) go into bench/results/latest.json beside the suite's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import ActivityEnvironment
+
+from activities.models import CreateSandboxInput, ReadCheckpointInput
+from activities.providers.local import disk_image
+from activities.providers.local.engine import LocalEngine
+from activities.providers.local.provider import LocalProvider
+from activities.sandbox import SandboxActivities
+from activities.sandbox_setup import APP_DIR
+from activities.workspace_activities import WorkspaceActivities
+from activities.workspace_models import KeepWorkspaceInput
+from bench.procs import dev_server
+from bench.report import RESULTS_DIR, Row, machine, render_text, save_results
+from fakes.git_http import origin_fields
+from overnight.cli import client as api
+from overnight.constants import LABEL_RUN
+from overnight.grants import Grants
+from overnight.home import HOME_ENV
+from overnight.isolation import HostBind
+from overnight.models import RunSpec
+from overnight.worker.runner import serve
+
+AGENT = Path(__file__).resolve().parent / "agents" / "pushes_at_end"
+MIB = 1024 * 1024
+# Per checkpoint, keeping may take at most this long on the 10 MB repository.
+KEEP_TARGET_SECONDS = 1.0
+
+
+@dataclass(frozen=True)
+class Plan:
+    sizes_mib: tuple[int, ...] = (10, 500)
+    keeps: int = 5
+    steps: int = 4
+    crash_at: int = 3
+    hold: float = 1.5
+
+
+QUICK = Plan(sizes_mib=(1, 5), keeps=2, steps=3, crash_at=2, hold=1.5)
+
+
+def _git(cwd: Path, *args: str) -> str:
+    ident = ["-c", "user.name=bench", "-c", "user.email=bench@example.invalid"]
+    done = subprocess.run(
+        ["git", "-c", "safe.directory=*", *ident, *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return done.stdout.strip()
+
+
+def make_origin(root: Path, size_mib: int) -> Path:
+    """A bare origin holding `size_mib` MiB of incompressible files (256 KiB each, at most)."""
+    work, origin = root / "seed", root / "origin.git"
+    work.mkdir(parents=True)
+    each = min(256 * 1024, size_mib * MIB // 8)
+    for i in range(size_mib * MIB // each):
+        folder = work / f"d{i % 50}"
+        folder.mkdir(exist_ok=True)
+        (folder / f"f{i}.bin").write_bytes(os.urandom(each))
+    _git(work, "init", "-q", "-b", "main")
+    _git(work, "add", "-A")
+    _git(work, "commit", "-q", "-m", "seed")
+    _git(root, "init", "-q", "--bare", "--shared=0777", "-b", "main", str(origin))
+    _git(work, "push", "-q", str(origin), "main")
+    shutil.rmtree(work)
+    for path in [root, *root.rglob("*")]:
+        path.chmod(0o777 if path.is_dir() else 0o666)
+    return origin
+
+
+async def measure_keeps(root: Path, size_mib: int, keeps: int) -> dict[str, Any]:
+    """Seconds and bytes per checkpoint without keeping (the read) and with (read + keep)."""
+    origin = make_origin(root / f"repo-{size_mib}", size_mib)
+    agent = root / "sleeper"
+    agent.mkdir(exist_ok=True)
+    (agent / "main.py").write_text("import time\ntime.sleep(3600)\n")
+    engine = LocalEngine(root / f"home-{size_mib}")
+    provider = LocalProvider(engine)
+    spec = RunSpec(
+        run_id=f"keepbench-{size_mib}-{uuid.uuid4().hex[:6]}",
+        repo=str(origin),
+        binds=[HostBind(path=str(origin.parent), writable=True)],
+        agent_dir=str(agent),
+        command="python3 /workspace/agent/main.py",
+        keep_workspace=True,
+        max_workspace_mib=1024,
+        sandbox_timeout_seconds=3600,
+    )
+    grants = Grants(writable_bind_roots=(str(root.resolve()),))
+    env = ActivityEnvironment()
+    found: dict[str, list[float]] = {"read_s": [], "keep_s": [], "read_bytes": [], "push_bytes": []}
+    async with SandboxActivities(providers={"local": provider}, grants=grants) as acts:
+        began = time.perf_counter()
+        made = CreateSandboxInput(spec=spec, attempt=1, checkpoint='{"step": 0}')
+        started = await env.run(acts.create_sandbox, made)
+        create_seconds = time.perf_counter() - began
+        sid = started.sandbox_id
+        keeper = WorkspaceActivities(lambda _name: _same(provider))
+        previous = None
+        try:
+            for n in range(1, keeps + 2):
+                change = (
+                    f"for f in d1/f1.bin d2/f2.bin d3/f3.bin; do echo edit {n} >> $f; done; "
+                    f"head -c 65536 /dev/urandom > new-{n}.bin; "
+                    f"echo '{{\"step\": {n}}}' > /workspace/checkpoint.json"
+                )
+                ran = await provider.run(sid, change, cwd=APP_DIR, timeout_seconds=60)
+                assert ran.exit_code == 0, ran.stderr
+                t0 = time.perf_counter()
+                read = await env.run(
+                    acts.read_checkpoint,
+                    ReadCheckpointInput(
+                        provider="local",
+                        sandbox_id=sid,
+                        checkpoint_path=spec.checkpoint_path,
+                        max_bytes=spec.max_checkpoint_bytes,
+                    ),
+                )
+                t1 = time.perf_counter()
+                kept = await env.run(
+                    keeper.keep_workspace,
+                    KeepWorkspaceInput(
+                        provider="local",
+                        sandbox_id=sid,
+                        run_id=spec.run_id,
+                        repo=spec.repo,
+                        number=n,
+                        at=datetime.now(UTC),
+                        max_bytes=spec.max_workspace_mib * MIB,
+                        checkpoint_path=spec.checkpoint_path,
+                        max_checkpoint_bytes=spec.max_checkpoint_bytes,
+                        previous=previous,
+                    ),
+                )
+                t2 = time.perf_counter()
+                assert kept.outcome == "pushed", kept.detail
+                previous = kept.commit
+                if n == 1:
+                    continue  # the first keep after the clone: the measured ones follow
+                found["read_s"].append(t1 - t0)
+                found["keep_s"].append(t2 - t1)
+                found["read_bytes"].append(read.size)
+                found["push_bytes"].append(kept.bytes)
+        finally:
+            engine.stop(sid)
+    return {
+        "size_mib": size_mib,
+        "create_seconds": round(create_seconds, 3),
+        **{key: [round(v, 4) for v in values] for key, values in found.items()},
+    }
+
+
+async def _same(provider: LocalProvider) -> LocalProvider:
+    return provider
+
+
+def crash_spec(root: Path, keep: bool, plan: Plan) -> RunSpec:
+    run_id = f"keepcrash-{'on' if keep else 'off'}-{uuid.uuid4().hex[:6]}"
+    origin = make_origin(root / run_id, 1)
+    return RunSpec.model_validate(
+        {
+            "run_id": run_id,
+            **origin_fields(origin, "local"),
+            "agent_dir": str(AGENT),
+            "command": "python3 /workspace/agent/main.py",
+            "env": {
+                "AGENT_STEPS": str(plan.steps),
+                "AGENT_CRASH_AT": str(plan.crash_at),
+                "AGENT_HOLD": str(plan.hold),
+            },
+            "poll_seconds": 1,
+            "stall_seconds": 120,
+            "sandbox_timeout_seconds": 600,
+            "keep_workspace": keep,
+        }
+    )
+
+
+async def crash_run(client: Client, queue: str, spec: RunSpec, plan: Plan) -> dict[str, Any]:
+    await api.start_run(client, spec, task_queue=queue)
+    result = await asyncio.wait_for(api.wait_result(client, spec.run_id), timeout=600)
+    final = json.loads(result.checkpoint or "{}")
+    found_again = final["found"].get("2", [])
+    wrote = [f"step-{k}.txt" for k in range(1, plan.crash_at + 1)]
+    lost = [name for name in wrote if name not in found_again]
+    history = await client.get_workflow_handle(spec.run_id).fetch_history()
+    # The crashed attempt's sandbox was kept paused for a look: not needed here.
+    engine = LocalEngine()
+    for meta in engine.list_sandboxes({LABEL_RUN: spec.run_id}, include_stopped=False):
+        await asyncio.to_thread(engine.stop, meta.id)
+    pushed = _git(Path(spec.repo), "ls-tree", "--name-only", spec.branch)
+    return {
+        "keep_workspace": spec.keep_workspace,
+        "attempts": result.attempts,
+        "lost_steps": len(lost),
+        "lost_seconds": round(len(lost) * plan.hold, 2),
+        "steps_on_branch": sum(1 for name in pushed.split() if name.startswith("step-")),
+        "history_events": len(history.events),
+        "checkpoints": plan.steps,
+    }
+
+
+async def measure_crashes(
+    root: Path, plan: Plan, server: tuple[str, str] | None
+) -> list[dict[str, Any]]:
+    """The crash run without, then with, keeping; on a dev server of its own unless given
+    (`server`: its address and namespace)."""
+    if server is not None:
+        address, namespace = server
+        client = await Client.connect(
+            address, namespace=namespace, data_converter=pydantic_data_converter
+        )
+        return await _crashes_on(client, root, plan)
+    (root / "dev").mkdir()
+    async with dev_server(root / "dev") as own:
+        client = await Client.connect(
+            own.address, namespace=own.namespace, data_converter=pydantic_data_converter
+        )
+        return await _crashes_on(client, root, plan)
+
+
+async def _crashes_on(client: Client, root: Path, plan: Plan) -> list[dict[str, Any]]:
+    queue = f"keepbench-{uuid.uuid4().hex[:8]}"
+    ready, stop = asyncio.Event(), asyncio.Event()
+    grants = Grants(writable_bind_roots=(str(root.resolve()),))
+    worker = asyncio.create_task(
+        serve(client, task_queue=queue, ready=ready, stop=stop, grants=grants)
+    )
+    try:
+        await asyncio.wait_for(ready.wait(), timeout=60)
+        return [
+            await crash_run(client, queue, crash_spec(root, keep, plan), plan)
+            for keep in (False, True)
+        ]
+    finally:
+        stop.set()
+        await asyncio.wait_for(worker, timeout=60)
+
+
+def _median(values: list[float]) -> float:
+    return round(statistics.median(values), 4) if values else 0.0
+
+
+def result_rows(keeps: list[dict[str, Any]], crashes: list[dict[str, Any]]) -> list[Row]:
+    rows: list[Row] = []
+    for found in keeps:
+        size, read = found["size_mib"], _median(found["read_s"])
+        both = round(read + _median(found["keep_s"]), 4)
+        small = size == min(k["size_mib"] for k in keeps)
+        rows.append(
+            Row(
+                f"workspace kept: time per checkpoint, {size} MB repo (baseline: not kept)",
+                "s",
+                read,
+                both,
+                target=f"<= {KEEP_TARGET_SECONDS:g} s" if small else "",
+                at_most=KEEP_TARGET_SECONDS if small else None,
+            )
+        )
+        rows.append(
+            Row(
+                f"workspace kept: bytes per checkpoint, {size} MB repo (baseline: not kept)",
+                "bytes",
+                _median(found["read_bytes"]),
+                _median(
+                    [r + p for r, p in zip(found["read_bytes"], found["push_bytes"], strict=True)]
+                ),
+            )
+        )
+    off, on = crashes
+    rows += [
+        Row(
+            "workspace kept: work lost per crash, agent pushing only at its end",
+            "steps",
+            off["lost_steps"],
+            on["lost_steps"],
+            target="0",
+            at_most=0,
+        ),
+        Row(
+            "workspace kept: history events per checkpoint (crash run)",
+            "events",
+            round(off["history_events"] / off["checkpoints"], 1),
+            round(on["history_events"] / on["checkpoints"], 1),
+        ),
+    ]
+    for row in rows:
+        row.group = "workspace"
+    return rows
+
+
+Measured = tuple[list[dict[str, Any]], list[dict[str, Any]]]
+
+
+async def measure(plan: Plan, root: Path, server: tuple[str, str] | None = None) -> Measured:
+    keeps = [await measure_keeps(root, size, plan.keeps) for size in plan.sizes_mib]
+    crashes = await measure_crashes(root, plan, server)
+    return keeps, crashes
+
+
+async def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.workspace_kept")
+    parser.add_argument("--quick", action="store_true", help="tiny sizes: the smoke test")
+    parser.add_argument("--keeps", type=int, default=Plan.keeps)
+    parser.add_argument("--results", type=Path, default=RESULTS_DIR, help="folder for latest.json")
+    args = parser.parse_args(argv)
+    plan = QUICK if args.quick else Plan(keeps=args.keeps)
+    began, started_at = time.monotonic(), datetime.now(UTC)
+    root = Path(tempfile.mkdtemp(prefix="workspace-bench-"))
+    os.environ[HOME_ENV] = str(root / "home")  # sandboxes here, not in ~/.overnight
+    try:
+        keeps, crashes = await measure(plan, root)
+    finally:
+        clean_up(root)
+    rows = result_rows(keeps, crashes)
+    details = {"workspace_kept": {"keeps": keeps, "crashes": crashes}}
+    meta = {
+        "command": "python -m bench.workspace_kept" + (" --quick" if args.quick else ""),
+        "machine": machine(),
+        "started_at": started_at.isoformat(timespec="seconds"),
+        "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "wall_seconds": round(time.monotonic() - began),
+        "metrics": ["workspace"],
+    }
+    results = args.results if not args.quick or args.results != RESULTS_DIR else root_quick()
+    _, json_path, _ = save_results(results, rows, details, meta)
+    print(json.dumps(details["workspace_kept"]))
+    print(render_text(rows))
+    print(f"wrote {json_path}")
+    return 0 if all(row.passed is not False for row in rows) else 1
+
+
+def clean_up(root: Path) -> None:
+    """Stop every sandbox the bench made (the crashed attempts' are kept paused), detach
+    their disk images, and delete the scratch folder."""
+    for home in [root / "home", *root.glob("home-*")]:
+        engine = LocalEngine(home)
+        for meta in engine.list_sandboxes(include_stopped=False):
+            engine.stop(meta.id)
+        disk_image.detach(home)
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def root_quick() -> Path:
+    """A quick run's results go to a folder of their own: its figures mean nothing."""
+    return Path(tempfile.mkdtemp(prefix="workspace-bench-quick-"))
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(asyncio.run(main()))
