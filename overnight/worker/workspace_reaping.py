@@ -12,6 +12,7 @@ repository no run Temporal knows names is not looked at (docs/operator.md: delet
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import subprocess
 import tempfile
@@ -29,6 +30,7 @@ from overnight.specs import redact_url, scrub_url
 from overnight.worker.run_history import run_spec
 from overnight.workspace_spec import MEMO_KEY, REF_ROOT, run_of_ref
 
+logger = logging.getLogger(__name__)
 GIT_SECONDS = 300
 # The runs a reap reads at most (newest first), to find the repositories.
 MAX_RUNS_LISTED = 10_000
@@ -74,14 +76,16 @@ async def reap_refs(
     now: datetime,
     include_paused: bool = False,
 ) -> list[RefReaped]:
-    """Delete the refs whose retention passed, one entry each (and one per repository that
-    could not be listed). `end_of`: what Temporal says of a run (the reap's `RunBook.end`)."""
+    """Delete the refs whose retention passed, one entry each (a repository that cannot be
+    listed is logged and left for the next reap). `end_of`: what Temporal says of a run (the
+    reap's `RunBook.end`)."""
     reaped: list[RefReaped] = []
     for name, (url, days) in (await repositories(client)).items():
         try:
             refs = await asyncio.to_thread(_listed, url)
         except OvernightError as err:
-            reaped.append(RefReaped(name, "", "", "its refs could not be listed", False, str(err)))
+            # Not an entry: a repository gone for good would fail every reap, for ever.
+            logger.warning("kept workspaces' refs in %s not looked at: %s", name, err)
             continue
         doomed: list[tuple[str, str, str]] = []
         for ref in refs:
