@@ -221,6 +221,8 @@ class AgentRun(RunMessages, RewindMessages):
         finally:
             if not handle.done():
                 handle.cancel()
+                # Its end (the cancellation) is nobody's news: read, so it is not logged as lost.
+                handle.add_done_callback(lambda done: done.cancelled() or done.exception())
         if _interrupted(s):
             return None
         try:
