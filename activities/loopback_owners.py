@@ -11,7 +11,8 @@ processes through /proc/PID/fd. A port is refused when its listener belongs to:
 - this worker's own process (its metrics endpoint, an in-process codec server), except the
   ports it serves to agents on purpose (`overnight.local_services.serve_to_agents`);
 - a process that declared itself one of overnight's services (`local_services.Declared`: the
-  codec server, other workers of the same `$OVERNIGHT_HOME`).
+  codec server, other workers of the same `$OVERNIGHT_HOME`), except the ports its declaration
+  says it serves to agents.
 
 A listener the worker cannot see (another user's process under a worker that is not root)
 is not refused by this; the frontend's port and the Web UI's beside it always are.
@@ -23,7 +24,7 @@ import os
 from collections.abc import Collection, Iterable
 from pathlib import Path
 
-from overnight.local_services import declared_services, served_to_agents
+from overnight.local_services import declared_for_agents, declared_services, served_to_agents
 
 _LISTEN = "0A"
 _LOOPBACK = ("localhost", "127.0.0.1", "::1", "0.0.0.0", "::")
@@ -108,10 +109,12 @@ class OwnServices(frozenset[int]):
             if inodes & mine and port not in vouched:
                 found[port] = "a port of this worker's own process (its metrics endpoint, or "
                 found[port] += "another service of its)"
+        for_agents = declared_for_agents(self.home)
         for pid, who in self._others(listeners, own).items():
             held = socket_inodes(pid)
+            meant = for_agents.get(pid, frozenset())
             for port, inodes in asked.items():
-                if port not in found and inodes & held:
+                if port not in found and port not in meant and inodes & held:
                     found[port] = who
         return found
 

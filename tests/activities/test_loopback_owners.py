@@ -186,3 +186,35 @@ async def test_a_plain_service_and_the_workers_own_ledger_stay_allowed(
     ledger = host_ports_for(ledger_url(tmp_path / "ledger.jsonl"))
     nobody = free_port()  # nothing listens: nothing to refuse either
     assert await refusals(activities, spec_with(tmp_path, [plain_service, *ledger, nobody])) == []
+
+
+DECLARED_WORKER = """
+import socket, sys, time
+from overnight.local_services import Declared, serve_to_agents
+meant, other = (socket.create_server(("127.0.0.1", int(p))) for p in sys.argv[1:3])
+with Declared("worker"):
+    serve_to_agents(int(sys.argv[1]))
+    print("ready", flush=True)
+    time.sleep(120)
+"""
+
+
+async def test_another_workers_process_is_refused_but_for_the_ports_it_serves_to_agents(
+    activities: SandboxActivities, overnight_home: Path, tmp_path: Path
+) -> None:
+    """A process that runs a worker and serves an agent's outside world too (a benchmark's,
+    a test's): other workers honour the ports its declaration says are for agents, and still
+    refuse the rest of its ports."""
+    meant, other = free_port(), free_port()
+    declared = subprocess.Popen(
+        [sys.executable, "-c", DECLARED_WORKER, str(meant), str(other)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert declared.stdout is not None and declared.stdout.readline().strip() == "ready"
+        [found] = await refusals(activities, spec_with(tmp_path, [meant, other]))
+        assert found.startswith(f"field host_ports: {other} is a port of overnight's worker"), found
+    finally:
+        declared.kill()
+        declared.communicate()

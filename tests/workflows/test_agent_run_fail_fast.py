@@ -14,6 +14,7 @@ from temporalio.api.sdk.v1 import WorkflowMetadata
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
+from activities.providers.local.state import WORKER_NOT_READY
 from overnight.errors import SPEC_UNUSABLE
 from overnight.models import Budget, BudgetExtension
 from overnight.retry_note import RETRY_NOTE_SIGNAL, RetryNote
@@ -108,6 +109,22 @@ async def test_a_later_create_refused_still_waits_for_a_person(
         await handle.result()
 
     assert waiting.attention_reason == f"could not create sandbox 2: {SPEC_UNUSABLE}: {NOT_FOUND}"
+    assert waiting.failure is None
+
+
+async def test_a_first_create_refused_for_what_the_worker_lacks_waits_for_a_person(
+    client: Client, world: FakeWorld
+) -> None:
+    """A bind's folder missing on the worker is the worker's to fix, not the spec's: the run
+    needs attention (a person makes the folder and extends it) rather than failing."""
+    missing = "binds: /srv/data does not exist on this worker"
+    world.create_errors[1] = ApplicationError(missing, type=WORKER_NOT_READY, non_retryable=True)
+    async with started_run(client, world, make_spec()) as handle:
+        waiting = await until_state(handle, "needs_attention")
+        await handle.signal("cancel")
+        await handle.result()
+
+    assert missing in (waiting.attention_reason or "")
     assert waiting.failure is None
 
 

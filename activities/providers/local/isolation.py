@@ -41,7 +41,7 @@ from activities.providers.local import netns
 from activities.providers.local.files import WorkspaceMap
 from activities.providers.local.mounts import SHIM_PATH, bwrap_mounts, shim_python
 from activities.providers.local.ns import BLOCK_FD, INFO_FD, STATUS_FD
-from activities.providers.local.state import SandboxMeta, invalid_request
+from activities.providers.local.state import SandboxMeta, invalid_request, worker_not_ready
 from activities.providers.protocol import ProviderError
 from overnight.isolation import HostBind
 
@@ -127,7 +127,7 @@ def check_binds(binds: Sequence[HostBind], uid: int | None = None) -> None:
     asked: a folder it cannot enter would look empty or missing to the agent."""
     for bind in binds:
         if not os.path.exists(bind.path):
-            raise invalid_request(f"binds: {bind.path} does not exist on this worker")
+            raise worker_not_ready(f"binds: {bind.path} does not exist on this worker")
         if uid is None:
             continue
         found = os.stat(bind.path)
@@ -141,7 +141,7 @@ def check_binds(binds: Sequence[HostBind], uid: int | None = None) -> None:
             have = found.st_mode & 0o7
         if have & need != need:
             what = "read and write" if bind.writable else "read"
-            raise invalid_request(
+            raise worker_not_ready(
                 f"{bind.path} (a bind, or the spec's local repo) is not one the sandbox's user "
                 f"{uid} may {what}: let other users in (chmod o+{'rwx' if bind.writable else 'rx'}"
                 f" {bind.path}) or run sandboxes as its owner "

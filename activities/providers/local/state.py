@@ -26,12 +26,23 @@ NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 PROCESS_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
 
 
+# A create refused for what the worker lacks, not the spec (workflows/hopeless.py leaves it to
+# a person: the run needs attention once rather than failing).
+WORKER_NOT_READY = "WorkerNotReady"
+
+
 def default_home() -> Path:
     return overnight_home()
 
 
 def invalid_request(message: str) -> ProviderError:
     return ProviderError(message, kind="InvalidRequest", retryable=False)
+
+
+def worker_not_ready(message: str) -> ProviderError:
+    """What the spec asks is fine, but this worker lacks it (a bind's folder, a mount's source,
+    its permissions): no retry helps, yet a person can fix the worker and extend the run."""
+    return ProviderError(message, kind=WORKER_NOT_READY, retryable=False)
 
 
 @dataclasses.dataclass(frozen=True)

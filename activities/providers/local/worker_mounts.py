@@ -19,7 +19,7 @@ import posixpath
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from activities.providers.local.state import invalid_request
+from activities.providers.local.state import invalid_request, worker_not_ready
 from activities.providers.protocol import WorkerMount
 
 ROOT = "/overnight"
@@ -43,7 +43,7 @@ def prepare(mounts: Sequence[WorkerMount], uid: int | None) -> list[dict[str, An
         if mount.writable:
             _private_folder(mount.source, uid)
         elif not os.path.isdir(mount.source):
-            raise invalid_request(f"worker mount {mount.source}: no such folder on this worker")
+            raise worker_not_ready(f"worker mount {mount.source}: no such folder on this worker")
         source = os.path.realpath(mount.source)
         recorded.append({"source": source, "target": target, "writable": mount.writable})
     return recorded
