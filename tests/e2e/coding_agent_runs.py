@@ -1,7 +1,7 @@
 """Shared pieces of the end-to-end coding-agent tests (tests/e2e/test_coding_agent*.py): a
-worker granting the CLIs' credentials, the session's installs of the real CLIs, a spec for a
-coding-agent run against the fake model API, and what the tests look for on the host (the
-CLI's process, the run's sandboxes, files inside them).
+worker granting the CLIs' credentials, the session's installs of the real CLIs (`kind`: either
+one, its credential set), a spec for a coding-agent run against the fake model API, and what
+the tests look for on the host (the CLI's process, the run's sandboxes, files inside them).
 
 The fake model API answers on the loopback in this process; each test's waits on it block,
 so they run in a thread (`fake_wait`), never on the event loop the in-process worker shares.
@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -82,6 +82,33 @@ def claude_code(installed_cli: Callable[[str], Installed]) -> Installed:
 @pytest.fixture
 def codex(installed_cli: Callable[[str], Installed]) -> Installed:
     return link_install(installed_cli, "codex")
+
+
+@pytest.fixture
+def credential(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fake's key in the worker's environment, and the adapter's short backoffs."""
+    monkeypatch.setenv(CREDENTIAL, FAKE_KEY)
+    for name, value in QUICK_BACKOFFS.items():
+        monkeypatch.setenv(name, value)
+
+
+@pytest.fixture(params=["claude-code", "codex"])
+def kind(
+    request: pytest.FixtureRequest,
+    installed_cli: Callable[[str], Installed],
+    credential: None,
+    monkeypatch: pytest.MonkeyPatch,
+) -> Iterator[str]:
+    """Either CLI, installed for this worker, with its credential set. A link it made goes
+    afterwards: the not-installed test wants a kind this worker lacks (Codex)."""
+    name = str(request.param)
+    place = install_folder(agent_cli(name))
+    made = not place.exists()
+    link_install(installed_cli, name)
+    monkeypatch.setenv(CREDENTIALS[name], FAKE_KEY)
+    yield name
+    if made and place.is_symlink():
+        place.unlink()
 
 
 def coding_spec(

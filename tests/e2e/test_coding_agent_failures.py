@@ -23,7 +23,6 @@ import os
 import signal
 import socket
 import time
-from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -43,22 +42,19 @@ from fakes.model_api import (
 )
 from fakes.model_api.turns import Answer
 from overnight.cli import client as api
-from overnight.coding_agents import agent_cli, install_folder
 from overnight.grants import SPEC_REFUSED
 from overnight.models import BudgetExtension, RunResult, RunStatus
 from overnight.worker.agent_clis import Installed
 from tests.agent_clis.conftest import agents_home, installed_cli  # noqa: F401 (fixtures)
 from tests.e2e.coding_agent_runs import (
     CREDENTIAL,
-    CREDENTIALS,
-    FAKE_KEY,
-    QUICK_BACKOFFS,
     SUBSCRIPTION,
     agents_queue,  # noqa: F401 (a fixture)
     claude_code,  # noqa: F401 (a fixture)
     cli_pids,
+    credential,  # noqa: F401 (a fixture)
     fake_wait,
-    link_install,
+    kind,  # noqa: F401 (a fixture)
     named_pids,
     sandbox_ids,
     session_mentions,
@@ -73,14 +69,6 @@ RESULT_TIMEOUT = 120
 SEEDED = "This task was begun in an earlier session"
 
 
-@pytest.fixture
-def credential(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The fake's key in the worker's environment, and the adapter's short backoffs."""
-    monkeypatch.setenv(CREDENTIAL, FAKE_KEY)
-    for name, value in QUICK_BACKOFFS.items():
-        monkeypatch.setenv(name, value)
-
-
 async def _result(client: Client, run_id: str) -> RunResult:
     return await asyncio.wait_for(api.wait_result(client, run_id), timeout=RESULT_TIMEOUT)
 
@@ -88,29 +76,10 @@ async def _result(client: Client, run_id: str) -> RunResult:
 # ----- the CLI killed, the sandbox lost -----
 
 
-@pytest.fixture(params=["claude-code", "codex"])
-def kind(
-    request: pytest.FixtureRequest,
-    installed_cli: Callable[[str], Installed],  # noqa: F811
-    credential: None,
-    monkeypatch: pytest.MonkeyPatch,
-) -> Iterator[str]:
-    """Either CLI, installed for this worker, with its credential set. A link it made goes
-    afterwards: the not-installed test wants a kind this worker lacks (Codex)."""
-    name = str(request.param)
-    place = install_folder(agent_cli(name))
-    made = not place.exists()
-    link_install(installed_cli, name)
-    monkeypatch.setenv(CREDENTIALS[name], FAKE_KEY)
-    yield name
-    if made and place.is_symlink():
-        place.unlink()
-
-
 async def test_the_cli_sigkilled_during_a_tool_call_goes_on_in_the_same_session(
     dev_client: Client,
     agents_queue: str,  # noqa: F811
-    kind: str,
+    kind: str,  # noqa: F811
     runs: list[str],
     tmp_path: Path,
 ) -> None:
@@ -153,7 +122,7 @@ async def test_a_lost_sandbox_is_replaced_by_one_that_resumes_the_same_session(
     dev_client: Client,
     agents_queue: str,  # noqa: F811
     claude_code: Installed,  # noqa: F811
-    credential: None,
+    credential: None,  # noqa: F811
     runs: list[str],
     tmp_path: Path,
 ) -> None:
@@ -195,7 +164,7 @@ async def test_529s_past_the_clis_own_retries_are_waited_out_with_no_restart(
     dev_client: Client,
     agents_queue: str,  # noqa: F811
     claude_code: Installed,  # noqa: F811
-    credential: None,
+    credential: None,  # noqa: F811
     runs: list[str],
     tmp_path: Path,
 ) -> None:
@@ -228,7 +197,7 @@ async def test_a_usage_limit_pauses_the_run_until_its_reset_then_the_same_sessio
     dev_client: Client,
     agents_queue: str,  # noqa: F811
     claude_code: Installed,  # noqa: F811
-    credential: None,
+    credential: None,  # noqa: F811
     runs: list[str],
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
@@ -278,7 +247,7 @@ async def test_the_same_tool_call_again_and_again_is_one_restart_named_by_the_lo
     dev_client: Client,
     agents_queue: str,  # noqa: F811
     claude_code: Installed,  # noqa: F811
-    credential: None,
+    credential: None,  # noqa: F811
     runs: list[str],
     tmp_path: Path,
 ) -> None:
@@ -306,7 +275,7 @@ async def test_spend_past_the_budget_pauses_and_an_extension_wakes_the_same_cli_
     dev_client: Client,
     agents_queue: str,  # noqa: F811
     claude_code: Installed,  # noqa: F811
-    credential: None,
+    credential: None,  # noqa: F811
     runs: list[str],
     tmp_path: Path,
 ) -> None:
@@ -345,7 +314,7 @@ async def test_ask_person_through_mcp_waits_for_the_answer_and_the_model_gets_it
     dev_client: Client,
     agents_queue: str,  # noqa: F811
     claude_code: Installed,  # noqa: F811
-    credential: None,
+    credential: None,  # noqa: F811
     runs: list[str],
     tmp_path: Path,
 ) -> None:
@@ -399,7 +368,7 @@ async def test_an_unreachable_base_url_fails_the_run_at_once(
     dev_client: Client,
     agents_queue: str,  # noqa: F811
     claude_code: Installed,  # noqa: F811
-    credential: None,
+    credential: None,  # noqa: F811
     runs: list[str],
     tmp_path: Path,
 ) -> None:
