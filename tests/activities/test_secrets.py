@@ -20,6 +20,7 @@ import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest_asyncio
@@ -111,11 +112,56 @@ def files_holding(folder: Path, needle: bytes) -> list[Path]:
     for path in folder.rglob("*"):
         if path.is_file() and not path.is_symlink():
             try:
-                if needle in path.read_bytes():
+                if holds(path, needle):
                     found.append(path)
             except OSError:
                 continue
     return found
+
+
+def holds(path: Path, needle: bytes, chunk: int = 1 << 22) -> bool:
+    """Whether `needle` is in the file, reading only its data: a sandbox's `disk.img` is a
+    sparse file of many GiB whose holes (zeros) cannot hold it. Chunks overlap by the
+    needle's length, so one split across two chunks is found."""
+    with path.open("rb") as file:
+        fd = file.fileno()
+        end = os.fstat(fd).st_size
+        offset = 0
+        while offset < end:
+            try:
+                start = os.lseek(fd, offset, os.SEEK_DATA)
+                stop = os.lseek(fd, start, os.SEEK_HOLE)
+            except OSError:
+                return False  # no data past `offset` (ENXIO)
+            at = max(0, start - len(needle))
+            while at < stop:
+                file.seek(at)
+                if needle in file.read(min(chunk, stop - at) + len(needle)):
+                    return True
+                at += chunk
+            offset = stop
+    return False
+
+
+def test_holds_finds_a_needle_past_a_hole_and_across_a_chunk_edge(tmp_path: Path) -> None:
+    sparse = tmp_path / "disk.img"
+    with sparse.open("wb") as file:
+        file.seek(64 << 20)  # a 64 MiB hole first
+        file.write(b"x" * 10 + b"SECRET-VALUE" + b"y" * 10)
+        file.truncate(128 << 20)  # and one after
+    assert holds(sparse, b"SECRET-VALUE", chunk=16)  # split over two 16-byte chunks
+    assert holds(sparse, b"SECRET-VALUE")
+    assert not holds(sparse, b"OTHER-VALUE")
+    assert not holds(tmp_path / "disk.img", b"\0" * 8 + b"Z")
+
+
+def touched_from_now() -> str:
+    """A visibility query for every workflow a test begun now can touch: started since (a
+    little slack for clocks), or still running. Not the whole namespace: the session's dev
+    server holds hundreds of other tests' runs, each a history to fetch (a minute of the
+    suite)."""
+    since = (datetime.now(UTC) - timedelta(seconds=5)).isoformat()
+    return f'StartTime >= "{since}" OR ExecutionStatus = "Running"'
 
 
 async def test_a_secret_reaches_the_agent_and_appears_nowhere_else(
@@ -123,6 +169,7 @@ async def test_a_secret_reaches_the_agent_and_appears_nowhere_else(
 ) -> None:
     secret = world.secret
     outputs: list[str] = []
+    touched = touched_from_now()
     async with nothing_left_running(dev_client, [world.local_home, world.runtime_home]) as runs:
         starts = []
         for provider in ("local", "runtime"):
@@ -171,9 +218,9 @@ async def test_a_secret_reaches_the_agent_and_appears_nowhere_else(
         # No history in the namespace holds it, payloads decoded; nor memo, attributes, summary.
         # (The search sees inside payloads: the proof, which is in the result, is found.)
         assert proof in await history_text(dev_client, runs[0])
-        count = 0
-        async for execution in dev_client.list_workflows():
-            count += 1
+        seen = set()
+        async for execution in dev_client.list_workflows(touched):
+            seen.add(execution.id)
             assert secret not in await history_text(dev_client, execution.id), execution.id
             assert secret not in repr(execution.typed_search_attributes)
             description = await dev_client.get_workflow_handle(execution.id).describe()
@@ -181,7 +228,7 @@ async def test_a_secret_reaches_the_agent_and_appears_nowhere_else(
             assert secret not in repr(await description.memo())
             summary = f"{await description.static_summary()} {await description.static_details()}"
             assert secret not in summary
-        assert count >= len(runs)
+        assert seen >= set(runs)
         for run_id in runs:
             assert await task_failures(dev_client, run_id) == []
 
@@ -202,6 +249,7 @@ async def test_a_secret_the_agent_prints_is_redacted_from_its_last_words_and_not
 ) -> None:
     secret = world.secret
     outputs: list[str] = []
+    touched = touched_from_now()
     with Receiver() as receiver:
         async with nothing_left_running(dev_client, [world.local_home, world.runtime_home]) as runs:
             starts = []
@@ -246,8 +294,11 @@ async def test_a_secret_the_agent_prints_is_redacted_from_its_last_words_and_not
             give_up = time.monotonic() + 30
             while len(receiver.accepted) < 4 and time.monotonic() < give_up:
                 await asyncio.sleep(0.2)
-            async for execution in dev_client.list_workflows():
+            seen = set()
+            async for execution in dev_client.list_workflows(touched):
+                seen.add(execution.id)
                 assert secret not in await history_text(dev_client, execution.id), execution.id
+            assert seen >= set(runs)
             # The agent's own output, in the crashed attempt's sandbox (kept paused for a look),
             # holds what it printed (as Runtime would keep it); nothing overnight copied out of
             # a sandbox, and no other file, does.
