@@ -82,6 +82,13 @@ MAX_FAILURES = 5  # CLI failures in a row with no tool call completed: the adapt
 MAX_NOTES = 40
 NOTE_CHARS = 300
 RESUME_PROMPT = "continue"
+# A CLI "finishes" by ending its turn, not by exiting: the done check's failure is told so
+# (the kit's file says "exit 0", which is for agents written on the kit).
+DONE_CHECK_LEAD = (
+    "(From overnight, which supervises this run.) When you ended your last turn, overnight ran "
+    "the done check below, and it failed: the task is not finished yet. Fix what it reports, "
+    "then end your turn again; overnight runs every check again."
+)
 DEFAULT_API_BACKOFF = [30.0, 60.0, 120.0, 300.0, 600.0]
 # The CLI exited: its output's end is awaited this long before its leftovers are ended (one
 # may hold the pipe: Claude Code's tool shells do), and as long again after.
@@ -376,7 +383,9 @@ class Adapter:
         if failure is None:
             return ""
         self.note_once("done-check", f"{clis.clip(kit.restart_reason(), 200)}: told the CLI")
-        return failure
+        lines = failure.splitlines()
+        first = next((i for i, line in enumerate(lines) if line.startswith("command: ")), None)
+        return failure if first is None else "\n".join([DONE_CHECK_LEAD, "", *lines[first:]])
 
     def seeded_prompt(self) -> str:
         cp = self.checkpoint

@@ -27,6 +27,7 @@ import coding_agent_clis as clis  # noqa: E402
 import coding_agent_mcp as mcp  # noqa: E402
 import coding_agent_spend as spending  # noqa: E402
 import coding_agent_system as system  # noqa: E402
+from coding_agent import DONE_CHECK_LEAD  # noqa: E402
 
 MODULES = ["coding_agent", "coding_agent_clis", "coding_agent_mcp", "coding_agent_spend"]
 MODULES += ["coding_agent_system"]
@@ -189,7 +190,8 @@ def test_a_failed_done_check_is_the_resumed_sessions_next_prompt(tmp_path: Path)
     assert calls[1][:2] == ["--resume", session]  # the same session, told what failed
     prompts = [json.loads(line) for line in (tmp_path / "prompts.jsonl").read_text().splitlines()]
     assert prompts[0] == "Do it."
-    assert prompts[1] == told.read_text().strip()
+    assert prompts[1] == f"{DONE_CHECK_LEAD}\n\n{told.read_text().strip()}"
+    assert "end your turn again" in prompts[1] and "exit 0" not in prompts[1]
     notes = _checkpoint(tmp_path)["notes"]
     assert "done check failed: `pytest -q` (exit 1): told the CLI" in notes
 
