@@ -7,6 +7,8 @@
 - `history_text`: a workflow's whole history as searchable text, payloads decoded.
 - `task_failures`: how many workflow tasks of a run failed (a crash in workflow code).
 - `nothing_left_running`: terminates a test's open runs and stops their sandboxes afterwards.
+- `provider_world`: a worker on a fresh queue on either provider (for runtime, the fake
+  Runtime API its real SDK speaks to), and `nothing_left_running` around it.
 - `running_sandboxes`: a run's sandboxes still running or paused, from the engine's files.
 """
 
@@ -19,16 +21,18 @@ import contextlib
 import json
 import uuid
 from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError
 
 from activities.providers.local.engine import LocalEngine
 from fakes.git_http import origin_fields
+from fakes.runtime import FakeRuntime
 from overnight.cli.demo import make_origin
 from overnight.cli.outside_world import host_ports_for
 from overnight.constants import LABEL_RUN
@@ -159,6 +163,26 @@ async def nothing_left_running(
                 engine = LocalEngine(home)
                 for meta in engine.list_sandboxes({LABEL_RUN: run_id}, include_stopped=False):
                     await asyncio.to_thread(engine.stop, meta.id)
+
+
+@asynccontextmanager
+async def provider_world(
+    client: Client, provider: str, tmp_path: Path, prefix: str = "live"
+) -> AsyncIterator[tuple[str, FakeRuntime | None, list[str]]]:
+    """A worker on a fresh queue (and, for runtime, the fake Runtime API it speaks to, with
+    its sandboxes under `tmp_path / "runtime-home"`); yields the queue, the fake and the list
+    for the run ids the test starts (`nothing_left_running`)."""
+    async with AsyncExitStack() as stack:
+        fake: FakeRuntime | None = None
+        home: Path | None = None
+        if provider == "runtime":
+            home = tmp_path / "runtime-home"
+            env = stack.enter_context(pytest.MonkeyPatch.context())
+            fake = await stack.enter_async_context(FakeRuntime.local(home))
+            fake.use(env, tmp_path / "config")
+        runs = await stack.enter_async_context(nothing_left_running(client, [home]))
+        queue = await stack.enter_async_context(in_process_worker(client, f"{prefix}-{provider}"))
+        yield queue, fake, runs
 
 
 def running_sandboxes(run_id: str, home: Path | None = None) -> list[str]:

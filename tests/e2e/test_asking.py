@@ -15,9 +15,6 @@ import asyncio
 import json
 import subprocess
 import sys
-import uuid
-from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -25,14 +22,13 @@ import pytest
 from temporalio.client import Client
 
 from fakes.git_http import origin_fields
-from fakes.runtime import FakeRuntime
 from overnight.cli import client as api
 from overnight.cli.demo import make_origin
 from overnight.models import Budget, BudgetExtension, RunSpec
 from overnight.worker.devserver import DevServer
-from tests.e2e.counting import agent_frozen, until, worker_on
+from tests.e2e.counting import agent_frozen, until
 from tests.e2e.helpers import wait_for_status
-from tests.live import new_run_id, nothing_left_running
+from tests.live import new_run_id, provider_world
 
 BIN = Path(sys.executable).parent
 ASKING_AGENT = Path(__file__).resolve().parent.parent / "agents" / "asking"
@@ -72,24 +68,6 @@ async def listed_state(client: Client, run_id: str, state: str, timeout: float =
     return found
 
 
-@asynccontextmanager
-async def provider_world(
-    client: Client, provider: str, tmp_path: Path
-) -> AsyncIterator[tuple[str, FakeRuntime | None, list[str]]]:
-    """A worker on a fresh queue (and, for runtime, the fake Runtime API it speaks to)."""
-    queue = f"ask-{provider}-{uuid.uuid4().hex[:8]}"
-    async with AsyncExitStack() as stack:
-        fake: FakeRuntime | None = None
-        homes = [tmp_path / "runtime-home"] if provider == "runtime" else []
-        if provider == "runtime":
-            env = stack.enter_context(pytest.MonkeyPatch.context())
-            fake = await stack.enter_async_context(FakeRuntime.local(homes[0]))
-            fake.use(env, tmp_path / "config")
-        runs = await stack.enter_async_context(nothing_left_running(client, homes))
-        await stack.enter_async_context(worker_on(client, queue))
-        yield queue, fake, runs
-
-
 @pytest.mark.timeout(150)
 @pytest.mark.parametrize("provider", ["local", "runtime"])
 async def test_an_agent_asks_its_sandbox_pauses_and_the_stock_cli_answer_wakes_the_same_process(
@@ -99,7 +77,7 @@ async def test_an_agent_asks_its_sandbox_pauses_and_the_stock_cli_answer_wakes_t
     spec = asking_spec(run_id, tmp_path, provider)
     temporal = [str(BIN / "temporal"), "workflow", "update", "execute", "--name", "answer"]
     where = ["-w", run_id, "--address", dev_server.address, "--namespace", dev_server.namespace]
-    async with provider_world(dev_client, provider, tmp_path) as (queue, fake, runs):
+    async with provider_world(dev_client, provider, tmp_path, "ask") as (queue, fake, runs):
         runs.append(run_id)
         await api.start_run(dev_client, spec, task_queue=queue)
         waiting = await wait_for_status(
@@ -157,7 +135,7 @@ async def test_model_spend_past_the_budget_pauses_the_agent_and_an_extension_wak
         env={"AGENT_MODE": "spend", "AGENT_SPEND_USD": "2"},
         budget=Budget(max_spend_usd=1.0),
     )
-    async with provider_world(dev_client, provider, tmp_path) as (queue, _, runs):
+    async with provider_world(dev_client, provider, tmp_path, "ask") as (queue, _, runs):
         runs.append(run_id)
         await api.start_run(dev_client, spec, task_queue=queue)
         held = await wait_for_status(

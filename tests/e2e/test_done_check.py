@@ -4,6 +4,8 @@ agent, which reads what the kit's `done_check_failure()` tells it and fixes its 
 later start (`AGENT_FIX_ON_START`).
 
 The check is `test -f fixed.txt` in the agent's `cwd`: it fails until the agent wrote the file.
+Each start also writes a file it never commits: with `keep_workspace`, every checkpoint's
+workspace is kept, before the failed check and after it, and a crash after it finds them all.
 """
 
 from __future__ import annotations
@@ -16,22 +18,25 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 
-from fakes.runtime import FakeRuntime
 from overnight.cli import client as api
+from overnight.cli.workspace import diff_text
 from overnight.models import Budget, RunSpec
-from tests.e2e.helpers import wait_for_status
-from tests.live import in_process_worker, new_run_id, nothing_left_running, scripted_spec
+from tests.e2e.helpers import wait_for_status, wait_no_agent_processes
+from tests.e2e.test_workspace_kept import refs_in, refs_in_order
+from tests.live import new_run_id, provider_world, running_sandboxes, scripted_spec
 
 CHECK = "test -f fixed.txt || { echo 'fixed.txt is missing'; exit 1; }"
 SHOWN = "`test -f fixed.txt || { echo 'fixed.txt is missing'; exit 1; }`"
 
 
-def done_spec(run_id: str, root: Path, *, fix_on_start: int, **changes: object) -> RunSpec:
+def done_spec(
+    run_id: str, root: Path, *, fix_on_start: int, crash_on_start: int = 0, **changes: object
+) -> RunSpec:
     return scripted_spec(
         run_id,
         root,
         "done-check",
-        env={"AGENT_FIX_ON_START": str(fix_on_start)},
+        env={"AGENT_FIX_ON_START": str(fix_on_start), "AGENT_CRASH_ON_START": str(crash_on_start)},
         done_when=["echo checking", CHECK],
         **changes,
     )
@@ -78,20 +83,14 @@ async def test_a_failed_check_starts_the_agent_again_until_it_passes_local(
 async def test_a_failed_check_starts_the_agent_again_until_it_passes_runtime(
     dev_client: Client, tmp_path: Path
 ) -> None:
-    runtime_home = tmp_path / "runtime-home"
     spec = done_spec(new_run_id("rtdone"), tmp_path, fix_on_start=2, provider="runtime")
-    with pytest.MonkeyPatch.context() as env:
-        async with (
-            FakeRuntime.local(runtime_home) as fake,
-            nothing_left_running(dev_client, [runtime_home]) as runs,
-            in_process_worker(dev_client, "rtdone") as queue,
-        ):
-            fake.use(env, tmp_path / "config")
-            runs.append(spec.run_id)
-            await finishes_after_one_failed_check(dev_client, queue, spec)
-            # One sandbox for the whole run: the agent was started again inside it.
-            assert fake.sandbox_named(f"{spec.run_id}-1") is not None
-            assert fake.sandbox_named(f"{spec.run_id}-2") is None
+    async with provider_world(dev_client, "runtime", tmp_path, "rtdone") as (queue, fake, runs):
+        assert fake is not None
+        runs.append(spec.run_id)
+        await finishes_after_one_failed_check(dev_client, queue, spec)
+        # One sandbox for the whole run: the agent was started again inside it.
+        assert fake.sandbox_named(f"{spec.run_id}-1") is not None
+        assert fake.sandbox_named(f"{spec.run_id}-2") is None
 
 
 @pytest.mark.timeout(180)
@@ -144,3 +143,58 @@ async def test_a_hanging_check_is_ended_at_its_limit(
     await api.cancel_run(dev_client, spec.run_id, reason="test over")
     result = await asyncio.wait_for(api.wait_result(dev_client, spec.run_id), timeout=60)
     assert result.outcome == "cancelled"
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("crash_on_start", [0, 2], ids=["same-sandbox", "crash-after-the-check"])
+async def test_the_workspace_kept_holds_the_uncommitted_work_around_a_failed_check(
+    dev_client: Client, task_queue: str, runs: list[str], tmp_path: Path, crash_on_start: int
+) -> None:
+    # Each start writes work-<n>.txt and never commits it; the check fails after start 1. The
+    # agent is started again in its sandbox; with `crash_on_start` 2 that start crashes, and
+    # start 3, in a fresh sandbox from the workspace kept at checkpoint 2, fixes its work.
+    crashed = crash_on_start > 0
+    starts = 3 if crashed else 2
+    spec = done_spec(
+        new_run_id("donekeep"),
+        tmp_path,
+        fix_on_start=starts,
+        crash_on_start=crash_on_start,
+        keep_workspace=True,
+    )
+    runs.append(spec.run_id)
+    await api.start_run(dev_client, spec, task_queue=task_queue)
+    result = await asyncio.wait_for(api.wait_result(dev_client, spec.run_id), timeout=120)
+
+    status = await api.get_status(dev_client, spec.run_id)
+    why = [record.reason for record in status.restarts]
+    assert (result.outcome, result.attempts, result.restarts) == (
+        "finished",
+        1 + crashed,
+        int(crashed),
+    ), why
+    assert result.done_checks_used == 1
+    checkpoint = json.loads(result.checkpoint or "{}")
+    # Every start found what the starts before it wrote: in the same sandbox after the failed
+    # check, and in the crash's fresh sandbox, put back from the workspace kept.
+    assert checkpoint["starts"] == starts and checkpoint["next"] == "done: fixed"
+    numbers = range(1, starts + 1)
+    assert checkpoint["found"] == {str(n): [f"work-{k}.txt" for k in range(1, n)] for n in numbers}
+    # One workspace kept a checkpoint, each start's, each in the origin as a ref.
+    view = status.workspace
+    assert view is not None and view.base is not None and view.problem is None, view
+    assert [(k.number, k.outcome) for k in view.kept] == [(n, "pushed") for n in numbers]
+    assert [k.attempt for k in view.kept] == [1, 1, 2][:starts]
+    assert sorted(refs_in(Path(spec.repo), spec.run_id)) == refs_in_order(spec.run_id, starts)
+    # `overnight diff --step N`: checkpoint 1 was taken before the failed check, 2 after it.
+    before = diff_text(spec.repo, view.kept[0], view.base, stat=True)
+    assert "work-1.txt" in before and "work-2.txt" not in before and "fixed.txt" not in before
+    after_failure = diff_text(spec.repo, view.kept[1], view.base, stat=True)
+    assert "work-1.txt" in after_failure and "work-2.txt" in after_failure
+    assert ("fixed.txt" in after_failure) is not crashed
+    last = diff_text(spec.repo, view.kept[-1], view.base, stat=True)
+    assert all(f"work-{n}.txt" in last for n in numbers) and "fixed.txt" in last
+    # Nothing left running: the crashed attempt's sandbox is paused for a look, no agent lives.
+    assert await wait_no_agent_processes(spec.run_id) == []
+    left = running_sandboxes(spec.run_id)
+    assert left == ([f"{spec.run_id}-1 (paused)"] if crashed else []), left

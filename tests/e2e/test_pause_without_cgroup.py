@@ -18,8 +18,8 @@ from activities.providers.local.engine import LocalEngine
 from overnight.cli import client as api
 from overnight.worker.devserver import DevServer
 from tests.e2e.helpers import wait_for_status
-from tests.e2e.test_asking import asking_spec, provider_world
-from tests.live import new_run_id
+from tests.e2e.test_asking import asking_spec
+from tests.live import new_run_id, provider_world
 
 
 @pytest.mark.timeout(150)

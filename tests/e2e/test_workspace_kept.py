@@ -2,7 +2,8 @@
 and the real withruntime SDK against the fake Runtime API): an agent that writes files without
 committing them and crashes finds them in its fresh sandbox; `overnight diff` shows them;
 `overnight rewind` to checkpoint 2 of 5 re-does steps 3 to 5 from checkpoint 2's workspace and
-checkpoint; a workspace over the limit is said and the run goes on."""
+checkpoint, on both providers; a workspace over the limit is said and the run goes on. (With a
+failed done check: tests/e2e/test_done_check.py.)"""
 
 from __future__ import annotations
 
@@ -17,7 +18,6 @@ import pytest
 from temporalio.client import Client
 
 from fakes.git_http import origin_fields
-from fakes.runtime import FakeRuntime
 from overnight.cli import client as api
 from overnight.cli.demo import make_origin
 from overnight.cli.reaping import reap
@@ -28,7 +28,7 @@ from overnight.worker.devserver import DevServer
 from overnight.workspace_spec import REF_ROOT, ref_name
 from tests.e2e.helpers import wait_for_status
 from tests.e2e.test_operator import overnight_cli
-from tests.live import in_process_worker, new_run_id, nothing_left_running
+from tests.live import in_process_worker, new_run_id, nothing_left_running, provider_world
 
 # Steps 1..STEPS: each writes step-<k>.txt (never committed), then the checkpoint, then holds.
 # It records which step files it found at each attempt's start, and exits 3 after CRASH_AFTER
@@ -148,15 +148,18 @@ async def test_files_written_and_not_committed_survive_a_crash_and_diff_shows_th
 
 
 @pytest.mark.timeout(240)
+@pytest.mark.parametrize("provider", ["local", "runtime"])
 async def test_rewind_to_checkpoint_2_of_5_redoes_steps_3_to_5_from_its_workspace(
-    dev_client: Client, tmp_path: Path
+    dev_client: Client, tmp_path: Path, provider: str
 ) -> None:
-    run_id = new_run_id("rewind")
-    spec = workspace_spec(tmp_path, run_id, env={"STEPS": "5", "HOLD": "2.5", "WAIT_AT_END": "90"})
-    async with (
-        nothing_left_running(dev_client) as runs,
-        in_process_worker(dev_client, "rewind") as queue,
-    ):
+    run_id = new_run_id(f"rewind-{provider[:2]}")
+    spec = workspace_spec(
+        tmp_path,
+        run_id,
+        provider=provider,
+        env={"STEPS": "5", "HOLD": "2.5", "WAIT_AT_END": "90"},
+    )
+    async with provider_world(dev_client, provider, tmp_path, "rewind") as (queue, fake, runs):
         runs.append(run_id)
         await api.start_run(dev_client, spec, task_queue=queue)
 
@@ -181,6 +184,8 @@ async def test_rewind_to_checkpoint_2_of_5_redoes_steps_3_to_5_from_its_workspac
         numbers = [k.number for k in status.workspace.kept if k.outcome == "pushed"]
         assert numbers == [1, 2, 3, 4, 5, 6, 7, 8]  # the later refs stay; new ones follow
         assert "rewound to checkpoint 2" in status.restarts[-1].reason
+        if fake is not None:  # a fresh Runtime sandbox for the rewind, the first set aside
+            assert fake.sandbox_named(f"{run_id}-2") is not None
 
 
 @pytest.mark.timeout(240)
@@ -217,23 +222,16 @@ async def test_a_workspace_over_the_limit_is_said_and_the_run_goes_on(
 async def test_on_runtime_a_crashed_agents_uncommitted_files_reach_its_fresh_sandbox(
     dev_client: Client, tmp_path: Path
 ) -> None:
-    runtime_home = tmp_path / "runtime-home"
     run_id = new_run_id("rtkeep")
     spec = workspace_spec(
         tmp_path, run_id, provider="runtime", env={"STEPS": "3", "CRASH_AFTER": "2"}
     )
-    with pytest.MonkeyPatch.context() as env:
-        async with (
-            FakeRuntime.local(runtime_home) as fake,
-            nothing_left_running(dev_client, [runtime_home]) as runs,
-            in_process_worker(dev_client, "rtkeep") as queue,
-        ):
-            fake.use(env, tmp_path / "config")
-            runs.append(run_id)
-            done = await _crash_and_come_back(dev_client, queue, spec)
-            assert done["found"] == {"1": [], "2": ["step-1.txt", "step-2.txt"]}
-            status = await api.get_status(dev_client, run_id)
-            assert status.workspace is not None
-            latest = status.workspace.kept[-1]
-            text = diff_text(spec.repo, latest, status.workspace.base, stat=True)
-            assert all(f"step-{k}.txt" in text for k in (1, 2, 3))
+    async with provider_world(dev_client, "runtime", tmp_path, "rtkeep") as (queue, _, runs):
+        runs.append(run_id)
+        done = await _crash_and_come_back(dev_client, queue, spec)
+        assert done["found"] == {"1": [], "2": ["step-1.txt", "step-2.txt"]}
+        status = await api.get_status(dev_client, run_id)
+        assert status.workspace is not None
+        latest = status.workspace.kept[-1]
+        text = diff_text(spec.repo, latest, status.workspace.base, stat=True)
+        assert all(f"step-{k}.txt" in text for k in (1, 2, 3))

@@ -20,7 +20,10 @@ contract asks, to `$OVERNIGHT_CHECKPOINT`:
 - `done-check`: one start of an agent whose work a done check judges: it notes the start's
   restart reason and what the kit's `done_check_failure()` says (the failed check, from
   `/workspace/.overnight/done-check.txt`) in its checkpoint, writes `fixed.txt` in its `cwd`
-  on its `AGENT_FIX_ON_START`-th start (default 2; 0: never), and exits 0.
+  on its `AGENT_FIX_ON_START`-th start (default 2; 0: never), and exits 0. Each start also
+  writes `work-<start>.txt` in its `cwd` (never committed) after noting (`found`) the
+  `work-*.txt` it found there; on its `AGENT_CRASH_ON_START`-th start (default 0: never) it
+  crashes (exit 3) after its checkpoint.
 - `escape`: try to write each host path in `AGENT_ESCAPE_PATHS` (`:`-separated), write a
   checkpoint saying how each try went, and exit 0.
 - `steps`: three steps, a checkpoint after each, resumed from the checkpoint; crashes once per
@@ -158,6 +161,9 @@ def done_check(path: Path) -> int:
     failure = kit.done_check_failure()
     checkpoint["notes"].append(f"start {starts}: {kit.restart_reason() or 'first start'}")
     checkpoint["told"] = failure
+    found = checkpoint.setdefault("found", {})
+    found[str(starts)] = sorted(p.name for p in Path.cwd().glob("work-*.txt"))
+    Path(f"work-{starts}.txt").write_text(f"start {starts}\n")
     fix_on = int(os.environ.get("AGENT_FIX_ON_START", "2"))
     if fix_on and starts >= fix_on:
         Path("fixed.txt").write_text(f"fixed on start {starts}\n")
@@ -165,6 +171,9 @@ def done_check(path: Path) -> int:
     else:
         checkpoint["next"] = "done (not fixed)"
     write(path, json.dumps(checkpoint).encode())
+    if starts == int(os.environ.get("AGENT_CRASH_ON_START", "0")):
+        print(f"start {starts} crashed", flush=True)
+        return 3
     print(f"start {starts} done", flush=True)
     return 0
 
