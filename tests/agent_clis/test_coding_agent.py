@@ -8,6 +8,7 @@ through the MCP server. A few seconds each; one install of each CLI per session.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import time
 from collections.abc import Callable
@@ -315,6 +316,21 @@ def test_ask_person_through_mcp_waits_for_the_answer_and_the_model_gets_it(
     )
 
 
+def stored_result(store: Path, kind: str, call_id: str) -> bool:
+    """Whether the session store's copy of the transcript holds the result of `call_id`."""
+    if kind == "claude-code":
+        needle = re.compile(rf'"tool_use_id":\s*"{re.escape(call_id)}"')
+    else:
+        needle = re.compile(rf'"function_call_output".*"call_id":\s*"{re.escape(call_id)}"')
+    for path in store.rglob("*.jsonl"):
+        try:
+            if needle.search(path.read_text(errors="replace")):
+                return True
+        except OSError:
+            continue
+    return False
+
+
 @pytest.mark.parametrize("with_store", [True, False], ids=["session-store", "no-store"])
 def test_a_fresh_sandbox_resumes_the_session_from_the_store_else_seeds_a_new_one(
     kind: str,
@@ -335,6 +351,11 @@ def test_a_fresh_sandbox_resumes_the_session_from_the_store_else_seeds_a_new_one
         adapter = _start(adapters, first, fake)
         wait_until(lambda: first.steps() and (first.app / "started.txt").exists(), what="step 1")
         wait_until(lambda: first.origin_log()[:1] == ["step 1: " + first.steps()[0]["label"]])
+        if store is not None:
+            # The CLI writes its transcript a moment late and the adapter copies it within a
+            # second (SESSION_LOOK_SECONDS): on a loaded machine the loss must come after.
+            call = fake.requests()[0].call_ids[0]
+            wait_until(lambda: stored_result(store, kind, call), what="call 1's result stored")
         adapter.kill()  # the sandbox lost
         adapter.wait()
         session = fake.session_ids()[0]
