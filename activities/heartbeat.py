@@ -21,10 +21,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable
+import functools
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from datetime import timedelta
-from typing import TypeVar
+from typing import ParamSpec, TypeVar
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
@@ -32,6 +33,7 @@ from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 from activities.errors import ErrorType
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 # Heartbeat this share of the heartbeat timeout after the last one: the SDK's throttle window.
 HEARTBEAT_SHARE = 0.8
@@ -92,6 +94,17 @@ async def auto_heartbeat(interval: float | None = None) -> AsyncIterator[None]:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+
+
+def heartbeating(step: Callable[P, Awaitable[T]]) -> Callable[P, Awaitable[T]]:
+    """The activity `step`, all of it inside `auto_heartbeat()` (put under `activity.defn`)."""
+
+    @functools.wraps(step)
+    async def beating(*args: P.args, **kwargs: P.kwargs) -> T:
+        async with auto_heartbeat():
+            return await step(*args, **kwargs)
+
+    return beating
 
 
 async def hand_over_on_shutdown(step: Awaitable[T], what: str) -> T:

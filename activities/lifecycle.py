@@ -2,7 +2,8 @@
 extend and list a run's sandboxes.
 
 Each answers with the sandbox as it is after the call; a sandbox already gone or stopped is
-an answer, not an error (a retried step finds its work done).
+an answer, not an error (a retried step finds its work done). Each heartbeats when it runs long
+(`policies.ACTION_HEARTBEAT`), so a step whose worker died is retried within seconds.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 from temporalio import activity
 
 from activities.errors import activity_errors
+from activities.heartbeat import heartbeating
 from activities.models import (
     ActivityName,
     ExtendSandboxInput,
@@ -50,6 +52,7 @@ class LifecycleActivities:
         ]
 
     @activity.defn(name=ActivityName.PAUSE_SANDBOX)
+    @heartbeating
     async def pause_sandbox(self, input: SandboxRef) -> SandboxSettled:
         provider = await self._provider(input.provider)
         info = await settle(provider, input.sandbox_id, provider.pause(input.sandbox_id))
@@ -70,6 +73,7 @@ class LifecycleActivities:
         return await _with_charge(provider, info, input.read_charge)
 
     @activity.defn(name=ActivityName.STOP_SANDBOX)
+    @heartbeating
     async def stop_sandbox(self, input: SandboxRef) -> SandboxSettled:
         provider = await self._provider(input.provider)
         info = await settle(provider, input.sandbox_id, provider.stop(input.sandbox_id))
@@ -78,6 +82,7 @@ class LifecycleActivities:
         return await _with_charge(provider, info, input.read_charge)
 
     @activity.defn(name=ActivityName.WAKE_SANDBOX)
+    @heartbeating
     async def wake_sandbox(self, input: SandboxRef) -> SandboxInfo:
         provider = await self._provider(input.provider)
         if input.daily_room_micros is not None:
@@ -89,6 +94,7 @@ class LifecycleActivities:
         return await settle(provider, input.sandbox_id, provider.wake(input.sandbox_id))
 
     @activity.defn(name=ActivityName.EXTEND_SANDBOX)
+    @heartbeating
     async def extend_sandbox(self, input: ExtendSandboxInput) -> SandboxInfo:
         provider = await self._provider(input.provider)
         with activity_errors():
@@ -114,6 +120,7 @@ class LifecycleActivities:
         return extended
 
     @activity.defn(name=ActivityName.LIST_SANDBOXES)
+    @heartbeating
     async def list_sandboxes(self, input: ListSandboxesInput) -> SandboxList:
         provider = await self._provider(input.provider)
         labels = {LABEL_RUN: input.run_id} if input.run_id else {}

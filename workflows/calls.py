@@ -268,6 +268,7 @@ async def pause_or_stop(
             ref,
             result_type=SandboxSettled,
             start_to_close_timeout=policies.ACTION_TIMEOUT,
+            heartbeat_timeout=policies.ACTION_HEARTBEAT,
             retry_policy=policies.CLEANUP_RETRY,
             summary=f"{verb} sandbox {sandbox_id} ({why})",
         )
@@ -333,6 +334,7 @@ async def _sandbox_call(
             arg,
             result_type=SandboxInfo,
             start_to_close_timeout=policies.ACTION_TIMEOUT,
+            heartbeat_timeout=policies.ACTION_HEARTBEAT,
             retry_policy=policies.ACTION_RETRY,
             summary=summary,
         )
@@ -374,6 +376,7 @@ async def list_sandboxes(spec: RunSpec, route: Route = ANY_WORKER) -> list[Sandb
             ListSandboxesInput(provider=spec.provider, run_id=spec.run_id),
             result_type=SandboxList,
             start_to_close_timeout=policies.ACTION_TIMEOUT,
+            heartbeat_timeout=policies.ACTION_HEARTBEAT,
             retry_policy=policies.CLEANUP_RETRY,
             summary="list this run's sandboxes (cleanup)",
         )

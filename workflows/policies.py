@@ -78,6 +78,11 @@ ACTION_RETRY = RetryPolicy(
     non_retryable_error_types=NON_RETRYABLE_TYPES,
 )
 ACTION_TIMEOUT = timedelta(minutes=2)
+# Pausing, stopping, waking, extending and listing sandboxes heartbeat (activities/lifecycle.py),
+# so an attempt whose worker was killed is retried this soon, not after ACTION_TIMEOUT (the
+# reduced chaos run saw a run's last stop wait 2 min for a worker SIGKILLed as it began). A
+# quick call sends no heartbeat at all (activities/heartbeat.py).
+ACTION_HEARTBEAT = timedelta(seconds=20)
 # The read that confirms a stall (workflows/stall_steps.py) is on the stall's own clock: a read
 # whose worker dies is retried this soon, not after ACTION_TIMEOUT (a full chaos run saw a
 # stall noticed 2 min late so). A checkpoint read takes well under a second.

@@ -237,6 +237,10 @@ class FakeWorld:
         self.create_errors: dict[int, ApplicationError] = {}
         self.create_holds: dict[int, Hold] = {}
         self.stop_error: ApplicationError | None = None
+        # The next this many stops land on a worker SIGKILLed as they begin: no answer and no
+        # heartbeat, ever (only Temporal's timeouts end the attempt).
+        self.stop_workers_die = 0
+        self.stop_attempts: list[int] = []
         self.pause_error: ApplicationError | None = None
         self._scripts: dict[int, Iterator[Step]] = {}
         self._hang = Hold()
@@ -479,6 +483,10 @@ class FakeWorld:
 
     @activity.defn(name=ActivityName.STOP_SANDBOX)
     async def stop_sandbox(self, request: SandboxRef) -> SandboxInfo:
+        self.stop_attempts.append(activity.info().attempt)
+        if self.stop_workers_die > 0:
+            self.stop_workers_die -= 1
+            await asyncio.Future()  # the dead worker's step: nothing ever comes of it
         box = self._answering(request.sandbox_id)
         if self.stop_error is not None:
             raise self.stop_error

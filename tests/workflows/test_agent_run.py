@@ -7,6 +7,8 @@ the work since the last checkpoint.
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Callable
 from datetime import timedelta
 
@@ -310,6 +312,25 @@ async def test_a_stall_is_noticed_on_time_when_the_worker_watching_it_dies(
     late = (record.at - progressed.last_progress_at).total_seconds() - 8
     assert 0 <= late <= policies.DEADLINE_OBSERVE_GRACE.total_seconds() + 5
     assert result.restarts == 1
+
+
+async def test_a_stop_whose_worker_dies_is_retried_after_its_heartbeat_timeout(
+    client: Client, world: FakeWorld, time_skipping_env: WorkflowEnvironment
+) -> None:
+    # The finished run's stop lands on a worker SIGKILLed as it begins. The stop heartbeats
+    # when it runs long, so Temporal retries it after ACTION_HEARTBEAT (20 s of real time:
+    # time does not skip while the dead step is in flight), not after ACTION_TIMEOUT (2 min;
+    # a reduced chaos run's last stop waited so).
+    world.script(1, [progress("cp-1"), exits(0)])
+    world.stop_workers_die = 1
+    async with started_run(client, world, make_spec()) as handle:
+        begun = time.monotonic()
+        result = await asyncio.wait_for(handle.result(), timeout=90)
+        took = time.monotonic() - begun
+
+    assert result.outcome == "finished"
+    assert world.stop_attempts[:2] == [1, 2] and world.state_of(1) == "stopped"
+    assert took < policies.ACTION_HEARTBEAT.total_seconds() + 20 < 60
 
 
 async def test_each_look_at_the_stall_deadline_lost_with_its_worker_costs_the_grace_alone(
