@@ -24,7 +24,7 @@ import os
 from collections.abc import Collection, Iterable
 from pathlib import Path
 
-from overnight.local_services import declared_for_agents, declared_services, served_to_agents
+from overnight.local_services import declarations, served_to_agents
 
 _LISTEN = "0A"
 _LOOPBACK = ("localhost", "127.0.0.1", "::1", "0.0.0.0", "::")
@@ -109,20 +109,25 @@ class OwnServices(frozenset[int]):
             if inodes & mine and port not in vouched:
                 found[port] = "a port of this worker's own process (its metrics endpoint, or "
                 found[port] += "another service of its)"
-        for_agents = declared_for_agents(self.home)
-        for pid, who in self._others(listeners, own).items():
+        declared = declarations(self.home)
+        for pid, who in self._others(listeners, own, declared).items():
             held = socket_inodes(pid)
-            meant = for_agents.get(pid, frozenset())
+            meant = declared[pid][1] if pid in declared else frozenset()
             for port, inodes in asked.items():
                 if port not in found and port not in meant and inodes & held:
                     found[port] = who
         return found
 
-    def _others(self, listeners: dict[int, set[int]], own: int) -> dict[int, str]:
+    def _others(
+        self,
+        listeners: dict[int, set[int]],
+        own: int,
+        declared: dict[int, tuple[str, frozenset[int]]],
+    ) -> dict[int, str]:
         """pid -> description of the other processes whose ports are refused."""
         others = {
             pid: f"a port of overnight's {kind} (process {pid})"
-            for pid, kind in declared_services(self.home).items()
+            for pid, (kind, _) in declared.items()
             if pid != own
         }
         server = self._server_pid(listeners)

@@ -90,15 +90,11 @@ class Declared:
 
 def declared_services(home: Path | None = None) -> dict[int, str]:
     """The live processes that declared themselves: pid -> kind (kinds joined by ", ")."""
-    return {pid: kind for pid, (kind, _) in _declarations(home).items()}
+    return {pid: kind for pid, (kind, _) in declarations(home).items()}
 
 
-def declared_for_agents(home: Path | None = None) -> dict[int, frozenset[int]]:
-    """The live declared processes: pid -> the ports it serves to agents on purpose."""
-    return {pid: ports for pid, (_, ports) in _declarations(home).items()}
-
-
-def _declarations(home: Path | None) -> dict[int, tuple[str, frozenset[int]]]:
+def declarations(home: Path | None = None) -> dict[int, tuple[str, frozenset[int]]]:
+    """The live declared processes: pid -> (kind, the ports it serves to agents on purpose)."""
     folder = (home or overnight_home()) / SERVICES_DIR
     try:
         names = os.listdir(folder)
