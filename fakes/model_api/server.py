@@ -201,7 +201,7 @@ class FakeModelApi:
         )
         return reply
 
-    def _answered(self, request: RecordedRequest, status: int) -> None:
+    def _log_answer(self, request: RecordedRequest, status: int) -> None:
         recorded = self._update(request, status=status)
         if self._log_stream is not None:
             line = recorded.summary() | {"headers": dict(recorded.headers), "body": recorded.body}
@@ -247,12 +247,14 @@ class _Handler(BaseHTTPRequestHandler):
             parsed = None
         request = self.fake._receive(api, "POST", self.path, headers, parsed)
         reply = self.fake._answer(request)
+        # Logged before the answer goes out: a client may act on its last byte (run the
+        # tool it names) before this thread runs again, and whoever sees that act must
+        # find the request in the log.
+        self.fake._log_answer(request, reply.status)
         try:
             self._send(reply)
         except (BrokenPipeError, ConnectionResetError, TimeoutError):
             self.close_connection = True
-        finally:
-            self.fake._answered(request, reply.status)
 
     def do_GET(self) -> None:  # noqa: N802
         self._not_found()

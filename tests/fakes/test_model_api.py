@@ -326,6 +326,36 @@ def test_a_held_stream_stalls_no_other_client_and_ends_on_close() -> None:
     assert time.monotonic() - started < 5 and isinstance(outcome[0], http.client.IncompleteRead)
 
 
+def test_a_request_is_in_the_log_file_before_its_answer_ends(tmp_path: Path) -> None:
+    # A CLI runs the tool an answer names as soon as it has read it: whoever then looks at
+    # the log file must find that request (the agent demo counts them to name the killed call).
+    log_file = tmp_path / "requests.log"
+    fake = FakeModelApi([tools(Shell("ls"), hold_open=True, cut_after=6)], log_file=log_file)
+    fake.start()
+    thread = threading.Thread(target=lambda: _swallow(lambda: post(fake, "/v1/messages", {})))
+    thread.start()
+    try:
+        fake.wait_for_requests(1)
+        deadline = time.monotonic() + 10
+        while not log_file.read_text(encoding="utf-8") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        lines = [json.loads(line) for line in log_file.read_text(encoding="utf-8").splitlines()]
+        assert [(line["number"], line["call_ids"]) for line in lines] == [
+            (1, ["toolu_fake_0001_0"])
+        ]
+        assert thread.is_alive()  # the answer is still being held open
+    finally:
+        fake.close()
+        thread.join(timeout=10)
+
+
+def _swallow(call: Any) -> None:
+    try:
+        call()
+    except (http.client.IncompleteRead, ConnectionError):
+        pass
+
+
 def test_wait_for_times_out_saying_what_it_saw() -> None:
     with FakeModelApi([]) as fake, pytest.raises(TimeoutError, match="saw 0 requests"):
         fake.wait_for_requests(1, timeout=0.2)
