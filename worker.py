@@ -19,7 +19,7 @@ from pathlib import Path
 
 from overnight.constants import TASK_QUEUE
 from overnight.errors import OvernightError
-from overnight.worker.runner import run_dev, run_with_env_config
+from overnight.own_packages import shadowed_packages
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -38,6 +38,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--task-queue", default=TASK_QUEUE, help="task queue to poll")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    problems = shadowed_packages()
+    if problems:  # before the runner imports them, which would fail naming neither
+        for line in problems:
+            print(f"error: {line}", file=sys.stderr)
+        return 2
+    from overnight.worker.runner import run_dev, run_with_env_config
+
     try:
         if args.dev:
             asyncio.run(run_dev(args.config, task_queue=args.task_queue))

@@ -179,7 +179,7 @@ class CreateSandboxInput(_Model):
     # What its first lease costs: the key's daily spending limit must still cover it, else
     # the create is refused (`DailySpendingLimit`) before anything is made.
     lease_cost_micros: int | None = Field(default=None, ge=0)
-    # The run keeps its sandboxes' hosts (workflows.hosts): say this host's queue in the
+    # The run keeps its sandboxes' hosts (workflows.pure.hosts): say this host's queue in the
     # answer. Only then, so a run begun before never meets fields it does not know.
     wants_host: bool = False
     # The workspace kept at a checkpoint, put in the fresh clone (`RunSpec.keep_workspace`).

@@ -4,7 +4,7 @@ A pool's limits are its workers' settings (read here from an environment, pure):
 `OVERNIGHT_MAX_RUNS` runs of the task queue hold a sandbox at once, and at most
 `OVERNIGHT_MAX_RUNS_PER_KEY` of its `runtime` runs per Runtime API key. Unset (or 0): no
 limit, and runs start at once as they always did. Runs beyond a limit wait in state `queued`;
-the pool's `OvernightAdmission` workflow (workflows/admission.py) lets them in as places free,
+the pool's `OvernightAdmission` workflow (workflows/admission_run.py) lets them in as places free,
 by `RunSpec.priority`, then fairly across `RunSpec.owner` (docs/admission.md).
 
 The order a spec may claim is bounded by the pool's workers too: `OVERNIGHT_MAX_PRIORITY` is

@@ -48,7 +48,7 @@ MAX_MODEL_CHARS = 100
 MAX_USAGE_USD = 1_000_000.0
 MAX_TOKENS = 10**15
 OUTPUT_NAME = re.compile(rf"^[A-Za-z0-9][A-Za-z0-9_.-]{{0,{MAX_OUTPUT_NAME_CHARS - 1}}}$")
-# The labels of the card and `overnight status` (workflows/card.py, overnight/status_lines.py,
+# The labels of the card and `overnight status` (workflows/pure/card.py, overnight/status_lines.py,
 # overnight/cli/render.py), and words that read as the run's own: an output may not be named
 # one, in any case and with `-`, `_` or `.` for a space. Outputs are shown as `output <name>`
 # besides, so no name takes a label's place; one that is a label would still read as overnight's

@@ -25,7 +25,7 @@ MAX_MODEL_CHARS = 200
 MAX_BASE_URL_CHARS = 2048
 # The adapter's exit code for a loop it caught (the same tool call with the same input many
 # times in a row), beside the agent contract's 0 (done) and 75 (a fresh context): a restart
-# whose reason is the loop its last note names (workflows.decide).
+# whose reason is the loop its last note names (workflows.pure.decide).
 LOOP_EXIT_CODE = 76
 # ... and for a fresh context, as the agent contract's default.
 FRESH_CONTEXT_EXIT_CODE = 75

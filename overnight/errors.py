@@ -4,7 +4,7 @@ from __future__ import annotations
 
 # The `ApplicationError.type` of what no retry fixes in a spec as it meets the world (a repo
 # that does not exist or refuses, an `agent_dir` not on the worker, a command not found): the
-# create fails at once, and a run on its first attempt fails with it (workflows.hopeless).
+# create fails at once, and a run on its first attempt fails with it (workflows.pure.hopeless).
 SPEC_UNUSABLE = "SpecUnusable"
 
 

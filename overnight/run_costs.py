@@ -10,7 +10,8 @@ from pydantic import Field
 
 from overnight.model_base import _Strict
 
-# Why a restart happened, in a few words a report can count (`cause_of` in workflows.safety_net).
+# Why a restart happened, in a few words a report can count
+# (`cause_of` in workflows.pure.safety_net).
 RestartCause = Literal[
     "crashed",
     "looped",

@@ -6,7 +6,7 @@ signal); on every way out it gives its place back. Paused for its agent longer t
 its sandbox still paused, before it wakes. A run that ends otherwise (terminated,
 timed out) has its place taken back by the admission workflow, which looks.
 
-Workflow code (activities through `admission_calls`).
+Workflow code (activities through `workflows.calls.admission`).
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from temporalio.exceptions import FailureError
 
 with workflow.unsafe.imports_passed_through():
     from overnight.admission import RELEASE_SIGNAL, AdmissionTerms, request_for
-    from workflows import admission_calls
+    from workflows.calls import admission
     from workflows.patches import ADMISSION_PATCH
-    from workflows.state import SupervisorState
+    from workflows.pure.state import SupervisorState
 
 # A run paused this long for its agent (a question unanswered, a wait) gives its place back,
 # and asks again before its sandbox wakes (runs begun with `WAIT_BUDGET_PATCH`). Shorter
@@ -42,7 +42,7 @@ async def admitted(s: SupervisorState, publish: Callable[[SupervisorState], None
     s.attention_since = workflow.now()
     publish(s)
     request = request_for(terms, workflow.info().workflow_id, s.spec)
-    await admission_calls.request_admission(terms, request)
+    await admission.request_admission(terms, request)
     await workflow.wait_condition(lambda: s.admitted or s.cancel_requested)
     s.attention_seconds += (workflow.now() - s.attention_since).total_seconds()
     s.attention_since = None
@@ -89,7 +89,7 @@ async def back_in(s: SupervisorState, publish: Callable[[SupervisorState], None]
         s.attention_since = workflow.now()
     publish(s)
     request = request_for(terms, workflow.info().workflow_id, s.spec)
-    await admission_calls.request_admission(terms, request)
+    await admission.request_admission(terms, request)
     await workflow.wait_condition(lambda: s.admitted or s.cancel_requested)
     if counting and s.attention_since is not None:
         s.attention_seconds += (workflow.now() - s.attention_since).total_seconds()

@@ -21,27 +21,31 @@ with workflow.unsafe.imports_passed_through():
     from workflows import (
         admission_steps,
         attention_steps,
-        begin_steps,
-        budget,
-        calls,
         create_steps,
         done_steps,
         end_steps,
-        fresh_steps,
-        grant_steps,
         hopeless_steps,
         host_steps,
+        kit_request_steps,
         lease_steps,
-        money,
         money_steps,
-        safety_net,
+        same_sandbox_steps,
         snapshot_steps,
         stall_steps,
-        talk_steps,
+        start_steps,
         workspace_steps,
     )
-    from workflows.card import build_status, render_card
-    from workflows.decide import (
+    from workflows.calls import checkpoints, observe, outcomes, routing, sandbox, sandbox_lifecycle
+    from workflows.messages import RunMessages
+    from workflows.notify_steps import Notifier
+    from workflows.patches import (
+        CANCELED_PATCH,
+        LEAN_WRITES_PATCH,
+        SPEC_CHECK_PATCH,
+    )
+    from workflows.pure import budget, money, safety_net
+    from workflows.pure.card import build_status, render_card
+    from workflows.pure.decide import (
         Decision,
         DoneRound,
         ExtendLease,
@@ -65,24 +69,20 @@ with workflow.unsafe.imports_passed_through():
         restart_within_budget,
         stall_deadline_of,
     )
-    from workflows.hosts import Route
-    from workflows.messages import RunMessages
-    from workflows.notice import attention_text, note_last_words, record_restart
-    from workflows.notify_steps import Notifier
-    from workflows.patches import (
-        CANCELED_PATCH,
-        SPEC_CHECK_PATCH,
-    )
-    from workflows.progress import (
+    from workflows.pure.hosts import Route
+    from workflows.pure.notifications import attention_text
+    from workflows.pure.run_record import (
+        note_last_words,
+        record_restart,
         run_result,
         sandbox_started,
         take_checkpoint,
         take_requests_file,
     )
-    from workflows.publish import LEAN_WRITES_PATCH, Publisher
+    from workflows.pure.snapshot import restore_for
+    from workflows.pure.state import SupervisorState
     from workflows.rewind_messages import RewindMessages
-    from workflows.snapshot import restore_for
-    from workflows.state import SupervisorState
+    from workflows.visibility import Publisher
 
 # Quiet observations that come back this much before their deadline are waited out on a timer.
 EARLY_RETURN_SLACK = timedelta(seconds=1)
@@ -112,10 +112,10 @@ class AgentRun(RunMessages, RewindMessages):
         # Runs begun with LEAN_WRITES_PATCH have every earlier marker's behaviour: one marker
         # (and one TemporalChangeVersion upsert) at their start rather than one per patch.
         lean = workflow.patched(LEAN_WRITES_PATCH)
-        s, begins_here = begin_steps.begin(spec, carried, lean)
+        s, begins_here = start_steps.begin(spec, carried, lean)
         self._s = s
         if begins_here and workflow.patched(SPEC_CHECK_PATCH):
-            await grant_steps.refuse_unless_granted(s)
+            await start_steps.refuse_unless_granted(s)
         try:
             return await self._supervise(s)
         except asyncio.CancelledError:
@@ -132,7 +132,7 @@ class AgentRun(RunMessages, RewindMessages):
 
     async def _supervise(self, s: SupervisorState) -> RunResult:
         if s.search_attributes is None:
-            s.search_attributes = await calls.present_search_attributes()
+            s.search_attributes = await sandbox.present_search_attributes()
         if s.attempt == 0 and await admission_steps.admitted(s, self._publish):
             await self._start_sandbox(s, reason="")
         while True:
@@ -146,7 +146,7 @@ class AgentRun(RunMessages, RewindMessages):
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 await self._notifier.settle()
                 workflow.continue_as_new(args=[s.spec, s])
-            if talk_steps.holding(s) or s.state == "needs_attention":
+            if kit_request_steps.holding(s) or s.state == "needs_attention":
                 waited = await self._wait(s)
                 if isinstance(waited, attention_steps.Unanswered):
                     s.state = "failed"
@@ -172,9 +172,9 @@ class AgentRun(RunMessages, RewindMessages):
                 return await self._end(s, "finished")
             await self._act(s, decision)
 
-    async def _wait(self, s: SupervisorState) -> talk_steps.Held:
-        if talk_steps.holding(s):
-            return await talk_steps.hold(s, self._notifier, self._publish)
+    async def _wait(self, s: SupervisorState) -> kit_request_steps.Held:
+        if kit_request_steps.holding(s):
+            return await kit_request_steps.hold(s, self._notifier, self._publish)
         return await attention_steps.wait_for_person(s, self)
 
     async def _act(self, s: SupervisorState, decision: Decision) -> None:
@@ -199,9 +199,9 @@ class AgentRun(RunMessages, RewindMessages):
         elif isinstance(decision, TakeSnapshot):
             await snapshot_steps.take_snapshot(s, decision)
             self._watch_until = None
-        elif talk_steps.is_talk(decision):
+        elif kit_request_steps.is_talk(decision):
             self._watch_until = None
-            follow_up = await talk_steps.act(s, decision, self._notifier, self._publish)
+            follow_up = await kit_request_steps.act(s, decision, self._notifier, self._publish)
             if follow_up is not None:
                 await self._act(s, follow_up)
 
@@ -215,7 +215,7 @@ class AgentRun(RunMessages, RewindMessages):
         stall = stall_deadline_of(s)
         at_deadline = stall is not None and until >= stall
         route = host_steps.current_route(s)
-        handle = calls.start_observe(s, wait, at_deadline=at_deadline, route=route)
+        handle = observe.start_observe(s, wait, at_deadline=at_deadline, route=route)
         try:
             await workflow.wait_condition(lambda: handle.done() or _interrupted(s))
         finally:
@@ -228,17 +228,17 @@ class AgentRun(RunMessages, RewindMessages):
         try:
             seen: Observation = handle.result()
         except ActivityError as err:
-            calls.reraise_cancellation(err)
-            if calls.handed_over(err):
+            outcomes.reraise_cancellation(err)
+            if outcomes.handed_over(err):
                 return None  # its last attempt ended with its worker's shutdown: look again
-            if calls.deadline_look_bounded(at_deadline) and calls.lost_at_deadline(err):
+            if observe.deadline_look_bounded(at_deadline) and observe.lost_at_deadline(err):
                 return await self._deadline_look_lost(s, route, err)
-            if route.task_queue is not None and calls.waited_unstarted(err):
+            if route.task_queue is not None and routing.waited_unstarted(err):
                 # No worker of its host took it: a restart there costs nothing, a lost host
                 # costs the work since the checkpoint.
                 lost = await host_steps.host_lost(s, route.task_queue)
                 return None if lost is None else HostLost(lost)
-            return ObserveFailed(calls.describe(err))
+            return ObserveFailed(outcomes.describe(err))
         self._deadline_looks_lost = 0
         host_steps.host_seen(s, route.task_queue)
         self._take_checkpoint(s, seen.checkpoint)
@@ -268,7 +268,7 @@ class AgentRun(RunMessages, RewindMessages):
             if lost is not None:
                 return HostLost(lost)
         if self._deadline_looks_lost >= DEADLINE_LOOKS_LOST_AT_MOST:
-            return ObserveFailed(calls.describe(err))
+            return ObserveFailed(outcomes.describe(err))
         return None
 
     async def _watch(self, s: SupervisorState, decision: Watch, *, quiet: bool) -> None:
@@ -311,13 +311,13 @@ class AgentRun(RunMessages, RewindMessages):
         except ActivityError as err:
             if s.cancel_requested:
                 return  # the loop ends the run and sweeps up whatever the create made
-            calls.reraise_cancellation(err)
-            if calls.error_type(err) == calls.DAILY_LIMIT_TYPE:
+            outcomes.reraise_cancellation(err)
+            if outcomes.error_type(err) == sandbox_lifecycle.DAILY_LIMIT_TYPE:
                 # Refused before anything was made: wait for the key's daily window.
-                held = money_steps.daily_attention(s, calls.describe(err), reason)
+                held = money_steps.daily_attention(s, outcomes.describe(err), reason)
                 await self._enter_attention(s, held, daily=True)
                 return
-            if calls.error_type(err) == "SandboxGone":
+            if outcomes.error_type(err) == "SandboxGone":
                 # Its time limit passed while the create was retried: go on in the next one.
                 why = f"sandbox {s.attempt} ended before the agent started"
                 await self._act(s, restart_within_budget(s, why, workflow.now()))
@@ -325,7 +325,7 @@ class AgentRun(RunMessages, RewindMessages):
             failed = hopeless_steps.after_create_failed(s, err)
             if failed is not None:
                 await hopeless_steps.fail_run(s, failed, self._publish, self._notifier)
-            why = f"could not create sandbox {s.attempt}: {calls.describe(err)}"
+            why = f"could not create sandbox {s.attempt}: {outcomes.describe(err)}"
             await end_steps.sweep(s, stop=True, paused_too=False, why="half-made sandbox")
             s.pending_counted = s.fail_fast and bool(reason)  # its restart was decided already
             await self._enter_attention(s, NeedsAttention(why, pending_restart=reason or why))
@@ -354,7 +354,7 @@ class AgentRun(RunMessages, RewindMessages):
             s.state = "running"
 
     async def _fresh_start(self, s: SupervisorState) -> None:
-        failed = await fresh_steps.fresh_start(s)
+        failed = await same_sandbox_steps.fresh_start(s)
         if failed is not None:
             await self._restart(s, failed)
             return
@@ -402,7 +402,7 @@ class AgentRun(RunMessages, RewindMessages):
         self.budget_changed = False
         ended = decision.pending_restart or decision.reason
         if decision.in_place and s.sandbox_id is not None:
-            await talk_steps.pause_in_place(s, decision.reason)
+            await kit_request_steps.pause_in_place(s, decision.reason)
         elif not keep_sandbox:
             await self._set_aside(s, why=f"needs attention: {decision.reason}", ended=ended)
         # Only once the sandbox is paused: `needs_attention` promises nothing runs.
@@ -434,14 +434,14 @@ class AgentRun(RunMessages, RewindMessages):
         # A sandbox may have paused at its lease end since the run last looked (its worker
         # died, the read was retried late): salvaging wakes it, whatever the last look said.
         wake = s.lease_keeping
-        read = await calls.read_checkpoint(
+        read = await checkpoints.read_checkpoint(
             s.spec,
             s.sandbox_id,
             s.seen_digest,
             why,
             wake_paused=wake,
             output_of=s.process_id,
-            requests_path=calls.requests_path_of(s),
+            requests_path=checkpoints.requests_path_of(s),
             known_requests_digest=s.requests_digest,
             route=host_steps.current_route(s),
         )

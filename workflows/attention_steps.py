@@ -14,11 +14,12 @@ from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from workflows import admission_steps, money, money_steps
-    from workflows.decide import Decision, NeedsAttention, decide_resume
+    from workflows import admission_steps, money_steps
     from workflows.messages import RunMessages
     from workflows.notify_steps import Notifier
-    from workflows.state import SupervisorState
+    from workflows.pure import money
+    from workflows.pure.decide import Decision, NeedsAttention, decide_resume
+    from workflows.pure.state import SupervisorState
 
 
 class Unanswered:

@@ -3,7 +3,7 @@
 Workflow code (the activity through `calls`). Started, not awaited, so a `cancel` signal can
 interrupt a long create; a Temporal cancellation lets the create really stop first, so cleanup
 sees the sandbox it made. A run pinned to hosts (`RunSpec.hosts`) sends its create to the
-first of them not lost (workflows.hosts); one no worker of that host takes within its wait is
+first of them not lost (workflows.pure.hosts); one no worker of that host takes within its wait is
 sent again, to the next host once that one is lost.
 """
 
@@ -18,9 +18,11 @@ from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from activities.models import AgentStarted, SnapshotRestore
-    from workflows import calls, host_steps, workspace
-    from workflows.hosts import Route
-    from workflows.state import SupervisorState
+    from workflows import host_steps
+    from workflows.calls import routing, sandbox
+    from workflows.pure import workspace
+    from workflows.pure.hosts import Route
+    from workflows.pure.state import SupervisorState
 
 Publish = Callable[[SupervisorState], None]
 
@@ -60,7 +62,7 @@ async def _create(
             return await _create_on(s, route, reason, cost_cap, restore, lease_cost, publish)
         except ActivityError as err:
             tries += 1
-            unstarted = route.task_queue is not None and calls.waited_unstarted(err)
+            unstarted = route.task_queue is not None and routing.waited_unstarted(err)
             if s.cancel_requested or not unstarted or tries >= PINNED_CREATE_TRIES:
                 raise
             assert route.task_queue is not None
@@ -78,7 +80,7 @@ async def _create_on(
     lease_cost: int | None,
     publish: Publish | None,
 ) -> AgentStarted:
-    handle = calls.start_create_sandbox(
+    handle = sandbox.start_create_sandbox(
         s.spec,
         s.attempt,
         s.checkpoint,

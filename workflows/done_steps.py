@@ -1,7 +1,7 @@
 """AgentRun's done check: the `done_when` commands run after the agent exits 0, and the agent
 started again in the same sandbox with the one that failed.
 
-Workflow code (the activities through `calls`); the decisions are in `workflows.done` and
+Workflow code (the activities through `calls`); the decisions are in `workflows.pure.done` and
 `decide.after_done_checks`. Behind `DONE_CHECKS_PATCH`, asked only by runs with `done_when`.
 """
 
@@ -15,17 +15,19 @@ from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from overnight.done_check import DoneCheck
-    from workflows import calls, done, host_steps, lease_steps, talk_steps
-    from workflows.decide import (
+    from workflows import host_steps, kit_request_steps, lease_steps
+    from workflows.calls import done_checks, outcomes, sandbox
+    from workflows.patches import DONE_CHECKS_PATCH
+    from workflows.pure import done
+    from workflows.pure.decide import (
         Decision,
         DoneRound,
         Finish,
         after_done_checks,
         restart_within_budget,
     )
-    from workflows.notice import note_last_words
-    from workflows.patches import DONE_CHECKS_PATCH
-    from workflows.state import SupervisorState
+    from workflows.pure.run_record import note_last_words
+    from workflows.pure.state import SupervisorState
 
 Publish = Callable[[SupervisorState], None]
 
@@ -36,7 +38,7 @@ async def after_exit_zero(s: SupervisorState, publish: Publish) -> Decision | No
     if not done.wanted(s) or not workflow.patched(DONE_CHECKS_PATCH):
         return Finish()
     assert s.sandbox_id is not None
-    if s.sandbox_paused and not await talk_steps.wake_in_place(
+    if s.sandbox_paused and not await kit_request_steps.wake_in_place(
         s, "the agent finished: its done check", agent_ended=True
     ):
         why = "sandbox paused as its agent finished could not be woken for the done check"
@@ -70,7 +72,7 @@ async def _interruptible(
     """One check, given up when the run is cancelled (None); why it could not be run (str)."""
     assert s.sandbox_id is not None
     task = asyncio.ensure_future(
-        calls.run_done_check(
+        done_checks.run_done_check(
             s.spec,
             s.sandbox_id,
             index,
@@ -92,8 +94,8 @@ async def _interruptible(
     try:
         return task.result()
     except ActivityError as err:
-        calls.reraise_cancellation(err)
-        return calls.describe(err)
+        outcomes.reraise_cancellation(err)
+        return outcomes.describe(err)
 
 
 async def start_again(s: SupervisorState, decision: DoneRound) -> str | None:
@@ -101,15 +103,15 @@ async def start_again(s: SupervisorState, decision: DoneRound) -> str | None:
     the failed check (the file `DONE_CHECK_FILE` holds its output); why a restart from the
     checkpoint is needed instead when it could not be (None: it runs)."""
     assert s.sandbox_id is not None
-    if (s.paused_in_place or s.sandbox_paused) and not await talk_steps.wake_in_place(
+    if (s.paused_in_place or s.sandbox_paused) and not await kit_request_steps.wake_in_place(
         s, "budget extended: the agent starts again on its done check", agent_ended=True
     ):
         return "sandbox paused for its done check could not be woken"
     s.done_rounds += 1
     s.done_pending = None
     ended = s.process_id
-    try:
-        started = await calls.start_agent(
+    started = await outcomes.outcome(
+        sandbox.start_agent(
             s.spec,
             s.sandbox_id,
             s.attempt,
@@ -119,9 +121,10 @@ async def start_again(s: SupervisorState, decision: DoneRound) -> str | None:
             done_reason=decision.reason,
             route=host_steps.current_route(s),
         )
-    except ActivityError as err:
-        calls.reraise_cancellation(err)
-        return f"could not start the agent again for its done check: {calls.describe(err)}"
+    )
+    if isinstance(started, ActivityError):
+        why = outcomes.describe(started)
+        return f"could not start the agent again for its done check: {why}"
     now = workflow.now()
     note_last_words(s, started.previous_output, f"finished (exit 0), then {decision.reason}", now)
     s.process_id = started.process_id

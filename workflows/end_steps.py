@@ -11,10 +11,11 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from activities.models import SandboxInfo
     from overnight import retention
-    from workflows import admission_steps, calls, host_steps
-    from workflows.hosts import Route
+    from workflows import admission_steps, host_steps
+    from workflows.calls import sandbox_lifecycle
     from workflows.patches import RETENTION_PATCH
-    from workflows.state import SupervisorState
+    from workflows.pure.hosts import Route
+    from workflows.pure.state import SupervisorState
 
 
 async def sweep(s: SupervisorState, *, stop: bool, paused_too: bool, why: str) -> None:
@@ -23,14 +24,16 @@ async def sweep(s: SupervisorState, *, stop: bool, paused_too: bool, why: str) -
         if box.sandbox_id == s.sandbox_id:
             continue
         if box.state in ("running", "starting") or (paused_too and box.state == "paused"):
-            await calls.pause_or_stop(s.spec, box.sandbox_id, stop=stop, why=why, route=route)
+            await sandbox_lifecycle.pause_or_stop(
+                s.spec, box.sandbox_id, stop=stop, why=why, route=route
+            )
 
 
 async def _listed(s: SupervisorState) -> list[tuple[SandboxInfo, Route]]:
     """The run's sandboxes on every host it used (one listing each), with their routes."""
     found = []
     for where in host_steps.sweep_routes(s):
-        for box in await calls.list_sandboxes(s.spec, route=where):
+        for box in await sandbox_lifecycle.list_sandboxes(s.spec, route=where):
             found.append((box, host_steps.box_route(s, box.sandbox_id, where)))
     return found
 
@@ -65,8 +68,10 @@ async def sweep_ended(s: SupervisorState, *, why: str) -> None:
             continue
         if box.state == "paused" and until is not None:
             kept = f"{why}; kept for a look for {days} day(s)"
-            await calls.pause_or_stop(
+            await sandbox_lifecycle.pause_or_stop(
                 s.spec, box.sandbox_id, stop=False, why=kept, keep_until=until, route=route
             )
         else:
-            await calls.pause_or_stop(s.spec, box.sandbox_id, stop=True, why=why, route=route)
+            await sandbox_lifecycle.pause_or_stop(
+                s.spec, box.sandbox_id, stop=True, why=why, route=route
+            )

@@ -1,4 +1,5 @@
-"""AgentRun failing at once on what no retry fixes (workflows/hopeless.py decides what that is):
+"""AgentRun failing at once on what no retry fixes (workflows/pure/hopeless.py decides what
+that is):
 its sandboxes swept as at any end (a half-made one stopped, one set aside kept for a look), its
 admission place given back, a person told, and the run failed with the one line.
 
@@ -14,10 +15,11 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from workflows import end_steps, hopeless
-    from workflows.hopeless import FailRun, failure_text
+    from workflows import end_steps
     from workflows.notify_steps import Notifier
-    from workflows.state import SupervisorState
+    from workflows.pure import hopeless
+    from workflows.pure.hopeless import FailRun, failure_text
+    from workflows.pure.state import SupervisorState
 
 
 def after_create_failed(s: SupervisorState, err: ActivityError) -> FailRun | None:

@@ -1,6 +1,6 @@
 """AgentRun's host steps: the route of a step on a sandbox, and taking a host as lost.
 
-Workflow code (the check through `calls`); the rules are in the pure `workflows.hosts`. Runs
+Workflow code (the check through `calls`); the rules are in the pure `workflows.pure.hosts`. Runs
 begun before `HOST_QUEUES_PATCH` know no host (`host_routing` False): every route is the run's
 own queue, and their histories replay as recorded.
 """
@@ -13,8 +13,9 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from activities.models import AgentStarted
-    from workflows import calls, hosts
-    from workflows.state import SupervisorState
+    from workflows.calls import host_check
+    from workflows.pure import hosts
+    from workflows.pure.state import SupervisorState
 
 
 def route(s: SupervisorState, sandbox_id: str | None) -> hosts.Route:
@@ -90,7 +91,7 @@ async def host_lost(s: SupervisorState, queue: str) -> str | None:
     now = workflow.now()
     # The step began to wait one `host_wait` ago (each try waits that long, then times out).
     since = s.host_unseen_since.setdefault(queue, now - hosts.host_wait(s))
-    seen = await calls.check_host(queue)
+    seen = await host_check.check_host(queue)
     if seen is None:
         return None
     if s.host_lost_seconds is None:  # no create has said it yet: the next wait is sized by it

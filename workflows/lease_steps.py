@@ -1,6 +1,6 @@
 """AgentRun's lease steps: extend a progressing sandbox's lease, wake one paused at its end.
 
-Workflow code (activities through `calls`); the decisions themselves are in `workflows.lease`.
+Workflow code (activities through `calls`); the decisions themselves are in `workflows.pure.lease`.
 """
 
 from __future__ import annotations
@@ -10,9 +10,11 @@ from datetime import datetime
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from workflows import budget, calls, host_steps, metrics, money
-    from workflows.resume_steps import after_wake
-    from workflows.state import SupervisorState
+    from workflows import host_steps, metrics
+    from workflows.calls import sandbox_lifecycle
+    from workflows.pure import budget, money
+    from workflows.pure.state import SupervisorState
+    from workflows.same_sandbox_steps import after_wake
 
 
 async def extend_lease(s: SupervisorState, until: datetime, why: str = "agent progressing") -> None:
@@ -23,7 +25,7 @@ async def extend_lease(s: SupervisorState, until: datetime, why: str = "agent pr
     # Past the key's daily spending limit the extension is refused: the lease then ends, the
     # sandbox pauses, and waking it waits for the daily window.
     rate = budget.micros_per_second(s.spec) if money.keeps_account(s) else None
-    info = await calls.extend_sandbox(
+    info = await sandbox_lifecycle.extend_sandbox(
         s.spec,
         s.sandbox_id,
         until,
@@ -31,7 +33,7 @@ async def extend_lease(s: SupervisorState, until: datetime, why: str = "agent pr
         micros_per_second=rate,
         route=host_steps.current_route(s),
     )
-    if isinstance(info, calls.DailyLimitRefused):
+    if isinstance(info, sandbox_lifecycle.DailyLimitRefused):
         metrics.lease_extension("refused")
         workflow.logger.warning("lease not extended: %s", info.text)
         return
@@ -45,14 +47,14 @@ async def wake_after_lease(s: SupervisorState, paused_at: datetime) -> bool | st
     when the key's daily spending limit refused the fresh lease (the sandbox stays paused)."""
     assert s.sandbox_id is not None
     room = money.next_lease_micros(s) if money.keeps_account(s) else None
-    info = await calls.wake_sandbox(
+    info = await sandbox_lifecycle.wake_sandbox(
         s.spec,
         s.sandbox_id,
         "lease ended, agent progressing",
         daily_room_micros=room,
         route=host_steps.current_route(s),
     )
-    if isinstance(info, calls.DailyLimitRefused):
+    if isinstance(info, sandbox_lifecycle.DailyLimitRefused):
         metrics.lease_end_wake("refused")
         return info.text
     if info is None or info.state != "running":

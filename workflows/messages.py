@@ -18,9 +18,9 @@ with workflow.unsafe.imports_passed_through():
     from overnight.agent_requests import choice_refusal
     from overnight.models import Budget, BudgetExtension, RunStatus
     from overnight.retry_note import RETRY_NOTE_SIGNAL, RetryNote
-    from workflows import budget, talk
-    from workflows.card import build_status
-    from workflows.state import SupervisorState
+    from workflows.pure import budget, kit_requests
+    from workflows.pure.card import build_status
+    from workflows.pure.state import SupervisorState
 
 
 class RunMessages:
@@ -101,7 +101,7 @@ class RunMessages:
     @workflow.update(name="answer")
     def answer(self, text: Any) -> str:
         assert self._s is not None and self._s.question is not None
-        talk.record_answer(self._s, text)
+        kit_requests.record_answer(self._s, text)
         return f"answered {self._s.question.id}"
 
     @answer.validator

@@ -17,7 +17,7 @@ with workflow.unsafe.imports_passed_through():
     from overnight import metrics as names
     from overnight.models import RunStatus
 
-# A restart's reason (workflows.decide and agent_run write them) -> a cause with few values.
+# A restart's reason (workflows.pure.decide and agent_run write them) -> a cause with few values.
 # First match wins; anything else is `other`.
 _CAUSES = (
     ("agent looped", "looped"),

@@ -1,6 +1,6 @@
 """AgentRun's money steps: a sandbox's end with its final charges, and the daily-limit wait.
 
-Workflow code (activities through `calls`); what a read means is in `workflows.money`.
+Workflow code (activities through `calls`); what a read means is in `workflows.pure.money`.
 """
 
 from __future__ import annotations
@@ -8,16 +8,18 @@ from __future__ import annotations
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from workflows import budget, calls, host_steps, money
-    from workflows.decide import NeedsAttention
-    from workflows.state import SupervisorState
+    from workflows import host_steps
+    from workflows.calls import daily_limit, sandbox_lifecycle
+    from workflows.pure import budget, money
+    from workflows.pure.decide import NeedsAttention
+    from workflows.pure.state import SupervisorState
 
 
 async def end_sandbox(s: SupervisorState, *, stop: bool, why: str) -> None:
     """Pause (or stop) the current sandbox, close its spend, and take what the provider
     charged for it in place of the estimate (read after the pause, so it is final)."""
     assert s.sandbox_id is not None
-    settled = await calls.pause_or_stop(
+    settled = await sandbox_lifecycle.pause_or_stop(
         s.spec,
         s.sandbox_id,
         stop=stop,
@@ -48,7 +50,7 @@ def daily_attention(s: SupervisorState, refusal: str, pending: str | None) -> Ne
 
 async def daily_window_open(s: SupervisorState) -> bool:
     """Read the key's daily limit again: True once it covers the next lease."""
-    read = await calls.read_daily_limit(s.spec)
+    read = await daily_limit.read_daily_limit(s.spec)
     if read is None or not read.keeps_account:
         return read is not None  # a provider with no account has no daily limit to wait for
     if read.daily is None:

@@ -15,9 +15,8 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from activities.models import ActivityName
-    from activities.notify.models import DeliveryInput, NotifyRetry, SendResult
-    from workflows import policies
+    from activities.notify.models import NotifyRetry, SendResult
+    from workflows.calls import notify
     from workflows.notify_steps import EVERY_TARGET, NOTIFY_WORKFLOW
 
 
@@ -30,15 +29,7 @@ class NotifyRun:
         done = SendResult()
         if EVERY_TARGET in targets:
             # The run's first try said nothing: try them all again, then each one left.
-            done = await workflow.execute_activity(
-                ActivityName.SEND_NOTIFICATION,
-                note,
-                result_type=SendResult,
-                start_to_close_timeout=policies.NOTIFY_TIMEOUT,
-                schedule_to_close_timeout=policies.DELIVERY_DEADLINE,
-                retry_policy=policies.DELIVERY_RETRY,
-                summary=f"notify {note.event_id}: every target",
-            )
+            done = await notify.send_again(note)
             targets = list(done.undelivered)
             done = SendResult(delivered=done.delivered, refused=done.refused)
         outcomes = await asyncio.gather(*(self._deliver(retry, t) for t in targets))
@@ -59,14 +50,7 @@ class NotifyRun:
     async def _deliver(self, retry: NotifyRetry, target: str) -> str | None:
         """None when delivered; else why not."""
         try:
-            await workflow.execute_activity(
-                ActivityName.DELIVER_NOTIFICATION,
-                DeliveryInput(notification=retry.notification, target=target),
-                start_to_close_timeout=policies.DELIVERY_TIMEOUT,
-                schedule_to_close_timeout=policies.DELIVERY_DEADLINE,
-                retry_policy=policies.DELIVERY_RETRY,
-                summary=f"notify {retry.notification.event_id}: {target}",
-            )
+            await notify.deliver(retry.notification, target)
         except ActivityError as err:
             cause = err.cause
             return str(cause) if cause is not None else str(err)

@@ -21,15 +21,12 @@ from temporalio.exceptions import (
 )
 
 with workflow.unsafe.imports_passed_through():
-    from activities.models import ActivityName
-    from activities.notify.models import Notification, NotifyRetry, SendResult
+    from activities.notify.models import Notification, NotifyRetry
     from overnight.notify_spec import NotifyEvent
-    from workflows import policies
-    from workflows.notice import notification
-    from workflows.state import SupervisorState
+    from workflows.calls import notify
+    from workflows.pure.notifications import notification
+    from workflows.pure.state import SupervisorState
 
-# Runs begun with this marker send notifications; histories recorded before it replay without.
-NOTIFY_PATCH = "notifications"
 NOTIFY_WORKFLOW = "OvernightNotify"
 # A retry for every target of the notification (which ones were reached is not known).
 EVERY_TARGET = "*"
@@ -71,14 +68,7 @@ class Notifier:
     async def _send(self, note: Notification, number: int) -> None:
         what = _SUMMARIES[note.event]
         try:
-            sent: SendResult = await workflow.execute_activity(
-                ActivityName.SEND_NOTIFICATION,
-                note,
-                result_type=SendResult,
-                start_to_close_timeout=policies.NOTIFY_TIMEOUT,
-                retry_policy=policies.NOTIFY_RETRY,
-                summary=f"notify: {what} ({note.event_id})",
-            )
+            sent = await notify.send_first_try(note, what)
             left = sent.undelivered
         except ActivityError as err:
             cause = err.cause

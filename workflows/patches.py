@@ -1,7 +1,6 @@
-"""The markers of AgentRun's changes (`workflow.patched`): a run begun with one has the change,
-a history recorded before it replays without. Markers of a step's own module stay there
-(`publish.LEAN_WRITES_PATCH`, `notify_steps.NOTIFY_PATCH`); runs begun with
-`LEAN_WRITES_PATCH` have every marker here before it without recording them.
+"""The markers of AgentRun's changes (`workflow.patched`), all of them: a run begun with one
+has the change, a history recorded before it replays without. Runs begun with
+`LEAN_WRITES_PATCH` have every marker before it without recording them.
 """
 
 # Runs begun with this marker keep their sandboxes' leases (extend, wake at the lease end);
@@ -19,10 +18,11 @@ SPEC_CHECK_PATCH = "worker-grants-spec-check"
 # them; histories recorded before it replay stopping them.
 RETENTION_PATCH = "failed-sandboxes-kept"
 # Runs begun with this marker act on the agent kit's requests (ask, wait_until, usage, finish:
-# workflows.talk) and pause a running agent in place when its spend budget runs out, so an
+# workflows.pure.kit_requests) and pause a running agent in place when its spend budget runs
+# out, so an
 # extension wakes the same process; histories recorded before it replay without.
 AGENT_REQUESTS_PATCH = "agent-kit-requests"
-# Runs begun with this marker keep what their restarts cost (workflows.safety_net) for the
+# Runs begun with this marker keep what their restarts cost (workflows.pure.safety_net) for the
 # status, the card and the result; runs begun before it report no figure (not a partial one).
 SAFETY_NET_PATCH = "safety-net-cost"
 # Runs begun with this marker, on a worker whose pool limits runs (overnight/admission.py), ask
@@ -35,7 +35,8 @@ ADMISSION_PATCH = "admission-queue"
 TALK_MARKS_APART_PATCH = "talk-marks-apart"
 # Runs that meet a sandbox whose pause ended its agents (a local one with no cgroup to freeze:
 # `SandboxInfo.pause_ends_agents`) start the agent again in it after the wake, from the
-# checkpoint (workflows/resume_steps.py), no restart counted; before, the dead agent was a crash.
+# checkpoint (workflows/same_sandbox_steps.py), no restart counted; before, the dead agent
+# was a crash.
 PAUSE_ENDS_AGENTS_PATCH = "pause-ends-agents-start-again"
 # Runs begun with this marker give the time paused for questions and waits its own budget
 # (`Budget.max_wait_hours`): a wait is clipped to what is left of it (not to the run hours,
@@ -53,7 +54,7 @@ REQUESTS_FILE_PATCH = "agent-requests-file"
 # its checkpoint's last note names, a cause of its own. Asked only by runs with `agent`.
 LOOP_EXIT_PATCH = "coding-agent-loop-exit"
 # Runs begun with this marker send every step on a local sandbox after its create to the task
-# queue of the host that made it (`<task queue>@<host>`, workflows.hosts), and take a host
+# queue of the host that made it (`<task queue>@<host>`, workflows.pure.hosts), and take a host
 # whose queue had no poller for its `OVERNIGHT_HOST_LOST_SECONDS` as lost (a restart, cause
 # `host lost`); histories recorded before it replay every step on the run's own queue.
 HOST_QUEUES_PATCH = "sandbox-host-queues"
@@ -67,7 +68,7 @@ STALL_CONFIRMED_PATCH = "stall-confirmed"
 # holds the stall past its deadline for the retry's full timeout or its heartbeat timeout
 # (30 s and more). Each look lost so costs the grace, not more.
 DEADLINE_LOOK_BOUNDED_PATCH = "deadline-look-bounded"
-# Runs begun with this marker fail at once on what no retry fixes (workflows/hopeless.py): a
+# Runs begun with this marker fail at once on what no retry fixes (workflows/pure/hopeless.py): a
 # first create refused for good (a repo that does not exist or refuses, an agent_dir not on
 # the worker, a spec the worker refuses), an agent whose command was not found at its first
 # start; histories recorded before it replay waiting for a person, or restarting.
@@ -85,3 +86,16 @@ DONE_CHECKS_PATCH = "done-checks"
 # (workflows/workspace_steps.py), start a fresh sandbox from the latest kept one, and take
 # the `rewind` update; histories recorded before it never ask it (their specs keep none).
 WORKSPACE_KEPT_PATCH = "workspace-kept"
+
+# Runs begun with this marker send notifications (workflows.notify_steps); histories recorded
+# before it replay without.
+NOTIFY_PATCH = "notifications"
+# Runs begun with this marker write less: the namespace's search attributes come from the
+# worker's cache through a local activity (workflows.calls.sandbox), and OvernightLastProgress
+# follows state changes, or lags the truth by at most `visibility.LAST_PROGRESS_EVERY`.
+# Histories recorded before it replay unchanged.
+LEAN_WRITES_PATCH = "lean-visibility-writes"
+# OvernightAdmission (workflows.admission_run) begun with this marker takes its limits from
+# its worker, holds requests to its bounds and frees a place on `release` only once its
+# holder is found out; histories recorded before it replay without.
+TRUST_PATCH = "admission-trusts-its-worker"

@@ -115,7 +115,7 @@ CLEANUP_RETRY = RetryPolicy(
     non_retryable_error_types=NON_RETRYABLE_TYPES,
 )
 
-# Asking the server whether a host's queue has a poller (workflows.hosts): quick, a few tries;
+# Asking the server whether a host's queue has a poller (workflows.pure.hosts): quick, a few tries;
 # one that cannot be made leaves the host taken as there (the step is sent again).
 HOST_CHECK_TIMEOUT = timedelta(seconds=30)
 HOST_CHECK_RETRY = RetryPolicy(

@@ -14,7 +14,7 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from overnight.workspace_spec import rewind_refusal
-    from workflows.state import SupervisorState
+    from workflows.pure.state import SupervisorState
 
 REWIND_UPDATE = "rewind"
 

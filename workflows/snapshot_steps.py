@@ -1,6 +1,6 @@
 """AgentRun's snapshot steps: take one at a safe point, and delete a run's at its end.
 
-Workflow code (activities by name); the decisions are in `workflows.snapshot`. Runs with
+Workflow code (activities by name); the decisions are in `workflows.pure.snapshot`. Runs with
 `recovery: "checkpoint"` (every history recorded before snapshots) never reach these steps,
 so they add no command to an old history's path.
 """
@@ -8,20 +8,14 @@ so they add no command to an old history's path.
 from __future__ import annotations
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
-    from activities.models import (
-        ActivityName,
-        DeleteSnapshotsInput,
-        SnapshotList,
-        SnapshotTaken,
-        TakeSnapshotInput,
-    )
     from overnight.models import SnapshotRecord
-    from workflows import budget, calls, host_steps, policies
-    from workflows.snapshot import TakeSnapshot, superseded
-    from workflows.state import SupervisorState
+    from workflows import host_steps
+    from workflows.calls import snapshots
+    from workflows.pure import budget
+    from workflows.pure.snapshot import TakeSnapshot, superseded
+    from workflows.pure.state import SupervisorState
 
 
 async def take_snapshot(s: SupervisorState, decision: TakeSnapshot) -> None:
@@ -31,31 +25,7 @@ async def take_snapshot(s: SupervisorState, decision: TakeSnapshot) -> None:
     s.snapshot_tries += 1
     s.snapshot_last_try_at = workflow.now()
     digest = s.checkpoint_digest
-    why = f"agent asked (request {decision.request})" if decision.request else "checkpoint changed"
-    old = superseded(s)
-    try:
-        taken: SnapshotTaken = await calls.on_host(
-            host_steps.current_route(s),
-            ActivityName.TAKE_SNAPSHOT,
-            TakeSnapshotInput(
-                provider=spec.provider,
-                sandbox_id=s.sandbox_id,
-                run_id=spec.run_id,
-                number=s.snapshot_tries,
-                mode=spec.snapshot_mode or "disk",
-                retention_days=spec.snapshot_retention_days,
-                request=decision.request,
-                delete_ids=old,
-            ),
-            result_type=SnapshotTaken,
-            start_to_close_timeout=policies.SNAPSHOT_TIMEOUT,
-            heartbeat_timeout=policies.SNAPSHOT_HEARTBEAT,
-            retry_policy=policies.SNAPSHOT_RETRY,
-            summary=f"snapshot {s.snapshot_tries} of sandbox {s.attempt} ({why})",
-        )
-    except ActivityError as err:
-        calls.reraise_cancellation(err)
-        taken = SnapshotTaken(state="failed", error=calls.describe(err))
+    taken = await snapshots.take_snapshot(s, host_steps.current_route(s), decision, superseded(s))
     now = workflow.now()
     s.snapshot_pause_seconds += taken.pause_seconds
     if taken.state != "ready" or taken.snapshot_id is None:
@@ -87,17 +57,6 @@ async def delete_all(s: SupervisorState, why: str) -> None:
     if not s.snapshots:
         return
     ids = [record.snapshot_id for record in s.snapshots]
-    try:
-        await workflow.execute_activity(
-            ActivityName.DELETE_SNAPSHOTS,
-            DeleteSnapshotsInput(provider=s.spec.provider, snapshot_ids=ids),
-            result_type=SnapshotList,
-            start_to_close_timeout=policies.ACTION_TIMEOUT,
-            retry_policy=policies.CLEANUP_RETRY,
-            summary=f"delete {len(ids)} snapshot(s) ({why})",
-        )
-    except ActivityError as err:
-        calls.reraise_cancellation(err)
-        workflow.logger.warning("could not delete the run's snapshots: %s", calls.describe(err))
+    if not await snapshots.delete_snapshots(s, ids, why):
         return
     budget.close_snapshot_spend(s, ids, workflow.now())

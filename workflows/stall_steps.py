@@ -13,10 +13,11 @@ from __future__ import annotations
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from workflows import calls, host_steps, policies
+    from workflows import host_steps, policies
+    from workflows.calls import checkpoints
     from workflows.patches import STALL_CONFIRMED_PATCH
-    from workflows.progress import take_checkpoint, take_requests_file
-    from workflows.state import SupervisorState
+    from workflows.pure.run_record import take_checkpoint, take_requests_file
+    from workflows.pure.state import SupervisorState
 
 
 async def progress_read(s: SupervisorState) -> bool:
@@ -26,12 +27,12 @@ async def progress_read(s: SupervisorState) -> bool:
     if s.sandbox_id is None or not workflow.patched(STALL_CONFIRMED_PATCH):
         return False
     before = s.last_progress_at
-    read = await calls.read_checkpoint(
+    read = await checkpoints.read_checkpoint(
         s.spec,
         s.sandbox_id,
         s.seen_digest,
         "is the agent stalled? a last look at its checkpoint",
-        requests_path=calls.requests_path_of(s),
+        requests_path=checkpoints.requests_path_of(s),
         known_requests_digest=s.requests_digest,
         route=host_steps.current_route(s),
         timeout=policies.STALL_READ_TIMEOUT,

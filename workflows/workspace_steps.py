@@ -1,7 +1,7 @@
 """AgentRun's workspace steps: keep the workspace when the checkpoint changed, and rewind to a
 kept checkpoint when a person asks (the `rewind` update, workflows/rewind_messages.py).
 
-Workflow code (the activity by name); the decisions are in `workflows.workspace`. A run whose
+Workflow code (the activity by name); the decisions are in `workflows.pure.workspace`. A run whose
 spec keeps no workspace never asks the marker, so no history recorded before meets a step.
 """
 
@@ -10,17 +10,16 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
-    from activities.models import ActivityName
-    from activities.workspace_models import KeepWorkspaceInput, WorkspaceKeep
     from overnight.models import RunSpec
     from overnight.specs import redact_url
     from overnight.workspace_spec import MEMO_KEY, REF_ROOT, find
-    from workflows import calls, host_steps, policies, workspace
+    from workflows import host_steps
+    from workflows.calls import workspace as workspace_calls
     from workflows.patches import WORKSPACE_KEPT_PATCH
-    from workflows.state import SupervisorState
+    from workflows.pure import workspace
+    from workflows.pure.state import SupervisorState
 
 Restart = Callable[..., Awaitable[None]]
 
@@ -40,32 +39,7 @@ async def keep_if_changed(s: SupervisorState, *, running: bool = True) -> None:
     assert s.sandbox_id is not None
     spec = s.spec
     number = workspace.number_next(s)
-    try:
-        kept: WorkspaceKeep = await calls.on_host(
-            host_steps.current_route(s),
-            ActivityName.KEEP_WORKSPACE,
-            KeepWorkspaceInput(
-                provider=spec.provider,
-                sandbox_id=s.sandbox_id,
-                run_id=spec.run_id,
-                repo=spec.repo,
-                number=number,
-                at=workflow.now(),
-                max_bytes=spec.max_workspace_mib * 1024 * 1024,
-                checkpoint_path=spec.checkpoint_path,
-                max_checkpoint_bytes=spec.max_checkpoint_bytes,
-                previous=workspace.previous_commit(s),
-                base=s.workspace_base,
-            ),
-            result_type=WorkspaceKeep,
-            start_to_close_timeout=policies.KEEP_WORKSPACE_TIMEOUT,
-            heartbeat_timeout=policies.KEEP_WORKSPACE_HEARTBEAT,
-            retry_policy=policies.KEEP_WORKSPACE_RETRY,
-            summary=f"keep the workspace at checkpoint {number} (sandbox {s.attempt})",
-        )
-    except ActivityError as err:
-        calls.reraise_cancellation(err)
-        kept = WorkspaceKeep(outcome="failed", detail=calls.describe(err))
+    kept = await workspace_calls.keep_workspace(s, host_steps.current_route(s), number)
     entry = workspace.record(s, number, kept, workflow.now())
     if entry.outcome not in ("pushed", "skipped"):
         workflow.logger.warning("workspace not kept at checkpoint %d: %s", number, entry.detail)

@@ -1,5 +1,1 @@
-"""The roof: the `overnight` command and the client helpers it uses."""
-
-from overnight.cli.main import main
-
-__all__ = ["main"]
+"""The roof: the `overnight` command (`entry.main`, then `main`) and the client helpers it uses."""

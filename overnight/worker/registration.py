@@ -19,7 +19,7 @@ from overnight.worker.workflow_runner import shared_module_runner
 def registered_workflows() -> list[type]:
     """The workflow classes every overnight worker registers."""
     # Imported here so that modules needing only the client (the CLI) do not load workflows.
-    from workflows.admission import OvernightAdmission
+    from workflows.admission_run import OvernightAdmission
     from workflows.agent_run import AgentRun
     from workflows.notify_run import NotifyRun
     from workflows.reap_run import ReapRun

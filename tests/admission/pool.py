@@ -20,7 +20,7 @@ from overnight.grants import Grants
 from overnight.models import RunResult, RunSpec
 from overnight.worker.runner import serve
 from tests.admission.short_agents import ShortAgents
-from workflows.admission_queue import Places
+from workflows.pure.admission_queue import Places
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

@@ -39,7 +39,7 @@ from tests.workflows.pool_world import (
     start,
     terminate,
 )
-from workflows.admission_queue import Places
+from workflows.pure.admission_queue import Places
 
 # The holder works on, quietly, for as long as the test looks.
 WORKING = [Quiet()] * 50

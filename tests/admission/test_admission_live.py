@@ -42,7 +42,7 @@ from tests.admission.pool import (
 )
 from tests.admission.short_agents import ShortAgents, most_at_once, read_events
 from tests.workflows.harness import HISTORIES, RECORD_ENV, keep_history
-from workflows.admission import AdmissionInput
+from workflows.admission_run import AdmissionInput
 
 # Histories of the admission workflow (replayed by tests/admission/test_admission_replay.py).
 ADMISSION_HISTORIES = HISTORIES / "admission"

@@ -14,7 +14,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
 from tests.admission.test_admission_live import ADMISSION_HISTORIES
-from workflows.admission import OvernightAdmission
+from workflows.admission_run import OvernightAdmission
 
 RECORDED = sorted(ADMISSION_HISTORIES.glob("*.json"))
 

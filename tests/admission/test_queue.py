@@ -1,4 +1,4 @@
-"""The pure admission order (workflows/admission_queue.py) and the worker's admission settings
+"""The pure admission order (workflows/pure/admission_queue.py) and the worker's admission settings
 (overnight/admission.py), without a server."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from overnight.admission import (
 )
 from overnight.grants import BadSetting
 from overnight.models import RunSpec
-from workflows.admission_queue import Places, ask, give_back, is_full, let_in, take_back
+from workflows.pure.admission_queue import Places, ask, give_back, is_full, let_in, take_back
 
 
 def request(holder: str, **fields: object) -> AdmissionRequest:
@@ -147,7 +147,7 @@ def test_a_spec_outside_the_priorities_or_owner_bounds_is_refused(
 
 
 def test_a_pool_taking_its_workers_limits_ignores_the_requests_and_bounds_their_order() -> None:
-    from workflows.admission_queue import set_limits
+    from workflows.pure.admission_queue import set_limits
 
     places = Places()
     set_limits(

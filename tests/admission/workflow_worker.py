@@ -22,7 +22,7 @@ from activities.sandbox import SandboxActivities
 from overnight.grants import Grants
 from overnight.worker.workflow_runner import shared_module_runner
 from tests.admission.short_agents import ShortAgents
-from workflows.admission import OvernightAdmission
+from workflows.admission_run import OvernightAdmission
 from workflows.agent_run import AgentRun
 from workflows.notify_run import NotifyRun
 

@@ -62,7 +62,7 @@ from tests.e2e.coding_agent_runs import (
     until,
 )
 from tests.e2e.helpers import wait_for_status
-from workflows.talk import LEAST_PAUSE
+from workflows.pure.kit_requests import LEAST_PAUSE
 
 RESULT_TIMEOUT = 120
 # What the adapter's seeded prompt says (a new session after a loop, a lost transcript).

@@ -34,7 +34,7 @@ from overnight.models import (
     SnapshotRecord,
 )
 from overnight.run_costs import SafetyNet
-from workflows.card import render_card
+from workflows.pure.card import render_card
 
 NOW = datetime(2026, 12, 1, 3, 0, tzinfo=UTC)
 KIT = Path(kit.__file__).parent

@@ -23,10 +23,10 @@ from overnight.admission import admission_workflow_id as pool_id
 from overnight.models import RunResult, RunSpec
 from tests.workflows.fakes import FakeWorld
 from tests.workflows.harness import HISTORIES, RECORD_ENV, Handle
-from workflows.admission import OvernightAdmission
-from workflows.admission_queue import Places
+from workflows.admission_run import OvernightAdmission
 from workflows.agent_run import AgentRun
 from workflows.notify_run import NotifyRun
+from workflows.pure.admission_queue import Places
 
 
 class PoolWorld(FakeWorld):

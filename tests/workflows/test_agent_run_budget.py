@@ -25,7 +25,7 @@ from tests.workflows.harness import (
     until_state,
 )
 from workflows.agent_run import AgentRun
-from workflows.state import SupervisorState
+from workflows.pure.state import SupervisorState
 
 
 async def test_out_of_restarts_waits_for_a_person_and_resumes_when_extended(

@@ -1,4 +1,4 @@
-"""What no retry fixes fails the run at once (workflows/hopeless.py), on the time-skipping
+"""What no retry fixes fails the run at once (workflows/pure/hopeless.py), on the time-skipping
 server: a first create refused for good, and an agent whose command was not found at its first
 start. Each fails with one line saying what to fix and to start again; no restart is spent,
 no person is waited for. A later create refused, or an exit 127 after a checkpoint, keeps the

@@ -1,4 +1,4 @@
-"""Local sandboxes on many hosts (workflows.hosts), on the time-skipping server: every step on
+"""Local sandboxes on many hosts (workflows.pure.hosts), on the time-skipping server: every step on
 a sandbox goes to its host's queue; a host whose queue has had no poller for its lost
 threshold costs one restart (`host lost`), and a host back before it costs nothing."""
 

@@ -24,8 +24,8 @@ from tests.workflows.harness import (
     until_state,
 )
 from workflows import policies
-from workflows.notice import TAILS_KEPT
 from workflows.notify_steps import notify_workflow_id
+from workflows.pure.run_record import TAILS_KEPT
 
 HOOK = Webhook(url="http://127.0.0.1:9/hook")
 

@@ -32,9 +32,9 @@ from tests.workflows.harness import (
     until_idle,
     until_state,
 )
-from workflows import budget
 from workflows.agent_run import AgentRun
-from workflows.state import SupervisorState
+from workflows.pure import budget
+from workflows.pure.state import SupervisorState
 
 HISTORY_EVENT_LIMIT = 10_240
 WEEK_OF_TEN_MINUTE_LOOKS = 7 * 24 * 6

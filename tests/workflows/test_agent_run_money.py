@@ -23,7 +23,7 @@ from tests.workflows.harness import (
     until_state,
 )
 from tests.workflows.money_world import MoneyWorld
-from workflows.money import DAILY_WINDOW_RECHECK, MONEY_READ_EVERY
+from workflows.pure.money import DAILY_WINDOW_RECHECK, MONEY_READ_EVERY
 
 HOUR = timedelta(hours=1)
 DONE = exits(0, final=note("done", "all done"))

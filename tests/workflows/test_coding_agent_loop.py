@@ -17,10 +17,10 @@ from overnight.agent_spec import LOOP_EXIT_CODE
 from overnight.models import RunSpec
 from tests.workflows.fakes import FakeWorld, exits, note, progress
 from tests.workflows.harness import keep_history, make_spec, started_run, status_of
-from tests.workflows.test_pure_decide import T0, running
-from workflows.decide import Restart, decide
+from tests.workflows.pure.test_decide import T0, running
 from workflows.metrics import RESTART_CAUSES, restart_cause
-from workflows.safety_net import cause_of
+from workflows.pure.decide import Restart, decide
+from workflows.pure.safety_net import cause_of
 
 LOOP_NOTE = 'loop: Bash {"command": "ls"} 8 times in a row'
 

@@ -26,7 +26,7 @@ NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 PROCESS_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
 
 
-# A create refused for what the worker lacks, not the spec (workflows/hopeless.py leaves it to
+# A create refused for what the worker lacks, not the spec (workflows/pure/hopeless.py leaves it to
 # a person: the run needs attention once rather than failing).
 WORKER_NOT_READY = "WorkerNotReady"
 

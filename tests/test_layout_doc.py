@@ -1,0 +1,65 @@
+"""docs/layout.md cannot go stale: it names every package folder of the code, and every path
+it names exists (a renamed module or folder fails here, not in a newcomer's hands)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+LAYOUT = REPO / "docs" / "layout.md"
+CODE = ("overnight", "workflows", "activities", "fakes")
+# Folders that are code without being packages (copied into sandboxes).
+CODE_FOLDERS = ("overnight/agent_kit",)
+TOP = ("overnight", "workflows", "activities", "fakes", "tests", "bench", "examples", "deploy")
+# `path/`, `path/file.py`, `file.py`, `file.md` in backticks (not commands, not dotted names).
+NAMED = re.compile(r"`([\w./-]+?(?:/|\.py|\.md|\.toml|\.yaml))`")
+
+
+def package_folders(repo: Path) -> list[str]:
+    found = {f"{top}/" for top in TOP if (repo / top).is_dir()}
+    for top in CODE:
+        for init in (repo / top).rglob("__init__.py"):
+            if "__pycache__" not in init.parts:
+                found.add(f"{init.parent.relative_to(repo)}/")
+    found.update(f"{folder}/" for folder in CODE_FOLDERS if (repo / folder).is_dir())
+    return sorted(found)
+
+
+def unnamed_folders(repo: Path, text: str) -> list[str]:
+    named = set(NAMED.findall(text))
+    return [folder for folder in package_folders(repo) if folder not in named]
+
+
+def missing_paths(repo: Path, text: str) -> list[str]:
+    missing = []
+    for path in sorted(set(NAMED.findall(text))):
+        if "/" in path.rstrip("/"):
+            exists = (repo / path).exists()
+        elif path.endswith("/"):
+            exists = (repo / path).is_dir()
+        else:  # a bare file name: somewhere in the code or at the root
+            exists = (repo / path).exists() or any(
+                next((repo / top).rglob(path), None) is not None for top in (*CODE, "tests")
+            )
+        if not exists:
+            missing.append(path)
+    return missing
+
+
+def test_the_layout_page_names_every_package_folder() -> None:
+    assert unnamed_folders(REPO, LAYOUT.read_text(encoding="utf-8")) == []
+
+
+def test_every_path_the_layout_page_names_exists() -> None:
+    assert missing_paths(REPO, LAYOUT.read_text(encoding="utf-8")) == []
+
+
+def test_a_new_package_or_a_renamed_module_is_caught(tmp_path: Path) -> None:
+    (tmp_path / "workflows" / "pure").mkdir(parents=True)
+    (tmp_path / "workflows" / "__init__.py").write_text("")
+    (tmp_path / "workflows" / "pure" / "__init__.py").write_text("")
+    (tmp_path / "workflows" / "pure" / "decide.py").write_text("")
+    text = "`workflows/` holds `workflows/pure/decide.py` and `calls.py`"
+    assert unnamed_folders(tmp_path, text) == ["workflows/pure/"]
+    assert missing_paths(tmp_path, text) == ["calls.py"]

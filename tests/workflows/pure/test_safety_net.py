@@ -1,0 +1,160 @@
+"""What the safety net cost, pure: each restart's lost work and setup, priced at the run's rates,
+and its share of the sandbox cost. The figures are checked against sums done by hand.
+
+The default sandbox costs $0.08 an hour (2 vCPU x $0.025 + 4 GiB x $0.0075).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from overnight.models import RestartRecord
+from tests.workflows.pure.test_decide import DEFAULT_RATE, T0, later, running
+from workflows.pure import budget, safety_net
+from workflows.pure.safety_net import cause_of
+from workflows.pure.state import SupervisorState
+
+
+def kept(**overrides: object) -> SupervisorState:
+    return running(safety_net_kept=True, **overrides)
+
+
+def crash_and_restart(state: SupervisorState, *, noticed: float, running_at: float) -> None:
+    """What AgentRun does, in order: the restart's record, the set-aside (the sandbox's spend
+    closed), the new sandbox's start; times in minutes after T0."""
+    reason = "agent crashed (exit 3)"
+    state.restarts.append(
+        RestartRecord(attempt=state.attempt, reason=reason, at=later(minutes=noticed))
+    )
+    safety_net.noticed(state, later(minutes=noticed))
+    budget.close_sandbox_spend(state, later(minutes=noticed))
+    state.sandbox_id = None
+    state.attempt += 1
+    state.sandbox_id = f"box-{state.attempt}"
+    safety_net.restarted(state, later(minutes=running_at))
+    state.sandbox_started_at = later(minutes=running_at)
+    state.last_progress_at = later(minutes=running_at)
+
+
+def test_a_crash_costs_the_work_since_the_checkpoint_and_the_setup_by_hand() -> None:
+    # Sandbox 1 from 22:00, its last checkpoint at 22:10, the crash noticed at 22:25; the new
+    # agent runs at 22:25:30; the run is looked at at 23:00.
+    state = kept(progress_at=later(minutes=10))
+    crash_and_restart(state, noticed=25, running_at=25.5)
+    net = safety_net.summary(state, later(hours=1))
+    assert net is not None
+    # By hand: 15 min lost + 30 s setup = 930 s at $0.08/h = $0.0206667.
+    assert (net.restarts, net.lost_seconds, net.setup_seconds) == (1, 900, 30)
+    assert net.usd == pytest.approx(930 / 3600 * 0.08, abs=1e-6)
+    assert net.usd == pytest.approx(0.020667, abs=1e-6)
+    # The sandboxes: 25 min of box 1 + 34.5 min of box 2 = 59.5 min at $0.08/h = $0.079333.
+    assert net.sandbox_usd == pytest.approx(59.5 / 60 * 0.08, abs=1e-6)
+    assert net.share == pytest.approx(0.020667 / 0.079333, abs=1e-4)
+    assert net.share == pytest.approx(0.2605, abs=1e-4)
+    assert net.by_cause == {"crashed": 1}
+    [one] = net.recent
+    assert (one.attempt, one.reason, one.cause) == (2, "agent crashed (exit 3)", "crashed")
+
+
+def test_two_restarts_add_up() -> None:
+    state = kept(progress_at=later(minutes=10))
+    crash_and_restart(state, noticed=25, running_at=26)  # 900 s + 60 s
+    state.last_progress_at = later(minutes=40)
+    crash_and_restart(state, noticed=41, running_at=41.25)  # 60 s + 15 s
+    net = safety_net.summary(state, later(hours=1))
+    assert net is not None
+    assert (net.restarts, net.lost_seconds, net.setup_seconds) == (2, 960, 75)
+    assert net.usd == pytest.approx(1035 / 3600 * DEFAULT_RATE, abs=2e-6)
+    assert [cost.attempt for cost in net.recent] == [2, 3]
+
+
+def test_a_wait_for_a_person_between_noticed_and_restarted_is_no_setup() -> None:
+    state = kept(progress_at=later(minutes=10))
+    state.restarts.append(
+        RestartRecord(attempt=1, reason="agent stalled 15 min", at=later(minutes=25))
+    )
+    safety_net.noticed(state, later(minutes=25))
+    state.attention_seconds += 8 * 3600  # out of restarts: 8 h until a person extended it
+    state.attempt = 2
+    safety_net.restarted(state, later(hours=8, minutes=26))
+    net = safety_net.summary(state, later(hours=9))
+    assert net is not None
+    assert (net.lost_seconds, net.setup_seconds) == (900, 60)
+    assert net.by_cause == {"stalled": 1}
+
+
+def test_a_sandbox_paused_at_its_lease_end_loses_only_the_time_it_ran() -> None:
+    state = kept(
+        progress_at=later(minutes=10), sandbox_paused=True, lease_ends_at=later(minutes=20)
+    )
+    state.restarts.append(
+        RestartRecord(attempt=1, reason="agent stalled 15 min", at=later(hours=2))
+    )
+    safety_net.noticed(state, later(hours=2))
+    state.attempt = 2
+    safety_net.restarted(state, later(hours=2, seconds=10))
+    net = safety_net.summary(state, later(hours=3))
+    assert net is not None and net.lost_seconds == 600 and net.setup_seconds == 10
+
+
+def test_no_restart_no_cost_and_runs_begun_before_have_no_figure() -> None:
+    net = safety_net.summary(kept(), later(hours=1))
+    assert net is not None and (net.restarts, net.usd) == (0, 0)
+    assert net.share == 0 and net.sandbox_usd == pytest.approx(DEFAULT_RATE)
+    assert safety_net.summary(running(), later(hours=1)) is None
+    # Nothing noticed before a run's first sandbox: its start is no restart.
+    state = kept()
+    safety_net.restarted(state, later(minutes=1))
+    assert state.net_totals.restarts == 0
+
+
+def test_a_set_aside_without_a_restart_after_it_costs_nothing() -> None:
+    state = kept(progress_at=later(minutes=10))
+    safety_net.noticed(state, later(minutes=25))  # out of budget; then cancelled
+    net = safety_net.summary(state, later(hours=1))
+    assert net is not None and net.restarts == 0 and net.usd == 0
+    assert state.net_lost_seconds == 900  # pending, never charged
+
+
+def test_the_share_is_left_out_while_the_sandboxes_cost_nothing() -> None:
+    net = safety_net.summary(kept(), T0)
+    assert net is not None and net.share is None
+
+
+@pytest.mark.parametrize(
+    ("reason", "cause"),
+    [
+        ("agent crashed (exit 1)", "crashed"),
+        ("agent was killed", "crashed"),
+        ("agent process is gone", "crashed"),
+        ("agent stalled 15 min", "stalled"),
+        ("sandbox time limit reached", "time_limit"),
+        ("sandbox paused at its lease end and could not be woken", "time_limit"),
+        ("sandbox 3 ended before the agent started", "time_limit"),
+        ("sandbox stopped answering (timeout)", "sandbox_failed"),
+        ("sandbox disappeared", "sandbox_failed"),
+        ("sandbox was paused from outside", "sandbox_failed"),
+        ("could not start the agent again: boom", "sandbox_failed"),
+        ("fresh-context starts used up (50)", "fresh_starts_used_up"),
+        ("resumed after the budget was extended", "resumed"),
+        ("daily spending window reopened", "resumed"),
+        ("something new", "other"),
+    ],
+)
+def test_causes(reason: str, cause: str) -> None:
+    assert cause_of(reason) == cause
+
+
+def test_the_share_is_of_the_sandboxes_figure_charges_included_model_spend_never() -> None:
+    from overnight.models import RunSpec
+    from workflows.pure.state import ChargeFigure
+
+    base = running().spec.model_dump()
+    state = kept(spec=RunSpec(**{**base, "provider": "runtime"}))
+    state.charges["box-1"] = ChargeFigure(
+        micros=50_000, estimated_usd=0.04, read_at=later(hours=0.5)
+    )
+    now = later(hours=1)
+    # Today the spend budget counts sandboxes only: the two figures agree (charges swapped in).
+    assert safety_net.sandbox_usd(state, now) == pytest.approx(budget.spend_usd(state, now))
+    assert safety_net.sandbox_usd(state, now) == pytest.approx(DEFAULT_RATE + 0.05 - 0.04)

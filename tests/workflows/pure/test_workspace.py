@@ -1,0 +1,96 @@
+"""The workspace kept at each checkpoint, decided without a server: one keep per change, what
+a keep leaves (bounded), what a new sandbox starts from, what a create's answer changes."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from activities.models import AgentStarted, CheckpointRead
+from activities.workspace_models import WorkspaceKeep, WorkspaceRestored
+from overnight.workspace_spec import MAX_KEPT_RECORDS, KeptWorkspace
+from tests.workflows.harness import make_spec
+from workflows.pure import workspace
+from workflows.pure.state import SupervisorState
+
+NOW = datetime(2026, 12, 2, tzinfo=UTC)
+
+
+def state(**fields: object) -> SupervisorState:
+    spec = make_spec(keep_workspace=True)
+    s = SupervisorState(spec=spec, budget=spec.budget, started_at=NOW, **fields)  # type: ignore[arg-type]
+    s.workspace_keeping, s.sandbox_id, s.checkpoint_digest = True, "box-1", "d1"
+    return s
+
+
+def pushed(number: int) -> WorkspaceKeep:
+    return WorkspaceKeep(
+        outcome="pushed", ref=f"refs/overnight/r/{number}", commit=f"{number:040x}"
+    )
+
+
+def test_one_keep_per_checkpoint_change() -> None:
+    s = state()
+    assert workspace.due(s)
+    assert workspace.number_next(s) == 1
+    assert not workspace.due(s)  # taken for this checkpoint, whatever its outcome
+    s.checkpoint_digest = "d2"
+    assert workspace.due(s) and workspace.number_next(s) == 2
+    s.sandbox_id = None
+    s.checkpoint_digest = "d3"
+    assert not workspace.due(s)
+
+
+def test_records_are_bounded_and_a_problem_is_said_until_the_next() -> None:
+    s = state()
+    for number in range(1, MAX_KEPT_RECORDS + 6):
+        workspace.record(s, number, pushed(number), NOW)
+    assert len(s.workspace_kept) == MAX_KEPT_RECORDS and s.workspace_kept[0].number == 6
+    over = WorkspaceKeep(outcome="over_limit", bytes=5, detail="too big")
+    workspace.record(s, 999, over, NOW)
+    assert s.workspace_problem == "checkpoint 999: too big"
+    workspace.record(s, 1000, pushed(1000), NOW)
+    assert s.workspace_problem == "checkpoint 999: too big"
+    assert workspace.previous_commit(s) == f"{1000:040x}"
+
+
+def test_a_new_sandbox_starts_from_the_latest_pushed_or_the_rewinds_target() -> None:
+    s = state()
+    assert workspace.restore_for(s) is None
+    workspace.record(s, 1, pushed(1), NOW)
+    workspace.record(s, 2, WorkspaceKeep(outcome="failed"), NOW)
+    restore = workspace.restore_for(s)
+    assert restore is not None and restore.commit == f"{1:040x}" and not restore.rewind
+    s.rewinding = KeptWorkspace(
+        number=1, outcome="pushed", at=NOW, ref="refs/overnight/r/1", commit="c" * 40
+    )
+    restore = workspace.restore_for(s)
+    assert restore is not None and restore.rewind and restore.commit == "c" * 40
+    s.workspace_keeping = False
+    assert workspace.restore_for(s) is None
+
+
+def test_a_rewinds_create_takes_its_checkpoint_as_not_news() -> None:
+    s = state()
+    s.rewinding = KeptWorkspace(number=2, outcome="pushed", at=NOW, ref="x", commit="c" * 40)
+    text = '{"next": "step 3"}'
+    started = AgentStarted(
+        sandbox_id="box-2",
+        process_id="p",
+        workspace_base="b" * 40,
+        workspace_restored=WorkspaceRestored(status="restored", checkpoint_written=True),
+        checkpoint_restored=CheckpointRead(status="ok", digest="d-two", size=len(text), text=text),
+    )
+    workspace.take_started(s, started, NOW)
+    assert (s.checkpoint, s.checkpoint_digest, s.workspace_digest) == (text, "d-two", "d-two")
+    assert s.rewinding is None and s.rewinds == 1 and s.workspace_base == "b" * 40
+
+
+def test_a_restore_that_could_not_be_made_is_said() -> None:
+    s = state()
+    skipped = WorkspaceRestored(status="skipped", detail="the branch has moved past it")
+    started = AgentStarted(sandbox_id="box-2", process_id="p", workspace_restored=skipped)
+    s.attempt = 2
+    workspace.take_started(s, started, NOW)
+    assert s.workspace_problem == (
+        "sandbox 2 started without the kept workspace: the branch has moved past it"
+    )

@@ -1,0 +1,29 @@
+"""Whether a host's queue is polled (activities/host_check.py), asked when a step there waited
+unstarted; the answer decides whether the host is taken as lost (`workflows.pure.hosts`)."""
+
+from __future__ import annotations
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from activities.host_models import HostCheckInput, HostSeen
+    from activities.models import ActivityName
+    from workflows import policies
+    from workflows.calls.outcomes import best_effort
+
+
+async def check_host(host_queue: str) -> HostSeen | None:
+    """What the server says of a host queue's pollers, asked on the run's own queue (any
+    worker answers); None when it could not be asked (the host is then not taken as lost)."""
+    seen: HostSeen | None = await best_effort(
+        workflow.execute_activity(
+            ActivityName.CHECK_HOST,
+            HostCheckInput(host_queue=host_queue),
+            result_type=HostSeen,
+            start_to_close_timeout=policies.HOST_CHECK_TIMEOUT,
+            retry_policy=policies.HOST_CHECK_RETRY,
+            summary=f"is host queue {host_queue} polled? (a step there waited unstarted)",
+        ),
+        f"check host queue {host_queue}",
+    )
+    return seen

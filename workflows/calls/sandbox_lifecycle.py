@@ -1,0 +1,164 @@
+"""Pausing, stopping, waking, extending and listing a run's sandboxes (the lifecycle
+activities): each best effort, since a failed one must never hide what caused it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError
+
+with workflow.unsafe.imports_passed_through():
+    from activities.models import (
+        ActivityName,
+        ExtendSandboxInput,
+        ListSandboxesInput,
+        SandboxInfo,
+        SandboxList,
+        SandboxRef,
+        SandboxSettled,
+    )
+    from overnight.models import RunSpec
+    from workflows import policies
+    from workflows.calls.outcomes import best_effort, describe, error_type, outcome
+    from workflows.calls.routing import given_up, on_host
+    from workflows.pure.hosts import ANY_WORKER, Route
+
+# What the provider says when the key's daily spending limit refuses a step.
+DAILY_LIMIT_TYPE = "DailySpendingLimit"
+
+
+@dataclass(frozen=True)
+class DailyLimitRefused:
+    """A wake or extension refused because the key's daily spending limit cannot cover it."""
+
+    text: str
+
+
+async def pause_or_stop(
+    spec: RunSpec,
+    sandbox_id: str,
+    *,
+    stop: bool,
+    why: str,
+    read_charge: bool = False,
+    keep_until: datetime | None = None,
+    route: Route = ANY_WORKER,
+) -> SandboxSettled | None:
+    """Best effort: a failed pause or stop is logged and never hides what caused it (None).
+    `read_charge`: the sandbox's end, so bring back what the provider charged for it;
+    `keep_until`: a pause that labels the sandbox kept for a look until then."""
+    name = ActivityName.STOP_SANDBOX if stop else ActivityName.PAUSE_SANDBOX
+    verb = "stop" if stop else "pause"
+    ref = SandboxRef(
+        provider=spec.provider,
+        sandbox_id=sandbox_id,
+        read_charge=read_charge,
+        keep_until=keep_until,
+    )
+    if given_up(route, f"{verb} sandbox {sandbox_id}"):
+        return None
+    settled: SandboxSettled | None = await best_effort(
+        on_host(
+            route,
+            name,
+            ref,
+            result_type=SandboxSettled,
+            start_to_close_timeout=policies.ACTION_TIMEOUT,
+            heartbeat_timeout=policies.ACTION_HEARTBEAT,
+            retry_policy=policies.CLEANUP_RETRY,
+            summary=f"{verb} sandbox {sandbox_id} ({why})",
+        ),
+        f"{verb} sandbox {sandbox_id}",
+    )
+    return settled
+
+
+async def wake_sandbox(
+    spec: RunSpec,
+    sandbox_id: str,
+    why: str,
+    *,
+    daily_room_micros: int | None = None,
+    route: Route = ANY_WORKER,
+) -> SandboxInfo | DailyLimitRefused | None:
+    """A paused sandbox carried on with a fresh lease; None when it could not be woken.
+    `daily_room_micros`: what the fresh lease commits, checked against the daily limit."""
+    return await _sandbox_call(
+        ActivityName.WAKE_SANDBOX,
+        SandboxRef(
+            provider=spec.provider, sandbox_id=sandbox_id, daily_room_micros=daily_room_micros
+        ),
+        f"wake sandbox {sandbox_id} ({why})",
+        route,
+    )
+
+
+async def extend_sandbox(
+    spec: RunSpec,
+    sandbox_id: str,
+    until: datetime,
+    why: str,
+    *,
+    micros_per_second: float | None = None,
+    route: Route = ANY_WORKER,
+) -> SandboxInfo | DailyLimitRefused | None:
+    """The lease moved to `until`; None when it could not be (the lease then ends as set)."""
+    return await _sandbox_call(
+        ActivityName.EXTEND_SANDBOX,
+        ExtendSandboxInput(
+            provider=spec.provider,
+            sandbox_id=sandbox_id,
+            until=until,
+            micros_per_second=micros_per_second,
+        ),
+        f"extend sandbox {sandbox_id} to {until:%H:%M:%S} UTC ({why})",
+        route,
+    )
+
+
+async def _sandbox_call(
+    name: str, arg: object, summary: str, route: Route
+) -> SandboxInfo | DailyLimitRefused | None:
+    if given_up(route, summary):
+        return None
+    ended = await outcome(
+        on_host(
+            route,
+            name,
+            arg,
+            result_type=SandboxInfo,
+            start_to_close_timeout=policies.ACTION_TIMEOUT,
+            heartbeat_timeout=policies.ACTION_HEARTBEAT,
+            retry_policy=policies.ACTION_RETRY,
+            summary=summary,
+        )
+    )
+    if isinstance(ended, ActivityError):
+        workflow.logger.warning("%s failed: %s", summary, describe(ended))
+        if error_type(ended) == DAILY_LIMIT_TYPE:
+            return DailyLimitRefused(describe(ended))
+        return None
+    info: SandboxInfo = ended
+    return info
+
+
+async def list_sandboxes(spec: RunSpec, route: Route = ANY_WORKER) -> list[SandboxInfo]:
+    """This run's sandboxes, as the worker `route` reaches sees them (a host's, for local)."""
+    if given_up(route, "list this run's sandboxes"):
+        return []
+    found: SandboxList | None = await best_effort(
+        on_host(
+            route,
+            ActivityName.LIST_SANDBOXES,
+            ListSandboxesInput(provider=spec.provider, run_id=spec.run_id),
+            result_type=SandboxList,
+            start_to_close_timeout=policies.ACTION_TIMEOUT,
+            heartbeat_timeout=policies.ACTION_HEARTBEAT,
+            retry_policy=policies.CLEANUP_RETRY,
+            summary="list this run's sandboxes (cleanup)",
+        ),
+        "list this run's sandboxes",
+    )
+    return [] if found is None else found.sandboxes

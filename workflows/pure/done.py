@@ -1,0 +1,82 @@
+"""The done check (`RunSpec.done_when`): what a round of checks means for the run. Pure.
+
+After the agent exits 0 the checks run one by one in its sandbox, stopping at the first that
+fails. All pass: the run finishes. One fails: the round is counted against
+`budget.max_done_checks`, and the agent is started again in the same sandbox with a fresh
+process, its restart reason naming the failed check (`DoneRound`); the round that uses the
+last one makes the run need a person instead, its sandbox paused where it stands. An
+extension then starts the agent again with that failure (`verdict` again, on resume).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from overnight.done_check import DoneCheck, exhausted_reason, failure_reason
+from workflows.pure import budget, lease
+from workflows.pure.state import SupervisorState
+
+# A check's lease must outlast its limit by this much (the kill after it, the answer's way back).
+CHECK_LEASE_MARGIN = timedelta(seconds=90)
+
+
+@dataclass(frozen=True)
+class DoneRound:
+    """A done check failed: start the agent again in its sandbox, with `reason`."""
+
+    reason: str
+
+
+def wanted(state: SupervisorState) -> bool:
+    return bool(state.spec.done_when)
+
+
+def lease_target(state: SupervisorState, now: datetime) -> datetime | None:
+    """Where to move the lease end before a check so the check fits inside it (None: it fits,
+    or the run keeps no lease). A check is bounded (under an hour), so it is given its time
+    even when the budget ends sooner: the budget is judged after the round."""
+    if not state.lease_keeping or state.lease_ends_at is None:
+        return None
+    needed = timedelta(seconds=state.spec.done_check_timeout_seconds) + CHECK_LEASE_MARGIN
+    if state.lease_ends_at >= now + needed:
+        return None
+    return now + min(needed, lease.MAX_AHEAD)
+
+
+def record_round(state: SupervisorState, checks: list[DoneCheck]) -> DoneCheck | None:
+    """Keep a round's checks; its failed one (None: all passed), counted."""
+    state.done_results = list(checks)
+    failed = next((check for check in checks if not check.passed), None)
+    if failed is None:
+        state.done_pending = None
+        return None
+    state.done_checks_used += 1
+    state.done_pending = failure_reason(failed, state.spec.done_check_timeout_seconds)
+    return failed
+
+
+def verdict(state: SupervisorState, now: datetime) -> DoneRound | str | None:
+    """After a round, or a person's extension while its failure waits: None when the checks
+    passed, a `DoneRound` when the agent may try again, else why a person is needed."""
+    if state.done_pending is None:
+        return None
+    if state.done_checks_used >= state.budget.max_done_checks:
+        last = next((check for check in reversed(state.done_results) if not check.passed), None)
+        if last is None:  # a run carried over without its results: the reason says enough
+            return f"done checks used up: {state.done_pending}"
+        return exhausted_reason(
+            last,
+            state.done_checks_used,
+            state.budget.max_done_checks,
+            state.spec.done_check_timeout_seconds,
+        )
+    out_of_budget = budget.exhausted_reason(state, now)
+    if out_of_budget is not None:
+        return out_of_budget
+    return DoneRound(state.done_pending)
+
+
+def waiting_for_person(state: SupervisorState) -> bool:
+    """A failed round waits for a person, its sandbox paused where it stands."""
+    return state.done_pending is not None and state.paused_in_place and state.sandbox_id is not None

@@ -1,0 +1,128 @@
+"""What a run records of what it sees: a checkpoint taken, a sandbox started, an agent's last
+words, a restart, the result.
+
+Pure functions on `SupervisorState` (no temporalio): the workflow calls them with
+`workflow.now()` and does the logging.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from activities.models import AgentStarted, CheckpointRead, OutputTail, RequestsRead
+from overnight.checkpoint_text import parsed_for_result
+from overnight.models import LastWords, RestartRecord, RunResult
+from workflows.pure import budget, kit_requests, money, safety_net
+from workflows.pure.checkpoint import facts, judge
+from workflows.pure.state import SupervisorState
+
+# Restart records keep their output tails only for the newest this many (history stays small).
+TAILS_KEPT = 10
+
+
+def note_last_words(
+    s: SupervisorState, tail: OutputTail | None, reason: str, now: datetime
+) -> None:
+    """Keep the last words of the agent that just ended (the current process)."""
+    if tail is None:
+        return
+    s.last_words = LastWords(
+        attempt=s.attempt,
+        fresh_start=s.process_fresh_start,
+        reason=reason,
+        at=now,
+        tail=tail.text,
+        truncated=tail.truncated,
+    )
+
+
+def record_restart(s: SupervisorState, record: RestartRecord) -> None:
+    """Give a restart record its attempt's last words (if read), keeping tails bounded."""
+    words = s.last_words
+    if words is not None and words.attempt == record.attempt:
+        record.output_tail = words.tail
+    for old in s.restarts[:-TAILS_KEPT]:
+        old.output_tail = None
+
+
+def take_checkpoint(
+    s: SupervisorState, read: CheckpointRead | None, now: datetime
+) -> tuple[bool, str | None]:
+    """Take a newly read checkpoint if it may replace the last good one. Returns whether it
+    was taken, and why not when it was refused (None: nothing new to judge)."""
+    if read is None or read.status == "unchanged":
+        return False, None
+    if read.digest is not None:
+        s.seen_digest = read.digest
+    verdict = judge(
+        read, previous_was_json=s.checkpoint_is_json, max_bytes=s.spec.max_checkpoint_bytes
+    )
+    if not verdict.accepted:
+        if verdict.reason:
+            s.checkpoint_rejected = verdict.reason
+        return False, verdict.reason
+    s.checkpoint = read.text
+    s.checkpoint_digest = read.digest
+    s.checkpoint_is_json = verdict.is_json
+    s.checkpoint_facts = facts(read)
+    s.checkpoint_rejected = None
+    s.last_progress_at = now
+    kit_requests.take_requests(s)
+    return True, None
+
+
+def take_requests_file(s: SupervisorState, read: RequestsRead | None) -> bool:
+    """Take a newly read requests file (runs that read it). One refused whole (too large, not
+    JSON) leaves what the last good one asked, and says why. Returns whether it was news."""
+    if not s.requests_file or read is None or read.status == "unchanged":
+        return False
+    s.requests_digest = read.digest
+    if read.status in ("ok", "missing"):
+        s.file_requests = read.requests
+    kit_requests.take_requests(s)
+    if read.refused is not None:
+        s.request_refused = read.refused
+    return True
+
+
+def sandbox_started(s: SupervisorState, started: AgentStarted, now: datetime) -> None:
+    """A new sandbox runs the agent: the run's state follows it."""
+    safety_net.restarted(s, now)
+    s.sandbox_id = started.sandbox_id
+    s.process_id = started.process_id
+    s.process_fresh_start = 0
+    s.sandbox_started_at = now
+    s.sandbox_spent_before_usd = 0
+    if started.daily is not None:
+        money.take_daily(s, started.daily, now)
+    s.last_progress_at = now
+    s.lease_ends_at = started.lease_ends_at
+    s.lease_extended_at = now
+    s.watch_token = None
+    s.sandbox_paused = False
+    s.isolation = started.isolation
+    s.restored_from = started.restored_from
+    # The new sandbox holds the last good checkpoint: that is not news.
+    s.seen_digest = s.checkpoint_digest
+    # Its requests file is its own agent's (the last sandbox's asked for the last agent).
+    s.file_requests = None
+    s.requests_digest = None
+    s.state = "running"
+
+
+def run_result(s: SupervisorState, now: datetime) -> RunResult:
+    return RunResult(
+        run_id=s.spec.run_id,
+        outcome="finished" if s.state == "finished" else "cancelled",
+        checkpoint=s.checkpoint,
+        attempts=s.attempt,
+        restarts=s.restarts_used,
+        hours_used=round(budget.hours_used(s, now), 4),
+        spend_usd=round(budget.spend_usd(s, now), 4),
+        outputs=s.outputs,
+        spend_model_usd=round(kit_requests.model_usd(s), 4),
+        safety_net=safety_net.summary(s, now),
+        checkpoint_json=parsed_for_result(s.checkpoint, s.checkpoint_is_json),
+        done_checks=list(s.done_results),
+        done_checks_used=s.done_checks_used,
+    )
