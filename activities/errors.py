@@ -1,6 +1,6 @@
 """The one boundary where provider failures become Temporal activity errors.
 
-Providers raise `ProviderError` (see activities/provider.py) with a `kind` and a `retryable`
+Providers raise `ProviderError` (activities/providers/protocol.py) with a `kind` and a `retryable`
 flag; nothing else in overnight decides what is retryable. Every sandbox activity runs its
 provider calls inside `activity_errors()`, which turns them into `ApplicationError`s whose
 `type` is the kind: retryable ones are retried by the activity's retry policy, the others

@@ -39,17 +39,17 @@ class ActivityName:
     # change, and one more try for one target (from the `OvernightNotify` workflow).
     SEND_NOTIFICATION = "send_notification"
     DELIVER_NOTIFICATION = "deliver_notification"
-    # Snapshot recovery (activities.snapshot_activities).
+    # Snapshot recovery (activities.snapshots).
     TAKE_SNAPSHOT = "take_snapshot"
     DELETE_SNAPSHOTS = "delete_snapshots"
     LIST_SNAPSHOTS = "list_snapshots"
-    # Money (activities.money_activities): the key's daily spending limit, read on its own
+    # Money (activities.daily_limit): the key's daily spending limit, read on its own
     # while a run waits for the daily window to reopen.
     READ_DAILY_LIMIT = "read_daily_limit"
     # The worker's grants (activities.grants): what of a spec this worker allows, asked at a
     # run's start before anything is made.
     CHECK_SPEC = "check_spec"
-    # The agent kit's requests (activities.talk_activities): an answer written for the agent.
+    # The agent kit's requests (activities.kit_requests): an answer written for the agent.
     ANSWER_AGENT = "answer_agent"
     # `overnight reap` as an activity (overnight.worker.reap_schedule), for the schedule the
     # worker sets up (`OvernightReap`, workflows.reap_run).
@@ -68,7 +68,7 @@ class ActivityName:
     # The done check (activities.done_checks): one command of `RunSpec.done_when`, run in the
     # sandbox after the agent exited 0.
     RUN_DONE_CHECK = "run_done_check"
-    # The workspace kept at each checkpoint (activities.workspace_activities).
+    # The workspace kept at each checkpoint (activities.workspace).
     KEEP_WORKSPACE = "keep_workspace"
 
 

@@ -16,7 +16,7 @@ import time
 from activities import requests_file
 from activities.checkpoints import changed, read_checkpoint
 from activities.models import CheckpointRead, Observation, ObserveInput, RequestsRead
-from activities.providers.protocol import SandboxProvider, Sighting
+from activities.providers.protocol import SandboxProvider, Sighting, WatchRequest
 from overnight import metrics
 
 
@@ -37,13 +37,15 @@ async def observe(
         held = dirty or asked
         until = give_up if not held else min(give_up, max(now, report_at))
         seen = await provider.watch(
-            input.sandbox_id,
-            input.process_id,
-            input.checkpoint_path,
-            token=token,
-            wait_seconds=max(0.0, until - now),
-            report_touch=not held,
-            requests_path=input.requests_path,
+            WatchRequest(
+                input.sandbox_id,
+                input.process_id,
+                input.checkpoint_path,
+                token=token,
+                wait_seconds=max(0.0, until - now),
+                report_touch=not held,
+                requests_path=input.requests_path,
+            )
         )
         token = seen.token
         dirty = dirty or seen.checkpoint_touched

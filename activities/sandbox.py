@@ -24,10 +24,11 @@ from temporalio.client import Client
 from activities import coding_agent_sessions as sessions
 from activities import coding_agent_setup as coding
 from activities import sandbox_setup as setup
-from activities import workspace_activities as workspace
+from activities import workspace
 from activities.admission import AdmissionActivities, worker_admission, worker_key
 from activities.checkpoints import read_checkpoint
 from activities.coding_agent_template import CliTemplates
+from activities.daily_limit import DailyLimitActivities
 from activities.done_checks import DoneCheckActivities
 from activities.errors import ErrorType, activity_errors, non_retryable
 from activities.grants import (
@@ -39,8 +40,8 @@ from activities.grants import (
 )
 from activities.heartbeat import auto_heartbeat, hand_over_on_shutdown
 from activities.host_check import HostCheckActivities
+from activities.kit_requests import KitRequestActivities
 from activities.last_words import read_last_words
-from activities.lifecycle import LifecycleActivities, settle
 from activities.models import (
     ActivityName,
     AgentStarted,
@@ -55,7 +56,6 @@ from activities.models import (
     SpecCheckInput,
     StartAgentInput,
 )
-from activities.money_activities import MoneyActivities
 from activities.observe import observe
 from activities.providers import registry
 from activities.providers.money import ensure_daily_room, read_money
@@ -66,13 +66,13 @@ from activities.providers.protocol import (
     SandboxRequest,
 )
 from activities.providers.registry import ProviderFactory
-from activities.providers.runtime.watch import exit_marker_path
+from activities.providers.runtime.watch_stream import exit_marker_path
 from activities.requests_file import read_requests
 from activities.retry_notes import tell_run
+from activities.sandbox_lifecycle import LifecycleActivities, settle
 from activities.search_attributes import SearchAttributeCache
-from activities.snapshot_activities import SnapshotActivities, start_restored, usable_restore
-from activities.talk_activities import TalkActivities
-from activities.workspace_activities import WorkspaceActivities
+from activities.snapshots import SnapshotActivities, start_restored, usable_restore
+from activities.workspace import WorkspaceActivities
 from overnight.admission import AdmissionSettings, admission_refusals, terms_for
 from overnight.constants import (
     AGENT_MOUNT,
@@ -117,7 +117,7 @@ class SandboxActivities:
         self._search_attributes = SearchAttributeCache(client)
         # Coding agents on Runtime: the CLI template snapshots this worker knows.
         self.cli_templates = CliTemplates()
-        # Pause, stop, wake, extend, list: activities of their own (activities.lifecycle).
+        # Pause, stop, wake, extend, list: activities of their own (activities.sandbox_lifecycle).
         self.lifecycle = LifecycleActivities(self._provider)
         target = client.service_client.config.target_host if client is not None else None
         self._own_ports = own_loopback_ports(target)
@@ -154,8 +154,8 @@ class SandboxActivities:
         return [
             *NotifyActivities(self._client, grants=self._grants).all(),
             *SnapshotActivities(self._provider, self._heartbeat_seconds).all(),
-            *MoneyActivities(self._provider).all(),
-            *TalkActivities(self._provider).all(),
+            *DailyLimitActivities(self._provider).all(),
+            *KitRequestActivities(self._provider).all(),
             *DoneCheckActivities(self._provider, self._heartbeat_seconds).all(),
             *self.lifecycle.all(),
             *AdmissionActivities(self._client, self._admission).all(),

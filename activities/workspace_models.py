@@ -1,4 +1,4 @@
-"""The models of keeping a run's workspace (activities/workspace_activities.py): one in, one
+"""The models of keeping a run's workspace (activities/workspace.py): one in, one
 out, and what a create is told to restore."""
 
 from __future__ import annotations

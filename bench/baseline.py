@@ -26,8 +26,8 @@ with workflow.unsafe.imports_passed_through():
         CreateSandboxInput,
         ProcessState,
         ReadCheckpointInput,
-        SandboxInfo,
         SandboxRef,
+        SandboxSettled,
     )
     from overnight.models import Provider, RestartRecord, RunSpec
     from workflows import policies
@@ -165,7 +165,7 @@ class NaiveAgentRun:
         await workflow.execute_activity(
             ActivityName.STOP_SANDBOX,
             SandboxRef(provider=spec.provider, sandbox_id=sandbox_id),
-            result_type=SandboxInfo,
+            result_type=SandboxSettled,
             start_to_close_timeout=STEP_TIMEOUT,
             retry_policy=NO_RETRY,
         )

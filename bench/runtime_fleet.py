@@ -34,7 +34,7 @@ from typing import Any
 from activities.providers.protocol import SandboxRequest
 from activities.providers.runtime.provider import RuntimeProvider
 from activities.providers.runtime.settings import EVENTS_SECONDS_VARIABLE, STREAMS_VARIABLE
-from activities.providers.runtime.watch import exit_marker_path
+from activities.providers.runtime.watch_stream import exit_marker_path
 from bench.procs import REPO_ROOT
 from bench.report import percentile
 from bench.runtime_world import Flight, Window, worker_env

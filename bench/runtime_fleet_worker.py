@@ -19,7 +19,7 @@ from typing import Any
 
 from activities.models import ObserveInput
 from activities.observe import observe
-from activities.providers.protocol import ProviderError
+from activities.providers.protocol import ProviderError, WatchRequest
 from activities.providers.runtime.provider import RuntimeProvider
 
 CHECKPOINT = "/workspace/checkpoint.json"
@@ -58,7 +58,9 @@ class Fleet:
         while True:
             try:
                 seen = await self.provider.watch(
-                    run["sandbox_id"], run["process_id"], CHECKPOINT, token=None, wait_seconds=0
+                    WatchRequest(
+                        run["sandbox_id"], run["process_id"], CHECKPOINT, token=None, wait_seconds=0
+                    )
                 )
                 self.first_looks += 1
                 return seen.token

@@ -1,7 +1,8 @@
 """Metric 4, scale: how many runs one worker process supervises with a tick lag p99 <= 2 s.
 
 One worker process (`bench.worker_main`, i.e. overnight's own `serve`) on the dev server; its
-sandboxes are `FakeProvider`'s virtual agents, each writing a new checkpoint every 30-60 s.
+sandboxes are `fakes.provider.FakeProvider`'s virtual agents, each writing a new checkpoint
+every 30-60 s.
 The number of runs moves through levels (250, 500, 1000, 2000): it starts at `first`, climbs
 while levels pass and, if `first` fails, steps down until one passes (runs are terminated to
 go down; bringing 1,000 runs up costs this machine more than a minute, so the search starts
@@ -29,10 +30,10 @@ from temporalio.client import Client
 from temporalio.service import RPCError
 
 from bench.baseline import BASELINE_WORKFLOW
-from bench.fake_provider import read_schedules
 from bench.procs import WorkerProcess, busy_cpu_seconds, cpu_seconds, worker_process
 from bench.report import Row, summarize
 from bench.ticklag import tick_lags
+from fakes.provider import read_schedules
 from overnight.cli.demo import AGENT_DIR
 from overnight.constants import WORKFLOW_TYPE
 from overnight.models import RunSpec

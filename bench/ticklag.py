@@ -24,8 +24,8 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 from temporalio.service import RPCError
 
-from bench.fake_provider import AgentSchedule, version_of
 from bench.timeline import activities, next_workflow_task_start, unix
+from fakes.provider import AgentSchedule, version_of
 from overnight.constants import WORKFLOW_TYPE
 
 FETCH_CONCURRENCY = 20

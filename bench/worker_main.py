@@ -2,7 +2,7 @@
 
 overnight's worker is `overnight.worker.runner.serve` itself; the baseline's is
 `bench.baseline_worker.serve_baseline`. With `--provider fake` the sandboxes are
-`bench.fake_provider.FakeProvider`'s virtual agents (in this process); with `local`, real local
+`fakes.provider.FakeProvider`'s virtual agents (in this process); with `local`, real local
 sandboxes under `$OVERNIGHT_HOME` (with `--counts-file`, the engine's looks and reads counted
 there, see bench/counting.py); with `runtime`, the runtime provider too (the Runtime API named
 by `RUNTIME_API_URL` and `RUNTIME_API_KEY`). Prints `ready` (and creates `--ready-file`) once
@@ -26,7 +26,7 @@ from activities.providers.protocol import SandboxProvider
 from activities.providers.registry import PROVIDERS
 from bench.baseline_worker import serve_baseline
 from bench.counting import CountingEngine, dump_counts
-from bench.fake_provider import FakeProvider
+from fakes.provider import FakeProvider, VirtualCheckpoints
 from overnight.codec import data_converter
 from overnight.worker.runner import serve
 
@@ -66,7 +66,8 @@ async def run(args: argparse.Namespace) -> None:
     counting: asyncio.Task[None] | None = None
     if args.provider == "fake":
         low, high = args.fake_interval
-        providers = {"local": FakeProvider(interval=(low, high), log_path=args.fake_log)}
+        agents = VirtualCheckpoints((low, high), log_path=args.fake_log)
+        providers = {"local": FakeProvider(agents)}
     elif args.provider == "runtime":
         providers = {"local": LocalProvider(), "runtime": PROVIDERS["runtime"].build()}
     elif args.counts_file is not None:

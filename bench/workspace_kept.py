@@ -44,7 +44,7 @@ from activities.providers.local.engine import LocalEngine
 from activities.providers.local.provider import LocalProvider
 from activities.sandbox import SandboxActivities
 from activities.sandbox_setup import APP_DIR
-from activities.workspace_activities import WorkspaceActivities
+from activities.workspace import WorkspaceActivities
 from activities.workspace_models import KeepWorkspaceInput
 from bench.procs import dev_server
 from bench.report import RESULTS_DIR, Row, machine, render_text, save_results

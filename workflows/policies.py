@@ -78,10 +78,10 @@ ACTION_RETRY = RetryPolicy(
     non_retryable_error_types=NON_RETRYABLE_TYPES,
 )
 ACTION_TIMEOUT = timedelta(minutes=2)
-# Pausing, stopping, waking, extending and listing sandboxes heartbeat (activities/lifecycle.py),
-# so an attempt whose worker was killed is retried this soon, not after ACTION_TIMEOUT (the
-# reduced chaos run saw a run's last stop wait 2 min for a worker SIGKILLed as it began). A
-# quick call sends no heartbeat at all (activities/heartbeat.py).
+# Pausing, stopping, waking, extending and listing sandboxes heartbeat
+# (activities/sandbox_lifecycle.py), so an attempt whose worker was killed is retried this soon, not
+# after ACTION_TIMEOUT (the reduced chaos run saw a run's last stop wait 2 min for a worker
+# SIGKILLed as it began). A quick call sends no heartbeat at all (activities/heartbeat.py).
 ACTION_HEARTBEAT = timedelta(seconds=20)
 # The read that confirms a stall (workflows/stall_steps.py) is on the stall's own clock: a read
 # whose worker dies is retried this soon, not after ACTION_TIMEOUT (a full chaos run saw a
@@ -177,7 +177,7 @@ REAP_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=10), backoff_coefficient=2.0, maximum_attempts=3
 )
 
-# Keeping the workspace at a checkpoint (activities.workspace_activities): the script is
+# Keeping the workspace at a checkpoint (activities.workspace): the script is
 # killed in the sandbox after 5 min; a few tries, then the keep counts as failed (said in the
 # status), never a restart: the run goes on without it.
 KEEP_WORKSPACE_TIMEOUT = timedelta(minutes=7)

@@ -17,7 +17,7 @@ from activities.models import SandboxInfo
 from activities.providers.protocol import ProcessInfo, Sighting
 
 # How often a local agent is looked at: a crash is noticed within this (each look is a few
-# stat calls, see activities.providers.local.look).
+# stat calls, see activities.providers.local.agent_looks).
 LOOK_INTERVAL_SECONDS = 0.5
 
 

@@ -6,7 +6,7 @@ a provider maps them to wherever its sandboxes really live.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Literal, Protocol, runtime_checkable
 
 from activities.models import ProcessState, SandboxInfo
@@ -82,6 +82,23 @@ class SandboxRequest:
     snapshot_id: str | None = None
     # Local isolated sandboxes: the worker's own folders shown in them (see WorkerMount).
     mounts: tuple[WorkerMount, ...] = ()
+
+
+@dataclass(frozen=True)
+class WatchRequest:
+    """What one `watch` waits for: the agent `process_id` in `sandbox_id`, its checkpoint at
+    `checkpoint_path` (touched since `token`, when `report_touch`), at most `wait_seconds`.
+    `requests_path`: the kit's requests file beside the checkpoint, whose writes are touches
+    too, said apart."""
+
+    sandbox_id: str
+    process_id: str
+    checkpoint_path: str
+    _: KW_ONLY
+    token: str | None
+    wait_seconds: float
+    report_touch: bool = True
+    requests_path: str | None = None
 
 
 @dataclass(frozen=True)
@@ -170,17 +187,7 @@ class SandboxProvider(Protocol):
         """A process's state and exit code; `state="missing"` if the sandbox has no such one."""
         ...
 
-    async def watch(
-        self,
-        sandbox_id: str,
-        process_id: str,
-        checkpoint_path: str,
-        *,
-        token: str | None,
-        wait_seconds: float,
-        report_touch: bool = True,
-        requests_path: str | None = None,
-    ) -> Sighting:
+    async def watch(self, request: WatchRequest) -> Sighting:
         """Wait until the agent stops running, its sandbox stops running, or (`report_touch`)
         the checkpoint may have changed since `token`, at most `wait_seconds`. A caller that
         already knows the checkpoint changed passes `report_touch=False` and is woken only for

@@ -28,8 +28,6 @@ from temporalio.common import (
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from overnight.cli.reaping import ReapedSandbox as ReapedSandbox
-from overnight.cli.reaping import reap as reap
 from overnight.cli.run_names import workflow_id_of as workflow_id_of
 from overnight.connect import default_ui_base, web_ui_url
 from overnight.constants import (
@@ -50,6 +48,8 @@ from overnight.errors import (
 )
 from overnight.models import Budget, BudgetExtension, RunResult, RunSpec, RunStatus
 from overnight.specs import load_spec, parse_spec, redact_url, run_summary
+from overnight.worker.reaping import ReapedSandbox as ReapedSandbox
+from overnight.worker.reaping import reap as reap
 
 __all__ = [
     "AnswerRefused",

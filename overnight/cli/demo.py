@@ -4,7 +4,7 @@ is restarted from its last checkpoint, and finishes with exactly two outside act
 Everything is local: the dev server from temporal-dev.yaml (started or reused), a worker in
 this process on a task queue of its own, a bare git repository as the origin (bound writable
 into the sandboxes, so the agent can push), the outside world as a loopback service keeping the
-ledger of outside actions (overnight/outside_world.py), and local sandboxes under the state dir,
+ledger of outside actions (overnight/cli/outside_world.py), and local sandboxes under the state dir,
 isolated with bubblewrap unless `--isolation none`. The origin and the ledger live beside the
 state dir, in `<OVERNIGHT_HOME>-demo/<run id>` (never inside it: no sandbox may see the state
 dir), and the demo's worker grants that folder's writable binds, and `isolation: "none"` when

@@ -121,7 +121,8 @@ async def serve(
             max_cached_workflows=max_cached_workflows,
             max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
             graceful_shutdown_timeout=GRACEFUL_SHUTDOWN,
-            # One copy of overnight's modules for every cached run (overnight/workflow_runner.py).
+            # One copy of overnight's modules for every cached run
+            # (overnight/worker/workflow_runner.py).
             workflow_runner=shared_module_runner(),
         )
         # The same activities, for this host's sandboxes only (no workflows: any worker runs

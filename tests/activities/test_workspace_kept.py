@@ -20,7 +20,7 @@ from activities.providers.local.engine import LocalEngine
 from activities.providers.local.provider import LocalProvider
 from activities.sandbox import SandboxActivities
 from activities.sandbox_setup import APP_DIR
-from activities.workspace_activities import WorkspaceActivities
+from activities.workspace import WorkspaceActivities
 from activities.workspace_models import KeepWorkspaceInput, WorkspaceKeep, WorkspaceRestore
 from overnight.models import RunSpec
 from tests.activities.test_activities import git

@@ -14,12 +14,12 @@ from typing import Any
 
 from temporalio.client import Client, WorkflowHandle
 
+from fakes.provider import short_agents
 from overnight.admission import PLACES_QUERY, AdmissionSettings, admission_workflow_id
 from overnight.cli import client as api
 from overnight.grants import Grants
 from overnight.models import RunResult, RunSpec
 from overnight.worker.runner import serve
-from tests.admission.short_agents import ShortAgents
 from workflows.pure.admission_queue import Places
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -29,8 +29,9 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 async def short_pool(
     client: Client, state_dir: Path, settings: AdmissionSettings, *, life: float = 0.2
 ) -> AsyncIterator[str]:
-    """A worker in this process on a fresh task queue, its sandboxes `ShortAgents` in
-    `state_dir`, admitting as `settings` say; yields the task queue."""
+    """A worker in this process on a fresh task queue, its sandboxes
+    `fakes.provider.short_agents` in `state_dir`, admitting as `settings` say; yields the task
+    queue."""
     queue = f"admit-{uuid.uuid4().hex[:8]}"
     ready, stop = asyncio.Event(), asyncio.Event()
     worker = asyncio.create_task(
@@ -39,7 +40,7 @@ async def short_pool(
             task_queue=queue,
             ready=ready,
             stop=stop,
-            providers={"local": ShortAgents(state_dir, life=life)},
+            providers={"local": short_agents(state_dir, life=life)},
             grants=Grants(),
             admission=settings,
         )

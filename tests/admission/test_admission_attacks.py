@@ -19,6 +19,7 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
+from fakes.activities import Quiet
 from overnight.admission import (
     RELEASE_SIGNAL,
     REQUEST_SIGNAL,
@@ -29,7 +30,6 @@ from overnight.admission import (
 from overnight.grants import BadSetting
 from overnight.models import RunSpec
 from overnight.worker import binaries
-from tests.workflows.fakes import Quiet
 from tests.workflows.harness import Handle, eventually, make_spec
 from tests.workflows.pool_world import (
     PoolWorld,

@@ -1,7 +1,7 @@
 """Admission on the real dev server: the pool's `OvernightAdmission` workflow holds its places,
 runs wait in `queued` with nothing made, and go in by priority, fairly across owners; a
 SIGKILLed worker loses no place, and a holder terminated without giving its place back has it
-taken back. The sandboxes are `ShortAgents` (tests/admission/short_agents.py): agents that
+taken back. The sandboxes are `fakes.provider.short_agents`: agents that
 exit 0 after a moment, kept in files so that every worker process sees them."""
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from temporalio.service import RPCError
 from temporalio.worker import Worker
 
 from activities.sandbox import SandboxActivities
+from fakes.provider import most_at_once, read_events, short_agents
 from overnight.admission import (
     ADMISSION_WORKFLOW,
     ADMITTED_SIGNAL,
@@ -40,7 +41,6 @@ from tests.admission.pool import (
     start_subprocess_worker,
     wait_for,
 )
-from tests.admission.short_agents import ShortAgents, most_at_once, read_events
 from tests.workflows.harness import HISTORIES, RECORD_ENV, keep_history
 from workflows.admission_run import AdmissionInput
 
@@ -196,8 +196,8 @@ async def test_a_terminated_holders_place_is_taken_back(
         result = await asyncio.wait_for(waiter.result(), 60)
         pool = await drained(dev_client, queue)
         # The terminated run's sandbox is reap's (docs/operator.md); stop it here.
-        for box in await ShortAgents(boxes).list({}, include_stopped=False):
-            await ShortAgents(boxes).stop(box.sandbox_id)
+        for box in await short_agents(boxes).list({}, include_stopped=False):
+            await short_agents(boxes).stop(box.sandbox_id)
     assert result.outcome == "finished"
     assert pool.taken_back_total == 1 and pool.holding == {}
 
@@ -288,7 +288,7 @@ async def _activity_worker(client: Client, queue: str, boxes: Path) -> AsyncIter
     """The pool's remote activities, in this process (the workflows run in subprocesses)."""
     activities = SandboxActivities(
         client,
-        providers={"local": ShortAgents(boxes)},
+        providers={"local": short_agents(boxes)},
         grants=Grants(),
         admission=AdmissionSettings(max_runs=3),
     )

@@ -19,9 +19,9 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
 
 from activities.sandbox import SandboxActivities
+from fakes.provider import short_agents
 from overnight.grants import Grants
 from overnight.worker.workflow_runner import shared_module_runner
-from tests.admission.short_agents import ShortAgents
 from workflows.admission_run import OvernightAdmission
 from workflows.agent_run import AgentRun
 from workflows.notify_run import NotifyRun
@@ -30,7 +30,7 @@ from workflows.notify_run import NotifyRun
 async def main(address: str, queue: str, state_dir: str) -> None:
     client = await Client.connect(address, data_converter=pydantic_data_converter)
     activities = SandboxActivities(
-        client, providers={"local": ShortAgents(Path(state_dir))}, grants=Grants()
+        client, providers={"local": short_agents(Path(state_dir))}, grants=Grants()
     )
     worker = Worker(
         client,

@@ -175,7 +175,7 @@ def test_the_docs_shell_example_asks_and_reads_the_answer_the_supervisor_writes(
     )
     try:
         asked = _wait_for(lambda: (r := _requests(tmp_path)) and r.ask)
-        # The supervisor's answer file, as activities.talk_activities writes it.
+        # The supervisor's answer file, as activities.kit_requests writes it.
         _answer(tmp_path, asked.id, "no")
         out, _ = asker.communicate(timeout=10)
     finally:

@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 
+from fakes.provider import read_events
 from overnight.admission import AdmissionSettings
 from overnight.errors import SpecError
 from overnight.task_lines import load_tasks
 from overnight.worker.devserver import DevServer
 from tests.admission.pool import short_pool
-from tests.admission.short_agents import read_events
 
 OVERNIGHT = Path(sys.executable).parent / "overnight"
 

@@ -1,7 +1,7 @@
 """Snapshot recovery on the real stack: the session's dev server, a worker in this process,
 real agent processes, on the local provider and on the runtime provider through the real SDK
 against the strict fake Runtime API (disk mode on both: the fake's memory mode is a
-simulation, see tests/fake_runtime/snapshots.py).
+simulation, see fakes/runtime/snapshots.py).
 
 The warm agent (tests/agents/warm) builds warm state (a SQLite database and a helper process),
 asks for a snapshot, and crashes later: restarted from the snapshot it finds its database and

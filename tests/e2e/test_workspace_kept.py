@@ -20,11 +20,11 @@ from temporalio.client import Client
 from fakes.git_http import origin_fields
 from overnight.cli import client as api
 from overnight.cli.demo import make_origin
-from overnight.cli.reaping import reap
 from overnight.cli.workspace import WorkspaceRefused, diff_text, rewind_run
 from overnight.errors import OvernightError
 from overnight.models import RunSpec
 from overnight.worker.devserver import DevServer
+from overnight.worker.reaping import reap
 from overnight.workspace_spec import REF_ROOT, ref_name
 from tests.e2e.helpers import wait_for_status
 from tests.e2e.test_operator import overnight_cli

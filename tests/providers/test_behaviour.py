@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Literal
 
 from activities.models import SandboxInfo
-from activities.providers.protocol import AgentLaunch, ProcessInfo, SandboxRequest
-from activities.providers.runtime.watch import exit_marker_path
+from activities.providers.protocol import AgentLaunch, ProcessInfo, SandboxRequest, WatchRequest
+from activities.providers.runtime.watch_stream import exit_marker_path
 from overnight.constants import LABEL_ATTEMPT, LABEL_RUN
 from tests.providers.conftest import Harness
 
@@ -288,7 +288,7 @@ async def test_a_watch_wakes_up_for_a_checkpoint_write_and_then_for_the_crash(
     began = time.monotonic()
     while True:
         seen = await provider.provider.watch(
-            sid, agent.process_id, CHECKPOINT, token=token, wait_seconds=20
+            WatchRequest(sid, agent.process_id, CHECKPOINT, token=token, wait_seconds=20)
         )
         token = seen.token
         touched += seen.checkpoint_touched
@@ -305,11 +305,11 @@ async def test_a_quiet_watch_waits_its_whole_time_and_reports_nothing(provider: 
     sid = (await new_sandbox(provider)).sandbox_id
     agent = await provider.provider.start_agent(sid, launch("sleep 60"))
     first = await provider.provider.watch(
-        sid, agent.process_id, CHECKPOINT, token=None, wait_seconds=5
+        WatchRequest(sid, agent.process_id, CHECKPOINT, token=None, wait_seconds=5)
     )
     began = time.monotonic()
     quiet = await provider.provider.watch(
-        sid, agent.process_id, CHECKPOINT, token=first.token, wait_seconds=1.5
+        WatchRequest(sid, agent.process_id, CHECKPOINT, token=first.token, wait_seconds=1.5)
     )
     assert 1.4 <= time.monotonic() - began < 4
     assert not quiet.checkpoint_touched
@@ -320,11 +320,11 @@ async def test_a_watch_reports_a_pause_without_waking_the_sandbox(provider: Harn
     sid = (await new_sandbox(provider)).sandbox_id
     agent = await provider.provider.start_agent(sid, launch(TICKER))
     first = await provider.provider.watch(
-        sid, agent.process_id, CHECKPOINT, token=None, wait_seconds=5
+        WatchRequest(sid, agent.process_id, CHECKPOINT, token=None, wait_seconds=5)
     )
     provider.end_lease_in(sid, 0.5)
     seen = await provider.provider.watch(
-        sid, agent.process_id, CHECKPOINT, token=first.token, wait_seconds=10
+        WatchRequest(sid, agent.process_id, CHECKPOINT, token=first.token, wait_seconds=10)
     )
     assert seen.sandbox.state == "paused"
     await asyncio.sleep(0.5)
@@ -339,10 +339,10 @@ async def test_a_watch_with_no_time_left_still_reports_an_exit_that_happened(
     sid = (await new_sandbox(provider)).sandbox_id
     agent = await provider.provider.start_agent(sid, launch("sleep 0.5; exit 3"))
     first = await provider.provider.watch(
-        sid, agent.process_id, CHECKPOINT, token=None, wait_seconds=5
+        WatchRequest(sid, agent.process_id, CHECKPOINT, token=None, wait_seconds=5)
     )
     await asyncio.sleep(2)  # it has exited by now; nobody watched
     seen = await provider.provider.watch(
-        sid, agent.process_id, CHECKPOINT, token=first.token, wait_seconds=0
+        WatchRequest(sid, agent.process_id, CHECKPOINT, token=first.token, wait_seconds=0)
     )
     assert (seen.process.state, seen.process.exit_code) == ("exited", 3)

@@ -1,5 +1,5 @@
 """Looking into a sandbox, the same on every provider: its agents, their output by cursor,
-the tail of it, and its files (see activities/forensics.py)."""
+the tail of it, and its files (see activities/providers/forensics.py)."""
 
 from __future__ import annotations
 

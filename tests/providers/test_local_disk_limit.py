@@ -34,7 +34,7 @@ from activities.providers.local.disk_limit import (
 from activities.providers.local.engine import LocalEngine
 from activities.providers.local.provider import LocalProvider
 from activities.providers.local.snapshots import LocalSnapshots
-from activities.providers.protocol import AgentLaunch, ProviderError, SandboxRequest
+from activities.providers.protocol import AgentLaunch, ProviderError, SandboxRequest, WatchRequest
 from overnight.constants import LABEL_RUN
 
 MIB = 1024 * 1024
@@ -256,7 +256,9 @@ async def _watch_until_paused(provider: LocalProvider, name: str, command: str) 
     give_up, token = time.monotonic() + 30, None
     while time.monotonic() < give_up:
         seen = await provider.watch(
-            name, process.process_id, "/workspace/checkpoint.json", token=token, wait_seconds=5
+            WatchRequest(
+                name, process.process_id, "/workspace/checkpoint.json", token=token, wait_seconds=5
+            )
         )
         token = seen.token
         if seen.sandbox.state != "running":

@@ -22,12 +22,12 @@ from pathlib import Path
 import pytest
 
 from activities.providers.local import launcher
+from activities.providers.local.agent_looks import LocalLook
 from activities.providers.local.engine import LocalEngine
 from activities.providers.local.event_watch import event_watch
-from activities.providers.local.look import LocalLook
 from activities.providers.local.provider import LocalProvider
 from activities.providers.local.watch_hub import REARM_SECONDS, WatchHub, shared_hub
-from activities.providers.protocol import Sighting
+from activities.providers.protocol import Sighting, WatchRequest
 from overnight.isolation import Isolation
 
 CHECKPOINT = "/workspace/checkpoint.json"
@@ -225,7 +225,9 @@ async def test_without_kernel_watching_the_timer_looks_still_notice_an_exit(
     provider = LocalProvider(engine, kernel_watch=False)
     sid = new_sandbox(engine)
     pid = start(engine, sid, "sleep 1; exit 4")
-    seen = await provider.watch(sid, pid, CHECKPOINT, token="missing", wait_seconds=30)
+    seen = await provider.watch(
+        WatchRequest(sid, pid, CHECKPOINT, token="missing", wait_seconds=30)
+    )
     assert (seen.process.state, seen.process.exit_code) == ("exited", 4)
 
 

@@ -23,10 +23,10 @@ from activities.models import ObserveInput, RequestsRead
 from activities.observe import observe
 from activities.providers.local.engine import LocalEngine
 from activities.providers.local.provider import LocalProvider
-from activities.providers.protocol import AgentLaunch, SandboxRequest, Sighting
+from activities.providers.protocol import AgentLaunch, SandboxRequest, Sighting, WatchRequest
 from activities.providers.runtime.provider import RuntimeProvider
 from activities.providers.runtime.settings import WatchSettings
-from activities.providers.runtime.watch import exit_marker_path
+from activities.providers.runtime.watch_stream import exit_marker_path
 from fakes.runtime import FakeRuntime, Rules
 from overnight.agent_requests import MAX_REQUESTS_BYTES, requests_path
 
@@ -107,13 +107,15 @@ async def test_a_local_write_to_the_requests_file_is_a_touch_said_apart(
 
         async def watch(token: str | None, report_touch: bool = True, wait: float = 10) -> Sighting:
             return await provider.watch(
-                sid,
-                pid,
-                CHECKPOINT,
-                token=token,
-                wait_seconds=wait,
-                report_touch=report_touch,
-                requests_path=REQUESTS,
+                WatchRequest(
+                    sid,
+                    pid,
+                    CHECKPOINT,
+                    token=token,
+                    wait_seconds=wait,
+                    report_touch=report_touch,
+                    requests_path=REQUESTS,
+                )
             )
 
         first = await watch(None, wait=1)

@@ -16,10 +16,16 @@ import withruntime
 
 from activities.models import ObserveInput
 from activities.observe import observe
-from activities.providers.protocol import AgentLaunch, ProviderError, SandboxRequest, Sighting
+from activities.providers.protocol import (
+    AgentLaunch,
+    ProviderError,
+    SandboxRequest,
+    Sighting,
+    WatchRequest,
+)
 from activities.providers.runtime.provider import RuntimeProvider
 from activities.providers.runtime.settings import WatchSettings
-from activities.providers.runtime.watch import exit_marker_path
+from activities.providers.runtime.watch_stream import exit_marker_path
 from fakes.runtime import FakeRuntime, Rules
 
 CHECKPOINT = "/workspace/checkpoint.json"
@@ -118,11 +124,13 @@ async def test_without_a_free_stream_a_crash_is_noticed_through_the_feed(
         )
         agent = await provider.start_agent(sandbox_id, launch)
         seen = await provider.watch(
-            sandbox_id, agent.process_id, CHECKPOINT, token=None, wait_seconds=1
+            WatchRequest(sandbox_id, agent.process_id, CHECKPOINT, token=None, wait_seconds=1)
         )
         while seen.process.state == "running":
             seen = await provider.watch(
-                sandbox_id, agent.process_id, CHECKPOINT, token=seen.token, wait_seconds=10
+                WatchRequest(
+                    sandbox_id, agent.process_id, CHECKPOINT, token=seen.token, wait_seconds=10
+                )
             )
         assert (seen.process.state, seen.process.exit_code) == ("exited", 7)
         assert fake.request_count(route="watch_events") == 0, "no stream was held"
@@ -160,7 +168,9 @@ async def watch_until_ended(
     provider: RuntimeProvider, sandbox_id: str, process_id: str, token: str | None
 ) -> tuple[Sighting, float]:
     while True:
-        seen = await provider.watch(sandbox_id, process_id, CHECKPOINT, token=token, wait_seconds=5)
+        seen = await provider.watch(
+            WatchRequest(sandbox_id, process_id, CHECKPOINT, token=token, wait_seconds=5)
+        )
         token = seen.token
         if seen.process.state != "running":
             return seen, time.monotonic()
@@ -190,7 +200,10 @@ async def test_many_runs_past_the_streams_each_get_their_own_news_in_time(
             agent = await provider.start_agent(sandbox_id, launch)
             agents.append((sandbox_id, agent.process_id))
         firsts = await asyncio.gather(
-            *(provider.watch(s, p, CHECKPOINT, token=None, wait_seconds=1) for s, p in agents)
+            *(
+                provider.watch(WatchRequest(s, p, CHECKPOINT, token=None, wait_seconds=1))
+                for s, p in agents
+            )
         )
         assert all(first.process.state == "running" for first in firsts)
         crash_at = []
@@ -276,13 +289,15 @@ async def test_a_failing_events_route_fails_the_watch_retryably_instead_of_hangi
         launch = AgentLaunch("down-1-1-0", "sleep 60", "/workspace", {})
         agent = await provider.start_agent(sandbox_id, launch)
         first = await provider.watch(
-            sandbox_id, agent.process_id, CHECKPOINT, token=None, wait_seconds=0
+            WatchRequest(sandbox_id, agent.process_id, CHECKPOINT, token=None, wait_seconds=0)
         )
         fake.fail(None, 500, route="events")
         began = time.monotonic()
         with pytest.raises(ProviderError) as raised:
             await provider.watch(
-                sandbox_id, agent.process_id, CHECKPOINT, token=first.token, wait_seconds=30
+                WatchRequest(
+                    sandbox_id, agent.process_id, CHECKPOINT, token=first.token, wait_seconds=30
+                )
             )
         assert raised.value.retryable and time.monotonic() - began < 10
     finally:

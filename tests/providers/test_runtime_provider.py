@@ -29,10 +29,11 @@ from activities.providers.protocol import (
     ProviderError,
     SandboxNotRunning,
     SandboxRequest,
+    WatchRequest,
 )
 from activities.providers.runtime.convert import start_marker
 from activities.providers.runtime.provider import RuntimeProvider
-from activities.providers.runtime.watch import exit_marker_path
+from activities.providers.runtime.watch_stream import exit_marker_path
 from activities.sandbox import SandboxActivities
 from fakes.runtime import FakeRuntime
 from overnight.constants import LABEL_ATTEMPT, LABEL_RUN
@@ -456,11 +457,11 @@ async def test_a_watch_is_started_again_when_lost_tokens_left_four_running(
     # Four watches whose tokens nobody kept (Runtime runs at most four in a sandbox).
     for _ in range(4):
         lost = await provider.watch(
-            sandbox_id, agent.process_id, CHECKPOINT, token=None, wait_seconds=1
+            WatchRequest(sandbox_id, agent.process_id, CHECKPOINT, token=None, wait_seconds=1)
         )
         assert lost.token is not None
     seen = await provider.watch(
-        sandbox_id, agent.process_id, CHECKPOINT, token=None, wait_seconds=1
+        WatchRequest(sandbox_id, agent.process_id, CHECKPOINT, token=None, wait_seconds=1)
     )
     assert seen.token is not None and seen.sandbox.state == "running"
     assert fake.request_count(sandbox_id=sandbox_id, route="watch_stop") >= 1
@@ -478,7 +479,7 @@ async def test_news_read_from_before_a_pause_wakes_nothing_and_is_acted_on_after
     )
     agent = await provider.start_agent(sandbox_id, launch)
     first = await provider.watch(
-        sandbox_id, agent.process_id, CHECKPOINT, token=None, wait_seconds=5
+        WatchRequest(sandbox_id, agent.process_id, CHECKPOINT, token=None, wait_seconds=5)
     )
     await asyncio.sleep(1.5)  # the agent has exited, unwatched
     fake.end_lease_in(sandbox_id, 0.1)  # ... and then the lease ended: paused
@@ -487,7 +488,7 @@ async def test_news_read_from_before_a_pause_wakes_nothing_and_is_acted_on_after
 
     # A retried observe reads from its first cursor: the exit is old news, the pause newer.
     seen = await provider.watch(
-        sandbox_id, agent.process_id, CHECKPOINT, token=first.token, wait_seconds=10
+        WatchRequest(sandbox_id, agent.process_id, CHECKPOINT, token=first.token, wait_seconds=10)
     )
     assert seen.sandbox.state == "paused"
     assert len(fake.wakes) == wakes_before, "asking about the exit woke the paused sandbox"
@@ -495,7 +496,7 @@ async def test_news_read_from_before_a_pause_wakes_nothing_and_is_acted_on_after
 
     await provider.wake(sandbox_id)
     after = await provider.watch(
-        sandbox_id, agent.process_id, CHECKPOINT, token=seen.token, wait_seconds=10
+        WatchRequest(sandbox_id, agent.process_id, CHECKPOINT, token=seen.token, wait_seconds=10)
     )
     assert (after.process.state, after.process.exit_code) == ("exited", 3)
 
@@ -513,12 +514,15 @@ async def test_one_worker_holds_its_streams_and_watches_the_other_runs_through_t
             sandbox_id, AgentLaunch(start_key=f"m-{n}", command="sleep 60", cwd="/workspace")
         )
         first = await provider.watch(
-            sandbox_id, agent.process_id, CHECKPOINT, token=None, wait_seconds=1
+            WatchRequest(sandbox_id, agent.process_id, CHECKPOINT, token=None, wait_seconds=1)
         )
         tokens.append((sandbox_id, agent.process_id, first.token))
     began = time.monotonic()
     seen = await asyncio.gather(
-        *(provider.watch(s, p, CHECKPOINT, token=t, wait_seconds=3) for s, p, t in tokens)
+        *(
+            provider.watch(WatchRequest(s, p, CHECKPOINT, token=t, wait_seconds=3))
+            for s, p, t in tokens
+        )
     )
     # All held at once: done in about one wait, not two.
     assert time.monotonic() - began < 5.5

@@ -22,12 +22,12 @@ from pathlib import Path
 import pytest
 from temporalio.exceptions import ApplicationError
 
+from activities.kit_requests import KitRequestActivities
 from activities.models import AnswerAgentInput
 from activities.providers.local.engine import LocalEngine
 from activities.providers.local.provider import LocalProvider
 from activities.providers.protocol import ProviderError
-from activities.snapshot_activities import answer_request
-from activities.talk_activities import TalkActivities
+from activities.snapshots import answer_request
 from tests.providers.test_behaviour import request
 
 # Exchanges each pair of paths (a folder and a symlink beside it) as fast as it can, until
@@ -144,7 +144,7 @@ async def test_a_folder_exchanged_with_a_symlink_never_lets_a_worker_write_out(
     # Copied as a link: giving it to the sandbox's user must not chown what it points to.
     (source / "lib" / "escape").symlink_to(outside / "state" / "checkpoint.json")
     before = looks(outside)
-    talk = TalkActivities(lambda _name: _provider(local))
+    talk = KitRequestActivities(lambda _name: _provider(local))
     counts = {"writes": 0, "refused": 0, "swaps": 0}
     done: Counter[str] = Counter()
     odd: list[str] = []

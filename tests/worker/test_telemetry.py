@@ -19,6 +19,7 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
+from fakes.activities import FakeWorld, exits, progress
 from overnight.worker import binaries
 from overnight.worker.telemetry import (
     METRICS_ADDRESS_ENV,
@@ -27,7 +28,6 @@ from overnight.worker.telemetry import (
     TelemetryError,
 )
 from tests.conftest import REPO_ROOT, free_port
-from tests.workflows.fakes import FakeWorld, exits, progress
 from tests.workflows.harness import make_spec, started_run
 
 

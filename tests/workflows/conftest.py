@@ -10,8 +10,8 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
+from fakes.activities import FakeWorld
 from overnight.worker import binaries
-from tests.workflows.fakes import FakeWorld
 
 
 @pytest.fixture

@@ -11,8 +11,8 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.models import ActivityName, AgentStarted, RunDoneCheckInput, StartAgentInput
+from fakes.activities import FakeWorld, Hold
 from overnight.done_check import DoneCheck
-from tests.workflows.fakes import FakeWorld, Hold
 
 # A scripted outcome: 0 passes, another int fails with that exit code, "timeout" is ended.
 Outcome = int | str

@@ -23,8 +23,8 @@ from temporalio.client import Client, WorkflowHandle, WorkflowHistory
 from temporalio.service import RPCError
 from temporalio.worker import Worker
 
+from fakes.activities import FakeWorld
 from overnight.models import RunResult, RunSpec, RunStatus
-from tests.workflows.fakes import FakeWorld
 from workflows.agent_run import AgentRun
 from workflows.notify_run import NotifyRun
 

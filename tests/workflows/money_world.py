@@ -26,7 +26,7 @@ from activities.models import (
     SandboxRef,
     SandboxSettled,
 )
-from tests.workflows.fakes import FakeWorld, _now
+from fakes.activities import FakeWorld, _now
 
 DAILY_LIMIT = "DailySpendingLimit"
 

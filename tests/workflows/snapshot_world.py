@@ -19,7 +19,7 @@ from activities.models import (
     SnapshotTaken,
     TakeSnapshotInput,
 )
-from tests.workflows.fakes import FakeWorld
+from fakes.activities import FakeWorld
 
 GIB = 2**30
 

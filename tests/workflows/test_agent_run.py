@@ -1,6 +1,6 @@
 """AgentRun through every failure row of the design, on the time-skipping server.
 
-Each test scripts what the agent and its sandbox do (tests/workflow/fakes.py), runs the real
+Each test scripts what the agent and its sandbox do (fakes/activities.py), runs the real
 workflow against mocked activities, and checks what overnight did and what was lost: at most
 the work since the last checkpoint.
 """
@@ -15,8 +15,7 @@ from datetime import timedelta
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
-from overnight.models import RunStatus
-from tests.workflows.fakes import (
+from fakes.activities import (
     FakeWorld,
     HandedOver,
     Overloaded,
@@ -32,6 +31,7 @@ from tests.workflows.fakes import (
     note,
     progress,
 )
+from overnight.models import RunStatus
 from tests.workflows.harness import (
     eventually,
     keep_history,

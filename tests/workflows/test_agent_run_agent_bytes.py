@@ -20,8 +20,7 @@ from temporalio.client import Client
 from activities.checkpoints import checkpoint_from
 from activities.models import CheckpointRead
 from activities.providers.protocol import FileRead
-from overnight.notify_spec import Webhook
-from tests.workflows.fakes import (
+from fakes.activities import (
     FakeWorld,
     Quiet,
     Writes,
@@ -30,6 +29,7 @@ from tests.workflows.fakes import (
     note,
     progress,
 )
+from overnight.notify_spec import Webhook
 from tests.workflows.harness import eventually, make_spec, started_run, status_of, until_idle
 from tests.workflows.snapshot_world import SnapshotWorld
 

@@ -14,8 +14,8 @@ from temporalio.client import Client, WorkflowFailureError, WorkflowUpdateFailed
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 
+from fakes.activities import FakeWorld, exits, progress
 from overnight.models import Budget, BudgetExtension
-from tests.workflows.fakes import FakeWorld, exits, progress
 from tests.workflows.harness import (
     eventually,
     keep_history,

@@ -14,8 +14,8 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureEr
 from temporalio.exceptions import ApplicationError, CancelledError
 from temporalio.testing import WorkflowEnvironment
 
+from fakes.activities import FakeWorld, Hangs, exits, progress
 from overnight.models import Budget, RunStatus
-from tests.workflows.fakes import FakeWorld, Hangs, exits, progress
 from tests.workflows.harness import (
     Handle,
     eventually,

@@ -12,9 +12,9 @@ from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 
+from fakes.activities import Hold, exits, progress
 from overnight.models import Budget, BudgetExtension
 from tests.workflows.done_world import DoneWorld
-from tests.workflows.fakes import Hold, exits, progress
 from tests.workflows.harness import eventually, keep_history, make_spec, started_run, until_state
 
 

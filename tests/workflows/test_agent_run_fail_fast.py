@@ -15,10 +15,10 @@ from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
 from activities.providers.local.state import WORKER_NOT_READY
+from fakes.activities import FakeWorld, exits, progress
 from overnight.errors import SPEC_UNUSABLE
 from overnight.models import Budget, BudgetExtension
 from overnight.retry_note import RETRY_NOTE_SIGNAL, RetryNote
-from tests.workflows.fakes import FakeWorld, exits, progress
 from tests.workflows.harness import (
     eventually,
     keep_history,

@@ -9,8 +9,8 @@ import pytest
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
+from fakes.activities import FakeWorld, exits, progress
 from overnight.grants import SPEC_REFUSED
-from tests.workflows.fakes import FakeWorld, exits, progress
 from tests.workflows.harness import keep_history, make_spec, started_run
 
 REFUSAL = (

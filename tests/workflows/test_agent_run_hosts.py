@@ -28,8 +28,8 @@ from activities.models import (
     SpecCheck,
     SpecCheckInput,
 )
+from fakes.activities import FakeWorld, exits, note, progress
 from overnight.models import RunResult, RunStatus
-from tests.workflows.fakes import FakeWorld, exits, note, progress
 from tests.workflows.harness import Handle, make_spec, running_worker, status_of
 
 # Short: the test server does not skip the time a step waits unstarted.

@@ -12,9 +12,9 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
+from fakes.activities import FakeWorld, exits, note, progress
 from overnight.models import BudgetExtension, RunResult
 from overnight.notify_spec import Webhook
-from tests.workflows.fakes import FakeWorld, exits, note, progress
 from tests.workflows.harness import (
     eventually,
     keep_history,

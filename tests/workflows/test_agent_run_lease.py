@@ -8,8 +8,8 @@ from datetime import timedelta
 
 from temporalio.client import Client
 
+from fakes.activities import FakeWorld, Quiet, Step, exits, note, progress
 from overnight.models import Budget
-from tests.workflows.fakes import FakeWorld, Quiet, Step, exits, note, progress
 from tests.workflows.harness import keep_history, make_spec, started_run, status_of
 
 HOUR = timedelta(hours=1)

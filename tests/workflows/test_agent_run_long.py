@@ -14,6 +14,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer
 
+from fakes.activities import FakeWorld, Quiet, Step, exits, note, progress
 from overnight.constants import (
     SA_LAST_PROGRESS,
     SA_RESTARTS,
@@ -22,7 +23,6 @@ from overnight.constants import (
     SEARCH_ATTRIBUTE_TYPES,
 )
 from overnight.models import Budget, BudgetExtension, RunSpec
-from tests.workflows.fakes import FakeWorld, Quiet, Step, exits, note, progress
 from tests.workflows.harness import (
     eventually,
     make_spec,

@@ -11,8 +11,8 @@ from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 
+from fakes.activities import Quiet, Step, exits, note, progress
 from overnight.models import Budget, RunSpec
-from tests.workflows.fakes import Quiet, Step, exits, note, progress
 from tests.workflows.harness import (
     eventually,
     keep_history,

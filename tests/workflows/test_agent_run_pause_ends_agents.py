@@ -10,7 +10,7 @@ from temporalio import activity
 from temporalio.client import Client
 
 from activities.models import ActivityName, SandboxInfo, SandboxRef
-from tests.workflows.fakes import FakeWorld, Quiet, Step, exits, note, progress
+from fakes.activities import FakeWorld, Quiet, Step, exits, note, progress
 from tests.workflows.harness import keep_history, make_spec, started_run, status_of, until_state
 from tests.workflows.test_agent_run_talk import ASK, kit_checkpoint
 

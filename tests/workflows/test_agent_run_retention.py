@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
-from tests.workflows.fakes import FakeWorld, exits, progress
+from fakes.activities import FakeWorld, exits, progress
 from tests.workflows.harness import (
     Handle,
     eventually,

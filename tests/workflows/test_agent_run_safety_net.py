@@ -16,7 +16,7 @@ from temporalio.api.sdk.v1 import WorkflowMetadata
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
-from tests.workflows.fakes import FakeWorld, exits, note, progress
+from fakes.activities import FakeWorld, exits, note, progress
 from tests.workflows.harness import (
     eventually,
     keep_history,

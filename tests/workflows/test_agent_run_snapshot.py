@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from temporalio.client import Client
 
-from tests.workflows.fakes import Quiet, exits, note, progress
+from fakes.activities import Quiet, exits, note, progress
 from tests.workflows.harness import keep_history, make_spec, started_run, status_of
 from tests.workflows.snapshot_world import SnapshotWorld
 

@@ -15,8 +15,8 @@ from temporalio.client import Client, WorkflowFailureError, WorkflowUpdateFailed
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 
+from fakes.activities import FakeWorld, Quiet, exits, progress
 from overnight.models import Budget, BudgetExtension
-from tests.workflows.fakes import FakeWorld, Quiet, exits, progress
 from tests.workflows.harness import keep_history, make_spec, started_run, status_of, until_state
 
 

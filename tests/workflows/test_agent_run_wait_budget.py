@@ -13,8 +13,8 @@ from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 
+from fakes.activities import FakeWorld, Writes, progress
 from overnight.models import Budget, BudgetExtension
-from tests.workflows.fakes import FakeWorld, Writes, progress
 from tests.workflows.harness import (
     eventually,
     keep_history,

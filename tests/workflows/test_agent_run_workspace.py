@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from temporalio.client import Client, WorkflowUpdateFailedError
 
-from tests.workflows.fakes import Quiet, exits, note, progress
+from fakes.activities import Quiet, exits, note, progress
 from tests.workflows.harness import (
     eventually,
     keep_history,

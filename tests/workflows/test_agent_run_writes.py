@@ -9,8 +9,8 @@ from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
 from temporalio.common import SearchAttributeKey
 from temporalio.testing import WorkflowEnvironment
 
+from fakes.activities import FakeWorld, Quiet, exits, progress
 from overnight.constants import SA_LAST_PROGRESS, SA_STATE, SEARCH_ATTRIBUTE_TYPES
-from tests.workflows.fakes import FakeWorld, Quiet, exits, progress
 from tests.workflows.harness import keep_history, make_spec, started_run, status_of
 
 

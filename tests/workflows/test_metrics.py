@@ -18,10 +18,10 @@ from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
+from fakes.activities import FakeWorld, exits, progress
 from overnight.models import RunResult
 from overnight.worker import binaries
 from tests.conftest import free_port
-from tests.workflows.fakes import FakeWorld, exits, progress
 from tests.workflows.harness import make_spec
 from workflows.agent_run import AgentRun
 from workflows.metrics import restart_cause

@@ -11,8 +11,8 @@ from temporalio import activity
 
 from activities.models import ActivityName, AgentStarted, CheckpointRead, CreateSandboxInput
 from activities.workspace_models import KeepWorkspaceInput, WorkspaceKeep, WorkspaceRestored
+from fakes.activities import FakeWorld
 from overnight.workspace_spec import KeepOutcome, ref_name
-from tests.workflows.fakes import FakeWorld
 
 BASE = "b" * 40
 

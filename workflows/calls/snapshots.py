@@ -1,4 +1,4 @@
-"""Taking a sandbox's snapshot and deleting a run's (activities/snapshot_activities.py)."""
+"""Taking a sandbox's snapshot and deleting a run's (activities/snapshots.py)."""
 
 from __future__ import annotations
 

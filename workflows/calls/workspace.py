@@ -1,5 +1,5 @@
 """The workspace kept at a checkpoint: committed to the run's private ref and pushed off the
-sandbox (activities/workspace_activities.py)."""
+sandbox (activities/workspace.py)."""
 
 from __future__ import annotations
 

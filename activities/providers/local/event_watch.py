@@ -24,8 +24,8 @@ import time
 from pathlib import Path, PurePosixPath
 
 from activities.providers.local import launcher
+from activities.providers.local.agent_looks import LocalLook
 from activities.providers.local.files import OutsideWorkspace, read_json
-from activities.providers.local.look import LocalLook
 from activities.providers.local.state import SANDBOX_FILE
 from activities.providers.local.watch_hub import Subscription, WatchHub
 from activities.providers.polling_watch import LOOK_INTERVAL_SECONDS, last_sighting, news_in

@@ -11,7 +11,7 @@ sandbox runs under `bwrap`:
 - its own network (`network="own"`): outbound through slirp4netns, the worker's loopback
   only on `host_ports` (`netns`);
 - when the worker runs as root, an unprivileged user of its own (`sandbox_uid`): bwrap keeps
-  only the capabilities to change user, which `inside.py` uses at once and so loses, so no
+  only the capabilities to change user, which `sandbox_init.py` uses at once and so loses, so no
   agent process holds a capability or root's file access; with `no_new_privs`, no setuid
   program gives them back. A worker that is not root runs them as itself, in a user
   namespace that may make no other.
@@ -35,9 +35,8 @@ from pathlib import Path
 from typing import Any
 
 from activities.providers.local import cgroups as local_cgroups
-from activities.providers.local import inside as local_inside
 from activities.providers.local import limits as local_limits
-from activities.providers.local import netns
+from activities.providers.local import netns, sandbox_init
 from activities.providers.local.files import WorkspaceMap
 from activities.providers.local.mounts import SHIM_PATH, bwrap_mounts, shim_python
 from activities.providers.local.ns import BLOCK_FD, INFO_FD, STATUS_FD
@@ -50,7 +49,7 @@ INSTALL_HINT = (
     "install bubblewrap (Debian/Ubuntu: sudo apt-get install bubblewrap; Fedora: sudo dnf "
     'install bubblewrap) or set "isolation": "none" in the spec to run without isolation'
 )
-SHIM = Path(local_inside.__file__)
+SHIM = Path(sandbox_init.__file__)
 PROBE_SECONDS = 10.0
 RETRY_PROBE_SECONDS = 30.0
 # The host users sandboxes run as when the worker is root: `first-last` (a run gets one by
@@ -315,7 +314,7 @@ def _flags(*, own_network: bool, as_user: bool) -> list[str]:
         flags.append("--unshare-net")
     if os.geteuid() == 0:
         # As root bwrap keeps every capability (a remount could make the host writable): it
-        # drops them all but, for a sandbox with its own user, the two `inside.py` needs to
+        # drops them all but, for a sandbox with its own user, the two `sandbox_init.py` needs to
         # become that user (and so lose them all) and the one to enter that user's folders
         # (`--chdir` happens before).
         flags += ["--cap-drop", "ALL"]

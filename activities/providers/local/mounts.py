@@ -1,7 +1,7 @@
 """What an isolated local sandbox sees of the host: bubblewrap's mount arguments.
 
 Only what agents need, read-only: the system folders (`SYSTEM_DIRS`: programs, libraries,
-`/etc`), the Python that runs `inside.py`, and the spec's binds. Never the rest: no home
+`/etc`), the Python that runs `sandbox_init.py`, and the spec's binds. Never the rest: no home
 folder (`/home`, `/root`, the worker's `$HOME`), no `/run` or `/var` of the host (their Unix
 sockets: D-Bus, systemd, docker), no `/mnt`, `/srv`, `/media`, no overnight state (other
 sandboxes, the dev server's database), no overnight venv (its `temporal` CLI). Private:
@@ -28,8 +28,8 @@ SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "
 OPTIONAL_DIRS = ("/nix",)
 # Kernel knobs under /proc that must stay read-only even for a process that could write them.
 PROC_READ_ONLY = ("sys", "sysrq-trigger", "irq", "bus")
-# Where `inside.py` is shown in a sandbox (the overnight package itself is not).
-SHIM_PATH = "/run/overnight/inside.py"
+# Where `sandbox_init.py` is shown in a sandbox (the overnight package itself is not).
+SHIM_PATH = "/run/overnight/sandbox_init.py"
 RESOLV_CONF = "resolv.conf"
 # Where an isolated sandbox's `home/` is shown, as its `$HOME` (no host path in sight).
 SANDBOX_HOME = "/home/sandbox"
@@ -94,7 +94,7 @@ def _open_parents(path: str) -> list[str]:
 
 
 def shim_python() -> str:
-    """The interpreter that runs `inside.py`: the worker's, without its venv."""
+    """The interpreter that runs `sandbox_init.py`: the worker's, without its venv."""
     return os.path.realpath(sys.executable)
 
 

@@ -9,7 +9,7 @@ its block pipe; `start` then plugs a user-mode network stack into it and lets it
   gateway's way to the host's 127.0.0.1 is shut, so the Temporal frontend, the dev server's
   UI and every other service on the worker's loopback stay out of reach. DNS goes to
   slirp's resolver (10.0.2.3, which forwards to the worker's).
-- `relay.py` for `host_ports`: listens on 127.0.0.1:PORT inside the sandbox and carries each
+- `port_relay.py` for `host_ports`: listens on 127.0.0.1:PORT inside the sandbox and carries each
   connection to the same port on the worker's loopback, and nothing else.
 
 Both end with the sandbox (`Network.close`, called by whoever started bubblewrap), and die
@@ -34,7 +34,7 @@ SLIRP_ADDRESS = "10.0.2.100"
 SLIRP_DNS = "10.0.2.3"
 RESOLV_CONF_TEXT = f"nameserver {SLIRP_DNS}\n"
 READY_SECONDS = 10.0
-RELAY = Path(__file__).with_name("relay.py")
+RELAY = Path(__file__).with_name("port_relay.py")
 TUN = "/dev/net/tun"
 # ioctl(2) on a namespace file: the user namespace that owns it.
 NS_GET_USERNS = 0xB701

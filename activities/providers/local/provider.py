@@ -8,11 +8,11 @@ from __future__ import annotations
 import asyncio
 
 from activities.models import SandboxInfo
+from activities.providers.local.agent_looks import LocalLook
 from activities.providers.local.convert import process_info, sandbox_info, snapshot_info
 from activities.providers.local.disk_watch import DiskWatch
 from activities.providers.local.engine import LocalEngine
 from activities.providers.local.event_watch import event_watch
-from activities.providers.local.look import LocalLook
 from activities.providers.local.read_pool import read_in_pool
 from activities.providers.local.snapshots import LocalSnapshots
 from activities.providers.local.state import process_id_for
@@ -26,6 +26,7 @@ from activities.providers.protocol import (
     SandboxNotFound,
     SandboxRequest,
     Sighting,
+    WatchRequest,
 )
 from activities.providers.snapshot_protocol import SnapshotInfo
 from overnight.constants import DISK_LIMIT_PREFIX
@@ -142,17 +143,11 @@ class LocalProvider:
             return ProcessInfo(process_id=process_id, state="missing")
         return process_info(record)
 
-    async def watch(
-        self,
-        sandbox_id: str,
-        process_id: str,
-        checkpoint_path: str,
-        *,
-        token: str | None,
-        wait_seconds: float,
-        report_touch: bool = True,
-        requests_path: str | None = None,
-    ) -> Sighting:
+    async def watch(self, request: WatchRequest) -> Sighting:
+        sandbox_id, process_id = request.sandbox_id, request.process_id
+        checkpoint_path, requests_path = request.checkpoint_path, request.requests_path
+        token, wait_seconds = request.token, request.wait_seconds
+        report_touch = request.report_touch
         async with self.disk_watch.guarding(sandbox_id):
             return await self._watch(
                 LocalLook(self.engine, sandbox_id, process_id, checkpoint_path, requests_path),

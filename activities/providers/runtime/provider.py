@@ -11,7 +11,7 @@ Facts of Runtime's API that shape this module:
 - A command's timeout must fit the lease left (else 409 `lease_too_short`): `run` shortens it.
 - Pause, stop, wake and extend answer with the sandbox, which is what they return here.
 - Watching holds at most `streams` requests per worker, however many runs it watches (see
-  `activities.providers.runtime.watching` and `settings`).
+  `activities.providers.runtime.agent_watch` and `settings`).
 - A client's pooled connections belong to the event loop that opened them: one client per
   loop, built on first use in the worker (never at import).
 """
@@ -38,7 +38,8 @@ from activities.providers.protocol import (
     SandboxNotRunning,
     SandboxRequest,
 )
-from activities.providers.runtime import watch as watching
+from activities.providers.runtime import watch_stream
+from activities.providers.runtime.agent_watch import RuntimeWatching
 from activities.providers.runtime.convert import (
     in_workspace,
     lease_left,
@@ -47,12 +48,11 @@ from activities.providers.runtime.convert import (
     start_marker,
 )
 from activities.providers.runtime.errors import runtime_call
-from activities.providers.runtime.feed import EventFeed
+from activities.providers.runtime.event_feed import EventFeed
 from activities.providers.runtime.money import RuntimeAccount
 from activities.providers.runtime.request_count import count_requests
 from activities.providers.runtime.settings import WatchSettings
 from activities.providers.runtime.snapshots import RuntimeSnapshots
-from activities.providers.runtime.watching import RuntimeWatching
 
 API_KEY_VARIABLE = "RUNTIME_API_KEY"
 _Client = withruntime.AsyncRuntime
@@ -246,7 +246,7 @@ class RuntimeProvider(RuntimeWatching, RuntimeSnapshots, RuntimeAccount):
                 return process_info(existing)
             command = launch.command
             if launch.exit_marker is not None:
-                command = watching.wrap_with_exit_marker(command, launch.exit_marker)
+                command = watch_stream.wrap_with_exit_marker(command, launch.exit_marker)
             # Secrets travel only here, in this one spawn's environment.
             process = await sandbox.spawn(
                 f"{marker}\n{command}", cwd=launch.cwd, env=dict(launch.env)

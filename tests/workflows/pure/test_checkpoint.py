@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 
 from activities.models import CheckpointRead
+from fakes.activities import checkpoint_ok, checkpoint_too_large, note
 from overnight.checkpoint_text import MAX_DEPTH, CheckpointFacts
-from tests.workflows.fakes import checkpoint_ok, checkpoint_too_large, note
 from workflows.pure.checkpoint import Verdict, facts, judge, kept_facts
 
 

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from activities.models import CheckpointRead, Observation
+from fakes.activities import checkpoint_binary, checkpoint_ok, checkpoint_too_large, note
 from overnight.models import Budget, BudgetExtension, RunSpec
-from tests.workflows.fakes import checkpoint_binary, checkpoint_ok, checkpoint_too_large, note
 from workflows.pure import budget
 from workflows.pure.checkpoint import SUMMARY_CHARS, judge, summarize
 from workflows.pure.decide import (

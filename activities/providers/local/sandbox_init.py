@@ -1,7 +1,7 @@
 """The first process inside an isolated local sandbox: becomes the sandbox's own user, then
 runs the agent (or a command).
 
-`python -I -S inside.py [--as UID:GID] [--status FD] -- COMMAND`:
+`python -I -S sandbox_init.py [--as UID:GID] [--status FD] -- COMMAND`:
 
 - `--as`: a worker running as root starts the sandbox with only the capabilities to change
   user; this drops every group and becomes UID:GID (an unprivileged user of the host) before
@@ -47,7 +47,7 @@ def main(argv: list[str]) -> int:
         elif args[0] == "--status" and len(args) > 1:
             status_fd = int(args[1])
         else:
-            raise SystemExit(f"overnight: inside.py: unexpected {args[0]!r}")
+            raise SystemExit(f"overnight: sandbox_init.py: unexpected {args[0]!r}")
         args = args[2:]
     command = args[1]
     if status_fd is not None:

@@ -21,7 +21,7 @@ from overnight.agent_requests import answer_path
 ProviderGetter = Callable[[str], Awaitable[SandboxProvider]]
 
 
-class TalkActivities:
+class KitRequestActivities:
     def __init__(self, provider: ProviderGetter) -> None:
         self._provider = provider
 

@@ -19,7 +19,7 @@ from activities.providers.protocol import SandboxProvider
 ProviderGetter = Callable[[str], Awaitable[SandboxProvider]]
 
 
-class MoneyActivities:
+class DailyLimitActivities:
     def __init__(self, provider: ProviderGetter) -> None:
         self._provider = provider
 

@@ -1,11 +1,11 @@
 """Watching a Runtime sandbox's agent through one file watch per sandbox.
 
 One file watch per sandbox, on the checkpoint's folder, started with `webhook: true`, so it
-can be read two ways (see `activities.providers.runtime.watching` for which one a run gets):
+can be read two ways (see `activities.providers.runtime.agent_watch` for which one a run gets):
 - as a stream held open (`GET …/files/watches/{id}/events?follow=true`): one request per
   ~110 s while nothing happens, news within the watch's batch delay (100 ms), and the stream
   ends with `paused` when the sandbox pauses; or
-- through the account's events (`activities.providers.runtime.feed`): Runtime reads the watch
+- through the account's events (`activities.providers.runtime.event_feed`): Runtime reads the watch
   itself into `sandbox.files.changed` events, and one loop per worker reads those for all its
   runs, holding nothing open.
 Reading a watch never wakes a paused sandbox. The agent's exit shows up as a file too: the

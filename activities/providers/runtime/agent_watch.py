@@ -1,6 +1,6 @@
 """How `RuntimeProvider` watches an agent: through a held file-watch stream while this worker
 has one of its `streams` free, else through the worker's event feed, which holds nothing open
-(`activities.providers.runtime.watch` speaks the stream, `feed_watch` the feed); news kept
+(`activities.providers.runtime.watch_stream` speaks the stream, `watch_feed` the feed); news kept
 across a pause, and the agent's exit read once its marker appears.
 
 Runtime serves at most 128 requests at once per key, so the streams a worker holds are capped
@@ -21,14 +21,14 @@ from typing import TYPE_CHECKING, Any
 import withruntime
 
 from activities.models import SandboxInfo
-from activities.providers.protocol import ProcessInfo, Sighting
-from activities.providers.runtime import watch as watching
+from activities.providers.protocol import ProcessInfo, Sighting, WatchRequest
+from activities.providers.runtime import watch_stream
 from activities.providers.runtime.convert import parse_time, process_info, sandbox_info
 from activities.providers.runtime.errors import runtime_call
-from activities.providers.runtime.feed_watch import feed_news
+from activities.providers.runtime.watch_feed import feed_news
 
 if TYPE_CHECKING:
-    from activities.providers.runtime.feed import EventFeed
+    from activities.providers.runtime.event_feed import EventFeed
 
 # After its exit marker appears, an agent's process may take a moment to be reported ended.
 EXIT_REPORT_TRIES = 25
@@ -69,21 +69,15 @@ class RuntimeWatching:
 
         def _streams_free(self) -> bool: ...
 
-    async def watch(
-        self,
-        sandbox_id: str,
-        process_id: str,
-        checkpoint_path: str,
-        *,
-        token: str | None,
-        wait_seconds: float,
-        report_touch: bool = True,
-        requests_path: str | None = None,
-    ) -> Sighting:
+    async def watch(self, request: WatchRequest) -> Sighting:
+        sandbox_id, process_id = request.sandbox_id, request.process_id
+        checkpoint_path, requests_path = request.checkpoint_path, request.requests_path
+        token, wait_seconds = request.token, request.wait_seconds
+        report_touch = request.report_touch
         running = SandboxInfo(sandbox_id=sandbox_id, state="running")
         alive = ProcessInfo(process_id=process_id, state="running")
-        known = watching.WatchToken.decode(token)
-        watched = watching.Watched(checkpoint_path, requests_path)
+        known = watch_stream.WatchToken.decode(token)
+        watched = watch_stream.Watched(checkpoint_path, requests_path)
         async with runtime_call(sandbox_id, self._budget + wait_seconds):
             if known is not None and known.pending:
                 return await self._pending(sandbox_id, process_id, known)
@@ -92,7 +86,7 @@ class RuntimeWatching:
                 sandbox = await self._get(sandbox_id)
                 if sandbox.state != "running":
                     return Sighting(sandbox_info(sandbox.info), alive, False, None)
-                fresh = await watching.start_watch(sandbox, checkpoint_path, self._mark_now())
+                fresh = await watch_stream.start_watch(sandbox, checkpoint_path, self._mark_now())
                 raw = await self._raw_process(sandbox, process_id)
                 process = ProcessInfo(process_id, "missing") if raw is None else process_info(raw)
                 started = None if raw is None else parse_time(raw.get("startedAt"))
@@ -135,18 +129,18 @@ class RuntimeWatching:
     async def _news(
         self,
         sandbox_id: str,
-        watched: watching.Watched,
-        known: watching.WatchToken,
+        watched: watch_stream.Watched,
+        known: watch_stream.WatchToken,
         wait_seconds: float,
         report_touch: bool,
-    ) -> tuple[watching.WatchNews, watching.WatchToken]:
+    ) -> tuple[watch_stream.WatchNews, watch_stream.WatchToken]:
         """The watch's news through a held stream if this worker has one free, else through
         its event feed."""
         self._note_read_by(sandbox_id, "stream" if self._streams_free() else "feed")
         if self._take_stream():
             try:
-                handle = watching.watch_handle(self._client().sandboxes._t, sandbox_id, known)
-                news, after = await watching.next_news(
+                handle = watch_stream.watch_handle(self._client().sandboxes._t, sandbox_id, known)
+                news, after = await watch_stream.next_news(
                     handle, watched, wait_seconds, report_touch=report_touch
                 )
             finally:
@@ -173,7 +167,7 @@ class RuntimeWatching:
         return feed.mark_now() if feed.covered_from is not None else wall_mark()
 
     async def _pending(
-        self, sandbox_id: str, process_id: str, known: watching.WatchToken
+        self, sandbox_id: str, process_id: str, known: watch_stream.WatchToken
     ) -> Sighting:
         """News read just before a pause: acted on once the sandbox runs again."""
         info = await self.sandbox(sandbox_id)

@@ -1,7 +1,7 @@
 """Carries connections from inside a sandbox to the worker's loopback, on the ports its spec
 names (`RunSpec.host_ports`) and no others.
 
-`python -I -S relay.py PID UID PORT...`: a child process joins the network namespace of
+`python -I -S port_relay.py PID UID PORT...`: a child process joins the network namespace of
 `PID` (the sandbox's first process; its user namespace first, for a worker that is not
 root), listens on 127.0.0.1:PORT there and hands the listening sockets back; the relay then
 runs in the worker's own namespace, where each accepted connection is joined to

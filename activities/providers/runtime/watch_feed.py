@@ -1,4 +1,4 @@
-"""One run's watch read through the worker's event feed (`activities.providers.runtime.feed`)
+"""One run's watch read through the worker's event feed (`activities.providers.runtime.event_feed`)
 instead of a held stream: the same news (`watch.WatchNews`), from the account's events.
 
 - `sandbox.files.changed` (Runtime's own read of the run's webhook watch) says what changed in
@@ -19,8 +19,8 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
-from activities.providers.runtime.feed import EventFeed, event_ms
-from activities.providers.runtime.watch import Touches, Watched, WatchNews, note
+from activities.providers.runtime.event_feed import EventFeed, event_ms
+from activities.providers.runtime.watch_stream import Touches, Watched, WatchNews, note
 
 ENDING = {
     "sandbox.paused": "paused",
