@@ -39,6 +39,12 @@ _scratch: list[Path] = []
 _timeline = leftovers.Timeline()
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The long tests first: xdist hands tests out in this order, so the long ones overlap the
+    many short ones instead of one of them running alone at the end."""
+    items.sort(key=lambda item: item.get_closest_marker("long") is None)
+
+
 def pytest_runtest_logstart(nodeid: str, location: tuple[str, int | None, str]) -> None:
     _timeline.began(nodeid)  # what started a process left running at the end (leftovers)
 

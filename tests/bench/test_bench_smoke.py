@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from bench.run import Options, Outcome, run_bench
 from overnight.worker.devserver import DevServer
 
@@ -49,6 +51,7 @@ def has_rows(outcome: Outcome, *expected: str) -> None:
         assert metric in metrics
 
 
+@pytest.mark.long
 async def test_quick_crash_recovery_and_history(dev_server: DevServer, tmp_path: Path) -> None:
     outcome = await quick_bench(dev_server, tmp_path, "crash", "recovery", "history")
     has_rows(
@@ -63,6 +66,7 @@ async def test_quick_crash_recovery_and_history(dev_server: DevServer, tmp_path:
     assert outcome.details["history"]["overnight"]["events"] > 0
 
 
+@pytest.mark.long
 async def test_quick_scale(dev_server: DevServer, tmp_path: Path) -> None:
     outcome = await quick_bench(dev_server, tmp_path, "scale")
     has_rows(outcome, "scale: most runs on one worker with tick lag p99 <= 2 s")
@@ -70,6 +74,7 @@ async def test_quick_scale(dev_server: DevServer, tmp_path: Path) -> None:
     assert overnight_scale["all_started"] and overnight_scale["lag"]["n"] > 0
 
 
+@pytest.mark.long
 async def test_quick_provider_requests_and_key_limits(
     dev_server: DevServer, tmp_path: Path
 ) -> None:
@@ -88,6 +93,7 @@ async def test_quick_provider_requests_and_key_limits(
     assert outcome.details["key_limit"]["late_runs"] == []
 
 
+@pytest.mark.long
 async def test_quick_runtime_fleet(dev_server: DevServer, tmp_path: Path) -> None:
     outcome = await quick_bench(dev_server, tmp_path, "fleet")
     has_rows(

@@ -193,6 +193,7 @@ async def test_529s_past_the_clis_own_retries_are_waited_out_with_no_restart(
     assert checkpoint.count("model API 529 after the CLI's own retries") == 2  # two backoffs
 
 
+@pytest.mark.long
 async def test_a_usage_limit_pauses_the_run_until_its_reset_then_the_same_session_goes_on(
     dev_client: Client,
     agents_queue: str,  # noqa: F811

@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
+
 from overnight.cli.demo import run_demo
 from overnight.worker.devserver import DevServer
 from tests.cli.test_connect_messages import squatter
@@ -32,6 +34,7 @@ async def test_demo_recovers_from_the_crash_with_exactly_two_outside_actions(
     )
 
 
+@pytest.mark.long
 async def test_a_demo_on_a_held_port_moves_and_ends_without_a_link_to_its_stopped_server(
     tmp_path: Path,
 ) -> None:

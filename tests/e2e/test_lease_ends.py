@@ -124,6 +124,7 @@ async def lease_end_with_no_worker(
     ],
     ids=["local-brief", "runtime-brief", "local-long", "runtime-long"],
 )
+@pytest.mark.long
 async def test_a_lease_ending_while_no_worker_is_alive_costs_zero_steps(
     dev_client: Client, tmp_path: Path, provider: str, absence: float
 ) -> None:

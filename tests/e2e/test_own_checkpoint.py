@@ -82,6 +82,7 @@ async def test_spend_reported_by_an_agent_saving_its_own_checkpoint_pauses_it_at
 
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize("provider", ["local", "runtime"])
+@pytest.mark.long
 async def test_a_wait_until_of_an_agent_saving_its_own_checkpoint_pauses_its_sandbox(
     dev_client: Client, tmp_path: Path, provider: str
 ) -> None:

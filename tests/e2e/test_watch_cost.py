@@ -32,6 +32,7 @@ QUIET_REQUEST_BUDGET = 3
 
 
 @pytest.mark.timeout(150)
+@pytest.mark.long
 async def test_a_quiet_watched_minute_costs_at_most_three_runtime_requests(
     dev_client: Client, tmp_path: Path
 ) -> None:

@@ -149,6 +149,7 @@ async def test_files_written_and_not_committed_survive_a_crash_and_diff_shows_th
 
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize("provider", ["local", "runtime"])
+@pytest.mark.long
 async def test_rewind_to_checkpoint_2_of_5_redoes_steps_3_to_5_from_its_workspace(
     dev_client: Client, tmp_path: Path, provider: str
 ) -> None:

@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable
 from datetime import timedelta
 
+import pytest
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
@@ -333,6 +334,7 @@ async def test_a_stop_whose_worker_dies_is_retried_after_its_heartbeat_timeout(
     assert took < policies.ACTION_HEARTBEAT.total_seconds() + 20 < 60
 
 
+@pytest.mark.long
 async def test_each_look_at_the_stall_deadline_lost_with_its_worker_costs_the_grace_alone(
     client: Client, world: FakeWorld, time_skipping_env: WorkflowEnvironment
 ) -> None:
