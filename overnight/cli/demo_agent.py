@@ -224,6 +224,37 @@ def _environ_has(pid: int, entry: str) -> bool:
         return False
 
 
+def _environ_value(pid: int, name: str) -> str | None:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as source:
+            entries = source.read().split(b"\0")
+    except OSError:
+        return None
+    prefix = f"{name}=".encode()
+    found = [entry[len(prefix) :] for entry in entries if entry.startswith(prefix)]
+    return found[0].decode(errors="replace") if found else None
+
+
+def transcript_mentions(pid: int, text: str) -> bool:
+    """Whether the CLI's session transcript (under its own HOME, seen through its root) holds
+    `text` yet: Claude Code writes a tool call into it a little after the tool starts."""
+    home = _environ_value(pid, "HOME")
+    if home is None:
+        return False
+    projects = Path(f"/proc/{pid}/root") / home.lstrip("/") / ".claude" / "projects"
+    try:
+        paths = list(projects.rglob("*.jsonl"))
+    except OSError:
+        return False
+    for path in paths:
+        try:
+            if text in path.read_text(encoding="utf-8", errors="replace"):
+                return True
+        except OSError:
+            continue
+    return False
+
+
 def _parent(pid: int) -> int:
     try:
         with open(f"/proc/{pid}/stat", "rb") as source:
@@ -286,6 +317,12 @@ async def kill_during_the_slow_call(
             tools = await asyncio.to_thread(descendants, pid)
             if any(argv == marker for _, argv in tools):
                 seen = fake.requests()
+                # Killed before its transcript records the call, the resumed session would
+                # have lost the call itself, not been cut off in it: wait for the record.
+                calls = seen[-1]["call_ids"] if seen else []
+                if calls and not await asyncio.to_thread(transcript_mentions, pid, calls[0]):
+                    await asyncio.sleep(0.05)
+                    continue
                 os.kill(pid, signal.SIGKILL)
                 kill = Kill(
                     pid=pid,

@@ -102,7 +102,11 @@ def test_sigkill_during_a_tool_call_resumes_the_same_session(
         processes.append(running)
         sleep_call = _wait_for_tool_running(fake, driver, sandbox)
         cli = running.cli_pid()
-        assert "sleep" in [executable_name(pid) for pid in running.tree()]
+        # started.txt is written just before the shell execs sleep: wait for the exec.
+        deadline = time.monotonic() + 10
+        while "sleep" not in [executable_name(pid) for pid in running.tree()]:
+            assert time.monotonic() < deadline, "the tool call's sleep never ran"
+            time.sleep(0.02)
         killed_at = time.monotonic()
         os.kill(cli, signal.SIGKILL)
         killed = running.wait(timeout=30)
