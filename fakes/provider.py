@@ -103,6 +103,10 @@ class Agents(Protocol):
 
     def checkpoint(self, box: Box, now: float) -> str | None: ...
 
+    def mark(self, box: Box, now: float) -> str:
+        """What changes whenever the checkpoint does (a watch's token), cheaply."""
+        ...
+
 
 class VirtualCheckpoints:
     """Agents that never end and checkpoint every `interval` seconds (drawn from the range)."""
@@ -138,6 +142,9 @@ class VirtualCheckpoints:
         version = self._version(box, now)
         return None if version == 0 else checkpoint_text(box["name"], version)
 
+    def mark(self, box: Box, now: float) -> str:
+        return f"v{self._version(box, now)}"
+
     def _version(self, box: Box, now: float) -> int:
         schedule = box.get("schedule")
         return 0 if schedule is None else AgentSchedule(**schedule).version_at(now)
@@ -158,6 +165,9 @@ class ShortLives:
 
     def checkpoint(self, box: Box, now: float) -> str | None:
         return None
+
+    def mark(self, box: Box, now: float) -> str:
+        return "missing"
 
 
 # --- where the sandboxes are kept ---
@@ -334,11 +344,10 @@ class FakeProvider:
         # The kit's requests file is not kept: these agents write no requests.
         async def look() -> Look:
             box = self._boxes.load(request.sandbox_id)
-            text = None if box is None else self._agents.checkpoint(box, time.time())
             return Look(
                 await self.sandbox(request.sandbox_id),
                 await self.process(request.sandbox_id, request.process_id),
-                "missing" if text is None else str(version_of(text)),
+                "missing" if box is None else self._agents.mark(box, time.time()),
             )
 
         return await poll_watch(
