@@ -355,10 +355,10 @@ class AgentRun(RunMessages, RewindMessages):
 
     async def _fresh_start(self, s: SupervisorState) -> None:
         failed = await same_sandbox_steps.fresh_start(s)
-        if failed is not None:
+        if isinstance(failed, str):
             await self._restart(s, failed)
             return
-        self._watch_until = None
+        self._watch_until = None  # it runs, or the sandbox is looked at again at once
 
     async def _restart(self, s: SupervisorState, reason: str, *, counted: bool = True) -> None:
         salvaged = False

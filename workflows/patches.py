@@ -86,6 +86,12 @@ DONE_CHECKS_PATCH = "done-checks"
 # (workflows/workspace_steps.py), start a fresh sandbox from the latest kept one, and take
 # the `rewind` update; histories recorded before it never ask it (their specs keep none).
 WORKSPACE_KEPT_PATCH = "workspace-kept"
+# Runs that meet this marker, when a fresh-context start finds its sandbox no longer running
+# (its lease ended between the look that saw the exit and the start), look again instead of
+# restarting: the look finds it paused at its lease end and wakes it, and the start is tried
+# then, not used up (workflows/same_sandbox_steps.py); histories recorded before it replay the
+# restart.
+FRESH_START_LOOKS_AGAIN_PATCH = "fresh-start-looks-again"
 
 # Runs begun with this marker send notifications (workflows.notify_steps); histories recorded
 # before it replay without.

@@ -10,6 +10,8 @@ checkpoint, counted neither as a restart nor as a fresh-context start (behind
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
@@ -17,12 +19,25 @@ with workflow.unsafe.imports_passed_through():
     from activities.models import SandboxInfo
     from workflows import host_steps
     from workflows.calls import outcomes, sandbox
-    from workflows.patches import PAUSE_ENDS_AGENTS_PATCH
+    from workflows.patches import FRESH_START_LOOKS_AGAIN_PATCH, PAUSE_ENDS_AGENTS_PATCH
     from workflows.pure.run_record import note_last_words
     from workflows.pure.state import SupervisorState
 
 
-async def fresh_start(s: SupervisorState) -> str | None:
+# What a start meets when its sandbox stopped running after the look (a provider's kind).
+NOT_RUNNING = "SandboxNotRunning"
+
+
+@dataclass(frozen=True)
+class LookAgain:
+    """The sandbox was no longer running when the fresh start came (its lease can end between
+    the look that saw the exit and the start): the next look decides, a wake at a lease end or
+    a restart, and the fresh start is not used up."""
+
+    why: str
+
+
+async def fresh_start(s: SupervisorState) -> str | LookAgain | None:
     """Start the agent again with a fresh context; why a restart is needed instead when it
     could not be started (None: it runs)."""
     assert s.sandbox_id is not None
@@ -39,7 +54,14 @@ async def fresh_start(s: SupervisorState) -> str | None:
         )
     )
     if isinstance(started, ActivityError):
-        return f"could not start the agent again: {outcomes.describe(started)}"
+        why = outcomes.describe(started)
+        if outcomes.error_type(started) == NOT_RUNNING and workflow.patched(
+            FRESH_START_LOOKS_AGAIN_PATCH
+        ):
+            s.fresh_starts_used -= 1
+            workflow.logger.info("fresh start put off, looking again: %s", why)
+            return LookAgain(why)
+        return f"could not start the agent again: {why}"
     exit_code = s.spec.fresh_context_exit_code
     note_last_words(
         s, started.previous_output, f"context window full (exit {exit_code})", workflow.now()

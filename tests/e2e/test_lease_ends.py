@@ -42,6 +42,10 @@ STEPS = 8
 # The local lease: short, so it ends by itself soon after the worker goes (no worker extends
 # it). Runtime's shortest is 60 s; there time passes through `fake.end_lease_in`.
 LOCAL_LEASE_SECONDS = 5
+# A local agent's step: long enough that, after step 2 is on disk, the worker's stop plus the
+# rest of its last lease (up to LOCAL_LEASE_SECONDS) cannot outlast the agent's remaining steps
+# on a loaded machine (at 1 s the agent sometimes finished before its sandbox paused).
+LOCAL_STEP_SECONDS = 2
 
 
 # How long the worker stays away after the sandbox paused: briefly, or past the window of the
@@ -76,7 +80,10 @@ async def lease_end_with_no_worker(
         run_id,
         tmp_path,
         provider,
-        agent_env={"AGENT_STEPS": str(STEPS), "AGENT_STEP_SECONDS": "1"},
+        agent_env={
+            "AGENT_STEPS": str(STEPS),
+            "AGENT_STEP_SECONDS": str(LOCAL_STEP_SECONDS if provider == "local" else 1),
+        },
         sandbox_timeout_seconds=LOCAL_LEASE_SECONDS if provider == "local" else 60,
         stall_seconds=LONG_ABSENCE_STALL_SECONDS if absence else 60,
     )
@@ -90,10 +97,12 @@ async def lease_end_with_no_worker(
             async with worker_on(client, queue):
                 runs.append(run_id)
                 await api.start_run(client, spec, task_queue=queue)
-                seen = await wait_for_status(client, run_id, lambda s: _step(s) >= 2, timeout=40)
+                seen = await wait_for_status(client, run_id, lambda s: s.sandbox_id is not None)
+                sid = seen.sandbox_id
+                assert sid is not None
+                # Read on disk, not through the run's status, which lags by an observe.
+                await until(lambda: (checkpoint_step(engine, sid) or 0) >= 2, "step 2")
             # No worker is alive from here on: nobody extends the lease.
-            sid = seen.sandbox_id
-            assert sid is not None
             if provider == "runtime":
                 fake.end_lease_in(sid, 1)  # the lease runs out (60 s is the shortest asked)
             await until(lambda: sandbox_state(engine, sid) == "paused", "pause at lease end")
@@ -101,7 +110,7 @@ async def lease_end_with_no_worker(
             await asyncio.sleep(2)
             # Paused, not ended: the agent is frozen where it was and its files are kept.
             assert sandbox_state(engine, sid) == "paused"
-            assert agent_frozen(run_id)
+            assert agent_frozen(run_id), f"agent not frozen at step {paused_at_step} of {STEPS}"
             assert checkpoint_step(engine, sid) == paused_at_step
             assert paused_at_step is not None and paused_at_step < STEPS
             await asyncio.sleep(absence)
@@ -195,10 +204,3 @@ async def test_a_progressing_local_run_keeps_its_sandbox_across_its_lease_ends(
     assert took > 3 * PROGRESS_LEASE_SECONDS
     assert len(lease_ends) >= 3, lease_ends
     assert (lease_ends[-1] - lease_ends[0]).total_seconds() > 2 * PROGRESS_LEASE_SECONDS
-
-
-def _step(status: RunStatus) -> int:
-    summary = status.checkpoint_summary
-    if summary is None or not summary.next or not summary.next.startswith("step "):
-        return 0
-    return int(summary.next.split()[1]) - 1

@@ -6,8 +6,18 @@ from __future__ import annotations
 from collections.abc import Iterator
 from datetime import timedelta
 
+from temporalio import activity
 from temporalio.client import Client
 
+from activities.errors import to_application_error
+from activities.models import (
+    ActivityName,
+    AgentStarted,
+    Observation,
+    ObserveInput,
+    StartAgentInput,
+)
+from activities.providers.protocol import SandboxNotRunning
 from fakes.activities import FakeWorld, Quiet, Step, exits, note, progress
 from overnight.models import Budget
 from tests.workflows.harness import keep_history, make_spec, started_run, status_of
@@ -97,3 +107,55 @@ async def test_without_a_spend_budget_no_cost_cap_is_asked_for(
     async with started_run(client, world, make_spec()) as handle:
         await handle.result()
     assert [i.max_total_cost_micros for i in world.create_inputs] == [None]
+
+
+class LeaseEndsBeforeTheFreshStart(FakeWorld):
+    """The agent exits for a fresh context and its sandbox's lease ends before the fresh start
+    reaches it (as with no worker alive in between): the first fresh start finds it paused."""
+
+    @activity.defn(name=ActivityName.START_AGENT)
+    async def start_agent(self, request: StartAgentInput) -> AgentStarted:
+        box = self._answering(request.sandbox_id)
+        if request.fresh_start and not self.lease_pauses:
+            box.state = "paused"
+            box.lease_ends_at = activity.info().current_attempt_scheduled_time
+            self.lease_pauses.append(box.sandbox_id)
+            raise to_application_error(SandboxNotRunning(box.sandbox_id, "paused"))
+        return await super().start_agent(request)
+
+    @activity.defn(name=ActivityName.OBSERVE_AGENT)
+    async def observe_agent(self, request: ObserveInput) -> Observation:
+        box = self._answering(request.sandbox_id)
+        if box.state == "paused":
+            return Observation(
+                process_state="exited",
+                exit_code=75,
+                sandbox_state="paused",
+                lease_ends_at=box.lease_ends_at,
+            )
+        return await super().observe_agent(request)
+
+
+async def test_a_lease_ending_before_a_fresh_start_wakes_the_sandbox_and_starts_it_there(
+    client: Client,
+) -> None:
+    world = LeaseEndsBeforeTheFreshStart()
+    world.lease = HOUR
+    world.script(1, [progress("cp-1"), exits(75), exits(75), exits(0, final="cp-2")])
+    spec = make_spec(sandbox_timeout_seconds=3600)
+    async with started_run(client, world, spec) as handle:
+        result = await handle.result()
+        status = await status_of(handle)
+        await keep_history(handle, "fresh_start_after_lease_end")
+    # Woken, and the agent started there with a fresh context: no new sandbox, no restart.
+    assert (world.lease_pauses, world.wakes, list(world.sandboxes)) == (
+        ["box-1"],
+        ["box-1"],
+        ["box-1"],
+    )
+    assert [(start.sandbox_id, start.fresh_start) for start in world.starts] == [
+        ("box-1", 0),
+        ("box-1", 1),
+    ]
+    assert (result.outcome, result.attempts, result.restarts) == ("finished", 1, 0)
+    assert (status.fresh_starts_used, status.lease_resumes) == (1, 1)
