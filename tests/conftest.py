@@ -39,9 +39,20 @@ _scratch: list[Path] = []
 _timeline = leftovers.Timeline()
 
 
+# The xdist group of the `heavy` tests (`--dist loadgroup`, scripts/test): one test process
+# runs them one after another, so no two of them share the cores, while the other processes
+# run the rest, which mostly wait on servers, timers and agents.
+HEAVY_GROUP = "heavy"
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The long tests first: xdist hands tests out in this order, so the long ones overlap the
-    many short ones instead of one of them running alone at the end."""
+    many short ones instead of one of them running alone at the end. The heavy ones join
+    their group."""
+    for item in items:
+        if item.get_closest_marker("heavy") is not None:
+            item.add_marker(pytest.mark.xdist_group(HEAVY_GROUP))
     items.sort(key=lambda item: item.get_closest_marker("long") is None)
 
 

@@ -64,6 +64,7 @@ RUNS = 6 * POOL
 
 
 @pytest.mark.long
+@pytest.mark.heavy
 @pytest.mark.timeout(600)
 async def test_six_times_the_pool_in_runs_never_hold_more_sandboxes_than_the_pool(
     dev_client: Client, tmp_path: Path, agent_dir: Path

@@ -52,6 +52,7 @@ def has_rows(outcome: Outcome, *expected: str) -> None:
 
 
 @pytest.mark.long
+@pytest.mark.heavy
 async def test_quick_crash_recovery_and_history(dev_server: DevServer, tmp_path: Path) -> None:
     outcome = await quick_bench(dev_server, tmp_path, "crash", "recovery", "history")
     has_rows(
@@ -67,6 +68,7 @@ async def test_quick_crash_recovery_and_history(dev_server: DevServer, tmp_path:
 
 
 @pytest.mark.long
+@pytest.mark.heavy
 async def test_quick_scale(dev_server: DevServer, tmp_path: Path) -> None:
     outcome = await quick_bench(dev_server, tmp_path, "scale")
     has_rows(outcome, "scale: most runs on one worker with tick lag p99 <= 2 s")
@@ -75,6 +77,7 @@ async def test_quick_scale(dev_server: DevServer, tmp_path: Path) -> None:
 
 
 @pytest.mark.long
+@pytest.mark.heavy
 async def test_quick_provider_requests_and_key_limits(
     dev_server: DevServer, tmp_path: Path
 ) -> None:
@@ -94,6 +97,7 @@ async def test_quick_provider_requests_and_key_limits(
 
 
 @pytest.mark.long
+@pytest.mark.heavy
 async def test_quick_runtime_fleet(dev_server: DevServer, tmp_path: Path) -> None:
     outcome = await quick_bench(dev_server, tmp_path, "fleet")
     has_rows(

@@ -21,6 +21,7 @@ MEASURE_SECONDS = 240
 
 @pytest.mark.timeout(MEASURE_SECONDS + 180)
 @pytest.mark.long
+@pytest.mark.heavy
 async def test_the_codec_bench_measures_both_modes(dev_server: DevServer, tmp_path: Path) -> None:
     plan = CodecPlan(samples=1, poll_seconds=2, hours=1, repeats=1)
     found = await asyncio.wait_for(

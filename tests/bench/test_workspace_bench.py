@@ -16,6 +16,7 @@ MEASURE_SECONDS = 150
 
 @pytest.mark.timeout(MEASURE_SECONDS + 60)
 @pytest.mark.long
+@pytest.mark.heavy
 async def test_the_workspace_bench_measures_both_columns(
     dev_server: DevServer, tmp_path: Path
 ) -> None:

@@ -22,6 +22,7 @@ DEAD_MAN = "every worker SIGKILLed at once (dead man's window)"
 
 @pytest.mark.timeout(240)
 @pytest.mark.long
+@pytest.mark.heavy
 async def test_reduced_chaos_loses_nothing_and_leaves_nothing_running(tmp_path: Path) -> None:
     lines: list[str] = []
     started = time.monotonic()

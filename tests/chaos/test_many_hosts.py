@@ -30,6 +30,7 @@ def _running_on(host: str) -> object:
 
 @pytest.mark.timeout(240)
 @pytest.mark.long
+@pytest.mark.heavy
 async def test_a_deploy_costs_nothing_and_a_lost_host_costs_one_restart(tmp_path: Path) -> None:
     say: list[str] = []
     async with TwoHosts(tmp_path / "hosts") as stack:

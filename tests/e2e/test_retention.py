@@ -76,6 +76,7 @@ def holding_files(run_ids: set[str]) -> set[str]:
 
 @pytest.mark.timeout(240)
 @pytest.mark.long
+@pytest.mark.heavy
 async def test_twenty_runs_with_crashes_leave_on_disk_only_open_runs_and_retained_sandboxes(
     dev_server: DevServer, dev_client: Client, task_queue: str, tmp_path: Path, runs: list[str]
 ) -> None:
