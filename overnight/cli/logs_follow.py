@@ -4,6 +4,8 @@ starts, until the run ends (see overnight.cli.logs for how output is read and pr
 A followed Runtime sandbox is only read while it runs: before each read its state is asked
 (which never wakes it), so a sandbox that pauses (at its lease end, or set aside after a crash)
 is left alone, and the follower waits for the run to wake it, start the next attempt, or end.
+A read can still meet a pause that came after its state was asked (Runtime then wakes the
+sandbox): a sandbox the run has left that runs when the follower leaves it is paused again.
 """
 
 from __future__ import annotations
@@ -15,8 +17,13 @@ from typing import Any
 
 from temporalio.client import Client, WorkflowExecutionStatus
 
-from activities.providers.forensics import AgentProcess, SandboxForensics
-from activities.providers.protocol import SandboxProvider
+from activities.providers.forensics import AgentProcess
+from activities.providers.protocol import (
+    ProviderError,
+    SandboxNotFound,
+    SandboxNotRunning,
+    SandboxProvider,
+)
 from overnight.cli.logs import (
     FOLLOW_WAIT_SECONDS,
     LOOK_AROUND_SECONDS,
@@ -27,7 +34,14 @@ from overnight.cli.logs import (
     drain,
     say,
 )
-from overnight.cli.run_view import CannotRead, Opened, RunView, opened, refresh_sandboxes
+from overnight.cli.run_view import (
+    CannotRead,
+    Opened,
+    RunView,
+    opened,
+    pause_again,
+    refresh_sandboxes,
+)
 
 
 async def follow(
@@ -98,41 +112,63 @@ async def _follow_attempt(
                     _not_read(view, agents, ended, attempt, p)
                     return
                 continue
-            agents = await box.forensics.agents(sid)
-            for agent in agents:
-                if agent.process_id in ended:
-                    continue
-                if agent.process_id not in cursors and agent.fresh_start:
-                    p.event("agent", agent_header(agent), attempt=attempt)
-                running = agent is agents[-1] and not box.woken
-                chunk = await drain(
-                    box.forensics,
-                    sid,
-                    agent,
-                    attempt,
-                    p,
-                    cursors.get(agent.process_id, 0),
-                    wait=FOLLOW_WAIT_SECONDS if running else 0,
-                    recover=_kept_end(view, attempt, reload) if agent is agents[-1] else None,
-                )
-                cursors[agent.process_id] = chunk.next_cursor
-                if chunk.state != "running":
-                    ended.add(agent.process_id)
-                    footer = agent_footer(chunk.state, chunk.exit_code)
-                    p.event("agent_end", footer, attempt=attempt, exit_code=chunk.exit_code)
+            try:
+                agents = await box.forensics.agents(sid)
+                for agent in agents:
+                    if agent.process_id in ended:
+                        continue
+                    if agent.process_id not in cursors and agent.fresh_start:
+                        p.event("agent", agent_header(agent), attempt=attempt)
+                    running = agent is agents[-1] and not box.woken
+                    chunk = await drain(
+                        box.forensics,
+                        sid,
+                        agent,
+                        attempt,
+                        p,
+                        cursors.get(agent.process_id, 0),
+                        wait=FOLLOW_WAIT_SECONDS if running else 0,
+                        recover=_kept_end(view, attempt, reload) if agent is agents[-1] else None,
+                    )
+                    cursors[agent.process_id] = chunk.next_cursor
+                    if chunk.state != "running":
+                        ended.add(agent.process_id)
+                        footer = agent_footer(chunk.state, chunk.exit_code)
+                        p.event("agent_end", footer, attempt=attempt, exit_code=chunk.exit_code)
+            except (SandboxNotRunning, SandboxNotFound):
+                # Stopped or paused since its state was asked: the top of the loop sees how.
+                continue
             if box.woken:
                 return
             if time.monotonic() - looked >= LOOK_AROUND_SECONDS or len(ended) == len(agents):
                 looked = time.monotonic()
                 await _look_around(client, view, provider, reload, attempt)
                 if any(n > attempt for n in view.sandboxes) or not view.open:
-                    if await _state_now(provider, box) == "running":
-                        await _last_read(box.forensics, sid, attempt, p, cursors, ended)
-                    else:
+                    running = await _state_now(provider, box) == "running"
+                    if not (running and await _last_read(box, attempt, p, cursors, ended)):
                         _not_read(view, agents, ended, attempt, p)
+                    await _pause_if_a_read_woke(provider, view, box, attempt)
                     return
                 if len(ended) == len(agents):
                     await asyncio.sleep(LOOK_AROUND_SECONDS / 2)
+
+
+async def _pause_if_a_read_woke(
+    provider: SandboxProvider, view: RunView, box: Opened, attempt: int
+) -> None:
+    """Pause again a sandbox the run has left (set aside, or its run ended) that runs: the run
+    paused it between the follower's look at its state and a read, and Runtime woke it for
+    that read, with a fresh lease billed while it runs."""
+    if not box.forensics.wakes_on_read or box.woken:
+        return  # nothing wakes on a read, or `opened` pauses what it woke
+    sid = box.sandbox.sandbox_id
+    try:
+        current = await provider.sandbox(sid)
+    except ProviderError:
+        return
+    if current.state == "running" and view.may_wake(current):
+        say(f"sandbox {sid} (attempt {attempt}) was woken by a read that met its pause")
+        await pause_again(provider, sid, say)
 
 
 def _kept_end(
@@ -173,20 +209,21 @@ def _not_read(
 
 
 async def _last_read(
-    look: SandboxForensics,
-    sid: str,
-    attempt: int,
-    p: Printer,
-    cursors: dict[str, int],
-    ended: set[str],
-) -> None:
-    """What the attempt's agents wrote since the last read, now that it is over."""
-    for agent in await look.agents(sid):
-        if agent.process_id in ended:
-            continue
-        start = cursors.get(agent.process_id, 0)
-        await drain(look, sid, agent, attempt, p, start, wait=0)
-        p.output(attempt, agent.process_id, b"", final=True)
+    box: Opened, attempt: int, p: Printer, cursors: dict[str, int], ended: set[str]
+) -> bool:
+    """What the attempt's agents wrote since the last read, now that it is over; False when
+    the sandbox stopped running under the read."""
+    look, sid = box.forensics, box.sandbox.sandbox_id
+    try:
+        for agent in await look.agents(sid):
+            if agent.process_id in ended:
+                continue
+            start = cursors.get(agent.process_id, 0)
+            await drain(look, sid, agent, attempt, p, start, wait=0)
+            p.output(attempt, agent.process_id, b"", final=True)
+    except (SandboxNotRunning, SandboxNotFound):
+        return False
+    return True
 
 
 async def _look_around(

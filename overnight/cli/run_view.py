@@ -229,7 +229,7 @@ async def opened(
     try:
         yield Opened(woken, forensics, woken=True)
     finally:
-        await asyncio.shield(_pause_again(provider, sandbox.sandbox_id, say))
+        await asyncio.shield(pause_again(provider, sandbox.sandbox_id, say))
 
 
 def deleted_text(listed: SandboxInfo, current: SandboxInfo, attempt: int) -> str:
@@ -253,9 +253,10 @@ def deleted_text(listed: SandboxInfo, current: SandboxInfo, attempt: int) -> str
     )
 
 
-async def _pause_again(
+async def pause_again(
     provider: SandboxProvider, sandbox_id: str, say: Callable[[str], None]
 ) -> None:
+    """Pause a sandbox a read woke; a failure is said, with what to run, not raised."""
     try:
         await provider.pause(sandbox_id)
     except ProviderError as error:

@@ -20,6 +20,7 @@ from temporalio.client import Client
 from activities.providers.local.engine import LocalEngine
 from fakes.runtime import FakeRuntime
 from overnight.cli import client as api
+from overnight.constants import LABEL_RUN
 from overnight.home import overnight_home
 from overnight.models import Budget
 from overnight.worker.devserver import DevServer
@@ -298,7 +299,8 @@ async def test_following_a_runtime_run_reads_only_running_sandboxes_and_wakes_no
         "loud-crash",
         provider="runtime",
         budget=Budget(max_restarts=1),
-        env={"AGENT_HOLD": "2"},  # attempt 2 runs long enough to be followed
+        # Attempt 2 runs long enough to be followed after attempt 1's late reads.
+        env={"AGENT_HOLD": "2", "AGENT_LATER_HOLD": "8"},
     )
     with pytest.MonkeyPatch.context() as env:
         async with (
@@ -307,6 +309,9 @@ async def test_following_a_runtime_run_reads_only_running_sandboxes_and_wakes_no
             in_process_worker(dev_client, "rtfollow") as queue,
         ):
             fake.use(env, tmp_path / "config")
+            # Attempt 1's process list answers late: a read begun while it ran lands after the
+            # run set it aside paused (its crash), and Runtime wakes it for that read.
+            late = fake.slow(3, None, route=rf"GET /v1/sandboxes/{run_id}-1-[0-9a-f]+/processes$")
             runs.append(run_id)
             await api.start_run(dev_client, spec, task_queue=queue)
             await wait_for_status(dev_client, run_id, lambda s: s.attempt == 1, timeout=30)
@@ -315,6 +320,10 @@ async def test_following_a_runtime_run_reads_only_running_sandboxes_and_wakes_no
                 dev_server, "logs", run_id, "--follow", env=cli_env, timeout=120
             )
             wakes = fake.wakes
+            kept = LocalEngine(runtime_home).list_sandboxes(
+                {LABEL_RUN: run_id}, include_stopped=True
+            )
+            first = next(m for m in kept if m.id.startswith(f"{run_id}-1-"))
             reads = fake.requests("GET", r"/processes/[^/]+/output$")
 
     assert followed.returncode == 0, followed.stderr
@@ -329,6 +338,14 @@ async def test_following_a_runtime_run_reads_only_running_sandboxes_and_wakes_no
         "--- agent ended (exit 0) ---",
         f"=== run {run_id} ended: finished ===",
     ], followed.stdout + followed.stderr
-    # Only the run itself woke anything (none here); the follower's reads were long polls.
-    assert [cause for _, cause in wakes if "output" in cause or "processes" in cause] == []
+    # The run woke nothing. A read that met attempt 1's pause woke it (as Runtime does), and
+    # the follower paused it again when it left it: it is kept paused, not billed running.
+    assert late.fired > 0
+    by_reads = [sid for sid, cause in wakes if "output" in cause or "processes" in cause]
+    assert set(by_reads) <= {first.id}, wakes
+    assert [cause for _, cause in wakes if ":wake" in cause] == []
+    assert first.state == "paused"
+    if by_reads:
+        assert f"sandbox {first.id} (attempt 1) was woken by a read" in followed.stderr
+        assert f"sandbox {first.id} paused again" in followed.stderr
     assert reads and all(r.arg("follow") is None for r in reads)
