@@ -3,7 +3,8 @@ retry could change it. Pure: git's stderr in, words out.
 
 A repository that does not exist, or refuses who asks (404, 401/403, "not a git repository"),
 answers the same way an hour later: the create fails at once. A server that does not answer
-(connection refused, a name not resolved, a 5xx, a timeout) may answer in a minute: retried.
+(connection refused, a name not resolved, a 5xx, a timeout) may answer in a minute, and a local
+repository being pushed to is readable once the push ends: retried.
 """
 
 from __future__ import annotations
@@ -16,6 +17,14 @@ _CAUSES: tuple[tuple[re.Pattern[str], str, bool], ...] = tuple(
     (re.compile(pattern, re.IGNORECASE), words, permanent)
     for pattern, words, permanent in (
         (r"returned error: 404|repository .* not found", "repository not found", True),
+        # A local repository's folder it could not read: a push under way keeps its objects in
+        # a folder only the pusher may read (git's quarantine) until it ends. Before the
+        # permission words below, which git prints with it.
+        (
+            r"failed to iterate over '[^']*objects/'",
+            "could not read the repository's objects (a push under way?)",
+            False,
+        ),
         (
             r"returned error: 40[13]|authentication failed|could not read username"
             r"|could not read password|permission denied",

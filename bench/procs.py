@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -28,13 +29,36 @@ STOP_TIMEOUT_SECONDS = 20.0
 
 
 def free_ports(count: int) -> list[int]:
+    """`count` distinct free ports on 127.0.0.1, below the kernel's ephemeral range (each
+    socket held until all are chosen). A port given back until a server binds it (a dev
+    server started again on the same ports) is then never taken meanwhile by one of the
+    machine's outgoing connections, which draw theirs from that range: with four test
+    processes, a restarted dev server's UI port was."""
+    low = ephemeral_low()
     with ExitStack() as stack:
-        ports = []
-        for _ in range(count):
+        ports: list[int] = []
+        while len(ports) < count:
+            port = random.randrange(max(1024, low - EPHEMERAL_GAP), low)
             sock = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
-            sock.bind(("127.0.0.1", 0))
-            ports.append(sock.getsockname()[1])
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            if port not in ports:
+                ports.append(port)
         return ports
+
+
+# How far below the ephemeral range ports are drawn from.
+EPHEMERAL_GAP = 12000
+
+
+def ephemeral_low() -> int:
+    """The first port of the kernel's range for outgoing connections (Linux's default: 32768)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
 
 
 def cpu_seconds(pid: int) -> float:

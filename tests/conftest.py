@@ -13,9 +13,7 @@
 from __future__ import annotations
 
 import os
-import socket
 from collections.abc import AsyncIterator, Iterator
-from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
@@ -26,6 +24,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from activities.providers.local import disk_image
 from activities.providers.local.disk_limit import DISK_ENV
+from bench import procs
 from overnight.home import HOME_ENV
 from overnight.worker import binaries
 from overnight.worker.devconfig import DevConfig, load_dev_config
@@ -67,14 +66,9 @@ def scratch_root() -> Path:
 
 
 def free_ports(count: int = 1) -> list[int]:
-    """`count` distinct free ports on 127.0.0.1 (each socket held until all are chosen)."""
-    with ExitStack() as stack:
-        ports = []
-        for _ in range(count):
-            sock = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
-            sock.bind(("127.0.0.1", 0))
-            ports.append(sock.getsockname()[1])
-        return ports
+    """`count` distinct free ports on 127.0.0.1, out of the way of outgoing connections
+    (bench.procs.free_ports)."""
+    return procs.free_ports(count)
 
 
 def free_port() -> int:

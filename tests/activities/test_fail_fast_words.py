@@ -26,6 +26,14 @@ URL = "http://127.0.0.1:9/x.git"
         ),
         ("fatal: repository '/tmp/nope' does not exist\n", "not a git repository", True),
         (
+            # What git 2.39 prints cloning a local repository that another user is pushing to
+            # (its quarantine folder is theirs alone): seen in the crash bench.
+            "warning: error opening directory '/srv/o.git/objects/tmp_objdir-incoming-abc/': "
+            "Permission denied\nfatal: failed to iterate over '/srv/o.git/objects/'\n",
+            "could not read the repository's objects (a push under way?)",
+            False,
+        ),
+        (
             "fatal: '/tmp/nope' does not appear to be a git repository\n"
             "fatal: Could not read from remote repository.\n",
             "not a git repository",

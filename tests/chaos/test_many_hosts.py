@@ -45,8 +45,13 @@ async def test_a_deploy_costs_nothing_and_a_lost_host_costs_one_restart(tmp_path
         exit_seconds = a.sigterm()
         second = await stack.start_run("r2")
         on_b = await stack.until_status(second, _running_on("host-b"), "made on host-b", 60)
-        # Down past a step's wait in its queue (a third of the threshold), not past the threshold.
-        await asyncio.sleep(max(0.0, STEP_WAIT + 3 - (time.monotonic() - stopped_at)))
+        # Down past a step's wait in its queue (a third of the threshold: the run then asks
+        # whether the host is there), not past the threshold. Waited for in the history, not
+        # slept: on a loaded machine the step waiting there is scheduled seconds after the stop.
+        await asyncio.sleep(max(0.0, STEP_WAIT - (time.monotonic() - stopped_at)))
+        give_up = stopped_at + 2 * STEP_WAIT
+        while await stack.scheduled(first, "check_host") == 0 and time.monotonic() < give_up:
+            await asyncio.sleep(0.5)
         await a.start()
         down = time.monotonic() - stopped_at
         resumed = await stack.watched_by(first, a, timeout=30)
@@ -58,6 +63,7 @@ async def test_a_deploy_costs_nothing_and_a_lost_host_costs_one_restart(tmp_path
         assert after_deploy.restarts_used == 0, say
         assert after_deploy.process_id == on_a.process_id, say
         assert await stack.scheduled(first, "check_host") >= 1, say  # it asked, and waited
+        assert down < LOST_SECONDS, say
 
         # host-b's worker is killed and kept down; host-a's killed and started again at once.
         killed_at = time.monotonic()

@@ -257,9 +257,10 @@ async def test_a_template_that_is_gone_is_made_again_once(world: RuntimeWorld) -
     templates = CliTemplates()
     spec = runtime_spec("template-gone", Path("/nonexistent"), "http://127.0.0.1:9")
     try:
-        first = await templates.snapshot_for(provider, spec)  # made in this module already
+        # Made here, or found by its label when a test of this module ran here before.
+        first = await templates.snapshot_for(provider, spec)
         again = await templates.snapshot_for(provider, spec)
-        assert again == first and not any(use.built for use in templates.uses)
+        assert again == first and not templates.uses[-1].built
         await provider.delete_snapshot(first)
         uploaded = fake.bytes_received(route="upload_part")
         began = time.monotonic()
