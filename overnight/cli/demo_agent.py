@@ -30,6 +30,7 @@ import logging
 import os
 import secrets
 import signal
+import stat
 import subprocess
 import sys
 import threading
@@ -246,13 +247,27 @@ def transcript_mentions(pid: int, text: str) -> bool:
         paths = list(projects.rglob("*.jsonl"))
     except OSError:
         return False
-    for path in paths:
-        try:
-            if text in path.read_text(encoding="utf-8", errors="replace"):
-                return True
-        except OSError:
-            continue
-    return False
+    return any(text in _tail_of(path) for path in paths)
+
+
+# How much of a transcript's end is read: the slow call is among its last records.
+TRANSCRIPT_TAIL_BYTES = 1 << 20
+
+
+def _tail_of(path: Path) -> str:
+    """The end of a regular file (a FIFO or a folder named like one reads as empty: the read
+    never blocks, and never takes more than TRANSCRIPT_TAIL_BYTES)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+    except OSError:
+        return ""
+    found = os.fstat(fd)
+    if not stat.S_ISREG(found.st_mode):
+        os.close(fd)
+        return ""
+    with os.fdopen(fd, "rb") as source:
+        source.seek(max(0, found.st_size - TRANSCRIPT_TAIL_BYTES))
+        return source.read(TRANSCRIPT_TAIL_BYTES).decode("utf-8", errors="replace")
 
 
 def _parent(pid: int) -> int:
