@@ -86,12 +86,16 @@ def clone_source(repo: str) -> str:
 
 
 def clone_script(repo: str) -> str:
+    """Clone into a partial folder, then move it in place. `--no-local`: a local origin goes
+    through git's transport too, which never reads its objects folder file by file, where a
+    push of another sandbox's user keeps a folder only that user may read (and leaves it
+    there when killed mid-push)."""
     partial = f"{APP_DIR}.partial"
     return (
         f"set -e\n"
         f"if [ -d {APP_DIR}/.git ]; then exit 0; fi\n"
         f"rm -rf {partial}\n"
-        f"GIT_TERMINAL_PROMPT=0 git clone --quiet -- {shlex.quote(repo)} {partial}\n"
+        f"GIT_TERMINAL_PROMPT=0 git clone --quiet --no-local -- {shlex.quote(repo)} {partial}\n"
         f"rm -rf {APP_DIR}\n"
         f"mv {partial} {APP_DIR}\n"
     )

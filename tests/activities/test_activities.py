@@ -252,6 +252,34 @@ async def test_a_retried_create_starts_one_agent_and_keeps_its_checkpoint(
     assert (checkpoint.parent / "starts.log").read_text() == "1\n"
 
 
+async def test_a_local_origin_mid_push_is_cloned_without_reading_the_pushers_quarantine(
+    acts: SandboxActivities, engine: LocalEngine, tmp_path: Path, agent_dir: Path
+) -> None:
+    """A push into a local origin keeps its objects, until it ends, in a folder only the pusher
+    may read (git's quarantine), and one killed mid-push leaves it there. A clone that copied
+    the objects folder file by file met it and failed ("failed to iterate over objects/"); a
+    clone through git's transport never reads it."""
+    origin = tmp_path / "origin.git"
+    seed = tmp_path / "seed"
+    seed.mkdir()
+    git(seed, "init", "-q", "-b", "main")
+    (seed / "README").write_text("hello\n")
+    git(seed, "add", "README")
+    git(seed, "commit", "-q", "-m", "first")
+    git(tmp_path, "init", "-q", "--bare", "--shared=0777", "-b", "main", str(origin))
+    git(seed, "push", "-q", str(origin), "main")
+    for path in [tmp_path, *tmp_path.rglob("*")]:
+        path.chmod(0o777 if path.is_dir() else 0o666)
+    (origin / "objects" / "tmp_objdir-incoming-Xy12ab").mkdir(mode=0o700)
+
+    run = spec(origin, agent_dir)
+    started = await ActivityEnvironment().run(
+        acts.create_sandbox, CreateSandboxInput(spec=run, attempt=1)
+    )
+    app = engine.host_path(started.sandbox_id, "/workspace/app")
+    assert (app / "README").read_text() == "hello\n"
+
+
 async def test_heartbeats_only_as_needed_through_a_slow_clone(
     acts: SandboxActivities,
     repo: Path,

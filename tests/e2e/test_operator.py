@@ -344,7 +344,7 @@ async def test_following_a_runtime_run_reads_only_running_sandboxes_and_wakes_no
     by_reads = [sid for sid, cause in wakes if "output" in cause or "processes" in cause]
     assert set(by_reads) <= {first.id}, wakes
     assert [cause for _, cause in wakes if ":wake" in cause] == []
-    assert first.state == "paused"
+    assert first.state == "paused", (wakes, followed.stderr)
     if by_reads:
         assert f"sandbox {first.id} (attempt 1) was woken by a read" in followed.stderr
         assert f"sandbox {first.id} paused again" in followed.stderr
