@@ -24,6 +24,7 @@ import random
 import time
 import uuid
 from dataclasses import asdict, dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +50,8 @@ from overnight.models import RunSpec, RunStatus
 AGENT_COMMAND = "python3 /workspace/agent/main.py --resume /workspace/checkpoint.json"
 DIE_AFTER_STEP = 2
 FIRST_CRASH_SECONDS = 5.0
+# A query or history read that gets no answer (no worker took it) must not hold the bench.
+RPC_TIMEOUT = timedelta(seconds=15)
 SYSTEMS = (WORKFLOW_TYPE, BASELINE_WORKFLOW)
 # A local crash is seen by the kernel's word (pidfd, inotify): noticed within this, median.
 NOTICE_TARGET_SECONDS = 0.05
@@ -177,10 +180,12 @@ async def _read_times(client: Client, run: CrashSample) -> None:
     handle = client.get_workflow_handle(run.run_id)
     try:
         if run.system == WORKFLOW_TYPE:
-            status: RunStatus | NaiveStatus = await handle.query("status", result_type=RunStatus)
+            status: RunStatus | NaiveStatus = await handle.query(
+                "status", result_type=RunStatus, rpc_timeout=RPC_TIMEOUT
+            )
         else:
-            status = await handle.query("status", result_type=NaiveStatus)
-        history = await handle.fetch_history()
+            status = await handle.query("status", result_type=NaiveStatus, rpc_timeout=RPC_TIMEOUT)
+        history = await handle.fetch_history(rpc_timeout=RPC_TIMEOUT)
     except RPCError:
         return
     if status.restarts:

@@ -7,6 +7,7 @@ that each benchmark measures both columns and writes its results. One test per g
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
@@ -15,10 +16,12 @@ import pytest
 from bench.run import Options, Outcome, run_bench
 from overnight.worker.devserver import DevServer
 
+QUICK_BENCH_SECONDS = 240
+
 
 async def quick_bench(dev_server: DevServer, tmp_path: Path, *groups: str) -> Outcome:
     printed: list[str] = []
-    outcome = await run_bench(
+    bench = run_bench(
         Options(
             quick=True,
             only=set(groups),
@@ -30,6 +33,10 @@ async def quick_bench(dev_server: DevServer, tmp_path: Path, *groups: str) -> Ou
         ),
         out=printed.append,
     )
+    # Its own bound, under pytest's: cancelled, the bench still stops its workers and
+    # sandboxes, where pytest-timeout's would leave them, and a pending task in the session's
+    # event loop, for the next tests of this process to meet.
+    outcome = await asyncio.wait_for(bench, QUICK_BENCH_SECONDS)
     metrics = [row.metric for row in outcome.rows]
     for row in outcome.rows:
         assert row.group in groups, row.metric
@@ -51,6 +58,7 @@ def has_rows(outcome: Outcome, *expected: str) -> None:
         assert metric in metrics
 
 
+@pytest.mark.timeout(QUICK_BENCH_SECONDS + 120)
 @pytest.mark.long
 @pytest.mark.heavy
 async def test_quick_crash_recovery_and_history(dev_server: DevServer, tmp_path: Path) -> None:
@@ -67,6 +75,7 @@ async def test_quick_crash_recovery_and_history(dev_server: DevServer, tmp_path:
     assert outcome.details["history"]["overnight"]["events"] > 0
 
 
+@pytest.mark.timeout(QUICK_BENCH_SECONDS + 120)
 @pytest.mark.long
 @pytest.mark.heavy
 async def test_quick_scale(dev_server: DevServer, tmp_path: Path) -> None:
@@ -76,6 +85,7 @@ async def test_quick_scale(dev_server: DevServer, tmp_path: Path) -> None:
     assert overnight_scale["all_started"] and overnight_scale["lag"]["n"] > 0
 
 
+@pytest.mark.timeout(QUICK_BENCH_SECONDS + 120)
 @pytest.mark.long
 @pytest.mark.heavy
 async def test_quick_provider_requests_and_key_limits(
@@ -96,6 +106,7 @@ async def test_quick_provider_requests_and_key_limits(
     assert outcome.details["key_limit"]["late_runs"] == []
 
 
+@pytest.mark.timeout(QUICK_BENCH_SECONDS + 120)
 @pytest.mark.long
 @pytest.mark.heavy
 async def test_quick_runtime_fleet(dev_server: DevServer, tmp_path: Path) -> None:

@@ -36,10 +36,15 @@ from tests.conftest import free_port
 
 AGENT = Path(__file__).resolve().parents[1] / "agents" / "hostile"
 ROOT = os.geteuid() == 0
-pytestmark = pytest.mark.skipif(
-    shutil.which("bwrap") is None or shutil.which("slirp4netns") is None,
-    reason="needs bubblewrap and slirp4netns",
-)
+pytestmark = [
+    pytest.mark.skipif(
+        shutil.which("bwrap") is None or shutil.which("slirp4netns") is None,
+        reason="needs bubblewrap and slirp4netns",
+    ),
+    # One test process sets the test host up once: `ip netns add`s run at once in several
+    # processes race over mounting /run/netns, and one namespace was then not found.
+    pytest.mark.xdist_group("hostile_agent"),
+]
 GIT_IDENTITY = {
     "GIT_AUTHOR_NAME": "t",
     "GIT_AUTHOR_EMAIL": "t@example.invalid",

@@ -98,8 +98,10 @@ async def test_reap_stops_an_orphan_left_by_a_terminated_workflow(
 
     assert reaped.returncode == 0, reaped.stderr
     entries = json.loads(reaped.stdout)
-    assert {entry["run_id"] for entry in entries} == {orphaned}
-    assert all(entry["stopped"] for entry in entries)
+    # Only this test's runs are judged: the process's home may hold what others left.
+    ours = [entry for entry in entries if entry["run_id"] in (orphaned, still_running)]
+    assert {entry["run_id"] for entry in ours} == {orphaned}
+    assert all(entry["stopped"] for entry in ours)
     assert await wait_no_agent_processes(orphaned) == []
     assert agent_pids(still_running), "reap must leave a live run's sandbox alone"
 

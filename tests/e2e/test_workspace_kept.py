@@ -108,7 +108,10 @@ async def test_files_written_and_not_committed_survive_a_crash_and_diff_shows_th
     dev_server: DevServer, dev_client: Client, tmp_path: Path
 ) -> None:
     run_id = new_run_id("keepcrash")
-    spec = workspace_spec(tmp_path, run_id, env={"STEPS": "3", "CRASH_AFTER": "2"})
+    # A workspace is kept as the run finds it when it sees the checkpoint change: 3 s between
+    # steps, so on a loaded machine checkpoint 1's is still taken before step 2's file.
+    env = {"STEPS": "3", "CRASH_AFTER": "2", "HOLD": "3"}
+    spec = workspace_spec(tmp_path, run_id, env=env)
     async with (
         nothing_left_running(dev_client) as runs,
         in_process_worker(dev_client, "keepcrash") as queue,
