@@ -28,6 +28,10 @@ READY_TIMEOUT_SECONDS = 60.0
 STOP_TIMEOUT_SECONDS = 20.0
 
 
+# How far below the ephemeral range ports are drawn from.
+EPHEMERAL_GAP = 12000
+
+
 def free_ports(count: int) -> list[int]:
     """`count` distinct free ports on 127.0.0.1, below the kernel's ephemeral range (each
     socket held until all are chosen). A port given back until a server binds it (a dev
@@ -41,16 +45,11 @@ def free_ports(count: int) -> list[int]:
             port = random.randrange(max(1024, low - EPHEMERAL_GAP), low)
             sock = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
             try:
-                sock.bind(("127.0.0.1", port))
+                sock.bind(("127.0.0.1", port))  # a port drawn twice is held: refused here
             except OSError:
                 continue
-            if port not in ports:
-                ports.append(port)
+            ports.append(port)
         return ports
-
-
-# How far below the ephemeral range ports are drawn from.
-EPHEMERAL_GAP = 12000
 
 
 def ephemeral_low() -> int:
