@@ -61,30 +61,15 @@ def outside_host() -> Iterator[str]:
     joined to the host by a veth pair (needs root and iproute2)."""
     if not ROOT or shutil.which("ip") is None:
         pytest.skip("a test host needs root and iproute2")
-    # Under four test processes an `ip addr add` on the new veth failed once; the host is the
-    # test's scenery, not what it tests, so a failed setup is tried again under a new name.
-    for tries_left in reversed(range(3)):
-        made = _make_test_host()
-        try:
-            address = next(made)
-        except subprocess.CalledProcessError as error:
-            if tries_left == 0:
-                failed = f"cannot make the test host: {error} {error.stderr!r}"
-                raise AssertionError(failed) from error
-            continue
-        yield address
-        next(made, None)
-        return
-
-
-def _make_test_host() -> Iterator[str]:
     name = f"ovt-{secrets.token_hex(3)}"
     octet = 16 + secrets.randbelow(200)
     host_side, far_side = f"10.251.{octet}.1", f"10.251.{octet}.2"
     port = free_port()
 
     def ip(*args: str) -> None:
-        subprocess.run(["ip", *args], check=True, capture_output=True, text=True)
+        done = subprocess.run(["ip", *args], capture_output=True, text=True)
+        if done.returncode != 0:  # ip's own words, which CalledProcessError leaves out
+            raise AssertionError(f"cannot make the test host: ip {args}: {done.stderr.strip()}")
 
     ip("netns", "add", name)
     server = None
