@@ -13,7 +13,7 @@ with workflow.unsafe.imports_passed_through():
     from overnight import retention
     from workflows import admission_steps, host_steps
     from workflows.calls import sandbox_lifecycle
-    from workflows.patches import RETENTION_PATCH
+    from workflows.patches import KEEP_WOKEN_ASIDE_PATCH, RETENTION_PATCH
     from workflows.pure.hosts import Route
     from workflows.pure.state import SupervisorState
 
@@ -54,7 +54,8 @@ async def sweep_ended(s: SupervisorState, *, why: str) -> None:
       failed attempts, paused when their attempt ended, stay paused until the retention ends,
       labelled so (`overnight reap` deletes them then); with `keep_failed_days` 0 they are
       stopped. A cancelled run keeps them too: cancelling ends the work, not the evidence of
-      why it went wrong, and they cost storage only.
+      why it went wrong, and they cost storage only. One of those found running (a read woke
+      it since) is paused and kept the same.
 
     Runs that ended before `RETENTION_PATCH` stopped them all (their histories replay so)."""
     keep = s.spec.keep_sandboxes
@@ -66,7 +67,10 @@ async def sweep_ended(s: SupervisorState, *, why: str) -> None:
     for box, route in await _listed(s):
         if box.sandbox_id == s.sandbox_id or box.state not in ("running", "starting", "paused"):
             continue
-        if box.state == "paused" and until is not None:
+        set_aside = box.state == "paused" or (
+            box.sandbox_id in s.paused_sandboxes and workflow.patched(KEEP_WOKEN_ASIDE_PATCH)
+        )
+        if set_aside and until is not None:
             kept = f"{why}; kept for a look for {days} day(s)"
             await sandbox_lifecycle.pause_or_stop(
                 s.spec, box.sandbox_id, stop=False, why=kept, keep_until=until, route=route

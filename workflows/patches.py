@@ -92,6 +92,11 @@ WORKSPACE_KEPT_PATCH = "workspace-kept"
 # then, not used up (workflows/same_sandbox_steps.py); histories recorded before it replay the
 # restart.
 FRESH_START_LOOKS_AGAIN_PATCH = "fresh-start-looks-again"
+# Runs that end with this marker keep a failed attempt's sandbox found running at the end
+# (woken by a read after it was set aside: Runtime wakes a paused sandbox for a guest call, as
+# `overnight logs --follow` makes) paused for the retention, as if still paused; before, it
+# was stopped as a half-made one and the evidence was lost.
+KEEP_WOKEN_ASIDE_PATCH = "keep-woken-set-aside"
 
 # Runs begun with this marker send notifications (workflows.notify_steps); histories recorded
 # before it replay without.

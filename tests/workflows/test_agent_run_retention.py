@@ -22,7 +22,7 @@ from tests.workflows.harness import (
     started_run,
     until_idle,
 )
-from workflows.patches import RETENTION_PATCH
+from workflows.patches import KEEP_WOKEN_ASIDE_PATCH, RETENTION_PATCH
 
 
 async def _attempts(world: FakeWorld) -> int:
@@ -111,3 +111,25 @@ async def test_a_cancelled_run_keeps_its_crashed_attempts_sandbox_and_stops_the_
     assert (world.state_of(1), world.state_of(2)) == ("paused", "stopped")
     kept = world.kept_until["box-1"] - closed
     assert timedelta(days=7) - timedelta(minutes=1) <= kept <= timedelta(days=7)
+
+
+async def test_a_crashed_attempts_sandbox_woken_by_a_read_is_paused_and_kept_at_the_end(
+    client: Client, world: FakeWorld
+) -> None:
+    world.script(1, [progress("cp-1"), exits(1)])
+    world.script(2, [progress("cp-2")])
+    async with started_run(client, world, make_spec()) as handle:
+        await eventually(lambda: _attempts(world), lambda n: n == 2)
+        await until_idle(world)
+        # A follower's read met box-1's pause, and Runtime woke it for the read.
+        world.box(1).state = "running"
+        await handle.signal("cancel", "enough")
+        await handle.result()
+        markers = await _markers(handle)
+        await keep_history(handle, "retention_woken_kept")
+
+    # Still a failed attempt's sandbox, kept for a look: paused again, not stopped as a
+    # half-made one (which loses the evidence).
+    assert (world.state_of(1), world.state_of(2)) == ("paused", "stopped")
+    assert "box-1" in world.kept_until and "box-1" not in world.stopped
+    assert KEEP_WOKEN_ASIDE_PATCH in markers
