@@ -41,8 +41,7 @@ pytestmark = [
         shutil.which("bwrap") is None or shutil.which("slirp4netns") is None,
         reason="needs bubblewrap and slirp4netns",
     ),
-    # One test process sets the test host up once: `ip netns add`s run at once in several
-    # processes race over mounting /run/netns, and one namespace was then not found.
+    # One test process runs these, so the test host is set up once.
     pytest.mark.xdist_group("hostile_agent"),
 ]
 GIT_IDENTITY = {
@@ -58,43 +57,63 @@ PROCESS_CAP = 48
 @pytest.fixture(scope="module")
 def outside_host() -> Iterator[str]:
     """`address:port` of a TCP server on a test host outside this one: a network namespace
-    joined to the host by a veth pair (needs root and iproute2)."""
-    if not ROOT or shutil.which("ip") is None:
-        pytest.skip("a test host needs root and iproute2")
+    joined to the host by a veth pair (needs root and iproute2).
+
+    The namespace is held by a process and entered by its pid, not named in /run/netns:
+    at four test processes a name `ip netns add` had just made did not open ("setting the
+    network namespace ... failed: Invalid argument"), its bind mount raced by the bubblewrap
+    sandboxes starting beside it."""
+    if not ROOT or shutil.which("ip") is None or shutil.which("nsenter") is None:
+        pytest.skip("a test host needs root, iproute2 and util-linux")
     name = f"ovt-{secrets.token_hex(3)}"
     octet = 16 + secrets.randbelow(200)
     host_side, far_side = f"10.251.{octet}.1", f"10.251.{octet}.2"
     port = free_port()
 
-    def ip(*args: str) -> None:
-        done = subprocess.run(["ip", *args], capture_output=True, text=True)
-        if done.returncode != 0:  # ip's own words, which CalledProcessError leaves out
-            raise AssertionError(f"cannot make the test host: ip {args}: {done.stderr.strip()}")
+    def run(*argv: str) -> None:
+        done = subprocess.run(list(argv), capture_output=True, text=True)
+        if done.returncode != 0:  # the tool's own words, which CalledProcessError leaves out
+            raise AssertionError(f"cannot make the test host: {argv}: {done.stderr.strip()}")
 
-    ip("netns", "add", name)
+    holder = subprocess.Popen(["unshare", "--net", "sleep", "infinity"])
+    inside = ["nsenter", "--target", str(holder.pid), "--net"]
     server = None
     try:
-        ip("link", "add", f"{name}-a", "type", "veth", "peer", "name", f"{name}-b")
-        ip("link", "set", f"{name}-b", "netns", name)
-        ip("addr", "add", f"{host_side}/30", "dev", f"{name}-a")
-        ip("link", "set", f"{name}-a", "up")
-        ip("-n", name, "addr", "add", f"{far_side}/30", "dev", f"{name}-b")
-        ip("-n", name, "link", "set", f"{name}-b", "up")
-        ip("-n", name, "link", "set", "lo", "up")
+        _wait_own_netns(holder.pid)
+        run("ip", "link", "add", f"{name}-a", "type", "veth", "peer", "name", f"{name}-b")
+        run("ip", "link", "set", f"{name}-b", "netns", str(holder.pid))
+        run("ip", "addr", "add", f"{host_side}/30", "dev", f"{name}-a")
+        run("ip", "link", "set", f"{name}-a", "up")
+        run(*inside, "ip", "addr", "add", f"{far_side}/30", "dev", f"{name}-b")
+        run(*inside, "ip", "link", "set", f"{name}-b", "up")
+        run(*inside, "ip", "link", "set", "lo", "up")
         server = subprocess.Popen(
-            ["ip", "netns", "exec", name, sys.executable, "-m", "http.server", str(port)]
-            + ["--bind", far_side],
+            [*inside, sys.executable, "-m", "http.server", str(port), "--bind", far_side],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
         _wait_listening(far_side, port)
         yield f"{far_side}:{port}"
     finally:
-        if server is not None:
-            server.kill()
-            server.wait()
+        for process in (server, holder):
+            if process is not None:
+                process.kill()
+                process.wait()
+        # The namespace ends with its last process, and the veth pair with it; in case not:
         subprocess.run(["ip", "link", "del", f"{name}-a"], capture_output=True)
-        subprocess.run(["ip", "netns", "del", name], capture_output=True)
+
+
+def _wait_own_netns(pid: int) -> None:
+    """Until `unshare` has moved `pid` into a network namespace of its own."""
+    mine = os.readlink("/proc/self/ns/net")
+    for _ in range(100):
+        try:
+            if os.readlink(f"/proc/{pid}/ns/net") != mine:
+                return
+        except FileNotFoundError:
+            break
+        time.sleep(0.02)
+    raise AssertionError(f"unshare --net (pid {pid}) made no network namespace")
 
 
 def _wait_listening(host: str, port: int) -> None:
