@@ -72,10 +72,13 @@ async def sweep_ended(s: SupervisorState, *, why: str) -> None:
         )
         if set_aside and until is not None:
             kept = f"{why}; kept for a look for {days} day(s)"
-            await sandbox_lifecycle.pause_or_stop(
+            paused = await sandbox_lifecycle.pause_or_stop(
                 s.spec, box.sandbox_id, stop=False, why=kept, keep_until=until, route=route
             )
-        else:
-            await sandbox_lifecycle.pause_or_stop(
-                s.spec, box.sandbox_id, stop=True, why=why, route=route
-            )
+            # One that runs and cannot be paused (its set-aside pause may have failed too)
+            # is stopped: nothing of the run is left running.
+            if paused is not None or box.state == "paused":
+                continue
+        await sandbox_lifecycle.pause_or_stop(
+            s.spec, box.sandbox_id, stop=True, why=why, route=route
+        )
