@@ -47,8 +47,8 @@ from overnight.constants import WORKFLOW_TYPE
 DESCRIBES_AT_ONCE = 16
 # The admission workflow's own tasks go before the runs' when the task queue is backed up.
 ADMISSION_PRIORITY = Priority(priority_key=1)
-# A holder asked whether it is in a pool answers within this, or keeps its place for now (the
-# look for closed holders finds it once it ends).
+# A holder asked whether it is in a pool answers within this, or keeps its place for now: it
+# is asked again (or found closed) a `check_seconds` later.
 IN_POOL_QUERY_TIMEOUT = timedelta(seconds=10)
 
 
@@ -124,17 +124,20 @@ class AdmissionActivities:
         client = self._connected()
         gate = asyncio.Semaphore(DESCRIBES_AT_ONCE)
 
-        async def released(workflow_id: str) -> bool:
+        async def released(workflow_id: str) -> bool | None:
             async with gate:
                 return await _out_of_pool(client, workflow_id, ask=input.ask)
 
         answers = await asyncio.gather(*(released(i) for i in input.ids))
-        return WorkflowIds(ids=[i for i, out in zip(input.ids, answers, strict=True) if out])
+        pairs = list(zip(input.ids, answers, strict=True))
+        return WorkflowIds(
+            ids=[i for i, out in pairs if out], unanswered=[i for i, out in pairs if out is None]
+        )
 
 
-async def _out_of_pool(client: Client, workflow_id: str, *, ask: bool) -> bool:
+async def _out_of_pool(client: Client, workflow_id: str, *, ask: bool) -> bool | None:
     """Closed (or never was), not an `AgentRun`, or (`ask`) in no pool by its own word. A
-    holder that does not answer keeps its place: it is freed when it closes."""
+    holder that does not answer (None; its worker gone or slow) keeps its place for now."""
     handle = client.get_workflow_handle(workflow_id)
     try:
         described = await handle.describe()
@@ -161,5 +164,5 @@ async def _out_of_pool(client: Client, workflow_id: str, *, ask: bool) -> bool:
         activity.logger.warning(
             "holder %s did not answer whether it is in a pool: %s", workflow_id, err
         )
-        return False
+        return None
     return in_pool is False

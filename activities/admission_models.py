@@ -20,9 +20,11 @@ class AdmissionAsk(_Model):
 
 
 class WorkflowIds(_Model):
-    """Workflow ids: those asked about, or those of them that are closed (or never were)."""
+    """Workflow ids: those asked about, or those of them that are closed (or never were);
+    `unanswered`: of those asked (`HolderCheck.ask`), the running runs that did not answer."""
 
     ids: list[str] = Field(default_factory=list)
+    unanswered: list[str] = Field(default_factory=list)
 
 
 class HolderCheck(_Model):

@@ -16,8 +16,10 @@ are its own worker's settings (the `pool_settings` local activity, read at its s
 every `SETTINGS_REFRESH`), a request's owner and priority are held to those bounds, and each
 holder named is asked first (`released_holders`, one activity for every batch): a request is
 noted unless its holder is out of the pool (closed, no overnight run, or saying so itself
-through its `in_pool` query), and a `release` frees a place only when it is. Workflows begun
-before took the latest request's limits and believed every request and release.
+through its `in_pool` query), and a `release` frees a place only when it is. A holder that
+does not answer (its worker gone or slow; `ASK_AGAIN_PATCH`) is asked again every
+`check_seconds` until it answers or closes. Workflows begun before took the latest request's
+limits and believed every request and release.
 
 Its histories replay in tests/admission/test_admission_replay.py: a change to what it does
 goes behind `workflow.patched`, as AgentRun's do.
@@ -43,7 +45,7 @@ with workflow.unsafe.imports_passed_through():
         AdmissionRequest,
     )
     from workflows.calls import admission
-    from workflows.patches import TRUST_PATCH
+    from workflows.patches import ASK_AGAIN_PATCH, TRUST_PATCH
     from workflows.pure.admission_queue import (
         Places,
         ask,
@@ -192,17 +194,19 @@ class OvernightAdmission:
     async def _check_holders(self) -> None:
         """Ask the holders named by requests and releases whether they are out of the pool:
         a request is noted unless its holder is (or says so), a release frees a place only
-        when it is. A holder that does not answer is noted, and keeps its place."""
+        when it is. A holder that does not answer is noted (its request), or keeps its
+        place and is asked again (its release)."""
         while True:
             await workflow.wait_condition(lambda: bool(self._claims or self._pending))
             claimed, asked = dict(self._claims), list(self._pending)
             ids = sorted(set(claimed) | {request.holder for request in asked})
             try:
-                out = set(await admission.released_holders(ids, ask=True))
+                found = await admission.released_holders(ids, ask=True)
             except ActivityError as err:
                 workflow.logger.warning("could not ask the holders: %s", err)
                 await workflow.sleep(timedelta(seconds=self._places.check_seconds))
                 continue
+            out = set(found.ids)
             self._pending = self._pending[len(asked) :]
             for request in asked:
                 if request.holder in out:
@@ -211,13 +215,22 @@ class OvernightAdmission:
                     )
                 elif ask(self._places, request, take_limits=False):
                     self._tell_again.add(request.holder)
+            ask_again = False
             for holder, seq in claimed.items():
                 if self._claims.get(holder) != seq:
                     continue  # asked again, or released again, meanwhile: checked next round
+                if holder in found.unanswered and workflow.patched(ASK_AGAIN_PATCH):
+                    ask_again = True  # its release stands until it answers or closes
+                    continue
                 del self._claims[holder]
                 if holder in out:
                     give_back(self._places, holder)
             self._changed = True
+            if ask_again:
+                await workflow.sleep(
+                    timedelta(seconds=self._places.check_seconds),
+                    summary="ask again the holders that did not answer",
+                )
 
     def _tell(self, holders: list[str]) -> None:
         """Tell each run it is in, without waiting for the signals to land: a slow one must
@@ -254,7 +267,7 @@ class OvernightAdmission:
                 # A holder whose release is being checked gave its place back: not taken.
                 holders = [h for h in holders if h not in self._claims]
                 found = await admission.released_holders(holders, ask=False)
-                closed = [h for h in found if h not in self._claims]
+                closed = [h for h in found.ids if h not in self._claims]
             else:
                 closed = await admission.closed_workflows(holders)
             if take_back(places, closed):

@@ -110,3 +110,7 @@ LEAN_WRITES_PATCH = "lean-visibility-writes"
 # its worker, holds requests to its bounds and frees a place on `release` only once its
 # holder is found out; histories recorded before it replay without.
 TRUST_PATCH = "admission-trusts-its-worker"
+# OvernightAdmission that meets this marker asks again, every `check_seconds`, a releasing
+# holder that did not answer whether it is in a pool (its worker gone or slow), until it
+# answers or closes; before, its release was dropped, and its place held until it closed.
+ASK_AGAIN_PATCH = "admission-asks-unanswered-again"

@@ -15,10 +15,14 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
+from temporalio import activity
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
+from activities.admission import AdmissionActivities
+from activities.admission_models import HolderCheck, WorkflowIds
+from activities.models import ActivityName
 from fakes.activities import Quiet
 from overnight.admission import (
     RELEASE_SIGNAL,
@@ -61,10 +65,14 @@ async def attack_env() -> AsyncIterator[WorkflowEnvironment]:
 
 @asynccontextmanager
 async def held_pool(
-    client: Client, settings: AdmissionSettings | None = None
+    client: Client,
+    settings: AdmissionSettings | None = None,
+    admission: AdmissionActivities | None = None,
 ) -> AsyncIterator[tuple[PoolWorld, Handle, Handle]]:
     """A pool of one place: a run holding it, and a second run waiting for it."""
-    async with pool_of_one(client, "holder", "next", settings=settings) as worlds:
+    async with pool_of_one(
+        client, "holder", "next", settings=settings, admission=admission
+    ) as worlds:
         worlds["holder"].script(1, WORKING)
         holder = await start(client, worlds["holder"], make_spec(stall_seconds=86400))
         queued: Handle | None = None
@@ -157,6 +165,47 @@ async def test_a_release_naming_another_run_frees_no_place(
 
     assert list(forged.holding) == [holder.id]
     assert [w.holder for w in forged.waiting] == [queued.id]
+    assert list(handed.holding) == [queued.id] and handed.waiting == []
+
+
+class SilentOnce(AdmissionActivities):
+    """Real admission activities, except that the first release check of each holder named
+    finds it not answering (its worker gone or slow, as after a SIGKILL)."""
+
+    def __init__(self, client: Client, silent: set[str]) -> None:
+        # Asked again a second later (real time: nothing waits on a timer to skip it).
+        super().__init__(client, AdmissionSettings(max_runs=1, check_seconds=1))
+        self.silent = silent
+        self.silenced: list[str] = []
+
+    @activity.defn(name=ActivityName.RELEASED_HOLDERS)
+    async def released_holders(self, input: HolderCheck) -> WorkflowIds:
+        found = await super().released_holders(input)
+        quiet = [i for i in input.ids if input.ask and i in self.silent]
+        self.silent -= set(quiet)
+        self.silenced += quiet
+        return WorkflowIds(
+            ids=[i for i in found.ids if i not in quiet], unanswered=[*found.unanswered, *quiet]
+        )
+
+
+async def test_a_release_whose_holder_did_not_answer_is_asked_again_and_frees_its_place(
+    attack_env: WorkflowEnvironment,
+) -> None:
+    client = attack_env.client
+    silent: set[str] = set()
+    checks = SilentOnce(client, silent)
+    async with held_pool(client, admission=checks) as (world, holder, queued):
+        silent.add(holder.id)
+        # The holder ends and gives its place back; asked whether it did, it does not answer.
+        await holder.cancel()
+        handed = await eventually(lambda: places(client, world), lambda p: queued.id in p.holding)
+        await keep_pool_history(client, world, "release_asked_again")
+
+    assert checks.silenced == [holder.id]
+    # Its release stood and was asked again: the place went back by it, not taken back by
+    # the look for closed holders (which would have left it held until then).
+    assert (handed.admitted_total, handed.taken_back_total) == (2, 0)
     assert list(handed.holding) == [queued.id] and handed.waiting == []
 
 

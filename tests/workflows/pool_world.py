@@ -47,11 +47,15 @@ class PoolWorld(FakeWorld):
 
 @asynccontextmanager
 async def pool_of_one(
-    client: Client, *worlds_of: str, settings: AdmissionSettings | None = None
+    client: Client,
+    *worlds_of: str,
+    settings: AdmissionSettings | None = None,
+    admission: AdmissionActivities | None = None,
 ) -> AsyncIterator[dict[str, PoolWorld]]:
     """One world (and worker, on a task queue of its own) per name; the pool's admission
     workflow runs on the first's queue, and lets one run in at a time (its workers' settings,
-    `settings` or one place)."""
+    `settings` or one place). `admission`: the admission activities of every worker (by
+    default the real ones, with `settings`)."""
     settings = settings or AdmissionSettings(max_runs=1)
     queues = {name: f"pool-{name}-{uuid.uuid4().hex[:8]}" for name in worlds_of}
     home = queues[worlds_of[0]]
@@ -66,7 +70,7 @@ async def pool_of_one(
                     workflows=[AgentRun, NotifyRun, OvernightAdmission],
                     activities=[
                         *world.activities(),
-                        *AdmissionActivities(client, settings).all(),
+                        *(admission or AdmissionActivities(client, settings)).all(),
                     ],
                     max_heartbeat_throttle_interval=timedelta(milliseconds=100),
                     default_heartbeat_throttle_interval=timedelta(milliseconds=100),

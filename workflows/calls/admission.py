@@ -42,9 +42,9 @@ async def closed_workflows(ids: list[str]) -> list[str]:
     return found.ids
 
 
-async def released_holders(ids: list[str], *, ask: bool) -> list[str]:
+async def released_holders(ids: list[str], *, ask: bool) -> WorkflowIds:
     """Which of these holders are out of the pool: closed, no overnight run, or (`ask`) in no
-    pool by their own word (their `in_pool` query)."""
+    pool by their own word (their `in_pool` query); and which of them did not answer."""
     found: WorkflowIds = await workflow.execute_activity(
         ActivityName.RELEASED_HOLDERS,
         HolderCheck(ids=ids, ask=ask),
@@ -53,7 +53,7 @@ async def released_holders(ids: list[str], *, ask: bool) -> list[str]:
         retry_policy=policies.ADMISSION_RETRY,
         summary=f"ask {len(ids)} holder(s) whether they gave their place back",
     )
-    return found.ids
+    return found
 
 
 async def pool_settings() -> AdmissionSettings:
