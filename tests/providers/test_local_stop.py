@@ -34,14 +34,19 @@ from activities.providers.local.procs import pid_alive
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
 
-# Leaves its process group and session (double fork, setsid), then ticks and forks on.
+# Leaves its process group and session (double fork, setsid), then ticks and forks on. The
+# first parent exits only once its child has left the group: the launcher kills the agent's
+# group when the agent exits, which on a loaded machine took a child not yet out of it.
 # Relative paths: an unisolated sandbox's commands see their workspace folder, not /workspace.
 DAEMON = textwrap.dedent(
     """
     import os, time
+    left, told = os.pipe()
     if os.fork() > 0:
+        os.read(left, 1)
         os._exit(0)
     os.setsid()
+    os.write(told, b"x")
     if os.fork() > 0:
         os._exit(0)
     while True:
@@ -112,7 +117,6 @@ def test_a_stop_after_one_cut_short_kills_what_still_runs(engine: LocalEngine) -
     engine.write_file(sid, "/workspace/daemon.py", DAEMON.encode())
     engine.start_process(sid, "k-1", f"{sys.executable} daemon.py", cwd="/workspace")
     ticks = engine.host_path(sid, "/workspace/ticks")
-    # A Python start: slow on a loaded machine (5 s was too short at four test processes).
     assert wait_for(ticks.exists, timeout=30), "the daemon never ticked"
     started = json.loads((engine.folder(sid) / "processes" / "k-1" / "process.json").read_text())
     # The agent's own shell has exited; its launcher is gone too (nothing else watches now),
