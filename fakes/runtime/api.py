@@ -219,7 +219,8 @@ class RuntimeApi:
         if info.state == "paused":
             if not (self.rules.wake_on_request and record.auto_wake):
                 return error_response(409, "sandbox_paused", f"Sandbox {sandbox_id} is paused.")
-            await self.sandboxes.wake(record, f"{request.method} {request.path}")
+            key = request.headers.get("authorization", "").removeprefix("Bearer ")
+            await self.sandboxes.wake(record, f"{request.method} {request.path}", key=key)
         return None
 
 

@@ -110,6 +110,7 @@ class Sandboxes:
         self.records: dict[str, Record] = {}
         self.names: dict[str, str] = {}
         self.wakes: list[tuple[str, str]] = []  # (sandbox id, what woke it)
+        self.wake_keys: list[str | None] = []  # the API key of each wake's request
         # The account's events (`GET /v1/events`): each look notes a change of state.
         self.events = EventLog()
         self.create_lock = asyncio.Lock()
@@ -237,13 +238,16 @@ class Sandboxes:
 
     # --- wakes ---
 
-    async def wake(self, record: Record, why: str, timeout: float | None = None) -> SandboxInfo:
+    async def wake(
+        self, record: Record, why: str, timeout: float | None = None, *, key: str | None = None
+    ) -> SandboxInfo:
         """Carry a paused sandbox on with a fresh lease: `timeout` (else its own) from now, or
         the lease it paused with if that ends later. Its fresh lease must be affordable."""
         lease = timeout if timeout is not None else record.timeout_seconds
         await self.spend(record.vcpu, record.memory_mib, lease, f"Waking {record.id}")
         with self.lock:
             self.wakes.append((record.id, why))
+            self.wake_keys.append(key)
         if timeout is not None:
             record.timeout_seconds = timeout
         if self._wake_engine is not None:

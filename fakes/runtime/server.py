@@ -15,7 +15,8 @@ For tests (see `inspection.Inspection`):
   logged without their bytes; `bytes_received(route=)` counts them);
 - `request_count(sandbox_id=, route=, status=)`, `counts_by_route(sandbox_id)`,
   `bytes_sent(route=, sandbox_id=)`: counters by route name ("read" is file downloads);
-- `wakes`: each wake of a paused sandbox and what caused it;
+- `wakes`: each wake of a paused sandbox and what caused it; `wakes_by(key)` those a second
+  client's key (`add_key`) caused;
 - `end_lease_in(sandbox_id, seconds)`, `lease_ends_at(sandbox_id)`, `sandbox_named(name)`;
 - money (see `money` for the billing model, `money_routes.MoneyControls`): `prices=`,
   `set_daily_limit`, `forget_daily_spend`, `set_daily_used`, `set_credit`, `exhaust_trial`,
@@ -263,6 +264,13 @@ class FakeRuntime(Inspection, MoneyControls, VirtualAgents):
 
     def resume_answering(self, sandbox_id: str) -> None:
         self.faults.silence(sandbox_id, silent=False)
+
+    def add_key(self, api_key: str) -> dict[str, str]:
+        """Accept `api_key` too (a second client, e.g. a person's CLI beside the worker, whose
+        requests `wakes_by` tells apart); returns the environment change that uses it."""
+        assert self._api is not None
+        self._api.api_keys.add(api_key)
+        return {"RUNTIME_API_KEY": api_key}
 
     def revoke_key(self) -> None:
         """From now on every request is answered 401."""

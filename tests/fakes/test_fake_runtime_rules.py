@@ -206,6 +206,20 @@ async def test_the_lease_end_pauses_by_default_and_keeps_the_files(
     assert 590 < seconds_until(sandbox.info["endsAt"]) <= 600
 
 
+async def test_wakes_are_told_apart_by_the_key_of_the_request_that_woke(
+    fake: FakeRuntime, rt: withruntime.AsyncRuntime
+) -> None:
+    sandbox = await new_sandbox(rt)
+    await sandbox.pause()
+    other = fake.add_key("second-key")["RUNTIME_API_KEY"]
+    async with withruntime.AsyncRuntime(api_key=other, timeout=10, max_retries=0) as second:
+        theirs = await second.sandboxes.get(sandbox.id)
+        assert await theirs.files.exists("/workspace") is True  # a guest call: it wakes
+    assert [sid for sid, _ in fake.wakes] == [sandbox.id]
+    assert [sid for sid, _ in fake.wakes_by("second-key")] == [sandbox.id]
+    assert fake.wakes_by(fake.api_key) == []
+
+
 async def test_a_lease_made_to_stop_ends_the_sandbox_and_its_disk(
     fake: FakeRuntime, rt: withruntime.AsyncRuntime
 ) -> None:
