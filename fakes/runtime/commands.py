@@ -182,6 +182,10 @@ class CommandRoutes:
         # Everything it wrote so far, in bytes (the end of its output, as a cursor).
         log = self._log(sandbox_id, process_id)
         size = log.stat().st_size if log is not None and log.exists() else 0
+        lag = self.rules.exit_report_lag_seconds
+        ended_at = info.ended_at
+        if info.state != "running" and ended_at is not None and time.time() < ended_at + lag:
+            return {**record, "state": "running", "exitCode": None, "outputBytes": size}
         return {**record, "state": info.state, "exitCode": info.exit_code, "outputBytes": size}
 
     async def _list(self, request: Request, groups: list[str]) -> Response:

@@ -124,6 +124,9 @@ class Rules:
     output_keep_bytes: int = 1024 * 1024
     # A snapshot is `capturing` this long before it is `ready` (the source must stay paused).
     snapshot_capture_seconds: float = 0.3
+    # A process is reported running this long after it ended (0: at once). Runtime reports an
+    # end a moment after the process's last write; how long under load is not published.
+    exit_report_lag_seconds: float = 0.0
 
     @classmethod
     def lenient(cls, **numbers: Any) -> Rules:

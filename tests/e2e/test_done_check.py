@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 
+from activities.providers.runtime import agent_watch
 from overnight.cli import client as api
 from overnight.cli.workspace import diff_text
 from overnight.models import Budget, RunSpec
@@ -91,6 +92,29 @@ async def test_a_failed_check_starts_the_agent_again_until_it_passes_runtime(
         # One sandbox for the whole run: the agent was started again inside it.
         assert fake.sandbox_named(f"{spec.run_id}-1") is not None
         assert fake.sandbox_named(f"{spec.run_id}-2") is None
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("before_the_watch", [False, True], ids=["watched", "before-the-watch"])
+async def test_exits_reported_late_by_runtime_are_seen_without_a_stall(
+    dev_client: Client, tmp_path: Path, before_the_watch: bool
+) -> None:
+    """Runtime reports a process ended a moment after its exit marker is written. Longer than
+    the watch's asking after the marker (as once under load, two exits in one sandbox here),
+    the exit was lost until the stall deadline: "agent stalled 1 min" and a restart. So was
+    one whose marker was written before the watch began (its start answered late), which the
+    watch never reports: its first look finds the marker."""
+    lag = agent_watch.EXIT_REPORT_TRIES * agent_watch.EXIT_REPORT_PAUSE + 3
+    spec = done_spec(new_run_id("rtlate"), tmp_path, fix_on_start=2, provider="runtime")
+    async with provider_world(dev_client, "runtime", tmp_path, "rtlate") as (queue, fake, runs):
+        assert fake is not None
+        fake.rules.exit_report_lag_seconds = lag
+        if before_the_watch:
+            late_watch = fake.slow(3, 1, route=r"POST /v1/sandboxes/[^/]+/files/watches$")
+        runs.append(spec.run_id)
+        await finishes_after_one_failed_check(dev_client, queue, spec)
+        if before_the_watch:
+            assert late_watch.fired == 1
 
 
 @pytest.mark.timeout(180)

@@ -23,7 +23,12 @@ import withruntime
 from activities.models import SandboxInfo
 from activities.providers.protocol import ProcessInfo, Sighting, WatchRequest
 from activities.providers.runtime import watch_stream
-from activities.providers.runtime.convert import parse_time, process_info, sandbox_info
+from activities.providers.runtime.convert import (
+    parse_time,
+    process_info,
+    sandbox_info,
+    start_key_of,
+)
 from activities.providers.runtime.errors import runtime_call
 from activities.providers.runtime.watch_feed import feed_news
 
@@ -33,6 +38,13 @@ if TYPE_CHECKING:
 # After its exit marker appears, an agent's process may take a moment to be reported ended.
 EXIT_REPORT_TRIES = 25
 EXIT_REPORT_PAUSE = 0.2
+# Reported running still after those tries (a slow report under load), or at a new watch's
+# first look with its marker already written (it ended before the watch began): asked again
+# at the start of this many more reads, each waiting at most EXIT_RECHECK_SECONDS, so the exit
+# is seen within about 25 s, not lost until the stall deadline. The marker is the agent's to
+# write, so it only ever makes the watch ask Runtime: a false one costs about 30 requests.
+EXIT_RECHECKS = 10
+EXIT_RECHECK_SECONDS = 2.0
 # How many runs' last read way (`RuntimeWatching.read_by`) is remembered.
 READ_BY_KEPT = 10_000
 # A mark taken from this worker's clock is set back this much, against a skew with Runtime's
@@ -81,6 +93,10 @@ class RuntimeWatching:
         async with runtime_call(sandbox_id, self._budget + wait_seconds):
             if known is not None and known.pending:
                 return await self._pending(sandbox_id, process_id, known)
+            if known is not None and known.unconfirmed:
+                confirmed, known = await self._confirm_exit(sandbox_id, process_id, known)
+                if confirmed is not None:
+                    return confirmed
             if known is None:
                 # A new watch: look at the sandbox and the agent once, then follow the stream.
                 sandbox = await self._get(sandbox_id)
@@ -90,16 +106,21 @@ class RuntimeWatching:
                 raw = await self._raw_process(sandbox, process_id)
                 process = ProcessInfo(process_id, "missing") if raw is None else process_info(raw)
                 started = None if raw is None else parse_time(raw.get("startedAt"))
-                touched, asked = await asyncio.gather(
+                touched, asked, marked = await asyncio.gather(
                     self._written_since(sandbox, checkpoint_path, started),
                     self._written_since(sandbox, requests_path, started),
+                    self._exit_marked(sandbox, checkpoint_path, raw, process),
                 )
+                if marked:
+                    # It exited before the watch began (its marker is no news to the watch).
+                    fresh = dataclasses.replace(fresh, unconfirmed=EXIT_RECHECKS)
                 first = sandbox_info(sandbox.info)
                 return Sighting(first, process, touched, fresh.encode(), asked)
             try:
-                news, after = await self._news(
-                    sandbox_id, watched, known, wait_seconds, report_touch
-                )
+                recheck = known.unconfirmed > 0
+                wait = min(wait_seconds, EXIT_RECHECK_SECONDS) if recheck else wait_seconds
+                news, after = await self._news(sandbox_id, watched, known, wait, report_touch)
+                after = dataclasses.replace(after, unconfirmed=known.unconfirmed)
             except withruntime.NotFoundError:
                 # The watch is gone (it ended, or the sandbox did): start over next time (its
                 # first look says whether the checkpoint changed).
@@ -118,6 +139,7 @@ class RuntimeWatching:
             process = alive
             if news.agent_exited:
                 process = await self._exit_of(sandbox_id, process_id)
+                after = _unconfirmed_if_running(after, process)
             return Sighting(
                 info or running,
                 process,
@@ -176,11 +198,27 @@ class RuntimeWatching:
                 info, await self._settled(sandbox_id, process_id, info), False, known.encode()
             )
         process = ProcessInfo(process_id=process_id, state="running")
+        done = dataclasses.replace(known, pending="")
         if "x" in known.pending:
             process = await self._exit_of(sandbox_id, process_id)
-        done = dataclasses.replace(known, pending="")
+            done = _unconfirmed_if_running(done, process)
         touched, asked = "t" in known.pending, "r" in known.pending
         return Sighting(info, process, touched, done.encode(), asked)
+
+    async def _confirm_exit(
+        self, sandbox_id: str, process_id: str, known: watch_stream.WatchToken
+    ) -> tuple[Sighting | None, watch_stream.WatchToken]:
+        """An exit marker's process that was still reported running, asked again: the sighting
+        of its end, or None and the token to read on with. The sandbox is asked first: asking a
+        paused sandbox's process would wake it (the read then finds it paused)."""
+        info = await self.sandbox(sandbox_id)
+        if info.state != "running":
+            return None, known
+        process = await self._process_of(self._handle(sandbox_id), process_id)
+        if process.state == "running":
+            return None, dataclasses.replace(known, unconfirmed=known.unconfirmed - 1)
+        done = dataclasses.replace(known, unconfirmed=0)
+        return Sighting(info, process, False, done.encode()), done
 
     async def _process_of(self, sandbox: withruntime.AsyncSandbox, process_id: str) -> ProcessInfo:
         raw = await self._raw_process(sandbox, process_id)
@@ -216,6 +254,24 @@ class RuntimeWatching:
         modified = parse_time(stat.get("modifiedAt"))
         return modified is None or modified >= started
 
+    async def _exit_marked(
+        self,
+        sandbox: withruntime.AsyncSandbox,
+        checkpoint_path: str,
+        raw: dict[str, Any] | None,
+        process: ProcessInfo,
+    ) -> bool:
+        """Whether an agent still reported running has written its exit marker already: it
+        ended between its spawn and this watch's first look, reported late."""
+        key = None if raw is None or process.state != "running" else start_key_of(raw)
+        if key is None:
+            return False
+        try:
+            stat = await sandbox.files.stat(watch_stream.exit_marker_path(checkpoint_path, key))
+        except (withruntime.NotFoundError, withruntime.ConflictError):
+            return False
+        return bool(stat.get("exists"))
+
     async def _exit_of(self, sandbox_id: str, process_id: str) -> ProcessInfo:
         """The agent's process once its exit marker appeared: given a moment to be reported
         ended (the marker is written just before the wrapper exits)."""
@@ -235,3 +291,12 @@ class RuntimeWatching:
             return ProcessInfo(process_id=process_id, state="missing")
         # Paused: frozen with its sandbox, not asked (asking would wake it).
         return ProcessInfo(process_id=process_id, state="running")
+
+
+def _unconfirmed_if_running(
+    token: watch_stream.WatchToken, process: ProcessInfo
+) -> watch_stream.WatchToken:
+    """The token after an exit marker: its process asked again on later reads while it is still
+    reported running."""
+    unconfirmed = EXIT_RECHECKS if process.state == "running" else 0
+    return dataclasses.replace(token, unconfirmed=unconfirmed)

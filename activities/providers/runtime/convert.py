@@ -38,6 +38,15 @@ def start_marker(start_key: str) -> str:
     return f"{START_KEY_MARKER}{key}"
 
 
+def start_key_of(info: dict[str, Any]) -> str | None:
+    """The start key a spawned agent's process is tagged with (its command's first line, as
+    `start_marker` wrote it), or None for a process overnight did not tag."""
+    first = str(info.get("command") or "").split("\n", 1)[0]
+    if not first.startswith(START_KEY_MARKER):
+        return None
+    return first[len(START_KEY_MARKER) :].strip()
+
+
 def in_workspace(path: str) -> bool:
     normal = posixpath.normpath(path)
     return path.startswith("/") and (normal == WORKSPACE or normal.startswith(WORKSPACE + "/"))

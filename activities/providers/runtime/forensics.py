@@ -28,7 +28,7 @@ from activities.providers.forensics import (
     parse_start_key,
 )
 from activities.providers.protocol import FileRead
-from activities.providers.runtime.convert import START_KEY_MARKER, process_info
+from activities.providers.runtime.convert import process_info, start_key_of
 from activities.providers.runtime.errors import runtime_call
 from activities.providers.runtime.provider import RuntimeProvider
 
@@ -51,10 +51,9 @@ class RuntimeForensics:
             listed = await self.provider._handle(sandbox_id).processes()
         found = []
         for info in listed:
-            first = str(info.get("command") or "").split("\n", 1)[0]
-            if not first.startswith(START_KEY_MARKER):
+            key = start_key_of(info)
+            if key is None:
                 continue
-            key = first[len(START_KEY_MARKER) :].strip()
             parsed = parse_start_key(key)
             if parsed is None:
                 continue

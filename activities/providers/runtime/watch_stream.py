@@ -90,20 +90,32 @@ class WatchToken:
     pending: str = ""
     # The feed's mark (ms): events up to it were taken. None: never read through the feed.
     mark: int | None = None
+    # An exit marker appeared but the agent's process was still reported running: it is asked
+    # again at the start of this many more reads (the marker's news is already taken).
+    unconfirmed: int = 0
 
     def encode(self) -> str:
         mark = "" if self.mark is None else f"~{self.mark}"
-        return f"{self.watch_id}@{self.cursor}{mark}" + (f"!{self.pending}" if self.pending else "")
+        unconfirmed = f"?{self.unconfirmed}" if self.unconfirmed else ""
+        pending = f"!{self.pending}" if self.pending else ""
+        return f"{self.watch_id}@{self.cursor}{mark}{unconfirmed}{pending}"
 
     @classmethod
     def decode(cls, token: str | None) -> WatchToken | None:
         if not token or "@" not in token:
             return None
         token, _, pending = token.partition("!")
+        token, _, unconfirmed = token.partition("?")
         token, _, mark = token.partition("~")
         watch_id, _, cursor = token.rpartition("@")
         try:
-            return cls(watch_id, int(cursor), pending, int(mark) if mark else None)
+            return cls(
+                watch_id,
+                int(cursor),
+                pending,
+                int(mark) if mark else None,
+                int(unconfirmed) if unconfirmed else 0,
+            )
         except ValueError:
             return None
 
