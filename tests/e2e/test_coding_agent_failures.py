@@ -255,7 +255,9 @@ async def test_the_same_tool_call_again_and_again_is_one_restart_named_by_the_lo
     script: list[Answer] = [
         # The session seeded after the restart finishes; the looping one never sees this.
         text("Done after the loop.", label="final", when=carries(SEEDED)),
-        tools(Shell("pytest -q"), times=20, label="again"),
+        # A model's turn takes a moment (here 0.3 s): the adapter stops the CLI within it
+        # after the 8th call. Answered at once, the CLI ran two turns more under load.
+        tools(Shell("pytest -q"), times=20, label="again", delay_seconds=0.3),
     ]
     with FakeModelApi(script) as fake:
         spec, _ = await start_coding_run(dev_client, agents_queue, runs, tmp_path, fake, "loop")

@@ -43,11 +43,14 @@ async def test_charges_are_runtimes_settled_and_held_figures_per_sandbox(
     first, _ = await provider.get_or_create(request("money-a-1"))
     other, _ = await provider.get_or_create(request("money-b-1"))
     fake.add_running_time(first.sandbox_id, 3600)
+    # What is held shrinks as the lease runs down: read the fake's figure on both sides.
+    held_before = fake.held_micros(first.sandbox_id)
     found = await provider.charges([first.sandbox_id], fresh=True)
+    held_after = fake.held_micros(first.sandbox_id)
     assert list(found) == [first.sandbox_id]  # only those asked for
     charge = found[first.sandbox_id]
     assert charge.charged_micros == fake.charged_micros(first.sandbox_id) >= 80_000
-    assert charge.held_micros == fake.held_micros(first.sandbox_id) > 0
+    assert held_before >= charge.held_micros >= held_after > 0
     await provider.pause(first.sandbox_id)
     paused = (await provider.charges([first.sandbox_id], fresh=True))[first.sandbox_id]
     assert paused.held_micros == 0 and paused.charged_micros >= charge.charged_micros
