@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import pytest_asyncio
@@ -42,6 +43,23 @@ _timeline = leftovers.Timeline()
 # runs them one after another, so no two of them share the cores, while the other processes
 # run the rest, which mostly wait on servers, timers and agents.
 HEAVY_GROUP = "heavy"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if getattr(config.option, "dist", "no") == "loadgroup" and not _xdist_can_group():
+        raise pytest.UsageError(
+            f"pytest {pytest.__version__} keeps node ids where xdist's loadgroup cannot add its "
+            "group: the heavy tests would run side by side, each slower. Install the pytest "
+            "that pyproject.toml allows (bash scripts/test does)."
+        )
+
+
+def _xdist_can_group() -> bool:
+    """xdist groups a test by a suffix it writes into `item._nodeid`: whether `nodeid` reads
+    it back (pytest 9.2 reads node ids from elsewhere, and every group is silently lost)."""
+    probe = SimpleNamespace(_nodeid="probe@group", _id="probe")
+    read = getattr(pytest.Item.nodeid, "fget", None)  # the property's getter
+    return read is not None and read(probe) == "probe@group"
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
