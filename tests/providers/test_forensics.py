@@ -112,9 +112,14 @@ async def test_a_local_sandbox_is_read_where_it_is_paused_and_gone_once_stopped(
         return  # Runtime: reading wakes a paused sandbox; the CLI wakes and re-pauses it
     box = await new_sandbox(provider)
     process = await start(provider, box.sandbox_id, "echo before; sleep 60", key="run-e-1-0")
-    await asyncio.sleep(0.5)
-    await provider.provider.pause(box.sandbox_id)
     look = forensics(provider)
+    # Paused once it wrote (a new sandbox's first process may take seconds to start).
+    give_up = time.monotonic() + 10
+    while time.monotonic() < give_up:
+        if (await look.read_output(box.sandbox_id, process.process_id, 0)).data:
+            break
+        await asyncio.sleep(0.05)
+    await provider.provider.pause(box.sandbox_id)
     assert not look.wakes_on_read
     chunk = await look.read_output(box.sandbox_id, process.process_id, 0)
     assert chunk.data == b"before\n"
