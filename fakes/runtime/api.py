@@ -109,7 +109,7 @@ class RuntimeApi:
                 bytes_received=len(request.body),
             )
         )
-        key = request.headers.get("authorization", "").removeprefix("Bearer ")
+        key = _api_key(request)
         if key not in self.api_keys:
             response = error_response(401, "unauthorized", "The API key is not valid.")
             return _counted(response, served, lambda: None)
@@ -219,9 +219,13 @@ class RuntimeApi:
         if info.state == "paused":
             if not (self.rules.wake_on_request and record.auto_wake):
                 return error_response(409, "sandbox_paused", f"Sandbox {sandbox_id} is paused.")
-            key = request.headers.get("authorization", "").removeprefix("Bearer ")
-            await self.sandboxes.wake(record, f"{request.method} {request.path}", key=key)
+            why = f"{request.method} {request.path}"
+            await self.sandboxes.wake(record, why, key=_api_key(request))
         return None
+
+
+def _api_key(request: Request) -> str:
+    return request.headers.get("authorization", "").removeprefix("Bearer ")
 
 
 def _counted(response: Response, served: Served, release: Callable[[], None]) -> Response:

@@ -53,8 +53,8 @@ class Inspection:
     def wakes_by(self, api_key: str) -> list[tuple[str, str]]:
         """The `wakes` a guest call made with `api_key` caused (see `FakeRuntime.add_key`)."""
         with self.api.lock:
-            keys = list(self.api.sandboxes.wake_keys)
-            return [wake for wake, key in zip(self.api.wakes, keys, strict=True) if key == api_key]
+            woken = list(self.api.sandboxes.woken)
+        return [(sandbox_id, why) for sandbox_id, why, key in woken if key == api_key]
 
     def served(self) -> list[Served]:
         """Every request as counted: route, sandbox, status, answer headers, body bytes sent."""

@@ -109,8 +109,8 @@ class Sandboxes:
         self.lock = threading.Lock()  # guards what tests read from their own thread
         self.records: dict[str, Record] = {}
         self.names: dict[str, str] = {}
-        self.wakes: list[tuple[str, str]] = []  # (sandbox id, what woke it)
-        self.wake_keys: list[str | None] = []  # the API key of each wake's request
+        # (sandbox id, what woke it, the API key of the request that did, if one did)
+        self.woken: list[tuple[str, str, str | None]] = []
         # The account's events (`GET /v1/events`): each look notes a change of state.
         self.events = EventLog()
         self.create_lock = asyncio.Lock()
@@ -238,6 +238,11 @@ class Sandboxes:
 
     # --- wakes ---
 
+    @property
+    def wakes(self) -> list[tuple[str, str]]:
+        """(sandbox id, what woke it) for each wake, oldest first."""
+        return [(sandbox_id, why) for sandbox_id, why, _ in self.woken]
+
     async def wake(
         self, record: Record, why: str, timeout: float | None = None, *, key: str | None = None
     ) -> SandboxInfo:
@@ -246,8 +251,7 @@ class Sandboxes:
         lease = timeout if timeout is not None else record.timeout_seconds
         await self.spend(record.vcpu, record.memory_mib, lease, f"Waking {record.id}")
         with self.lock:
-            self.wakes.append((record.id, why))
-            self.wake_keys.append(key)
+            self.woken.append((record.id, why, key))
         if timeout is not None:
             record.timeout_seconds = timeout
         if self._wake_engine is not None:
