@@ -23,9 +23,10 @@ from activities.providers.protocol import (
     Sighting,
     WatchRequest,
 )
+from activities.providers.runtime import agent_watch
 from activities.providers.runtime.provider import RuntimeProvider
 from activities.providers.runtime.settings import WatchSettings
-from activities.providers.runtime.watch_stream import exit_marker_path
+from activities.providers.runtime.watch_stream import WatchToken, exit_marker_path
 from fakes.runtime import FakeRuntime, Rules
 
 CHECKPOINT = "/workspace/checkpoint.json"
@@ -226,6 +227,50 @@ async def test_many_runs_past_the_streams_each_get_their_own_news_in_time(
             assert late < 2.0, f"run {n} noticed {late:.2f} s late"
         assert fake.request_count(route="events") >= 1
         assert fake.request_count(status=429) == 0
+    finally:
+        await provider.aclose()
+
+
+async def test_an_exit_marker_the_agent_forges_only_makes_the_worker_ask(
+    fake: FakeRuntime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The marker is the agent's to write: one written before the watch began (found by its
+    first look) and one written while it reads are each asked about, a bounded number of
+    times, and the agent, still running, is never taken for ended."""
+    monkeypatch.setattr(agent_watch, "EXIT_REPORT_TRIES", 2)
+    monkeypatch.setattr(agent_watch, "EXIT_RECHECKS", 3)
+    monkeypatch.setattr(agent_watch, "EXIT_RECHECK_SECONDS", 0.2)
+    provider = provider_with(streams=32)
+    try:
+        sandbox_id = await new_sandbox(provider, "forger")
+        key = "forger-1-0"
+        marker = exit_marker_path(CHECKPOINT, key)
+        command = (
+            f"echo 0 > {marker}; until [ -f /workspace/go ]; do sleep 0.05; done; "
+            f"echo 0 > {marker}.tmp && mv -f {marker}.tmp {marker}; sleep 600"
+        )
+        launch = AgentLaunch(key, command, "/workspace", {}, marker)
+        agent = await provider.start_agent(sandbox_id, launch)
+        give_up = time.monotonic() + 10
+        while (await provider.read_file(sandbox_id, marker, 64)).status != "ok":
+            assert time.monotonic() < give_up, "the agent never wrote its marker"
+            await asyncio.sleep(0.05)
+        token: str | None = None  # a new watch first, then read on from where it stands
+        for forged in ("before the watch", "while it reads"):
+            if forged == "while it reads":
+                await provider.write_file(sandbox_id, "/workspace/go", b"")
+            asked = 0
+            for _ in range(8):
+                look = WatchRequest(
+                    sandbox_id, agent.process_id, CHECKPOINT, token=token, wait_seconds=1
+                )
+                seen = await provider.watch(look)
+                assert seen.process.state == "running", forged
+                token = seen.token
+                decoded = WatchToken.decode(token)
+                assert decoded is not None
+                asked = max(asked, decoded.unconfirmed)
+            assert asked == 3 and decoded.unconfirmed == 0, forged  # asked, then no more
     finally:
         await provider.aclose()
 
