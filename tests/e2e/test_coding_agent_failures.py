@@ -221,7 +221,8 @@ async def test_a_usage_limit_pauses_the_run_until_its_reset_then_the_same_sessio
             dev_client, spec.run_id, lambda s: bool(s.talk and s.talk.waiting_until), 30
         )
         [sandbox] = await sandbox_ids(spec.run_id)
-        paused = (await LocalProvider().sandbox(sandbox)).state
+        # The status says the wait as the run begins it, the pause a moment later.
+        paused = await _state_within(sandbox, "paused", seconds=15)
         asked = len(fake.requests())
         result = await _result(dev_client, spec.run_id)
         status = await api.get_status(dev_client, spec.run_id)
@@ -239,6 +240,16 @@ async def test_a_usage_limit_pauses_the_run_until_its_reset_then_the_same_sessio
     # The wait counted as wait hours, not as run hours.
     assert status.wait_hours_used * 3600 >= LEAST_PAUSE.total_seconds() - 5
     assert status.hours_used * 3600 < elapsed - (LEAST_PAUSE.total_seconds() - 5)
+
+
+async def _state_within(sandbox: str, wanted: str, seconds: float) -> str:
+    """The local sandbox's state once it is `wanted`, or its last state after `seconds`."""
+    deadline = time.monotonic() + seconds
+    while (state := (await LocalProvider().sandbox(sandbox)).state) != wanted:
+        if time.monotonic() > deadline:
+            break
+        await asyncio.sleep(0.2)
+    return state
 
 
 # ----- a loop, the spend budget, a question -----
