@@ -142,12 +142,16 @@ def test_a_sigkill_of_the_cli_during_a_tool_call_resumes_the_same_session(
         driver = _driver(ws, fake)
         fake.wait_for_answers(2, timeout=60)
         sleep_call = fake.requests()[1].call_ids[0]
+        # The shell writes started.txt a moment before it becomes the sleep (exec).
         wait_until(
-            lambda: (ws.app / "started.txt").exists() and driver.session_mentions(sleep_call),
+            lambda: (
+                (ws.app / "started.txt").exists()
+                and driver.session_mentions(sleep_call)
+                and bool(adapter.named("sleep"))
+            ),
             what="the sleep call running and in the session file",
         )
         sleeps = adapter.named("sleep")
-        assert sleeps
         killed_at = time.monotonic()
         os.kill(adapter.cli_pid(), signal.SIGKILL)
         resumed = fake.wait_for_requests(3, timeout=30)[2]
