@@ -62,6 +62,7 @@ class RuntimeApi:
         self.log: list[Request] = []
         self.traffic = Traffic()
         self.watches = WatchRoutes(engine, self.sandboxes, self.rules)
+        self.files = FileRoutes(engine)
         self._limiters: dict[str, RateLimiter] = {}
         self._answers: dict[tuple[str, str, str], Response] = {}
         self._key_locks: dict[tuple[str, str, str], asyncio.Lock] = {}
@@ -74,7 +75,7 @@ class RuntimeApi:
             sandbox_routes.routes()
             + commands.routes()
             + self.snapshots.routes()
-            + FileRoutes(engine).routes()
+            + self.files.routes()
             + self.watches.routes()
             + MoneyRoutes(self.sandboxes).routes()
             + EventRoutes(self.sandboxes.events).routes()

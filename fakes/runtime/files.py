@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from activities.providers.local.files import OutsideWorkspace
 from activities.providers.local.provider import LocalProvider
@@ -75,16 +75,23 @@ def _mode(value: Any) -> int:
     return mode
 
 
-async def _file_pieces(host: Path, size: int) -> AsyncIterator[bytes]:
-    """The file's first `size` bytes in pieces, read as the client takes them."""
+async def _file_pieces(host: Path, size: int, reading: set[BinaryIO]) -> AsyncIterator[bytes]:
+    """The file's first `size` bytes in pieces, read as the client takes them, from the file as
+    it was opened (a replace meanwhile is not mixed in). Kept in `reading` while open: a stream
+    its connection never ended (its loop closed first) is closed by `FileRoutes.close`, not
+    left to the garbage collector."""
     with open(host, "rb") as handle:
-        left = size
-        while left > 0:
-            piece = await asyncio.to_thread(handle.read, min(CHUNK, left))
-            if not piece:
-                return  # shrunk since: the client sees a short body against x-content-length
-            left -= len(piece)
-            yield piece
+        reading.add(handle)
+        try:
+            left = size
+            while left > 0:
+                piece = await asyncio.to_thread(handle.read, min(CHUNK, left))
+                if not piece:
+                    return  # shrunk since: the client sees a short body against x-content-length
+                left -= len(piece)
+                yield piece
+        finally:
+            reading.discard(handle)
 
 
 @dataclass
@@ -118,6 +125,16 @@ class FileRoutes:
     def __init__(self, engine: SandboxProvider) -> None:
         self.engine = engine
         self._uploads: dict[str, _Upload] = {}
+        self._reading: set[BinaryIO] = set()
+
+    def close(self) -> None:
+        """Close the files of streamed reads still open, and the spools of unfinished uploads."""
+        for handle in list(self._reading):
+            handle.close()
+        self._reading.clear()
+        for upload in self._uploads.values():
+            upload.close()
+        self._uploads.clear()
 
     def routes(self) -> RouteTable:
         sandbox = r"^/v1/sandboxes/([^/:]+)"
@@ -186,7 +203,8 @@ class FileRoutes:
         if found.status != "too_large" or host is None:
             return error_response(404, "file_not_found", f"{path} does not exist.")
         headers["x-content-length"] = str(found.size)
-        return Response(200, headers=headers, stream=_file_pieces(host.resolve(), found.size))
+        pieces = _file_pieces(host.resolve(), found.size, self._reading)
+        return Response(200, headers=headers, stream=pieces)
 
     async def _write(self, request: Request, groups: list[str]) -> Response:
         path = request.arg("path") or ""

@@ -200,6 +200,7 @@ class FakeRuntime(Inspection, MoneyControls, VirtualAgents):
                 task.cancel()
             await asyncio.gather(*connections, return_exceptions=True)
             await self._api.watches.close()
+            self._api.files.close()
             await server.wait_closed()
             # Leave no agent running: stop every sandbox this fake's engine still has.
             for info in await engine.list({}, include_stopped=False):
