@@ -33,18 +33,18 @@ from tests.live import in_process_worker, new_run_id, nothing_left_running, prov
 # Steps 1..STEPS: each writes step-<k>.txt (never committed), then the checkpoint, then holds.
 # It records which step files it found at each attempt's start, and exits 3 after CRASH_AFTER
 # on its first attempt; WAIT_AT_END holds the first attempt after its last step. With KEPT_IN
-# ("<origin>|<run id>", a local origin bound into the sandbox) it holds after each checkpoint
-# until the run has kept it (one ref more), up to 60 s: a workspace is kept as the run finds it
+# ("<repo>|<run id>") it holds after each checkpoint until the run has kept it (one ref more in
+# the repo, asked with `git ls-remote`), up to 60 s: a workspace is kept as the run finds it
 # when it sees the checkpoint change, so a loaded machine's late look would keep the next
 # step's file with it, or see two checkpoints as one.
 AGENT = """\
 import json, os, pathlib, subprocess, sys, time
 def kept():
-    origin, run = os.environ["KEPT_IN"].split("|")
+    repo, run = os.environ["KEPT_IN"].split("|")
     listed = subprocess.run(
-        ["git", "-c", "safe.directory=*", "--git-dir", origin, "for-each-ref",
-         "--format=%(refname)", f"refs/overnight/{run}/"], capture_output=True, text=True)
-    return len(listed.stdout.split())
+        ["git", "-c", "safe.directory=*", "ls-remote", repo, f"refs/overnight/{run}/*"],
+        capture_output=True, text=True)
+    return len(listed.stdout.splitlines())
 cp = pathlib.Path(os.environ["OVERNIGHT_CHECKPOINT"])
 attempt = os.environ["OVERNIGHT_ATTEMPT"]
 state = json.loads(cp.read_text()) if cp.exists() else {"step": 0, "log": [], "found": {}}
@@ -64,7 +64,7 @@ while state["step"] < steps:
     tmp.replace(cp)
     deadline = time.monotonic() + 60
     while os.environ.get("KEPT_IN") and kept() <= before and time.monotonic() < deadline:
-        time.sleep(0.2)
+        time.sleep(0.3)
     time.sleep(hold)
     if attempt == "1" and k == int(os.environ.get("CRASH_AFTER", "0")):
         sys.exit(3)
@@ -88,7 +88,14 @@ def refs_in_order(run_id: str, count: int) -> list[str]:
     return sorted(ref_name(run_id, n) for n in range(1, count + 1))
 
 
-def workspace_spec(root: Path, run_id: str, provider: str = "local", **changes: Any) -> RunSpec:
+def workspace_spec(
+    root: Path,
+    run_id: str,
+    provider: str = "local",
+    *,
+    waits_for_keeps: bool = False,
+    **changes: Any,
+) -> RunSpec:
     agent = root / "agent"
     agent.mkdir(parents=True, exist_ok=True)
     (agent / "main.py").write_text(AGENT)
@@ -105,6 +112,8 @@ def workspace_spec(root: Path, run_id: str, provider: str = "local", **changes: 
         "keep_workspace": True,
         **changes,
     }
+    if waits_for_keeps:  # the agent holds after each checkpoint until its keep's ref is there
+        fields["env"] = {**fields.get("env", {}), "KEPT_IN": f"{fields['repo']}|{run_id}"}
     return RunSpec.model_validate(fields)
 
 
@@ -122,10 +131,8 @@ async def test_files_written_and_not_committed_survive_a_crash_and_diff_shows_th
     dev_server: DevServer, dev_client: Client, tmp_path: Path
 ) -> None:
     run_id = new_run_id("keepcrash")
-    origin = tmp_path / run_id / "origin.git"  # where workspace_spec makes it
-    env = {"STEPS": "3", "CRASH_AFTER": "2", "HOLD": "1", "KEPT_IN": f"{origin}|{run_id}"}
-    spec = workspace_spec(tmp_path, run_id, env=env)
-    assert spec.repo == str(origin)
+    env = {"STEPS": "3", "CRASH_AFTER": "2", "HOLD": "1"}
+    spec = workspace_spec(tmp_path, run_id, env=env, waits_for_keeps=True)
     async with (
         nothing_left_running(dev_client) as runs,
         in_process_worker(dev_client, "keepcrash") as queue,
@@ -171,10 +178,8 @@ async def test_rewind_to_checkpoint_2_of_5_redoes_steps_3_to_5_from_its_workspac
     dev_client: Client, tmp_path: Path, provider: str
 ) -> None:
     run_id = new_run_id(f"rewind-{provider[:2]}")
-    env = {"STEPS": "5", "HOLD": "2.5", "WAIT_AT_END": "90"}
-    if provider == "local":  # its origin is bound into the sandbox: each keep waited for
-        env |= {"HOLD": "0.5", "KEPT_IN": f"{tmp_path / run_id / 'origin.git'}|{run_id}"}
-    spec = workspace_spec(tmp_path, run_id, provider=provider, env=env)
+    env = {"STEPS": "5", "HOLD": "0.5", "WAIT_AT_END": "90"}
+    spec = workspace_spec(tmp_path, run_id, provider=provider, env=env, waits_for_keeps=True)
     async with provider_world(dev_client, provider, tmp_path, "rewind") as (queue, fake, runs):
         runs.append(run_id)
         await api.start_run(dev_client, spec, task_queue=queue)
