@@ -45,6 +45,7 @@ def kept():
         ["git", "-c", "safe.directory=*", "ls-remote", repo, f"refs/overnight/{run}/*"],
         capture_output=True, text=True)
     return len(listed.stdout.splitlines())
+waits = "KEPT_IN" in os.environ
 cp = pathlib.Path(os.environ["OVERNIGHT_CHECKPOINT"])
 attempt = os.environ["OVERNIGHT_ATTEMPT"]
 state = json.loads(cp.read_text()) if cp.exists() else {"step": 0, "log": [], "found": {}}
@@ -58,12 +59,12 @@ while state["step"] < steps:
         (app / "big.bin").write_bytes(os.urandom(int(float(os.environ["BIG_MIB"]) * 2**20)))
     state.update(step=k, next=f"step {k + 1}")
     state["log"].append(f"a{attempt}:s{k}")
-    before = kept() if os.environ.get("KEPT_IN") else 0
+    before = kept() if waits else 0
     tmp = cp.with_suffix(".tmp")
     tmp.write_text(json.dumps(state))
     tmp.replace(cp)
     deadline = time.monotonic() + 60
-    while os.environ.get("KEPT_IN") and kept() <= before and time.monotonic() < deadline:
+    while waits and kept() <= before and time.monotonic() < deadline:
         time.sleep(0.3)
     time.sleep(hold)
     if attempt == "1" and k == int(os.environ.get("CRASH_AFTER", "0")):

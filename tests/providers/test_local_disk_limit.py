@@ -24,6 +24,7 @@ import pytest
 
 from activities.models import SandboxInfo
 from activities.providers.local import disk_image, disk_watch
+from activities.providers.local.disk import tree_bytes
 from activities.providers.local.disk_account import LocalDiskAccount
 from activities.providers.local.disk_limit import (
     DISK_ENV,
@@ -77,15 +78,10 @@ def engine(tmp_path: Path) -> Iterator[LocalEngine]:
 
 
 def _held_on_host(engine: LocalEngine) -> int:
-    """The bytes the worker's home takes on the host's disk: what its files have allocated,
-    an image counted as its file (not its mounted content). Not the disk's free space, which
-    every other process on the machine moves meanwhile (by about 1 GB under the suite)."""
-    held = 0
-    for folder, dirs, files in os.walk(engine.home):
-        dirs[:] = [d for d in dirs if not os.path.ismount(os.path.join(folder, d))]
-        for name in files:
-            held += os.lstat(os.path.join(folder, name)).st_blocks * 512
-    return held
+    """What the worker's home takes on the host's disk, an image counted as its file (not its
+    mounted content). Not the disk's free space, which every other process on the machine
+    moves meanwhile (by about 1 GB under the suite)."""
+    return tree_bytes(engine.home, one_filesystem=True)
 
 
 def _make(engine: LocalEngine, name: str, **options: object) -> None:
