@@ -80,7 +80,7 @@ from overnight.constants import (
     LABEL_ATTEMPT,
     LABEL_RUN,
 )
-from overnight.grants import Grants
+from overnight.grants import Grants, allowed_names
 from overnight.host_settings import host_lost_seconds
 from overnight.hosts import host_bound
 from overnight.models import RunSpec
@@ -263,6 +263,7 @@ class SandboxActivities:
             isolation=spec.isolation,
             binds=setup.spec_binds(spec),
             host_ports=tuple(spec.host_ports),
+            egress=allowed_names(spec),
             mounts=coding.mounts(spec),
         )
         async with auto_heartbeat(self._heartbeat_seconds):

@@ -10,6 +10,8 @@ reach past its sandbox are granted by the worker, in its environment, never by t
 | `OVERNIGHT_SECRET_ENV=A,B,GITHUB_*` | none | `secret_env` names, and a webhook's `secret_env` |
 | `OVERNIGHT_BIND_ROOTS=/data:/models` | none | read-only `binds` inside these folders |
 | `OVERNIGHT_WRITABLE_BIND_ROOTS=/srv/git` | none | writable `binds` inside these (read-only too) |
+| `OVERNIGHT_EGRESS_ALLOW=github.com,*.pypi.org` | the package registries | `egress` names |
+| `OVERNIGHT_ALLOW_OPEN_NETWORK=1` | off | `network: "open"` (every public name) |
 
 A pattern `NAME_*` in `OVERNIGHT_SECRET_ENV` allows every name it begins, except the worker's own
 (`TEMPORAL_*`, `RUNTIME_*`, `OVERNIGHT_*`), which are allowed only when listed one by one;
@@ -30,6 +32,18 @@ from urllib.parse import unquote, urlsplit
 
 from pydantic import BaseModel, ConfigDict
 
+from overnight.egress import (
+    ALLOW_OPEN_NETWORK_ENV,
+    DEFAULT_GRANTED,
+    EGRESS_ADDRESSES_ENV,
+    EGRESS_ALLOW_ENV,
+    OPEN,
+    EgressError,
+    implied,
+    parse_address_rules,
+    parse_granted,
+)
+from overnight.egress import refusals as egress_refusals
 from overnight.errors import OvernightError
 from overnight.isolation import is_under
 from overnight.models import RunSpec
@@ -76,6 +90,10 @@ class Grants(BaseModel):
     # Absolute folders, normalised: read-only binds inside any of these or the writable ones.
     bind_roots: tuple[str, ...] = ()
     writable_bind_roots: tuple[str, ...] = ()
+    # Host name patterns a spec's `egress` may ask for (overnight/egress.py), and whether
+    # `network: "open"` may be.
+    egress: tuple[str, ...] = DEFAULT_GRANTED
+    allow_open_network: bool = False
 
     def allows_secret(self, name: str) -> bool:
         return name in self.secret_env or (
@@ -90,6 +108,8 @@ class Grants(BaseModel):
                 f"secret_env: {', '.join(self.secret_env) or 'none'}",
                 f"binds from: {':'.join(self.bind_roots) or 'nowhere'}",
                 f"writable binds from: {':'.join(self.writable_bind_roots) or 'nowhere'}",
+                f"egress to: {', '.join(self.egress) or 'only the repo and model hosts'}",
+                f"open network: {'allowed' if self.allow_open_network else 'refused'}",
             ]
         )
 
@@ -100,6 +120,8 @@ class Grants(BaseModel):
             secret_env=_unique([*self.secret_env, *more.secret_env]),
             bind_roots=_unique([*self.bind_roots, *more.bind_roots]),
             writable_bind_roots=_unique([*self.writable_bind_roots, *more.writable_bind_roots]),
+            egress=_unique([*self.egress, *more.egress]),
+            allow_open_network=self.allow_open_network or more.allow_open_network,
         )
 
 
@@ -109,7 +131,19 @@ def parse_grants(environ: Mapping[str, str]) -> Grants:
     flag = environ.get(ALLOW_UNISOLATED_ENV, "").strip().lower()
     if flag not in _TRUE + _FALSE:
         raise BadSetting(f"{ALLOW_UNISOLATED_ENV}={flag!r}: say 1 to allow, 0 or nothing not to")
+    open_flag = environ.get(ALLOW_OPEN_NETWORK_ENV, "").strip().lower()
+    if open_flag not in _TRUE + _FALSE:
+        raise BadSetting(
+            f"{ALLOW_OPEN_NETWORK_ENV}={open_flag!r}: say 1 to allow, 0 or nothing not to"
+        )
+    try:
+        egress = parse_granted(environ.get(EGRESS_ALLOW_ENV))
+        parse_address_rules(environ.get(EGRESS_ADDRESSES_ENV, ""))
+    except EgressError as error:
+        raise BadSetting(str(error)) from None
     return Grants(
+        egress=egress,
+        allow_open_network=open_flag in _TRUE,
         allow_unisolated=flag in _TRUE,
         secret_env=_secret_names(environ.get(SECRET_ENV_ENV, "")),
         bind_roots=_roots(BIND_ROOTS_ENV, environ.get(BIND_ROOTS_ENV, "")),
@@ -227,6 +261,14 @@ def refusals(
         )
     for bind in spec.binds:
         found += _bind_refusals(bind.path, bind.writable, grants, homes, real)
+    if grants is not None:
+        found += egress_refusals(
+            spec.egress,
+            spec.network,
+            implied_hosts=implied_names(spec),
+            granted=grants.egress,
+            open_allowed=grants.allow_open_network,
+        )
     for port in spec.host_ports:
         if port in protected_ports:
             whose = (
@@ -239,6 +281,22 @@ def refusals(
                 "the agent needs on another port"
             )
     return found
+
+
+def implied_names(spec: RunSpec) -> list[str]:
+    """What the spec reaches without listing it: its repository's host, its coding agent's
+    model API."""
+    agent = spec.agent
+    return implied(
+        spec.repo, None if agent is None else agent.kind, None if agent is None else agent.base_url
+    )
+
+
+def allowed_names(spec: RunSpec) -> tuple[str, ...]:
+    """The names its sandboxes' network reaches (`*`: every public name)."""
+    if spec.network == "open":
+        return (OPEN,)
+    return _unique([*spec.egress, *implied_names(spec)])
 
 
 def refusal_message(found: Sequence[str]) -> str:

@@ -23,6 +23,7 @@ from overnight.done_check import (
     DoneCheck,
     check_done_when,
 )
+from overnight.egress import MAX_EGRESS, Network, check_egress
 from overnight.hosts import MAX_SPEC_HOSTS, check_spec_hosts
 from overnight.isolation import (
     MAX_BINDS,
@@ -149,6 +150,13 @@ class RunSpec(_StrictInput):
     # Local provider: the hosts (their workers' `OVERNIGHT_HOST`) its sandboxes may be made
     # on, first choice first; none: any (docs/many-hosts.md#pinning-a-run-to-hosts).
     hosts: list[str] = Field(default_factory=list, max_length=MAX_SPEC_HOSTS)
+    # What its sandboxes' network reaches (docs/security.md#the-network): "allow-list", the
+    # host names in `egress` (`github.com`, `*.pypi.org`) with its repository's host and its
+    # coding agent's model API, all through the worker's gateway and only at public
+    # addresses; or "open", every public name (granted by the worker). Held to the worker's
+    # grants (`OVERNIGHT_EGRESS_ALLOW`, by default the package registries).
+    network: Network = "allow-list"
+    egress: list[str] = Field(default_factory=list, max_length=MAX_EGRESS)
     # Webhooks told when the run needs a person, fails, finishes or is cancelled (and, if they
     # ask, of every restart); a worker-wide default comes from its environment
     # (docs/notifications.md).
@@ -165,10 +173,14 @@ class RunSpec(_StrictInput):
     snapshot_on_checkpoint: bool = False
     priority: Priority = 3  # admission: queued runs go in by priority, fairly across owners
     owner: Owner = ""
-    # The done check (overnight/done_check.py): commands run in the sandbox, in `cwd`, after
-    # the agent exits 0; all must pass for `finished`, else the agent is started again with the
-    # failure (`budget.max_done_checks` failed rounds). Each has its own time limit.
+    # The done check (overnight/done_check.py): commands that must all pass after the agent
+    # exits 0 for `finished`, else the agent is started again with the failure
+    # (`budget.max_done_checks` failed rounds). Each has its own time limit. `done_when` runs
+    # against the run's work pushed to `repo`, in a fresh sandbox of its own (a clean clone at
+    # that commit, in `cwd`, with `env`: nothing else of the agent's); `done_when_in_place`
+    # runs in the agent's own sandbox, first, for checks that need its running services.
     done_when: list[str] = Field(default_factory=list, max_length=MAX_DONE_CHECKS)
+    done_when_in_place: list[str] = Field(default_factory=list, max_length=MAX_DONE_CHECKS)
     done_check_timeout_seconds: float = Field(
         default=DEFAULT_DONE_CHECK_SECONDS, gt=0, le=MAX_DONE_CHECK_SECONDS
     )
@@ -224,10 +236,10 @@ class RunSpec(_StrictInput):
             raise ValueError(f"max_spend_usd may be at most {MAX_SPEND_EXTENSION_USD}")
         return value
 
-    @field_validator("done_when")
+    @field_validator("done_when", "done_when_in_place")
     @classmethod
-    def _done_when_commands(cls, value: list[str]) -> list[str]:
-        return check_done_when(value)
+    def _done_when_commands(cls, value: list[str], info: ValidationInfo) -> list[str]:
+        return check_done_when(value, str(info.field_name))
 
     @field_validator("env")
     @classmethod
@@ -272,6 +284,11 @@ class RunSpec(_StrictInput):
     def _defaults_and_cross_checks(self) -> RunSpec:
         if not self.branch and self.run_id:
             self.branch = f"agent/{self.run_id}"
+        if len(self.done_when) + len(self.done_when_in_place) > MAX_DONE_CHECKS:
+            raise ValueError(
+                f"done_when and done_when_in_place may hold at most {MAX_DONE_CHECKS} commands "
+                "together"
+            )
         overlap = set(self.env) & set(self.secret_env)
         if overlap:
             raise ValueError(f"{sorted(overlap)[0]} is in both env and secret_env")
@@ -284,6 +301,11 @@ class RunSpec(_StrictInput):
         if self.recovery == "snapshot":
             self.snapshot_mode = mode
         return self
+
+    @field_validator("egress")
+    @classmethod
+    def _egress_patterns(cls, value: list[str]) -> list[str]:
+        return check_egress(value)
 
     @model_validator(mode="after")
     def _binds_fit(self) -> RunSpec:

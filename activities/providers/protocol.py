@@ -77,6 +77,10 @@ class SandboxRequest:
     # sandboxes, which stand for cloud machines with the internet: here, the loopback).
     host_ports: tuple[int, ...] = ()
     network: Literal["own", "host"] = "own"
+    # The names its network may reach (`*`: every public name), on every provider: a local
+    # sandbox through the worker's gateway (activities.gateway), a Runtime one by its network
+    # rules. None: the provider's older way (a local sandbox: slirp4netns, outbound to all).
+    egress: tuple[str, ...] | None = None
     # Start as a copy of this snapshot (recovery "snapshot"; see
     # activities.providers.snapshot_protocol).
     snapshot_id: str | None = None

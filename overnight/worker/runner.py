@@ -88,6 +88,7 @@ async def serve(
     (overnight.worker.reap_schedule; the `worker.py` and `overnight dev` workers do);
     `admission`, how many runs the pool lets go at once, too (overnight/admission.py)."""
     # Imported here so that modules needing only the client (the CLI) do not load providers.
+    from activities.gateway.service import Gateway
     from activities.sandbox import SandboxActivities
     from overnight.worker.moved_away import stop_moved_away
     from overnight.worker.reap_schedule import ReapActivities, ensure_reap_schedule
@@ -106,6 +107,9 @@ async def serve(
             client, providers=providers, grants=grants, admission=admission, host_queue=own_queue
         )
     logger.info("what specs may ask for here: %s", sandbox_activities.grants.describe())
+    # This host's sandboxes' only way out (activities/gateway): up before any sandbox is made.
+    gateway = Gateway(overnight_home())
+    gateway.start()
     logger.info("admission: %s", sandbox_activities.admission.describe())
     # Declared, so other workers on this machine keep its ports (metrics) from their specs.
     async with sandbox_activities, Declared("worker"):
@@ -148,9 +152,12 @@ async def serve(
             except Exception:  # serve this host's runs even if the look failed
                 logger.exception("could not look for agents of runs that moved away")
 
-        await run_worker(
-            worker, ready=ready, stop=stop, then=host_worker, before_then=before_host_queue
-        )
+        try:
+            await run_worker(
+                worker, ready=ready, stop=stop, then=host_worker, before_then=before_host_queue
+            )
+        finally:
+            await asyncio.to_thread(gateway.stop)
 
 
 def _warn_if_local_runs_cannot_be_isolated() -> None:

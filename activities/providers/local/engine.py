@@ -39,6 +39,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
+from activities.gateway import service as gateway_service
 from activities.providers.local import cgroup_plan as local_cgroup_plan
 from activities.providers.local import cgroups as local_cgroups
 from activities.providers.local import disk as local_disk
@@ -124,6 +125,7 @@ class LocalEngine(GuestFiles):
         binds: Sequence[HostBind] = (),
         host_ports: Sequence[int] = (),
         network: str = "own",
+        egress: Sequence[str] | None = None,
         mounts: Sequence[WorkerMount] = (),
     ) -> tuple[SandboxMeta, bool]:
         """The sandbox named `name`, created (running) if absent. True when created now.
@@ -138,6 +140,8 @@ class LocalEngine(GuestFiles):
                 return existing, False
             local_isolation.require(isolation, network)
             isolated = isolation == "bubblewrap"
+            # Behind the gateway: no route out but its port (the names in `egress`).
+            gated = isolated and network == "own" and egress is not None
             run = (labels or {}).get(LABEL_RUN, name)
             uid = local_isolation.sandbox_uid(run) if isolated else None
             local_isolation.check_binds(binds, uid)
@@ -180,8 +184,10 @@ class LocalEngine(GuestFiles):
                 systemd_slice=held.systemd_slice,
                 no_cgroup=held.why,
                 binds=[bind.model_dump() for bind in binds],
-                network=network if isolated else "host",
+                network=("gateway" if gated else network) if isolated else "host",
                 host_ports=list(host_ports),
+                egress=list(egress) if gated and egress is not None else None,
+                gateway_port=gateway_service.port_of(self.home) if gated else None,
                 uid=uid,
                 disk=disk.mode,
                 disk_mib=disk.mib,
@@ -484,6 +490,8 @@ class LocalEngine(GuestFiles):
         env["HOME"] = SANDBOX_HOME if isolated else str(self.folder(meta.id) / "home")
         mapped = meta.isolation == "none"  # isolated, /workspace is real: nothing to rewrite
         env.update(self.workspace(meta.id).map_env(dict(extra or {})) if mapped else extra or {})
+        if meta.network == "gateway" and meta.gateway_port is not None:
+            env.update(gateway_service.sandbox_env(self.home, meta.id, meta.gateway_port))
         folder = self.folder(meta.id)
         if meta.cgroups:
             try:

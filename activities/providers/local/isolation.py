@@ -204,6 +204,16 @@ def describe(meta: SandboxMeta) -> str:
 
 
 def _network_words(meta: SandboxMeta) -> str:
+    ports = ", ".join(str(port) for port in meta.host_ports)
+    loopback = f"; the host's loopback on ports {ports} only" if ports else ""
+    if meta.network == "gateway":
+        names = meta.egress or []
+        if meta.gateway_port is None:
+            return f"own network, no route out (no gateway ran on this worker){loopback}"
+        if names == ["*"]:
+            return f"own network, no route out but the gateway (every public name){loopback}"
+        allowed = ", ".join(names) if names else "no names"
+        return f"own network, no route out but the gateway (to {allowed}){loopback}"
     if meta.network != "own":
         return "network shared"
     if not meta.host_ports:
@@ -285,7 +295,7 @@ def wrap(
             cwd=str(workspace.host_path(cwd)),
             env=workspace.map_env(dict(env)),
         )
-    own_network = meta.network == "own"
+    own_network = meta.network in ("own", "gateway")
     inner = [shim_python(), "-I", "-S", SHIM_PATH]
     if meta.uid is not None:
         inner += ["--as", f"{meta.uid}:{meta.uid}"]
@@ -303,8 +313,18 @@ def wrap(
     bwrap = shutil.which("bwrap") or "bwrap"
     flags = _flags(own_network=own_network, as_user=meta.uid is not None)
     argv = [*prefix, bwrap, *mounts, "--chdir", cwd, *flags, *pipes, "--", *inner]
-    plan = {"host_ports": list(meta.host_ports), "uid": meta.uid} if own_network else None
+    plan = _network_plan(meta) if own_network else None
     return Wrapped(argv=argv, cwd=str(folder), env=dict(env), network=plan)
+
+
+def _network_plan(meta: SandboxMeta) -> dict[str, Any]:
+    """What the launcher plugs into the sandbox's network namespace: relays to the worker's
+    loopback on its `host_ports` (and the gateway's port), and slirp4netns's way out only
+    for a sandbox made before the gateway."""
+    ports = list(meta.host_ports)
+    if meta.network == "gateway" and meta.gateway_port is not None:
+        ports.append(meta.gateway_port)
+    return {"host_ports": ports, "uid": meta.uid, "outbound": meta.network == "own"}
 
 
 def _flags(*, own_network: bool, as_user: bool) -> list[str]:

@@ -90,13 +90,18 @@ class Network:
         self._relay = self._slirp = None
 
 
-def start(child_pid: int, host_ports: list[int], uid: int | None) -> Network:
+def start(
+    child_pid: int, host_ports: list[int], uid: int | None, *, outbound: bool = True
+) -> Network:
     """Plug a network into the namespace of `child_pid` (bwrap's first process) and return
-    once it is up. Raises NetworkError (after cleaning up) when it cannot."""
+    once it is up: relays to `host_ports`, and slirp4netns's route out when `outbound` (a
+    sandbox behind the gateway has none: its way out is the gateway's port, relayed). Raises
+    NetworkError (after cleaning up) when it cannot."""
     network = Network()
     try:
         _wait_for_loopback(child_pid)
-        _start_slirp(network, child_pid)
+        if outbound:
+            _start_slirp(network, child_pid)
         if host_ports:
             _start_relay(network, child_pid, host_ports, uid)
     except BaseException:

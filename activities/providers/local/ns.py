@@ -97,7 +97,7 @@ class Pipes:
         self,
         argv: list[str],
         network: dict[str, Any] | None = None,
-        start_network: Callable[[int, list[int], int | None], Any] | None = None,
+        start_network: Callable[..., Any] | None = None,
     ) -> None:
         self.used = INFO_FD in argv
         self._info = os.pipe() if self.used else (-1, -1)
@@ -140,7 +140,10 @@ class Pipes:
         if self._plan is not None and self._start_network is not None:
             try:
                 self.network = self._start_network(
-                    pid, list(self._plan.get("host_ports", [])), self._plan.get("uid")
+                    pid,
+                    list(self._plan.get("host_ports", [])),
+                    self._plan.get("uid"),
+                    outbound=self._plan.get("outbound", True),
                 )
             except Exception as error:  # no sandbox runs without the network it was promised
                 self.failure = f"overnight: the sandbox's network could not be made: {error}"

@@ -60,6 +60,7 @@ class LocalProvider:
             binds=request.binds,
             host_ports=request.host_ports,
             network=request.network,
+            egress=request.egress,
             mounts=request.mounts,
         )
         if request.snapshot_id is not None:

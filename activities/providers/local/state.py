@@ -73,11 +73,15 @@ class SandboxMeta:
     isolation: str = "none"
     limits: str = "prlimit"
     binds: list[dict[str, Any]] = dataclasses.field(default_factory=list)
-    # Its network: "own" (a namespace of its own reaching out through slirp4netns, and the
-    # worker's loopback only on `host_ports`) or "host" (the worker's; sandboxes made before
-    # sandboxes had a network of their own read as "host").
+    # Its network: "gateway" (a namespace of its own with no route out: the worker's gateway
+    # on `gateway_port`, for the names in `egress`, and the worker's loopback on `host_ports`),
+    # "own" (sandboxes made before the gateway: outbound through slirp4netns) or "host" (the
+    # worker's; sandboxes made before sandboxes had a network of their own read as "host").
     network: str = "host"
     host_ports: list[int] = dataclasses.field(default_factory=list)
+    # The names the gateway connects it to (`*`: every public name); None: no gateway.
+    egress: list[str] | None = None
+    gateway_port: int | None = None
     # The unprivileged user its processes run as (a worker running as root); None: the
     # worker's own user.
     uid: int | None = None

@@ -1,0 +1,251 @@
+"""The gateway's HTTP(S) proxy: `CONNECT host:port` for TLS (and anything else over TCP), and
+plain `GET http://host/...` forwarded one request a connection.
+
+Each request carries its sandbox's token (`Proxy-Authorization: Basic`, from the proxy URL
+the sandbox was given). The host asked for must be on the sandbox's allow-list, and the
+address it resolves to must be public or named by the worker; a refusal is an immediate 403
+whose body says why, counted in the book. Bytes are carried as they come, never read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import contextlib
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from activities.gateway.refused import RefusalBook
+from activities.gateway.resolve import Address, Resolver
+from activities.gateway.tokens import PROXY_USER_PREFIX, verify
+from overnight.addresses import is_forbidden
+from overnight.egress import AddressRule, EgressError, allows, normal_host, worker_allows
+
+logger = logging.getLogger(__name__)
+
+MAX_HEAD = 16 * 1024
+HEAD_SECONDS = 30.0
+CONNECT_SECONDS = 10.0
+CHUNK = 256 * 1024
+HOP_HEADERS = {"proxy-authorization", "proxy-connection", "connection", "keep-alive"}
+
+
+@dataclass(frozen=True)
+class Grant:
+    """What a running sandbox may reach: its allow-list (normal form; `*` every name)."""
+
+    egress: tuple[str, ...]
+
+
+# The gateway's view of a sandbox by name: its grant while it runs, else None.
+SandboxLookup = Callable[[str], Grant | None]
+
+
+class Refused(Exception):
+    def __init__(self, status: int, reason: str, why: str, counted: str | None = None) -> None:
+        super().__init__(why)
+        self.status, self.reason, self.why, self.counted = status, reason, why, counted
+
+
+@dataclass
+class Settings:
+    key: bytes
+    lookup: SandboxLookup
+    book: RefusalBook
+    resolver: Resolver
+    address_rules: Sequence[AddressRule] = ()
+
+
+class Proxy:
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+        self.connections = 0
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        try:
+            await self._handle(reader, writer)
+        except (ConnectionError, asyncio.IncompleteReadError, TimeoutError):
+            pass
+        except Exception:  # one connection's fault never stops the gateway
+            logger.exception("gateway: a connection failed")
+        finally:
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), HEAD_SECONDS)
+        except asyncio.LimitOverrunError:
+            await _answer(writer, 431, "Request Header Fields Too Large", "request head too long")
+            return
+        method, target, headers = _parse_head(head)
+        sandbox = self._sandbox(headers)
+        if sandbox is None:
+            await _answer(
+                writer,
+                407,
+                "Proxy Authentication Required",
+                "overnight gateway: no valid token of a running sandbox",
+                extra=[("Proxy-Authenticate", 'Basic realm="overnight"')],
+            )
+            return
+        name, grant = sandbox
+        try:
+            if method == "CONNECT":
+                host, port = _split_authority(target, default_port=443)
+                upstream = await self._open(name, grant, host, port)
+                writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
+                await writer.drain()
+                await _splice(reader, writer, *upstream)
+                return
+            url = urlsplit(target)
+            if url.scheme != "http" or not url.hostname:
+                raise Refused(400, "Bad Request", "overnight gateway: ask for http://host/...")
+            host, port = url.hostname, url.port or 80
+            upstream = await self._open(name, grant, host, port)
+        except Refused as refused:
+            if refused.counted is not None:
+                self._settings.book.count(name, refused.counted)
+            await _answer(writer, refused.status, refused.reason, refused.why)
+            return
+        path = url.path or "/"
+        if url.query:
+            path += "?" + url.query
+        kept = [(k, v) for k, v in headers if k.lower() not in HOP_HEADERS]
+        lines = [f"{method} {path} HTTP/1.1", *(f"{k}: {v}" for k, v in kept), "Connection: close"]
+        upstream[1].write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
+        await _splice(reader, writer, *upstream)
+
+    def _sandbox(self, headers: list[tuple[str, str]]) -> tuple[str, Grant] | None:
+        for key, value in headers:
+            if key.lower() != "proxy-authorization":
+                continue
+            scheme, _, encoded = value.strip().partition(" ")
+            if scheme.lower() != "basic":
+                return None
+            try:
+                user, _, token = base64.b64decode(encoded, validate=True).decode().partition(":")
+            except (binascii.Error, UnicodeDecodeError):
+                return None
+            name = user.removeprefix(PROXY_USER_PREFIX)
+            if user == name or not verify(self._settings.key, name, token):
+                return None
+            grant = self._settings.lookup(name)
+            return None if grant is None else (name, grant)
+        return None
+
+    async def _open(
+        self, sandbox: str, grant: Grant, asked: str, port: int
+    ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        try:
+            host = normal_host(asked)
+        except EgressError:
+            raise Refused(400, "Bad Request", f"overnight gateway: {asked!r} is no host") from None
+        if not allows(grant.egress, host):
+            raise Refused(
+                403,
+                "Forbidden",
+                f"overnight gateway: {host} is not on this run's allow-list "
+                "(RunSpec.egress; docs/security.md#the-network)",
+                counted=host,
+            )
+        addresses = await self._settings.resolver.resolve(host, port)
+        if not addresses:
+            raise Refused(502, "Bad Gateway", f"overnight gateway: {host} has no address")
+        usable, why = self._usable(addresses, port)
+        if usable is None:
+            raise Refused(
+                403, "Forbidden", f"overnight gateway: {host} leads to {why}", counted=host
+            )
+        try:
+            return await asyncio.wait_for(
+                asyncio.open_connection(str(usable), port, limit=CHUNK), CONNECT_SECONDS
+            )
+        except (OSError, TimeoutError) as error:
+            raise Refused(
+                502, "Bad Gateway", f"overnight gateway: cannot reach {host}:{port} ({error})"
+            ) from None
+
+    def _usable(self, addresses: list[Address], port: int) -> tuple[Address | None, str]:
+        """The first address the rules let a sandbox reach, else why none."""
+        why = ""
+        for address in addresses:
+            refusal = is_forbidden(address)
+            if refusal is None or worker_allows(address, port, self._settings.address_rules):
+                return address, ""
+            why = why or f"{refusal}, which no sandbox may reach"
+        return None, why
+
+
+def _parse_head(head: bytes) -> tuple[str, str, list[tuple[str, str]]]:
+    lines = head.decode("latin-1").split("\r\n")
+    parts = lines[0].split(" ")
+    if len(parts) != 3:
+        raise ConnectionError("not an HTTP request")
+    headers = []
+    for line in lines[1:]:
+        if ":" in line:
+            key, _, value = line.partition(":")
+            headers.append((key.strip(), value.strip()))
+    return parts[0].upper(), parts[1], headers
+
+
+def _split_authority(target: str, *, default_port: int) -> tuple[str, int]:
+    if target.startswith("["):
+        host, _, rest = target[1:].partition("]")
+        port_text = rest.removeprefix(":")
+    else:
+        host, _, port_text = target.rpartition(":") if ":" in target else (target, "", "")
+    if not port_text:
+        return host, default_port
+    if not port_text.isdigit() or not 0 < int(port_text) < 65536:
+        raise Refused(400, "Bad Request", f"overnight gateway: {target!r} names no port")
+    return host, int(port_text)
+
+
+async def _answer(
+    writer: asyncio.StreamWriter,
+    status: int,
+    reason: str,
+    text: str,
+    extra: Sequence[tuple[str, str]] = (),
+) -> None:
+    body = (text + "\n").encode()
+    lines = [f"HTTP/1.1 {status} {reason}", "Content-Type: text/plain; charset=utf-8"]
+    lines += [f"Content-Length: {len(body)}", "Connection: close", "X-Overnight-Gateway: refused"]
+    lines += [f"{k}: {v}" for k, v in extra]
+    writer.write(("\r\n".join(lines) + "\r\n\r\n").encode() + body)
+    await writer.drain()
+
+
+async def _splice(
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    up_reader: asyncio.StreamReader,
+    up_writer: asyncio.StreamWriter,
+) -> None:
+    """Carry bytes both ways until either side closes."""
+
+    async def pipe(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
+        try:
+            while chunk := await source.read(CHUNK):
+                sink.write(chunk)
+                await sink.drain()
+        except (ConnectionError, OSError):
+            pass
+        finally:
+            with contextlib.suppress(Exception):
+                if sink.can_write_eof():
+                    sink.write_eof()
+
+    try:
+        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+    finally:
+        up_writer.close()
+        with contextlib.suppress(Exception):
+            await up_writer.wait_closed()

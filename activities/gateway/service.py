@@ -1,0 +1,177 @@
+"""The gateway of this host: started by the worker (or `overnight gateway`), one a host's
+`OVERNIGHT_HOME`, on a port it keeps across restarts so the relays of sandboxes made before
+a restart find it again.
+
+It runs its own event loop in a thread of the process that starts it: the worker's activities
+never wait on a connection it carries, and a worker's restart costs the sandboxes only the
+connections open at that moment (their tools retry).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import json
+import logging
+import os
+import socket
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+from activities.gateway.proxy import Grant, Proxy, Settings
+from activities.gateway.refused import FOLDER as REFUSED_FOLDER
+from activities.gateway.refused import RefusalBook, refused_counts
+from activities.gateway.resolve import Resolver
+from activities.gateway.tokens import PROXY_USER_PREFIX, host_key, token_for
+from overnight.egress import EGRESS_ADDRESSES_ENV, AddressRule, parse_address_rules
+
+logger = logging.getLogger(__name__)
+
+FOLDER = "gateway"
+PORT_FILE = "port"
+FLUSH_SECONDS = 1.0
+SANDBOXES = "sandboxes"
+SANDBOX_FILE = "sandbox.json"
+LOOPBACK = "127.0.0.1"
+# Names a sandbox reaches directly, not through the gateway (its `host_ports` and itself).
+NO_PROXY = "localhost,127.0.0.1,::1"
+
+
+def folder_of(home: Path) -> Path:
+    return home / FOLDER
+
+
+def port_of(home: Path) -> int | None:
+    """The port this host's gateway serves on (None: it never started)."""
+    try:
+        return int((folder_of(home) / PORT_FILE).read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def sandbox_env(home: Path, sandbox: str, port: int) -> dict[str, str]:
+    """The environment that sends a sandbox's tools through the gateway as `sandbox`."""
+    token = token_for(host_key(folder_of(home)), sandbox)
+    url = f"http://{PROXY_USER_PREFIX}{sandbox}:{token}@{LOOPBACK}:{port}"
+    env = {}
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
+        env[name] = env[name.lower()] = url
+    env["NO_PROXY"] = env["no_proxy"] = NO_PROXY
+    # Node's own fetch goes through them only when told (Node 24 and later).
+    env["NODE_USE_ENV_PROXY"] = "1"
+    return env
+
+
+def gateway_token(home: Path, sandbox: str) -> str:
+    """The token of `sandbox` (for redacting it from what the run keeps)."""
+    return token_for(host_key(folder_of(home)), sandbox)
+
+
+def refusals_of(home: Path, sandbox: str) -> dict[str, int]:
+    return refused_counts(folder_of(home) / REFUSED_FOLDER, sandbox)
+
+
+def running_grant(home: Path, sandbox: str) -> Grant | None:
+    """What the sandbox may reach while it runs behind the gateway; None otherwise (a token of
+    a stopped or paused sandbox is void)."""
+    if "/" in sandbox or sandbox.startswith("."):
+        return None
+    try:
+        meta = json.loads((home / SANDBOXES / sandbox / SANDBOX_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    egress = meta.get("egress")
+    if meta.get("state") != "running" or not isinstance(egress, list):
+        return None
+    return Grant(egress=tuple(str(pattern) for pattern in egress))
+
+
+class Gateway:
+    """The gateway's listener and its thread; `start` returns once it listens."""
+
+    def __init__(
+        self,
+        home: Path,
+        *,
+        resolver: Resolver | None = None,
+        address_rules: Sequence[AddressRule] | None = None,
+    ) -> None:
+        """`resolver` and `address_rules` replace the worker's settings (`OVERNIGHT_GATEWAY_HOSTS`,
+        `OVERNIGHT_EGRESS_ADDRESSES`)."""
+        self.home = home
+        self.folder = folder_of(home)
+        rules = address_rules
+        if rules is None:
+            rules = parse_address_rules(os.environ.get(EGRESS_ADDRESSES_ENV, ""))
+        self.book = RefusalBook(self.folder)
+        self.proxy = Proxy(
+            Settings(
+                key=host_key(self.folder),
+                lookup=lambda name: running_grant(home, name),
+                book=self.book,
+                resolver=resolver or Resolver(),
+                address_rules=rules,
+            )
+        )
+        self.port: int | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._stop: asyncio.Event | None = None
+
+    def start(self) -> int:
+        listening = _listen(port_of(self.home))
+        self.port = listening.getsockname()[1]
+        (self.folder / PORT_FILE).write_text(f"{self.port}\n")
+        ready = threading.Event()
+        self._thread = threading.Thread(
+            target=self._serve, args=(listening, ready), name="overnight-gateway", daemon=True
+        )
+        self._thread.start()
+        ready.wait()
+        logger.info("gateway: sandboxes reach the network through 127.0.0.1:%s", self.port)
+        return self.port
+
+    def stop(self) -> None:
+        if self._loop is not None and self._stop is not None:
+            self._loop.call_soon_threadsafe(self._stop.set)
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        self.book.flush()
+
+    def _serve(self, listening: socket.socket, ready: threading.Event) -> None:
+        asyncio.run(self._main(listening, ready))
+
+    async def _main(self, listening: socket.socket, ready: threading.Event) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._stop = asyncio.Event()
+        server = await asyncio.start_server(self.proxy.handle, sock=listening, limit=64 * 1024)
+        ready.set()
+        async with server:
+            while not self._stop.is_set():
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stop.wait(), FLUSH_SECONDS)
+                try:
+                    self.book.flush()
+                except OSError:
+                    logger.exception("gateway: cannot write the book of refusals")
+
+
+def _listen(kept: int | None) -> socket.socket:
+    """A listening socket on the kept port when it is free, else on a new one."""
+    for port in ([kept] if kept else []) + [0]:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((LOOPBACK, port))
+        except OSError as error:
+            sock.close()
+            if error.errno != errno.EADDRINUSE:
+                raise
+            logger.warning("gateway: port %s is taken; sandboxes made before use it", port)
+            continue
+        sock.listen(512)
+        sock.setblocking(False)
+        return sock
+    raise OSError("the gateway found no port to listen on")
