@@ -1,5 +1,6 @@
-"""The done check (`RunSpec.done_when`): commands run in the sandbox after the agent exits 0,
-all of which must pass for the run to be `finished`.
+"""The done check (`RunSpec.done_when`): commands that must all pass after the agent exits 0
+for the run to be `finished`. They run against the run's pushed commit in a fresh sandbox of
+their own, as CI would; `RunSpec.done_when_in_place` ones run in the agent's own sandbox.
 
 The ground of it: the bounds a spec is held to, what one check's outcome is (`DoneCheck`),
 and how a failure is worded for each place that shows it (the restart reason the agent gets,
@@ -63,21 +64,30 @@ class DoneCheck(BaseModel):
     tail: str = ""
     truncated: bool = False
     at: datetime
+    # Where it ran: the commit of the run's work it was checked against, in a fresh sandbox
+    # (None: in the agent's own sandbox, `done_when_in_place`, or a run begun before).
+    commit: str | None = None
+    # One of `done_when_in_place` (its `index` is in that list).
+    in_place: bool = False
+    # Why it could not be run against the work (the work could not be pushed, the origin does
+    # not hold it): a failed check with no exit code.
+    problem: str = ""
 
 
-def check_done_when(commands: list[str]) -> list[str]:
-    """The spec's `done_when`, refused when a command is empty, too long or not a command."""
+def check_done_when(commands: list[str], field: str = "done_when") -> list[str]:
+    """The spec's `done_when` (or `done_when_in_place`), refused when a command is empty, too
+    long or not a command."""
     if len(commands) > MAX_DONE_CHECKS:
-        raise ValueError(f"done_when may hold at most {MAX_DONE_CHECKS} commands")
+        raise ValueError(f"{field} may hold at most {MAX_DONE_CHECKS} commands")
     for number, command in enumerate(commands, start=1):
         if not command.strip():
-            raise ValueError(f"done_when command {number} is empty")
+            raise ValueError(f"{field} command {number} is empty")
         if len(command) > MAX_DONE_CHECK_CHARS:
             raise ValueError(
-                f"done_when command {number} is longer than {MAX_DONE_CHECK_CHARS} characters"
+                f"{field} command {number} is longer than {MAX_DONE_CHECK_CHARS} characters"
             )
         if "\x00" in command:
-            raise ValueError(f"done_when command {number} contains a NUL byte")
+            raise ValueError(f"{field} command {number} contains a NUL byte")
     return commands
 
 
@@ -90,7 +100,9 @@ def shown_command(command: str) -> str:
 
 
 def outcome(check: DoneCheck, timeout_seconds: float) -> str:
-    """How a failed check ended: `exit 1`, `timed out after 600 s`."""
+    """How a failed check ended: `exit 1`, `timed out after 600 s`, or why it could not run."""
+    if check.problem:
+        return check.problem
     if check.timed_out:
         return f"timed out after {timeout_seconds:g} s and was ended"
     if check.exit_code is None:
