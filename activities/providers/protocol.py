@@ -166,6 +166,17 @@ class KeepsPaused(Protocol):
         ...
 
 
+@runtime_checkable
+class CountsRefusals(Protocol):
+    """A provider that says which of a sandbox's connections its network refused (the local
+    provider's gateway, Runtime's network rules)."""
+
+    async def egress_refusals(self, sandbox_id: str) -> dict[str, int]:
+        """Refused connections of the sandbox so far, per host name (or address) asked for;
+        empty when none, or when it cannot be told."""
+        ...
+
+
 class SandboxProvider(Protocol):
     """What overnight needs from a place that runs agents."""
 

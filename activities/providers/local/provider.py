@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 
+from activities.gateway import service as gateway_service
 from activities.models import SandboxInfo
 from activities.providers.local.agent_looks import LocalLook
 from activities.providers.local.convert import process_info, sandbox_info, snapshot_info
@@ -119,6 +120,9 @@ class LocalProvider:
         return await asyncio.to_thread(
             self.engine.run, sandbox_id, command, cwd=cwd, timeout_seconds=timeout_seconds
         )
+
+    async def egress_refusals(self, sandbox_id: str) -> dict[str, int]:
+        return await asyncio.to_thread(gateway_service.refusals_of, self.engine.home, sandbox_id)
 
     async def start_agent(self, sandbox_id: str, launch: AgentLaunch) -> ProcessInfo:
         record, _ = await asyncio.to_thread(
