@@ -353,6 +353,9 @@ class Observation(_Model):
     money: MoneyRead | None = None
     # The kit's requests file, when it changed since `known_requests_digest`.
     requests: RequestsRead | None = None
+    # Connections the sandbox's network refused so far, per host asked for (None: its
+    # provider does not tell).
+    egress_refused: dict[str, int] | None = None
 
 
 class SandboxSettled(SandboxInfo):

@@ -16,7 +16,7 @@ import time
 from activities import requests_file
 from activities.checkpoints import changed, read_checkpoint
 from activities.models import CheckpointRead, Observation, ObserveInput, RequestsRead
-from activities.providers.protocol import SandboxProvider, Sighting, WatchRequest
+from activities.providers.protocol import CountsRefusals, SandboxProvider, Sighting, WatchRequest
 from overnight import metrics
 
 
@@ -78,7 +78,10 @@ async def observe(
         if due or news is not None or requests is not None:
             if agent_done:
                 _exit_noticed(seen)
-            return _observation(seen, news, token, requests)
+            found = _observation(seen, news, token, requests)
+            if isinstance(provider, CountsRefusals):
+                found.egress_refused = await provider.egress_refusals(input.sandbox_id)
+            return found
 
 
 async def _read_requests(

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Literal
 from urllib.parse import urlsplit
 
@@ -37,6 +37,8 @@ ALLOW_OPEN_NETWORK_ENV = "OVERNIGHT_ALLOW_OPEN_NETWORK"
 # through the gateway (granted by the worker).
 Network = Literal["allow-list", "open"]
 OPEN = "*"
+# The status and the card name this many refused hosts; the rest are counted together.
+SHOWN_HOSTS = 3
 
 _LABEL = r"(?!-)[a-z0-9-]{1,63}(?<!-)"
 _NAME = re.compile(rf"^{_LABEL}(\.{_LABEL})*$")
@@ -235,3 +237,18 @@ def worker_allows(
         address.version == network.version and address in network and rule_port in (None, port)
         for network, rule_port in rules
     )
+
+
+def refusal_words(totals: Mapping[str, int]) -> str | None:
+    """`blocked: 14 connections to evil.example, 2 to 169.254.169.254`; None when none."""
+    if not totals:
+        return None
+    ranked = sorted(totals.items(), key=lambda item: (-item[1], item[0]))
+    parts = []
+    for i, (host, count) in enumerate(ranked[:SHOWN_HOSTS]):
+        noun = ("connection" if count == 1 else "connections") if i == 0 else ""
+        parts.append(f"{count} {noun} to {host}".replace("  ", " "))
+    rest = ranked[SHOWN_HOSTS:]
+    if rest:
+        parts.append(f"{sum(count for _, count in rest)} to {len(rest)} other name(s)")
+    return "blocked: " + ", ".join(parts)

@@ -86,6 +86,12 @@ RUNS = Metric(
     ("state",),
 )
 
+EGRESS_REFUSED = Metric(
+    "overnight_egress_refused_total",
+    "counter",
+    "Connections of runs' sandboxes that their network refused (a name off the run's "
+    "allow-list, or an address no sandbox may reach)",
+)
 ALL = (
     RUN_TRANSITIONS,
     RESTARTS,
@@ -96,6 +102,7 @@ ALL = (
     EXIT_NOTICED,
     PROVIDER_REQUESTS,
     RUNS,
+    EGRESS_REFUSED,
 )
 
 # Buckets for the exit-to-noticed histogram, in seconds: from an inotify-fast local watch

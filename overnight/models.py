@@ -460,6 +460,8 @@ class RunStatus(_Strict):
     spend_model_usd: float = 0
     talk: AgentTalk | None = None
     outputs: RunOutputs | None = None
+    # Connections its sandboxes' network refused, per host asked for, most first.
+    egress_refused: dict[str, int] = Field(default_factory=dict)
     safety_net: SafetyNet | None = None  # what the restarts cost (None: run begun before)
     # Why the run failed, in one line, when it failed at once on what no retry fixes.
     failure: str | None = None
@@ -492,3 +494,5 @@ class RunResult(_Strict):
     # failed rounds before it.
     done_checks: list[DoneCheck] = Field(default_factory=list)
     done_checks_used: int = 0
+    # Connections its sandboxes' network refused, per host asked for, most first.
+    egress_refused: dict[str, int] = Field(default_factory=dict)

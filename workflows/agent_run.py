@@ -69,6 +69,7 @@ with workflow.unsafe.imports_passed_through():
         restart_within_budget,
         stall_deadline_of,
     )
+    from workflows.pure.egress import take_refusals
     from workflows.pure.hosts import Route
     from workflows.pure.notifications import attention_text
     from workflows.pure.run_record import (
@@ -246,6 +247,7 @@ class AgentRun(RunMessages, RewindMessages):
         if take_requests_file(s, seen.requests):
             self._watch_until = None
         money.take_money(s, seen.money, workflow.now())
+        take_refusals(s, s.sandbox_id, seen.egress_refused)
         s.watch_token = seen.watch_token
         s.sandbox_paused = seen.sandbox_state == "paused"
         # A paused sandbox's reported end is judged beside the run's record (lease.lease_ended),

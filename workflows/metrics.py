@@ -65,6 +65,7 @@ class RunMetrics:
         # Counted so far, by kind: the sandboxes' and the model's (the agent's report).
         self._spend_micros = {"sandbox": 0, "model": 0}
         self._started = False
+        self._refused = 0
 
     def record(self, status: RunStatus) -> None:
         if not self._started:
@@ -74,6 +75,7 @@ class RunMetrics:
                 self._state = status.state
                 self._restarts = len(status.restarts)
                 self._spend_micros = _spend_by_kind(status)
+                self._refused = sum(status.egress_refused.values())
                 return
         meter = workflow.metric_meter()
         if status.state != self._state:
@@ -89,6 +91,13 @@ class RunMetrics:
                 cause = restart_cause(record.reason)
                 counter.add(1, {"cause": cause, "counted": counted(cause)})
             self._restarts = len(status.restarts)
+        refused = sum(status.egress_refused.values())
+        if refused > self._refused:
+            blocked = meter.create_counter(
+                names.EGRESS_REFUSED.name, names.EGRESS_REFUSED.description
+            )
+            blocked.add(refused - self._refused)
+            self._refused = refused
         for kind, spent in _spend_by_kind(status).items():
             if spent > self._spend_micros[kind]:
                 # Estimates may fall when the provider's figure comes in: count only growth.

@@ -13,6 +13,7 @@ from overnight.agent_text import terminal_line
 from overnight.agent_text import terminal_safe as terminal_safe  # its home is agent_text
 from overnight.checkpoint_text import parse
 from overnight.cli.client import ReapedSandbox, RunSummary
+from overnight.egress import refusal_words
 from overnight.models import BudgetExtension, RunResult, RunStatus
 from overnight.status_lines import (
     age,
@@ -81,6 +82,9 @@ def status_text(status: RunStatus, *, now: datetime, ui_url: str | None) -> str:
         lines.append(f"  lease ends:    {until(status.lease_ends_at, now)}{woken}")
     if status.isolation:
         lines.append(f"  sandbox:       {status.isolation}")
+    blocked = refusal_words(status.egress_refused)
+    if blocked:
+        lines.append(f"  network:       {terminal_line(blocked)}")
     snapshot = snapshot_line(status, now)
     if snapshot:
         lines.append(f"  snapshot:      {snapshot.replace('`', '')}")

@@ -157,4 +157,9 @@ def report_text(report: Report) -> str:
         f"  safety net:   ${report.safety_net_usd:.4f}, {share} of the sandbox cost "
         f"({report.runs_with_safety_net} run(s) with a figure)",
     ]
+    if report.blocked:
+        lines.append(
+            f"  network:      {report.blocked} connection(s) refused by the runs' allow-lists "
+            f"({report.runs_blocked} run(s); `overnight status RUN` names the hosts)"
+        )
     return "\n".join(lines)

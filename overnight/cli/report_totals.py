@@ -40,6 +40,8 @@ class RunFacts:
     sandbox_usd: float | None = None
     model_usd: float | None = None
     safety_net_usd: float | None = None
+    # Connections its sandboxes' network refused (None: a run begun before they were kept).
+    blocked: int | None = None
 
 
 class Report(BaseModel):
@@ -58,6 +60,9 @@ class Report(BaseModel):
     runs_with_spend: int = 0
     runs_with_model_spend: int = 0
     runs_with_safety_net: int = 0
+    # Connections the runs' sandboxes' networks refused, and in how many runs.
+    blocked: int = 0
+    runs_blocked: int = 0
 
 
 def facts_from_result(run_id: str, result: dict[str, Any]) -> RunFacts:
@@ -86,7 +91,14 @@ def facts_from_result(run_id: str, result: dict[str, Any]) -> RunFacts:
         sandbox_usd=sandbox,
         model_usd=model,
         safety_net_usd=None if net is None else _number(net.get("usd")),
+        blocked=_blocked(result.get("egress_refused")),
     )
+
+
+def _blocked(counts: Any) -> int | None:
+    if not isinstance(counts, dict):
+        return None
+    return sum(n for value in counts.values() if (n := _int(value)))
 
 
 def model_spend_of(document: dict[str, Any]) -> float | None:
@@ -116,6 +128,9 @@ def summarize(facts: list[RunFacts], since: datetime, until: datetime) -> Report
         if run.model_usd:
             report.model_usd += run.model_usd
             report.runs_with_model_spend += 1
+        if run.blocked:
+            report.blocked += run.blocked
+            report.runs_blocked += 1
         if run.safety_net_usd is not None:
             report.safety_net_usd += run.safety_net_usd
             report.runs_with_safety_net += 1

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from overnight.egress import refusal_words
 from overnight.hosts import host_of_queue
 from overnight.models import RunStatus
 from overnight.output_tail import markdown_block, markdown_inline
@@ -27,6 +28,7 @@ from workflows.pure.budget import (
     wait_hours_used,
 )
 from workflows.pure.checkpoint import kept_facts
+from workflows.pure.egress import refused_totals
 from workflows.pure.hosts import shown_host
 from workflows.pure.safety_net import summary as safety_net_summary
 from workflows.pure.state import SupervisorState
@@ -86,6 +88,7 @@ def build_status(state: SupervisorState, now: datetime) -> RunStatus:
         done_checks_used=state.done_checks_used,
         done_checks=list(state.done_results),
         workspace=workspace_view(state),
+        egress_refused=refused_totals(state),
     )
 
 
@@ -108,6 +111,9 @@ def render_card(status: RunStatus, now: datetime) -> str:
         f"{budget.max_wait_hours:g} h · **spend** {spend}",
         f"- **last progress** {age(status.last_progress_at, now)}",
     ]
+    blocked = refusal_words(status.egress_refused)
+    if blocked is not None:
+        lines.append(f"- **network** {blocked}")
     money = money_line(status)
     if money:
         lines.append(f"- **charged** {money}")

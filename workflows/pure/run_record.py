@@ -14,6 +14,7 @@ from overnight.checkpoint_text import parsed_for_result
 from overnight.models import LastWords, RestartRecord, RunResult
 from workflows.pure import budget, kit_requests, money, safety_net
 from workflows.pure.checkpoint import facts, judge
+from workflows.pure.egress import refused_totals
 from workflows.pure.state import SupervisorState
 
 # Restart records keep their output tails only for the newest this many (history stays small).
@@ -125,4 +126,5 @@ def run_result(s: SupervisorState, now: datetime) -> RunResult:
         checkpoint_json=parsed_for_result(s.checkpoint, s.checkpoint_is_json),
         done_checks=list(s.done_results),
         done_checks_used=s.done_checks_used,
+        egress_refused=refused_totals(s),
     )

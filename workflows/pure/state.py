@@ -192,6 +192,9 @@ class SupervisorState(BaseModel):
     # Model spend the agent reported, by stream (cumulative within each), and what no longer
     # fits in that map.
     model_usage: dict[str, ModelUsage] = Field(default_factory=dict)
+    # Connections its sandboxes' network refused, per sandbox, per host asked for
+    # (workflows/pure/egress.py).
+    egress_refused: dict[str, dict[str, int]] = Field(default_factory=dict)
     model_usd_folded: float = 0
     outputs: RunOutputs | None = None
     request_refused: str | None = None
@@ -236,6 +239,11 @@ class SupervisorState(BaseModel):
     done_rounds: int = 0
     done_results: list[DoneCheck] = Field(default_factory=list)
     done_pending: str | None = None
+    # `done_when` in a sandbox of its own (workflows/done_sandbox_steps.py): how many the run
+    # has made (the next is `{run_id}-check-<n+1>`, its ref `check-<n+1>`: never a name twice),
+    # and the one of the round under way (stopped at the round's end, whichever way it ends).
+    check_sandboxes_made: int = 0
+    check_sandbox_id: str | None = None
     # The workspace kept at each checkpoint (workflows.pure.workspace): whether the run keeps it
     # (None: not asked yet; asked behind a patch marker at its first checkpoint), how many
     # checkpoints it has numbered, the last ones kept (bounded), the commit it started from,
