@@ -2,9 +2,10 @@
 sandbox, reaches nothing of its supervisor or its host that it was not given.
 
 The agent (tests/agents/hostile) tries each attack from inside and writes what happened to
-its checkpoint; each test here reads one attack's outcome. The outside world it may reach is
-a test host in a network namespace of its own (there is no internet here) and one declared
-port on the worker's loopback (`host_ports`).
+its checkpoint; each test here reads one attack's outcome. What it tries to reach: a test
+host in a network namespace of its own on a private network (there is no internet here),
+which its allow-list does not name, and one declared port on the worker's loopback
+(`host_ports`).
 """
 
 from __future__ import annotations
@@ -234,8 +235,17 @@ def test_a_declared_host_port_is_reachable(probes: dict[str, Any]) -> None:
     assert probes["declared_port"] == "reached", probes
 
 
-def test_an_address_outside_the_host_is_reachable(probes: dict[str, Any]) -> None:
-    assert probes["outside"] == "reached", probes
+def test_an_address_outside_the_host_is_reached_neither_directly_nor_through_the_gateway(
+    probes: dict[str, Any],
+) -> None:
+    """The test host is on a private network: no route leads there, and the gateway refuses
+    it (off the run's allow-list, and a private address besides), at once."""
+    assert probes["outside"] == "refused: Network is unreachable", probes
+    assert probes["outside_through_gateway"].startswith("refused: 403"), probes
+
+
+def test_the_gateway_does_not_lead_to_the_workers_loopback(probes: dict[str, Any]) -> None:
+    assert probes["frontend_by_gateway"].startswith("refused: 403"), probes
 
 
 @pytest.mark.skipif(not ROOT, reason="the root case: a worker running as root")

@@ -26,6 +26,34 @@ def connect(host: str, port: int) -> str:
         return f"refused: {error.strerror or error}"
 
 
+def proxied_get(url: str) -> str:
+    """A GET through the sandbox's proxy (the worker's gateway), whatever NO_PROXY says: its
+    status, or why none."""
+    import base64
+    import http.client
+    import urllib.parse
+
+    proxy = urllib.parse.urlsplit(os.environ.get("HTTP_PROXY", ""))
+    if not proxy.hostname or proxy.port is None:
+        return "no proxy"
+    pair = f"{proxy.username}:{proxy.password}".encode()
+    connection = http.client.HTTPConnection(proxy.hostname, proxy.port, timeout=10)
+    try:
+        headers = {"Proxy-Authorization": "Basic " + base64.b64encode(pair).decode()}
+        connection.request("GET", url, headers=headers)
+        answer = connection.getresponse()
+        said = answer.read().decode(errors="replace").strip()
+        return (
+            f"reached: {answer.status}"
+            if answer.status < 400
+            else f"refused: {answer.status} {said}"
+        )
+    except OSError as error:
+        return f"failed: {error}"
+    finally:
+        connection.close()
+
+
 def try_write(path: str, text: str) -> str:
     try:
         with open(path, "w") as out:
@@ -92,6 +120,10 @@ def main() -> int:
     if outside:
         host, _, port = outside.rpartition(":")
         found["outside"] = connect(host, int(port))
+        found["outside_through_gateway"] = proxied_get(f"http://{outside}/")
+        # The worker's Temporal frontend, asked of the gateway by a name of its loopback.
+        frontend = f"http://127.0.0.1:{env['HOSTILE_FRONTEND_PORT']}/"
+        found["frontend_by_gateway"] = proxied_get(frontend)
     checkpoint = env["OVERNIGHT_CHECKPOINT"]
     with open(checkpoint + ".tmp", "w") as out:
         json.dump(found, out)
