@@ -52,16 +52,13 @@ sandboxes are, and the CLI they get is the worker's install), each with one line
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import math
 import os
 import platform
-import socket
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from temporalio.exceptions import ApplicationError
 
@@ -103,8 +100,6 @@ API_BACKOFF_SECONDS = [30, 60, 120, 300, 600]
 # The worker's settings replacing those two (a gateway that wants other pauses; tests).
 USAGE_BACKOFF_ENV = "OVERNIGHT_USAGE_BACKOFF_SECONDS"
 API_BACKOFF_ENV = "OVERNIGHT_MODEL_API_BACKOFF_SECONDS"
-# How long the run's start waits for `base_url` to accept a connection.
-BASE_URL_CONNECT_SECONDS = 3.0
 # Longer than a day is a typo, not a backoff.
 MAX_BACKOFF_SECONDS = 24 * 3600
 # The adapter's exit codes beyond the agent contract's: a loop (a restart naming it).
@@ -160,48 +155,6 @@ def refusals(spec: RunSpec, home: Path | None = None, machine: str | None = None
     if problem is not None:
         found.append(f"field agent: {problem}")
     return found
-
-
-def base_url_problems(
-    spec: RunSpec,
-    connect: Callable[[tuple[str, int], float], Any] = socket.create_connection,
-) -> list[str]:
-    """Whether the coding agent's `base_url` can be reached, as the run's start finds it (one
-    refusal, or none): on the loopback, only through a port in `host_ports` (a local sandbox
-    reaches no other port of the worker's); and something must accept a connection there
-    within `BASE_URL_CONNECT_SECONDS`. Else the CLI would retry, and the adapter back off, for
-    ever. Only at the start: a gateway down for a while mid-run is backed off like a 529."""
-    if spec.agent is None or not spec.agent.base_url:
-        return []  # the vendor's own API
-    url = urlsplit(spec.agent.base_url)
-    host = url.hostname or ""
-    port = url.port or (443 if url.scheme == "https" else 80)
-    where = f"{host}:{port}"
-    # A local sandbox's own network reaches the worker's loopback only on host_ports; a
-    # Runtime sandbox has its own (the fake Runtime API's share the worker's loopback).
-    if spec.provider == "local" and _is_loopback(host) and port not in spec.host_ports:
-        return [
-            f"field agent.base_url: {where} is on the worker's loopback, which a sandbox "
-            f"reaches only on the ports in host_ports: add {port} to host_ports"
-        ]
-    try:
-        connect((host, port), BASE_URL_CONNECT_SECONDS).close()
-    except OSError as error:
-        why = error.strerror or str(error) or type(error).__name__
-        return [
-            f"field agent.base_url: nothing accepts connections at {where} from this worker "
-            f"({why}): start the model API or gateway there, or fix base_url"
-        ]
-    return []
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def refuse_unless_runnable(spec: RunSpec) -> None:

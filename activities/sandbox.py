@@ -26,6 +26,7 @@ from activities import coding_agent_setup as coding
 from activities import sandbox_setup as setup
 from activities import workspace
 from activities.admission import AdmissionActivities, worker_admission, worker_key
+from activities.base_url_check import base_url_problems
 from activities.checkpoints import read_checkpoint
 from activities.coding_agent_template import CliTemplates
 from activities.daily_limit import DailyLimitActivities
@@ -219,7 +220,10 @@ class SandboxActivities:
         # What only the start looks at: a credential unset here, a model API nothing answers
         # at (later, a create names the first, and the adapter backs off from the second).
         found += unset_secrets(input.spec, self._grants)
-        found += await asyncio.to_thread(coding.base_url_problems, input.spec)
+        if not found:
+            # Tried from the worker only for a spec it would run: never a host port refused
+            # above (activities/base_url_check.py says what else it never tries).
+            found += await asyncio.to_thread(base_url_problems, input.spec)
         queue = activity.info().task_queue if activity.in_activity() else None
         terms = queue and terms_for(input.spec, self._admission, queue, self._key)
         found += admission_refusals(input.spec, self._admission)

@@ -234,36 +234,6 @@ def test_the_worker_may_set_the_adapters_backoffs() -> None:
         assert caught.value.non_retryable and caught.value.message.startswith(f"{name}={bad}: ")
 
 
-def test_a_base_url_nothing_answers_at_is_refused_at_the_start_saying_what_to_do() -> None:
-    tried: list[tuple[str, int]] = []
-
-    def refused(address: tuple[str, int], timeout: float) -> Any:
-        tried.append(address)
-        raise ConnectionRefusedError(111, "Connection refused")
-
-    loopback = agent_spec(agent={"base_url": "http://127.0.0.1:4010"}, host_ports=[4010])
-    assert coding.base_url_problems(loopback, refused) == [
-        "field agent.base_url: nothing accepts connections at 127.0.0.1:4010 from this worker "
-        "(Connection refused): start the model API or gateway there, or fix base_url"
-    ]
-    gateway = agent_spec(agent={"base_url": "https://llm.example.com/anthropic"})
-    assert coding.base_url_problems(gateway, lambda address, timeout: _Closable()) == []
-    assert tried == [("127.0.0.1", 4010)]
-    # A sandbox reaches the worker's loopback only on its spec's host_ports.
-    unlisted = agent_spec(agent={"base_url": "http://localhost:4010/v1"})
-    assert coding.base_url_problems(unlisted, refused) == [
-        "field agent.base_url: localhost:4010 is on the worker's loopback, which a sandbox "
-        "reaches only on the ports in host_ports: add 4010 to host_ports"
-    ]
-    assert coding.base_url_problems(agent_spec(), refused) == []  # the vendor's API
-    assert len(tried) == 1
-
-
-class _Closable:
-    def close(self) -> None:
-        pass
-
-
 # ----- the sandbox -----
 
 
