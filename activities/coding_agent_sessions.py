@@ -15,7 +15,9 @@ copies it to `/workspace/.overnight/session/` in the sandbox, and the worker car
 A download is the whole file (the API reads no ranges), once per checkpoint that changed the
 session: a transcript of 150 KB after two turns costs 150 KB then. What the checkpoint
 names is checked: a relative path inside the store, and the bytes it recorded (a prefix of
-what is downloaded) with its digest, so an agent cannot make the worker write elsewhere.
+what is downloaded) with its digest, so an agent cannot make the worker write elsewhere; only
+that prefix is stored. A path the store cannot take (a checkpoint naming `s` after one naming
+`s/x`, or the other way) is logged and left out, never raised: the checkpoint is read already.
 """
 
 from __future__ import annotations
@@ -85,12 +87,27 @@ async def pull_session(
     *,
     seen_running: bool = False,
 ) -> int:
-    """Bring the run's store up to the session file the checkpoint names; the bytes
-    downloaded (0: nothing new, or nothing to take). Best effort: a failure is logged, never
-    raised, since the checkpoint itself was read."""
+    """Bring the run's store up to the session file the checkpoint names; the bytes stored
+    (0: nothing new, or nothing to take). Best effort: a failure is logged, never raised,
+    since the checkpoint itself was read and the run goes on without the copy (a fresh
+    sandbox then resumes from the last copy, or seeded from the checkpoint)."""
     named = session_file_of(checkpoint_text)
     if named is None:
         return 0
+    try:
+        return await _pull(provider, sandbox_id, store, named, seen_running)
+    except Exception as error:  # noqa: BLE001 - the agent's paths and the disk, whatever fails
+        _warn(f"session file {named.path} not copied from {sandbox_id}: {error!r}")
+        return 0
+
+
+async def _pull(
+    provider: SandboxProvider,
+    sandbox_id: str,
+    store: Path,
+    named: SessionFile,
+    seen_running: bool,
+) -> int:
     index = _read_index(store)
     if index.get(named.path) == named.sha256:
         return 0
@@ -108,13 +125,16 @@ async def pull_session(
     if data is None or len(data) < named.size:
         _warn(f"session file {named.path} not copied from {sandbox_id}: {read.status}")
         return 0
-    if hashlib.sha256(data[: named.size]).hexdigest() != named.sha256:
+    # Only what the checkpoint vouches for: the file may have grown since (the CLI appends to
+    # its transcript), and what follows the checked prefix is nobody's word.
+    checked = data[: named.size]
+    if hashlib.sha256(checked).hexdigest() != named.sha256:
         _warn(f"session file {named.path} in {sandbox_id} is not the one its checkpoint names")
         return 0
-    await _write_atomically(store / named.path, data)
+    await _write_atomically(store / named.path, checked)
     index[named.path] = named.sha256
     await _write_atomically(store / PULLED_INDEX, json.dumps(index, sort_keys=True).encode())
-    return len(data)
+    return len(checked)
 
 
 async def push_sessions(provider: SandboxProvider, sandbox_id: str, store: Path) -> bool:
