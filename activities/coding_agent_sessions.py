@@ -91,13 +91,15 @@ async def pull_session(
     (0: nothing new, or nothing to take). Best effort: a failure is logged, never raised,
     since the checkpoint itself was read and the run goes on without the copy (a fresh
     sandbox then resumes from the last copy, or seeded from the checkpoint)."""
-    named = session_file_of(checkpoint_text)
-    if named is None:
-        return 0
+    named: SessionFile | None = None
     try:
+        named = session_file_of(checkpoint_text)  # JSON nested past the stack's depth too
+        if named is None:
+            return 0
         return await _pull(provider, sandbox_id, store, named, seen_running)
     except Exception as error:  # noqa: BLE001 - the agent's paths and the disk, whatever fails
-        _warn(f"session file {named.path} not copied from {sandbox_id}: {error!r}")
+        what = f"session file {named.path}" if named is not None else "the session file"
+        _warn(f"{what} not copied from {sandbox_id}: {error!r}")
         return 0
 
 

@@ -145,3 +145,10 @@ async def test_a_file_and_then_a_folder_of_its_name_fail_neither_activity(
     assert json.loads(await run.observe(agent.process_id) or "")["step"] == 5
     assert (run.store / "s").read_bytes() == first
     assert sum("session file s/y" in r.getMessage() for r in caplog.records) == 1
+
+
+async def test_a_checkpoint_nested_past_the_stacks_depth_fails_no_read(run: Run) -> None:
+    deep = b"[" * 100_000 + b"]" * 100_000  # within the 256 KiB a checkpoint may hold
+    await run.provider.write_file(run.sandbox_id, CHECKPOINT, deep)
+    assert await run.read_checkpoint() == deep.decode()
+    assert not run.store.exists()
