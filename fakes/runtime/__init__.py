@@ -12,7 +12,9 @@ its model of billing (`GET /v1/usage`, `GET /v1/limits`, the daily limit's 402s)
 What it does not model: Runtime's real price list (a sandbox costs its vCPUs and memory
 while it runs, at the fake's `Prices`: no CPU floor or active-CPU pricing, no paused storage,
 snapshot, disk or volume charges), outbound traffic (nothing is sent or charged), persistent
-sandboxes' lease renewals, `maxCostMicros`/`maxTotalCostMicros` refusals, the trial's
+sandboxes' lease renewals, `maxCostMicros`/`maxTotalCostMicros` refusals, the network rules'
+hold on connections (they are stored, read back and judged by `egress_verdict`, but its
+sandboxes share the host's network: see `network`), the trial's
 figures (only "used up"), quotas (`quota_exceeded`), and time passing on its own (a test
 moves lease ends with `end_lease_in`, and reopens the daily window itself).
 """

@@ -30,6 +30,7 @@ from fakes.runtime.files import FileRoutes
 from fakes.runtime.http import Request, Response, Route, error_response
 from fakes.runtime.money import Billing, SpendingRefused
 from fakes.runtime.money_routes import MoneyRoutes
+from fakes.runtime.network import NetworkRoutes
 from fakes.runtime.routes import SandboxRoutes
 from fakes.runtime.rules import Rules
 from fakes.runtime.sandboxes import Sandboxes
@@ -78,6 +79,7 @@ class RuntimeApi:
             + self.files.routes()
             + self.watches.routes()
             + MoneyRoutes(self.sandboxes).routes()
+            + NetworkRoutes(self.sandboxes).routes()
             + EventRoutes(self.sandboxes.events).routes()
         )
 

@@ -4,7 +4,8 @@ Route names (the `route=` of the counters): create, list, get, delete, pause, st
 extend, retention; exec, spawn, processes, process, output; stat, read (file content
 downloads), write, chmod, unarchive, upload, upload_part, upload_end; watch_start,
 watch_list, watch_stop, watch_events; usage, limits (`GET /v1/usage`, `GET /v1/limits`);
-"unknown" for a path no route serves.
+network, network_set (`GET`, `PUT /v1/sandboxes/{id}/network`); "unknown" for a path no route
+serves.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from activities.providers.local.engine import LocalEngine
 from activities.providers.local.provider import LocalProvider
 from fakes.runtime.api import RuntimeApi
 from fakes.runtime.http import Request
+from fakes.runtime.network import rules_shown
 from fakes.runtime.traffic import Served
 
 
@@ -93,6 +95,20 @@ class Inspection:
         deleted at the next look, as Runtime deletes it."""
         with self.api.lock:
             self.api.sandboxes.records[sandbox_id].kept_until = time.time() - 1
+
+    def network_rules(self, sandbox_id: str) -> dict[str, object]:
+        """The sandbox's network rules as `GET /v1/sandboxes/{id}/network` answers them."""
+        with self.api.lock:
+            return rules_shown(self.api.sandboxes.records[sandbox_id])
+
+    def egress_verdict(self, sandbox_id: str, host: str, port: int = 443) -> str | None:
+        """What Runtime's proxy would answer the sandbox's connection to `host:port` under its
+        rules: the refusal's word (`X-Runtime-Egress: rule-not-allowed`, `internet-off`; the
+        fake's `private-address` for the addresses Runtime refuses to every sandbox), or None
+        when it would let it through. The fake's sandboxes are not held to it (see
+        `fakes.runtime.network`)."""
+        with self.api.lock:
+            return self.api.sandboxes.records[sandbox_id].network.verdict(host, port)
 
     def _engine(self) -> LocalEngine:
         engine = self.api.engine

@@ -26,6 +26,7 @@ from fakes.runtime.http import (
     error_response,
     json_response,
 )
+from fakes.runtime.network_rules import NetworkRules, network_problems
 from fakes.runtime.rules import (
     DEFAULT_LEASE_SECONDS,
     Rules,
@@ -122,6 +123,9 @@ class SandboxRoutes:
             max_total_cost_micros=body.get("maxTotalCostMicros"),
             shown={k: body[k] for k in SHOWN_FIELDS if k in body},
         )
+        # Not carried over from a snapshot: the docs promise only its labels (and not its env).
+        if body.get("network") is not None and not network_problems(body["network"]):
+            record.network = NetworkRules.from_body(body["network"])
         await self.engine.get_or_create(
             SandboxRequest(
                 name=record.id,

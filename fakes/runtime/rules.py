@@ -12,6 +12,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from fakes.runtime.network_rules import network_problems
+
 # The create fields the SDK (withruntime 0.35.0) may send, camelCased.
 CREATE_FIELDS = frozenset(
     {
@@ -77,6 +79,9 @@ class Rules:
     refuse_unknown_fields: bool = True
     # Create and wake: timeoutSeconds 60..3600, vcpu 1..16, memoryMiB 128..65536, diskMiB >= 3072.
     check_ranges: bool = True
+    # A create's `network` of the documented shape only (`network_rules`; `PUT .../network`
+    # holds to it always).
+    check_network: bool = True
     # A stopped sandbox gives its name up (off: the stopped holder keeps it, and is reused).
     release_names_on_stop: bool = True
     # Leases end: onLeaseEnd "pause" pauses, "stop" stops with stopReason "lease_expired".
@@ -148,6 +153,8 @@ def create_problems(body: Any, rules: Rules) -> list[tuple[str, str]]:
         problems += _range(body, "vcpu", *VCPU_RANGE)
         problems += _range(body, "memoryMiB", *MEMORY_RANGE)
         problems += _range(body, "diskMiB", MIN_DISK_MIB, None)
+    if rules.check_network and "network" in body:
+        problems += network_problems(body["network"], "network.")
     lease_end = body.get("onLeaseEnd", "pause")
     if lease_end not in ("pause", "stop"):
         problems.append(("onLeaseEnd", 'onLeaseEnd must be "pause" or "stop".'))

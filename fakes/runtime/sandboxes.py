@@ -3,7 +3,8 @@
 Runtime keeps things the local engine does not, so the fake keeps them here:
 - a name table: a name belongs to a sandbox while it can still run (a stopped one gives it
   up), so each create makes an engine sandbox with an id of its own (`<name>-<hex>`);
-- what was asked at create (`timeoutSeconds`, `onLeaseEnd`, `autoWake`, sizes, ...);
+- what was asked at create (`timeoutSeconds`, `onLeaseEnd`, `autoWake`, sizes, its network
+  rules, ...);
 - wakes: a paused sandbox woken by a request or `:wake` runs again with a fresh lease;
 - money (`money.Billing`): every look at a sandbox meters its running time, and what would
   commit money (`spend`: a create, wake or extension) is first held to the account's limits.
@@ -29,6 +30,7 @@ from activities.providers.local.provider import LocalProvider
 from activities.providers.protocol import ProviderError, SandboxNotFound, SandboxProvider
 from fakes.runtime.events import EventLog
 from fakes.runtime.money import MAX_HOLD_MS, Billing
+from fakes.runtime.network_rules import NetworkRules
 from fakes.runtime.rules import Rules
 
 # The lease given to the engine when leases are switched off (`Rules.leases_end=False`).
@@ -72,6 +74,8 @@ class Record:
     # deletes a paused sandbox whose retention days have passed. None: not set.
     kept_until: float | None = None
     retention_days: int | None = None
+    # Its network rules (`network`, `PUT .../network`); a create without them: the public web.
+    network: NetworkRules = field(default_factory=NetworkRules)
 
 
 def new_id(name: str | None) -> str:

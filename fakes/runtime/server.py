@@ -18,6 +18,8 @@ For tests (see `inspection.Inspection`):
 - `wakes`: each wake of a paused sandbox and what caused it; `wakes_by(key)` those a second
   client's key (`add_key`) caused;
 - `end_lease_in(sandbox_id, seconds)`, `lease_ends_at(sandbox_id)`, `sandbox_named(name)`;
+- `network_rules(sandbox_id)`, `egress_verdict(sandbox_id, host, port)`: a sandbox's network
+  rules, and what Runtime's proxy would answer a connection under them;
 - money (see `money` for the billing model, `money_routes.MoneyControls`): `prices=`,
   `set_daily_limit`, `forget_daily_spend`, `set_daily_used`, `set_credit`, `exhaust_trial`,
   `charged_micros`, `held_micros`, `daily_used_micros`;

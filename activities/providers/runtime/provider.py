@@ -10,6 +10,7 @@ Facts of Runtime's API that shape this module:
   last checkpoint can always be salvaged; `wake` carries one on with a fresh lease.
 - A command's timeout must fit the lease left (else 409 `lease_too_short`): `run` shortens it.
 - Pause, stop, wake and extend answer with the sandbox, which is what they return here.
+- A run's allow-list is the sandbox's network rules, sent with its create (see `network`).
 - Watching holds at most `streams` requests per worker, however many runs it watches (see
   `activities.providers.runtime.agent_watch` and `settings`).
 - A client's pooled connections belong to the event loop that opened them: one client per
@@ -50,6 +51,7 @@ from activities.providers.runtime.convert import (
 from activities.providers.runtime.errors import runtime_call
 from activities.providers.runtime.event_feed import EventFeed
 from activities.providers.runtime.money import RuntimeAccount
+from activities.providers.runtime.network import RuntimeNetwork, network_rules
 from activities.providers.runtime.request_count import count_requests
 from activities.providers.runtime.settings import WatchSettings
 from activities.providers.runtime.snapshots import RuntimeSnapshots
@@ -65,7 +67,7 @@ SDK_KEPT_FOR_CALLS = 8
 LEASE_SAFETY_SECONDS = 10
 
 
-class RuntimeProvider(RuntimeWatching, RuntimeSnapshots, RuntimeAccount):
+class RuntimeProvider(RuntimeWatching, RuntimeSnapshots, RuntimeAccount, RuntimeNetwork):
     """`SandboxProvider` on Runtime. The key is read from the worker's `RUNTIME_API_KEY` only.
 
     The SDK's own retries are kept short on purpose (`max_retries`, `timeout`, no capacity
@@ -182,6 +184,11 @@ class RuntimeProvider(RuntimeWatching, RuntimeSnapshots, RuntimeAccount):
                 options["snapshot"] = request.snapshot_id
             if request.disk_mib is not None:
                 options["disk_mib"] = request.disk_mib
+            # The run's allow-list, on every create (one from a snapshot too: the docs promise
+            # no rules carried over from it).
+            rules = network_rules(request.egress)
+            if rules is not None:
+                options["network"] = rules
             sandbox = await self._client().sandboxes.get_or_create(
                 name=request.name,
                 labels=request.labels,
@@ -199,9 +206,15 @@ class RuntimeProvider(RuntimeWatching, RuntimeSnapshots, RuntimeAccount):
                 wait=False,
                 **options,
             )
+            reused = bool(sandbox.info.get("reused", False))
+            if rules is not None and reused and sandbox.state not in ("stopped", "stopping"):
+                # A sandbox met by name keeps the rules it was made with (a create's fields
+                # apply only when it creates): a worker before this one may have made it open.
+                # (`network` is a product the SDK adds at run time, unseen by mypy.)
+                await sandbox.network.set(**rules)  # type: ignore[attr-defined]
             if sandbox.state in ("starting", "resuming"):
                 await sandbox.wait_for("running", 60)
-        return sandbox_info(sandbox.info), not sandbox.info.get("reused", False)
+        return sandbox_info(sandbox.info), not reused
 
     async def sandbox(self, sandbox_id: str) -> SandboxInfo:
         try:
