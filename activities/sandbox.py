@@ -267,7 +267,7 @@ class SandboxActivities:
             isolation=spec.isolation,
             binds=setup.spec_binds(spec),
             host_ports=tuple(spec.host_ports),
-            egress=allowed_names(spec),
+            egress=allowed_names(spec, self._grants),
             mounts=coding.mounts(spec),
         )
         async with auto_heartbeat(self._heartbeat_seconds):

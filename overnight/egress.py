@@ -33,9 +33,9 @@ MODEL_UPSTREAMS: dict[str, tuple[str, ...]] = {
 EGRESS_ALLOW_ENV = "OVERNIGHT_EGRESS_ALLOW"
 EGRESS_ADDRESSES_ENV = "OVERNIGHT_EGRESS_ADDRESSES"
 ALLOW_OPEN_NETWORK_ENV = "OVERNIGHT_ALLOW_OPEN_NETWORK"
-# "allow-list": only the run's allow-list, through the gateway; "open": every public name,
+# "proxied": only the run's allow-list, through the gateway; "open": every public name,
 # through the gateway (granted by the worker).
-Network = Literal["allow-list", "open"]
+Network = Literal["proxied", "open"]
 OPEN = "*"
 # The status and the card name this many refused hosts; the rest are counted together.
 SHOWN_HOSTS = 3

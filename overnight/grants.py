@@ -292,11 +292,14 @@ def implied_names(spec: RunSpec) -> list[str]:
     )
 
 
-def allowed_names(spec: RunSpec) -> tuple[str, ...]:
-    """The names its sandboxes' network reaches (`*`: every public name)."""
+def allowed_names(spec: RunSpec, grants: Grants | None) -> tuple[str, ...]:
+    """The names its sandboxes' network reaches (`*`: every public name): its `egress`, or
+    when it lists none the worker's default list (what it grants, but for `*`), and what it
+    reaches without listing (`implied_names`)."""
     if spec.network == "open":
         return (OPEN,)
-    return _unique([*spec.egress, *implied_names(spec)])
+    listed = spec.egress or [g for g in (grants or Grants()).egress if g != OPEN]
+    return _unique([*listed, *implied_names(spec)])
 
 
 def refusal_message(found: Sequence[str]) -> str:

@@ -150,12 +150,13 @@ class RunSpec(_StrictInput):
     # Local provider: the hosts (their workers' `OVERNIGHT_HOST`) its sandboxes may be made
     # on, first choice first; none: any (docs/many-hosts.md#pinning-a-run-to-hosts).
     hosts: list[str] = Field(default_factory=list, max_length=MAX_SPEC_HOSTS)
-    # What its sandboxes' network reaches (docs/security.md#the-network): "allow-list", the
+    # What its sandboxes' network reaches (docs/security.md#the-network): "proxied", the
     # host names in `egress` (`github.com`, `*.pypi.org`) with its repository's host and its
     # coding agent's model API, all through the worker's gateway and only at public
     # addresses; or "open", every public name (granted by the worker). Held to the worker's
-    # grants (`OVERNIGHT_EGRESS_ALLOW`, by default the package registries).
-    network: Network = "allow-list"
+    # grants (`OVERNIGHT_EGRESS_ALLOW`, by default the package registries); no `egress`: the
+    # worker's default list, those grants.
+    network: Network = "proxied"
     egress: list[str] = Field(default_factory=list, max_length=MAX_EGRESS)
     # Webhooks told when the run needs a person, fails, finishes or is cancelled (and, if they
     # ask, of every restart); a worker-wide default comes from its environment
