@@ -205,7 +205,7 @@ def describe(meta: SandboxMeta) -> str:
 
 def _network_words(meta: SandboxMeta) -> str:
     ports = ", ".join(str(port) for port in meta.host_ports)
-    loopback = f"; the host's loopback on ports {ports} only" if ports else ""
+    loopback = f", and the host's loopback on ports {ports} only" if ports else ""
     if meta.network == "gateway":
         names = meta.egress or []
         if meta.gateway_port is None:
