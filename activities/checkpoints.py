@@ -21,6 +21,7 @@ from typing import Any
 
 import pydantic_core
 
+from activities.gateway.service import redacted_tokens
 from activities.models import CheckpointRead
 from activities.providers.protocol import (
     FileRead,
@@ -158,4 +159,5 @@ async def read_checkpoint(
         return CheckpointRead(status="missing", detail="the sandbox is gone")
     except SandboxNotRunning as error:
         return CheckpointRead(status="unreadable", detail=f"not read: the sandbox is {error.state}")
-    return checkpoint_from(read, known_digest, secret_values(secret_env, os.environ))
+    secrets = secret_values(secret_env, os.environ) + redacted_tokens(sandbox_id)
+    return checkpoint_from(read, known_digest, secrets)

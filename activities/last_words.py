@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 
+from activities.gateway.service import redacted_tokens
 from activities.models import OutputTail
 from activities.providers.protocol import ProviderError, SandboxProvider
 from activities.providers.registry import forensics_for
@@ -29,7 +30,7 @@ async def read_last_words(
     forensics = forensics_for(provider)
     if forensics is None:
         return None
-    secrets = secret_values(secret_env, os.environ)
+    secrets = secret_values(secret_env, os.environ) + redacted_tokens(sandbox_id)
     try:
         if forensics.wakes_on_read and not may_wake:
             state = (await provider.sandbox(sandbox_id)).state

@@ -15,6 +15,7 @@ import os
 from collections.abc import Sequence
 
 from activities.checkpoints import checkpoint_from
+from activities.gateway.service import redacted_tokens
 from activities.models import RequestsRead
 from activities.providers.protocol import (
     FileRead,
@@ -74,7 +75,8 @@ async def read_requests(
         )
     except (SandboxNotFound, SandboxNotRunning):
         return RequestsRead(status="unchanged", digest=known_digest)
-    return requests_from(read, known_digest, secret_values(secret_env, os.environ))
+    secrets = secret_values(secret_env, os.environ) + redacted_tokens(sandbox_id)
+    return requests_from(read, known_digest, secrets)
 
 
 def _refusal(status: str, detail: str, size: int) -> str:

@@ -24,8 +24,9 @@ from activities.gateway.proxy import Grant, Proxy, Settings
 from activities.gateway.refused import FOLDER as REFUSED_FOLDER
 from activities.gateway.refused import RefusalBook, refused_counts
 from activities.gateway.resolve import Resolver
-from activities.gateway.tokens import PROXY_USER_PREFIX, host_key, token_for
+from activities.gateway.tokens import KEY_FILE, PROXY_USER_PREFIX, host_key, token_for
 from overnight.egress import EGRESS_ADDRESSES_ENV, AddressRule, parse_address_rules
+from overnight.home import overnight_home
 
 logger = logging.getLogger(__name__)
 
@@ -64,9 +65,15 @@ def sandbox_env(home: Path, sandbox: str, port: int) -> dict[str, str]:
     return env
 
 
-def gateway_token(home: Path, sandbox: str) -> str:
-    """The token of `sandbox` (for redacting it from what the run keeps)."""
-    return token_for(host_key(folder_of(home)), sandbox)
+def redacted_tokens(sandbox: str, home: Path | None = None) -> list[str]:
+    """The gateway token of `sandbox`, to redact from what a run keeps of its bytes (its
+    checkpoint, requests, last words): a capability, kept out of history like a key. None when
+    this host's gateway never made a key."""
+    try:
+        key = (folder_of(home or overnight_home()) / KEY_FILE).read_bytes()
+    except OSError:
+        return []
+    return [token_for(key, sandbox)]
 
 
 def refusals_of(home: Path, sandbox: str) -> dict[str, int]:

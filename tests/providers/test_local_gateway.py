@@ -229,3 +229,27 @@ def test_a_sandbox_reaches_nothing_on_the_workers_loopback_but_the_gateway(
         assert code != 0 and "hello" not in said
         probe = socket.create_connection(("127.0.0.1", gateway.port or 0))
         probe.close()
+
+
+async def test_a_sandboxs_token_is_redacted_from_the_checkpoint_the_run_keeps(
+    engine: LocalEngine, gateway: Gateway, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from activities.checkpoints import read_checkpoint
+    from activities.providers.local.provider import LocalProvider
+
+    monkeypatch.setenv("OVERNIGHT_HOME", str(engine.home))
+    assert gateway.port is not None
+    sid = sandbox(engine, ["allowed.test"])
+    token = gateway_token_of(engine, sid, gateway.port)
+    code, _ = run(engine, sid, 'printf "%s" "$HTTP_PROXY" > /workspace/checkpoint.json')
+    assert code == 0
+    read = await read_checkpoint(
+        LocalProvider(engine), sid, "/workspace/checkpoint.json", 4096, None
+    )
+    assert read.text is not None and token not in read.text
+    assert f"sandbox-{sid}:" in read.text  # the rest of what it wrote is kept
+
+
+def gateway_token_of(engine: LocalEngine, sid: str, port: int) -> str:
+    url = sandbox_env(engine.home, sid, port)["HTTP_PROXY"]
+    return url.split(":", 2)[2].split("@", 1)[0]
