@@ -34,6 +34,9 @@ class ActivityName:
     WAKE_SANDBOX = "wake_sandbox"
     EXTEND_SANDBOX = "extend_sandbox"
     LIST_SANDBOXES = "list_sandboxes"
+    # A run's store on a worker (a coding agent's session store), freed at the run's end
+    # (activities.sandbox_lifecycle, activities/providers/local/run_store.py).
+    FREE_RUN_STORE = "free_run_store"
     CHECK_SEARCH_ATTRIBUTES = "check_search_attributes"
     # Notifications (activities.notify.activities): a first try to every target of a state
     # change, and one more try for one target (from the `OvernightNotify` workflow).
@@ -387,6 +390,18 @@ class ListSandboxesInput(_Model):
 
 class SandboxList(_Model):
     sandboxes: list[SandboxInfo] = Field(default_factory=list)
+
+
+class RunStoreRef(_Model):
+    """The run whose store on this worker is freed (its sandboxes already ended)."""
+
+    provider: Provider
+    run_id: str
+
+
+class RunStoreFreed(_Model):
+    # What the store held on this worker's disk (0: it had none here).
+    freed_bytes: int = 0
 
 
 class SearchAttributeCheck(_Model):

@@ -1,5 +1,6 @@
 """The sandbox lifecycle activities: pause (and keep for a look until a moment), stop, wake,
-extend and list a run's sandboxes.
+extend and list a run's sandboxes, and free what a run kept on a worker beside them (its
+session store) once they are done with.
 
 Each answers with the sandbox as it is after the call; a sandbox already gone or stopped is
 an answer, not an error (a retried step finds its work done). Each heartbeats when it runs long
@@ -8,23 +9,29 @@ an answer, not an error (a retried step finds its work done). Each heartbeats wh
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 
 from temporalio import activity
 
+from activities.coding_agent_setup import session_store
 from activities.errors import activity_errors
 from activities.heartbeat import heartbeating
 from activities.models import (
     ActivityName,
     ExtendSandboxInput,
     ListSandboxesInput,
+    RunStoreFreed,
+    RunStoreRef,
     SandboxInfo,
     SandboxList,
     SandboxRef,
     SandboxSettled,
 )
+from activities.providers.local import run_store
+from activities.providers.local.disk import TRASH
 from activities.providers.money import ensure_daily_room, read_charge
 from activities.providers.protocol import (
     KeepsPaused,
@@ -34,6 +41,7 @@ from activities.providers.protocol import (
 )
 from overnight import metrics, retention
 from overnight.constants import LABEL_KEEP_UNTIL, LABEL_RUN
+from overnight.home import overnight_home
 
 ProviderGetter = Callable[[str], Awaitable[SandboxProvider]]
 
@@ -49,6 +57,7 @@ class LifecycleActivities:
             self.wake_sandbox,
             self.extend_sandbox,
             self.list_sandboxes,
+            self.free_run_store,
         ]
 
     @activity.defn(name=ActivityName.PAUSE_SANDBOX)
@@ -128,6 +137,18 @@ class LifecycleActivities:
             found = await provider.list(labels, include_stopped=input.include_stopped)
         # Without a run id: every sandbox overnight made, and nothing else.
         return SandboxList(sandboxes=[s for s in found if LABEL_RUN in s.labels])
+
+    @activity.defn(name=ActivityName.FREE_RUN_STORE)
+    @heartbeating
+    async def free_run_store(self, input: RunStoreRef) -> RunStoreFreed:
+        """Delete the run's store on this worker (`$OVERNIGHT_HOME/sessions/<run_id>`: a
+        coding agent's session store, an image of its own or a folder; run_store.free), at
+        the run's end: nothing resumes its session after. Done already: 0 bytes."""
+        home = overnight_home()
+        store = session_store(input.run_id, home)
+        with activity_errors():
+            freed = await asyncio.to_thread(run_store.free, store, home / TRASH)
+        return RunStoreFreed(freed_bytes=freed)
 
 
 async def settle(

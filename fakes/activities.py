@@ -35,6 +35,8 @@ from activities.models import (
     ObserveInput,
     OutputTail,
     ReadCheckpointInput,
+    RunStoreFreed,
+    RunStoreRef,
     SandboxInfo,
     SandboxList,
     SandboxRef,
@@ -79,6 +81,14 @@ class SandboxStops:
 
 
 @dataclass(frozen=True)
+class SandboxPaused:
+    """The provider pauses the sandbox under the agent, saying why (a local sandbox past its
+    disk limit, or below its host's floor of free space); a wake carries the agent on."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
 class StopsAnswering:
     """From now on every call about this sandbox fails (retryable, like a network black hole)."""
 
@@ -114,6 +124,7 @@ Step = (
     | Writes
     | Exits
     | SandboxStops
+    | SandboxPaused
     | StopsAnswering
     | Overloaded
     | Hangs
@@ -266,6 +277,8 @@ class FakeWorld:
         self.spec_checks: list[SpecCheckInput] = []
         # Answers written for the agent kit's requests (`answer_agent`), in order.
         self.answers: list[AnswerAgentInput] = []
+        # Runs whose store a worker was asked to free (`free_run_store`), in order.
+        self.freed_stores: list[str] = []
 
     # -- setting the scene --
 
@@ -309,6 +322,7 @@ class FakeWorld:
             self.deliver_notification,
             self.check_spec,
             self.answer_agent,
+            self.free_run_store,
         ]
 
     def notified(self) -> list[str]:
@@ -431,6 +445,14 @@ class FakeWorld:
             return Observation(
                 process_state="killed", sandbox_state="stopped", stop_reason=step.reason
             )
+        if isinstance(step, SandboxPaused):
+            box.state = "paused"
+            return Observation(
+                process_state="running",
+                sandbox_state="paused",
+                pause_reason=step.reason,
+                lease_ends_at=box.lease_ends_at,
+            )
         if isinstance(step, Exits):
             if step.final is not None:
                 box.file = checkpoint_ok(step.final)
@@ -536,6 +558,12 @@ class FakeWorld:
                 and (request.include_stopped or box.state != "stopped")
             ]
         )
+
+    @activity.defn(name=ActivityName.FREE_RUN_STORE)
+    async def free_run_store(self, request: RunStoreRef) -> RunStoreFreed:
+        self.freed_stores.append(request.run_id)
+        self.log.append(f"free store {request.run_id}")
+        return RunStoreFreed()
 
     @activity.defn(name=ActivityName.CHECK_SEARCH_ATTRIBUTES)
     async def check_search_attributes(

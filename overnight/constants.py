@@ -25,6 +25,14 @@ SNAPSHOT_REQUEST_KEY = "snapshot_request"
 # needs attention rather than a restart that would fill a new sandbox the same way.
 DISK_LIMIT_REASON = "disk limit of {mib} MiB reached"
 DISK_LIMIT_PREFIX = "disk limit of "
+# How the pause reason of a local sandbox paused because its host's disk went below the
+# worker's floor of free space begins (activities/providers/local/host_floor.py): its run then
+# needs attention with the sandbox paused where it stands (an extension wakes the same agent).
+HOST_FLOOR_PREFIX = "host disk below the floor"
+HOST_FLOOR_REASON = (
+    HOST_FLOOR_PREFIX + ": only {free} MiB free on the filesystem of {home}, under this "
+    "worker's floor of {floor} MiB ({setting})"
+)
 
 # Search attributes (registered by the dev server from temporal-dev.yaml).
 SA_STATE = "OvernightState"

@@ -14,7 +14,7 @@ from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from workflows import admission_steps, money_steps
+    from workflows import admission_steps, end_steps, money_steps
     from workflows.messages import RunMessages
     from workflows.notify_steps import Notifier
     from workflows.pure import money
@@ -79,5 +79,6 @@ async def give_up(s: SupervisorState, notifier: Notifier) -> NoReturn:
         )
     notifier.tell(s, "failed", why)
     await notifier.settle()
+    await end_steps.free_stores(s, why="run failed: out of budget")
     await admission_steps.give_back(s)
     raise ApplicationError(why, type="OutOfBudget", non_retryable=True)

@@ -1,5 +1,6 @@
-"""AgentRun's cleanup steps: no sandbox of the run is left running on any way out, and the
-sandboxes of failed attempts are kept for a look for `keep_failed_days` after the run's end.
+"""AgentRun's cleanup steps: no sandbox of the run is left running on any way out, the
+sandboxes of failed attempts are kept for a look for `keep_failed_days` after the run's end,
+and what the run kept on its hosts beside them (a coding agent's session store) is freed.
 
 Workflow code (activities through `calls`).
 """
@@ -13,7 +14,11 @@ with workflow.unsafe.imports_passed_through():
     from overnight import retention
     from workflows import admission_steps, host_steps
     from workflows.calls import sandbox_lifecycle
-    from workflows.patches import KEEP_WOKEN_ASIDE_PATCH, RETENTION_PATCH
+    from workflows.patches import (
+        KEEP_WOKEN_ASIDE_PATCH,
+        RETENTION_PATCH,
+        RUN_STORE_FREED_PATCH,
+    )
     from workflows.pure.hosts import Route
     from workflows.pure.state import SupervisorState
 
@@ -42,7 +47,18 @@ async def sweep_at_end(s: SupervisorState, *, why: str) -> None:
     """At the run's end: its sandboxes swept (`sweep_ended`), then its place in the pool
     given back (admission), so a pool never holds more sandboxes than places."""
     await sweep_ended(s, why=why)
+    await free_stores(s, why=why)
     await admission_steps.give_back(s)
+
+
+async def free_stores(s: SupervisorState, *, why: str) -> None:
+    """A coding agent's run frees its session store on each host it used, its sandboxes
+    ended: nothing resumes its session after the run (runs that end before
+    `RUN_STORE_FREED_PATCH` leave it to `overnight reap`)."""
+    if s.spec.agent is None or not workflow.patched(RUN_STORE_FREED_PATCH):
+        return
+    for where in host_steps.sweep_routes(s):
+        await sandbox_lifecycle.free_run_store(s.spec, why, route=where)
 
 
 async def sweep_ended(s: SupervisorState, *, why: str) -> None:

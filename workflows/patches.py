@@ -97,6 +97,15 @@ FRESH_START_LOOKS_AGAIN_PATCH = "fresh-start-looks-again"
 # `overnight logs --follow` makes) paused for the retention, as if still paused; before, it
 # was stopped as a half-made one and the evidence was lost.
 KEEP_WOKEN_ASIDE_PATCH = "keep-woken-set-aside"
+# Runs of a coding agent that end with this marker free their session store on each host they
+# used (`free_run_store`: its image or folder under `$OVERNIGHT_HOME/sessions/`) once their
+# sandboxes ended; histories recorded before it replay leaving it to `overnight reap`.
+RUN_STORE_FREED_PATCH = "run-store-freed"
+# Runs begun with this marker take a local sandbox paused because its host went below the
+# worker's floor of free space (`overnight.constants.HOST_FLOOR_PREFIX`) as needing attention
+# with the sandbox paused where it stands (an extension wakes the same agent); runs begun
+# before take it as paused from outside (a restart).
+HOST_FLOOR_PATCH = "host-floor-in-place"
 
 # Runs begun with this marker send notifications (workflows.notify_steps); histories recorded
 # before it replay without.

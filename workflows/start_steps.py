@@ -19,6 +19,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.patches import (
         AGENT_REQUESTS_PATCH,
         FAIL_FAST_PATCH,
+        HOST_FLOOR_PATCH,
         HOST_QUEUES_PATCH,
         LEASE_END_EITHER_PATCH,
         LEASE_KEEPING_PATCH,
@@ -59,6 +60,8 @@ def begin(spec: Any, carried: Any, lean: bool) -> tuple[SupervisorState, bool]:
     s.host_routing = workflow.patched(HOST_QUEUES_PATCH)
     s.fail_fast = workflow.patched(FAIL_FAST_PATCH)
     s.lease_end_either = workflow.patched(LEASE_END_EITHER_PATCH)
+    # Only local runs ask it (a Runtime sandbox is never paused for the worker's disk).
+    s.host_floor_kept = accepted.provider == "local" and workflow.patched(HOST_FLOOR_PATCH)
     return s, True
 
 

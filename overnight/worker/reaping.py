@@ -14,8 +14,9 @@ delete what no run needs any more, and say how much disk it freed.
 - The refs of the workspaces runs kept (`refs/overnight/<run_id>/<n>`), once the run has been
   closed its `keep_failed_days` (overnight.worker.workspace_reaping); `--paused`: at once.
 - The session stores of coding agents' runs that are closed or gone (the copies of a CLI's
-  session the adapter keeps on this machine, `$OVERNIGHT_HOME/sessions/<run_id>/`:
-  activities/coding_agent_setup.py).
+  session the adapter keeps on this machine, `$OVERNIGHT_HOME/sessions/<run_id>/`, an image
+  of its own or a folder: activities/providers/local/run_store.py), which a run that ended
+  through its own end freed already: those of runs terminated, or ended before it did.
 
 The moment retention is judged at is `now` (a test lets time pass by giving a later one).
 """
@@ -23,9 +24,6 @@ The moment retention is judged at is `now` (a test lets time pass by giving a la
 from __future__ import annotations
 
 import asyncio
-import os
-import shutil
-import stat
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
@@ -37,6 +35,8 @@ from temporalio.service import RPCError, RPCStatusCode
 from activities.coding_agent_setup import SESSIONS_FOLDER
 from activities.models import SandboxInfo
 from activities.providers.disk import RECORD_DAYS, ProviderDisk
+from activities.providers.local import run_store
+from activities.providers.local.disk import TRASH
 from activities.providers.protocol import SandboxProvider
 from activities.providers.registry import disk_for, supports_snapshots
 from overnight.constants import LABEL_RUN
@@ -164,7 +164,8 @@ async def _reap_workspace_refs(
 async def reap_sessions(runs: RunBook, home: Path | None = None) -> list[ReapedSandbox]:
     """Delete the session stores of runs that are closed or gone (no later sandbox of theirs
     resumes a session)."""
-    root = (home or overnight_home()) / SESSIONS_FOLDER
+    home = home or overnight_home()
+    root, trash = home / SESSIONS_FOLDER, home / TRASH
     if not root.is_dir():
         return []
     reaped: list[ReapedSandbox] = []
@@ -184,26 +185,12 @@ async def reap_sessions(runs: RunBook, home: Path | None = None) -> list[ReapedS
             why="its run is gone" if status is None else "its run is closed",
         )
         try:
-            entry.freed_bytes = await asyncio.to_thread(_delete_folder, folder)
+            entry.freed_bytes = await asyncio.to_thread(run_store.free, folder, trash)
             entry.stopped = True
         except OSError as err:  # one stubborn folder must not keep the others
             entry.detail = f"{type(err).__name__}: {err}"
         reaped.append(entry)
     return reaped
-
-
-def _delete_folder(folder: Path) -> int:
-    """Delete `folder` (its user may have made parts of it unreadable); the bytes it held."""
-    held = 0
-    for place, folders, files in os.walk(folder):
-        for name in folders:
-            path = os.path.join(place, name)
-            if not os.path.islink(path):
-                os.chmod(path, stat.S_IRWXU)
-        for name in files:
-            held += os.lstat(os.path.join(place, name)).st_size
-    shutil.rmtree(folder)
-    return held
 
 
 async def _finish_deletes(

@@ -284,9 +284,14 @@ async def test_a_coding_agents_sandbox_sees_its_cli_and_kit_read_only_and_its_se
     for word in ("kit-there", "session-written", "tmp-writable", "home-writable"):
         assert word in out, out
     assert "755\n755\n755" in out, out
-    assert (home / "sessions" / spec.run_id / "s").read_text() == "kept\n"
+    # The store is the run's, under the worker's home, inside the sandbox's disk limit.
+    store = Path(meta.mounts[2]["source"])
+    assert store.is_relative_to(home / "sessions" / spec.run_id)
+    assert (store / "s").read_text() == "kept\n"
+    said_disk = (started.isolation or "").split("; disk ")[-1]
+    assert "/overnight/session measured with it" in said_disk or "MiB of it for" in said_disk
     if os.geteuid() == 0:
-        assert str(meta.uid) in out and (home / "sessions" / spec.run_id).stat().st_uid == meta.uid
+        assert str(meta.uid) in out and store.stat().st_uid == meta.uid
 
     # A start in the same sandbox (a fresh context) writes the worker's config again.
     engine.host_path(sid, coding.ADAPTER_CONFIG).write_text('{"cli": "/bin/sh"}')

@@ -1,5 +1,6 @@
 """Pausing, stopping, waking, extending and listing a run's sandboxes (the lifecycle
-activities): each best effort, since a failed one must never hide what caused it."""
+activities), and freeing its store on a worker at its end: each best effort, since a failed
+one must never hide what caused it."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ with workflow.unsafe.imports_passed_through():
         ActivityName,
         ExtendSandboxInput,
         ListSandboxesInput,
+        RunStoreFreed,
+        RunStoreRef,
         SandboxInfo,
         SandboxList,
         SandboxRef,
@@ -73,6 +76,26 @@ async def pause_or_stop(
         f"{verb} sandbox {sandbox_id}",
     )
     return settled
+
+
+async def free_run_store(spec: RunSpec, why: str, *, route: Route = ANY_WORKER) -> None:
+    """Best effort: the run's store on the worker `route` reaches (a coding agent's session
+    store) deleted, the run's sandboxes already ended; one left is `overnight reap`'s."""
+    if given_up(route, "free the run's session store"):
+        return
+    await best_effort(
+        on_host(
+            route,
+            ActivityName.FREE_RUN_STORE,
+            RunStoreRef(provider=spec.provider, run_id=spec.run_id),
+            result_type=RunStoreFreed,
+            start_to_close_timeout=policies.ACTION_TIMEOUT,
+            heartbeat_timeout=policies.ACTION_HEARTBEAT,
+            retry_policy=policies.CLEANUP_RETRY,
+            summary=f"free the run's session store ({why})",
+        ),
+        "free the run's session store",
+    )
 
 
 async def wake_sandbox(

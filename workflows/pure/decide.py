@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 
 from activities.models import Observation
 from overnight.agent_spec import LOOP_EXIT_CODE, LOOP_REASON
-from overnight.constants import DISK_LIMIT_PREFIX
+from overnight.constants import DISK_LIMIT_PREFIX, HOST_FLOOR_PREFIX
 from workflows.pure import done, hopeless, kit_requests, lease, snapshot
 from workflows.pure.budget import (
     budget_deadline,
@@ -142,6 +142,10 @@ def decide(state: SupervisorState, seen: Look, now: datetime) -> Decision:
             # A new sandbox would fill the same way: a person decides (an extension restarts
             # from the checkpoint; the full sandbox is kept for a look).
             return NeedsAttention(seen.pause_reason, pending_restart=seen.pause_reason)
+        if _below_host_floor(state, seen.pause_reason):
+            # Not the agent's doing, and nothing lost: held where it stands until a person
+            # makes room and extends (a wake still below the floor is paused again).
+            return NeedsAttention(seen.pause_reason or "", in_place=True)
         if lease.lease_ended(state, seen.lease_ends_at, now):
             return _after_lease_end(state, seen, now)
         return restart_within_budget(state, "sandbox was paused from outside", now)
@@ -186,6 +190,11 @@ def decide(state: SupervisorState, seen: Look, now: datetime) -> Decision:
     if capture is not None:
         return capture
     return Watch(until=next_wake(state, now))
+
+
+def _below_host_floor(state: SupervisorState, pause_reason: str | None) -> bool:
+    reason = pause_reason or ""
+    return state.host_floor_kept and reason.startswith(HOST_FLOOR_PREFIX)
 
 
 def _after_lease_end(state: SupervisorState, seen: Observation, now: datetime) -> Decision:

@@ -70,6 +70,9 @@ class SupervisorState(BaseModel):
     # come (workflows.pure.lease.lease_ended); before, the provider's end alone. Runs begun with
     # LEASE_END_EITHER_PATCH.
     lease_end_either: bool = False
+    # A local sandbox paused below its host's floor of free space needs attention in place
+    # (decide); runs begun with HOST_FLOOR_PATCH.
+    host_floor_kept: bool = False
     lease_ends_at: datetime | None = None
     # When the current lease was last extended (or granted): progress after it earns the next.
     lease_extended_at: datetime | None = None

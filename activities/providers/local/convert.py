@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from activities.models import SandboxInfo
-from activities.providers.local import disk_limit
+from activities.providers.local import disk_limit, run_store
 from activities.providers.local import isolation as local_isolation
 from activities.providers.local.procs import ProcessRecord
 from activities.providers.local.state import SandboxMeta
@@ -31,7 +31,7 @@ def sandbox_info(meta: SandboxMeta) -> SandboxInfo:
 
 
 def disk_words(meta: SandboxMeta) -> str:
-    return disk_limit.describe(meta.disk, meta.disk_mib)
+    return disk_limit.describe(meta.disk, meta.disk_mib) + run_store.describe(meta.mounts)
 
 
 def snapshot_info(record: dict[str, Any]) -> SnapshotInfo:

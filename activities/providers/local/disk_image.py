@@ -104,20 +104,23 @@ def attach(folder: Path, mib: int, *, folders: tuple[str, ...] = FOLDERS) -> Non
         raise
 
 
-def attached(folder: Path, wanted: Callable[[], bool]) -> None:
-    """Mount the image of a sandbox that has one, if it is not mounted (after a reboot) and
-    is still `wanted` (not stopped: asked under the lock a stop unmounts under, so a stop and
-    this never cross). Under an flock of its own, so two processes never mount it twice; a
-    process that may not mount (a CLI run by another user) leaves it as it is, saying so."""
+def attached(
+    folder: Path, wanted: Callable[[], bool], *, folders: tuple[str, ...] = FOLDERS
+) -> None:
+    """Mount the image of a sandbox that has one (or of a run's store: `folders` none), if it
+    is not mounted (after a reboot) and is still `wanted` (not stopped: asked under the lock a
+    stop unmounts under, so a stop and this never cross). Under an flock of its own, so two
+    processes never mount it twice; a process that may not mount (a CLI run by another user)
+    leaves it as it is, saying so."""
     if not (folder / IMAGE_FILE).is_file() or os.path.ismount(folder / MOUNT_DIR):
         return
     try:
         with _attach_lock, _locked(folder):
             if wanted() and not os.path.ismount(folder / MOUNT_DIR):
                 detach(folder)
-                _mount_and_bind(folder, FOLDERS)
+                _mount_and_bind(folder, folders)
     except (OSError, ProviderError) as error:
-        log.warning("sandbox %s: its disk image is not mounted: %s", folder.name, error)
+        log.warning("%s: its disk image is not mounted: %s", folder, error)
 
 
 @contextmanager

@@ -20,7 +20,8 @@ watch), `image` (refuse to make a sandbox otherwise), `watch` or `off`.
 Whatever the mode, the worker keeps a floor of free space on `$OVERNIGHT_HOME`'s filesystem
 (`OVERNIGHT_MIN_FREE_MIB`, default 2048; 0: none) for the dev server's database, logs and
 the sandboxes already running: below it, no new sandbox is made (`LowDiskSpace`, retryable:
-the create is retried with backoff, and the run needs attention if room never comes).
+the create is retried with backoff, and the run needs attention if room never comes), and the
+sandboxes the worker watches are paused (host_floor).
 """
 
 from __future__ import annotations
@@ -119,8 +120,7 @@ def require_room(home: Path, environ: Mapping[str, str] | None = None) -> None:
     floor = min_free_mib(environ)
     if floor == 0:
         return
-    where = home if home.is_dir() else home.parent
-    free = shutil.disk_usage(where).free // MIB
+    free = free_mib(home)
     if free < floor:
         raise ProviderError(
             f"only {free} MiB free on the filesystem of {home}, under this worker's floor of "
@@ -129,6 +129,12 @@ def require_room(home: Path, environ: Mapping[str, str] | None = None) -> None:
             kind=LOW_DISK,
             retryable=True,
         )
+
+
+def free_mib(home: Path) -> int:
+    """The MiB free on `home`'s filesystem (of its parent while it is not made yet)."""
+    where = home if home.is_dir() else home.parent
+    return shutil.disk_usage(where).free // MIB
 
 
 def worker_summary(home: Path, environ: Mapping[str, str] | None = None) -> str:

@@ -1,10 +1,11 @@
 """The disk limit of a local sandbox no image holds (`disk: "watch"`, see disk_limit): measured
 while the worker watches its agent, and the sandbox paused once its files pass the limit.
 
-A measure walks the sandbox's `workspace/`, `home/` and `tmp/` by file descriptor, following no
-link and staying on their filesystem, and adds up the blocks each inode holds (once) and the
-files and folders it meets; it stops as soon as either passes its limit, so it costs at most
-a walk of the limit's worth of entries (about 0.2 s per 100,000 here). Measures of one sandbox
+A measure walks the sandbox's `workspace/`, `home/` and `tmp/`, and its run's store (a coding
+agent's session store, run_store), by file descriptor (disk_measure), following no link and
+staying on their filesystem, and adds up the blocks each inode holds (once) and the files and
+folders it meets; it stops as soon as either passes its limit, so it costs at most a walk of
+the limit's worth of entries (about 0.2 s per 100,000 here). Measures of one sandbox
 are spaced by 50 times what the last one cost, at least `MIN_INTERVAL` and at most
 `MAX_INTERVAL` apart: a sandbox costs the worker at most 2 % of a core, and one of 100,000
 files is measured every 10 s. Past the limit, the sandbox is paused with the reason
@@ -18,15 +19,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
-import stat
 import time
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
+from activities.providers.local import run_store
 from activities.providers.local.disk_image import FOLDERS
 from activities.providers.local.disk_limit import MIB, entries_for
+from activities.providers.local.disk_measure import Measure as Measure
+from activities.providers.local.disk_measure import measure_roots
 from activities.providers.local.engine import LocalEngine
 from activities.providers.protocol import ProviderError
 from overnight.constants import DISK_LIMIT_REASON
@@ -37,69 +38,13 @@ COST_FACTOR = 50.0
 NOT_MEASURED_KEPT = 10_000
 
 
-@dataclass(frozen=True)
-class Measure:
-    bytes: int
-    entries: int
-    # Stopped early: a limit was passed (the figures are what was counted by then).
-    over: bool
-    seconds: float
-
-
-def measure(folder: Path, limit_bytes: int, limit_entries: int) -> Measure:
-    """What the sandbox's files hold, up to the first limit passed."""
-    began = time.perf_counter()
-    total = entries = 0
-    seen: set[int] = set()
-    for name in FOLDERS:
-        top = folder / name
-        try:
-            device = os.lstat(top).st_dev
-        except OSError:
-            continue
-        _readable(None, str(top))
-        for _where, dirs, files, dir_fd in os.fwalk(top, follow_symlinks=False):
-            for entry in dirs + files:
-                try:
-                    info = os.stat(entry, dir_fd=dir_fd, follow_symlinks=False)
-                except OSError:
-                    continue
-                if info.st_dev != device:
-                    if entry in dirs:
-                        dirs.remove(entry)  # something mounted there: not the sandbox's
-                    continue
-                if stat.S_ISDIR(info.st_mode) and info.st_mode & 0o500 != 0o500:
-                    _readable(dir_fd, entry)
-                entries += 1
-                if info.st_nlink > 1 and not stat.S_ISDIR(info.st_mode):
-                    if info.st_ino in seen:
-                        continue
-                    seen.add(info.st_ino)
-                total += info.st_blocks * 512
-                if total > limit_bytes or entries > limit_entries:
-                    return Measure(total, entries, True, time.perf_counter() - began)
-    return Measure(total, entries, False, time.perf_counter() - began)
-
-
-def _readable(dir_fd: int | None, name: str) -> None:
-    """A folder its owner may not read or enter made readable to it again (u+rx), so what it
-    holds is measured: a worker that is not root is the agent's own user, and without it a
-    `chmod 000` would hide any amount from the measure. Reached through no link (`O_PATH |
-    O_NOFOLLOW`); a root worker reads it anyway and changes nothing."""
-    if os.geteuid() == 0:
-        return
-    try:
-        fd = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_DIRECTORY, dir_fd=dir_fd)
-    except OSError:
-        return
-    try:
-        mode = os.stat(fd).st_mode
-        if mode & 0o500 != 0o500:
-            os.chmod(f"/proc/self/fd/{fd}", stat.S_IMODE(mode) | 0o500)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+def measure(
+    folder: Path, limit_bytes: int, limit_entries: int, extra: Sequence[Path] = ()
+) -> Measure:
+    """What the sandbox's files hold (its folders, and `extra`: its run's store), up to the
+    first limit passed."""
+    roots = [folder / name for name in FOLDERS] + list(extra)
+    return measure_roots(roots, limit_bytes, limit_entries)
 
 
 def reason_for(mib: int, found: Measure) -> str:
@@ -170,7 +115,8 @@ class DiskWatch:
                 self._not_measured.add(sandbox_id)
             return False
         mib = meta.disk_mib
-        found = measure(self.engine.folder(sandbox_id), mib * MIB, entries_for(mib))
+        stores = run_store.measured(meta.mounts)
+        found = measure(self.engine.folder(sandbox_id), mib * MIB, entries_for(mib), stores)
         self._due[sandbox_id] = time.monotonic() + interval_after(found)
         if not found.over:
             return True

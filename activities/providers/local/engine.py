@@ -43,7 +43,7 @@ from activities.gateway import service as gateway_service
 from activities.providers.local import cgroup_plan as local_cgroup_plan
 from activities.providers.local import cgroups as local_cgroups
 from activities.providers.local import disk as local_disk
-from activities.providers.local import disk_image, disk_limit, netns, worker_mounts
+from activities.providers.local import disk_image, disk_limit, netns, run_store, worker_mounts
 from activities.providers.local import isolation as local_isolation
 from activities.providers.local import limits as local_limits
 from activities.providers.local import procs as local_procs
@@ -145,12 +145,14 @@ class LocalEngine(GuestFiles):
             run = (labels or {}).get(LABEL_RUN, name)
             uid = local_isolation.sandbox_uid(run) if isolated else None
             local_isolation.check_binds(binds, uid)
-            shown = worker_mounts.prepare(mounts, uid) if isolated else []
             disk = disk_limit.plan(disk_mib, self.home)
             disk_limit.require_room(self.home)
+            # A writable one is the run's store, inside the same limit (run_store).
+            shown = worker_mounts.prepare(mounts, uid, disk, self.trash_dir) if isolated else []
             if disk.mode == "image" and disk.mib is not None:
                 folder.mkdir(parents=True, exist_ok=True)
-                disk_image.attach(folder, disk.mib)  # workspace, home and tmp on its image
+                own_mib = run_store.own_image_mib(disk.mib, shown)
+                disk_image.attach(folder, own_mib)  # workspace, home and tmp on its image
             (folder / "processes").mkdir(parents=True, exist_ok=True)
             # The folders the sandbox's user writes in are given to it by descriptor, like
             # every later write into them (no agent runs yet, but the rule has no exception).
@@ -498,4 +500,6 @@ class LocalEngine(GuestFiles):
                 local_cgroup_plan.ensure(meta.freezer, meta.cgroups, meta.systemd_slice)
             except OSError as error:
                 raise ProviderError(f"cannot make the sandbox's cgroup: {error}") from None
+        if meta.mounts:  # its run's store mounted again after a reboot, or left out
+            meta = dataclasses.replace(meta, mounts=run_store.ready(meta.mounts))
         return local_isolation.wrap(folder, self.home, meta, command, cwd, env, agent=agent)

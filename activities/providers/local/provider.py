@@ -14,6 +14,7 @@ from activities.providers.local.convert import process_info, sandbox_info, snaps
 from activities.providers.local.disk_watch import DiskWatch
 from activities.providers.local.engine import LocalEngine
 from activities.providers.local.event_watch import event_watch
+from activities.providers.local.host_floor import FloorWatch
 from activities.providers.local.read_pool import read_in_pool
 from activities.providers.local.snapshots import LocalSnapshots
 from activities.providers.local.state import process_id_for
@@ -46,6 +47,8 @@ class LocalProvider:
         self.kernel_watch = kernel_watch
         # Sandboxes whose disk limit no image holds are measured while their agent is watched.
         self.disk_watch = DiskWatch(self.engine)
+        # And every watched sandbox is paused while the host is below the worker's floor.
+        self.floor_watch = FloorWatch(self.engine)
 
     async def get_or_create(self, request: SandboxRequest) -> tuple[SandboxInfo, bool]:
         meta, created = await asyncio.to_thread(
@@ -153,7 +156,8 @@ class LocalProvider:
         checkpoint_path, requests_path = request.checkpoint_path, request.requests_path
         token, wait_seconds = request.token, request.wait_seconds
         report_touch = request.report_touch
-        async with self.disk_watch.guarding(sandbox_id):
+        floor = self.floor_watch.guarding(sandbox_id)
+        async with self.disk_watch.guarding(sandbox_id), floor:
             return await self._watch(
                 LocalLook(self.engine, sandbox_id, process_id, checkpoint_path, requests_path),
                 token=token,

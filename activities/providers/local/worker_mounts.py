@@ -8,8 +8,11 @@ root's): nothing of the host is covered, and the sandbox's user cannot rename or
 is mounted there. bubblewrap run as root makes the folders it creates on the way 0700, which
 that user could not cross: each parent is made 0755 first (`--perms 0755 --dir`).
 
-Read-only folders must be readable by every user (the installer makes the CLIs so); a writable
-one is made here, if missing, owned by the sandbox's user and private to it (0700).
+Read-only folders must be readable by every user (the installer makes the CLIs so). A writable
+one is a store of the run's (its session store), held inside the sandbox's disk limit: an
+image of its own carved out of `disk_mib`, or measured with the sandbox (run_store); the
+folder bound is the store's, owned by the sandbox's user and private to it (0700). No folder
+of the host is ever bound writable unlimited.
 """
 
 from __future__ import annotations
@@ -17,8 +20,11 @@ from __future__ import annotations
 import os
 import posixpath
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
+from activities.providers.local import run_store
+from activities.providers.local.disk_limit import DiskPlan
 from activities.providers.local.state import invalid_request, worker_not_ready
 from activities.providers.protocol import WorkerMount
 
@@ -26,9 +32,12 @@ ROOT = "/overnight"
 MAX_MOUNTS = 8
 
 
-def prepare(mounts: Sequence[WorkerMount], uid: int | None) -> list[dict[str, Any]]:
+def prepare(
+    mounts: Sequence[WorkerMount], uid: int | None, plan: DiskPlan, trash: Path
+) -> list[dict[str, Any]]:
     """`mounts` as the sandbox's record keeps them (sources resolved, links followed), made
-    ready: InvalidRequest for a target outside `/overnight/` or a read-only source missing."""
+    ready: InvalidRequest for a target outside `/overnight/` or a read-only source missing;
+    a writable one is a run's store, limited by the sandbox's disk `plan` (run_store)."""
     if len(mounts) > MAX_MOUNTS:
         raise invalid_request(f"at most {MAX_MOUNTS} worker mounts (got {len(mounts)})")
     recorded: list[dict[str, Any]] = []
@@ -41,11 +50,13 @@ def prepare(mounts: Sequence[WorkerMount], uid: int | None) -> list[dict[str, An
         if not os.path.isabs(mount.source):
             raise invalid_request(f"worker mount {mount.source!r}: not an absolute path")
         if mount.writable:
-            _private_folder(mount.source, uid)
-        elif not os.path.isdir(mount.source):
+            store = run_store.prepare(Path(mount.source), plan, uid, trash)
+            recorded.append({**store, "target": target, "writable": True})
+            continue
+        if not os.path.isdir(mount.source):
             raise worker_not_ready(f"worker mount {mount.source}: no such folder on this worker")
         source = os.path.realpath(mount.source)
-        recorded.append({"source": source, "target": target, "writable": mount.writable})
+        recorded.append({"source": source, "target": target, "writable": False})
     return recorded
 
 
@@ -66,18 +77,3 @@ def bwrap_args(recorded: Sequence[Mapping[str, Any]]) -> list[str]:
         args += ["--bind" if mount.get("writable") else "--ro-bind", str(mount["source"]), target]
         made.add(target)
     return args
-
-
-def _private_folder(path: str, uid: int | None) -> None:
-    if os.path.islink(path):
-        raise invalid_request(f"worker mount {path}: a link, not a folder")
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    try:
-        os.mkdir(path, 0o700)
-    except FileExistsError:
-        pass
-    found = os.lstat(path)
-    if not os.path.isdir(path) or os.path.islink(path):
-        raise invalid_request(f"worker mount {path}: not a folder")
-    if uid is not None and found.st_uid != uid:
-        os.chown(path, uid, uid, follow_symlinks=False)
