@@ -21,7 +21,7 @@ from activities.providers.protocol import CountsRefusals, SandboxRequest
 from activities.providers.runtime.provider import RuntimeProvider
 from fakes.runtime import FakeRuntime
 from overnight.constants import LABEL_ATTEMPT, LABEL_RUN
-from overnight.grants import allowed_names
+from overnight.grants import Grants, allowed_names
 from overnight.models import RunSpec
 
 REPO = "https://github.com/acme/app.git"
@@ -56,14 +56,15 @@ def run_spec(**fields: object) -> RunSpec:
 
 
 def request_for(spec: RunSpec, attempt: int = 1) -> SandboxRequest:
-    """What the create activity asks for (activities/sandbox.py), network included."""
+    """What the create activity asks for (activities/sandbox.py), network included (under a
+    worker granting the default list)."""
     return SandboxRequest(
         name=f"{spec.run_id}-{attempt}",
         labels={LABEL_RUN: spec.run_id, LABEL_ATTEMPT: str(attempt)},
         timeout_seconds=600,
         vcpu=2,
         memory_mib=2048,
-        egress=allowed_names(spec),
+        egress=allowed_names(spec, Grants()),
     )
 
 
