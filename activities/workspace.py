@@ -3,10 +3,13 @@ it off the sandbox) and the restore half of `create_sandbox` (a fresh sandbox st
 latest kept workspace, or the one a rewind names).
 
 The scripts (activities/workspace_git.py) run in the sandbox through the provider's `run`, so
-the push uses the sandbox's own way to the remote and its credentials, as the clone did. What
-they print is scrubbed of the repository URL's credentials before it goes anywhere. A keep
-that cannot push (over `max_workspace_mib`, a refused push) is an answer, never an error: the
-run goes on, and the status says so.
+the push uses the sandbox's own way to the remote and its credentials, as the clone did (but
+never the agent's config of where pushes go). What they print is scrubbed of the repository
+URL's credentials before it goes anywhere. A keep is `pushed` only once the worker has seen
+the origin's ref hold the commit the sandbox named (activities/origin_refs.py): else it is
+`failed`, whatever the sandbox printed. A keep that cannot push (over `max_workspace_mib`, a
+refused push, a ref the origin lacks) is an answer, never an error: the run goes on, and the
+status says so.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from typing import Any
 
 from temporalio import activity
 
+from activities import origin_refs
 from activities.checkpoints import read_checkpoint
 from activities.errors import activity_errors
 from activities.heartbeat import auto_heartbeat
@@ -90,8 +94,21 @@ class WorkspaceActivities:
             return WorkspaceKeep(
                 outcome="failed", seconds=seconds, detail=f"{why}{': ' + tail if tail else ''}"
             )
-        if line.word == "pushed" and len(line.args) == 3:
+        if line.word == "pushed" and len(line.args) == 3 and line.args[1].isdigit():
             commit, sent, has_checkpoint = line.args
+            # The sandbox's word is not enough: the origin, asked from here, must hold it.
+            check = await origin_refs.confirm(repo, ref, commit)
+            seconds = round(time.monotonic() - began, 3)
+            if not check.confirmed:
+                said_commit = commit[:12] if origin_refs.COMMIT_ID.match(commit) else "?"
+                return WorkspaceKeep(
+                    outcome="failed",
+                    seconds=seconds,
+                    detail=clean(
+                        f"the sandbox said it pushed {said_commit} to {ref}, but "
+                        f"{check.detail}: not kept"
+                    )[:500],
+                )
             return WorkspaceKeep(
                 outcome="pushed",
                 ref=ref,

@@ -2,11 +2,13 @@
 
 Everything in the workspace is the agent's and may be hostile: its `.git` (hooks, an fsmonitor,
 a broken index), symlinks, huge files, odd names. So every git call runs with hooks, the
-fsmonitor, auto-gc and signing off (the sandbox's own git config stays, for the remote's
-credentials); the agent's own index, HEAD, branch and commits
-are never touched (an index of its own, `write-tree`, `commit-tree`); what would be hashed is
-measured before it is, and what would be pushed before it is; git's own output goes to a file
-of which only a tail is shown. Each script prints one line `overnight-workspace <word> ...`.
+fsmonitor, auto-gc and signing off; a keep's push reads none of the agent's git config but its
+credential entries (it cannot be sent elsewhere: `url.*.pushInsteadOf`, `remote.*.pushurl`), and
+the worker believes it only once the origin holds it (activities/origin_refs.py); the agent's
+own index, HEAD, branch and commits are never touched (an index of its own, `write-tree`,
+`commit-tree`); what would be hashed is measured before it is, and what would be pushed before
+it is; git's own output goes to a file of which only a tail is shown. Each script prints one
+line `overnight-workspace <word> ...`.
 
 The kept commit: its tree is the workspace, its first parent the agent's HEAD then (none on an
 unborn branch), its second a root commit whose tree holds `checkpoint.json`, the checkpoint file
@@ -28,6 +30,10 @@ RESTORED_MARK = "/workspace/.overnight/workspace-restored"
 CHECKPOINT_ENTRY = "checkpoint.json"
 # The keeps' own index (never the agent's), kept between keeps in the sandbox.
 KEEP_INDEX = "/workspace/.overnight/workspace.index"
+# What a keep's push takes of the sandbox's own git config (system and global): credentials
+# (helpers, and headers some hosts authenticate by) and which repositories git trusts (a local
+# origin another user owns), nothing that says where a push goes.
+KEPT_KEYS = r"^(credential\..*|http\.(.*\.)?extraheader|safe\.directory)$"
 # git's words shown at most (a tail; the rest is in the sandbox's temporary file, then gone).
 TAIL_BYTES = 600
 
@@ -70,7 +76,8 @@ def keep_script(
         _PRELUDE
         + f"""idx={KEEP_INDEX}
 mkdir -p "$(dirname "$idx")"
-trap 'rm -f "$idx.lock" "$log"' EXIT
+push=""
+trap 'rm -f "$idx.lock" "$log"; [ -z "$push" ] || rm -rf -- "$push"' EXIT
 export GIT_AUTHOR_DATE={shlex.quote(when)} GIT_COMMITTER_DATE={shlex.quote(when)}
 cp={shlex.quote(checkpoint_path)}
 cpc=""
@@ -117,7 +124,24 @@ bytes=$(g rev-list --objects "$commit" --not $not 2>>"$log" | cut -d' ' -f1 |
   g cat-file --batch-check='%(objectsize:disk)' 2>>"$log" |
   awk '{{s+=$1}} END {{printf "%.0f", s}}')
 if [ "${{bytes:-0}}" -gt {max_bytes} ]; then say over "$bytes" "push"; exit 0; fi
-g push --quiet --no-verify --no-recurse-submodules -- {shlex.quote(repo)} \\
+# The push goes where the worker says, whatever the agent configured: from a scratch git dir
+# that borrows the workspace's objects (the clone's .git/config, and any url.*.insteadOf,
+# url.*.pushInsteadOf or remote.*.pushurl in it, is never read), with no system config and a
+# global one of ours holding only the credential (and safe.directory) entries of the sandbox's.
+objects=$(g rev-parse --path-format=absolute --git-common-dir 2>>"$log")/objects ||
+  {{ say failed "git objects: $(tail_of)"; exit 0; }}
+push=$(mktemp -d) && g init --quiet --bare --template= "$push" >>"$log" 2>&1 ||
+  {{ say failed "push dir: $(tail_of)"; exit 0; }}
+mkdir -p "$push/objects/info" && printf '%s\\n' "$objects" > "$push/objects/info/alternates"
+: > "$push/global.gitconfig"
+GIT_DIR="$push" g config -z --get-regexp '{KEPT_KEYS}' 2>/dev/null |
+  while IFS= read -r -d '' entry; do
+    key=${{entry%%$'\\n'*}}; value=true
+    [ "$key" != "$entry" ] && value=${{entry#*$'\\n'}}
+    git config --file "$push/global.gitconfig" --add "$key" "$value" 2>>"$log"
+  done
+GIT_DIR="$push" GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL="$push/global.gitconfig" \\
+  g push --quiet --no-verify --no-recurse-submodules -- {shlex.quote(repo)} \\
   "+$commit:{ref}" >>"$log" 2>&1 || {{ say failed "git push: $(tail_of)"; exit 0; }}
 say pushed "$commit" "${{bytes:-0}}" "$([ -n "$cpc" ] && echo 1 || echo 0)"
 """

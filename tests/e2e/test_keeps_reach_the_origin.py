@@ -1,0 +1,117 @@
+"""A hostile agent against the workspace kept at its checkpoints, end to end (the real dev
+server, real local sandboxes, the real withruntime SDK against the fake Runtime API): what the
+status calls `pushed` is on the origin, with the commit it names, and `overnight diff --step N`
+shows it.
+
+The agent's git config sends pushes to a decoy in its sandbox (`url.*.pushInsteadOf` in its
+HOME, `remote.origin.pushurl` and, for a URL origin, `remote.<url>.pushurl` in its clone): the
+keeps go to the origin all the same. The agent turns the origin's `refs/overnight` into a link
+to a folder only its sandbox sees: the keeps' pushes land there and the sandbox says `pushed`,
+but the worker, asking the origin itself, records them `failed` and says so. On the code before
+(issue 47), the status said `pushed` for keeps the origin did not hold, and `diff` failed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+from pathlib import Path
+
+import pytest
+from temporalio.client import Client
+
+from overnight.cli import client as api
+from overnight.models import RunSpec
+from overnight.worker.devserver import DevServer
+from tests.e2e.test_operator import overnight_cli
+from tests.e2e.test_workspace_kept import workspace_spec
+from tests.live import new_run_id, provider_world
+
+DECOY = "/workspace/decoy.git"
+# Run before the agent (AGENT of test_workspace_kept.py): $ORIGIN is the spec's repo.
+REDIRECT = f"""set -e
+git init -q --bare {DECOY}
+git config --global "url.{DECOY}.pushInsteadOf" "$ORIGIN"
+git config remote.origin.pushurl {DECOY}
+case "$ORIGIN" in /*) ;; *) git config "remote.$ORIGIN.pushurl" {DECOY} ;; esac
+"""
+# The origin is bound writable into a local sandbox: its refs/overnight made a link to a
+# folder of the sandbox's private /tmp (which the host's /tmp does not have).
+HIDE_REFS = """set -e
+mkdir -p /tmp/overnight-hidden-refs
+ln -s /tmp/overnight-hidden-refs "$ORIGIN/refs/overnight"
+"""
+
+
+def attacking_spec(root: Path, run_id: str, provider: str, attack: str) -> RunSpec:
+    spec = workspace_spec(root, run_id, provider=provider, waits_for_keeps=True)
+    (root / "agent" / "attack.sh").write_text(attack)
+    return spec.model_copy(
+        update={
+            "command": "bash /workspace/agent/attack.sh && python3 /workspace/agent/main.py",
+            "env": {**spec.env, "STEPS": "2", "HOLD": "0.5", "ORIGIN": spec.repo},
+        }
+    )
+
+
+def on_origin(repo: str, ref: str) -> str | None:
+    """What the origin's `ref` holds, asked from here (None: no such ref)."""
+    listed = subprocess.run(
+        ["git", "-c", "safe.directory=*", "ls-remote", "--", repo, ref],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    found = [line.split("\t") for line in listed.stdout.splitlines()]
+    return next((oid for oid, name in found if name == ref), None)
+
+
+async def finished_keeps(client: Client, queue: str, spec: RunSpec) -> list[tuple[int, str]]:
+    """Start the run, wait for its end, and say each keep's (number, outcome); every keep
+    said `pushed` is on the origin with its commit."""
+    await api.start_run(client, spec, task_queue=queue)
+    result = await asyncio.wait_for(api.wait_result(client, spec.run_id), timeout=150)
+    assert result.outcome == "finished"
+    status = await api.get_status(client, spec.run_id)
+    assert status.workspace is not None
+    for kept in status.workspace.kept:
+        if kept.outcome == "pushed":
+            assert kept.ref is not None and kept.commit is not None
+            assert on_origin(spec.repo, kept.ref) == kept.commit, kept
+    return [(kept.number, kept.outcome) for kept in status.workspace.kept]
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("provider", ["local", "runtime"])
+async def test_the_agents_push_redirects_do_not_move_its_keeps_off_the_origin(
+    dev_server: DevServer, dev_client: Client, tmp_path: Path, provider: str
+) -> None:
+    run_id = new_run_id(f"redirect-{provider[:2]}")
+    spec = attacking_spec(tmp_path, run_id, provider, REDIRECT)
+    async with provider_world(dev_client, provider, tmp_path, "redirect") as (queue, _, runs):
+        runs.append(run_id)
+        keeps = await finished_keeps(dev_client, queue, spec)
+        assert keeps and {outcome for _, outcome in keeps} == {"pushed"}, keeps
+        for number, _ in keeps:
+            shown = await overnight_cli(dev_server, "diff", run_id, "--step", str(number))
+            assert shown.returncode == 0, shown.stderr
+            assert f"+++ b/step-{number}.txt" in shown.stdout
+
+
+@pytest.mark.timeout(300)
+async def test_keeps_the_origin_does_not_hold_are_failed_and_said_never_pushed(
+    dev_server: DevServer, dev_client: Client, tmp_path: Path
+) -> None:
+    run_id = new_run_id("hidden-refs")
+    spec = attacking_spec(tmp_path, run_id, "local", HIDE_REFS)
+    async with provider_world(dev_client, "local", tmp_path, "hidden") as (queue, _, runs):
+        runs.append(run_id)
+        keeps = await finished_keeps(dev_client, queue, spec)
+        assert keeps and {outcome for _, outcome in keeps} == {"failed"}, keeps
+        status = await api.get_status(dev_client, run_id)
+        assert status.workspace is not None
+        problem = status.workspace.problem or ""
+        assert "the sandbox said it pushed" in problem, problem
+        assert "the origin has no such ref" in problem, problem
+        refused = await overnight_cli(dev_server, "diff", run_id, "--step", "1")
+        assert refused.returncode == 2 and "was not kept" in refused.stderr
