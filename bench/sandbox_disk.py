@@ -5,8 +5,11 @@ a loop-mounted image (a root worker) the create also makes a sparse ext4 image, 
 binds three folders of it; the stop unmounts it and deletes one file. Measured on the local
 engine itself, interleaved with the baseline, a sandbox with no disk limit (what every sandbox
 was before): its create and its stop. And where no image can be had, the watch's measure of
-a sandbox of 100,000 files (what sets how often a sandbox is measured). Rows (group `disk`)
-go into bench/results/latest.json beside the suite's.
+a sandbox of 100,000 files (what sets how often a sandbox is measured). With images, a coding
+agent's sandbox too, whose run's session store is an image of its own (run_store): the run's
+first create makes both images, a later one finds the store's mounted; against the image
+alone, and what freeing the store at the run's end costs. Rows (group `disk`) go into
+bench/results/latest.json beside the suite's.
 """
 
 from __future__ import annotations
@@ -22,9 +25,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from activities.providers.local import disk_image, disk_watch
+from activities.providers.local import disk_image, disk_watch, run_store
 from activities.providers.local.disk_limit import DISK_ENV, MIB
 from activities.providers.local.engine import LocalEngine
+from activities.providers.protocol import WorkerMount
 from bench.report import RESULTS_DIR, Row, machine, render_text, save_results
 from overnight.home import HOME_ENV
 
@@ -50,6 +54,63 @@ def measure_create(samples: int, modes: tuple[str, ...]) -> dict[str, dict[str, 
             engine.stop(name)
             found[mode]["stop"].append(time.perf_counter() - began)
     return found
+
+
+def measure_store(samples: int) -> dict[str, list[float]]:
+    """Seconds per create of a coding agent's sandbox with its run's session store (the run's
+    first: both images made; a later one: the store's found mounted), interleaved with the
+    image alone, and per free of the store at the run's end."""
+    engine = LocalEngine()
+    os.environ[DISK_ENV] = "image"
+    found: dict[str, list[float]] = {"image": [], "first": [], "later": [], "free": []}
+    for i in range(samples):
+        began = time.perf_counter()
+        engine.get_or_create(f"alone-{i}", labels={"overnight-run": f"alone-{i}"}, disk_mib=4096)
+        found["image"].append(time.perf_counter() - began)
+        engine.stop(f"alone-{i}")
+        run = f"store-{i}"
+        store = engine.home / "sessions" / run
+        mounts = (WorkerMount(source=str(store), target="/overnight/session", writable=True),)
+        for attempt, key in ((1, "first"), (2, "later")):
+            name = f"{run}-{attempt}"
+            began = time.perf_counter()
+            engine.get_or_create(name, labels={"overnight-run": run}, disk_mib=4096, mounts=mounts)
+            found[key].append(time.perf_counter() - began)
+            engine.stop(name)
+        began = time.perf_counter()
+        run_store.free(store, engine.trash_dir)
+        found["free"].append(time.perf_counter() - began)
+    return found
+
+
+def store_rows(found: dict[str, list[float]]) -> list[Row]:
+    base = _median(found["image"])
+    rows = [
+        Row(
+            f"local sandbox create with its run's session store ({what}) vs its image alone",
+            "s",
+            base,
+            _median(found[key]),
+            target=f"adds <= {ADDED_TARGET} s",
+            at_most=round(base + ADDED_TARGET, 4),
+            note=f"median of {len(found[key])}; 4 GiB limit, 512 MiB of it the store's",
+        )
+        for key, what in (("first", "the run's first: two images"), ("later", "a later one"))
+    ]
+    rows.append(
+        Row(
+            "freeing a run's session store at its end (unmount, delete its image)",
+            "s",
+            None,
+            _median(found["free"]),
+            target=f"<= {ADDED_TARGET} s",
+            at_most=ADDED_TARGET,
+            note=f"median of {len(found['free'])}",
+        )
+    )
+    for row in rows:
+        row.group = "disk"
+    return rows
 
 
 def measure_watch(folder: Path, samples: int) -> list[float]:
@@ -121,16 +182,18 @@ def main(argv: list[str] | None = None) -> int:
             args.samples, ("off", "image", "watch") if images else ("off", "watch")
         )
         watch = measure_watch(home / "watched", 5)
+        store = measure_store(args.samples) if images else {}
     finally:
         disk_image.detach(home)
         shutil.rmtree(home, ignore_errors=True)
-    rows = result_rows(found, watch)
+    rows = result_rows(found, watch) + (store_rows(store) if store else [])
     details: dict[str, Any] = {
         "sandbox_disk": {
             mode: {step: [round(v, 4) for v in values] for step, values in steps.items()}
             for mode, steps in found.items()
         },
         "disk_watch_seconds": [round(v, 4) for v in watch],
+        "session_store": {key: [round(v, 4) for v in values] for key, values in store.items()},
     }
     meta = {
         "command": "python -m bench.sandbox_disk"
