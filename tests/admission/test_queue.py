@@ -14,7 +14,15 @@ from overnight.admission import (
 )
 from overnight.grants import BadSetting
 from overnight.models import RunSpec
-from workflows.pure.admission_queue import Places, ask, give_back, is_full, let_in, take_back
+from workflows.pure.admission_queue import (
+    Places,
+    ask,
+    give_back,
+    in_places,
+    is_full,
+    let_in,
+    take_back,
+)
 
 
 def request(holder: str, **fields: object) -> AdmissionRequest:
@@ -168,3 +176,114 @@ def test_a_pool_taking_its_workers_limits_ignores_the_requests_and_bounds_their_
     old = Places()
     ask(old, forged)
     assert old.max_runs is None and (old.waiting[0].owner, old.waiting[0].priority) == ("fresh", 1)
+
+
+def test_a_pool_takes_every_limit_and_bound_its_worker_has() -> None:
+    from workflows.pure.admission_queue import set_limits
+
+    places = Places()
+    settings = AdmissionSettings(
+        max_runs=4, max_runs_per_key=2, check_seconds=7, max_priority=3, urgent_owners=["oncall"]
+    )
+    set_limits(places, settings)
+    assert (places.max_runs, places.max_runs_per_key, places.check_seconds) == (4, 2, 7)
+    assert (places.max_priority, places.urgent_owners, places.owners) == (3, ["oncall"], None)
+    # Any owner may be named: an urgent one keeps its priority, the others are bounded.
+    ask(places, request("x", priority=1, owner="oncall"), take_limits=False)
+    ask(places, request("y", priority=1, owner="anyone"), take_limits=False)
+    assert [(w.owner, w.priority) for w in places.waiting] == [("oncall", 1), ("anyone", 3)]
+
+
+def test_an_urgent_owner_among_the_pools_owners_keeps_its_priority() -> None:
+    from workflows.pure.admission_queue import set_limits
+
+    places = Places()
+    set_limits(
+        places, AdmissionSettings(max_priority=2, urgent_owners=["oncall"], owners=["oncall"])
+    )
+    ask(places, request("page", priority=1, owner="oncall"), take_limits=False)
+    assert (places.waiting[0].owner, places.waiting[0].priority) == ("oncall", 1)
+
+
+def test_a_pool_begun_before_takes_every_limit_of_the_latest_request() -> None:
+    places = Places()
+    ask(places, request("a", max_runs=3, max_runs_per_key=2, check_seconds=9))
+    assert (places.max_runs, places.max_runs_per_key, places.check_seconds) == (3, 2, 9)
+
+
+def test_asking_says_whether_the_holder_already_holds_a_place() -> None:
+    places = pool_of(1, request("a"))
+    assert ask(places, request("b", max_runs=1)) is False  # new: it waits
+    assert ask(places, request("b", max_runs=1)) is False  # waiting still: counted once
+    assert [w.holder for w in places.waiting] == ["a", "b"]
+    let_in(places)
+    assert ask(places, request("a", max_runs=1)) is True
+
+
+def test_a_holder_is_in_places_while_it_holds_or_waits_for_one() -> None:
+    places = pool_of(1, request("a"), request("b"))
+    let_in(places)
+    assert in_places(places, "a") and in_places(places, "b")
+    assert not in_places(places, "c")
+    give_back(places, "b")
+    assert not in_places(places, "b")
+
+
+def test_giving_back_says_whether_the_holder_had_a_place_or_a_turn() -> None:
+    places = pool_of(1, request("a"), request("b"))
+    let_in(places)
+    assert give_back(places, "a") is True  # held one
+    assert give_back(places, "b") is True  # waited for one
+    assert give_back(places, "b") is False  # nothing left to give
+    assert give_back(places, "stranger") is False
+
+
+def test_places_taken_back_are_counted_over_the_pools_life() -> None:
+    places = pool_of(None, request("a"), request("b"), request("c"))
+    let_in(places)
+    assert take_back(places, ["a"]) == ["a"] and take_back(places, ["b", "c"]) == ["b", "c"]
+    assert places.taken_back_total == 3
+
+
+def test_a_pool_with_no_one_waiting_is_not_full() -> None:
+    places = pool_of(1, request("a"))
+    let_in(places)
+    assert not is_full(places) and not is_full(Places())
+
+
+def test_a_key_limit_of_two_lets_two_runs_on_the_key_in_and_holds_the_third() -> None:
+    places = Places()
+    for i in range(3):
+        ask(places, request(f"k{i}", key="key-1", max_runs_per_key=2, max_runs=None))
+    assert let_in(places) == ["k0", "k1"]
+    assert is_full(places)
+
+
+def test_runs_on_a_key_with_no_key_limit_all_go_in() -> None:
+    places = Places()
+    for i in range(3):
+        ask(places, request(f"k{i}", key="key-1", max_runs=5))
+    assert let_in(places) == ["k0", "k1", "k2"]
+
+
+def test_an_owner_holding_none_goes_before_one_holding_a_place_though_let_in_later() -> None:
+    places = pool_of(2, request("a1", owner="a"))
+    let_in(places)
+    ask(places, request("b1", owner="b", max_runs=2))
+    let_in(places)
+    give_back(places, "b1")  # b was let in last, and holds nothing now
+    ask(places, request("a2", owner="a", max_runs=2))
+    ask(places, request("b2", owner="b", max_runs=2))
+    assert let_in(places) == ["b2"]
+
+
+def test_owners_holding_as_many_go_by_who_was_let_in_longest_ago_not_by_who_asked_first() -> None:
+    places = pool_of(2, request("x1", owner="x"))
+    let_in(places)
+    ask(places, request("y1", owner="y", max_runs=2))
+    let_in(places)
+    ask(places, request("y2", owner="y", max_runs=2))  # y asks first ...
+    ask(places, request("x2", owner="x", max_runs=2))
+    give_back(places, "x1")
+    give_back(places, "y1")
+    assert let_in(places) == ["x2", "y2"]  # ... x was let in longest ago
