@@ -1,12 +1,14 @@
-"""The done check's activity: one command of `RunSpec.done_when` run in the sandbox, in the
-spec's `cwd`, after the agent exited 0.
+"""The done check's activity: one command of `RunSpec.done_when` run in the run's check sandbox
+(activities/done_sandbox.py: a clean clone at the run's pushed commit), or one of
+`done_when_in_place` in the agent's own sandbox, in the spec's `cwd`, after the agent exited 0.
 
 Its output is the agent's, so hostile: the command runs under `timeout` (its own limit; a
 check that hangs is ended there and counts as failed) with its stdout and stderr going through
 `tail -c` inside the sandbox, so no more than `OUTPUT_READ_BYTES` ever reach the worker, however
 much it prints; the provider's own time limit is a backstop for a check that escapes both. What
 comes back is decoded leniently, redacted of the run's secrets and cut to a tail. A failure is
-written for the agent in `DONE_CHECK_FILE` (best effort); a pass removes that file.
+written for the agent in `DONE_CHECK_FILE` of its own sandbox (best effort); a pass in the
+agent's sandbox removes that file.
 
 Running a check again is harmless, so a retry (a worker lost mid-check) simply runs it again.
 """
@@ -58,16 +60,21 @@ TIMEOUT_SLACK_SECONDS = 0.5
 WRAPPER_STDERR_BYTES = 4096
 
 
-def check_script(command: str, env: Mapping[str, str], timeout_seconds: float) -> str:
+def check_script(
+    command: str, env: Mapping[str, str], timeout_seconds: float, cwd: str | None = None
+) -> str:
     """The bash script that runs `command` with `env`, ended at `timeout_seconds`, its output's
     last `OUTPUT_READ_BYTES` printed; it exits with the check's own status. What the check
     left running in its process group (`timeout` leads one) is ended with it: a server it
     started in the background would otherwise hold the output open, and the answer, until
-    the provider's backstop."""
+    the provider's backstop. `cwd`: changed to first (a check sandbox's clone may lack it:
+    the check then fails, saying so)."""
     exports = "".join(f"export {name}={shlex.quote(value)}\n" for name, value in env.items())
+    enter = f"  cd -- {shlex.quote(cwd)} 2>&1 || exit 1\n" if cwd is not None else ""
     return (
         f"{exports}"
         "{\n"
+        f"{enter}"
         f"  timeout --kill-after={KILL_AFTER_SECONDS} {timeout_seconds:g} "
         f"bash -c {shlex.quote(command)} </dev/null 2>&1 &\n"
         "  check=$!\n"
@@ -108,14 +115,18 @@ class DoneCheckActivities:
     @activity.defn(name=ActivityName.RUN_DONE_CHECK)
     async def run_done_check(self, input: RunDoneCheckInput) -> DoneCheck:
         provider = await self._provider(input.provider)
-        script = check_script(input.command, input.env, input.timeout_seconds)
+        # In the check sandbox the clone may lack `cwd`: entered by the script, which says so.
+        fresh = input.tell_sandbox_id is not None
+        script = check_script(
+            input.command, input.env, input.timeout_seconds, input.cwd if fresh else None
+        )
         started = time.monotonic()
         async with auto_heartbeat(self._heartbeat_seconds):
             with activity_errors():
                 ran = await provider.run(
                     input.sandbox_id,
                     script,
-                    cwd=input.cwd,
+                    cwd="/workspace" if fresh else input.cwd,
                     timeout_seconds=input.timeout_seconds + BACKSTOP_SECONDS,
                 )
         seconds = time.monotonic() - started
@@ -141,6 +152,8 @@ class DoneCheckActivities:
             tail=shown.text,
             truncated=shown.truncated,
             at=datetime.now(UTC),
+            commit=input.commit,
+            in_place=input.in_place,
         )
         if not passed:
             told = cut_tail(
@@ -149,12 +162,14 @@ class DoneCheckActivities:
             how = outcome(check, input.timeout_seconds)
             command = redact(input.command, secrets)
             text = failure_file_text(command, how, told.text, told.truncated)
-            await self._tell_agent(provider, input.sandbox_id, text)
+            await tell_agent(provider, input.tell_sandbox_id or input.sandbox_id, text)
         return check
 
-    async def _tell_agent(self, provider: SandboxProvider, sandbox_id: str, text: str) -> None:
-        """Best effort: the agent's restart reason names the check even without the file."""
-        try:
-            await provider.write_file(sandbox_id, DONE_CHECK_FILE, text.encode())
-        except (ProviderError, OSError) as error:
-            logger.warning("could not write %s in %s: %s", DONE_CHECK_FILE, sandbox_id, error)
+
+async def tell_agent(provider: SandboxProvider, sandbox_id: str, text: str) -> None:
+    """Write a failure for the agent in its sandbox's `DONE_CHECK_FILE`. Best effort: the
+    agent's restart reason names the check even without the file."""
+    try:
+        await provider.write_file(sandbox_id, DONE_CHECK_FILE, text.encode())
+    except (ProviderError, OSError) as error:
+        logger.warning("could not write %s in %s: %s", DONE_CHECK_FILE, sandbox_id, error)

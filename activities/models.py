@@ -71,6 +71,9 @@ class ActivityName:
     # The done check (activities.done_checks): one command of `RunSpec.done_when`, run in the
     # sandbox after the agent exited 0.
     RUN_DONE_CHECK = "run_done_check"
+    # The done check's own sandbox (activities.done_sandbox): the work pushed and confirmed on
+    # the origin, and a fresh sandbox with a clean clone at that commit for `done_when`.
+    PREPARE_DONE_CHECK = "prepare_done_check"
     # The workspace kept at each checkpoint (activities.workspace).
     KEEP_WORKSPACE = "keep_workspace"
 
@@ -239,7 +242,7 @@ class StartAgentInput(_Model):
 
 
 class RunDoneCheckInput(_Model):
-    """Run one command of `done_when` in the sandbox (in `cwd`, with the spec's `env`), its
+    """Run one command of the done check in the sandbox (in `cwd`, with the spec's `env`), its
     time limited, its output's tail brought back redacted; on failure the tail is written for
     the agent too (`overnight.done_check.DONE_CHECK_FILE`), on success that file removed."""
 
@@ -252,6 +255,12 @@ class RunDoneCheckInput(_Model):
     env: dict[str, str] = Field(default_factory=dict)
     timeout_seconds: float = Field(gt=0)
     secret_env: list[str] = Field(default_factory=list)
+    # A check in the run's check sandbox (`sandbox_id`): the agent's sandbox, where a failure
+    # is written for it, and the commit checked. None: the check runs in the agent's sandbox.
+    tell_sandbox_id: str | None = None
+    commit: str | None = None
+    # One of `done_when_in_place` (`index` is in that list).
+    in_place: bool = False
 
 
 class CheckpointRead(_Model):

@@ -31,6 +31,7 @@ from activities.checkpoints import read_checkpoint
 from activities.coding_agent_template import CliTemplates
 from activities.daily_limit import DailyLimitActivities
 from activities.done_checks import DoneCheckActivities
+from activities.done_sandbox import DoneSandboxActivities
 from activities.errors import ErrorType, activity_errors, non_retryable
 from activities.grants import (
     own_loopback_ports,
@@ -62,9 +63,7 @@ from activities.providers import registry
 from activities.providers.money import ensure_daily_room, read_money
 from activities.providers.protocol import (
     AgentLaunch,
-    SandboxNotRunning,
     SandboxProvider,
-    SandboxRequest,
 )
 from activities.providers.registry import ProviderFactory
 from activities.providers.runtime.watch_stream import exit_marker_path
@@ -81,7 +80,7 @@ from overnight.constants import (
     LABEL_ATTEMPT,
     LABEL_RUN,
 )
-from overnight.grants import Grants, allowed_names
+from overnight.grants import Grants
 from overnight.host_settings import host_lost_seconds
 from overnight.hosts import host_bound
 from overnight.models import RunSpec
@@ -158,6 +157,12 @@ class SandboxActivities:
             *DailyLimitActivities(self._provider).all(),
             *KitRequestActivities(self._provider).all(),
             *DoneCheckActivities(self._provider, self._heartbeat_seconds).all(),
+            *DoneSandboxActivities(
+                self._provider,
+                self._heartbeat_seconds,
+                grants=self._grants,
+                own_ports=self._own_ports,
+            ).all(),
             *self.lifecycle.all(),
             *AdmissionActivities(self._client, self._admission).all(),
             *self._host_checks.all(),
@@ -255,19 +260,14 @@ class SandboxActivities:
                 f"field agent_dir: {spec.agent_dir} is not a folder on this worker",
             )
         provider = await self._provider(spec.provider)
-        request = SandboxRequest(
-            name=f"{spec.run_id}-{input.attempt}",
-            labels={LABEL_RUN: spec.run_id, LABEL_ATTEMPT: str(input.attempt)},
-            timeout_seconds=spec.sandbox_timeout_seconds,
-            vcpu=spec.vcpu,
-            memory_mib=spec.memory_mib,
-            disk_mib=spec.disk_mib,
-            on_lease_end="pause",
-            max_total_cost_micros=input.max_total_cost_micros,
-            isolation=spec.isolation,
-            binds=setup.spec_binds(spec),
-            host_ports=tuple(spec.host_ports),
-            egress=allowed_names(spec, self._grants),
+        request = replace(
+            setup.spec_request(
+                spec,
+                self._grants,
+                name=f"{spec.run_id}-{input.attempt}",
+                labels={LABEL_RUN: spec.run_id, LABEL_ATTEMPT: str(input.attempt)},
+                max_total_cost_micros=input.max_total_cost_micros,
+            ),
             mounts=coding.mounts(spec),
         )
         async with auto_heartbeat(self._heartbeat_seconds):
@@ -284,19 +284,7 @@ class SandboxActivities:
                     # The CLI comes with the sandbox: a copy of its template snapshot.
                     template = await self.cli_templates.snapshot_for(provider, spec)
                     request = replace(request, snapshot_id=template)
-                sandbox, created = await provider.get_or_create(request)
-                if not created and sandbox.state == "paused":
-                    # Its lease ended while this create was retried (sandboxes pause at their
-                    # lease end): carry on in it with a fresh lease, as Runtime's get-or-create
-                    # does for a paused holder of the name.
-                    sandbox = await provider.wake(sandbox.sandbox_id)
-                if not created and sandbox.state in ("stopped", "missing"):
-                    raise non_retryable(
-                        ErrorType.SANDBOX_GONE,
-                        f"sandbox {sandbox.sandbox_id} already ended ({sandbox.stop_reason})",
-                    )
-                if sandbox.state != "running":
-                    raise SandboxNotRunning(sandbox.sandbox_id, sandbox.state)
+                sandbox, created = await setup.running_sandbox(provider, request)
                 sid = sandbox.sandbox_id
                 launch = _launch(spec, input.attempt, 0, env)
                 if restored and input.restore is not None:

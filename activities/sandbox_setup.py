@@ -19,9 +19,16 @@ from urllib.parse import urlsplit
 import overnight
 from activities.errors import ErrorType, non_retryable
 from activities.git_words import clone_failure, clone_failure_text
-from activities.providers.protocol import ProviderError, SandboxProvider
+from activities.models import SandboxInfo
+from activities.providers.protocol import (
+    ProviderError,
+    SandboxNotRunning,
+    SandboxProvider,
+    SandboxRequest,
+)
 from overnight.constants import KIT_MOUNT, SNAPSHOT_ANSWER
 from overnight.done_check import DONE_CHECK_FILE, DONE_CHECK_FILE_ENV
+from overnight.grants import Grants, allowed_names
 from overnight.isolation import HostBind, is_under
 from overnight.models import RunSpec
 from overnight.specs import redact_url, scrub_url
@@ -114,6 +121,55 @@ def branch_script(branch: str) -> str:
         f"  git switch --quiet -c {b}\n"
         "fi\n"
     )
+
+
+def spec_request(
+    spec: RunSpec,
+    grants: Grants | None,
+    *,
+    name: str,
+    labels: dict[str, str],
+    max_total_cost_micros: int | None,
+) -> SandboxRequest:
+    """A sandbox of the run as its spec and the worker's grants shape it (size, lease, disk,
+    isolation, binds, host ports, network), for its agent (`create_sandbox`, which adds what
+    a coding agent needs) or for its done check (activities/done_sandbox.py); its lease ends
+    in a pause."""
+    return SandboxRequest(
+        name=name,
+        labels=labels,
+        timeout_seconds=spec.sandbox_timeout_seconds,
+        vcpu=spec.vcpu,
+        memory_mib=spec.memory_mib,
+        disk_mib=spec.disk_mib,
+        on_lease_end="pause",
+        max_total_cost_micros=max_total_cost_micros,
+        isolation=spec.isolation,
+        binds=spec_binds(spec),
+        host_ports=tuple(spec.host_ports),
+        egress=allowed_names(spec, grants),
+    )
+
+
+async def running_sandbox(
+    provider: SandboxProvider, request: SandboxRequest
+) -> tuple[SandboxInfo, bool]:
+    """The sandbox `request` names, made now (True) or found by its name (a retried create),
+    running; `SandboxGone` when that name's sandbox already ended (the name is taken)."""
+    sandbox, created = await provider.get_or_create(request)
+    if not created and sandbox.state == "paused":
+        # Its lease ended while this create was retried (sandboxes pause at their lease end):
+        # carry on in it with a fresh lease, as Runtime's get-or-create does for a paused
+        # holder of the name.
+        sandbox = await provider.wake(sandbox.sandbox_id)
+    if not created and sandbox.state in ("stopped", "missing"):
+        raise non_retryable(
+            ErrorType.SANDBOX_GONE,
+            f"sandbox {sandbox.sandbox_id} already ended ({sandbox.stop_reason})",
+        )
+    if sandbox.state != "running":
+        raise SandboxNotRunning(sandbox.sandbox_id, sandbox.state)
+    return sandbox, created
 
 
 async def clone_and_switch(provider: SandboxProvider, sandbox_id: str, spec: RunSpec) -> None:

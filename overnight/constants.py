@@ -10,6 +10,8 @@ DEFAULT_NAMESPACE = "default"
 # Sandbox labels: every sandbox a run creates carries them, so `overnight reap` can find it.
 LABEL_RUN = "overnight-run"
 LABEL_ATTEMPT = "overnight-attempt"
+# On a done check's own sandbox (`{run_id}-check-{n}`) instead of an attempt: its number n.
+LABEL_CHECK = "overnight-check"
 # On a sandbox kept paused after its run ended: when `overnight reap` may delete it
 # (overnight.retention).
 LABEL_KEEP_UNTIL = "overnight-keep-until"

@@ -128,7 +128,9 @@ def done_check_line(status: RunStatus) -> str | None:
         seconds = sum(check.seconds for check in checks)
         return f"round {round_number}: {len(checks)} passed ({seconds:.1f} s) · {used}"
     how = (
-        f"timed out after {failed.seconds:.0f} s"
+        failed.problem
+        if failed.problem
+        else f"timed out after {failed.seconds:.0f} s"
         if failed.timed_out
         else f"exit {failed.exit_code}"
         if failed.exit_code is not None

@@ -36,6 +36,24 @@ def run_refs(run_id: str) -> str:
     return f"{REF_ROOT}/{run_id}/*"
 
 
+def check_ref_name(run_id: str, number: int) -> str:
+    """Where the run's work is pushed for its `number`-th fresh done-check sandbox
+    (overnight/done_check.py): beside the kept workspaces, reaped with them."""
+    return f"{REF_ROOT}/{run_id}/check-{number}"
+
+
+def owner_of_ref(ref: str) -> str | None:
+    """The run id of a kept workspace's ref or a done check's (None: neither)."""
+    found = run_of_ref(ref)
+    if found is not None:
+        return found[0]
+    parts = ref.split("/")
+    if len(parts) != 4 or "/".join(parts[:2]) != REF_ROOT:
+        return None
+    word, _, number = parts[3].partition("-")
+    return parts[2] if word == "check" and number.isdigit() else None
+
+
 def run_of_ref(ref: str) -> tuple[str, int] | None:
     """(run id, number) of `refs/overnight/<run>/<n>`; None for any other name."""
     parts = ref.split("/")

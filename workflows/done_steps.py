@@ -1,13 +1,15 @@
-"""AgentRun's done check: the `done_when` commands run after the agent exits 0, and the agent
-started again in the same sandbox with the one that failed.
+"""AgentRun's done check: the checks run after the agent exits 0 (`done_when_in_place` in its
+sandbox, then `done_when` against its pushed work in a sandbox of their own:
+workflows/done_sandbox_steps.py), and the agent started again in its sandbox with the one
+that failed.
 
 Workflow code (the activities through `calls`); the decisions are in `workflows.pure.done` and
-`decide.after_done_checks`. Behind `DONE_CHECKS_PATCH`, asked only by runs with `done_when`.
+`decide.after_done_checks`. Behind `DONE_CHECKS_PATCH`, asked only by runs with checks; the
+sandbox of their own behind `DONE_CHECKS_FRESH_PATCH`, asked only by runs with `done_when`.
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 
 from temporalio import workflow
@@ -15,9 +17,9 @@ from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from overnight.done_check import DoneCheck
-    from workflows import host_steps, kit_request_steps, lease_steps
+    from workflows import done_sandbox_steps, host_steps, kit_request_steps, lease_steps
     from workflows.calls import done_checks, outcomes, sandbox
-    from workflows.patches import DONE_CHECKS_PATCH
+    from workflows.patches import DONE_CHECKS_FRESH_PATCH, DONE_CHECKS_PATCH
     from workflows.pure import done
     from workflows.pure.decide import (
         Decision,
@@ -46,20 +48,29 @@ async def after_exit_zero(s: SupervisorState, publish: Publish) -> Decision | No
     round_number = s.done_checks_used + 1
     checks: list[DoneCheck] = []
     s.done_results = checks  # the status shows the round as it goes
-    for index in range(len(s.spec.done_when)):
+    fresh = bool(s.spec.done_when) and workflow.patched(DONE_CHECKS_FRESH_PATCH)
+    for check in done.in_place_checks(s, fresh):
         target = done.lease_target(s, workflow.now())
         if target is not None:
             await lease_steps.extend_lease(s, target, "done check")
-        ran = await _interruptible(s, index, round_number)
+        ran = await _interruptible(s, check, round_number)
         if ran is None:
             return None
         if isinstance(ran, str):
-            why = f"done check {index + 1} could not be run: {ran}"
+            why = f"done check {check.index + 1} could not be run: {ran}"
+            if check.in_place:
+                why = f"done check {check.index + 1} in place could not be run: {ran}"
             return restart_within_budget(s, why, workflow.now())
         checks.append(ran)
         publish(s)
         if not ran.passed:
             break
+    if fresh and all(check.passed for check in checks):
+        outcome = await done_sandbox_steps.fresh_round(s, round_number, checks, publish)
+        if outcome is None:
+            return None
+        if isinstance(outcome, str):
+            return restart_within_budget(s, outcome, workflow.now())
     failed = done.record_round(s, checks)
     if failed is not None:
         workflow.logger.info("done check failed: %s", s.done_pending)
@@ -67,35 +78,23 @@ async def after_exit_zero(s: SupervisorState, publish: Publish) -> Decision | No
 
 
 async def _interruptible(
-    s: SupervisorState, index: int, round_number: int
+    s: SupervisorState, check: done.InPlace, round_number: int
 ) -> DoneCheck | str | None:
-    """One check, given up when the run is cancelled (None); why it could not be run (str)."""
+    """One check in the agent's sandbox, given up when the run is cancelled (None); why it
+    could not be run (str)."""
     assert s.sandbox_id is not None
-    task = asyncio.ensure_future(
+    return await done_sandbox_steps.interruptible(
+        s,
         done_checks.run_done_check(
             s.spec,
             s.sandbox_id,
-            index,
+            check.index,
             round_number,
             s.attempt,
             route=host_steps.current_route(s),
-        )
+            in_place=check.in_place,
+        ),
     )
-    given_up = False
-    try:
-        await workflow.wait_condition(lambda: task.done() or s.cancel_requested)
-    finally:
-        # A `cancel` signal, or a Temporal cancellation of the run: the check is not waited for.
-        if not task.done():
-            task.cancel()
-            given_up = True
-    if given_up:
-        return None
-    try:
-        return task.result()
-    except ActivityError as err:
-        outcomes.reraise_cancellation(err)
-        return outcomes.describe(err)
 
 
 async def start_again(s: SupervisorState, decision: DoneRound) -> str | None:

@@ -81,6 +81,11 @@ LEASE_END_EITHER_PATCH = "lease-end-either-record"
 # Runs that meet this marker, when their spec has `done_when`, run those checks in the sandbox
 # after the agent exits 0 and start it again there with a failed one (workflows/done_steps.py).
 DONE_CHECKS_PATCH = "done-checks"
+# Runs that meet this marker, at an exit 0 whose spec has `done_when`, run those checks against
+# the run's work pushed to the origin, in a fresh sandbox of their own (a clean clone at that
+# commit: workflows/done_sandbox_steps.py), not in the agent's sandbox; `done_when_in_place`
+# runs there. Histories recorded before it replay running `done_when` in the agent's sandbox.
+DONE_CHECKS_FRESH_PATCH = "done-checks-fresh-sandbox"
 # Runs that meet this marker at their first checkpoint, with `keep_workspace`, commit the
 # workspace at every checkpoint change to `refs/overnight/<run_id>/<n>` and push it
 # (workflows/workspace_steps.py), start a fresh sandbox from the latest kept one, and take

@@ -106,6 +106,12 @@ def done_check_timeout(check_seconds: float) -> timedelta:
     return timedelta(seconds=check_seconds) + DONE_CHECK_GRACE
 
 
+# The done check's own sandbox made ready (activities.done_sandbox): the push (5 min at most),
+# the create and the clone of the repository (20 min), the checkout (10 min); retried like a
+# check (the push makes the same commit again, the create finds its sandbox by name).
+PREPARE_DONE_CHECK_TIMEOUT = timedelta(minutes=40)
+
+
 # Cleanup on the way out must not hold the run hostage: fewer attempts.
 CLEANUP_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1),

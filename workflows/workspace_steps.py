@@ -37,16 +37,21 @@ async def keep_if_changed(s: SupervisorState, *, running: bool = True) -> None:
     if not keeping(s) or not running or not workspace.due(s):
         return
     assert s.sandbox_id is not None
-    spec = s.spec
     number = workspace.number_next(s)
     kept = await workspace_calls.keep_workspace(s, host_steps.current_route(s), number)
     entry = workspace.record(s, number, kept, workflow.now())
     if entry.outcome not in ("pushed", "skipped"):
         workflow.logger.warning("workspace not kept at checkpoint %d: %s", number, entry.detail)
-    if entry.outcome == "pushed" and not s.workspace_memo:
-        # `overnight reap` finds the runs whose refs it may delete by this memo.
-        # (The repository without its credentials: a memo is listed with the run.)
-        workflow.upsert_memo({MEMO_KEY: _memo(spec)})
+    if entry.outcome == "pushed":
+        note_refs_pushed(s)
+
+
+def note_refs_pushed(s: SupervisorState) -> None:
+    """The run pushed a ref of its own (a kept workspace, or the work its done check ran
+    against): `overnight reap` finds the runs whose refs it may delete by this memo (the
+    repository without its credentials: a memo is listed with the run). Set once."""
+    if not s.workspace_memo:
+        workflow.upsert_memo({MEMO_KEY: _memo(s.spec)})
         s.workspace_memo = True
 
 

@@ -1,5 +1,6 @@
 """`overnight reap`'s part for the workspaces runs kept (`RunSpec.keep_workspace`): the refs
-`refs/overnight/<run_id>/<n>` in the runs' repositories, deleted with the run's retention
+`refs/overnight/<run_id>/<n>` in the runs' repositories, and those their done checks were run
+against (`refs/overnight/<run_id>/check-<n>`), deleted with the run's retention
 (overnight.retention.ref_verdict).
 
 The repositories are found from the runs Temporal knows: a run that pushed a ref set the memo
@@ -28,7 +29,7 @@ from overnight.errors import OvernightError
 from overnight.retention import RunEnd, ref_verdict
 from overnight.specs import redact_url, scrub_url
 from overnight.worker.run_history import run_spec
-from overnight.workspace_spec import MEMO_KEY, REF_ROOT, run_of_ref
+from overnight.workspace_spec import MEMO_KEY, REF_ROOT, owner_of_ref
 
 logger = logging.getLogger(__name__)
 GIT_SECONDS = 300
@@ -89,14 +90,14 @@ async def reap_refs(
             continue
         doomed: list[tuple[str, str, str]] = []
         for ref in refs:
-            owner = run_of_ref(ref)
+            owner = owner_of_ref(ref)
             if owner is None:
                 continue
             judged = ref_verdict(
-                await end_of(owner[0]), days.get(owner[0]), now=now, include_paused=include_paused
+                await end_of(owner), days.get(owner), now=now, include_paused=include_paused
             )
             if judged.delete:
-                doomed.append((ref, owner[0], judged.why))
+                doomed.append((ref, owner, judged.why))
         if not doomed:
             continue
         failed = ""

@@ -196,8 +196,10 @@ def named_pids(run_id: str, name: str) -> list[int]:
 
 
 async def sandbox_ids(run_id: str) -> list[str]:
-    """Every sandbox the run made, stopped ones too, by attempt."""
+    """Every sandbox the run made for its agent, stopped ones too, by attempt (not those its
+    done checks ran in)."""
     found = await LocalProvider().list({LABEL_RUN: run_id}, include_stopped=True)
+    found = [box for box in found if LABEL_ATTEMPT in box.labels]
     found.sort(key=lambda s: int(s.labels.get(LABEL_ATTEMPT, "0")))
     return [s.sandbox_id for s in found]
 

@@ -3,7 +3,8 @@
 agent, which reads what the kit's `done_check_failure()` tells it and fixes its work on a
 later start (`AGENT_FIX_ON_START`).
 
-The check is `test -f fixed.txt` in the agent's `cwd`: it fails until the agent wrote the file.
+The check is `test -f fixed.txt` in the agent's `cwd`, run against its work pushed to the origin
+in a sandbox of its own: it fails until the agent wrote the file (committed or not).
 Each start also writes a file it never commits: with `keep_workspace`, every checkpoint's
 workspace is kept, before the failed check and after it, and a crash after it finds them all.
 """
@@ -89,9 +90,14 @@ async def test_a_failed_check_starts_the_agent_again_until_it_passes_runtime(
         assert fake is not None
         runs.append(spec.run_id)
         await finishes_after_one_failed_check(dev_client, queue, spec)
-        # One sandbox for the whole run: the agent was started again inside it.
+        # One sandbox for the whole run: the agent was started again inside it. Each round's
+        # checks ran in a sandbox of their own, at the work pushed then.
         assert fake.sandbox_named(f"{spec.run_id}-1") is not None
         assert fake.sandbox_named(f"{spec.run_id}-2") is None
+        assert [fake.sandbox_named(f"{spec.run_id}-check-{n}") is not None for n in (1, 2)] == [
+            True,
+            True,
+        ]
 
 
 @pytest.mark.timeout(240)
@@ -209,7 +215,8 @@ async def test_the_workspace_kept_holds_the_uncommitted_work_around_a_failed_che
     assert view is not None and view.base is not None and view.problem is None, view
     assert [(k.number, k.outcome) for k in view.kept] == [(n, "pushed") for n in numbers]
     assert [k.attempt for k in view.kept] == [1, 1, 2][:starts]
-    assert sorted(refs_in(Path(spec.repo), spec.run_id)) == refs_in_order(spec.run_id, starts)
+    kept = [ref for ref in refs_in(Path(spec.repo), spec.run_id) if "/check-" not in ref]
+    assert sorted(kept) == refs_in_order(spec.run_id, starts)
     # `overnight diff --step N`: checkpoint 1 was taken before the failed check, 2 after it.
     before = diff_text(spec.repo, view.kept[0], view.base, stat=True)
     assert "work-1.txt" in before and "work-2.txt" not in before and "fixed.txt" not in before

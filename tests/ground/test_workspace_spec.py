@@ -13,6 +13,8 @@ from overnight.workspace_spec import (
     MAX_WORKSPACE_MIB,
     KeptWorkspace,
     WorkspaceView,
+    check_ref_name,
+    owner_of_ref,
     ref_name,
     rewind_refusal,
     run_of_ref,
@@ -39,6 +41,14 @@ def test_refs_are_named_by_run_and_number_and_read_back() -> None:
     assert run_of_ref("refs/overnight/run-1/3") == ("run-1", 3)
     for other in ["refs/heads/main", "refs/overnight/run-1/x", "refs/overnight/a/b/1"]:
         assert run_of_ref(other) is None
+
+
+def test_a_done_checks_refs_belong_to_its_run_for_reap() -> None:
+    assert check_ref_name("run-1", 2) == "refs/overnight/run-1/check-2"
+    assert owner_of_ref("refs/overnight/run-1/check-2") == "run-1"
+    assert owner_of_ref("refs/overnight/run-1/3") == "run-1"
+    for other in ["refs/overnight/run-1/check-", "refs/overnight/run-1/checkx-1", "refs/heads/x"]:
+        assert owner_of_ref(other) is None
 
 
 def test_keep_workspace_is_off_by_default_and_its_limit_bounded() -> None:

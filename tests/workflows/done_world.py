@@ -1,6 +1,8 @@
 """`FakeWorld` with the done check: each command of `done_when` answers from a script of
 outcomes (pass, fail with an exit code, time out), and every check and every start the run
-asked for is recorded for the test to read."""
+asked for is recorded for the test to read. A check sandbox (`prepare_done_check`) is a box of
+its own, `check-<n>`, labelled with the run; its push can be made to fail (`push_problems`)
+and its making to error (`prepare_errors`)."""
 
 from __future__ import annotations
 
@@ -10,12 +12,17 @@ from typing import Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.done_sandbox_models import DoneCheckSandbox, PrepareDoneCheckInput
 from activities.models import ActivityName, AgentStarted, RunDoneCheckInput, StartAgentInput
-from fakes.activities import FakeWorld, Hold
+from fakes.activities import FakeSandbox, FakeWorld, Hold
+from overnight.constants import LABEL_CHECK, LABEL_RUN
 from overnight.done_check import DoneCheck
+from overnight.workspace_spec import check_ref_name
 
 # A scripted outcome: 0 passes, another int fails with that exit code, "timeout" is ended.
 Outcome = int | str
+# The commit every fake push makes.
+COMMIT = "c0ffee" + "0" * 34
 
 
 class DoneWorld(FakeWorld):
@@ -28,6 +35,11 @@ class DoneWorld(FakeWorld):
         self.check_hold: Hold | None = None
         # The next checks fail like this (they could not be run at all).
         self.check_errors: list[ApplicationError] = []
+        self.prepares: list[PrepareDoneCheckInput] = []
+        # The next pushes of the work fail with these words (no check sandbox is made), and
+        # the next check sandboxes cannot be made (made, then the error: half made).
+        self.push_problems: list[str] = []
+        self.prepare_errors: list[ApplicationError] = []
 
     def check_outcomes(self, command: str, *outcomes: Outcome) -> DoneWorld:
         """What `command` does on its 1st, 2nd, ... run; then it passes."""
@@ -35,7 +47,37 @@ class DoneWorld(FakeWorld):
         return self
 
     def activities(self) -> list[Callable[..., Any]]:
-        return [*super().activities(), self.run_done_check]
+        return [*super().activities(), self.run_done_check, self.prepare_done_check]
+
+    @activity.defn(name=ActivityName.PREPARE_DONE_CHECK)
+    async def prepare_done_check(self, request: PrepareDoneCheckInput) -> DoneCheckSandbox:
+        agent = self._answering(request.agent_sandbox_id)
+        self.prepares.append(request)
+        ref = check_ref_name(request.spec.run_id, request.number)
+        if self.push_problems:
+            self.log.append(f"push from {agent.sandbox_id} refused")
+            return DoneCheckSandbox(ref=ref, problem=self.push_problems.pop(0))
+        name = f"{request.spec.run_id}-check-{request.number}"
+        box = next((b for b in self.sandboxes.values() if b.name == name), None)
+        if box is None:
+            box = FakeSandbox(
+                sandbox_id=f"check-{request.number}",
+                name=name,
+                attempt=0,
+                labels={LABEL_RUN: request.spec.run_id, LABEL_CHECK: str(request.number)},
+            )
+            if self.lease is not None:
+                box.lease_ends_at = activity.info().current_attempt_scheduled_time + self.lease
+            self.sandboxes[box.sandbox_id] = box
+            self.log.append(f"make {box.sandbox_id} from {agent.sandbox_id}")
+        if self.prepare_errors:
+            raise self.prepare_errors.pop(0)
+        return DoneCheckSandbox(
+            sandbox_id=box.sandbox_id,
+            ref=ref,
+            commit=COMMIT,
+            lease_ends_at=box.lease_ends_at,
+        )
 
     @activity.defn(name=ActivityName.RUN_DONE_CHECK)
     async def run_done_check(self, request: RunDoneCheckInput) -> DoneCheck:
@@ -61,6 +103,8 @@ class DoneWorld(FakeWorld):
             seconds=request.timeout_seconds if timed_out else 0.5,
             tail="all good" if passed else f"FAILED: {request.command} said no",
             at=activity.info().current_attempt_scheduled_time,
+            commit=request.commit,
+            in_place=request.in_place,
         )
 
     @activity.defn(name=ActivityName.START_AGENT)

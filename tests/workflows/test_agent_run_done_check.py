@@ -1,7 +1,8 @@
 """The done check on the time-skipping server: after the agent exits 0 the `done_when`
-commands run in its sandbox; a failure starts the agent again there with a fresh process and
-the failure as its restart reason; failed rounds used up make the run need a person, and an
-extension gives the agent the failure again."""
+commands run against its pushed work in a sandbox of their own (`check-<n>`, stopped after
+each round), `done_when_in_place` ones in its sandbox; a failure starts the agent again there
+with a fresh process and the failure as its restart reason; failed rounds used up make the run
+need a person, and an extension gives the agent the failure again."""
 
 from __future__ import annotations
 
@@ -14,8 +15,122 @@ from temporalio.testing import WorkflowEnvironment
 
 from fakes.activities import Hold, exits, progress
 from overnight.models import Budget, BudgetExtension
-from tests.workflows.done_world import DoneWorld
+from tests.workflows.done_world import COMMIT, DoneWorld
 from tests.workflows.harness import eventually, keep_history, make_spec, started_run, until_state
+
+
+async def test_checks_run_against_the_pushed_work_in_a_new_sandbox_each_round(
+    client: Client,
+) -> None:
+    world = DoneWorld().check_outcomes("pytest -q", 1)
+    world.script(1, [progress("cp-1"), exits(0), exits(0, final="cp-2")])
+    spec = make_spec(done_when=["pytest -q", "ruff check ."])
+    async with started_run(client, world, spec) as handle:
+        result = await handle.result()
+        await keep_history(handle, "done_check_fresh")
+
+    # Each round: the work pushed from box-1 and a check sandbox made at it, the checks run
+    # there, that sandbox stopped before anything else; the agent started again in box-1.
+    assert [e for e in world.log if e.startswith(("create", "make", "start", "check", "stop"))] == [
+        "create box-1",
+        "make check-1 from box-1",
+        "check 0 in check-1",
+        "stop check-1",
+        "start agent in box-1",
+        "make check-2 from box-1",
+        "check 0 in check-2",
+        "check 1 in check-2",
+        "stop check-2",
+        "stop box-1",
+    ]
+    assert [(p.number, p.round, p.agent_sandbox_id) for p in world.prepares] == [
+        (1, 1, "box-1"),
+        (2, 2, "box-1"),
+    ]
+    # The second push counts only what the first did not send.
+    assert (world.prepares[0].previous, world.prepares[1].previous) == (None, COMMIT)
+    # The failure is written for the agent in its own sandbox, not the check's.
+    assert [(c.sandbox_id, c.tell_sandbox_id, c.commit) for c in world.checks] == [
+        ("check-1", "box-1", COMMIT),
+        ("check-2", "box-1", COMMIT),
+        ("check-2", "box-1", COMMIT),
+    ]
+    again = world.start_inputs[0]
+    assert again.restart_reason == "done check failed: `pytest -q` (exit 1)"
+    assert (result.outcome, result.attempts, result.restarts) == ("finished", 1, 0)
+    assert [(c.command, c.passed, c.commit) for c in result.done_checks] == [
+        ("pytest -q", True, COMMIT),
+        ("ruff check .", True, COMMIT),
+    ]
+    assert world.running() == []
+
+
+async def test_work_that_cannot_be_pushed_is_a_failed_round_told_to_the_agent(
+    client: Client,
+) -> None:
+    world = DoneWorld()
+    world.push_problems = ["the work was not checked: the origin has no such ref"]
+    world.script(1, [exits(0), exits(0)])
+    spec = make_spec(done_when=["pytest -q"])
+    async with started_run(client, world, spec) as handle:
+        result = await handle.result()
+
+    # No check sandbox for the round whose work is not on the origin; the next one has one.
+    assert world.log.count("push from box-1 refused") == 1
+    assert [box for box in world.sandboxes] == ["box-1", "check-2"]
+    assert world.start_inputs[0].restart_reason == (
+        "done check failed: `pytest -q` (the work was not checked: the origin has no such ref)"
+    )
+    assert (result.outcome, result.done_checks_used, result.restarts) == ("finished", 1, 0)
+
+
+async def test_a_check_sandbox_that_cannot_be_made_is_swept_and_the_run_restarts(
+    client: Client,
+) -> None:
+    world = DoneWorld()
+    world.prepare_errors = [
+        ApplicationError("clone failed", type="SpecUnusable", non_retryable=True)
+    ]
+    world.script(1, [progress("cp-1"), exits(0)])
+    world.script(2, [exits(0, final="cp-2")])
+    spec = make_spec(done_when=["pytest -q"])
+    async with started_run(client, world, spec) as handle:
+        result = await handle.result()
+
+    second = world.creates()[1]
+    assert second.restart_reason.startswith("done check sandbox 1 could not be made ready: ")
+    assert world.sandboxes["check-1"].state == "stopped"
+    assert [c.sandbox_id for c in world.checks] == ["check-2"]
+    assert (result.outcome, result.restarts) == ("finished", 1)
+    assert world.running() == []
+
+
+async def test_in_place_checks_run_in_the_agent_sandbox_first(client: Client) -> None:
+    world = DoneWorld().check_outcomes("curl -f localhost:8000", 1)
+    world.script(1, [exits(0), exits(0)])
+    spec = make_spec(done_when=["pytest -q"], done_when_in_place=["curl -f localhost:8000"])
+    async with started_run(client, world, spec) as handle:
+        result = await handle.result()
+
+    # A failed in-place check ends the round before anything is pushed.
+    assert [e for e in world.log if e.startswith(("make", "check"))] == [
+        "check 0 in box-1",
+        "check 0 in box-1",
+        "make check-1 from box-1",
+        "check 0 in check-1",
+    ]
+    assert [(c.command, c.in_place, c.tell_sandbox_id) for c in world.checks] == [
+        ("curl -f localhost:8000", True, None),
+        ("curl -f localhost:8000", True, None),
+        ("pytest -q", False, "box-1"),
+    ]
+    assert world.start_inputs[0].restart_reason == (
+        "done check failed: `curl -f localhost:8000` (exit 1)"
+    )
+    assert [(c.command, c.in_place) for c in result.done_checks] == [
+        ("curl -f localhost:8000", True),
+        ("pytest -q", False),
+    ]
 
 
 async def test_a_failed_check_starts_the_agent_again_in_its_sandbox_until_it_passes(
@@ -23,7 +138,7 @@ async def test_a_failed_check_starts_the_agent_again_in_its_sandbox_until_it_pas
 ) -> None:
     world = DoneWorld().check_outcomes("pytest -q", 1)
     world.script(1, [progress("cp-1"), exits(0), exits(0, final="cp-2")])
-    spec = make_spec(done_when=["pytest -q", "ruff check ."])
+    spec = make_spec(done_when_in_place=["pytest -q", "ruff check ."])
     async with started_run(client, world, spec) as handle:
         result = await handle.result()
         await keep_history(handle, "done_check_retried")
@@ -80,11 +195,34 @@ async def test_used_up_checks_need_a_person_naming_the_check_and_an_extension_tr
         "done check failed: `pytest -q` (timed out after 30 s and was ended)"
     )
     assert world.paused == ["box-1"] and world.wakes == ["box-1"]
-    assert [box.sandbox_id for box in world.sandboxes.values()] == ["box-1"]
+    # One check sandbox a round, each stopped: none waits with the person.
+    assert [box.sandbox_id for box in world.sandboxes.values()] == [
+        "box-1",
+        "check-1",
+        "check-2",
+        "check-3",
+        "check-4",
+    ]
+    assert world.stopped[:3] == ["check-1", "check-2", "check-3"]
     assert (result.outcome, result.done_checks_used, result.restarts) == ("finished", 3, 0)
 
 
 async def test_a_lease_too_short_for_a_check_is_extended_before_it(client: Client) -> None:
+    world = DoneWorld()
+    world.lease = timedelta(minutes=5)
+    world.script(1, [exits(0)])
+    spec = make_spec(done_when_in_place=["pytest -q"], done_check_timeout_seconds=600)
+    async with started_run(client, world, spec) as handle:
+        result = await handle.result()
+
+    assert result.outcome == "finished"
+    assert [sandbox for sandbox, _ in world.extends] == ["box-1"]
+    assert world.log.index("check 0 in box-1") > 0
+
+
+async def test_a_check_sandbox_lease_too_short_for_a_check_is_extended_before_it(
+    client: Client,
+) -> None:
     world = DoneWorld()
     world.lease = timedelta(minutes=5)
     world.script(1, [exits(0)])
@@ -93,8 +231,8 @@ async def test_a_lease_too_short_for_a_check_is_extended_before_it(client: Clien
         result = await handle.result()
 
     assert result.outcome == "finished"
-    assert len(world.extends) == 1
-    assert world.log.index("check 0 in box-1") > 0
+    assert "check-1" in [sandbox for sandbox, _ in world.extends]
+    assert world.log.index("check 0 in check-1") > 0
 
 
 async def test_a_check_that_cannot_be_run_restarts_from_the_checkpoint(client: Client) -> None:
@@ -109,7 +247,8 @@ async def test_a_check_that_cannot_be_run_restarts_from_the_checkpoint(client: C
     second = world.creates()[1]
     assert second.restart_reason.startswith("done check 1 could not be run: ")
     assert (second.checkpoint, result.outcome, result.restarts) == ("cp-1", "finished", 1)
-    assert [c.sandbox_id for c in world.checks] == ["box-1", "box-2"]
+    assert [c.sandbox_id for c in world.checks] == ["check-1", "check-2"]
+    assert [world.sandboxes[f"check-{n}"].state for n in (1, 2)] == ["stopped", "stopped"]
     assert result.done_checks_used == 0
 
 
@@ -135,7 +274,8 @@ async def test_a_cancel_during_a_long_check_ends_the_run_without_waiting_for_it(
         await eventually(lambda: _true(hold.cancelled), lambda cancelled: cancelled)
 
     assert result.outcome == "cancelled"
-    assert world.stopped == ["box-1"] and world.start_inputs == []
+    # The check sandbox is stopped with the round it was made for, before the agent's.
+    assert world.stopped == ["check-1", "box-1"] and world.start_inputs == []
 
 
 async def _true(value: bool) -> bool:

@@ -247,6 +247,8 @@ class SupervisorState(BaseModel):
     # and the one of the round under way (stopped at the round's end, whichever way it ends).
     check_sandboxes_made: int = 0
     check_sandbox_id: str | None = None
+    # The last commit of the agent's work pushed and confirmed for a check.
+    done_commit: str | None = None
     # The workspace kept at each checkpoint (workflows.pure.workspace): whether the run keeps it
     # (None: not asked yet; asked behind a patch marker at its first checkpoint), how many
     # checkpoints it has numbered, the last ones kept (bounded), the commit it started from,

@@ -40,8 +40,7 @@ def spec(**overrides: Any) -> RunSpec:
         repo="file:///tmp/repo",
         agent_dir="/tmp/agent",
         command="python3 /workspace/agent/main.py",
-        done_when=["pytest -q", "ruff check ."],
-        **overrides,
+        **({"done_when": ["pytest -q", "ruff check ."]} | overrides),
     )
 
 
@@ -237,3 +236,51 @@ def test_the_budget_bounds_failed_rounds_and_an_extension_adds_them() -> None:
     assert Budget().max_done_checks == 3
     assert not BudgetExtension(done_checks=2).is_empty()
     assert budget.extended(Budget(), BudgetExtension(done_checks=2)).max_done_checks == 5
+
+
+def test_in_place_checks_come_first_and_done_when_joins_them_only_without_its_own_sandbox() -> None:
+    s = finished_agent(spec=spec(done_when_in_place=["curl -f localhost:8000"]))
+    assert [(c.index, c.in_place) for c in done.in_place_checks(s, fresh=True)] == [(0, True)]
+    assert [(c.index, c.in_place) for c in done.in_place_checks(s, fresh=False)] == [
+        (0, True),
+        (0, False),
+        (1, False),
+    ]
+    assert done.wanted(finished_agent(spec=spec(done_when=[], done_when_in_place=["true"])))
+    assert not done.wanted(finished_agent(spec=spec(done_when=[])))
+
+
+def test_a_check_sandbox_lease_shorter_than_a_check_is_extended_to_hold_it() -> None:
+    held = done.check_lease_target(NOW + timedelta(hours=1), 600, NOW)
+    assert held is None
+    short = done.check_lease_target(NOW + timedelta(minutes=5), 600, NOW)
+    assert short == NOW + timedelta(seconds=600) + done.CHECK_LEASE_MARGIN
+    assert done.check_lease_target(None, 600, NOW) is None
+
+
+def test_work_that_could_not_be_checked_is_a_failed_round_saying_why() -> None:
+    s = finished_agent()
+    why = "the work was not checked: the origin has no such ref"
+    failed = done.record_round(s, [done.unchecked(s, 1, why, NOW)])
+    assert failed is not None and failed.command == "pytest -q" and failed.exit_code is None
+    assert s.done_pending == f"done check failed: `pytest -q` ({why})"
+    assert done_check_line(build_status(s, NOW)) == (
+        f"round 1: `pytest -q` failed ({why}) · 1 of 3 failed rounds used"
+    )
+
+
+def test_a_check_sandbox_costs_its_life_at_the_spec_rates() -> None:
+    s = finished_agent()
+    before = budget.estimated_spend_usd(s, NOW)
+    done.close_check_spend(s, 3600)
+    assert budget.estimated_spend_usd(s, NOW) - before == pytest.approx(
+        budget.hourly_rate_usd(s.spec)
+    )
+
+
+def test_done_when_in_place_is_held_to_the_same_rules_and_shares_the_bound() -> None:
+    with pytest.raises(ValidationError, match="done_when_in_place command 1 is empty"):
+        spec(done_when_in_place=[" "])
+    half = MAX_DONE_CHECKS // 2 + 1
+    with pytest.raises(ValidationError, match="together"):
+        spec(done_when=["true"] * half, done_when_in_place=["true"] * half)
