@@ -18,6 +18,9 @@ names is checked: a relative path inside the store, and the bytes it recorded (a
 what is downloaded) with its digest, so an agent cannot make the worker write elsewhere; only
 that prefix is stored. A path the store cannot take (a checkpoint naming `s` after one naming
 `s/x`, or the other way) is logged and left out, never raised: the checkpoint is read already.
+The store holds at most `MAX_STORE_BYTES` on the worker, however many paths the checkpoints
+name: a new file that would pass it first evicts the oldest files pulled (the session resumed
+is the latest named); the run frees the store at its end (activities.sandbox_lifecycle).
 """
 
 from __future__ import annotations
@@ -40,6 +43,8 @@ from activities.providers.protocol import ProviderError, SandboxProvider
 PULLED_INDEX = ".overnight-pulled.json"
 # A session file larger than this is not carried (the run then resumes seeded).
 MAX_SESSION_BYTES = 64 * 1024 * 1024
+# The most a run's store holds on the worker (the oldest files pulled make room for a new one).
+MAX_STORE_BYTES = MAX_SESSION_BYTES
 # A path part the CLIs use (`-workspace-app`, `2026`, `<id>.jsonl`): none starts with a dot.
 _SAFE_PART = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,200}$")
 _DIGEST = re.compile(r"^[0-9a-f]{64}$")
@@ -133,6 +138,7 @@ async def _pull(
     if hashlib.sha256(checked).hexdigest() != named.sha256:
         _warn(f"session file {named.path} in {sandbox_id} is not the one its checkpoint names")
         return 0
+    _make_room(store, index, named.path, len(checked))
     await _write_atomically(store / named.path, checked)
     index[named.path] = named.sha256
     await _write_atomically(store / PULLED_INDEX, json.dumps(index, sort_keys=True).encode())
@@ -146,6 +152,30 @@ async def push_sessions(provider: SandboxProvider, sandbox_id: str, store: Path)
         return False
     await provider.upload_dir(sandbox_id, str(store), RUNTIME_SESSION_STORE)
     return True
+
+
+def _make_room(store: Path, index: dict[str, str], path: str, size: int) -> None:
+    """Evict the oldest files pulled before (by when they were stored) until they and `size`
+    more fit in `MAX_STORE_BYTES`; each leaves the index too."""
+    held: list[tuple[float, str, int]] = []
+    for kept in index:
+        if kept == path:
+            continue
+        try:
+            info = os.lstat(store / kept)
+        except OSError:
+            continue
+        held.append((info.st_mtime, kept, info.st_size))
+    total = size + sum(held_size for _, _, held_size in held)
+    for _, kept, kept_size in sorted(held):
+        if total <= MAX_STORE_BYTES:
+            break
+        try:
+            (store / kept).unlink(missing_ok=True)
+        except OSError:
+            continue
+        del index[kept]
+        total -= kept_size
 
 
 def _read_index(store: Path) -> dict[str, str]:

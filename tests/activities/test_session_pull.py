@@ -1,7 +1,8 @@
 """A coding agent's session file carried out of a Runtime sandbox (issue #47, item 6): whatever
 paths its checkpoints name, the observe and read-checkpoint activities never fail on them
 (a failure is logged, the checkpoint still read), and the worker's store keeps only the bytes
-the checkpoint's digest vouches for. The real withruntime SDK against the fake Runtime API."""
+the checkpoint's digest vouches for, and (item 1) at most `MAX_STORE_BYTES` however many paths
+they name. The real withruntime SDK against the fake Runtime API."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from pathlib import Path
 import pytest
 from temporalio.testing import ActivityEnvironment
 
+from activities import coding_agent_sessions
 from activities.coding_agent_sessions import PULLED_INDEX
 from activities.coding_agent_setup import RUNTIME_SESSION_STORE, session_store
 from activities.models import ObserveInput, ReadCheckpointInput
@@ -152,3 +154,18 @@ async def test_a_checkpoint_nested_past_the_stacks_depth_fails_no_read(run: Run)
     await run.provider.write_file(run.sandbox_id, CHECKPOINT, deep)
     assert await run.read_checkpoint() == deep.decode()
     assert not run.store.exists()
+
+
+async def test_the_store_holds_at_most_its_cap_however_many_paths_are_named(
+    run: Run, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An agent naming a new session file at each checkpoint cannot grow the worker's copy
+    past its cap: the oldest files pulled make room (the session resumed is the latest)."""
+    monkeypatch.setattr(coding_agent_sessions, "MAX_STORE_BYTES", 1000)
+    for step, path in enumerate(("a.jsonl", "b/one.jsonl", "b/two.jsonl")):
+        await run.agent_writes(path, bytes([65 + step]) * 600)
+        await run.read_checkpoint()
+
+    held = sorted(str(p.relative_to(run.store)) for p in run.store.rglob("*") if p.is_file())
+    assert held == [PULLED_INDEX, "b/two.jsonl"]
+    assert list(json.loads((run.store / PULLED_INDEX).read_text())) == ["b/two.jsonl"]
