@@ -19,10 +19,14 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 
+from activities.providers.local.engine import LocalEngine
+from activities.providers.registry import open_configured
 from activities.providers.runtime import agent_watch
 from overnight.cli import client as api
 from overnight.cli.workspace import diff_text
+from overnight.constants import LABEL_CHECK, LABEL_RUN
 from overnight.models import Budget, RunSpec
+from overnight.worker.reaping import reap
 from tests.e2e.helpers import wait_for_status, wait_no_agent_processes
 from tests.e2e.test_workspace_kept import refs_in, refs_in_order
 from tests.live import new_run_id, provider_world, running_sandboxes, scripted_spec
@@ -229,3 +233,31 @@ async def test_the_workspace_kept_holds_the_uncommitted_work_around_a_failed_che
     assert await wait_no_agent_processes(spec.run_id) == []
     left = running_sandboxes(spec.run_id)
     assert left == ([f"{spec.run_id}-1 (paused)"] if crashed else []), left
+
+
+@pytest.mark.timeout(180)
+async def test_a_check_sandbox_left_by_a_terminated_run_is_stopped_by_reap(
+    dev_client: Client, task_queue: str, runs: list[str], tmp_path: Path
+) -> None:
+    # A terminated workflow cleans up nothing: its check sandbox, labelled with the run, is
+    # reap's (as every sandbox of a closed run left running is).
+    spec = scripted_spec(
+        new_run_id("donereap"), tmp_path, "done-check", done_when=["echo checking; sleep 600"]
+    )
+    runs.append(spec.run_id)
+    await api.start_run(dev_client, spec, task_queue=task_queue)
+    check = f"{spec.run_id}-check-1"
+    engine = LocalEngine()
+    deadline = time.monotonic() + 120
+    while (found := engine.find(check)) is None or found.state != "running":
+        assert time.monotonic() < deadline, f"{check} never ran"
+        await asyncio.sleep(0.2)
+    assert (found.labels[LABEL_RUN], found.labels[LABEL_CHECK]) == (spec.run_id, "1")
+    await dev_client.get_workflow_handle(spec.run_id).terminate(reason="test: no cleanup")
+
+    async with open_configured() as providers:
+        reaped = await reap(dev_client, providers)
+
+    ours = {entry.sandbox_id: entry for entry in reaped if entry.run_id == spec.run_id}
+    assert ours[check].stopped and ours[check].why == "its run is closed and nobody supervises it"
+    assert running_sandboxes(spec.run_id) == []
