@@ -23,7 +23,10 @@ On the local provider:
   writable at `/overnight/session` in each of the run's sandboxes. The adapter copies the CLI's
   session files there after every step and restores them from there at its start, so a fresh
   sandbox (the old one crashed, stopped, reached its lease end, or was deleted) resumes the
-  same session. Kept on the worker, not pushed to the origin as a private ref: a transcript
+  same session. It is inside the sandbox's disk limit (an ext4 image of the run's carved out
+  of `disk_mib`, or measured with the sandbox: activities/providers/local/run_store.py, which
+  every writable worker mount goes through) and freed on each host when the run ends
+  (`free_run_store`). Kept on the worker, not pushed to the origin as a private ref: a transcript
   holds every tool output the model saw (a printed secret, a file's contents), and the
   origin is the user's repository host, readable by everyone who may read the repository; a
   per-step push of a transcript growing to megabytes would also cost the network, while a
