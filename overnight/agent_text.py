@@ -8,14 +8,16 @@ or a line that looks like overnight's.
 - `slack_inline` / `slack_block`: a Slack message (mrkdwn), in a line / in a code block;
 - `markdown_inline`: the Web UI's card and summaries (Markdown);
 - `terminal_line` / `terminal_safe`: `overnight status` and the other commands, on one line /
-  on the lines it has (its output);
+  on the lines it has (its output); `terminal_json`: a command's `--json` document. Every
+  write of the `overnight` command goes through one of them (overnight/cli/terminal_output.py);
 - JSON notifications: none. The body is data, each value a JSON string in its own field: a
   receiver that puts one on a page applies that page's rule (as above), and never reads one
   as markup or as a field of its own.
 
 Every rule shows what a person would not see, or what would move the text, as its escape:
-C0 and C1 controls, the bidirectional overrides and isolates that make text read otherwise
-than it is held, and the zero-width characters that hide inside words (`\\u202e`, `\\u200b`).
+C0 and C1 controls, the bidirectional marks, overrides and isolates that make text read
+otherwise than it is held, and the zero-width characters that hide inside words (`\\u202e`,
+`\\u200b`).
 """
 
 from __future__ import annotations
@@ -25,8 +27,8 @@ import re
 # Shown as their escapes: controls (but tab, newline and a carriage return before a newline,
 # which `terminal_safe` keeps), DEL, C1, zero-width characters and bidirectional controls.
 _UNSHOWN = re.compile(
-    "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069"
-    "\ufeff]|\r(?!\n)"
+    "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2064"
+    "\u2066-\u2069\ufeff]|\r(?!\n)"
 )
 
 
@@ -41,6 +43,14 @@ def terminal_safe(text: str) -> str:
     shown as its escape (`\\x1b`, `\\u202e`), so printing it cannot move the cursor, clear
     the screen or retitle the operator's terminal. Newlines and tabs are kept."""
     return _UNSHOWN.sub(_escape, text)
+
+
+def terminal_json(document: str) -> str:
+    """A JSON document bound for a terminal: what `terminal_safe` escapes, written as JSON's
+    own escape (`\\u001b`), so the document parses to the same values. (JSON already escapes
+    C0 controls inside its strings; DEL, C1 and the bidirectional and zero-width characters
+    it leaves as they are.)"""
+    return _UNSHOWN.sub(_json_escape, document)
 
 
 def terminal_line(text: str) -> str:
@@ -100,3 +110,7 @@ def slack_block(text: str) -> str:
 def _escape(found: re.Match[str]) -> str:
     code = ord(found.group())
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def _json_escape(found: re.Match[str]) -> str:
+    return "".join(f"\\u{ord(c):04x}" for c in found.group())

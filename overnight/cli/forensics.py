@@ -27,6 +27,7 @@ from overnight.cli import logs, logs_follow
 from overnight.cli.render import terminal_safe
 from overnight.cli.run_names import RUN_NAME_HELP
 from overnight.cli.run_view import CannotRead, RunView, load_run, opened, query_status
+from overnight.cli.terminal_output import RawText, raw_stdout
 from overnight.errors import OvernightError
 from overnight.output_tail import redact, secret_values
 
@@ -34,6 +35,10 @@ Connect = Callable[[argparse.Namespace], Awaitable[Client]]
 # The most `inspect PATH` prints of one file.
 MAX_FILE_BYTES = 16 * 1024 * 1024
 _KIND_WORDS = {"file": "file", "directory": "dir", "symlink": "link", "other": "?"}
+RAW_HELP = (
+    "the agent's bytes as they are, control characters and all (secrets still redacted), for "
+    "a file or a program: refused on a terminal"
+)
 
 
 class BadInput(OvernightError):
@@ -54,6 +59,7 @@ def add_parsers(commands: argparse._SubParsersAction, parser_class: type) -> Non
     read.add_argument(
         "--json", action="store_true", help="one JSON document (--follow: one JSON event a line)"
     )
+    read.add_argument("--raw", action="store_true", help=RAW_HELP)
     look = commands.add_parser("inspect", help="list a sandbox's /workspace, or print a file")
     look.add_argument("run_id", help=RUN_NAME_HELP)
     look.add_argument(
@@ -64,6 +70,7 @@ def add_parsers(commands: argparse._SubParsersAction, parser_class: type) -> Non
     )
     look.add_argument("--attempt", type=int, help="this attempt's sandbox (default: the latest)")
     look.add_argument("--json", action="store_true")
+    look.add_argument("--raw", action="store_true", help=RAW_HELP)
 
 
 async def run_logs(args: argparse.Namespace, connect: Connect) -> int:
@@ -71,17 +78,21 @@ async def run_logs(args: argparse.Namespace, connect: Connect) -> int:
         raise BadInput("--attempt must be 1 or more")
     if args.tail is not None and args.tail < 1:
         raise BadInput("--tail must be 1 or more")
+    raw = _raw_out(args)
     client = await connect(args)
     async with open_configured() as providers:
         view = await load_run(client, args.run_id, _lookup(providers))
         provider = _lookup(providers)(view.spec.provider)
         if args.follow:
-            return await _follow(client, view, provider, args)
+            return await _follow(client, view, provider, args, raw)
         attempt = _attempt(view, args.attempt)
         if args.json:
-            printer = logs.Printer(secret_values(view.spec.secret_env, os.environ), io.StringIO())
+            # The document holds the output as written (secrets redacted), as `--follow
+            # --json` does: JSON escapes it, and a reader applies its own page's rule.
+            secrets = secret_values(view.spec.secret_env, os.environ)
+            printer = logs.Printer(secrets, io.StringIO(), escape=str)
         else:
-            printer = logs.printer_for(view, json_lines=False)
+            printer = logs.printer_for(view, json_lines=False, raw=raw)
         try:
             await logs.show_attempt(view, provider, attempt, printer, tail=args.tail)
         except CannotRead as why:
@@ -104,9 +115,13 @@ async def run_logs(args: argparse.Namespace, connect: Connect) -> int:
 
 
 async def _follow(
-    client: Client, view: RunView, provider: SandboxProvider, args: argparse.Namespace
+    client: Client,
+    view: RunView,
+    provider: SandboxProvider,
+    args: argparse.Namespace,
+    raw: logs.Out | None,
 ) -> int:
-    printer = logs.printer_for(view, json_lines=args.json)
+    printer = logs.printer_for(view, json_lines=args.json, raw=raw)
     start = args.attempt or view.latest() or 1
 
     async def reload() -> None:
@@ -154,6 +169,7 @@ def _show_kept(
 
 async def run_inspect(args: argparse.Namespace, connect: Connect) -> int:
     path = _workspace_path(args.path)
+    raw = _raw_out(args)
     client = await connect(args)
     async with open_configured() as providers:
         view = await load_run(client, args.run_id, _lookup(providers))
@@ -172,6 +188,8 @@ async def run_inspect(args: argparse.Namespace, connect: Connect) -> int:
             }
             listing = await box.forensics.list_files(sid, path, MAX_LISTED_FILES)
             if listing.is_dir:
+                if raw is not None:
+                    raise BadInput(f"{path} is a folder: --raw prints a file")
                 _print_listing(about, listing, json_out=args.json)
                 return 0
             read = await box.forensics.read_file(sid, path, MAX_FILE_BYTES)
@@ -183,8 +201,18 @@ async def run_inspect(args: argparse.Namespace, connect: Connect) -> int:
         raise BadInput(terminal_safe(f"{path} is not read: {read.detail}"))
     if read.status != "ok" or read.data is None:
         raise BadInput(f"no file or folder {path} in sandbox {sid} (attempt {attempt})")
-    _print_file(about, read.data, secrets, json_out=args.json, tty=sys.stdout.isatty())
+    _print_file(about, read.data, secrets, json_out=args.json, raw=raw is not None)
     return 0
+
+
+def _raw_out(args: argparse.Namespace) -> logs.Out | None:
+    """Where `--raw` writes (None: not asked): refused on a terminal and beside `--json`,
+    before anything is read."""
+    if not args.raw:
+        return None
+    if args.json:
+        raise BadInput("--raw writes the agent's bytes, --json a document: not both")
+    return RawText()
 
 
 def _print_listing(about: dict[str, Any], listing: FileListing, *, json_out: bool) -> None:
@@ -229,10 +257,11 @@ def _size(n: int) -> str:
 
 
 def _print_file(
-    about: dict[str, Any], data: bytes, secrets: list[str], *, json_out: bool, tty: bool
+    about: dict[str, Any], data: bytes, secrets: list[str], *, json_out: bool, raw: bool = False
 ) -> None:
-    """The file as it is into a pipe or a file; on a terminal, its control characters (and
-    bytes that are not UTF-8) escaped, so the agent's bytes cannot drive the terminal."""
+    """The file for a person, on a terminal or in a pipe alike: its control characters (and
+    bytes that are not UTF-8) escaped, so the agent's bytes cannot drive a terminal; with
+    `raw`, as it is (a text file with the run's secrets redacted) for a program."""
     try:
         text: str | None = redact(data.decode("utf-8"), secrets)
     except UnicodeDecodeError:
@@ -242,16 +271,14 @@ def _print_file(
             {"text": text} if text is not None else {"base64": base64.b64encode(data).decode()}
         )
         print(json.dumps({**about, "size": len(data), **content}, indent=2))
-    elif tty:
-        shown = text if text is not None else data.decode("utf-8", errors="backslashreplace")
-        sys.stdout.write(terminal_safe(redact(shown, secrets)))
-        sys.stdout.flush()
-    elif text is not None:
-        sys.stdout.write(text)
-        sys.stdout.flush()
+    elif raw:
+        out = raw_stdout()
+        out.write(text.encode() if text is not None else data)
+        out.flush()
     else:
-        sys.stdout.buffer.write(data)
-        sys.stdout.buffer.flush()
+        readable = text if text is not None else data.decode("utf-8", errors="backslashreplace")
+        sys.stdout.write(terminal_safe(redact(readable, secrets)))
+        sys.stdout.flush()
 
 
 def _workspace_path(raw: str) -> str:

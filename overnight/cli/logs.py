@@ -15,7 +15,7 @@ import json
 import os
 import sys
 from collections.abc import Awaitable, Callable
-from typing import Any, TextIO
+from typing import Any, Protocol
 
 from activities.providers.forensics import AgentProcess, OutputChunk, SandboxForensics
 from activities.providers.protocol import SandboxProvider
@@ -31,13 +31,30 @@ LOOK_AROUND_SECONDS = 1.0
 BYTES_PER_LINE = 512
 
 
+class Out(Protocol):
+    """Where a printer writes: a text stream (stdout, a string buffer, `--raw`'s)."""
+
+    def write(self, text: str, /) -> int: ...
+
+    def flush(self) -> None: ...
+
+
 class Printer:
     """Whole lines, redacted, to `out`; as JSON events (one a line) with `json_lines`."""
 
-    def __init__(self, secrets: list[str], out: TextIO, *, json_lines: bool = False) -> None:
+    def __init__(
+        self,
+        secrets: list[str],
+        out: Out,
+        *,
+        json_lines: bool = False,
+        escape: Callable[[str], str] = terminal_safe,
+    ) -> None:
         self.secrets = secrets
         self.out = out
         self.json_lines = json_lines
+        # Each line as a person may see it (`--raw`: as the agent wrote it, for a program).
+        self.escape = escape
         self._pending: dict[str, str] = {}
         self._decoders: dict[str, codecs.IncrementalDecoder] = {}
 
@@ -45,7 +62,7 @@ class Printer:
         if self.json_lines:
             self._json({"type": kind, **fields, "text": text})
         else:
-            self.out.write(terminal_safe(text + "\n"))
+            self.out.write(self.escape(text + "\n"))
         self.out.flush()
 
     def output(self, attempt: int, process_id: str, data: bytes, *, final: bool = False) -> None:
@@ -67,17 +84,19 @@ class Printer:
                     {"type": "output", "attempt": attempt, "process_id": process_id, "text": line}
                 )
             else:
-                self.out.write(terminal_safe(line + "\n"))  # a CR before it is a line end
+                self.out.write(self.escape(line + "\n"))  # a CR before it is a line end
         self.out.flush()
 
     def _json(self, value: dict[str, Any]) -> None:
         self.out.write(json.dumps(value) + "\n")
 
 
-def printer_for(view: RunView, *, json_lines: bool) -> Printer:
-    return Printer(
-        secret_values(view.spec.secret_env, os.environ), sys.stdout, json_lines=json_lines
-    )
+def printer_for(view: RunView, *, json_lines: bool, raw: Out | None = None) -> Printer:
+    """The run's printer to stdout; to `raw` as the agent wrote it (secrets still redacted)."""
+    secrets = secret_values(view.spec.secret_env, os.environ)
+    if raw is not None:
+        return Printer(secrets, raw, json_lines=json_lines, escape=str)
+    return Printer(secrets, sys.stdout, json_lines=json_lines)
 
 
 def say(text: str) -> None:

@@ -33,6 +33,7 @@ from overnight.cli import schedule as schedule_cli
 from overnight.cli import workspace as workspace_cli
 from overnight.cli.retrying import retrying_lines, with_waiting_on
 from overnight.cli.run_names import RUN_NAME_HELP
+from overnight.cli.terminal_output import guarded
 from overnight.codec import CodecConfigError, CodecKeyError
 from overnight.connect import UI_URL_ENV
 from overnight.constants import TASK_QUEUE
@@ -161,6 +162,14 @@ def run(argv: Sequence[str] | None) -> int:
     args = parser.parse_args(argv)
     if args.command == "start" and (problem := agents_cli.start_problem(args)) is not None:
         parser.error(problem)
+    # Whatever a command writes, on stdout or stderr, an agent may have written part of it:
+    # all of it goes through one rule (overnight/cli/terminal_output.py).
+    document = getattr(args, "json", False) or getattr(args, "print_spec", False)
+    with guarded(json_out=bool(document)):
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
         return asyncio.run(_dispatch(args))
     except KeyboardInterrupt:

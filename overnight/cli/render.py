@@ -198,10 +198,14 @@ def result_text(result: RunResult) -> str:
     lines = [text]
     outputs = result.outputs
     if outputs is not None:
-        lines += [f"  result: {outputs.summary}"] if outputs.summary else []
-        lines += [f"  {name}: {value}" for name, value in outputs.values.items()]
+        # The agent's words, each on its line (as in `status`): none prints a line of its own.
+        lines += [f"  result: {terminal_line(outputs.summary)}"] if outputs.summary else []
+        lines += [
+            f"  output {terminal_line(name)}: {terminal_line(value)}"
+            for name, value in outputs.values.items()
+        ]
     net = safety_net_line(result.safety_net)
-    return "\n".join(lines + ([f"safety net: {net}"] if net else []))
+    return terminal_safe("\n".join(lines + ([f"safety net: {net}"] if net else [])))
 
 
 def _count(n: int, noun: str) -> str:

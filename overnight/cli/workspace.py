@@ -21,6 +21,8 @@ from temporalio.client import Client, WorkflowUpdateFailedError
 from temporalio.service import RPCError
 
 from activities.sandbox_setup import clone_source
+from overnight.agent_text import one_line, terminal_line
+from overnight.cli.terminal_output import raw_stdout, shown
 from overnight.errors import OvernightError
 from overnight.models import RunStatus
 from overnight.specs import redact_url, scrub_url
@@ -52,6 +54,12 @@ def add_parsers(commands: argparse._SubParsersAction, parser_class: type) -> Non
     diff.add_argument("--step", type=int, metavar="N", help="checkpoint N (default: the latest)")
     diff.add_argument("--repo", help="fetch from this URL or path (default: the spec's repo)")
     diff.add_argument("--stat", action="store_true", help="only which files, and how much")
+    diff.add_argument(
+        "--raw",
+        action="store_true",
+        help="git's bytes as they are, control characters and all, for a program (git apply) "
+        "or a file: refused on a terminal",
+    )
     rewind = commands.add_parser(
         "rewind", help="go on from checkpoint N and the workspace kept with it"
     )
@@ -61,7 +69,7 @@ def add_parsers(commands: argparse._SubParsersAction, parser_class: type) -> Non
 
 async def run_rewind(args: argparse.Namespace, connect: Connect) -> int:
     client = await connect(args)
-    print(f"{args.run_id}: {await rewind_run(client, args.run_id, args.to)}")
+    print(f"{args.run_id}: {terminal_line(await rewind_run(client, args.run_id, args.to))}")
     return 0
 
 
@@ -83,13 +91,20 @@ async def run_diff(args: argparse.Namespace, connect: Connect) -> int:
     from overnight.cli import client as api
     from overnight.worker.run_history import run_spec
 
+    raw = raw_stdout() if args.raw else None  # refused on a terminal before anything is read
     client = await connect(args)
     status = await api.get_status(client, args.run_id)
     kept = chosen(status, args.step)
     repo = args.repo or (await run_spec(client, args.run_id)).repo
     base = status.workspace.base if status.workspace else None
-    text = await asyncio.to_thread(diff_text, clone_source(repo), kept, base, stat=args.stat)
-    sys.stdout.write(text)
+    data = await asyncio.to_thread(diff_bytes, clone_source(repo), kept, base, stat=args.stat)
+    if raw is not None:
+        raw.write(data)
+        raw.flush()
+    else:
+        # The agent's files, names and words: its lines and tabs kept, every other control
+        # (and a byte that is not UTF-8) shown as its escape.
+        sys.stdout.write(shown(data))
     return 0
 
 
@@ -109,6 +124,11 @@ def chosen(status: RunStatus, step: int | None) -> KeptWorkspace:
 
 
 def diff_text(repo: str, kept: KeptWorkspace, base: str | None, *, stat: bool = False) -> str:
+    """`diff_bytes` as text (a byte that is not UTF-8 replaced), as the agent wrote it."""
+    return diff_bytes(repo, kept, base, stat=stat).decode("utf-8", errors="replace")
+
+
+def diff_bytes(repo: str, kept: KeptWorkspace, base: str | None, *, stat: bool = False) -> bytes:
     """The diff from `base` (else the kept commit's first parent) to the kept workspace."""
     assert kept.ref is not None and kept.commit is not None
     with tempfile.TemporaryDirectory(prefix="overnight-diff-") as where:
@@ -121,7 +141,8 @@ def diff_text(repo: str, kept: KeptWorkspace, base: str | None, *, stat: bool = 
             raise OvernightError(f"{kept.ref} in {redact_url(repo)} is {got}, not {kept.commit}")
         start = base if base and _has(where, base) else f"{kept.commit}^1"
         options = ["--stat"] if stat else ["--binary"]
-        return _git(where, "diff", "--no-ext-diff", "--no-textconv", *options, start, kept.commit)
+        diff = ["diff", "--no-ext-diff", "--no-textconv", "--no-color", *options]
+        return _git_bytes(where, *diff, start, kept.commit)
 
 
 def _has(where: str, commit: str) -> bool:
@@ -130,18 +151,22 @@ def _has(where: str, commit: str) -> bool:
 
 
 def _git(where: str, *args: str, repo: str | None = None) -> str:
+    return _git_bytes(where, *args, repo=repo).decode("utf-8", errors="replace")
+
+
+def _git_bytes(where: str, *args: str, repo: str | None = None) -> bytes:
     done = subprocess.run(
         ["git", *_SAFE, *args],
         cwd=where,
         capture_output=True,
-        text=True,
-        errors="replace",
         timeout=FETCH_SECONDS,
         env={**os.environ, "GIT_TERMINAL_PROMPT": "0"},
     )
     if done.returncode != 0:
-        why = done.stderr.strip()[-400:]
+        # What the origin said may be the agent's (a hook's message, a ref's name): one line,
+        # and the command prints it through the same escaping as the rest.
+        why = done.stderr.decode("utf-8", errors="replace").strip()[-400:]
         if repo is not None:
             why = scrub_url(why, repo)
-        raise OvernightError(f"git {args[0]} failed: {why}")
+        raise OvernightError(f"git {args[0]} failed: {one_line(why)}")
     return done.stdout
