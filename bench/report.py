@@ -29,6 +29,7 @@ GROUPS = (
     "codingagents",
     "hosts",
     "workspace",
+    "donecheck",
 )
 REPO_ROOT = Path(__file__).resolve().parent.parent
 RESULTS_DIR = REPO_ROOT / "bench" / "results"
