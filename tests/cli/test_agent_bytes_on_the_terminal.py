@@ -239,7 +239,7 @@ def test_every_write_of_a_command_goes_through_the_rule() -> None:
 
 def test_a_json_document_keeps_its_values_and_loses_its_controls() -> None:
     out = io.StringIO()
-    document = {"text": HOSTILE, "name": "\u202e\x7f\x9b", "n": 1}
+    document = {"text": HOSTILE, "name": "\u202e\x7f\x9b\u061c\ufeff", "n": 1}
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(sys, "stdout", out)
         with guarded(json_out=True):
