@@ -9,6 +9,7 @@ Behind `DONE_CHECKS_FRESH_PATCH` (workflows/done_steps.py asks it).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import TypeVar
@@ -54,6 +55,7 @@ async def fresh_round(
             lease_cost_micros=money.next_lease_micros(s) if money.keeps_account(s) else None,
             route=host_steps.current_route(s),
         ),
+        wait_cancelled=True,
     )
     if not isinstance(prepared, DoneCheckSandbox):
         # Cancelled, or could not be made: a sandbox half made is found by its label.
@@ -150,17 +152,25 @@ def _previous_commit(s: SupervisorState) -> str | None:
     return s.done_commit or workspace.previous_commit(s)
 
 
-async def interruptible(s: SupervisorState, call: Awaitable[T]) -> T | str | None:
-    """`call`'s result, given up when the run is cancelled (None); why it failed (str)."""
+async def interruptible(
+    s: SupervisorState, call: Awaitable[T], *, wait_cancelled: bool = False
+) -> T | str | None:
+    """`call`'s result, given up when the run is cancelled (None); why it failed (str).
+    `wait_cancelled`: a call given up is waited for until it has really stopped (one that
+    makes a sandbox: the sweep after it must see what it made)."""
     task = asyncio.ensure_future(call)
     given_up = False
     try:
         await workflow.wait_condition(lambda: task.done() or s.cancel_requested)
     finally:
-        # A `cancel` signal, or a Temporal cancellation of the run: the call is not waited for.
+        # A `cancel` signal, or a Temporal cancellation of the run: the call is not waited for
+        # (but for its cancellation, when asked).
         if not task.done():
             task.cancel()
             given_up = True
+            if wait_cancelled:
+                with contextlib.suppress(ActivityError, asyncio.CancelledError):
+                    await task
     if given_up:
         return None
     try:

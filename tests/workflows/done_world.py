@@ -40,6 +40,8 @@ class DoneWorld(FakeWorld):
         # the next check sandboxes cannot be made (made, then the error: half made).
         self.push_problems: list[str] = []
         self.prepare_errors: list[ApplicationError] = []
+        # The next check sandbox, once made, waits on this until released (or cancelled).
+        self.prepare_hold: Hold | None = None
 
     def check_outcomes(self, command: str, *outcomes: Outcome) -> DoneWorld:
         """What `command` does on its 1st, 2nd, ... run; then it passes."""
@@ -70,6 +72,8 @@ class DoneWorld(FakeWorld):
                 box.lease_ends_at = activity.info().current_attempt_scheduled_time + self.lease
             self.sandboxes[box.sandbox_id] = box
             self.log.append(f"make {box.sandbox_id} from {agent.sandbox_id}")
+        if self.prepare_hold is not None:
+            await self.prepare_hold.wait()
         if self.prepare_errors:
             raise self.prepare_errors.pop(0)
         return DoneCheckSandbox(

@@ -284,3 +284,21 @@ async def _true(value: bool) -> bool:
 
 async def _last(log: list[str]) -> str:
     return log[-1] if log else ""
+
+
+async def test_a_cancel_while_the_check_sandbox_is_made_waits_for_it_and_stops_it(
+    private_env: WorkflowEnvironment,
+) -> None:
+    world = DoneWorld()
+    world.prepare_hold = hold = Hold()
+    world.script(1, [exits(0)])
+    spec = make_spec(done_when=["pytest -q"])
+    async with started_run(private_env.client, world, spec) as handle:
+        await asyncio.wait_for(hold.started.wait(), timeout=10)
+        await handle.signal("cancel", "not needed after all")
+        result = await handle.result()
+
+    # The make was cancelled and waited for, so the sweep after it found its sandbox.
+    assert result.outcome == "cancelled" and hold.cancelled
+    assert world.checks == [] and world.running() == []
+    assert "check-1" in world.stopped

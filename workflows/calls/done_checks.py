@@ -100,6 +100,8 @@ async def prepare_done_check(
         start_to_close_timeout=policies.PREPARE_DONE_CHECK_TIMEOUT,
         heartbeat_timeout=policies.DONE_CHECK_HEARTBEAT,
         retry_policy=policies.DONE_CHECK_RETRY,
+        # Given up, it is waited for until it stopped, so the sweep after it sees its sandbox.
+        cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
         summary=f"push the work and make done check sandbox {number} at it (round {round_number})",
     )
     return prepared
