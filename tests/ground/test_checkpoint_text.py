@@ -170,3 +170,11 @@ def test_text_and_oversized_checkpoints_have_no_parsed_value() -> None:
     assert parsed_for_result(big, True) is None
     deep = "[" * 200 + "]" * 200
     assert parsed_for_result(deep, True) is None
+
+
+def test_a_checkpoint_of_exactly_the_parsed_bytes_is_parsed_and_one_byte_more_is_not() -> None:
+    fill = MAX_PARSED_BYTES - len(json.dumps({"blob": ""}))
+    exactly = json.dumps({"blob": "x" * fill})
+    assert len(exactly.encode()) == MAX_PARSED_BYTES
+    assert parsed_for_result(exactly, True) == {"blob": "x" * fill}
+    assert parsed_for_result(json.dumps({"blob": "x" * (fill + 1)}), True) is None
