@@ -9,7 +9,8 @@ from __future__ import annotations
 import asyncio
 from datetime import timedelta
 
-from temporalio.client import Client
+import pytest
+from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 
@@ -302,3 +303,20 @@ async def test_a_cancel_while_the_check_sandbox_is_made_waits_for_it_and_stops_i
     assert result.outcome == "cancelled" and hold.cancelled
     assert world.checks == [] and world.running() == []
     assert "check-1" in world.stopped
+
+
+async def test_a_temporal_cancellation_during_a_check_stops_the_check_sandbox(
+    private_env: WorkflowEnvironment,
+) -> None:
+    world = DoneWorld()
+    world.check_hold = hold = Hold()
+    world.script(1, [exits(0)])
+    spec = make_spec(done_when=["pytest -q"])
+    async with started_run(private_env.client, world, spec) as handle:
+        await asyncio.wait_for(hold.started.wait(), timeout=10)
+        await handle.cancel()
+        with pytest.raises(WorkflowFailureError):
+            await handle.result()
+
+    assert world.running() == []
+    assert world.stopped[0] == "check-1" and "box-1" in world.stopped
