@@ -64,6 +64,21 @@ def test_a_host_is_lost_only_once_no_poller_has_polled_for_its_threshold() -> No
     assert reason.startswith("host lost: a") and "200 s ago" in reason
 
 
+def test_a_lost_hosts_reason_says_its_queue_its_threshold_and_what_the_server_listed() -> None:
+    assert hosts.lost_reason("overnight@a", _seen(None, lost_after=90), NOW) == (
+        "host lost: a's queue overnight@a had no worker for 90 s (no poller listed)"
+    )
+    assert hosts.lost_reason_again("overnight@a") == (
+        "host lost: a (its queue overnight@a was taken as lost before)"
+    )
+
+
+def test_the_live_hosts_are_those_the_run_made_sandboxes_on_once_each_but_the_lost() -> None:
+    made = {"b1": "q@a", "b2": "q@b", "b3": "q@a", "b4": "q@c", "b5": "q@b"}
+    s = _state(host_routing=True, sandbox_hosts=made, lost_hosts=["q@c"])
+    assert hosts.live_host_queues(s) == ["q@a", "q@b"]
+
+
 def test_a_pinned_create_goes_to_the_first_allowed_host_not_lost() -> None:
     s = _state(host_routing=True, spec=make_spec(hosts=["a", "b"]))
     assert hosts.create_queue(s, "q") == "q@a"

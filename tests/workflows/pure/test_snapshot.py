@@ -122,3 +122,32 @@ def test_the_status_and_card_show_the_latest_snapshot_and_its_age() -> None:
     assert [r.size_bytes for r in status.snapshots] == [2**30]
     card = render_card(status, now)
     assert "**snapshot** `snap-1` (disk, 1024.0 MiB) taken 7m ago · 1 taken, paused 1.5 s" in card
+
+
+def test_no_capture_while_no_agent_runs_in_the_sandbox() -> None:
+    s = state(json.dumps({"snapshot_request": 1}))
+    s.process_id = None  # made, its agent not started yet (or ended)
+    assert capture_due(s, T0) is None
+    s = state(json.dumps({"snapshot_request": 1}))
+    s.sandbox_id = None
+    assert capture_due(s, T0) is None
+
+
+def test_a_capture_held_back_is_due_at_the_end_of_the_interval_and_none_is_when_not_wanted() -> (
+    None
+):
+    s = state(json.dumps({"snapshot_request": 2}))
+    s.snapshot_request_done, s.snapshot_last_try_at = 1, T0
+    due_at = T0 + timedelta(seconds=600)
+    assert next_capture_at(s, due_at - timedelta(seconds=1)) == due_at
+    assert next_capture_at(s, due_at) is None  # due now: nothing to wait for
+    s.snapshot_request_done = 2  # answered: nothing wanted
+    assert next_capture_at(s, T0 + timedelta(seconds=5)) is None
+
+
+def test_a_restart_restores_the_newest_of_several_in_its_own_mode() -> None:
+    s = state()
+    newest = record(3).model_copy(update={"mode": "memory"})
+    s.snapshots = [record(1), record(2), newest]
+    restore = restore_for(s)
+    assert restore is not None and (restore.snapshot_id, restore.mode) == ("snap-3", "memory")
