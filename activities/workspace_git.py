@@ -130,9 +130,12 @@ if [ "${{bytes:-0}}" -gt {max_bytes} ]; then say over "$bytes" "push"; exit 0; f
 # global one of ours holding only the credential (and safe.directory) entries of the sandbox's.
 objects=$(g rev-parse --path-format=absolute --git-common-dir 2>>"$log")/objects ||
   {{ say failed "git objects: $(tail_of)"; exit 0; }}
-push=$(mktemp -d) && g init --quiet --bare --template= "$push" >>"$log" 2>&1 ||
-  {{ say failed "push dir: $(tail_of)"; exit 0; }}
-mkdir -p "$push/objects/info" && printf '%s\\n' "$objects" > "$push/objects/info/alternates"
+# (Made by hand, not `git init`: the same four entries in a tenth of the time.)
+push=$(mktemp -d) && mkdir -p "$push/objects/info" "$push/refs" &&
+  printf 'ref: refs/heads/none\\n' > "$push/HEAD" &&
+  printf '[core]\\n\\tbare = true\\n' > "$push/config" &&
+  printf '%s\\n' "$objects" > "$push/objects/info/alternates" ||
+  {{ say failed "no scratch folder for the push"; exit 0; }}
 : > "$push/global.gitconfig"
 GIT_DIR="$push" g config -z --get-regexp '{KEPT_KEYS}' 2>/dev/null |
   while IFS= read -r -d '' entry; do

@@ -4,7 +4,8 @@
 Per checkpoint (the local engine and the real activities, a 10 MB and a 500 MB repository):
 between two checkpoints the agent edits three tracked files and adds a 64 KiB one; the
 baseline is what a checkpoint costs without keeping (the checkpoint read), overnight the same
-read plus the keep (commit to a private ref and push to a bare origin). Time is the activities'
+read plus the keep (commit to a private ref, push to a bare origin, and the worker's own
+`git ls-remote` of the origin that confirms it, also timed alone). Time is the activities'
 wall time; bytes are what the read carries into history, plus what the keep pushes (objects
 not yet on the origin). Medians over `--keeps` checkpoints, after a first keep.
 
@@ -38,6 +39,7 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import ActivityEnvironment
 
+from activities import origin_refs
 from activities.models import CreateSandboxInput, ReadCheckpointInput
 from activities.providers.local import disk_image
 from activities.providers.local.engine import LocalEngine
@@ -127,7 +129,13 @@ async def measure_keeps(root: Path, size_mib: int, keeps: int) -> dict[str, Any]
     )
     grants = Grants(writable_bind_roots=(str(root.resolve()),))
     env = ActivityEnvironment()
-    found: dict[str, list[float]] = {"read_s": [], "keep_s": [], "read_bytes": [], "push_bytes": []}
+    found: dict[str, list[float]] = {
+        "read_s": [],
+        "keep_s": [],
+        "check_s": [],
+        "read_bytes": [],
+        "push_bytes": [],
+    }
     async with SandboxActivities(providers={"local": provider}, grants=grants) as acts:
         began = time.perf_counter()
         made = CreateSandboxInput(spec=spec, attempt=1, checkpoint='{"step": 0}')
@@ -174,10 +182,17 @@ async def measure_keeps(root: Path, size_mib: int, keeps: int) -> dict[str, Any]
                 t2 = time.perf_counter()
                 assert kept.outcome == "pushed", kept.detail
                 previous = kept.commit
+                # The worker's look at the origin, which the keep just made too, on its own.
+                assert kept.ref is not None and kept.commit is not None
+                t3 = time.perf_counter()
+                checked = await origin_refs.confirm(spec.repo, kept.ref, kept.commit)
+                check_s = time.perf_counter() - t3
+                assert checked.confirmed, checked.detail
                 if n == 1:
                     continue  # the first keep after the clone: the measured ones follow
                 found["read_s"].append(t1 - t0)
                 found["keep_s"].append(t2 - t1)
+                found["check_s"].append(check_s)
                 found["read_bytes"].append(read.size)
                 found["push_bytes"].append(kept.bytes)
         finally:
@@ -306,6 +321,17 @@ def result_rows(keeps: list[dict[str, Any]], crashes: list[dict[str, Any]]) -> l
                 ),
             )
         )
+    every_keep = [k for found in keeps for k in found["keep_s"]]
+    every_check = [c for found in keeps for c in found["check_s"]]
+    rows.append(
+        Row(
+            "workspace kept: the worker's look at the origin per keep (git ls-remote of a "
+            "local origin; baseline: the whole keep)",
+            "ms",
+            round(_median(every_keep) * 1000, 1),
+            round(_median(every_check) * 1000, 1),
+        )
+    )
     off, on = crashes
     rows += [
         Row(

@@ -29,10 +29,12 @@ async def test_the_workspace_bench_measures_both_columns(
     finally:
         clean_up(root)
     rows = result_rows(keeps, crashes)
-    assert len(rows) == 2 * len(QUICK.sizes_mib) + 2
+    assert len(rows) == 2 * len(QUICK.sizes_mib) + 3
     for row in rows:
         assert row.baseline is not None and row.overnight is not None, row.metric
         assert row.group == "workspace"
     lost = rows[-2]
+    look = rows[-3]
+    assert look.unit == "ms" and 0 < (look.overnight or 0) < (look.baseline or 0)
     assert (lost.baseline, lost.overnight) == (QUICK.crash_at, 0)
     assert [c["steps_on_branch"] for c in crashes] == [1, QUICK.steps]
