@@ -21,14 +21,16 @@ from activities.errors import ErrorType, non_retryable
 from activities.git_words import clone_failure, clone_failure_text
 from activities.models import SandboxInfo
 from activities.providers.protocol import (
+    GitOrigin,
     ProviderError,
     SandboxNotRunning,
     SandboxProvider,
     SandboxRequest,
+    ServesGit,
 )
 from overnight.constants import KIT_MOUNT, SNAPSHOT_ANSWER
 from overnight.done_check import DONE_CHECK_FILE, DONE_CHECK_FILE_ENV
-from overnight.grants import Grants, allowed_names
+from overnight.grants import Grants, allowed_names, local_repo_path
 from overnight.isolation import HostBind, is_under
 from overnight.models import RunSpec
 from overnight.specs import redact_url, scrub_url
@@ -148,7 +150,15 @@ def spec_request(
         binds=spec_binds(spec),
         host_ports=tuple(spec.host_ports),
         egress=allowed_names(spec, grants),
+        origin=git_origin(spec),
     )
+
+
+def git_origin(spec: RunSpec) -> GitOrigin | None:
+    """The run's origin when it is a folder on the worker (a provider may serve it)."""
+    if local_repo_path(spec.repo) is None:
+        return None
+    return GitOrigin(path=clone_source(spec.repo), branch=spec.branch, run_id=spec.run_id)
 
 
 async def running_sandbox(
@@ -177,6 +187,10 @@ async def clone_and_switch(provider: SandboxProvider, sandbox_id: str, spec: Run
     credentials (its user info, its query's values): they go into restart reasons, the
     status and notifications."""
     repo = clone_source(spec.repo)
+    if isinstance(provider, ServesGit):
+        # Served by the provider (the local gateway): pushes held to the run's refs, and the
+        # sandbox needs neither the folder's permissions nor its credential.
+        repo = await provider.git_remote(sandbox_id) or repo
 
     def scrubbed(text: str) -> str:
         return scrub_url(scrub_url(text, spec.repo), repo)

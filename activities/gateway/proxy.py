@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from activities.gateway import git_http
 from activities.gateway.refused import RefusalBook
 from activities.gateway.resolve import Address, Resolver
 from activities.gateway.tokens import PROXY_USER_PREFIX, verify
@@ -57,6 +58,8 @@ class Settings:
     book: RefusalBook
     resolver: Resolver
     address_rules: Sequence[AddressRule] = ()
+    # The origin a running sandbox's git is served (None: it has none here).
+    origins: Callable[[str], git_http.Origin | None] = lambda name: None
 
 
 class Proxy:
@@ -84,6 +87,9 @@ class Proxy:
             await _answer(writer, 431, "Request Header Fields Too Large", "request head too long")
             return
         method, target, headers = _parse_head(head)
+        if target.startswith("/"):  # asked of the gateway itself, not through it
+            await self._serve_git(method, target, headers, reader, writer)
+            return
         sandbox = self._sandbox(headers)
         if sandbox is None:
             await _answer(
@@ -121,9 +127,35 @@ class Proxy:
         upstream[1].write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
         await _splice(reader, writer, *upstream)
 
-    def _sandbox(self, headers: list[tuple[str, str]]) -> tuple[str, Grant] | None:
+    async def _serve_git(
+        self,
+        method: str,
+        target: str,
+        headers: list[tuple[str, str]],
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+    ) -> None:
+        """The sandbox's origin over smart HTTP (git_http.py), for its own token only."""
+        name = self._token_owner(headers, "authorization")
+        origin = None if name is None else self._settings.origins(name)
+        if name is None or origin is None:
+            await _answer(
+                writer,
+                401,
+                "Unauthorized",
+                "overnight gateway: no valid token of a running sandbox with an origin here",
+                extra=[("WWW-Authenticate", 'Basic realm="overnight git"')],
+            )
+            return
+        try:
+            await git_http.serve(origin, method, target, headers, reader, writer, name)
+        except git_http.Answer as answer:
+            await _answer(writer, answer.status, answer.reason, answer.text)
+
+    def _token_owner(self, headers: list[tuple[str, str]], header: str) -> str | None:
+        """The sandbox whose valid token `header` (Basic) carries."""
         for key, value in headers:
-            if key.lower() != "proxy-authorization":
+            if key.lower() != header:
                 continue
             scheme, _, encoded = value.strip().partition(" ")
             if scheme.lower() != "basic":
@@ -135,9 +167,13 @@ class Proxy:
             name = user.removeprefix(PROXY_USER_PREFIX)
             if user == name or not verify(self._settings.key, name, token):
                 return None
-            grant = self._settings.lookup(name)
-            return None if grant is None else (name, grant)
+            return name
         return None
+
+    def _sandbox(self, headers: list[tuple[str, str]]) -> tuple[str, Grant] | None:
+        name = self._token_owner(headers, "proxy-authorization")
+        grant = None if name is None else self._settings.lookup(name)
+        return None if name is None or grant is None else (name, grant)
 
     async def _open(
         self, sandbox: str, grant: Grant, asked: str, port: int

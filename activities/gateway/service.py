@@ -19,7 +19,9 @@ import socket
 import threading
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
+from activities.gateway.git_http import ROUTE, Origin
 from activities.gateway.proxy import Grant, Proxy, Settings
 from activities.gateway.refused import FOLDER as REFUSED_FOLDER
 from activities.gateway.refused import RefusalBook, refused_counts
@@ -76,6 +78,25 @@ def redacted_tokens(sandbox: str, home: Path | None = None) -> list[str]:
     return [token_for(key, sandbox)]
 
 
+def git_remote(home: Path, sandbox: str, port: int, origin: str) -> str:
+    """The URL at which the sandbox's git reaches its run's origin through the gateway."""
+    token = token_for(host_key(folder_of(home)), sandbox)
+    name = Path(origin).name
+    return f"http://{PROXY_USER_PREFIX}{sandbox}:{token}@{LOOPBACK}:{port}{ROUTE}{name}"
+
+
+def running_origin(home: Path, sandbox: str) -> Origin | None:
+    """The origin the gateway serves a running sandbox (None: none, or it does not run)."""
+    meta = _running_meta(home, sandbox)
+    found = None if meta is None else meta.get("git_origin")
+    if not isinstance(found, dict):
+        return None
+    try:
+        return Origin(path=found["path"], branch=found["branch"], run_id=found["run_id"])
+    except (KeyError, TypeError):
+        return None
+
+
 def refusals_of(home: Path, sandbox: str) -> dict[str, int]:
     return refused_counts(folder_of(home) / REFUSED_FOLDER, sandbox)
 
@@ -83,16 +104,25 @@ def refusals_of(home: Path, sandbox: str) -> dict[str, int]:
 def running_grant(home: Path, sandbox: str) -> Grant | None:
     """What the sandbox may reach while it runs behind the gateway; None otherwise (a token of
     a stopped or paused sandbox is void)."""
+    meta = _running_meta(home, sandbox)
+    egress = None if meta is None else meta.get("egress")
+    if not isinstance(egress, list):
+        return None
+    return Grant(egress=tuple(str(pattern) for pattern in egress))
+
+
+def _running_meta(home: Path, sandbox: str) -> dict[str, Any] | None:
+    """A running sandbox's record (the local engine's `sandbox.json`), read without a lock as
+    its readers do; None for any other."""
     if "/" in sandbox or sandbox.startswith("."):
         return None
     try:
         meta = json.loads((home / SANDBOXES / sandbox / SANDBOX_FILE).read_text())
     except (OSError, ValueError):
         return None
-    egress = meta.get("egress")
-    if meta.get("state") != "running" or not isinstance(egress, list):
+    if not isinstance(meta, dict) or meta.get("state") != "running":
         return None
-    return Grant(egress=tuple(str(pattern) for pattern in egress))
+    return meta
 
 
 class Gateway:
@@ -117,6 +147,7 @@ class Gateway:
             Settings(
                 key=host_key(self.folder),
                 lookup=lambda name: running_grant(home, name),
+                origins=lambda name: running_origin(home, name),
                 book=self.book,
                 resolver=resolver or Resolver(),
                 address_rules=rules,

@@ -55,6 +55,17 @@ class WorkerMount:
 
 
 @dataclass(frozen=True)
+class GitOrigin:
+    """A run's origin on the worker's own disk, which a provider may serve its sandboxes itself
+    (the local provider, through its gateway): the folder, the run's branch and the run, whose
+    branch and private refs alone may be pushed."""
+
+    path: str
+    branch: str
+    run_id: str
+
+
+@dataclass(frozen=True)
 class SandboxRequest:
     name: str
     labels: dict[str, str]
@@ -81,6 +92,9 @@ class SandboxRequest:
     # sandbox through the worker's gateway (activities.gateway), a Runtime one by its network
     # rules. None: the provider's older way (a local sandbox: slirp4netns, outbound to all).
     egress: tuple[str, ...] | None = None
+    # The run's origin when it is a folder on the worker: served to the sandbox by a provider
+    # that can (ServesGit), pushes held to the run's own refs.
+    origin: GitOrigin | None = None
     # Start as a copy of this snapshot (recovery "snapshot"; see
     # activities.providers.snapshot_protocol).
     snapshot_id: str | None = None
@@ -163,6 +177,17 @@ class KeepsPaused(Protocol):
 
     async def set_retention(self, sandbox_id: str, days: int) -> SandboxInfo:
         """Keep the paused sandbox `days` (1 to 365) before the provider deletes it."""
+        ...
+
+
+@runtime_checkable
+class ServesGit(Protocol):
+    """A provider that serves a sandbox its run's origin (`SandboxRequest.origin`)."""
+
+    async def git_remote(self, sandbox_id: str) -> str | None:
+        """The URL the sandbox clones, fetches and pushes its origin at (credential
+        included; None: it is not served, and the sandbox uses the origin as the spec names
+        it)."""
         ...
 
 

@@ -126,6 +126,7 @@ class LocalEngine(GuestFiles):
         host_ports: Sequence[int] = (),
         network: str = "own",
         egress: Sequence[str] | None = None,
+        origin: Mapping[str, str] | None = None,
         mounts: Sequence[WorkerMount] = (),
     ) -> tuple[SandboxMeta, bool]:
         """The sandbox named `name`, created (running) if absent. True when created now.
@@ -190,6 +191,7 @@ class LocalEngine(GuestFiles):
                 host_ports=list(host_ports),
                 egress=list(egress) if gated and egress is not None else None,
                 gateway_port=gateway_service.port_of(self.home) if gated else None,
+                git_origin=dict(origin) if gated and origin is not None else None,
                 uid=uid,
                 disk=disk.mode,
                 disk_mib=disk.mib,

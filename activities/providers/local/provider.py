@@ -6,6 +6,7 @@ The engine is synchronous; each call runs in a thread so the worker's event loop
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 
 from activities.gateway import service as gateway_service
 from activities.models import SandboxInfo
@@ -65,6 +66,7 @@ class LocalProvider:
             host_ports=request.host_ports,
             network=request.network,
             egress=request.egress,
+            origin=None if request.origin is None else dataclasses.asdict(request.origin),
             mounts=request.mounts,
         )
         if request.snapshot_id is not None:
@@ -122,6 +124,14 @@ class LocalProvider:
     ) -> CommandOutput:
         return await asyncio.to_thread(
             self.engine.run, sandbox_id, command, cwd=cwd, timeout_seconds=timeout_seconds
+        )
+
+    async def git_remote(self, sandbox_id: str) -> str | None:
+        meta = await asyncio.to_thread(self.engine.find, sandbox_id)
+        if meta is None or meta.git_origin is None or meta.gateway_port is None:
+            return None
+        return gateway_service.git_remote(
+            self.engine.home, sandbox_id, meta.gateway_port, meta.git_origin["path"]
         )
 
     async def egress_refusals(self, sandbox_id: str) -> dict[str, int]:

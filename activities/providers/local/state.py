@@ -82,6 +82,8 @@ class SandboxMeta:
     # The names the gateway connects it to (`*`: every public name); None: no gateway.
     egress: list[str] | None = None
     gateway_port: int | None = None
+    # Its run's origin folder, served to it by the gateway (`{"path", "branch", "run_id"}`).
+    git_origin: dict[str, str] | None = None
     # The unprivileged user its processes run as (a worker running as root); None: the
     # worker's own user.
     uid: int | None = None

@@ -1,0 +1,226 @@
+"""The run's origin over smart HTTP, served by the gateway at `/git/<name>`: the sandbox clones,
+fetches and pushes there, and never needs the origin's folder, its permissions or its
+credential.
+
+A local-folder origin is served by `git http-backend`, run as the folder's owner (a root
+worker writes nothing the user cannot write again), with no system or global config. Every
+push's commands are read before git sees the push (git_push.py): one ref the run may not push
+refuses the whole push, with a line git prints; the pack is never read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from activities.gateway.git_push import BadPush, read_head, refusal_answer, refused
+
+ROUTE = "/git/"
+SERVICES = ("git-upload-pack", "git-receive-pack")
+MAX_HEAD = 256 * 1024
+CHUNK = 256 * 1024
+BACKEND_SECONDS = 3600.0
+
+
+@dataclass(frozen=True)
+class Origin:
+    """A sandbox's origin as the gateway serves it: a folder on this host, the run's branch,
+    its run."""
+
+    path: str
+    branch: str
+    run_id: str
+
+
+class Answer(Exception):
+    def __init__(self, status: int, reason: str, text: str) -> None:
+        super().__init__(text)
+        self.status, self.reason, self.text = status, reason, text
+
+
+def repository_path(origin: Origin, target: str) -> tuple[str, str]:
+    """What a request's target asks of `origin`: the path below the repository (`info/refs`,
+    `git-upload-pack`, ...) and the query. Answer(404) for any other."""
+    url = urlsplit(target)
+    name = Path(origin.path).name
+    prefix = f"{ROUTE}{name}/"
+    if not url.path.startswith(prefix):
+        raise Answer(404, "Not Found", f"overnight gateway: this sandbox's origin is {prefix}")
+    rest = url.path[len(prefix) :]
+    if rest not in ("info/refs", *SERVICES):
+        raise Answer(404, "Not Found", "overnight gateway: only git's smart HTTP is served")
+    return rest, url.query
+
+
+async def serve(
+    origin: Origin,
+    method: str,
+    target: str,
+    headers: list[tuple[str, str]],
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    sandbox: str,
+) -> None:
+    rest, query = repository_path(origin, target)
+    named = {k.lower(): v for k, v in headers}
+    body = _body(reader, named)
+    first = b""
+    if rest == "git-receive-pack":
+        if named.get("content-encoding", "identity").lower() not in ("", "identity"):
+            raise Answer(415, "Unsupported Media Type", "overnight gateway: an encoded push")
+        head = await _push_head(body, origin)
+        if isinstance(head, _Refused):
+            writer.write(head.answer)
+            await writer.drain()
+            return
+        first = head
+    await _backend(origin, method, rest, query, named, first, body, writer, sandbox)
+
+
+@dataclass(frozen=True)
+class _Refused:
+    answer: bytes
+
+
+async def _push_head(body: AsyncIterator[bytes], origin: Origin) -> bytes | _Refused:
+    """The push's head read from `body` (returned, to be given to git first), or its
+    refusal when it asks for a ref the run may not push."""
+    data = b""
+    async for chunk in body:
+        data += chunk
+        try:
+            head = read_head(data)
+        except BadPush as error:
+            raise Answer(400, "Bad Request", f"overnight gateway: {error}") from None
+        if head is not None:
+            why = refused(head, origin.branch, origin.run_id)
+            if not why:
+                return data
+            answer = refusal_answer(head, why)
+            response = (
+                "HTTP/1.1 200 OK\r\n"
+                "Content-Type: application/x-git-receive-pack-result\r\n"
+                f"Content-Length: {len(answer)}\r\nConnection: close\r\n\r\n"
+            ).encode()
+            return _Refused(response + answer)
+        if len(data) > MAX_HEAD:
+            break
+    raise Answer(400, "Bad Request", "overnight gateway: a push without its commands")
+
+
+async def _body(reader: asyncio.StreamReader, headers: dict[str, str]) -> AsyncIterator[bytes]:
+    """The request's body as it comes (Content-Length or chunked)."""
+    if headers.get("transfer-encoding", "").lower() == "chunked":
+        while True:
+            size_line = await reader.readline()
+            size = int(size_line.split(b";")[0].strip() or b"0", 16)
+            if size == 0:
+                await reader.readline()
+                return
+            yield await reader.readexactly(size)
+            await reader.readline()
+    left = int(headers.get("content-length") or 0)
+    while left > 0:
+        chunk = await reader.read(min(CHUNK, left))
+        if not chunk:
+            raise ConnectionError("the body ended early")
+        left -= len(chunk)
+        yield chunk
+
+
+async def _backend(
+    origin: Origin,
+    method: str,
+    rest: str,
+    query: str,
+    headers: dict[str, str],
+    first: bytes,
+    body: AsyncIterator[bytes],
+    writer: asyncio.StreamWriter,
+    sandbox: str,
+) -> None:
+    folder = Path(origin.path)
+    try:
+        owner = folder.stat()
+    except OSError:
+        raise Answer(502, "Bad Gateway", "overnight gateway: the origin is gone") from None
+    env = {
+        "PATH": os.environ.get("PATH", os.defpath),
+        "HOME": "/nonexistent",
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_CONFIG_GLOBAL": "/dev/null",
+        # The folder is the user's own; a worker of another user trusts it for this serve.
+        "GIT_CONFIG_COUNT": "1",
+        "GIT_CONFIG_KEY_0": "safe.directory",
+        "GIT_CONFIG_VALUE_0": "*",
+        "GIT_PROJECT_ROOT": str(folder.parent),
+        "GIT_HTTP_EXPORT_ALL": "1",
+        "REMOTE_USER": sandbox,  # receive-pack is served to a known user only
+        "REMOTE_ADDR": "127.0.0.1",
+        "REQUEST_METHOD": method,
+        "PATH_INFO": f"/{folder.name}/{rest}",
+        "QUERY_STRING": query,
+        "CONTENT_TYPE": headers.get("content-type", ""),
+        "HTTP_CONTENT_ENCODING": headers.get("content-encoding", ""),
+        "HTTP_GIT_PROTOCOL": headers.get("git-protocol", ""),
+    }
+    as_owner = {}
+    if os.geteuid() == 0 and owner.st_uid != 0:
+        as_owner = {"user": owner.st_uid, "group": owner.st_gid, "extra_groups": []}
+    git = shutil.which("git") or "git"
+    process = await asyncio.create_subprocess_exec(
+        git,
+        "http-backend",
+        env=env,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
+        cwd="/",
+        **as_owner,  # type: ignore[arg-type]
+    )
+    assert process.stdin is not None and process.stdout is not None
+    feeding = asyncio.create_task(_feed(process.stdin, first, body))
+    try:
+        head = await asyncio.wait_for(process.stdout.readuntil(b"\r\n\r\n"), BACKEND_SECONDS)
+        writer.write(_response_head(head))
+        while chunk := await process.stdout.read(CHUNK):
+            writer.write(chunk)
+            await writer.drain()
+        await feeding
+    finally:
+        if not feeding.done():
+            feeding.cancel()
+        with contextlib.suppress(ProcessLookupError):
+            process.kill()
+        await process.wait()
+
+
+async def _feed(stdin: asyncio.StreamWriter, first: bytes, body: AsyncIterator[bytes]) -> None:
+    try:
+        if first:
+            stdin.write(first)
+        async for chunk in body:
+            stdin.write(chunk)
+            await stdin.drain()
+    finally:
+        stdin.close()
+
+
+def _response_head(cgi: bytes) -> bytes:
+    """A CGI head (`Status: 404 Not Found`, headers) as an HTTP/1.1 one that closes."""
+    status = "200 OK"
+    lines = []
+    for line in cgi.decode("latin-1").split("\r\n"):
+        name, _, value = line.partition(":")
+        if name.lower() == "status":
+            status = value.strip()
+        elif name and name.lower() not in ("connection", "content-length"):
+            lines.append(f"{name}:{value}")
+    text = "\r\n".join([f"HTTP/1.1 {status}", *lines, "Connection: close"]) + "\r\n\r\n"
+    return text.encode("latin-1")
