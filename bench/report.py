@@ -30,6 +30,7 @@ GROUPS = (
     "hosts",
     "workspace",
     "donecheck",
+    "gateway",
 )
 REPO_ROOT = Path(__file__).resolve().parent.parent
 RESULTS_DIR = REPO_ROOT / "bench" / "results"
