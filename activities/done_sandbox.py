@@ -46,8 +46,8 @@ from activities.providers.protocol import ProviderError, SandboxProvider, Sandbo
 from activities.sandbox_setup import (
     APP_DIR,
     clone_and_switch,
-    clone_source,
     running_sandbox,
+    sandbox_origin,
     spec_binds,
     spec_request,
 )
@@ -169,7 +169,7 @@ async def push_work(
     """The commit of the agent's work, pushed to `ref` and seen there by the worker; or
     (None, why not)."""
     spec = input.spec
-    repo = clone_source(spec.repo)
+    repo = await sandbox_origin(provider, input.agent_sandbox_id, spec.repo)
     script = keep_script(
         repo=repo,
         ref=ref,
@@ -225,7 +225,7 @@ async def ready_at(
 ) -> None:
     """A clean clone of the run's branch in the check sandbox, at `commit` (confirmed)."""
     await clone_and_switch(provider, sandbox_id, spec)
-    repo = clone_source(spec.repo)
+    repo = await sandbox_origin(provider, sandbox_id, spec.repo)
     ran = await provider.run(
         sandbox_id,
         checkout_script(repo, ref, commit),

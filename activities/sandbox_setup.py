@@ -94,6 +94,17 @@ def clone_source(repo: str) -> str:
     return str(path.resolve()) if path.exists() else repo
 
 
+async def sandbox_origin(provider: SandboxProvider, sandbox_id: str, repo: str) -> str:
+    """The origin as the sandbox's git reaches it: served by its provider when it can (the
+    local gateway: pushes held to the run's refs, no bind or permission of the folder
+    needed), else the repo as `clone_source` gives it."""
+    if isinstance(provider, ServesGit):
+        served = await provider.git_remote(sandbox_id)
+        if served is not None:
+            return served
+    return clone_source(repo)
+
+
 def clone_script(repo: str) -> str:
     """Clone into a partial folder, then move it in place. `--no-local`: a local origin goes
     through git's transport too, which never reads its objects folder file by file, where a
@@ -186,11 +197,7 @@ async def clone_and_switch(provider: SandboxProvider, sandbox_id: str, spec: Run
     """Clone the repo and switch to the run's branch. Errors never carry the repository URL's
     credentials (its user info, its query's values): they go into restart reasons, the
     status and notifications."""
-    repo = clone_source(spec.repo)
-    if isinstance(provider, ServesGit):
-        # Served by the provider (the local gateway): pushes held to the run's refs, and the
-        # sandbox needs neither the folder's permissions nor its credential.
-        repo = await provider.git_remote(sandbox_id) or repo
+    repo = await sandbox_origin(provider, sandbox_id, spec.repo)
 
     def scrubbed(text: str) -> str:
         return scrub_url(scrub_url(text, spec.repo), repo)

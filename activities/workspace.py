@@ -31,7 +31,7 @@ from activities.providers.protocol import (
     SandboxNotRunning,
     SandboxProvider,
 )
-from activities.sandbox_setup import APP_DIR, clone_source
+from activities.sandbox_setup import APP_DIR, sandbox_origin
 from activities.workspace_git import keep_script, restore_script, said
 from activities.workspace_models import (
     KeepWorkspaceInput,
@@ -63,7 +63,7 @@ class WorkspaceActivities:
     async def keep_workspace(self, input: KeepWorkspaceInput) -> WorkspaceKeep:
         provider = await self._provider(input.provider)
         ref = ref_name(input.run_id, input.number)
-        repo = clone_source(input.repo)
+        repo = await sandbox_origin(provider, input.sandbox_id, input.repo)
         script = keep_script(
             repo=repo,
             ref=ref,
@@ -174,7 +174,7 @@ async def restore_workspace(
 ) -> WorkspaceRestored:
     """Put a kept workspace in a fresh clone. A restore that cannot be made is said, not
     raised: the agent then starts from its branch and checkpoint, as without keeping."""
-    repo = clone_source(spec.repo)
+    repo = await sandbox_origin(provider, sandbox_id, spec.repo)
     script = restore_script(
         repo=repo,
         ref=restore.ref,
