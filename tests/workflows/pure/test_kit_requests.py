@@ -11,7 +11,7 @@ import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from overnight.agent_requests import AskRequest
+from overnight.agent_requests import AgentRequests, AskRequest, ModelUsage
 from overnight.checkpoint_text import facts_of
 from overnight.models import Budget
 from tests.workflows.harness import make_spec
@@ -170,3 +170,154 @@ def test_the_card_shows_agent_text_as_written_never_as_a_link_or_emphasis() -> N
     assert f"- **next step** {shown} # heading" in card
     # Every bracket and angle bracket in the card is escaped: no link, image or autolink.
     assert re.search(r"(?<!\\)[\[<]", card) is None
+
+
+# ---- waits and their budget ------------------------------------------------------------------
+
+
+def waiting(until: datetime, **fields: Any) -> SupervisorState:
+    s = state(wait={"id": "w1-a", "until": until.isoformat(), "reason": "window"})
+    for name, value in fields.items():
+        setattr(s, name, value)
+    return s
+
+
+def test_a_wait_is_clipped_to_the_room_left_however_little() -> None:
+    due = kit_requests.request_due(waiting(NOW + timedelta(hours=5)), NOW, 0.5)
+    assert isinstance(due, kit_requests.PauseUntil) and due.until == NOW + timedelta(hours=0.5)
+
+
+def test_a_pause_of_exactly_the_least_pause_is_taken() -> None:
+    due = kit_requests.request_due(waiting(NOW + kit_requests.LEAST_PAUSE), NOW, 8)
+    assert isinstance(due, kit_requests.PauseUntil) and due.until == NOW + kit_requests.LEAST_PAUSE
+
+
+def test_a_wait_with_its_budget_used_up_goes_to_a_person_with_the_request() -> None:
+    s = waiting(NOW + timedelta(hours=5), wait_budget_kept=True)
+    due = kit_requests.request_due(s, NOW, 0)
+    assert s.checkpoint_facts is not None and s.checkpoint_facts.requests is not None
+    assert due == kit_requests.WaitOverBudget(s.checkpoint_facts.requests.wait)  # type: ignore[arg-type]
+    # A wait of exactly the least pause is still one; a shorter one is slept through.
+    assert isinstance(
+        kit_requests.request_due(
+            waiting(NOW + kit_requests.LEAST_PAUSE, wait_budget_kept=True), NOW, 0
+        ),
+        kit_requests.WaitOverBudget,
+    )
+    short = waiting(NOW + timedelta(seconds=29), wait_budget_kept=True)
+    assert kit_requests.request_due(short, NOW, 0) is None
+
+
+def test_a_run_begun_before_the_wait_budget_out_of_hours_lets_the_agent_sleep_the_wait() -> None:
+    assert kit_requests.request_due(waiting(NOW + timedelta(hours=5)), NOW, 0) is None
+
+
+def test_runs_begun_before_the_marks_were_apart_mark_a_wait_with_the_questions_mark() -> None:
+    s = state()
+    kit_requests.mark_wait(s, "w1-a")
+    assert s.request_handled == "box-1:w1-a" == kit_requests.wait_mark(s)
+    assert s.wait_handled is None
+    s.talk_marks_apart = True
+    kit_requests.mark_wait(s, "w2-b")
+    assert (s.wait_handled, s.request_handled) == ("box-1:w2-b", "box-1:w1-a")
+    assert kit_requests.wait_mark(s) == "box-1:w2-b"
+
+
+def test_a_wait_cut_short_by_its_budget_is_acted_on_again_once_unmarked() -> None:
+    s = waiting(NOW + timedelta(hours=5), talk_marks_apart=True)
+    kit_requests.mark_wait(s, "w1-a")
+    assert kit_requests.request_due(s, NOW, 8) is None
+    kit_requests.unmark_wait(s)
+    assert s.wait_handled is None
+    assert isinstance(kit_requests.request_due(s, NOW, 8), kit_requests.PauseUntil)
+
+
+def test_a_pause_that_just_began_has_taken_no_time() -> None:
+    s = state()
+    s.waited_seconds, s.waiting_since = 60.0, NOW
+    assert kit_requests.waited_seconds(s, NOW) == 60.0
+    assert kit_requests.waited_seconds(s, NOW - timedelta(seconds=5)) == 60.0  # never less
+
+
+# ---- the requests file and the checkpoint ----------------------------------------------------
+
+
+def test_a_run_reading_the_requests_file_hears_the_checkpoints_requests_too() -> None:
+    s = state(ask=ASK)
+    s.requests_file = True
+    asked = kit_requests.requests_now(s)
+    assert asked is not None and asked.ask == AskRequest(**ASK)
+    s.file_requests = AgentRequests(usage=ModelUsage(stream="f", usd=1))
+    asked = kit_requests.requests_now(s)
+    assert asked is not None and asked.ask == AskRequest(**ASK) and asked.usage is not None
+
+
+def test_a_run_reading_the_requests_file_counts_the_spend_of_both() -> None:
+    s = state()
+    s.requests_file = True
+    s.file_requests = AgentRequests(usage=ModelUsage(stream="file", usd=2))
+    taken(s, usage={"stream": "checkpoint", "usd": 3}, finish={"summary": "done"})
+    assert kit_requests.model_usd(s) == 5 and s.outputs is not None
+
+
+def test_runs_without_the_patch_take_no_spend_or_results_from_the_checkpoint() -> None:
+    s = state()
+    s.agent_requests = False
+    taken(s, usage={"stream": "a", "usd": 3}, finish={"summary": "done"})
+    assert (kit_requests.model_usd(s), s.outputs) == (0, None)
+
+
+def test_a_refused_request_is_said_and_a_good_one_clears_it() -> None:
+    s = state(ask={"id": "bad id!", "question": "Go?"})
+    assert s.request_refused is not None and "id" in s.request_refused
+    taken(s, ask=ASK)
+    assert s.request_refused is None
+
+
+# ---- model spend, answers, what the status shows ---------------------------------------------
+
+
+def test_spend_of_more_streams_than_kept_folds_the_oldest_into_one_sum() -> None:
+    s = state()
+    for n in range(kit_requests.MAX_STREAMS):
+        taken(s, usage={"stream": f"s{n}", "usd": 1})
+    assert len(s.model_usage) == kit_requests.MAX_STREAMS and s.model_usd_folded == 0
+    taken(s, usage={"stream": "one-more", "usd": 2})
+    taken(s, usage={"stream": "and-another", "usd": 3})
+    assert len(s.model_usage) == kit_requests.MAX_STREAMS
+    assert "s0" not in s.model_usage and "s1" not in s.model_usage and "s2" in s.model_usage
+    assert s.model_usd_folded == 2
+    assert kit_requests.model_usd(s) == kit_requests.MAX_STREAMS + 5  # nothing lost
+
+
+def test_an_answer_is_kept_by_its_questions_id_the_latest_hundred() -> None:
+    s = state()
+    for n in range(kit_requests.MAX_ANSWERS + 1):
+        s.question = AskRequest(id=f"q{n}", question="Go?")
+        kit_requests.record_answer(s, f"answer {n}")
+    last = kit_requests.MAX_ANSWERS
+    assert s.answer_given == f"answer {last}" and s.answers[f"q{last}"] == f"answer {last}"
+    assert (
+        len(s.answers) == kit_requests.MAX_ANSWERS and "q0" not in s.answers and "q1" in s.answers
+    )
+
+
+def test_the_status_shows_the_question_until_it_is_answered_and_the_wait_while_it_lasts() -> None:
+    s = state(usage={"stream": "a", "usd": 1, "input_tokens": 7, "output_tokens": 9})
+    s.question, s.waiting_since, s.request_refused = AskRequest(**ASK), NOW, "a wait out of shape"
+    talk = kit_requests.talk_view(s)
+    assert talk is not None
+    assert (talk.question, talk.choices, talk.asked_at) == ("Go?", ["yes", "no"], NOW)
+    assert (talk.model_input_tokens, talk.model_output_tokens) == (7, 9)
+    assert talk.refused == "a wait out of shape"
+    s.answer_given = "yes"
+    talk = kit_requests.talk_view(s)
+    assert talk is not None and (talk.question, talk.choices, talk.asked_at) == (None, [], None)
+    s.waiting_until = NOW + timedelta(hours=1)  # left from a wait that is over
+    talk = kit_requests.talk_view(s)
+    assert talk is not None and (talk.waiting_until, talk.waiting_reason) == (None, None)
+
+
+def test_a_question_is_told_with_the_answers_it_allows() -> None:
+    assert kit_requests.question_text(AskRequest(**ASK)) == "Go? (answer one of: yes, no)"
+    assert kit_requests.question_text(AskRequest(id="q2", question="Why?")) == "Why?"
