@@ -52,14 +52,14 @@ def _in_sandbox(
         f"while [ ! -e end-{tag} ]; do sleep {WAIT_STEP}; done"
     )
     record, _ = engine.start_process(sid, f"{sid}-{tag}", command)
-    before = read_cpu(world.server.pid)
+    before = read_cpu(world)
     write_whole(workspace / f"go-{tag}", "go\n")
     give_up = time.monotonic() + DOWNLOAD_WAIT_SECONDS
     while not (workspace / f"said-{tag}").exists():
         if time.monotonic() > give_up:
             raise RuntimeError(f"the download of {tag} in {sid} did not end")
         time.sleep(WAIT_STEP)
-    after = read_cpu(world.server.pid)
+    after = read_cpu(world)
     write_whole(workspace / f"end-{tag}", "end\n")
     wait_ended(engine, sid, record.process_id)
     said = (workspace / f"said-{tag}").read_text()

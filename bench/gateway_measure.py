@@ -87,9 +87,9 @@ def _phase(world: World, names: list[str], mode: str, seconds: float) -> Phase:
     for name in names:  # the same start for all
         write_whole(engine.folder(name) / "workspace" / f"go-{mode}", f"{start_at}\n")
     time.sleep(max(0.0, start_at - time.time()))
-    before = read_cpu(world.server.pid)
+    before = read_cpu(world)
     time.sleep(seconds)
-    after = read_cpu(world.server.pid)
+    after = read_cpu(world)
     for name, record in started.items():
         wait_ended(engine, name, record.process_id)
     counted = [

@@ -121,9 +121,11 @@ def process_cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / TICKS
 
 
-def relay_cpu() -> float:
-    """CPU seconds used so far by every running host-port relay (the sandboxes' way to the
-    gateway and to `host_ports`): the relays of this benchmark's agents live as long as they."""
+def relay_cpu(gateway_port: int) -> float:
+    """CPU seconds used so far by the running relays that carry `gateway_port` (this
+    benchmark's sandboxes', not those of anything else on the machine): an agent's relay
+    lives as long as the agent."""
+    script, port = str(RELAY).encode(), str(gateway_port).encode()
     total = 0.0
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -132,7 +134,7 @@ def relay_cpu() -> float:
             argv = (entry / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if str(RELAY).encode() in argv:
+        if script in argv and port in argv[argv.index(script) + 3 :]:
             total += process_cpu(int(entry.name))
     return total
 
@@ -153,11 +155,11 @@ class CpuReading:
     machine: float
 
 
-def read_cpu(server_pid: int) -> CpuReading:
+def read_cpu(world: World) -> CpuReading:
     return CpuReading(
         at=time.monotonic(),
         gateway=time.process_time(),
-        relays=relay_cpu(),
-        server=process_cpu(server_pid),
+        relays=relay_cpu(world.gateway.port or 0),
+        server=process_cpu(world.server.pid),
         machine=machine_busy(),
     )

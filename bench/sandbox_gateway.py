@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import socket
 import sys
 import time
@@ -190,11 +191,14 @@ def main(argv: list[str] | None = None) -> int:
         QUICK if args.quick else Plan(args.samples, sandboxes=args.sandboxes, seconds=args.seconds)
     )
     began, started_at = time.monotonic(), datetime.now(UTC)
+    # The machine's load as the run began: on a shared machine, the figures' context.
+    load_average = [round(value, 2) for value in os.getloadavg()]
     found = measure(plan, slirp_download=not args.no_slirp_download)
     rows = result_rows(found, plan)
     details: dict[str, Any] = {
         "sandbox_gateway": {
             "plan": plan.__dict__,
+            "load_average_at_start": load_average,
             "startup": found["startup"],
             "download": found["download"],
             "load": {mode: phase_json(phase) for mode, phase in found["load"].items()},
