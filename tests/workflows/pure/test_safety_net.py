@@ -158,3 +158,84 @@ def test_the_share_is_of_the_sandboxes_figure_charges_included_model_spend_never
     # Today the spend budget counts sandboxes only: the two figures agree (charges swapped in).
     assert safety_net.sandbox_usd(state, now) == pytest.approx(budget.spend_usd(state, now))
     assert safety_net.sandbox_usd(state, now) == pytest.approx(DEFAULT_RATE + 0.05 - 0.04)
+
+
+def test_nothing_is_noticed_without_a_sandbox_or_in_a_run_begun_before() -> None:
+    between = kept(sandbox_id=None)
+    safety_net.noticed(between, later(minutes=5))
+    assert between.net_noticed_at is None
+    before = running()
+    safety_net.noticed(before, later(minutes=5))
+    assert before.net_noticed_at is None and before.net_lost_seconds == 0
+
+
+def test_a_failure_noticed_twice_counts_from_the_first_time() -> None:
+    state = kept(progress_at=later(minutes=10))
+    safety_net.noticed(state, later(minutes=25))
+    safety_net.noticed(state, later(minutes=40))
+    assert (state.net_noticed_at, state.net_lost_seconds) == (later(minutes=25), 900)
+
+
+def test_a_running_sandbox_loses_all_its_time_since_the_save_whatever_its_lease() -> None:
+    # Its lease was to end at 22:20, but it was extended and it never paused.
+    state = kept(progress_at=later(minutes=10), lease_ends_at=later(minutes=20))
+    safety_net.noticed(state, later(minutes=30))
+    assert state.net_lost_seconds == 1200
+
+
+def test_with_no_checkpoint_taken_the_work_lost_is_since_the_sandbox_started() -> None:
+    state = kept(last_progress_at=None)
+    safety_net.noticed(state, later(minutes=7))
+    assert state.net_lost_seconds == 420
+
+
+def test_noticed_at_the_last_save_loses_nothing_and_an_instant_restart_has_no_setup() -> None:
+    state = kept(progress_at=later(minutes=10))
+    safety_net.noticed(state, later(minutes=10))
+    safety_net.restarted(state, later(minutes=10))
+    [cost] = state.net_totals.recent
+    assert (cost.lost_seconds, cost.setup_seconds, cost.usd) == (0, 0, 0)
+
+
+def test_a_wait_for_a_person_before_the_failure_takes_nothing_off_its_setup() -> None:
+    state = kept(progress_at=later(minutes=10), attention_seconds=3600.0)
+    safety_net.noticed(state, later(hours=2))
+    safety_net.restarted(state, later(hours=2, minutes=1))
+    assert state.net_totals.setup_seconds == 60
+
+
+def test_a_restart_with_no_record_of_why_is_counted_as_a_restart() -> None:
+    state = kept(progress_at=later(minutes=10))
+    safety_net.noticed(state, later(minutes=20))
+    safety_net.restarted(state, later(minutes=21))
+    [cost] = state.net_totals.recent
+    assert (cost.reason, cost.cause) == ("restart", "other")
+
+
+def test_restarts_of_one_cause_are_counted_together() -> None:
+    state = kept(progress_at=later(minutes=10))
+    crash_and_restart(state, noticed=20, running_at=21)
+    crash_and_restart(state, noticed=30, running_at=31)
+    assert state.net_totals.by_cause == {"crashed": 2}
+
+
+def test_the_figures_are_kept_to_the_millisecond_and_the_billionth_of_a_dollar() -> None:
+    state = kept(progress_at=later(minutes=10))
+    state.restarts.append(RestartRecord(attempt=1, reason="agent crashed (exit 3)", at=T0))
+    noticed, running_at = later(minutes=25, seconds=0.2504), later(minutes=25.5, seconds=0.001)
+    safety_net.noticed(state, noticed)  # 900.2504 s lost
+    budget.close_sandbox_spend(state, noticed)
+    safety_net.restarted(state, running_at)  # 29.7506 s of setup
+    state.sandbox_started_at = running_at
+    [cost] = state.net_totals.recent
+    assert (cost.lost_seconds, cost.setup_seconds, cost.usd) == (900.25, 29.751, 0.020666689)
+    totals = state.net_totals
+    assert (totals.lost_seconds, totals.setup_seconds, totals.usd) == (900.25, 29.751, 0.020666689)
+    net = safety_net.summary(state, later(hours=1))
+    assert net is not None and (net.sandbox_usd, net.share) == (0.079338876, 0.2605)
+
+
+def test_the_state_after_a_restart_carries_over_continue_as_new() -> None:
+    state = kept(progress_at=later(minutes=10))
+    crash_and_restart(state, noticed=25, running_at=26)
+    assert SupervisorState.model_validate_json(state.model_dump_json()) == state
