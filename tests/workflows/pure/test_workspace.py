@@ -94,3 +94,99 @@ def test_a_restore_that_could_not_be_made_is_said() -> None:
     assert s.workspace_problem == (
         "sandbox 2 started without the kept workspace: the branch has moved past it"
     )
+
+
+def test_a_keep_is_recorded_with_what_it_kept_its_attempt_and_a_short_detail() -> None:
+    s = state()
+    s.attempt = 3
+    kept = WorkspaceKeep(
+        outcome="pushed",
+        ref="refs/overnight/r/4",
+        commit="c" * 40,
+        bytes=1234,
+        has_checkpoint=True,
+        detail="d" * 400,
+    )
+    entry = workspace.record(s, 4, kept, NOW)
+    assert (entry.number, entry.outcome, entry.at, entry.attempt) == (4, "pushed", NOW, 3)
+    assert (entry.ref, entry.commit, entry.bytes, entry.has_checkpoint) == (
+        "refs/overnight/r/4",
+        "c" * 40,
+        1234,
+        True,
+    )
+    assert entry.detail == "d" * 300 and s.workspace_kept == [entry]
+
+
+def test_a_skipped_keep_is_no_problem_and_a_failed_one_without_detail_says_its_outcome() -> None:
+    s = state()
+    workspace.record(s, 1, WorkspaceKeep(outcome="skipped", detail="nothing changed"), NOW)
+    assert s.workspace_problem is None
+    workspace.record(s, 2, WorkspaceKeep(outcome="failed"), NOW)
+    assert s.workspace_problem == "checkpoint 2: failed"
+
+
+def test_with_nothing_pushed_there_is_no_previous_commit_and_nothing_to_start_from() -> None:
+    s = state()
+    workspace.record(s, 1, WorkspaceKeep(outcome="failed", detail="push refused"), NOW)
+    assert workspace.previous_commit(s) is None and workspace.restore_for(s) is None
+    # A record that says pushed but names no commit is nothing to start from either.
+    s.workspace_kept = [KeptWorkspace(number=2, outcome="pushed", at=NOW, ref="refs/overnight/r/2")]
+    assert workspace.restore_for(s) is None
+
+
+def test_the_runs_base_is_its_first_sandboxs() -> None:
+    s = state()
+    workspace.take_started(s, AgentStarted(sandbox_id="b1", process_id="p"), NOW)
+    assert s.workspace_base is None
+    first = AgentStarted(sandbox_id="b2", process_id="p", workspace_base="a" * 40)
+    workspace.take_started(s, first, NOW)
+    later_one = AgentStarted(sandbox_id="b3", process_id="p", workspace_base="b" * 40)
+    workspace.take_started(s, later_one, NOW)
+    assert s.workspace_base == "a" * 40
+
+
+def test_a_rewind_that_could_not_be_made_says_which_checkpoint() -> None:
+    s = state()
+    s.rewinding = KeptWorkspace(number=2, outcome="pushed", at=NOW, ref="x", commit="c" * 40)
+    failed = WorkspaceRestored(status="failed", detail="the ref is gone")
+    workspace.take_started(
+        s, AgentStarted(sandbox_id="box-2", process_id="p", workspace_restored=failed), NOW
+    )
+    assert s.workspace_problem == (
+        "rewind to checkpoint 2 started without the kept workspace: the ref is gone"
+    )
+    assert s.rewinding is None and s.rewinds == 0
+
+
+def test_rewinds_are_counted_and_the_rewound_checkpoint_is_progress_now() -> None:
+    s = state()
+    later = datetime(2026, 12, 2, 1, tzinfo=UTC)
+    for n, digest in ((1, "d-one"), (2, "d-two")):
+        s.rewinding = KeptWorkspace(number=n, outcome="pushed", at=NOW, ref="x", commit="c" * 40)
+        text = f'{{"next": "step {n}"}}'
+        started = AgentStarted(
+            sandbox_id=f"box-{n}",
+            process_id="p",
+            workspace_restored=WorkspaceRestored(status="restored", checkpoint_written=True),
+            checkpoint_restored=CheckpointRead(
+                status="ok", digest=digest, size=len(text), text=text
+            ),
+        )
+        workspace.take_started(s, started, later)
+    assert s.rewinds == 2 and s.last_progress_at == later
+
+
+def test_the_status_shows_the_base_the_keeps_the_problem_and_the_rewinds() -> None:
+    s = state(workspace_base="b" * 40, workspace_problem="checkpoint 3: failed", rewinds=2)
+    workspace.record(s, 4, pushed(4), NOW)
+    view = workspace.view(s)
+    assert view is not None
+    assert (view.base, view.kept, view.problem, view.rewinds) == (
+        "b" * 40,
+        s.workspace_kept,
+        "checkpoint 3: failed",
+        2,
+    )
+    s.workspace_keeping = False
+    assert workspace.view(s) is None
