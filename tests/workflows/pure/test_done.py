@@ -284,3 +284,45 @@ def test_done_when_in_place_is_held_to_the_same_rules_and_shares_the_bound() -> 
     half = MAX_DONE_CHECKS // 2 + 1
     with pytest.raises(ValidationError, match="together"):
         spec(done_when=["true"] * half, done_when_in_place=["true"] * half)
+
+
+def test_a_check_sandbox_lease_ending_just_when_the_check_would_fits() -> None:
+    needed = timedelta(seconds=600) + done.CHECK_LEASE_MARGIN
+    assert done.check_lease_target(NOW + needed, 600, NOW) is None
+    assert done.check_lease_target(NOW + needed - timedelta(seconds=1), 600, NOW) == NOW + needed
+
+
+def test_unchecked_work_fails_the_first_check_with_why_as_its_output() -> None:
+    s = finished_agent()
+    why = "the work was not checked: it could not be pushed"
+    failed = done.unchecked(s, 2, why, NOW)
+    assert (failed.command, failed.index, failed.round, failed.passed) == ("pytest -q", 0, 2, False)
+    assert (failed.tail, failed.problem, failed.at) == (why, why, NOW)
+
+
+def test_each_check_sandboxs_life_adds_to_the_spend_and_none_is_below_nothing() -> None:
+    s = finished_agent(closed_spend_usd=1.0)
+    done.close_check_spend(s, 1800)
+    done.close_check_spend(s, 1800)
+    assert s.closed_spend_usd == pytest.approx(1.0 + budget.hourly_rate_usd(s.spec))
+    done.close_check_spend(s, 0)
+    done.close_check_spend(s, -5)  # a clock that went back: nothing
+    assert s.closed_spend_usd == pytest.approx(1.0 + budget.hourly_rate_usd(s.spec))
+
+
+def test_used_up_rounds_of_a_run_carried_over_without_its_results_say_the_failure() -> None:
+    s = finished_agent(
+        done_checks_used=3, done_pending="done check failed: `pytest -q` (exit 1)", done_results=[]
+    )
+    assert done.verdict(s, NOW) == "done checks used up: done check failed: `pytest -q` (exit 1)"
+    s.done_results = [check("pytest -q", passed=True)]
+    assert done.verdict(s, NOW) == "done checks used up: done check failed: `pytest -q` (exit 1)"
+
+
+def test_used_up_rounds_name_the_last_timed_out_check_with_its_limit() -> None:
+    s = finished_agent(spec=spec(done_check_timeout_seconds=45), done_checks_used=2)
+    done.record_round(s, [check("pytest -q", passed=False, timed_out=True, exit_code=124)])
+    assert done.verdict(s, NOW) == (
+        "done checks used up (3 failed rounds of 3 allowed): last, `pytest -q` "
+        "(timed out after 45 s and was ended)"
+    )
