@@ -31,7 +31,7 @@ from activities.providers.protocol import (
     SandboxNotRunning,
     SandboxProvider,
 )
-from activities.sandbox_setup import APP_DIR, sandbox_origin
+from activities.sandbox_setup import APP_DIR, clone_source, sandbox_origin
 from activities.workspace_git import keep_script, restore_script, said
 from activities.workspace_models import (
     KeepWorkspaceInput,
@@ -96,8 +96,9 @@ class WorkspaceActivities:
             )
         if line.word == "pushed" and len(line.args) == 3 and line.args[1].isdigit():
             commit, sent, has_checkpoint = line.args
-            # The sandbox's word is not enough: the origin, asked from here, must hold it.
-            check = await origin_refs.confirm(repo, ref, commit)
+            # The sandbox's word is not enough: the origin, asked from here, must hold it (the
+            # worker's view of it: the spec's folder or URL, not the sandbox's way there).
+            check = await origin_refs.confirm(clone_source(input.repo), ref, commit)
             seconds = round(time.monotonic() - began, 3)
             if not check.confirmed:
                 said_commit = commit[:12] if origin_refs.COMMIT_ID.match(commit) else "?"

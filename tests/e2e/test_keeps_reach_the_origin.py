@@ -6,8 +6,10 @@ shows it.
 The agent's git config sends pushes to a decoy in its sandbox (`url.*.pushInsteadOf` in its
 HOME, `remote.origin.pushurl` and, for a URL origin, `remote.<url>.pushurl` in its clone): the
 keeps go to the origin all the same. The agent turns the origin's `refs/overnight` into a link
-to a folder only its sandbox sees: the keeps' pushes land there and the sandbox says `pushed`,
-but the worker, asking the origin itself, records them `failed` and says so. On the code before
+to a folder only its sandbox sees: the keeps are recorded `failed`, and said, never `pushed`
+(the worker, asking the origin itself, does not find them; through the gateway, the push
+fails outright; tests/activities/test_workspace_keep_redirects.py has the sandbox's push land
+in the hidden folder and say `pushed`). On the code before
 (issue 47), the status said `pushed` for keeps the origin did not hold, and `diff` failed.
 """
 
@@ -28,15 +30,20 @@ from tests.e2e.test_workspace_kept import workspace_spec
 from tests.live import new_run_id, provider_world
 
 DECOY = "/workspace/decoy.git"
-# Run before the agent (AGENT of test_workspace_kept.py): $ORIGIN is the spec's repo.
+# Run before the agent (AGENT of test_workspace_kept.py): $ORIGIN is the spec's repo; the
+# clone's own remote is the address the sandbox reaches it by (a local origin: the gateway's).
 REDIRECT = f"""set -e
 git init -q --bare {DECOY}
-git config --global "url.{DECOY}.pushInsteadOf" "$ORIGIN"
 git config remote.origin.pushurl {DECOY}
-case "$ORIGIN" in /*) ;; *) git config "remote.$ORIGIN.pushurl" {DECOY} ;; esac
+for origin in "$ORIGIN" "$(git config remote.origin.url)"; do
+  git config --global --add "url.{DECOY}.pushInsteadOf" "$origin"
+  case "$origin" in /*) ;; *) git config "remote.$origin.pushurl" {DECOY} ;; esac
+done
 """
 # The origin is bound writable into a local sandbox: its refs/overnight made a link to a
-# folder of the sandbox's private /tmp (which the host's /tmp does not have).
+# folder of the sandbox's private /tmp (which the host's /tmp does not have). A push to the
+# folder itself lands there, and the sandbox says `pushed`; a push through the worker's gateway
+# (git on the host) cannot create the ref, and fails.
 HIDE_REFS = """set -e
 mkdir -p /tmp/overnight-hidden-refs
 ln -s /tmp/overnight-hidden-refs "$ORIGIN/refs/overnight"
@@ -111,7 +118,7 @@ async def test_keeps_the_origin_does_not_hold_are_failed_and_said_never_pushed(
         status = await api.get_status(dev_client, run_id)
         assert status.workspace is not None
         problem = status.workspace.problem or ""
-        assert "the sandbox said it pushed" in problem, problem
-        assert "the origin has no such ref" in problem, problem
+        said_but_absent = "the sandbox said it pushed" in problem and "no such ref" in problem
+        assert said_but_absent or "cannot lock ref" in problem, problem
         refused = await overnight_cli(dev_server, "diff", run_id, "--step", "1")
         assert refused.returncode == 2 and "was not kept" in refused.stderr
