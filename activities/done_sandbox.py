@@ -47,6 +47,7 @@ from activities.sandbox_setup import (
     APP_DIR,
     clone_and_switch,
     running_sandbox,
+    clone_source,
     sandbox_origin,
     spec_binds,
     spec_request,
@@ -187,7 +188,8 @@ async def push_work(
     line = said(ran.stdout)
     if line is not None and line.word == "pushed" and line.args:
         commit = line.args[0]
-        check = await origin_refs.confirm(repo, ref, commit)
+        # The worker's own view of the origin, never the sandbox's way there (the gateway).
+        check = await origin_refs.confirm(clone_source(spec.repo), ref, commit)
         if check.confirmed:
             return commit, ""
         return None, clean(

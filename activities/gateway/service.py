@@ -1,6 +1,9 @@
-"""The gateway of this host: started by the worker (or `overnight gateway`), one a host's
-`OVERNIGHT_HOME`, on a port it keeps across restarts so the relays of sandboxes made before
-a restart find it again.
+"""The gateway of this host: started by the worker, on the port of its `OVERNIGHT_HOME`
+(`gateway/port`), kept across restarts so the relays of sandboxes made before a restart find
+it again. Every gateway of the home listens on that one port (`SO_REUSEPORT`: the kernel
+hands each connection to one of them), so a worker that stops, or one of several worker
+processes of a host, takes no sandbox's way out with it while another serves; any of them
+serves any sandbox of the home (its key and records are the home's).
 
 It runs its own event loop in a thread of the process that starts it: the worker's activities
 never wait on a connection it carries, and a worker's restart costs the sandboxes only the
@@ -12,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import fcntl
 import json
 import logging
 import os
@@ -34,6 +38,7 @@ logger = logging.getLogger(__name__)
 
 FOLDER = "gateway"
 PORT_FILE = "port"
+PORT_LOCK = "port.lock"
 FLUSH_SECONDS = 1.0
 SANDBOXES = "sandboxes"
 SANDBOX_FILE = "sandbox.json"
@@ -159,9 +164,15 @@ class Gateway:
         self._stop: asyncio.Event | None = None
 
     def start(self) -> int:
-        listening = _listen(port_of(self.home))
-        self.port = listening.getsockname()[1]
-        (self.folder / PORT_FILE).write_text(f"{self.port}\n")
+        # One at a time: two gateways of a home starting together share one port.
+        with open(self.folder / PORT_LOCK, "ab") as lock:
+            fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+            listening = _listen(port_of(self.home))
+            self.port = listening.getsockname()[1]
+            if port_of(self.home) != self.port:
+                temporary = self.folder / f"{PORT_FILE}.tmp"
+                temporary.write_text(f"{self.port}\n")
+                os.replace(temporary, self.folder / PORT_FILE)
         ready = threading.Event()
         self._thread = threading.Thread(
             target=self._serve, args=(listening, ready), name="overnight-gateway", daemon=True
@@ -172,7 +183,9 @@ class Gateway:
         return self.port
 
     def stop(self) -> None:
-        if self._loop is not None and self._stop is not None:
+        """Stop listening (the home's other gateways go on serving its port); idempotent."""
+        running = self._thread is not None and self._thread.is_alive()
+        if running and self._loop is not None and self._stop is not None:
             self._loop.call_soon_threadsafe(self._stop.set)
         if self._thread is not None:
             self._thread.join(timeout=10)
@@ -197,17 +210,19 @@ class Gateway:
 
 
 def _listen(kept: int | None) -> socket.socket:
-    """A listening socket on the kept port when it is free, else on a new one."""
+    """A listening socket on the home's port, beside the other gateways of the home there,
+    else (a program of another user's holds it) on a new one."""
     for port in ([kept] if kept else []) + [0]:
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         try:
             sock.bind((LOOPBACK, port))
         except OSError as error:
             sock.close()
             if error.errno != errno.EADDRINUSE:
                 raise
-            logger.warning("gateway: port %s is taken; sandboxes made before use it", port)
+            logger.warning("gateway: port %s is another program's; moving", port)
             continue
         sock.listen(512)
         sock.setblocking(False)

@@ -253,3 +253,27 @@ async def test_a_sandboxs_token_is_redacted_from_the_checkpoint_the_run_keeps(
 def gateway_token_of(engine: LocalEngine, sid: str, port: int) -> str:
     url = sandbox_env(engine.home, sid, port)["HTTP_PROXY"]
     return url.split(":", 2)[2].split("@", 1)[0]
+
+
+def test_a_second_gateway_of_the_home_shares_the_port_and_serves_when_the_first_stops(
+    engine: LocalEngine, gateway: Gateway, hosts_file: Path
+) -> None:
+    """Two workers of one home (a deploy's old and new, or a test's two): one port, and the
+    sandboxes keep their way out when either stops; their refusals add up."""
+    second = Gateway(
+        engine.home,
+        resolver=Resolver(str(hosts_file)),
+        address_rules=parse_address_rules("127.0.0.1"),
+    )
+    assert second.start() == gateway.port
+    with serving("127.0.0.1") as port:
+        sid = sandbox(engine, ["allowed.test"])
+        refused = f"curl -sS --max-time 20 http://other.test:{port}/"
+        for _ in range(4):  # the kernel hands them to either gateway
+            assert "not on this run's allow-list" in run(engine, sid, refused)[1]
+        gateway.stop()
+        asked = f"curl -sS --max-time 20 http://allowed.test:{port}/"
+        assert run(engine, sid, asked) == (0, "hello from 127.0.0.1")
+        assert "not on this run's allow-list" in run(engine, sid, refused)[1]
+    second.stop()
+    assert refusals_of(engine.home, sid) == {"other.test": 5}
