@@ -46,8 +46,8 @@ from activities.providers.protocol import ProviderError, SandboxProvider, Sandbo
 from activities.sandbox_setup import (
     APP_DIR,
     clone_and_switch,
-    running_sandbox,
     clone_source,
+    running_sandbox,
     sandbox_origin,
     spec_binds,
     spec_request,
