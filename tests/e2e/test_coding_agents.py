@@ -118,12 +118,11 @@ async def test_claude_code_finishes_a_three_tool_call_task_in_one_attempt(
     # Its spend (Claude Code's own estimate) is in the status.
     assert status.spend_model_usd > 0 and status.spend_usd >= status.spend_model_usd
     assert FAKE_KEY not in status.model_dump_json() and FAKE_KEY not in (result.checkpoint or "")
-    # History holds the session's id, never its transcript: that is in the worker's session
-    # store, outside every sandbox.
+    # History holds the session's id, never its transcript: that was in the run's session
+    # store, outside the agent's sandbox, which the run's end freed.
     [session_id] = set(fake.session_ids())
     print(f"\ncheckpoint: {result.checkpoint}")
     assert session_id in (result.checkpoint or "") and "hello from the fake" not in (
         result.checkpoint or ""
     )
-    stored = list((overnight_home() / "sessions" / run_id).rglob(f"{session_id}.jsonl"))
-    assert stored and "hello from the fake" in stored[0].read_text()
+    assert not (overnight_home() / "sessions" / run_id).exists()
