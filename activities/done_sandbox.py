@@ -189,7 +189,8 @@ async def push_work(
     if line is not None and line.word == "pushed" and line.args:
         commit = line.args[0]
         # The worker's own view of the origin, never the sandbox's way there (the gateway).
-        check = await origin_refs.confirm(clone_source(spec.repo), ref, commit)
+        credential = origin_refs.credential_value(spec.repo_credential)
+        check = await origin_refs.confirm(clone_source(spec.repo), ref, commit, credential)
         if check.confirmed:
             return commit, ""
         return None, clean(

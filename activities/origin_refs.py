@@ -20,6 +20,7 @@ a repository the agent may write to (it is bound writable): `git ls-remote` of i
 from __future__ import annotations
 
 import asyncio
+import base64
 import os
 import re
 import tempfile
@@ -154,16 +155,23 @@ def listed_commit(stdout: str, ref: str) -> str | None:
     return None
 
 
-async def ref_on_origin(repo: str, ref: str) -> str | None:
+async def ref_on_origin(repo: str, ref: str, credential: str = "") -> str | None:
     """The commit the origin's `ref` holds (None: no such ref). `OriginUnreadable` when the
-    origin cannot be asked."""
+    origin cannot be asked. `credential`: the worker's token for an http(s) origin, sent as
+    git's basic authentication from the config file (never on a command line)."""
     command = git_command(repo, ref)
     with tempfile.TemporaryDirectory(prefix="overnight-origin-") as home:
         config = Path(home) / "gitconfig"
         # A local origin owned by another user (an operator's folder, a root worker) is still
         # listed: upload-pack there only lists refs (see above).
         folder = local_folder(repo)
-        config.write_text("" if folder is None else f"[safe]\n\tdirectory = {_quoted(folder)}\n")
+        text = "" if folder is None else f"[safe]\n\tdirectory = {_quoted(folder)}\n"
+        if credential:
+            pair = base64.b64encode(f"x-access-token:{credential}".encode()).decode()
+            text += f"[http]\n\textraHeader = {_quoted('Authorization: Basic ' + pair)}\n"
+        fd = os.open(config, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
         process = await asyncio.create_subprocess_exec(
             *command,
             cwd=home,
@@ -184,7 +192,7 @@ async def ref_on_origin(repo: str, ref: str) -> str | None:
     return listed_commit(out.decode(errors="replace"), ref)
 
 
-async def confirm(repo: str, ref: str, commit: str) -> OriginCheck:
+async def confirm(repo: str, ref: str, commit: str, credential: str = "") -> OriginCheck:
     """Whether the origin's `ref` holds exactly `commit`, asked up to LOOKS times (a hosted
     origin may answer a moment behind its push)."""
     if not COMMIT_ID.match(commit):
@@ -194,7 +202,7 @@ async def confirm(repo: str, ref: str, commit: str) -> OriginCheck:
         if look:
             await asyncio.sleep(LOOK_PAUSE_SECONDS * look)
         try:
-            found = await ref_on_origin(repo, ref)
+            found = await ref_on_origin(repo, ref, credential)
         except OriginUnreadable as why:
             check = OriginCheck(False, None, f"the worker could not list the origin: {why}")
             continue
@@ -203,3 +211,8 @@ async def confirm(repo: str, ref: str, commit: str) -> OriginCheck:
         held = "has no such ref" if found is None else f"holds {found[:12]} there"
         check = OriginCheck(False, found, f"the origin {held}")
     return check
+
+
+def credential_value(name: str) -> str:
+    """The value of the worker's variable `name` (a spec's `repo_credential`); empty: none."""
+    return os.environ.get(name, "") if name else ""

@@ -166,10 +166,19 @@ def spec_request(
 
 
 def git_origin(spec: RunSpec) -> GitOrigin | None:
-    """The run's origin when it is a folder on the worker (a provider may serve it)."""
-    if local_repo_path(spec.repo) is None:
+    """The run's origin as a provider may serve it: a folder on the worker, or an http(s)
+    URL (with the worker's credential for it); None for another (ssh: the sandbox's own)."""
+    if local_repo_path(spec.repo) is not None:
+        return GitOrigin(path=clone_source(spec.repo), branch=spec.branch, run_id=spec.run_id)
+    if urlsplit(spec.repo).scheme not in ("http", "https"):
         return None
-    return GitOrigin(path=clone_source(spec.repo), branch=spec.branch, run_id=spec.run_id)
+    return GitOrigin(
+        path="",
+        branch=spec.branch,
+        run_id=spec.run_id,
+        url=spec.repo,
+        credential_env=spec.repo_credential,
+    )
 
 
 async def running_sandbox(

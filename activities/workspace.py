@@ -98,7 +98,8 @@ class WorkspaceActivities:
             commit, sent, has_checkpoint = line.args
             # The sandbox's word is not enough: the origin, asked from here, must hold it (the
             # worker's view of it: the spec's folder or URL, not the sandbox's way there).
-            check = await origin_refs.confirm(clone_source(input.repo), ref, commit)
+            credential = origin_refs.credential_value(input.repo_credential)
+            check = await origin_refs.confirm(clone_source(input.repo), ref, commit, credential)
             seconds = round(time.monotonic() - began, 3)
             if not check.confirmed:
                 said_commit = commit[:12] if origin_refs.COMMIT_ID.match(commit) else "?"

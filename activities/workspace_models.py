@@ -23,6 +23,8 @@ class KeepWorkspaceInput(_Model):
     sandbox_id: str
     run_id: str
     repo: str
+    # The worker's variable holding `repo`'s credential (RunSpec.repo_credential): its name.
+    repo_credential: str = ""
     number: int = Field(ge=1)
     at: datetime
     max_bytes: int = Field(gt=0)

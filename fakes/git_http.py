@@ -10,6 +10,7 @@ agent's pushes land).
 
 from __future__ import annotations
 
+import base64
 import os
 import secrets
 import subprocess
@@ -19,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 _repos: dict[str, Path] = {}
+# Repositories served only with a credential (as a private one on GitHub): token -> password.
+_private: dict[str, str] = {}
 _server: ThreadingHTTPServer | None = None
 _starting = threading.Lock()
 
@@ -29,11 +32,21 @@ def git_url(origin: Path) -> str:
     return f"http://{host!s}:{port}{git_path(origin)}"
 
 
-def git_path(origin: Path) -> str:
-    """The path at which every server of this module serves `origin` (`/token/name`)."""
+def git_path(origin: Path, *, password: str | None = None) -> str:
+    """The path at which every server of this module serves `origin` (`/token/name`); with
+    `password`, only to a request whose basic authentication carries it (any user name, as
+    GitHub takes a token), else 401 asking for one."""
     token = secrets.token_hex(6)
     _repos[token] = origin.resolve()
+    if password is not None:
+        _private[token] = password
     return f"/{token}/{origin.name}"
+
+
+def private_git_url(origin: Path, password: str) -> str:
+    """An http:// URL serving `origin` only to requests carrying `password`."""
+    host, port = _serve().server_address[:2]
+    return f"http://{host!s}:{port}{git_path(origin, password=password)}"
 
 
 def serve_on(port: int) -> ThreadingHTTPServer:
@@ -76,6 +89,12 @@ class _Handler(BaseHTTPRequestHandler):
         if repo is None or not rest.startswith(repo.name + "/"):
             self.send_error(404)
             return
+        if token in _private and not self._carries(_private[token]):
+            self.send_response(401)
+            self.send_header("WWW-Authenticate", 'Basic realm="fake git"')
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         env = {
             "PATH": os.environ.get("PATH", os.defpath),
             "GIT_PROJECT_ROOT": str(repo.parent),
@@ -107,6 +126,14 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(payload)))
         self.end_headers()
         self.wfile.write(payload)
+
+    def _carries(self, password: str) -> bool:
+        scheme, _, encoded = self.headers.get("Authorization", "").partition(" ")
+        try:
+            pair = base64.b64decode(encoded).decode()
+        except (ValueError, UnicodeDecodeError):
+            return False
+        return scheme.lower() == "basic" and pair.partition(":")[2] == password
 
     def log_message(self, format: str, *args: Any) -> None:
         """Quiet."""

@@ -120,6 +120,10 @@ class RunSpec(_StrictInput):
     cwd: str = "/workspace/app"
     env: dict[str, str] = Field(default_factory=dict)
     secret_env: list[str] = Field(default_factory=list)
+    # The worker's variable holding the credential of an http(s) `repo` (a token): added by
+    # the worker's gateway to the sandbox's git requests, never given to the sandbox
+    # (granted as secret_env names are; docs/security.md#git-through-the-gateway).
+    repo_credential: str = ""
     checkpoint_path: str = "/workspace/checkpoint.json"
     max_checkpoint_bytes: int = Field(default=262144, gt=0, le=MAX_CHECKPOINT_BYTES)
     provider: Provider = "local"
@@ -254,6 +258,15 @@ class RunSpec(_StrictInput):
                 raise ValueError(f"env value of {name} contains a NUL byte")
         return value
 
+    @field_validator("repo_credential")
+    @classmethod
+    def _credential_name(cls, value: str) -> str:
+        if value and not re.match(ENV_NAME_PATTERN, value):
+            raise ValueError(f"repo_credential {value!r} is not a valid variable name")
+        if value in RESERVED_ENV:
+            raise ValueError(f"repo_credential may not name {value}")
+        return value
+
     @field_validator("secret_env")
     @classmethod
     def _secret_names(cls, value: list[str]) -> list[str]:
@@ -293,6 +306,11 @@ class RunSpec(_StrictInput):
         overlap = set(self.env) & set(self.secret_env)
         if overlap:
             raise ValueError(f"{sorted(overlap)[0]} is in both env and secret_env")
+        if self.repo_credential and self.repo_credential in [*self.env, *self.secret_env]:
+            raise ValueError(
+                f"repo_credential: {self.repo_credential} would reach the sandbox through env "
+                "or secret_env; the gateway adds it, and only there is it kept from the agent"
+            )
         if self.fresh_context_exit_code == 0:
             raise ValueError("fresh_context_exit_code may not be 0 (0 means finished)")
         check_agent_way(self.agent, self.agent_dir, self.command, self.fresh_context_exit_code)

@@ -3,9 +3,11 @@ fetches and pushes there, and never needs the origin's folder, its permissions o
 credential.
 
 A local-folder origin is served by `git http-backend`, run as the folder's owner (a root
-worker writes nothing the user cannot write again), with no system or global config. Every
-push's commands are read before git sees the push (git_push.py): one ref the run may not push
-refuses the whole push, with a line git prints; the pack is never read.
+worker writes nothing the user cannot write again), with no system or global config. An
+origin at an http(s) URL is forwarded to, with the worker's credential for it added here
+(`RunSpec.repo_credential`, a variable of the worker's environment the sandbox never sees).
+Every push's commands are read before the origin sees the push (git_push.py): one ref the run
+may not push refuses the whole push, with a line git prints; the pack is never read.
 """
 
 from __future__ import annotations
@@ -19,23 +21,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from activities.gateway import git_forward
 from activities.gateway.git_push import BadPush, read_head, refusal_answer, refused
+from activities.gateway.origin import Origin
 
 ROUTE = "/git/"
 SERVICES = ("git-upload-pack", "git-receive-pack")
 MAX_HEAD = 256 * 1024
 CHUNK = 256 * 1024
 BACKEND_SECONDS = 3600.0
-
-
-@dataclass(frozen=True)
-class Origin:
-    """A sandbox's origin as the gateway serves it: a folder on this host, the run's branch,
-    its run."""
-
-    path: str
-    branch: str
-    run_id: str
+CONNECT_SECONDS = 10.0
 
 
 class Answer(Exception):
@@ -48,8 +43,7 @@ def repository_path(origin: Origin, target: str) -> tuple[str, str]:
     """What a request's target asks of `origin`: the path below the repository (`info/refs`,
     `git-upload-pack`, ...) and the query. Answer(404) for any other."""
     url = urlsplit(target)
-    name = Path(origin.path).name
-    prefix = f"{ROUTE}{name}/"
+    prefix = f"{ROUTE}{origin.name}/"
     if not url.path.startswith(prefix):
         raise Answer(404, "Not Found", f"overnight gateway: this sandbox's origin is {prefix}")
     rest = url.path[len(prefix) :]
@@ -80,6 +74,12 @@ async def serve(
             await writer.drain()
             return
         first = head
+    if origin.url:
+        try:
+            await git_forward.forward(origin, method, rest, query, named, first, body, writer)
+        except git_forward.ForwardFailed as error:
+            raise Answer(502, "Bad Gateway", str(error)) from None
+        return
     await _backend(origin, method, rest, query, named, first, body, writer, sandbox)
 
 

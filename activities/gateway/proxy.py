@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from activities.gateway import git_http
+from activities.gateway.origin import Origin
 from activities.gateway.refused import RefusalBook
 from activities.gateway.resolve import Address, Resolver
 from activities.gateway.tokens import PROXY_USER_PREFIX, verify
@@ -59,7 +60,7 @@ class Settings:
     resolver: Resolver
     address_rules: Sequence[AddressRule] = ()
     # The origin a running sandbox's git is served (None: it has none here).
-    origins: Callable[[str], git_http.Origin | None] = lambda name: None
+    origins: Callable[[str], Origin | None] = lambda name: None
 
 
 class Proxy:

@@ -25,7 +25,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from activities.gateway.git_http import ROUTE, Origin
+from activities.gateway.git_http import ROUTE
+from activities.gateway.origin import Origin
 from activities.gateway.proxy import Grant, Proxy, Settings
 from activities.gateway.refused import FOLDER as REFUSED_FOLDER
 from activities.gateway.refused import RefusalBook, refused_counts
@@ -83,23 +84,31 @@ def redacted_tokens(sandbox: str, home: Path | None = None) -> list[str]:
     return [token_for(key, sandbox)]
 
 
-def git_remote(home: Path, sandbox: str, port: int, origin: str) -> str:
+def git_remote(home: Path, sandbox: str, port: int, origin: Origin) -> str:
     """The URL at which the sandbox's git reaches its run's origin through the gateway."""
     token = token_for(host_key(folder_of(home)), sandbox)
-    name = Path(origin).name
-    return f"http://{PROXY_USER_PREFIX}{sandbox}:{token}@{LOOPBACK}:{port}{ROUTE}{name}"
+    return f"http://{PROXY_USER_PREFIX}{sandbox}:{token}@{LOOPBACK}:{port}{ROUTE}{origin.name}"
+
+
+def origin_of(record: dict[str, Any]) -> Origin | None:
+    """The origin a sandbox's record (`git_origin`) names."""
+    try:
+        return Origin(
+            path=str(record.get("path", "")),
+            branch=str(record["branch"]),
+            run_id=str(record["run_id"]),
+            url=str(record.get("url", "")),
+            credential_env=str(record.get("credential_env", "")),
+        )
+    except (KeyError, TypeError, AttributeError):
+        return None
 
 
 def running_origin(home: Path, sandbox: str) -> Origin | None:
     """The origin the gateway serves a running sandbox (None: none, or it does not run)."""
     meta = _running_meta(home, sandbox)
     found = None if meta is None else meta.get("git_origin")
-    if not isinstance(found, dict):
-        return None
-    try:
-        return Origin(path=found["path"], branch=found["branch"], run_id=found["run_id"])
-    except (KeyError, TypeError):
-        return None
+    return origin_of(found) if isinstance(found, dict) else None
 
 
 def refusals_of(home: Path, sandbox: str) -> dict[str, int]:

@@ -56,13 +56,16 @@ class WorkerMount:
 
 @dataclass(frozen=True)
 class GitOrigin:
-    """A run's origin on the worker's own disk, which a provider may serve its sandboxes itself
-    (the local provider, through its gateway): the folder, the run's branch and the run, whose
-    branch and private refs alone may be pushed."""
+    """A run's origin that a provider may serve its sandboxes itself (the local provider,
+    through its gateway): a folder on the worker (`path`) or an http(s) URL (`url`, with the
+    name of the worker's variable holding its credential), the run's branch and the run,
+    whose branch and private refs alone may be pushed."""
 
     path: str
     branch: str
     run_id: str
+    url: str = ""
+    credential_env: str = ""
 
 
 @dataclass(frozen=True)

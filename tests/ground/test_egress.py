@@ -164,3 +164,14 @@ def test_a_coding_agent_reaches_its_vendor_or_its_base_url() -> None:
     agent = CodingAgent(kind="claude-code", prompt="fix it")
     run = spec(agent=agent, agent_dir="", command="")
     assert "api.anthropic.com" in allowed_names(run, Grants())
+
+
+def test_the_repos_credential_is_a_granted_name_the_sandbox_never_gets() -> None:
+    run = spec(repo_credential="GITHUB_TOKEN")
+    refused = refusals(run, Grants(), home="/x")
+    assert refused and "field repo_credential: GITHUB_TOKEN" in refused[0]
+    assert refusals(run, Grants(secret_env=("GITHUB_TOKEN",)), home="/x") == []
+    with pytest.raises(ValidationError, match="would reach the sandbox"):
+        spec(repo_credential="GITHUB_TOKEN", secret_env=["GITHUB_TOKEN"])
+    with pytest.raises(ValidationError, match="repo_credential"):
+        spec(repo_credential="not a name")

@@ -49,7 +49,7 @@ def origin() -> Iterator[Path]:
         shutil.rmtree(shown, ignore_errors=True)
 
 
-def _repository(repo: Path) -> Path:
+def _repository(repo: Path, *, as_a_person: bool = True) -> Path:
     repo.mkdir()
     git("init", "-q", "-b", "main", cwd=repo)
     (repo / "README.md").write_text("hello\n")
@@ -59,7 +59,7 @@ def _repository(repo: Path) -> Path:
         os.chmod(folder, 0o755)
         for name in files:
             os.chmod(Path(folder) / name, 0o644)
-    if os.geteuid() == 0:  # a person's repository, under a worker that is root
+    if as_a_person and os.geteuid() == 0:  # a person's repository, under a root worker
         for folder, _, files in os.walk(repo):
             os.chown(folder, OWNER, OWNER)
             for name in files:
@@ -174,3 +174,79 @@ def test_the_origin_url_is_refused_without_the_sandboxs_own_token(
         env={**os.environ, "GIT_TERMINAL_PROMPT": "0"},
     )
     assert done.returncode != 0  # a stopped sandbox's token opens nothing
+
+
+TOKEN_ENV = "OVERNIGHT_TEST_GIT_TOKEN"
+
+
+@pytest.fixture
+def private_origin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str, str]]:
+    """A bare repository behind a loopback git server that asks for a token (as a private
+    repository on GitHub does); the worker holds the token in its environment."""
+    from fakes.git_http import private_git_url
+
+    work = _repository(tmp_path / "work", as_a_person=False)
+    bare = tmp_path / "private.git"
+    git("clone", "-q", "--bare", str(work), str(bare))
+    token = uuid.uuid4().hex
+    monkeypatch.setenv(TOKEN_ENV, token)
+    yield private_git_url(bare, token), token
+
+
+def url_sandbox(engine: LocalEngine, url: str, credential_env: str) -> tuple[str, str]:
+    name = f"gitgw-{uuid.uuid4().hex[:8]}"
+    engine.get_or_create(
+        name,
+        timeout_seconds=120,
+        egress=[],
+        origin={
+            "path": "",
+            "branch": BRANCH,
+            "run_id": RUN,
+            "url": url,
+            "credential_env": credential_env,
+        },
+    )
+    remote = asyncio.run(LocalProvider(engine).git_remote(name))
+    assert remote is not None and remote.endswith("/git/private.git")
+    return name, remote
+
+
+def test_a_url_origin_is_reached_with_the_workers_credential_the_sandbox_never_sees(
+    engine: LocalEngine, private_origin: tuple[str, str]
+) -> None:
+    url, token = private_origin
+    sid, remote = url_sandbox(engine, url, TOKEN_ENV)
+    done = engine.run(sid, f"git clone -q {remote} /workspace/app", timeout_seconds=60)
+    assert done.exit_code == 0, done.stderr
+    code, said = sh(
+        engine,
+        sid,
+        "echo work > work.txt && git add work.txt && git commit -qm work && "
+        f"git push -q origin HEAD:refs/heads/{BRANCH} && env && cat .git/config",
+    )
+    assert code == 0, said
+    assert token not in said  # not in its environment, not in its git config
+    bare = Path(urlsplit_path(url))
+    assert git("--git-dir", str(bare), "show", f"{BRANCH}:work.txt") == "work"
+    code, said = sh(engine, sid, "git push origin HEAD:refs/heads/main")
+    assert code != 0 and "overnight: this run may push only" in said, said
+
+
+def test_without_the_workers_credential_the_private_origin_is_refused(
+    engine: LocalEngine, private_origin: tuple[str, str]
+) -> None:
+    url, _ = private_origin
+    sid, remote = url_sandbox(engine, url, "")
+    done = engine.run(
+        sid, f"GIT_TERMINAL_PROMPT=0 git clone -q {remote} /workspace/app", timeout_seconds=60
+    )
+    assert done.exit_code != 0
+
+
+def urlsplit_path(url: str) -> str:
+    """The bare repository a private_git_url serves (its registry is the fake's)."""
+    from fakes.git_http import _repos
+
+    token = url.split("/")[3]
+    return str(_repos[token])

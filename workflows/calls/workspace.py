@@ -30,6 +30,7 @@ async def keep_workspace(s: SupervisorState, route: Route, number: int) -> Works
                 sandbox_id=s.sandbox_id,
                 run_id=spec.run_id,
                 repo=spec.repo,
+                repo_credential=spec.repo_credential,
                 number=number,
                 at=workflow.now(),
                 max_bytes=spec.max_workspace_mib * 1024 * 1024,

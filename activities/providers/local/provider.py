@@ -130,9 +130,10 @@ class LocalProvider:
         meta = await asyncio.to_thread(self.engine.find, sandbox_id)
         if meta is None or meta.git_origin is None or meta.gateway_port is None:
             return None
-        return gateway_service.git_remote(
-            self.engine.home, sandbox_id, meta.gateway_port, meta.git_origin["path"]
-        )
+        origin = gateway_service.origin_of(meta.git_origin)
+        if origin is None:
+            return None
+        return gateway_service.git_remote(self.engine.home, sandbox_id, meta.gateway_port, origin)
 
     async def egress_refusals(self, sandbox_id: str) -> dict[str, int]:
         return await asyncio.to_thread(gateway_service.refusals_of, self.engine.home, sandbox_id)
