@@ -56,7 +56,6 @@ sandboxes are, and the CLI they get is the worker's install), each with one line
 from __future__ import annotations
 
 import json
-import math
 import os
 import platform
 from collections.abc import Mapping
@@ -80,6 +79,10 @@ from overnight.coding_agents import (
 from overnight.constants import KIT_MOUNT
 from overnight.grants import SPEC_REFUSED, refusal_message
 from overnight.home import overnight_home
+from overnight.model_prices import DEFAULT_PRICES as DEFAULT_PRICES
+from overnight.model_prices import PRICE_FIELDS as PRICE_FIELDS
+from overnight.model_prices import PRICES_ENV as PRICES_ENV
+from overnight.model_prices import load_prices
 from overnight.models import RunSpec
 
 ADAPTER_CONFIG = "/workspace/.overnight/coding-agent.json"
@@ -110,26 +113,6 @@ LOOP_EXIT_CODE = 76
 
 # (seconds after a usage limit with no reset time, seconds after each 429/529 in turn)
 Backoffs = tuple[float, list[float]]
-
-PRICES_ENV = "OVERNIGHT_MODEL_PRICES"
-PRICE_FIELDS = ("input_per_mtok", "output_per_mtok", "cached_input_per_mtok")
-# USD per million tokens, at list prices, for the CLIs that report tokens only (Codex); a
-# worker's OVERNIGHT_MODEL_PRICES file adds models or replaces these. Claude Code reports its
-# own dollar estimate.
-DEFAULT_PRICES: dict[str, dict[str, float]] = {
-    "gpt-5": {"input_per_mtok": 1.25, "output_per_mtok": 10.0, "cached_input_per_mtok": 0.125},
-    "gpt-5-codex": {
-        "input_per_mtok": 1.25,
-        "output_per_mtok": 10.0,
-        "cached_input_per_mtok": 0.125,
-    },
-    "gpt-5-mini": {"input_per_mtok": 0.25, "output_per_mtok": 2.0, "cached_input_per_mtok": 0.025},
-    "gpt-5.5-codex": {
-        "input_per_mtok": 1.25,
-        "output_per_mtok": 10.0,
-        "cached_input_per_mtok": 0.125,
-    },
-}
 
 
 def refusals(spec: RunSpec, home: Path | None = None, machine: str | None = None) -> list[str]:
@@ -282,37 +265,12 @@ def _seconds_setting(source: Mapping[str, str], name: str, default: list[float])
 
 
 def model_prices(environ: Mapping[str, str] | None = None) -> dict[str, dict[str, float]]:
-    """The price table: the defaults, with the worker's `OVERNIGHT_MODEL_PRICES` file (JSON
-    `{model: {input_per_mtok, output_per_mtok, cached_input_per_mtok}}`, USD per million
-    tokens) over them. A file that cannot be read refuses the run (non-retryable), naming it."""
-    path = (os.environ if environ is None else environ).get(PRICES_ENV, "").strip()
-    prices = {model: dict(figures) for model, figures in DEFAULT_PRICES.items()}
-    if not path:
-        return prices
+    """The price table (overnight/model_prices.py): the defaults, with the worker's
+    `OVERNIGHT_MODEL_PRICES` file over them. A file that cannot be read refuses the run
+    (non-retryable), naming it."""
     try:
-        given = json.loads(Path(path).read_text(encoding="utf-8"))
-        prices.update(_price_table(given))
-    except (OSError, ValueError) as error:
+        return load_prices(os.environ if environ is None else environ)
+    except ValueError as error:
         raise non_retryable(
-            ErrorType.INVALID_REQUEST, f"{PRICES_ENV}={path}: {error} (fix the worker's setting)"
+            ErrorType.INVALID_REQUEST, f"{error} (fix the worker's setting)"
         ) from None
-    return prices
-
-
-def _price_table(given: object) -> dict[str, dict[str, float]]:
-    if not isinstance(given, dict):
-        raise ValueError("not a JSON object of models")
-    table: dict[str, dict[str, float]] = {}
-    for model, figures in given.items():
-        if not isinstance(figures, dict) or set(figures) - set(PRICE_FIELDS):
-            raise ValueError(f"{model}: an object of {', '.join(PRICE_FIELDS)}")
-        row: dict[str, float] = {}
-        for name in PRICE_FIELDS:
-            value = figures.get(name, 0.0)
-            if isinstance(value, bool) or not isinstance(value, int | float):
-                raise ValueError(f"{model}.{name}: not a number")
-            if not math.isfinite(value) or value < 0:
-                raise ValueError(f"{model}.{name}: not a price (>= 0)")
-            row[name] = float(value)
-        table[str(model)] = row
-    return table

@@ -19,6 +19,9 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from activities.gateway import git_http
+from activities.gateway.http_wire import parse_head
+from activities.gateway.model_routes import ROUTE as MODEL_ROUTE
+from activities.gateway.model_routes import ModelRoutes
 from activities.gateway.origin import Origin
 from activities.gateway.refused import RefusalBook
 from activities.gateway.resolve import Address, Resolver
@@ -61,6 +64,8 @@ class Settings:
     address_rules: Sequence[AddressRule] = ()
     # The origin a running sandbox's git is served (None: it has none here).
     origins: Callable[[str], Origin | None] = lambda name: None
+    # The model routes (None: not served here).
+    models: ModelRoutes | None = None
 
 
 class Proxy:
@@ -87,7 +92,11 @@ class Proxy:
         except asyncio.LimitOverrunError:
             await _answer(writer, 431, "Request Header Fields Too Large", "request head too long")
             return
-        method, target, headers = _parse_head(head)
+        method, target, headers = parse_head(head)
+        models = self._settings.models
+        if target.startswith(MODEL_ROUTE) and models is not None:
+            await models.serve(method, target, headers, reader, writer)
+            return
         if target.startswith("/"):  # asked of the gateway itself, not through it
             await self._serve_git(method, target, headers, reader, writer)
             return
@@ -217,19 +226,6 @@ class Proxy:
                 return address, ""
             why = why or f"{refusal}, which no sandbox may reach"
         return None, why
-
-
-def _parse_head(head: bytes) -> tuple[str, str, list[tuple[str, str]]]:
-    lines = head.decode("latin-1").split("\r\n")
-    parts = lines[0].split(" ")
-    if len(parts) != 3:
-        raise ConnectionError("not an HTTP request")
-    headers = []
-    for line in lines[1:]:
-        if ":" in line:
-            key, _, value = line.partition(":")
-            headers.append((key.strip(), value.strip()))
-    return parts[0].upper(), parts[1], headers
 
 
 def _split_authority(target: str, *, default_port: int) -> tuple[str, int]:

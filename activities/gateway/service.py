@@ -26,12 +26,22 @@ from pathlib import Path
 from typing import Any
 
 from activities.gateway.git_http import ROUTE
+from activities.gateway.model_ledger import ModelBook, spend_in, stats_in
+from activities.gateway.model_origin import ModelOrigin, model_origin_of
+from activities.gateway.model_routes import ROUTE as MODEL_ROUTE
+from activities.gateway.model_routes import ModelRoutes
 from activities.gateway.origin import Origin
 from activities.gateway.proxy import Grant, Proxy, Settings
 from activities.gateway.refused import FOLDER as REFUSED_FOLDER
 from activities.gateway.refused import RefusalBook, refused_counts
 from activities.gateway.resolve import Resolver
-from activities.gateway.tokens import KEY_FILE, PROXY_USER_PREFIX, host_key, token_for
+from activities.gateway.tokens import (
+    KEY_FILE,
+    PROXY_USER_PREFIX,
+    host_key,
+    model_token_for,
+    token_for,
+)
 from overnight.egress import EGRESS_ADDRESSES_ENV, AddressRule, parse_address_rules
 from overnight.home import overnight_home
 
@@ -81,7 +91,18 @@ def redacted_tokens(sandbox: str, home: Path | None = None) -> list[str]:
         key = (folder_of(home or overnight_home()) / KEY_FILE).read_bytes()
     except OSError:
         return []
-    return [token_for(key, sandbox)]
+    return [token_for(key, sandbox), model_token_for(key, sandbox)]
+
+
+def model_token(home: Path, sandbox: str) -> str:
+    """The token `sandbox` sends to the gateway's model routes as its API key."""
+    return model_token_for(host_key(folder_of(home)), sandbox)
+
+
+def model_url(port: int) -> str:
+    """The base URL of the gateway's model routes, as a sandbox reaches it (an Anthropic
+    client's base URL; an OpenAI client's is this plus `/v1`)."""
+    return f"http://{LOOPBACK}:{port}{MODEL_ROUTE.rstrip('/')}"
 
 
 def git_remote(home: Path, sandbox: str, port: int, origin: Origin) -> str:
@@ -109,6 +130,24 @@ def running_origin(home: Path, sandbox: str) -> Origin | None:
     meta = _running_meta(home, sandbox)
     found = None if meta is None else meta.get("git_origin")
     return origin_of(found) if isinstance(found, dict) else None
+
+
+def running_model_origin(home: Path, sandbox: str) -> ModelOrigin | None:
+    """What the model routes serve a running sandbox (None: nothing, or it does not run)."""
+    meta = _running_meta(home, sandbox)
+    return None if meta is None else model_origin_of(meta.get("model"))
+
+
+def spend_of(home: Path, run_id: str) -> tuple[float, int]:
+    """(USD, answers) the gateway booked to `run_id` (model_ledger.py)."""
+    return spend_in(folder_of(home), run_id)
+
+
+def model_stats_of(home: Path, run_id: str) -> dict[str, Any]:
+    """The model routes' stats of `run_id`: `retries`, `last_upstream_error` and its time
+    `last_upstream_error_at` (epoch seconds), `cap_refusals`, `repeats` (requests in a row
+    with the same body) and `last_body` (its SHA-256); empty when there are none."""
+    return stats_in(folder_of(home), run_id)
 
 
 def refusals_of(home: Path, sandbox: str) -> dict[str, int]:
@@ -157,14 +196,19 @@ class Gateway:
         if rules is None:
             rules = parse_address_rules(os.environ.get(EGRESS_ADDRESSES_ENV, ""))
         self.book = RefusalBook(self.folder)
+        self.model_book = ModelBook(self.folder)
+        key = host_key(self.folder)
         self.proxy = Proxy(
             Settings(
-                key=host_key(self.folder),
+                key=key,
                 lookup=lambda name: running_grant(home, name),
                 origins=lambda name: running_origin(home, name),
                 book=self.book,
                 resolver=resolver or Resolver(),
                 address_rules=rules,
+                models=ModelRoutes(
+                    key, lambda name: running_model_origin(home, name), self.model_book
+                ),
             )
         )
         self.port: int | None = None
@@ -199,6 +243,7 @@ class Gateway:
         if self._thread is not None:
             self._thread.join(timeout=10)
         self.book.flush()
+        self.model_book.flush()
 
     def _serve(self, listening: socket.socket, ready: threading.Event) -> None:
         asyncio.run(self._main(listening, ready))
@@ -216,6 +261,10 @@ class Gateway:
                     self.book.flush()
                 except OSError:
                     logger.exception("gateway: cannot write the book of refusals")
+                try:
+                    self.model_book.flush()
+                except OSError:
+                    logger.exception("gateway: cannot write the model routes' stats")
 
 
 def _listen(kept: int | None) -> socket.socket:

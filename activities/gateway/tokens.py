@@ -41,3 +41,26 @@ def token_for(key: bytes, sandbox: str) -> str:
 
 def verify(key: bytes, sandbox: str, token: str) -> bool:
     return hmac.compare_digest(token_for(key, sandbox), token)
+
+
+# A sandbox's model token: what its coding agent or kit agent sends as either vendor's API
+# key to the gateway's model routes (model_routes.py). It names its sandbox, so the gateway
+# needs no table; its HMAC is under the same host key with a label of its own, so a proxy
+# token never passes for a model token, nor the other way round.
+MODEL_TOKEN_PREFIX = "ovn-"
+_MODEL_LABEL = b"model-token:"
+
+
+def model_token_for(key: bytes, sandbox: str) -> str:
+    mac = hmac.new(key, _MODEL_LABEL + sandbox.encode(), hashlib.sha256).hexdigest()
+    return f"{MODEL_TOKEN_PREFIX}{sandbox}-{mac[:TOKEN_HEX]}"
+
+
+def model_token_owner(key: bytes, token: str) -> str | None:
+    """The sandbox a valid model token names; None for any other string."""
+    if not token.startswith(MODEL_TOKEN_PREFIX):
+        return None
+    sandbox, _, mac = token[len(MODEL_TOKEN_PREFIX) :].rpartition("-")
+    if not sandbox or len(mac) != TOKEN_HEX:
+        return None
+    return sandbox if hmac.compare_digest(model_token_for(key, sandbox), token) else None

@@ -5,6 +5,10 @@ per block `content_block_start` / one delta / `content_block_stop` (a `text` blo
 `text_delta`, or a `tool_use` block with one `input_json_delta` holding the whole input),
 `message_delta` (`stop_reason` `tool_use` or `end_turn`, output tokens), `message_stop`.
 
+Asked for a whole answer (`streamed=False`: the request said `"stream": false` to a fake that
+honours it), the message is one JSON body with its `usage`. A turn's cache tokens are in the
+usage as `cache_creation_input_tokens` / `cache_read_input_tokens` when not zero.
+
 Errors are `{"type": "error", "error": {"type", "message"}}` with a `request-id` header. A
 usage limit is Anthropic's subscription answer: a 429 `rate_limit_error` with the
 `anthropic-ratelimit-unified-*` headers (`status: rejected`, `reset`, `representative-claim`);
@@ -23,7 +27,15 @@ from fakes.model_api.turns import Answer, ApiError, Text, ToolCalls, UsageLimit
 WINDOW_HEADER = {"five_hour": "5h", "seven_day": "7d"}
 
 
-def render(turn: Answer, number: int, model: str, now: float) -> Reply:
+def render(
+    turn: Answer,
+    number: int,
+    model: str,
+    now: float,
+    *,
+    streamed: bool = True,
+    include_usage: bool = False,
+) -> Reply:
     headers = {"request-id": f"req_fake_{number:04d}"}
     if isinstance(turn, ApiError):
         return _error(turn, headers)
@@ -42,10 +54,24 @@ def render(turn: Answer, number: int, model: str, now: float) -> Reply:
                 {"type": "tool_use", "id": call_id, "name": tool.name, "input": tool.arguments}
             )
     stop_reason = "tool_use" if isinstance(turn, ToolCalls) else "end_turn"
+    message_id = f"msg_fake_{number:04d}"
+    if not streamed:
+        whole = _message(message_id, model, turn) | {
+            "content": blocks,
+            "stop_reason": stop_reason,
+            "usage": _usage(turn) | {"output_tokens": turn.output_tokens},
+        }
+        return Reply(
+            200,
+            JSON_HEADERS | headers | dict(turn.headers),
+            body=json_body(whole),
+            delay_seconds=turn.delay_seconds,
+            call_ids=tuple(call_ids),
+        )
     return Reply(
         200,
         STREAM_HEADERS | headers | dict(turn.headers),
-        events=tuple(_stream(f"msg_fake_{number:04d}", model, blocks, stop_reason, turn)),
+        events=tuple(_stream(message_id, model, blocks, stop_reason, turn)),
         delay_seconds=turn.delay_seconds,
         cut_after=turn.cut_after,
         hold_open=turn.hold_open,
@@ -60,16 +86,7 @@ def _stream(
     stop_reason: str,
     turn: ToolCalls | Text,
 ) -> list[bytes]:
-    message: dict[str, Any] = {
-        "id": message_id,
-        "type": "message",
-        "role": "assistant",
-        "model": model or "claude-fake",
-        "content": [],
-        "stop_reason": None,
-        "stop_sequence": None,
-        "usage": {"input_tokens": turn.input_tokens, "output_tokens": 1},
-    }
+    message = _message(message_id, model, turn)
     events = [sse("message_start", {"type": "message_start", "message": message})]
     for index, block in enumerate(blocks):
         start: dict[str, Any]
@@ -103,6 +120,28 @@ def _stream(
         sse("message_stop", {"type": "message_stop"}),
     ]
     return events
+
+
+def _message(message_id: str, model: str, turn: ToolCalls | Text) -> dict[str, Any]:
+    return {
+        "id": message_id,
+        "type": "message",
+        "role": "assistant",
+        "model": model or "claude-fake",
+        "content": [],
+        "stop_reason": None,
+        "stop_sequence": None,
+        "usage": _usage(turn),
+    }
+
+
+def _usage(turn: ToolCalls | Text) -> dict[str, int]:
+    usage = {"input_tokens": turn.input_tokens, "output_tokens": 1}
+    if turn.cache_write_tokens:
+        usage["cache_creation_input_tokens"] = turn.cache_write_tokens
+    if turn.cache_read_tokens:
+        usage["cache_read_input_tokens"] = turn.cache_read_tokens
+    return usage
 
 
 def _error(turn: ApiError, headers: dict[str, str]) -> Reply:

@@ -6,6 +6,9 @@ The stream is the smallest one Codex accepts: `response.created`, then per outpu
 `custom_tool_call` with `input`, which is how Codex's `apply_patch` is called), then
 `response.completed` with the usage.
 
+Asked for a whole answer (`streamed=False`), the completed response is one JSON body. A turn's
+cache tokens count in `input_tokens`, the reads also as `input_tokens_details.cached_tokens`.
+
 Errors are `{"error": {"type", "code", "message"}}`. A usage limit is a 429
 `usage_limit_reached` whose body carries `resets_at` / `resets_in_seconds`, with the
 `x-codex-primary-*` headers (`-used-percent`, `-window-minutes`, `-reset-at`; `secondary` for
@@ -23,7 +26,15 @@ from fakes.model_api.turns import Answer, ApiError, Text, ToolCall, ToolCalls, U
 WINDOWS = {"five_hour": ("primary", 300), "seven_day": ("secondary", 10080)}
 
 
-def render(turn: Answer, number: int, model: str, now: float) -> Reply:
+def render(
+    turn: Answer,
+    number: int,
+    model: str,
+    now: float,
+    *,
+    streamed: bool = True,
+    include_usage: bool = False,
+) -> Reply:
     headers = {"x-request-id": f"req_fake_{number:04d}"}
     if isinstance(turn, ApiError):
         return _error(turn, headers)
@@ -47,10 +58,24 @@ def render(turn: Answer, number: int, model: str, now: float) -> Reply:
             call_id = f"call_fake_{number:04d}_{position}"
             call_ids.append(call_id)
             items.append(_call_item(tool, call_id))
+    response_id = f"resp_fake_{number:04d}"
+    if not streamed:
+        whole = _response(response_id, model, now) | {
+            "status": "completed",
+            "output": items,
+            "usage": usage_of(turn),
+        }
+        return Reply(
+            200,
+            JSON_HEADERS | headers | dict(turn.headers),
+            body=json_body(whole),
+            delay_seconds=turn.delay_seconds,
+            call_ids=tuple(call_ids),
+        )
     return Reply(
         200,
         STREAM_HEADERS | headers | dict(turn.headers),
-        events=tuple(_stream(f"resp_fake_{number:04d}", model, items, turn, now)),
+        events=tuple(_stream(response_id, model, items, turn, now)),
         delay_seconds=turn.delay_seconds,
         cut_after=turn.cut_after,
         hold_open=turn.hold_open,
@@ -93,14 +118,7 @@ def _call_item(tool: ToolCall, call_id: str) -> dict[str, Any]:
 def _stream(
     response_id: str, model: str, items: list[dict[str, Any]], turn: ToolCalls | Text, now: float
 ) -> list[bytes]:
-    response = {
-        "id": response_id,
-        "object": "response",
-        "created_at": int(now),
-        "status": "in_progress",
-        "model": model or "gpt-fake",
-        "output": [],
-    }
+    response = _response(response_id, model, now)
     sequence = 0
 
     def event(kind: str, **data: Any) -> bytes:
@@ -112,16 +130,32 @@ def _stream(
     for index, item in enumerate(items):
         events.append(event("response.output_item.added", output_index=index, item=item))
         events.append(event("response.output_item.done", output_index=index, item=item))
-    usage = {
-        "input_tokens": turn.input_tokens,
-        "input_tokens_details": {"cached_tokens": 0},
-        "output_tokens": turn.output_tokens,
-        "output_tokens_details": {"reasoning_tokens": 0},
-        "total_tokens": turn.input_tokens + turn.output_tokens,
-    }
-    completed = response | {"status": "completed", "output": items, "usage": usage}
+    completed = response | {"status": "completed", "output": items, "usage": usage_of(turn)}
     events.append(event("response.completed", response=completed))
     return events
+
+
+def _response(response_id: str, model: str, now: float) -> dict[str, Any]:
+    return {
+        "id": response_id,
+        "object": "response",
+        "created_at": int(now),
+        "status": "in_progress",
+        "model": model or "gpt-fake",
+        "output": [],
+    }
+
+
+def usage_of(turn: ToolCalls | Text) -> dict[str, Any]:
+    """A turn's usage as the Responses API says it (cache tokens inside `input_tokens`)."""
+    inputs = turn.input_tokens + turn.cache_read_tokens + turn.cache_write_tokens
+    return {
+        "input_tokens": inputs,
+        "input_tokens_details": {"cached_tokens": turn.cache_read_tokens},
+        "output_tokens": turn.output_tokens,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": inputs + turn.output_tokens,
+    }
 
 
 def _error(turn: ApiError, headers: dict[str, str]) -> Reply:

@@ -68,9 +68,10 @@ class RecordedRequest:
     # --- content ---
 
     def items(self) -> list[dict[str, Any]]:
-        """The conversation as sent: Claude's `messages`, Codex's `input` items."""
+        """The conversation as sent: Claude's `messages`, Codex's `input` items, Chat
+        Completions' `messages`."""
         body = self._body_dict()
-        key = "messages" if self.api == "anthropic" else "input"
+        key = "input" if self.api == "openai" else "messages"
         value = body.get(key)
         if isinstance(value, str):
             return [{"role": "user", "content": value}]
@@ -83,6 +84,13 @@ class RecordedRequest:
         """The tool results after the model's last turn (empty when the last thing sent is
         not a tool result)."""
         items = self.items()
+        if self.api == "chat":
+            answers: list[dict[str, Any]] = []
+            for item in reversed(items):
+                if item.get("role") != "tool":
+                    break
+                answers.insert(0, item)
+            return list(_tool_results(self.api, answers))
         if self.api == "anthropic":
             last = items[-1] if items else None
             if last is None or last.get("role") != "user":
@@ -139,6 +147,13 @@ def _tool_results(api: Api, items: list[dict[str, Any]]) -> Iterator[ToolResult]
                         "\n".join(_texts([{"content": block.get("content")}])),
                         bool(block.get("is_error", False)),
                     )
+        return
+    if api == "chat":
+        for message in items:
+            if message.get("role") == "tool":
+                content = message.get("content")
+                text = content if isinstance(content, str) else json.dumps(content)
+                yield ToolResult(str(message.get("tool_call_id", "")), text)
         return
     for item in items:
         if item.get("type") in ("function_call_output", "custom_tool_call_output"):

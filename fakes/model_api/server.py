@@ -6,9 +6,13 @@
         ...
         assert fake.session_ids() == [session_id]
 
-It serves `POST /v1/messages` (Anthropic Messages, `?beta=true` or not) and
-`POST /v1/responses` (OpenAI Responses), each request answered by the script's next turn
-(`script.Script`), rendered for its API (`anthropic.py`, `openai.py`). Every request is
+It serves `POST /v1/messages` (Anthropic Messages, `?beta=true` or not),
+`POST /v1/responses` (OpenAI Responses) and `POST /v1/chat/completions` (OpenAI Chat
+Completions), each request answered by the script's next turn (`script.Script`), rendered
+for its API (`anthropic.py`, `openai.py`, `chat.py`). Answers are streamed; a fake made with
+`honour_stream=True` gives a request that does not ask for a stream (`"stream": true`) the
+whole answer as JSON, as the real APIs do (the CLIs' tests were written against a fake that
+streams every answer, which is the default). Every request is
 logged (`requests()`, `wait_for()`), with its headers, its parsed body, which turn answered
 it and the tool calls that turn made. Other paths get a 404 and are listed in `unrouted`
 (a CLI asking for something the fake does not serve, such as `/v1/models`).
@@ -33,14 +37,18 @@ from types import TracebackType
 from typing import IO, Any
 from urllib.parse import urlsplit
 
-from fakes.model_api import anthropic, openai
+from fakes.model_api import anthropic, chat, openai
 from fakes.model_api.recorded import RecordedRequest
 from fakes.model_api.reply import Reply
 from fakes.model_api.script import Script
 from fakes.model_api.turns import Answer, Api
 
-ROUTES: dict[str, Api] = {"/v1/messages": "anthropic", "/v1/responses": "openai"}
-RENDERERS = {"anthropic": anthropic.render, "openai": openai.render}
+ROUTES: dict[str, Api] = {
+    "/v1/messages": "anthropic",
+    "/v1/responses": "openai",
+    "/v1/chat/completions": "chat",
+}
+RENDERERS = {"anthropic": anthropic.render, "openai": openai.render, "chat": chat.render}
 
 
 class FakeModelApi:
@@ -54,7 +62,9 @@ class FakeModelApi:
         port: int = 0,
         log_file: Path | None = None,
         clock: Callable[[], float] = time.time,
+        honour_stream: bool = False,
     ) -> None:
+        self.honour_stream = honour_stream
         self.script = script if isinstance(script, Script) else Script(script)
         self._clock = clock
         self._port = port
@@ -192,7 +202,16 @@ class FakeModelApi:
 
     def _answer(self, request: RecordedRequest) -> Reply:
         choice = self.script.choose(request)
-        reply = RENDERERS[request.api](choice.turn, request.number, request.model, self._clock())
+        body = request.body if isinstance(request.body, dict) else {}
+        options = body.get("stream_options")
+        reply = RENDERERS[request.api](
+            choice.turn,
+            request.number,
+            request.model,
+            self._clock(),
+            streamed=not self.honour_stream or body.get("stream") is True,
+            include_usage=isinstance(options, dict) and options.get("include_usage") is True,
+        )
         self._update(
             request,
             turn_index=choice.index,

@@ -22,8 +22,9 @@ Every turn may also carry `delay_seconds` (the answer waits that long first), `h
 (extra response headers, e.g. rate-limit headers on a good answer), `cut_after` (a streamed
 answer, tool calls or text, stops after that many events: the connection is closed, or held
 open silent when `hold_open`; Claude Code retries a closed one and waits on a held one),
-`times` (the turn answers that many requests in a row) and `when` (a predicate
-on the request: the turn answers only a request it accepts; see `script.Script`).
+`times` (the turn answers that many requests in a row), `when` (a predicate
+on the request: the turn answers only a request it accepts; see `script.Script`), and its
+usage: `input_tokens`, `output_tokens`, `cache_read_tokens`, `cache_write_tokens`.
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ from typing import TYPE_CHECKING, Any, Literal
 if TYPE_CHECKING:
     from fakes.model_api.recorded import RecordedRequest
 
-Api = Literal["anthropic", "openai"]
+# "chat": OpenAI Chat Completions (`POST /v1/chat/completions`), for clients other than the CLIs.
+Api = Literal["anthropic", "openai", "chat"]
 Predicate = Callable[["RecordedRequest"], bool]
 
 
@@ -151,6 +153,11 @@ class Turn:
     when: Predicate | None = None
     input_tokens: int = 100
     output_tokens: int = 20
+    # Prompt-cache tokens besides `input_tokens` (Anthropic's way of counting): read from the
+    # cache, and written to it. OpenAI's answers count them inside their `input_tokens`, the
+    # reads as `cached_tokens`.
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
     label: str = ""
 
     def __post_init__(self) -> None:

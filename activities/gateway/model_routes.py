@@ -1,0 +1,387 @@
+"""The gateway's model routes: a sandbox's model calls, forwarded with the worker's key and
+counted. `/model/v1/messages` (Anthropic Messages), `/model/v1/responses` (OpenAI Responses)
+and `/model/v1/chat/completions` (OpenAI Chat Completions), streamed or not.
+
+For each request, in order: the caller's model token (`x-api-key` or `Authorization:
+Bearer`, tokens.py) must name a running sandbox whose record has a `model` entry
+(model_origin.py), else 401; a run whose booked spend reached its cap is refused at once
+(model_policy.py); the body's SHA-256 is counted for loop evidence; a streamed Chat
+Completions request is made to ask for its usage. Then it goes to the upstream with the
+worker's credential in the vendor's header (the sandbox's credential headers are never
+forwarded), retried there on 429/529/503 while nothing was sent back (model_policy.py); the
+answer goes back as it comes, its usage read on the way (model_usage.py), priced by the
+worker's table (overnight/model_prices.py) and booked to the run (model_ledger.py) once it
+ends. Bodies and credentials are never logged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gzip
+import hashlib
+import json
+import logging
+import os
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+from activities.gateway import http_wire, model_forward, model_policy
+from activities.gateway.model_ledger import ModelBook
+from activities.gateway.model_origin import ModelOrigin
+from activities.gateway.model_usage import Api, SseEvents, UsageReader, ask_for_usage
+from activities.gateway.tokens import model_token_owner
+from overnight.model_prices import PriceTable, dearest, load_prices, price_of, usd_of
+
+logger = logging.getLogger(__name__)
+
+ROUTE = "/model/"
+# gateway path -> (api, the vendor's path)
+PATHS: dict[str, tuple[Api, str]] = {
+    "/model/v1/messages": ("anthropic", "/v1/messages"),
+    "/model/v1/responses": ("responses", "/v1/responses"),
+    "/model/v1/chat/completions": ("chat", "/v1/chat/completions"),
+}
+VENDOR_UPSTREAMS: dict[Api, str] = {
+    "anthropic": "https://api.anthropic.com",
+    "responses": "https://api.openai.com",
+    "chat": "https://api.openai.com",
+}
+ANTHROPIC_VERSION = "2023-06-01"
+MAX_BODY = 64 * 1024 * 1024
+MAX_WHOLE_ANSWER = 32 * 1024 * 1024
+MAX_ERROR_BODY = 64 * 1024
+IDLE_SECONDS = 120.0
+# Request headers never forwarded: hop-by-hop, framing the gateway redoes, and anything that
+# may carry a credential (the sandbox's is a model token, not a key; none of its own may
+# reach the vendor) or choose the worker's account.
+_DROPPED = {"host", "connection", "keep-alive", "proxy-connection", "te", "trailer", "upgrade"}
+_DROPPED |= {"transfer-encoding", "content-length", "accept-encoding", "expect", "cookie"}
+_DROPPED |= {"openai-organization", "openai-project", "chatgpt-account-id"}
+_KEPT = {"anthropic-version", "anthropic-beta", "idempotency-key"}
+_SECRET_WORDS = ("auth", "key", "token", "secret", "cookie", "credential", "password")
+_ANSWER_DROPPED = {"connection", "keep-alive", "transfer-encoding", "content-length"}
+_ANSWER_DROPPED |= {"set-cookie", "trailer", "upgrade", "proxy-authenticate"}
+
+
+@dataclass
+class _Request:
+    api: Api
+    vendor_path: str
+    query: str
+    headers: dict[str, str]  # lower-cased
+    body: bytes
+
+
+@dataclass
+class ModelRoutes:
+    key: bytes
+    lookup: Callable[[str], ModelOrigin | None]
+    book: ModelBook
+    environ: Mapping[str, str] = field(default_factory=lambda: os.environ)
+    pool: model_forward.Pool = field(default_factory=model_forward.Pool)
+    _prices: PriceTable | None = None
+    answered: int = 0
+
+    async def serve(
+        self,
+        method: str,
+        target: str,
+        headers: list[tuple[str, str]],
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+    ) -> None:
+        """Serve requests on one connection (kept open between them, as clients expect)."""
+        while True:
+            keep = await self._one(method, target, headers, reader, writer)
+            if not keep:
+                return
+            try:
+                head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), IDLE_SECONDS)
+            except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError):
+                return
+            method, target, headers = http_wire.parse_head(head)
+            if not target.startswith(ROUTE):
+                await _send(writer, 400, [], b"overnight gateway: model routes only here\n", False)
+                return
+
+    async def _one(
+        self,
+        method: str,
+        target: str,
+        head: list[tuple[str, str]],
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+    ) -> bool:
+        """One request; True when the connection may serve another."""
+        headers = {k.lower(): v for k, v in head}
+        keep = headers.get("connection", "").lower() != "close"
+        url = urlsplit(target)
+        route = PATHS.get(url.path.rstrip("/"))
+        try:
+            body = await http_wire.read_body(reader, headers, MAX_BODY)
+        except http_wire.BodyTooLarge:
+            api = route[0] if route else "chat"
+            error = model_policy.error_body(api, "request_too_large", "over 64 MiB")
+            await _send(writer, 413, [], error, False)
+            return False
+        if route is None or method != "POST":
+            error = model_policy.error_body("chat", "not_found_error", f"no route {url.path}")
+            await _send(writer, 404, [], error, keep)
+            return keep
+        request = _Request(route[0], route[1], url.query, headers, body)
+        sandbox = model_token_owner(self.key, _token(headers))
+        origin = None if sandbox is None else self.lookup(sandbox)
+        if sandbox is None or origin is None:
+            await _send(writer, *model_policy.unauthorized(request.api), keep)
+            return keep
+        try:
+            prices = self._price_table()
+        except ValueError as error:
+            message = f"overnight gateway: the worker's price table: {error}"
+            await _send(
+                writer, 500, [], model_policy.error_body(request.api, "api_error", message), keep
+            )
+            return keep
+        if origin.cap_usd is not None:
+            spent = self.book.spent(origin.run_id)
+            if spent >= origin.cap_usd:
+                self.book.refused_at_cap(origin.run_id)
+                await _send(
+                    writer, *model_policy.cap_reached(request.api, spent, origin.cap_usd), keep
+                )
+                return keep
+        self.book.body_seen(origin.run_id, hashlib.sha256(body).hexdigest())
+        return await self._forward(request, origin, sandbox, prices, writer, keep)
+
+    def _price_table(self) -> PriceTable:
+        if self._prices is None:
+            self._prices = load_prices(self.environ)
+        return self._prices
+
+    async def _forward(
+        self,
+        request: _Request,
+        origin: ModelOrigin,
+        sandbox: str,
+        prices: PriceTable,
+        writer: asyncio.StreamWriter,
+        keep: bool,
+    ) -> bool:
+        base = origin.upstream or VENDOR_UPSTREAMS[request.api]
+        target = model_forward.target_of(base, request.vendor_path, request.query)
+        headers, body = _upstream_request(
+            request, self.environ.get(origin.credential_env, "") if origin.credential_env else ""
+        )
+        answer = await self._answer(target, headers, body, origin.run_id)
+        if isinstance(answer, str):
+            error = model_policy.error_body(
+                request.api, "api_error", f"overnight gateway: {answer}"
+            )
+            await _send(writer, 502, [], error, keep)
+            return keep
+        if isinstance(answer, tuple):  # an error answer read whole while deciding on a retry
+            status, reason, kept, data = answer
+            await _send(writer, status, kept, data, keep, reason)
+            return keep
+        return await self._relay(request, origin, sandbox, prices, answer, writer, keep)
+
+    async def _answer(
+        self, target: model_forward.Target, headers: list[tuple[str, str]], body: bytes, run_id: str
+    ) -> model_forward.Answer | tuple[int, str, list[tuple[str, str]], bytes] | str:
+        """The upstream's answer, retried while the policy says so: an answer to relay, an
+        error answer read whole, or why none came."""
+        waited, attempt = 0.0, 0
+        while True:
+            attempt += 1
+            try:
+                answer = await model_forward.request(self.pool, target, "POST", headers, body)
+            except model_forward.UpstreamFailed as failed:
+                why: str = str(failed)
+                wait = model_policy.retry_wait(None, {}, b"", attempt, waited)
+                if wait is None:
+                    return why
+            else:
+                if answer.status not in model_policy.RETRIED_STATUSES:
+                    return answer
+                data = await answer.read_all(MAX_ERROR_BODY)
+                named = {k.lower(): v for k, v in answer.headers}
+                wait = model_policy.retry_wait(answer.status, named, data, attempt, waited)
+                why = f"{answer.status} {answer.reason}".strip()
+                if wait is None:
+                    return answer.status, answer.reason, _answer_headers(answer.headers), data
+            self.book.retried(run_id, why, time.time())
+            logger.info(
+                "gateway: model API %s for run %s; trying again in %.1f s", why, run_id, wait
+            )
+            await asyncio.sleep(wait)
+            waited += wait
+
+    async def _relay(
+        self,
+        request: _Request,
+        origin: ModelOrigin,
+        sandbox: str,
+        prices: PriceTable,
+        answer: model_forward.Answer,
+        writer: asyncio.StreamWriter,
+        keep: bool,
+    ) -> bool:
+        usage = UsageReader(request.api)
+        streamed = "text/event-stream" in answer.header("content-type").lower()
+        events = SseEvents()
+        whole = b""
+        complete = False
+        framed = answer.length is None
+        try:
+            writer.write(
+                http_wire.answer_head(
+                    answer.status,
+                    answer.reason,
+                    _answer_headers(answer.headers),
+                    answer.length,
+                    keep,
+                )
+            )
+            async for data in answer.chunks():
+                writer.write(http_wire.chunk(data) if framed else data)
+                await writer.drain()
+                if streamed:
+                    for event in events.feed(data):
+                        usage.event(event)
+                elif len(whole) < MAX_WHOLE_ANSWER:
+                    whole += data
+            if framed:
+                writer.write(http_wire.LAST_CHUNK)
+                await writer.drain()
+            complete = True
+        except (ConnectionError, OSError, asyncio.IncompleteReadError, TimeoutError, ValueError):
+            keep = False
+        finally:
+            answer.close()
+            if not streamed and whole:
+                usage.body(whole)
+            self._book(request, origin, sandbox, prices, answer, usage, complete)
+        return keep and complete
+
+    def _book(
+        self,
+        request: _Request,
+        origin: ModelOrigin,
+        sandbox: str,
+        prices: PriceTable,
+        answer: model_forward.Answer,
+        usage: UsageReader,
+        complete: bool,
+    ) -> None:
+        self.answered += 1
+        counted = usage.usage()
+        if counted is None and answer.status >= 300:
+            return  # an error answer: nothing used
+        model = usage.model or _model_asked(request)
+        price = price_of(prices, model)
+        usd = usd_of(price if price is not None else dearest(prices), counted) if counted else 0.0
+        line = {
+            "at": time.time(),
+            "request_id": usage.answer_id
+            or answer.header("request-id")
+            or answer.header("x-request-id"),
+            "route": request.vendor_path,
+            "sandbox": sandbox,
+            "status": answer.status,
+            "model": model,
+            "usage": counted.as_dict() if counted else None,
+            "usd": usd,
+            "unpriced": price is None,
+            "complete": complete,
+        }
+        try:
+            self.book.book(origin.run_id, line)
+        except OSError:
+            logger.exception("gateway: cannot book an answer of run %s ($%.6f)", origin.run_id, usd)
+        if counted is None:
+            logger.warning("gateway: an answer for run %s said no usage", origin.run_id)
+
+
+def _token(headers: Mapping[str, str]) -> str:
+    if headers.get("x-api-key"):
+        return headers["x-api-key"].strip()
+    scheme, _, value = headers.get("authorization", "").strip().partition(" ")
+    return value.strip() if scheme.lower() == "bearer" else ""
+
+
+def _upstream_request(request: _Request, credential: str) -> tuple[list[tuple[str, str]], bytes]:
+    """The headers and body sent upstream: the client's, less what may carry a credential,
+    plus the worker's credential in the vendor's header."""
+    headers = request.headers
+    body = request.body
+    sent = [(k, v) for k, v in headers.items() if _forwarded(k)]
+    if request.api == "chat":
+        body, sent = _with_usage_asked(body, sent)
+    sent.append(("accept-encoding", "identity"))  # the usage is read on the way
+    if request.api == "anthropic":
+        if "anthropic-version" not in headers:
+            sent.append(("anthropic-version", ANTHROPIC_VERSION))
+        if credential:
+            sent.append(("x-api-key", credential))
+    elif credential:
+        sent.append(("authorization", f"Bearer {credential}"))
+    return sent, body
+
+
+def _forwarded(name: str) -> bool:
+    if name in _DROPPED:
+        return False
+    if name in _KEPT:
+        return True
+    return not any(word in name for word in _SECRET_WORDS)
+
+
+def _with_usage_asked(
+    body: bytes, sent: list[tuple[str, str]]
+) -> tuple[bytes, list[tuple[str, str]]]:
+    encoding = next((v.lower() for k, v in sent if k == "content-encoding"), "identity")
+    try:
+        text = gzip.decompress(body) if encoding == "gzip" else body
+        if encoding not in ("gzip", "identity"):
+            return body, sent
+        value = json.loads(text)
+    except (ValueError, OSError, EOFError):
+        return body, sent
+    if not isinstance(value, dict) or not ask_for_usage(value):
+        return body, sent
+    kept = [(k, v) for k, v in sent if k != "content-encoding"]
+    return json.dumps(value, separators=(",", ":")).encode(), kept
+
+
+def _answer_headers(headers: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    return [(k, v) for k, v in headers if k.lower() not in _ANSWER_DROPPED]
+
+
+def _model_asked(request: _Request) -> str:
+    with contextlib.suppress(ValueError, OSError, EOFError):
+        body = request.body
+        if request.headers.get("content-encoding", "").lower() == "gzip":
+            body = gzip.decompress(body)
+        value = json.loads(body)
+        if isinstance(value, dict):
+            return str(value.get("model") or "")
+    return ""
+
+
+async def _send(
+    writer: asyncio.StreamWriter,
+    status: int,
+    headers: list[tuple[str, str]],
+    body: bytes,
+    keep: bool,
+    reason: str = "",
+) -> None:
+    """A whole answer: an upstream error read whole, or the gateway's own (JSON)."""
+    kept = list(headers)
+    if not any(k.lower() == "content-type" for k, _ in kept):
+        kept += [("Content-Type", "application/json"), ("X-Overnight-Gateway", "model")]
+    writer.write(http_wire.answer_head(status, reason, kept, len(body), keep) + body)
+    await writer.drain()
