@@ -156,6 +156,10 @@ class ModelRoutes:
         self.book.body_seen(origin.run_id, hashlib.sha256(body).hexdigest())
         return await self._forward(request, origin, sandbox, prices, writer, keep)
 
+    async def close(self) -> None:
+        """Close the upstream connections kept open (the gateway stops)."""
+        await model_forward.close_all(self.pool)
+
     def _price_table(self) -> PriceTable:
         if self._prices is None:
             self._prices = load_prices(self.environ)
@@ -233,8 +237,12 @@ class ModelRoutes:
         streamed = "text/event-stream" in answer.header("content-type").lower()
         events = SseEvents()
         whole = b""
-        complete = False
+        ended = booked = False
         framed = answer.length is None
+        # The answer's end reaches the client only once it is booked, so that the client's
+        # next request meets the cap with this answer counted. A stream's events go out as
+        # they come; a whole answer's last piece waits for its end (microseconds).
+        held = b""
         try:
             writer.write(
                 http_wire.answer_head(
@@ -246,25 +254,29 @@ class ModelRoutes:
                 )
             )
             async for data in answer.chunks():
-                writer.write(http_wire.chunk(data) if framed else data)
+                if framed:
+                    writer.write(http_wire.chunk(data))
+                elif held:
+                    writer.write(held)
+                held = b"" if framed else data
                 await writer.drain()
                 if streamed:
                     for event in events.feed(data):
                         usage.event(event)
                 elif len(whole) < MAX_WHOLE_ANSWER:
                     whole += data
-            if framed:
-                writer.write(http_wire.LAST_CHUNK)
-                await writer.drain()
-            complete = True
+            ended = True
+            self._book(request, origin, sandbox, prices, answer, usage, whole, ended)
+            booked = True
+            writer.write(http_wire.LAST_CHUNK if framed else held)
+            await writer.drain()
         except (ConnectionError, OSError, asyncio.IncompleteReadError, TimeoutError, ValueError):
             keep = False
         finally:
             answer.close()
-            if not streamed and whole:
-                usage.body(whole)
-            self._book(request, origin, sandbox, prices, answer, usage, complete)
-        return keep and complete
+            if not booked:
+                self._book(request, origin, sandbox, prices, answer, usage, whole, ended)
+        return keep and ended
 
     def _book(
         self,
@@ -274,9 +286,12 @@ class ModelRoutes:
         prices: PriceTable,
         answer: model_forward.Answer,
         usage: UsageReader,
+        whole: bytes,
         complete: bool,
     ) -> None:
         self.answered += 1
+        if whole:
+            usage.body(whole)
         counted = usage.usage()
         if counted is None and answer.status >= 300:
             return  # an error answer: nothing used

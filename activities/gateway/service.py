@@ -198,6 +198,9 @@ class Gateway:
         self.book = RefusalBook(self.folder)
         self.model_book = ModelBook(self.folder)
         key = host_key(self.folder)
+        self.models = ModelRoutes(
+            key, lambda name: running_model_origin(home, name), self.model_book
+        )
         self.proxy = Proxy(
             Settings(
                 key=key,
@@ -206,9 +209,7 @@ class Gateway:
                 book=self.book,
                 resolver=resolver or Resolver(),
                 address_rules=rules,
-                models=ModelRoutes(
-                    key, lambda name: running_model_origin(home, name), self.model_book
-                ),
+                models=self.models,
             )
         )
         self.port: int | None = None
@@ -265,6 +266,7 @@ class Gateway:
                     self.model_book.flush()
                 except OSError:
                     logger.exception("gateway: cannot write the model routes' stats")
+        await self.models.close()
 
 
 def _listen(kept: int | None) -> socket.socket:
