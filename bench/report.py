@@ -31,6 +31,8 @@ GROUPS = (
     "workspace",
     "donecheck",
     "gateway",
+    "modelroutes",
+    "mutation",
 )
 REPO_ROOT = Path(__file__).resolve().parent.parent
 RESULTS_DIR = REPO_ROOT / "bench" / "results"
@@ -217,12 +219,16 @@ PAGE_TABLES = {
     "results": None,
     "snapshot": ("snapshot",),
 }
+# Groups another page shows (their benchmark writes it): mutation testing's score is in
+# docs/reliability.md (bench/mutation.py).
+SHOWN_ELSEWHERE = ("mutation",)
 
 
 def page_tables(rows: Sequence[Row], meta: dict[str, Any]) -> dict[str, str]:
     """Each generated table of the docs page: its rows (notes stay in latest.md, they are long)
     and a line saying which run measured them, since a partial run keeps earlier rows."""
     named = {group for groups in PAGE_TABLES.values() if groups for group in groups}
+    named.update(SHOWN_ELSEWHERE)
     tables = {}
     for name, groups in PAGE_TABLES.items():
         chosen = [

@@ -1,6 +1,7 @@
-"""The mutation score `bash scripts/mutation` prints and records (bench/mutation.py): equivalent
-survivors are left out of it, every other mutant counts, and the run fails on a mutant neither
-caught nor listed, on a stale list, and on a module or a whole below its bar."""
+"""The mutation score `bash scripts/mutation` prints and records (bench/mutation_score.py,
+bench/mutation.py): equivalent survivors are left out of it, every other mutant counts, and the
+run fails on a mutant neither caught nor listed, on a stale list, and on a module or a whole
+below its bar; the record is rows of its own group and docs/reliability.md's table."""
 
 from __future__ import annotations
 
@@ -9,18 +10,17 @@ from pathlib import Path
 
 import pytest
 
-from bench.mutation import (
-    GROUP,
+from bench.mutation import GROUP, SCORE_PAGE, details_of, page_table, result_rows
+from bench.mutation_score import (
     SURVIVORS_FILE,
     Listed,
-    details_of,
     judge,
     module_of,
+    mutated_modules,
     read_fates,
     read_listed,
-    result_rows,
 )
-from bench.report import save_results
+from bench.report import RESULTS_DIR, read_results, save_results
 
 
 def fates_of(module: str, *fates: str) -> dict[str, str]:
@@ -90,6 +90,9 @@ def test_the_survivors_file_is_well_formed_and_a_bad_line_is_refused() -> None:
         read_listed("# comment\nm.x_f__mutmut_1 equivalnt typo\n")
 
 
+RUN = {"finished_at": "t1", "commit": "abc1234", "machine": "2 cores", "seconds": 321}
+
+
 def test_the_score_is_recorded_as_rows_of_its_own_group(tmp_path: Path) -> None:
     verdict = judge(fates_of("m", "killed", "killed", "survived"), {})
     rows = result_rows(verdict, seconds=321.4)
@@ -100,7 +103,47 @@ def test_the_score_is_recorded_as_rows_of_its_own_group(tmp_path: Path) -> None:
     ]
     assert rows[0].overnight == 66.7 and rows[0].passed is False and rows[2].overnight == 321
     meta = {"finished_at": "t1", "metrics": [GROUP]}
-    save_results(tmp_path, rows, details_of(verdict), meta, out=lambda _: None)
+    save_results(tmp_path, rows, details_of(verdict, RUN), meta, out=lambda _: None)
     written = json.loads((tmp_path / "latest.json").read_text())
     assert {row["group"] for row in written["rows"]} == {GROUP}
-    assert written["details"][GROUP]["m"] == {"mutants": 3, "caught": 2, "equivalent": 0, "left": 0}
+    recorded = written["details"][GROUP]
+    assert recorded["modules"]["m"] == {"mutants": 3, "caught": 2, "equivalent": 0, "left": 0}
+    assert recorded["run"] == RUN
+
+
+def test_the_pages_table_is_each_modules_counts_and_the_whole() -> None:
+    fates = fates_of("workflows.pure.decide", "killed", "survived", "killed")
+    fates |= fates_of("workflows.pure", "killed")
+    listed = {"workflows.pure.decide.x_f__mutmut_2": Listed("equivalent", "the same")}
+    table = page_table(details_of(judge(fates, listed), RUN))
+    assert table.splitlines() == [
+        "| module | mutants | killed | equivalent | left | score |",
+        "|---|---:|---:|---:|---:|---:|",
+        "| `workflows/pure/__init__.py` | 1 | 1 | 0 | 0 | 100.0% |",
+        "| `workflows/pure/decide.py` | 3 | 2 | 1 | 0 | 100.0% |",
+        "| **the whole** | 4 | 3 | 1 | 0 | 100.0% |",
+        "",
+        "Generated from `bench/results/latest.json` by `bash scripts/mutation --record`; do not "
+        "edit. The run finished t1 at abc1234 on 2 cores: 321 s of mutmut for 4 mutants.",
+    ]
+
+
+def test_the_reliability_page_shows_the_recorded_score() -> None:
+    """docs/reliability.md's table is bench/results/latest.json's record of the last
+    `bash scripts/mutation --record`, not edited by hand."""
+    document = json.loads((RESULTS_DIR / "latest.json").read_text())
+    rows, _ = read_results(RESULTS_DIR)
+    assert any(row.group == GROUP for row in rows)
+    table = page_table(document["details"])
+    assert f"<!-- generated: {GROUP} -->\n\n{table}\n\n<!-- end generated: {GROUP} -->" in (
+        SCORE_PAGE.read_text()
+    )
+
+
+def test_every_module_the_settings_name_is_covered_even_with_nothing_to_mutate() -> None:
+    modules = mutated_modules()
+    assert "workflows.pure.state" in modules and "workflows.pure.decide" in modules
+    assert "overnight.output_tail" in modules and "workflows.pure" in modules  # its __init__
+    verdict = judge(fates_of("workflows.pure.decide", "killed"), {}, modules)
+    data_only = verdict.modules["workflows.pure.state"]
+    assert (data_only.planted, data_only.score) == (0, 100.0) and verdict.passed
