@@ -32,6 +32,7 @@ GROUPS = (
     "donecheck",
     "gateway",
     "modelroutes",
+    "modelroutes",
     "mutation",
 )
 REPO_ROOT = Path(__file__).resolve().parent.parent

@@ -1,4 +1,5 @@
-"""`python -m fakes.model_api --script FILE [--port N] [--log FILE]`: serve a script.
+"""`python -m fakes.model_api --script FILE [--port N] [--log FILE] [--honour-stream]`: serve
+a script (`--honour-stream`: a request that does not ask for a stream gets the whole answer).
 
 Prints one line with the URLs to point the CLIs at, then serves until interrupted
 (SIGINT or SIGTERM). `--log` appends one JSON line per request."""
@@ -20,6 +21,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--script", type=Path, required=True, help="the script (JSON)")
     parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (0: a free one)")
     parser.add_argument("--log", type=Path, help="append one JSON line per request here")
+    parser.add_argument(
+        "--honour-stream", action="store_true", help='whole answers unless "stream": true'
+    )
     args = parser.parse_args(argv)
     try:
         script = load_script(args.script)
@@ -29,7 +33,9 @@ def main(argv: list[str] | None = None) -> int:
     stop = threading.Event()
     for number in (signal.SIGINT, signal.SIGTERM):
         signal.signal(number, lambda *_: stop.set())
-    with FakeModelApi(script, port=args.port, log_file=args.log) as fake:
+    with FakeModelApi(
+        script, port=args.port, log_file=args.log, honour_stream=args.honour_stream
+    ) as fake:
         print(
             f"fake model API on {fake.url}: ANTHROPIC_BASE_URL={fake.anthropic_base_url} "
             f"codex base_url={fake.openai_base_url} ({script.pending} answers scripted)",
