@@ -84,6 +84,8 @@ def measure(plan: Plan) -> dict[str, Any]:
             for process in (gateway, fake):
                 process.terminate()
                 process.wait(timeout=30)
+                if process.stdout is not None:
+                    process.stdout.close()
 
 
 def _measure(plan: Plan, home: Path, fake_port: int, port: int, gateway_pid: int) -> dict[str, Any]:

@@ -14,8 +14,8 @@ A turn is one of `tools` (a list of `shell`, `write`, `read`, or `tool` with `na
 `arguments`; a `text` may go with them), `text`, `error`, `overloaded`, `rate_limited`,
 `server_error`, `usage_limit` (`resets_at` epoch seconds, or `resets_in_seconds` from when the
 script is read); each may carry `delay_seconds`, `headers`, `cut_after`, `hold_open`, `times`,
-`label`, `input_tokens`, `output_tokens`, `cache_read_tokens`, `cache_write_tokens` and `when` (`"after_tool_result"`, or
-`{"carries": TEXT}`). A top-level list is the turns alone.
+`label`, `input_tokens`, `output_tokens`, `cache_read_tokens`, `cache_write_tokens` and
+`when` (`"after_tool_result"`, or `{"carries": TEXT}`). A top-level list is the turns alone.
 """
 
 from __future__ import annotations

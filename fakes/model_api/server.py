@@ -82,7 +82,7 @@ class FakeModelApi:
     def start(self) -> FakeModelApi:
         if self._log_file is not None:
             self._log_stream = self._log_file.open("a", encoding="utf-8")
-        server = ThreadingHTTPServer(("127.0.0.1", self._port), _handler_for(self))
+        server = _Server(("127.0.0.1", self._port), _handler_for(self))
         server.daemon_threads = True
         self._server = server
         self._thread = threading.Thread(
@@ -239,6 +239,12 @@ class FakeModelApi:
     def _wait(self, seconds: float) -> bool:
         """Sleep up to `seconds`; False when the fake closed meanwhile."""
         return not self._closing.wait(seconds)
+
+
+class _Server(ThreadingHTTPServer):
+    # Room for many clients connecting at once (the standard library's 5 drops the rest's
+    # SYNs, which they send again a second later).
+    request_queue_size = 128
 
 
 def _handler_for(fake: FakeModelApi) -> type[BaseHTTPRequestHandler]:
