@@ -32,7 +32,6 @@ GROUPS = (
     "donecheck",
     "gateway",
     "modelroutes",
-    "modelroutes",
     "mutation",
 )
 REPO_ROOT = Path(__file__).resolve().parent.parent
