@@ -47,6 +47,7 @@ from activities.sandbox_setup import (
     APP_DIR,
     clone_and_switch,
     clone_source,
+    origin_scrubber,
     running_sandbox,
     sandbox_origin,
     spec_binds,
@@ -58,7 +59,6 @@ from overnight.done_check import failure_file_text
 from overnight.grants import Grants
 from overnight.isolation import HostBind
 from overnight.models import RunSpec
-from overnight.specs import scrub_url
 from overnight.workspace_spec import check_ref_name, size_text
 
 ProviderGetter = Callable[[str], Awaitable[SandboxProvider]]
@@ -184,7 +184,7 @@ async def push_work(
     ran = await provider.run(
         input.agent_sandbox_id, script, cwd="/workspace", timeout_seconds=PUSH_SECONDS
     )
-    clean = _scrubbed(spec.repo, repo)
+    clean = origin_scrubber(spec.repo, repo)
     line = said(ran.stdout)
     if line is not None and line.word == "pushed" and line.args:
         commit = line.args[0]
@@ -237,7 +237,7 @@ async def ready_at(
     )
     at = ran.stdout.strip().rsplit("\n", 1)[-1]
     if ran.exit_code != 0 or at != f"{READY} {commit}":
-        words = _scrubbed(spec.repo, repo)((ran.stderr or ran.stdout).strip()[-300:])
+        words = origin_scrubber(spec.repo, repo)((ran.stderr or ran.stdout).strip()[-300:])
         raise ProviderError(
             f"the done check's clone could not be put at {commit[:12]}: {words or 'no answer'}",
             kind=ErrorType.SETUP_FAILED,
@@ -249,7 +249,3 @@ async def _tell(provider: SandboxProvider, input: PrepareDoneCheckInput, problem
     commands = input.spec.done_when
     text = failure_file_text(commands[0] if commands else "done_when", problem, "", False)
     await tell_agent(provider, input.agent_sandbox_id, text)
-
-
-def _scrubbed(given: str, used: str) -> Callable[[str], str]:
-    return lambda text: scrub_url(scrub_url(text, given), used)

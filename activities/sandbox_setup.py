@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -103,6 +103,29 @@ async def sandbox_origin(provider: SandboxProvider, sandbox_id: str, repo: str) 
         if served is not None:
             return served
     return clone_source(repo)
+
+
+_GATEWAY_TOKEN = re.compile(r"^[0-9a-f]{32}$")
+
+
+def origin_scrubber(given: str, used: str) -> Callable[[str], str]:
+    """What git said of the origin at `used` (the spec's `given`, or the way its sandbox
+    reaches it: the gateway's URL), as a person reads it: credentials redacted, and the
+    gateway's URL named as the spec's origin, which is what the person wrote."""
+    shown = redact_url(given)
+    served = redact_url(used)
+    # The gateway's URL carries the sandbox's token in its path: never said, whole or alone.
+    tokens = [part for part in urlsplit(used).path.split("/") if _GATEWAY_TOKEN.match(part)]
+
+    def scrubbed(text: str) -> str:
+        text = scrub_url(scrub_url(text, given), used)
+        if served != shown and "://" in served:
+            text = text.replace(served + "/", shown + "/").replace(served, shown)
+        for token in tokens:
+            text = text.replace(token, "***")
+        return text
+
+    return scrubbed
 
 
 def clone_script(repo: str) -> str:
@@ -207,9 +230,7 @@ async def clone_and_switch(provider: SandboxProvider, sandbox_id: str, spec: Run
     credentials (its user info, its query's values): they go into restart reasons, the
     status and notifications."""
     repo = await sandbox_origin(provider, sandbox_id, spec.repo)
-
-    def scrubbed(text: str) -> str:
-        return scrub_url(scrub_url(text, spec.repo), repo)
+    scrubbed = origin_scrubber(spec.repo, repo)
 
     try:
         cloned = await provider.run(

@@ -31,7 +31,7 @@ from activities.providers.protocol import (
     SandboxNotRunning,
     SandboxProvider,
 )
-from activities.sandbox_setup import APP_DIR, clone_source, sandbox_origin
+from activities.sandbox_setup import APP_DIR, clone_source, origin_scrubber, sandbox_origin
 from activities.workspace_git import keep_script, restore_script, said
 from activities.workspace_models import (
     KeepWorkspaceInput,
@@ -40,7 +40,6 @@ from activities.workspace_models import (
     WorkspaceRestored,
 )
 from overnight.models import RunSpec
-from overnight.specs import scrub_url
 from overnight.workspace_spec import ref_name, size_text
 
 ProviderGetter = Callable[[str], Awaitable[SandboxProvider]]
@@ -86,7 +85,7 @@ class WorkspaceActivities:
                 except SandboxNotFound:
                     return WorkspaceKeep(outcome="skipped", detail="the sandbox is gone")
         seconds = round(time.monotonic() - began, 3)
-        clean = _scrubbed(input.repo, repo)
+        clean = origin_scrubber(input.repo, repo)
         line = said(ran.stdout)
         if ran.timed_out or line is None:
             why = f"timed out after {KEEP_SECONDS} s" if ran.timed_out else "no answer"
@@ -184,7 +183,7 @@ async def restore_workspace(
         rewind=restore.rewind,
         checkpoint_path=spec.checkpoint_path,
     )
-    clean = _scrubbed(spec.repo, repo)
+    clean = origin_scrubber(spec.repo, repo)
     try:
         ran = await provider.run(
             sandbox_id, script, cwd="/workspace", timeout_seconds=RESTORE_SECONDS
@@ -201,7 +200,3 @@ async def restore_workspace(
         return WorkspaceRestored(status="restored", checkpoint_written="checkpoint" in line.args)
     status = "skipped" if line.word == "skipped" else "failed"
     return WorkspaceRestored(status=status, detail=clean(line.text)[:300])
-
-
-def _scrubbed(given: str, used: str) -> Callable[[str], str]:
-    return lambda text: scrub_url(scrub_url(text, given), used)

@@ -22,7 +22,7 @@ ANSWER_SECONDS = 3600.0
 
 
 class ForwardFailed(Exception):
-    """The origin could not be reached or answered no HTTP (said as a 502)."""
+    """The origin could not be reached or answered no HTTP."""
 
 
 # Headers of git's requests the origin needs; nothing else of the sandbox's is sent (its

@@ -39,6 +39,18 @@ class Answer(Exception):
         self.status, self.reason, self.text = status, reason, text
 
 
+def token_in_path(target: str) -> tuple[str, str, str] | None:
+    """`/git/<sandbox>/<token>/<rest>` as the sandbox, its token, and the target without them
+    (`/git/<rest>`); None for another."""
+    if not target.startswith(ROUTE):
+        return None
+    sandbox, _, rest = target[len(ROUTE) :].partition("/")
+    token, _, rest = rest.partition("/")
+    if not sandbox or not token or not rest:
+        return None
+    return sandbox, token, ROUTE + rest
+
+
 def repository_path(origin: Origin, target: str) -> tuple[str, str]:
     """What a request's target asks of `origin`: the path below the repository (`info/refs`,
     `git-upload-pack`, ...) and the query. Answer(404) for any other."""
@@ -77,8 +89,10 @@ async def serve(
     if origin.url:
         try:
             await git_forward.forward(origin, method, rest, query, named, first, body, writer)
-        except git_forward.ForwardFailed as error:
-            raise Answer(502, "Bad Gateway", str(error)) from None
+        except git_forward.ForwardFailed:
+            # The origin did not answer: so the sandbox's git is not answered either, and says
+            # what it would say going there itself (the run's status names the origin).
+            writer.transport.abort()
         return
     await _backend(origin, method, rest, query, named, first, body, writer, sandbox)
 

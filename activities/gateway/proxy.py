@@ -145,20 +145,26 @@ class Proxy:
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
     ) -> None:
-        """The sandbox's origin over smart HTTP (git_http.py), for its own token only."""
-        name = self._token_owner(headers, "authorization")
+        """The sandbox's origin over smart HTTP (git_http.py), for its own token only: the
+        token is in the path (`/git/<sandbox>/<token>/<name>/...`), so git never meets an
+        authentication challenge (after one, git calls any failure of the origin's a
+        failed authentication)."""
+        found = git_http.token_in_path(target)
+        name = None
+        if found is not None and verify(self._settings.key, found[0], found[1]):
+            name = found[0]
         origin = None if name is None else self._settings.origins(name)
         if name is None or origin is None:
             await _answer(
                 writer,
-                401,
-                "Unauthorized",
+                404,
+                "Not Found",
                 "overnight gateway: no valid token of a running sandbox with an origin here",
-                extra=[("WWW-Authenticate", 'Basic realm="overnight git"')],
             )
             return
+        assert found is not None
         try:
-            await git_http.serve(origin, method, target, headers, reader, writer, name)
+            await git_http.serve(origin, method, found[2], headers, reader, writer, name)
         except git_http.Answer as answer:
             await _answer(writer, answer.status, answer.reason, answer.text)
 

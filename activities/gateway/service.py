@@ -108,7 +108,7 @@ def model_url(port: int) -> str:
 def git_remote(home: Path, sandbox: str, port: int, origin: Origin) -> str:
     """The URL at which the sandbox's git reaches its run's origin through the gateway."""
     token = token_for(host_key(folder_of(home)), sandbox)
-    return f"http://{PROXY_USER_PREFIX}{sandbox}:{token}@{LOOPBACK}:{port}{ROUTE}{origin.name}"
+    return f"http://{LOOPBACK}:{port}{ROUTE}{sandbox}/{token}/{origin.name}"
 
 
 def origin_of(record: dict[str, Any]) -> Origin | None:

@@ -88,7 +88,7 @@ def sandbox_with_clone(engine: LocalEngine, origin: Path) -> tuple[str, str]:
         origin={"path": str(origin), "branch": BRANCH, "run_id": RUN},
     )
     remote = asyncio.run(LocalProvider(engine).git_remote(name))
-    assert remote is not None and "/git/app" in remote
+    assert remote is not None and remote.endswith("/app") and "/git/" in remote
     done = engine.run(name, f"git clone -q {remote} /workspace/app", timeout_seconds=60)
     assert done.exit_code == 0, done.stderr
     return name, remote
@@ -165,7 +165,7 @@ def test_the_origin_url_is_refused_without_the_sandboxs_own_token(
     sid, remote = sandbox_with_clone(engine, origin)
     stolen = remote.replace(sid, "gitgw-other000")
     code, said = sh(engine, sid, f"GIT_TERMINAL_PROMPT=0 git ls-remote {stolen}")
-    assert code != 0 and "401" in said or "Authentication failed" in said, said
+    assert code != 0 and "not found" in said, said
     engine.stop(sid)
     done = subprocess.run(
         ["git", "ls-remote", remote],
@@ -208,7 +208,7 @@ def url_sandbox(engine: LocalEngine, url: str, credential_env: str) -> tuple[str
         },
     )
     remote = asyncio.run(LocalProvider(engine).git_remote(name))
-    assert remote is not None and remote.endswith("/git/private.git")
+    assert remote is not None and remote.endswith("/private.git")
     return name, remote
 
 
