@@ -160,12 +160,12 @@ async def test_claude_code_on_runtime_finishes_three_tool_calls_in_one_attempt(
     measure("runtime: run with the CLI template made first (s)", took)
     measure("runtime: CLI template upload (bytes)", uploaded)
 
-    # History holds the session's id and digest; the transcript went to the worker's store.
+    # History holds the session's id and digest; the transcript went to the worker's store,
+    # which the run's end freed.
     [session_id] = set(model.session_ids())
     checkpoint = result.checkpoint or ""
     assert session_id in checkpoint and "hello from the fake" not in checkpoint
-    stored = list((overnight_home() / "sessions" / run_id).rglob(f"{session_id}.jsonl"))
-    assert stored and "hello from the fake" in stored[0].read_text()
+    assert not (overnight_home() / "sessions" / run_id).exists()
     print(f"\nrun with template build: {took:.1f} s, {uploaded} bytes uploaded once")
 
 
