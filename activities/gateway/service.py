@@ -50,6 +50,7 @@ logger = logging.getLogger(__name__)
 FOLDER = "gateway"
 PORT_FILE = "port"
 PORT_LOCK = "port.lock"
+PROBE_SECONDS = 1.0
 FLUSH_SECONDS = 1.0
 SANDBOXES = "sandboxes"
 SANDBOX_FILE = "sandbox.json"
@@ -67,6 +68,19 @@ def port_of(home: Path) -> int | None:
     try:
         return int((folder_of(home) / PORT_FILE).read_text().strip())
     except (OSError, ValueError):
+        return None
+
+
+def live_port(home: Path) -> int | None:
+    """The port of a gateway serving this home now (one of its workers'); None when none
+    listens: a sandbox made then gets no way out at all, rather than a dead one."""
+    port = port_of(home)
+    if port is None:
+        return None
+    try:
+        with socket.create_connection((LOOPBACK, port), timeout=PROBE_SECONDS):
+            return port
+    except OSError:
         return None
 
 

@@ -190,7 +190,7 @@ class LocalEngine(GuestFiles):
                 network=("gateway" if gated else network) if isolated else "host",
                 host_ports=list(host_ports),
                 egress=list(egress) if gated and egress is not None else None,
-                gateway_port=gateway_service.port_of(self.home) if gated else None,
+                gateway_port=gateway_service.live_port(self.home) if gated else None,
                 git_origin=dict(origin) if gated and origin is not None else None,
                 uid=uid,
                 disk=disk.mode,
