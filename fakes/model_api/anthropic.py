@@ -19,6 +19,7 @@ Claude Code reads these headers (and only these: the body says nothing of the wi
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 from fakes.model_api.reply import JSON_HEADERS, STREAM_HEADERS, Reply, json_body, sse
@@ -156,12 +157,13 @@ def _error(turn: ApiError, headers: dict[str, str]) -> Reply:
 
 def _usage_limit(turn: UsageLimit, headers: dict[str, str]) -> Reply:
     short = WINDOW_HEADER[turn.window]
+    resets_at = turn.reset_epoch(time.time())
     limit_headers = {
         "anthropic-ratelimit-unified-status": "rejected",
-        "anthropic-ratelimit-unified-reset": str(turn.resets_at),
+        "anthropic-ratelimit-unified-reset": str(resets_at),
         "anthropic-ratelimit-unified-representative-claim": turn.window,
         f"anthropic-ratelimit-unified-{short}-status": "rejected",
-        f"anthropic-ratelimit-unified-{short}-reset": str(turn.resets_at),
+        f"anthropic-ratelimit-unified-{short}-reset": str(resets_at),
         f"anthropic-ratelimit-unified-{short}-utilization": "1.0",
         "anthropic-ratelimit-unified-overage-status": "rejected",
         "anthropic-ratelimit-unified-overage-disabled-reason": "org_level_disabled",

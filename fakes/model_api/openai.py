@@ -172,18 +172,19 @@ def _error(turn: ApiError, headers: dict[str, str]) -> Reply:
 
 def _usage_limit(turn: UsageLimit, headers: dict[str, str], now: float) -> Reply:
     name, minutes = WINDOWS[turn.window]
+    resets_at = turn.reset_epoch(now)
     limit_headers = {
         f"x-codex-{name}-used-percent": "100.0",
         f"x-codex-{name}-window-minutes": str(minutes),
-        f"x-codex-{name}-reset-at": str(turn.resets_at),
+        f"x-codex-{name}-reset-at": str(resets_at),
     }
     body = {
         "error": {
             "type": "usage_limit_reached",
             "message": "The usage limit has been reached",
             "plan_type": "plus",
-            "resets_at": turn.resets_at,
-            "resets_in_seconds": max(0, int(turn.resets_at - now)),
+            "resets_at": resets_at,
+            "resets_in_seconds": max(0, int(resets_at - now)),
         }
     }
     return Reply(

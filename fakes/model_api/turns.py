@@ -206,11 +206,17 @@ class ApiError(Turn):
 
 @dataclass(frozen=True, kw_only=True)
 class UsageLimit(Turn):
-    """The subscription's usage window is spent until `resets_at` (epoch seconds).
+    """The subscription's usage window is spent until `resets_at` (epoch seconds), or for
+    `resets_in` seconds from when it is asked (a test that must not race its own start).
     `window` is `five_hour` or `seven_day` (Codex: its primary or secondary window)."""
 
-    resets_at: int
+    resets_at: int = 0
     window: Literal["five_hour", "seven_day"] = "five_hour"
+    resets_in: float | None = None
+
+    def reset_epoch(self, now: float) -> int:
+        """When the window reopens, for an answer given at `now`."""
+        return int(now + self.resets_in) if self.resets_in is not None else self.resets_at
 
 
 Answer = ToolCalls | Text | ApiError | UsageLimit
@@ -247,7 +253,20 @@ def server_error(**options: Any) -> ApiError:
     return ApiError(status=500, code="api_error", message="Internal server error", **options)
 
 
-def usage_limit(resets_at: float, window: str = "five_hour", **options: Any) -> UsageLimit:
+def usage_limit(
+    resets_at: float | None = None,
+    window: str = "five_hour",
+    *,
+    resets_in: float | None = None,
+    **options: Any,
+) -> UsageLimit:
     if window not in ("five_hour", "seven_day"):
         raise ValueError("window is five_hour or seven_day")
-    return UsageLimit(resets_at=int(resets_at), window=window, **options)  # type: ignore[arg-type]
+    if (resets_at is None) == (resets_in is None):
+        raise ValueError("say resets_at or resets_in")
+    return UsageLimit(
+        resets_at=int(resets_at or 0),
+        window=window,  # type: ignore[arg-type]
+        resets_in=resets_in,
+        **options,
+    )

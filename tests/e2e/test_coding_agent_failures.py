@@ -208,9 +208,10 @@ async def test_a_usage_limit_pauses_the_run_until_its_reset_then_the_same_sessio
     # workflows/talk.LEAST_PAUSE), counted from when the CLI first asks (a few seconds in).
     monkeypatch.setenv(SUBSCRIPTION, "sk-ant-oat-fake")  # subscription mode: a reset time
     began = time.monotonic()
-    resets_at = time.time() + LEAST_PAUSE.total_seconds() + 6
+    # Counted from the CLI's own question, however late a loaded machine starts it.
+    resets_in = LEAST_PAUSE.total_seconds() + 6
     script: list[Answer] = [
-        usage_limit(resets_at, label="limited"),
+        usage_limit(resets_in=resets_in, label="limited"),
         tools(Shell("echo after the reset"), label="after"),
         text("Done after the wait.", label="final"),
     ]
@@ -231,14 +232,15 @@ async def test_a_usage_limit_pauses_the_run_until_its_reset_then_the_same_sessio
         requests = fake.requests()
     elapsed = time.monotonic() - began
 
+    resets_at = int(requests[0].received_at_epoch + resets_in)
     assert waiting.talk is not None and waiting.talk.waiting_until is not None
-    assert abs(waiting.talk.waiting_until.timestamp() - int(resets_at)) < 2
+    assert abs(waiting.talk.waiting_until.timestamp() - resets_at) < 2
     assert "usage limit" in (waiting.talk.waiting_reason or "")
     assert asked == 1  # paused (above), the model not asked meanwhile
     assert (result.outcome, result.attempts, result.restarts) == ("finished", 1, 0)
     assert [r.label for r in requests] == ["limited", "after", "final"]
     assert len(fake.session_ids()) == 1
-    assert requests[1].received_at_epoch >= int(resets_at) - 1  # not before the reset
+    assert requests[1].received_at_epoch >= resets_at - 1  # not before the reset
     # The wait counted as wait hours, not as run hours.
     assert status.wait_hours_used * 3600 >= LEAST_PAUSE.total_seconds() - 5
     assert status.hours_used * 3600 < elapsed - (LEAST_PAUSE.total_seconds() - 5)
