@@ -50,8 +50,10 @@ ln -s /tmp/overnight-hidden-refs "$ORIGIN/refs/overnight"
 """
 
 
-def attacking_spec(root: Path, run_id: str, provider: str, attack: str) -> RunSpec:
-    spec = workspace_spec(root, run_id, provider=provider, waits_for_keeps=True)
+def attacking_spec(
+    root: Path, run_id: str, provider: str, attack: str, *, waits_for_keeps: bool = True
+) -> RunSpec:
+    spec = workspace_spec(root, run_id, provider=provider, waits_for_keeps=waits_for_keeps)
     (root / "agent" / "attack.sh").write_text(attack)
     return spec.model_copy(
         update={
@@ -110,7 +112,9 @@ async def test_keeps_the_origin_does_not_hold_are_failed_and_said_never_pushed(
     dev_server: DevServer, dev_client: Client, tmp_path: Path
 ) -> None:
     run_id = new_run_id("hidden-refs")
-    spec = attacking_spec(tmp_path, run_id, "local", HIDE_REFS)
+    # The agent does not wait for its keeps: none reaches the origin (it would wait a minute
+    # for each).
+    spec = attacking_spec(tmp_path, run_id, "local", HIDE_REFS, waits_for_keeps=False)
     async with provider_world(dev_client, "local", tmp_path, "hidden") as (queue, _, runs):
         runs.append(run_id)
         keeps = await finished_keeps(dev_client, queue, spec)
