@@ -25,6 +25,7 @@ import pytest
 from activities.gateway.resolve import Resolver
 from activities.gateway.service import Gateway, refusals_of, sandbox_env
 from activities.providers.local.engine import LocalEngine
+from overnight.addresses import is_forbidden
 from overnight.egress import parse_address_rules
 
 pytestmark = pytest.mark.skipif(
@@ -187,6 +188,8 @@ def test_no_route_leads_anywhere_but_the_gateway(
             )
             # curl's 7: could not connect (no route: refused by the kernel, not timed out).
             assert code == 7 and "hello" not in said, (address, said)
+            if is_forbidden(address) is None:
+                continue  # a machine with a public address of its own: the gateway may go there
             # Through the gateway, with every public name allowed: refused by address.
             code, said = run(engine, sid, f"curl -sS --max-time 20 http://{address}:{port}/")
             assert "hello" not in said and "no sandbox may reach" in said, (address, said)
