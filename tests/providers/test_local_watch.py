@@ -215,7 +215,9 @@ async def test_a_hostile_agent_flooding_its_folder_neither_hangs_nor_starves_the
     finally:
         ticker.cancel()
     flooded = int(engine.host_path(sid, "/workspace/count").read_text())
-    assert flooded > 1000, "the agent did flood its folder"
+    # It did flood its folder, many times more writes than the watch's looks (a count, not
+    # a rate: a loaded machine writes fewer in its four seconds).
+    assert flooded > 10 * bound, "the agent did flood its folder"
     assert max(lags) < 0.5
 
 
