@@ -67,6 +67,7 @@ from temporalio.exceptions import ApplicationError
 from activities.errors import ErrorType, non_retryable
 from activities.providers.protocol import WorkerMount
 from activities.sandbox_setup import KIT_DIR
+from overnight.addresses import plain_loopback_url
 from overnight.coding_agents import (
     RUNTIME_MACHINE,
     agent_cli,
@@ -211,7 +212,7 @@ def adapter_config(
         "prompt": agent.prompt,
         "model": agent.model,
         "max_turns": agent.max_turns,
-        "base_url": agent.base_url,
+        "base_url": plain_loopback_url(agent.base_url) if agent.base_url else "",
         "cli": cli_path,
         "run_id": spec.run_id,
         "branch": spec.branch,

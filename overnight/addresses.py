@@ -21,6 +21,7 @@ import re
 from dataclasses import dataclass
 from enum import StrEnum
 from ipaddress import IPv4Address, IPv4Network, IPv6Address, IPv6Network, ip_address
+from urllib.parse import urlsplit, urlunsplit
 
 IPAddress = IPv4Address | IPv6Address
 
@@ -214,3 +215,19 @@ def _parsed(text: str) -> IPAddress:
         except ValueError:
             raise ValueError(f"{text!r} is not an IP address") from None
     return found
+
+
+def plain_loopback_url(url: str) -> str:
+    """`url` with a host of this machine in any spelling (`127.1`, `0x7f.1`, `0.0.0.0`,
+    `[::ffff:127.0.0.1]`) written the one way a sandbox's `NO_PROXY` names (`127.0.0.1`,
+    `[::1]`): a client there that took `127.1` for a name would ask the gateway, which
+    refuses this machine's addresses."""
+    parts = urlsplit(url)
+    address = numeric_host(parts.hostname) if parts.hostname else None
+    found = None if address is None else is_forbidden(address)
+    if found is None or not found.this_host:
+        return url
+    plain = "127.0.0.1" if found.address.version == 4 else "[::1]"
+    netloc = plain if parts.port is None else f"{plain}:{parts.port}"
+    userinfo, at, _ = parts.netloc.rpartition("@")
+    return urlunsplit(parts._replace(netloc=f"{userinfo}{at}{netloc}"))

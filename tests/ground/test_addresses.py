@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from overnight.addresses import Kind, is_forbidden, numeric_host
+from overnight.addresses import Kind, is_forbidden, numeric_host, plain_loopback_url
 
 EXAMPLES = {
     "127.0.0.1": Kind.LOOPBACK,
@@ -232,3 +232,22 @@ def test_numbers_are_read_as_the_c_library_reads_them(text: str) -> None:
 @given(ipv6s)
 def test_ipv6_is_read_in_brackets_and_without(v6: IPv6Address) -> None:
     assert numeric_host(f"[{v6}]") == v6 == numeric_host(v6.exploded)
+
+
+@pytest.mark.parametrize(
+    ("given", "plain"),
+    [
+        ("http://127.1:8080/v1", "http://127.0.0.1:8080/v1"),
+        ("http://0x7f.0.0.1:9/x", "http://127.0.0.1:9/x"),
+        ("http://0.0.0.0:9", "http://127.0.0.1:9"),
+        ("http://[::ffff:127.0.0.1]:9/", "http://127.0.0.1:9/"),
+        ("http://[::1]:9/", "http://[::1]:9/"),
+        ("http://u:p@127.1:9/", "http://u:p@127.0.0.1:9/"),
+        ("https://api.anthropic.com/v1", "https://api.anthropic.com/v1"),
+        ("http://10.0.0.5:9/", "http://10.0.0.5:9/"),
+    ],
+)
+def test_a_url_to_this_machine_is_written_as_a_sandboxs_no_proxy_names_it(
+    given: str, plain: str
+) -> None:
+    assert plain_loopback_url(given) == plain
