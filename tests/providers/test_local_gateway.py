@@ -12,10 +12,13 @@ import contextlib
 import http.server
 import ipaddress
 import json
+import os
 import shutil
+import signal
 import socket
 import subprocess
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -280,3 +283,45 @@ def test_a_second_gateway_of_the_home_shares_the_port_and_serves_when_the_first_
         assert "not on this run's allow-list" in run(engine, sid, refused)[1]
     second.stop()
     assert refusals_of(engine.home, sid) == {"other.test": 5}
+
+
+def test_a_sandboxs_relay_ends_when_its_launcher_is_killed(engine: LocalEngine) -> None:
+    """The relay to the gateway runs as the sandbox's user, and a change of user clears the
+    parent-death signal: relays of killed launchers were seen living on for good."""
+    sid = sandbox(engine, ["allowed.test"])
+    engine.start_process(sid, f"{sid}-1-0", "sleep 60", cwd="/workspace")
+    relay = wait_for_relay(sid)
+    os.kill(parent_of(relay), signal.SIGKILL)
+    give_up = time.monotonic() + 30
+    while alive(relay) and time.monotonic() < give_up:
+        time.sleep(0.05)
+    assert not alive(relay)
+
+
+def parent_of(pid: int) -> int:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(next(line for line in status.splitlines() if line.startswith("PPid")).split()[1])
+
+
+def alive(pid: int) -> bool:
+    try:
+        return "State:\tZ" not in Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+
+
+def wait_for_relay(sid: str) -> int:
+    """The relay of `sid`'s agent: a port_relay.py whose parent, the launcher, names it."""
+    give_up = time.monotonic() + 30
+    while time.monotonic() < give_up:
+        for proc in Path("/proc").iterdir():
+            try:
+                argv = (proc / "cmdline").read_bytes()
+                if proc.name.isdigit() and b"port_relay.py" in argv:
+                    launcher = Path(f"/proc/{parent_of(int(proc.name))}/cmdline").read_bytes()
+                    if sid.encode() in launcher:
+                        return int(proc.name)
+            except (OSError, StopIteration):
+                continue
+        time.sleep(0.05)
+    raise AssertionError(f"no relay for {sid}")

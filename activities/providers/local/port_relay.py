@@ -175,6 +175,9 @@ def main(argv: list[str]) -> int:
         os.setgroups([])
         os.setgid(uid)
         os.setuid(uid)
+        # A change of user clears the death signal (prctl(2)): set again, or the relay
+        # outlives a killed launcher for good.
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() != parent:
         return 0  # the parent died before the death signal was set
     print("ready", flush=True)
