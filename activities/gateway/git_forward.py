@@ -14,6 +14,7 @@ import ssl
 from collections.abc import AsyncIterator
 from urllib.parse import unquote, urlsplit
 
+from activities.gateway.http_wire import LAST_CHUNK, chunk
 from activities.gateway.origin import Origin
 
 CHUNK = 256 * 1024
@@ -90,8 +91,8 @@ async def forward(
         await up_writer.drain()
         head = await asyncio.wait_for(up_reader.readuntil(b"\r\n\r\n"), ANSWER_SECONDS)
         writer.write(_returned_head(head))
-        while chunk := await up_reader.read(CHUNK):
-            writer.write(chunk)
+        while data := await up_reader.read(CHUNK):
+            writer.write(data)
             await writer.drain()
     except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError) as error:
         raise ForwardFailed(f"overnight gateway: {host}: {error}") from None
@@ -104,17 +105,11 @@ async def forward(
 async def _send_chunked(
     sink: asyncio.StreamWriter, first: bytes, body: AsyncIterator[bytes]
 ) -> None:
-    async def chunks() -> AsyncIterator[bytes]:
-        if first:
-            yield first
-        async for chunk in body:
-            yield chunk
-
-    async for chunk in chunks():
-        if chunk:
-            sink.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
-            await sink.drain()
-    sink.write(b"0\r\n\r\n")
+    sink.write(chunk(first))
+    async for data in body:
+        sink.write(chunk(data))
+        await sink.drain()
+    sink.write(LAST_CHUNK)
 
 
 def _returned_head(head: bytes) -> bytes:

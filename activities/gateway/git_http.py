@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 
 from activities.gateway import git_forward
 from activities.gateway.git_push import BadPush, read_head, refusal_answer, refused
+from activities.gateway.http_wire import iter_body
 from activities.gateway.origin import Origin
 
 ROUTE = "/git/"
@@ -75,7 +76,7 @@ async def serve(
 ) -> None:
     rest, query = repository_path(origin, target)
     named = {k.lower(): v for k, v in headers}
-    body = _body(reader, named)
+    body = iter_body(reader, named)
     first = b""
     if rest == "git-receive-pack":
         if named.get("content-encoding", "identity").lower() not in ("", "identity"):
@@ -126,26 +127,6 @@ async def _push_head(body: AsyncIterator[bytes], origin: Origin) -> bytes | _Ref
         if len(data) > MAX_HEAD:
             break
     raise Answer(400, "Bad Request", "overnight gateway: a push without its commands")
-
-
-async def _body(reader: asyncio.StreamReader, headers: dict[str, str]) -> AsyncIterator[bytes]:
-    """The request's body as it comes (Content-Length or chunked)."""
-    if headers.get("transfer-encoding", "").lower() == "chunked":
-        while True:
-            size_line = await reader.readline()
-            size = int(size_line.split(b";")[0].strip() or b"0", 16)
-            if size == 0:
-                await reader.readline()
-                return
-            yield await reader.readexactly(size)
-            await reader.readline()
-    left = int(headers.get("content-length") or 0)
-    while left > 0:
-        chunk = await reader.read(min(CHUNK, left))
-        if not chunk:
-            raise ConnectionError("the body ended early")
-        left -= len(chunk)
-        yield chunk
 
 
 async def _backend(

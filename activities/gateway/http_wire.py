@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 
 REASONS = {
     200: "OK",
@@ -16,6 +16,10 @@ REASONS = {
     500: "Internal Server Error",
     502: "Bad Gateway",
 }
+
+
+# The most of a body read at once.
+CHUNK = 256 * 1024
 
 
 class BodyTooLarge(Exception):
@@ -36,28 +40,41 @@ def parse_head(head: bytes) -> tuple[str, str, list[tuple[str, str]]]:
     return parts[0].upper(), parts[1], headers
 
 
-async def read_body(reader: asyncio.StreamReader, headers: dict[str, str], limit: int) -> bytes:
-    """The request's whole body (`headers` lower-cased); BodyTooLarge past `limit` bytes."""
+async def iter_body(
+    reader: asyncio.StreamReader, headers: dict[str, str], limit: int | None = None
+) -> AsyncIterator[bytes]:
+    """The request's body as it comes (`headers` lower-cased), chunked framing taken off;
+    BodyTooLarge past `limit` bytes, said before they are read."""
     if "chunked" in headers.get("transfer-encoding", "").lower():
-        parts: list[bytes] = []
         size_so_far = 0
         while True:
             size = int((await reader.readline()).split(b";")[0].strip() or b"0", 16)
             if size == 0:
                 while (await reader.readline()).strip():
                     pass
-                return b"".join(parts)
+                return
             size_so_far += size
-            if size_so_far > limit:
+            if limit is not None and size_so_far > limit:
                 raise BodyTooLarge
-            parts.append(await reader.readexactly(size))
+            yield await reader.readexactly(size)
             await reader.readexactly(2)
     length = headers.get("content-length", "0").strip() or "0"
     if not length.isdigit():
         raise ConnectionError("a bad Content-Length")
-    if int(length) > limit:
+    left = int(length)
+    if limit is not None and left > limit:
         raise BodyTooLarge
-    return await reader.readexactly(int(length))
+    while left > 0:
+        data = await reader.read(min(CHUNK, left))
+        if not data:
+            raise asyncio.IncompleteReadError(b"", left)
+        left -= len(data)
+        yield data
+
+
+async def read_body(reader: asyncio.StreamReader, headers: dict[str, str], limit: int) -> bytes:
+    """The request's whole body (`headers` lower-cased); BodyTooLarge past `limit` bytes."""
+    return b"".join([data async for data in iter_body(reader, headers, limit)])
 
 
 def answer_head(
