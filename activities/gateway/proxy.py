@@ -170,10 +170,11 @@ class Proxy:
         except git_http.Answer as answer:
             await _answer(writer, answer.status, answer.reason, answer.text)
 
-    def _token_owner(self, headers: list[tuple[str, str]], header: str) -> str | None:
-        """The sandbox whose valid token `header` (Basic) carries."""
+    def _sandbox(self, headers: list[tuple[str, str]]) -> tuple[str, Grant] | None:
+        """The running sandbox whose valid token the proxy credentials (Basic) carry, and
+        its grant."""
         for key, value in headers:
-            if key.lower() != header:
+            if key.lower() != "proxy-authorization":
                 continue
             scheme, _, encoded = value.strip().partition(" ")
             if scheme.lower() != "basic":
@@ -185,13 +186,9 @@ class Proxy:
             name = user.removeprefix(PROXY_USER_PREFIX)
             if user == name or not verify(self._settings.key, name, token):
                 return None
-            return name
+            grant = self._settings.lookup(name)
+            return None if grant is None else (name, grant)
         return None
-
-    def _sandbox(self, headers: list[tuple[str, str]]) -> tuple[str, Grant] | None:
-        name = self._token_owner(headers, "proxy-authorization")
-        grant = None if name is None else self._settings.lookup(name)
-        return None if name is None or grant is None else (name, grant)
 
     async def _open(
         self, sandbox: str, grant: Grant, asked: str, port: int
