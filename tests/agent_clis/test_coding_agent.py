@@ -181,8 +181,10 @@ def test_a_sigkill_of_the_cli_during_a_tool_call_resumes_the_same_session(
     ended = [line["at"] for line in log if line["event"] == "cli_ended"][0]
     again = [line["at"] for line in log if line["event"] == "cli_started"][1]
     measure(f"{kind} adapter: the CLI's end to its resume started (s)", again - ended)
-    assert again - ended < 0.5  # the rest is the CLI's own start (about 0.5 s, more under load)
-    assert back < 5
+    # Resumed at once: nothing logged between the crash and the restart is a wait. (How long
+    # that takes is a figure above, not a bound here: load moves it.)
+    between = [line["event"] for line in log if ended <= line["at"] <= again]
+    assert not {"api_backoff", "usage_limit"} & set(between), between
 
 
 def test_529s_after_the_clis_own_retries_are_waited_out_in_the_same_session(

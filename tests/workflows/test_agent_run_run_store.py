@@ -17,7 +17,7 @@ from temporalio.client import Client
 from fakes.activities import FakeWorld, SandboxPaused, exits, progress
 from overnight.constants import HOST_FLOOR_REASON
 from overnight.models import BudgetExtension, RunSpec
-from tests.workflows.harness import eventually, make_spec, started_run, status_of
+from tests.workflows.harness import eventually, make_spec, started_run, status_of, until_idle
 
 FLOOR = HOST_FLOOR_REASON.format(
     free=1450, home="/root/.overnight", floor=2048, setting="OVERNIGHT_MIN_FREE_MIB"
@@ -51,6 +51,7 @@ async def test_a_cancelled_coding_agents_run_frees_it_too(client: Client, world:
     spec = agent_spec()
     async with started_run(client, world, spec) as handle:
         await eventually(lambda: status_of(handle), lambda s: s.checkpoint_bytes > 0)
+        await until_idle(world)  # see until_idle: a cancel racing an activity's end
         await handle.signal("cancel", "enough")
         result = await handle.result()
 
@@ -74,6 +75,7 @@ async def test_a_sandbox_paused_below_its_hosts_floor_waits_in_place_for_a_perso
     world.script(1, [progress("cp-1"), SandboxPaused(FLOOR), exits(0)])
     async with started_run(client, world, make_spec()) as handle:
         held = await eventually(lambda: status_of(handle), lambda s: s.state == "needs_attention")
+        await until_idle(world)
         await handle.signal("extend_budget", BudgetExtension(hours=1))
         result = await handle.result()
 
