@@ -3,7 +3,8 @@ exit record (inotify), a checkpoint write through inotify, a worker that did not
 agent, and a hostile agent flooding its workspace with writes.
 
 Real sandboxes (bubblewrap) and real processes. The watches here have a backstop look of a
-minute, so anything seen within seconds was seen because the kernel said so.
+minute and wait up to a minute, so anything seen well within that was seen because the kernel
+said so.
 """
 
 from __future__ import annotations
@@ -32,8 +33,12 @@ from overnight.isolation import Isolation
 
 CHECKPOINT = "/workspace/checkpoint.json"
 BACKSTOP = 60.0
-# Plenty for a kernel wake-up on a loaded machine, far below the backstop.
-PROMPTLY = 3.0
+# A watch waiting for news: what it waits at most unless the kernel wakes it.
+WINDOW = 60.0
+# A kernel wake-up takes milliseconds, a second or two on a loaded machine; a watch the kernel
+# did not wake returns at its window's end or its backstop look (60 s). 20 s tells the two apart
+# under any load.
+PROMPTLY = 20.0
 
 
 class CountingEngine(LocalEngine):
@@ -115,7 +120,7 @@ async def test_an_agent_killed_with_its_launcher_is_noticed_through_its_pidfd(
     first = await watch(engine, sid, pid, token=None, wait_seconds=5)
     record = started(engine, sid, pid)
     os.kill(record["launcher_pid"], signal.SIGKILL)
-    waiting = asyncio.create_task(watch(engine, sid, pid, token=first.token, wait_seconds=30))
+    waiting = asyncio.create_task(watch(engine, sid, pid, token=first.token, wait_seconds=WINDOW))
     await asyncio.sleep(0.5)
     assert not waiting.done()
     killed_at = time.monotonic()
@@ -133,7 +138,7 @@ async def test_a_checkpoint_written_into_its_folder_is_noticed_through_inotify(
     pid = start(engine, sid, "sleep 600")
     token = (await watch(engine, sid, pid, token=None, wait_seconds=5)).token
     for step in range(3):
-        waiting = asyncio.create_task(watch(engine, sid, pid, token=token, wait_seconds=30))
+        waiting = asyncio.create_task(watch(engine, sid, pid, token=token, wait_seconds=WINDOW))
         await asyncio.sleep(REARM_SECONDS + 0.2)
         assert not waiting.done()
         written_at = time.monotonic()
@@ -160,7 +165,7 @@ async def test_a_worker_that_did_not_start_the_agent_notices_its_exit(
         hub = WatchHub(asyncio.get_running_loop(), use_pidfd=use_pidfd)
         try:
             began = time.monotonic()
-            seen = await watch(engine, sid, "a-1", token="missing", wait_seconds=30, hub=hub)
+            seen = await watch(engine, sid, "a-1", token="missing", wait_seconds=WINDOW, hub=hub)
             assert (seen.process.state, seen.process.exit_code) == ("exited", 7)
             assert time.monotonic() - began < 1.5 + PROMPTLY
             ended_at = engine.process(sid, "a-1")
@@ -200,14 +205,15 @@ async def test_a_hostile_agent_flooding_its_folder_neither_hangs_nor_starves_the
     try:
         looks, events, began = engine.looks, hub.events_read, time.monotonic()
         quiet = await watch(engine, sid, pid, token=token, wait_seconds=2)
-        # The whole wait, no touch (the checkpoint never changed), and a bounded number of
-        # looks and events: one per re-arm of the one-shot watch on the flooded folder.
+        # The whole wait (and not stuck past it: the backstop is 60 s), no touch (the checkpoint
+        # never changed), and a bounded number of looks and events: one per re-arm of the
+        # one-shot watch on the flooded folder.
         assert 1.9 <= time.monotonic() - began < 2 + PROMPTLY
         assert not quiet.checkpoint_touched and quiet.process.state == "running"
         bound = 2 / REARM_SECONDS + 4
         assert engine.looks - looks <= bound
         assert hub.events_read - events <= 2 * bound
-        seen = await watch(engine, sid, pid, token=token, wait_seconds=30)
+        seen = await watch(engine, sid, pid, token=token, wait_seconds=WINDOW)
         assert (seen.process.state, seen.process.exit_code) == ("exited", 5)
         ended = engine.process(sid, pid)
         assert ended is not None and ended.ended_at is not None
@@ -218,7 +224,9 @@ async def test_a_hostile_agent_flooding_its_folder_neither_hangs_nor_starves_the
     # It did flood its folder, many times more writes than the watch's looks (a count, not
     # a rate: a loaded machine writes fewer in its four seconds).
     assert flooded > 10 * bound, "the agent did flood its folder"
-    assert max(lags) < 0.5
+    # The worker's loop kept turning: a loop that read the flood's events until none were left
+    # would stall for the flood's four seconds; a loaded machine's scheduling, well under 2 s.
+    assert max(lags) < 2
 
 
 async def test_without_kernel_watching_the_timer_looks_still_notice_an_exit(
