@@ -4,6 +4,7 @@ build on them, so `bench/` never depends on `tests/`. Not installed with overnig
 - `fakes/runtime/`: the Runtime HTTP API on loopback, strict as the real one (the real
   `withruntime` SDK talks to it);
 - `fakes/model_api/`: the model APIs the coding-agent CLIs speak, scripted turn by turn;
+- `github_api/`: GitHub's REST API on loopback (pull requests, checks, rate limits, ETags);
 - `git_http.py`: a loopback git server over smart HTTP;
 - `provider.py`: a sandbox provider whose agents cost nothing (benchmarks of many runs,
   admission);
