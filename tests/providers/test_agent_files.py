@@ -69,7 +69,8 @@ async def test_a_fifo_as_the_checkpoint_is_refused_at_once_saying_what_it_is(
     sid = await sandbox(local)
     os.mkfifo(host(local, sid))
     with unblocked_fifos([host(local, sid)]):
-        read = await asyncio.wait_for(local.read_file(sid, CHECKPOINT, 1000), timeout=5)
+        # A cap, not a speed: a read that opened the FIFO would block until the release below.
+        read = await asyncio.wait_for(local.read_file(sid, CHECKPOINT, 1000), timeout=30)
     assert (read.status, read.data) == ("refused", None)
     assert "FIFO" in read.detail
 
@@ -85,19 +86,18 @@ async def test_six_fifo_checkpoints_in_six_sandboxes_do_not_stop_a_seventh_runs_
     good = await sandbox(local)
     host(local, good).write_bytes(b'{"step": 7}')
     with unblocked_fifos([path for _, path in fifos]):
-        began = time.monotonic()
-        # Every FIFO read twice (a retried look), then the seventh run's, all at once.
+        # Every FIFO read twice (a retried look), then the seventh run's, all at once. The caps
+        # are not speeds: a read stuck in a FIFO's open() stays stuck until the release on the
+        # way out, and so does any read or step queued behind it.
         bad = [local.read_file(sid, CHECKPOINT, 1000) for sid, _ in fifos * 2]
         reads = await asyncio.wait_for(
-            asyncio.gather(*bad, local.read_file(good, CHECKPOINT, 1000)), timeout=5
+            asyncio.gather(*bad, local.read_file(good, CHECKPOINT, 1000)), timeout=30
         )
-        took = time.monotonic() - began
         # And the worker's other steps, on the default executor, still run.
-        info = await asyncio.wait_for(local.sandbox(good), timeout=5)
+        info = await asyncio.wait_for(local.sandbox(good), timeout=30)
     assert [r.status for r in reads[:-1]] == ["refused"] * 12
     assert (reads[-1].status, reads[-1].data) == ("ok", b'{"step": 7}')
     assert info.state == "running"
-    assert took < 2, took
 
 
 async def test_an_agent_that_leaves_a_fifo_checkpoint_and_exits_is_seen_ended_not_running(
