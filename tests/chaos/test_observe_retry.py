@@ -9,7 +9,7 @@ timeout until the retries ran out, and the run was restarted as "sandbox stopped
 (a restart charged to the budget for a worker restart) minutes after the stall was due.
 
 Here, with the real activity on a real local sandbox: attempt 2 of an observe first scheduled
-25 s ago with a 20 s window must come back at once.
+65 s ago with a 60 s window must come back at once.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from activities.providers.local.engine import LocalEngine
 from activities.providers.local.provider import LocalProvider
 from activities.sandbox import SandboxActivities
 
-WINDOW_SECONDS = 20.0
+WINDOW_SECONDS = 60.0
 
 
 async def test_a_retried_observe_does_not_wait_its_whole_window_again(tmp_path: Path) -> None:
@@ -61,9 +61,10 @@ async def test_a_retried_observe_does_not_wait_its_whole_window_again(tmp_path: 
                     check_interval_seconds=0.2,
                 ),
             ),
-            timeout=5,
+            timeout=WINDOW_SECONDS * 2,
         )
         assert seen.process_state == "running"
-        assert time.monotonic() - started < 3, "the retry waited its whole window again"
+        # Back at once (a look, well under a second here), not after its 60 s window again.
+        assert time.monotonic() - started < 20, "the retry waited its whole window again"
     finally:
         engine.stop(sandbox.id)
