@@ -156,6 +156,12 @@ async def wait_for_file(path: Path, timeout: float = 10) -> str:
     return path.read_text()
 
 
+# An observe's window: a watch that returns on news is back in moments, one that missed it only
+# at the window's end; ON_NEWS (20 s) tells the two apart however loaded the machine.
+WINDOW = 60
+ON_NEWS = 20
+
+
 def observe(started_sandbox: str, process_id: str, **fields: Any) -> ObserveInput:
     values: dict[str, Any] = {
         "provider": "local",
@@ -163,7 +169,7 @@ def observe(started_sandbox: str, process_id: str, **fields: Any) -> ObserveInpu
         "process_id": process_id,
         "checkpoint_path": "/workspace/checkpoint.json",
         "max_checkpoint_bytes": 1000,
-        "wait_seconds": 30,
+        "wait_seconds": WINDOW,
         "check_interval_seconds": 0.1,
     }
     return ObserveInput(**(values | fields))
@@ -291,7 +297,7 @@ async def test_heartbeats_only_as_needed_through_a_slow_clone(
     slow_bin = tmp_path / "slow-bin"
     slow_bin.mkdir()
     (slow_bin / "git").write_text(
-        f'#!/bin/sh\nif [ "$1" = clone ]; then sleep 2; fi\nexec {real_git} "$@"\n'
+        f'#!/bin/sh\nif [ "$1" = clone ]; then sleep 3; fi\nexec {real_git} "$@"\n'
     )
     (slow_bin / "git").chmod(0o755)
     monkeypatch.setenv("PATH", f"{slow_bin}{os.pathsep}{os.environ['PATH']}")
@@ -305,11 +311,13 @@ async def test_heartbeats_only_as_needed_through_a_slow_clone(
     slow = spec(repo, agent_dir, isolation="none")
     await env.run(acts.create_sandbox, CreateSandboxInput(spec=slow, attempt=1))
 
-    assert time.monotonic() - began >= 2
-    # None at the start (it would carry nothing), then one per 0.72 s (0.8 x the timeout).
+    assert time.monotonic() - began >= 3
+    # None at the start (it would carry nothing), then one per 0.72 s (0.8 x the timeout) all
+    # through the clone: no silence as long as the clone's 3 s. (The beats' exact spacing is
+    # tests/activities/test_heartbeat.py's; a loaded machine delays each a little.)
     assert len(beats) >= 2
     assert beats[0] - began >= 0.6
-    assert max(b - a for a, b in zip([began, *beats], beats, strict=False)) < 0.9
+    assert max(b - a for a, b in zip([began, *beats], beats, strict=False)) < 2
 
 
 async def test_start_agent_starts_a_fresh_process_in_the_same_sandbox(
@@ -349,7 +357,7 @@ async def test_observe_returns_at_once_when_the_agent_exits(
     seen = await ActivityEnvironment().run(
         acts.observe_agent, observe(started.sandbox_id, started.process_id)
     )
-    assert time.monotonic() - began < 2
+    assert time.monotonic() - began < ON_NEWS, "the exit was seen at the window's end"
     assert (seen.process_state, seen.exit_code, seen.sandbox_state) == ("exited", 0, "running")
 
 
@@ -363,7 +371,7 @@ async def test_observe_returns_at_once_when_the_checkpoint_changes(
     watch = observe(started.sandbox_id, started.process_id)
     began = time.monotonic()
     seen = await ActivityEnvironment().run(acts.observe_agent, watch)
-    assert time.monotonic() - began < 2
+    assert time.monotonic() - began < ON_NEWS, "the checkpoint was seen at the window's end"
     assert seen.process_state == "running" and seen.checkpoint is not None
     assert seen.checkpoint.status == "ok"
     assert json.loads(seen.checkpoint.text or "") == {"next": "step 2", "by": "agent"}
@@ -372,7 +380,8 @@ async def test_observe_returns_at_once_when_the_checkpoint_changes(
     known = watch.model_copy(update={"known_digest": seen.checkpoint.digest, "wait_seconds": 0.5})
     began = time.monotonic()
     quiet = await ActivityEnvironment().run(acts.observe_agent, known)
-    assert 0.5 <= time.monotonic() - began < 2
+    # Its whole 0.5 s, and over then, not at the watch's next backstop look (10 s).
+    assert 0.5 <= time.monotonic() - began < 8
     assert (quiet.process_state, quiet.checkpoint) == ("running", None)
 
 
@@ -392,7 +401,7 @@ async def test_cancelling_observe_stops_it_promptly(
     env.cancel()
     with pytest.raises(asyncio.CancelledError):
         await watching
-    assert time.monotonic() - began < 1
+    assert time.monotonic() - began < ON_NEWS, "the cancelled watch ran to its window's end"
 
 
 async def test_observe_reports_a_paused_or_stopped_sandbox_without_reading_it(

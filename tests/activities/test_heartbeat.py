@@ -29,7 +29,7 @@ def _env(heartbeat_timeout: float | None) -> ActivityEnvironment:
 
 
 async def test_no_heartbeat_at_the_start_then_one_per_four_fifths_of_the_timeout() -> None:
-    env = _env(0.5)
+    env = _env(1.25)
     beats: list[float] = []
     env.on_heartbeat = lambda *details: beats.append(time.monotonic())
 
@@ -40,14 +40,14 @@ async def test_no_heartbeat_at_the_start_then_one_per_four_fifths_of_the_timeout
         return heartbeat_interval()
 
     began = time.monotonic()
-    assert await asyncio.wait_for(env.run(step), 10) == pytest.approx(0.4)
+    assert await asyncio.wait_for(env.run(step), 30) == pytest.approx(1.0)
     gaps = [b - a for a, b in zip([began, *beats], beats, strict=False)]
     assert len(beats) == 3  # none of them carries anything
-    # None at the start and none sooner than 0.4 s after the last: the throttle's exact side.
-    assert min(gaps) >= 0.35
-    # None skipped (that is a gap of 0.8 s): a loaded machine delays each beat a little, so
-    # the bound is not the timeout itself (seen: 0.514 s with the suite on two processes).
-    assert max(gaps) < 0.75
+    # None at the start and none sooner than 1 s after the last: the throttle's exact side.
+    assert min(gaps) >= 0.95
+    # None skipped (that is a gap of 2 s): a loaded machine delays each beat a little (seen:
+    # 0.11 s with the suite on two processes), so the bound leaves it 0.7 s.
+    assert max(gaps) < 1.7
 
 
 async def test_a_step_with_no_heartbeat_timeout_never_heartbeats() -> None:
@@ -83,7 +83,8 @@ async def test_a_long_poll_hands_over_the_moment_the_worker_begins_to_shut_down(
     began = time.monotonic()
     with pytest.raises(ApplicationError) as raised:
         await env.run(step)
-    assert time.monotonic() - began < 2
+    # Handed over on the shutdown (0.2 s in), not when the 60 s poll ended.
+    assert time.monotonic() - began < 20
     assert raised.value.type == "WorkerShutdown"
     assert not raised.value.non_retryable
     assert raised.value.next_retry_delay == HANDOVER_RETRY_DELAY
