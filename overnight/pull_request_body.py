@@ -174,6 +174,8 @@ def _checks_section(checks: Sequence[DoneCheck], tails: bool) -> str:
             result = "❌ timed out"
         elif check.exit_code is not None:
             result += f" (exit {check.exit_code})"
+        elif check.problem:
+            result += f": {github_inline(check.problem)[:REASON_CHARS]}"
         cells = (code_span(check.command), result, f"{check.seconds:.0f} s")
         lines.append("| " + " | ".join(table_cell(c) for c in cells) + " |")
     if failed_rounds:
@@ -195,7 +197,7 @@ def _attempts_section(facts: PullRequestFacts, listed: int) -> str:
     said = f"{facts.attempts} attempt(s), {len(restarts)} restart(s)"
     if facts.fresh_starts:
         said += f", {facts.fresh_starts} fresh start(s) of the agent (a full context)"
-    lines = ["### Attempts", "", said + "."]
+    lines = ["### Attempts", "", said + ".", ""]
     if len(restarts) > listed:
         lines.append(f"- … {len(restarts) - listed} earlier restart(s)")
         restarts = restarts[-listed:]

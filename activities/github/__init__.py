@@ -1,15 +1,17 @@
 """GitHub from the worker: the run's pull request and its CI.
 
-`client.py` speaks the REST API (github.com or Enterprise, the worker's token, GitHub's retry
-rules, ETags); `retry.py` holds those rules (pure); `repo_url.py` reads which repository an
-origin is (pure); `pulls.py` finds, opens and updates the one pull request of a branch;
-`templates.py` reads the repository's pull request template; `checks.py` says where a
-commit's check runs and statuses stand. Nothing here runs in a sandbox, and no sandbox is
-ever given the token.
+`client.py` speaks the REST API (github.com or Enterprise, the worker's token, GitHub's
+retry rules, ETags); `connect.py` makes the worker's client of a repository
+(`client_for`); `retry.py` holds the retry rules (pure); `repo_url.py` reads which
+repository an origin is (pure); `pulls.py` finds, opens and updates the one pull request of
+a branch; `templates.py` reads the repository's pull request template; `checks.py` says
+where a commit's check runs and statuses stand. Nothing here runs in a sandbox, and no
+sandbox is ever given the token.
 """
 
 from activities.github.checks import ChecksState, FailedCheck, combine, read_checks
-from activities.github.client import API_URL_ENV, TOKEN_ENV, GitHubClient, GitHubError
+from activities.github.client import API_URL_ENV, TOKEN_ENV, EtagCache, GitHubClient, GitHubError
+from activities.github.connect import client_for
 from activities.github.pulls import (
     BranchMissing,
     NothingToPropose,
@@ -26,6 +28,7 @@ __all__ = [
     "TOKEN_ENV",
     "BranchMissing",
     "ChecksState",
+    "EtagCache",
     "FailedCheck",
     "GitHubClient",
     "GitHubError",
@@ -34,6 +37,7 @@ __all__ = [
     "PullRequest",
     "RetryRules",
     "api_url_for",
+    "client_for",
     "combine",
     "ensure_pull_request",
     "find_open_pull_request",

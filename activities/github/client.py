@@ -71,6 +71,29 @@ class Response:
     from_cache: bool = False  # a 304: this is the answer cached with its ETag
 
 
+class EtagCache:
+    """The last answer to each `GET` with its ETag, the most recently used kept (bounded)."""
+
+    def __init__(self, entries: int = CACHE_ENTRIES) -> None:
+        self.entries = entries
+        self._kept: OrderedDict[str, tuple[str, Response]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: str) -> tuple[str, Response] | None:
+        with self._lock:
+            found = self._kept.get(key)
+            if found is not None:
+                self._kept.move_to_end(key)
+            return found
+
+    def keep(self, key: str, etag: str, answer: Response) -> None:
+        with self._lock:
+            self._kept[key] = (etag, answer)
+            self._kept.move_to_end(key)
+            while len(self._kept) > self.entries:
+                self._kept.popitem(last=False)
+
+
 @dataclass
 class GitHubClient:
     api_url: str
@@ -80,8 +103,8 @@ class GitHubClient:
     # Injected so an activity can heartbeat while it waits, and tests can count.
     sleep: Callable[[float], None] = time.sleep
     clock: Callable[[], float] = time.time
-    _cache: OrderedDict[str, tuple[str, Response]] = field(default_factory=OrderedDict, repr=False)
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    # Shared by the clients of one worker (`connect.client_for`), so every poll finds it.
+    cache: EtagCache = field(default_factory=EtagCache, repr=False)
     _last_write: float = field(default=float("-inf"), repr=False)
 
     def __post_init__(self) -> None:
@@ -156,11 +179,6 @@ class GitHubClient:
             waited += wait.seconds
         raise AssertionError("unreachable")  # the loop returns or raises
 
-    def forget(self) -> None:
-        """Drop the ETag cache."""
-        with self._lock:
-            self._cache.clear()
-
     # --- one request ---
 
     def _once(self, method: str, url: str, body: Any, accept: str) -> Response:
@@ -171,7 +189,7 @@ class GitHubClient:
             "X-GitHub-Api-Version": API_VERSION,
         }
         key = f"{accept} {url}"
-        cached = self._cached(key) if method == "GET" else None
+        cached = self.cache.get(key) if method == "GET" else None
         if cached is not None:
             headers["If-None-Match"] = cached[0]
         data = None
@@ -192,22 +210,8 @@ class GitHubClient:
             return Response(cached[1].status, lowered, cached[1].data, from_cache=True)
         answer = Response(status, lowered, _parse(raw, lowered))
         if method == "GET" and status == 200 and "etag" in lowered:
-            self._keep(key, lowered["etag"], answer)
+            self.cache.keep(key, lowered["etag"], answer)
         return answer
-
-    def _cached(self, key: str) -> tuple[str, Response] | None:
-        with self._lock:
-            found = self._cache.get(key)
-            if found is not None:
-                self._cache.move_to_end(key)
-            return found
-
-    def _keep(self, key: str, etag: str, answer: Response) -> None:
-        with self._lock:
-            self._cache[key] = (etag, answer)
-            self._cache.move_to_end(key)
-            while len(self._cache) > CACHE_ENTRIES:
-                self._cache.popitem(last=False)
 
     def _space_writes(self) -> None:
         gap = self._last_write + self.rules.write_gap_seconds - time.monotonic()

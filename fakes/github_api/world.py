@@ -138,7 +138,8 @@ class World:
             return repo.files[path]
         if repo.origin is None:
             return None
-        return _git(repo.origin, "show", f"{ref or repo.default_branch}:{path}", strip=False)
+        blob = f"{ref or repo.default_branch}:{path}"
+        return _git(repo.origin, "cat-file", "blob", blob, strip=False)  # a folder is no blob
 
     def listing(
         self, repo: Repo, folder: str, ref: str | None = None

@@ -17,7 +17,14 @@ from typing import Any
 
 import pytest
 
-from activities.github import GitHubClient, GitHubError
+from activities.github import (
+    API_URL_ENV,
+    TOKEN_ENV,
+    GitHubClient,
+    GitHubError,
+    GitHubRepo,
+    client_for,
+)
 from fakes.github_api import FakeGitHub
 from tests.github.conftest import QUICK, TOKEN
 
@@ -106,6 +113,17 @@ def test_an_unchanged_poll_is_a_304_that_costs_no_request(
     changed = client.get(PULLS)
     assert not changed.from_cache and len(changed.data) == 1
     assert github.count(status=304) == 1
+
+
+def test_the_worker_s_clients_share_one_etag_cache_so_a_later_poll_costs_nothing(
+    github: FakeGitHub, repo: GitHubRepo
+) -> None:
+    environ = {TOKEN_ENV: TOKEN, API_URL_ENV: github.api_url}
+    client_for(repo, environ, rules=QUICK).get(PULLS)
+    again = client_for(repo, environ, rules=QUICK).get(PULLS)  # another activity, later
+    assert again.from_cache and github.count("list_pulls", status=304) == 1
+    with pytest.raises(GitHubError, match=f"{TOKEN_ENV} is not set"):
+        client_for(repo, {API_URL_ENV: github.api_url})
 
 
 def test_enterprise_serves_the_api_under_api_v3(origin: Any) -> None:

@@ -92,6 +92,7 @@ def test_a_create_that_races_another_takes_the_other_s_pull_request(
     [pull] = github.pulls("octo/app")
     assert opened.number == pull["number"] and opened.changed == ("title", "body", "labels")
     assert pull["title"] == "ours"
+    assert github.count("create_pull", status=422) == 1  # GitHub refused the second
 
 
 def test_secondary_rate_limits_and_server_errors_are_waited_out_without_a_second_pull_request(
