@@ -61,22 +61,27 @@ def base_url_problems(
     an address no sandbox may be sent to, the worker's loopback on a port the spec does not
     list in `host_ports`, or nothing accepting a connection within `BASE_URL_CONNECT_SECONDS`
     (the CLI would retry, and the adapter back off, for ever)."""
-    if spec.agent is None or not spec.agent.base_url:
+    given, name = (spec.agent.base_url, "base_url") if spec.agent else ("", "")
+    if spec.agent is None and spec.model_base_url:
+        # The gateway's upstream for an agent of one's own: the same rules, the same reasons
+        # (the worker connects there on the spec's behalf).
+        given, name = spec.model_base_url, "model_base_url"
+    if not given:
         return []  # the vendor's own API
-    url = urlsplit(spec.agent.base_url)
+    url = urlsplit(given)
     host = url.hostname or ""
     port = url.port or (443 if url.scheme == "https" else 80)
     where = f"{host}:{port}"
-    field = "field agent.base_url"
+    field = f"field agent.{name}" if spec.agent is not None else f"field {name}"
     try:
         addresses = resolver(host, port)
     except (OSError, UnicodeError) as error:
         why = getattr(error, "strerror", None) or str(error) or type(error).__name__
-        return [f"{field}: {host} is not found from this worker ({why}): fix base_url"]
+        return [f"{field}: {host} is not found from this worker ({why}): fix {name}"]
     judged = [(address, is_forbidden(address)) for address in addresses]
     for _, forbidden in judged:
         if forbidden is not None and forbidden.kind in _NEVER:
-            return [f"{field}: {where} is {forbidden}, which is no model API: fix base_url"]
+            return [f"{field}: {where} is {forbidden}, which is no model API: fix {name}"]
     if any(forbidden is not None and forbidden.this_host for _, forbidden in judged):
         if spec.provider != "local":
             return []  # the sandbox's own loopback, not the worker's: nothing to try here
@@ -94,5 +99,5 @@ def base_url_problems(
             why = error.strerror or str(error) or type(error).__name__
     return [
         f"{field}: nothing accepts connections at {where} from this worker ({why}): start "
-        "the model API or gateway there, or fix base_url"
+        f"the model API or gateway there, or fix {name}"
     ]

@@ -226,8 +226,14 @@ def adapter_config(
     }
 
 
-def config_bytes(spec: RunSpec, environ: Mapping[str, str] | None = None) -> bytes:
+def config_bytes(
+    spec: RunSpec, environ: Mapping[str, str] | None = None, base_url: str = ""
+) -> bytes:
+    """The adapter's config as written; `base_url`: the gateway the CLI's calls go through
+    (activities/model_calls.py), over the spec's own."""
     config = adapter_config(spec, model_prices(environ), backoffs=worker_backoffs(environ))
+    if base_url:
+        config["base_url"] = base_url
     return (json.dumps(config, indent=2, sort_keys=True) + "\n").encode()
 
 

@@ -60,15 +60,18 @@ def unset_secrets(
     refusal each (at the run's start: a create would fail on them). A name it does not allow
     is left to `refusals`, which names the setting that would."""
     source = os.environ if environ is None else environ
+    named = [("secret_env", name) for name in dict.fromkeys(spec.secret_env)]
+    if spec.model_credential and spec.model_credential not in spec.secret_env:
+        named.append(("model_credential", spec.model_credential))
     unset = [
-        name
-        for name in dict.fromkeys(spec.secret_env)
+        (field, name)
+        for field, name in named
         if (grants is None or grants.allows_secret(name)) and name not in source
     ]
     return [
-        f"field secret_env: {name} is not set in this worker's environment (set it where the "
+        f"field {field}: {name} is not set in this worker's environment (set it where the "
         "worker runs, then start the run again)"
-        for name in unset
+        for field, name in unset
     ]
 
 

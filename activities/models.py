@@ -76,6 +76,9 @@ class ActivityName:
     PREPARE_DONE_CHECK = "prepare_done_check"
     # The workspace kept at each checkpoint (activities.workspace).
     KEEP_WORKSPACE = "keep_workspace"
+    # The gateway's cap on a sandbox's model calls, set again after `extend --spend`
+    # (activities.model_calls).
+    SET_MODEL_CAP = "set_model_cap"
 
 
 class _Model(BaseModel):
@@ -126,6 +129,21 @@ class MoneyRead(_Model):
 
 class ReadDailyLimitInput(_Model):
     provider: Provider
+
+
+class GatewayBooks(_Model):
+    """What a host's gateway booked to a run's model calls (activities/gateway/model_ledger.py):
+    its figure of the run's model spend, and what the status says of the model API."""
+
+    usd: float = Field(default=0, ge=0)
+    answers: int = Field(default=0, ge=0)
+    # Upstream errors retried at the gateway, the last one and when (epoch seconds).
+    retries: int = Field(default=0, ge=0)
+    last_upstream_error: str = ""
+    last_upstream_error_at: float | None = None
+    # Requests refused at the cap, and how many in a row carried the same body.
+    cap_refusals: int = Field(default=0, ge=0)
+    repeats: int = Field(default=0, ge=0)
 
 
 class SandboxInfo(_Model):
@@ -190,6 +208,11 @@ class CreateSandboxInput(_Model):
     wants_host: bool = False
     # The workspace kept at a checkpoint, put in the fresh clone (`RunSpec.keep_workspace`).
     workspace: WorkspaceRestore | None = None
+    # The run's allowance for model calls (its spend budget less its sandboxes' cost; None: no
+    # budget) and what each host's gateway booked to it (by host queue, "" for a run's one
+    # worker): the sandbox's gateway caps it at the allowance less the other hosts' books.
+    model_allowance_usd: float | None = None
+    model_booked_by_host: dict[str, float] = Field(default_factory=dict)
 
 
 class AgentStarted(_Model):
@@ -348,6 +371,10 @@ class ObserveInput(_Model):
     known_requests_digest: str | None = None
     # As in ReadCheckpointInput: where a changed checkpoint's session file is carried to.
     session_store_of: str | None = None
+    # The run whose model calls the sandbox's host booked: read them (None: runs begun before),
+    # news when they differ from what the run knows of that host's books.
+    model_books_of: str | None = None
+    known_model_books: GatewayBooks | None = None
 
 
 class Observation(_Model):
@@ -368,6 +395,8 @@ class Observation(_Model):
     # Connections the sandbox's network refused so far, per host asked for (None: its
     # provider does not tell).
     egress_refused: dict[str, int] | None = None
+    # What the sandbox's host's gateway booked to the run (when asked and it serves models).
+    gateway_books: GatewayBooks | None = None
 
 
 class SandboxSettled(SandboxInfo):
@@ -389,6 +418,17 @@ class ExtendSandboxInput(_Model):
     # What one second of lease costs: the key's daily spending limit must still cover the
     # seconds added, else the extension is refused (`DailySpendingLimit`). None: not checked.
     micros_per_second: float | None = Field(default=None, ge=0)
+
+
+class SetModelCapInput(_Model):
+    """Set the gateway's model spend cap for the sandbox's next calls, from the run's allowance
+    as in CreateSandboxInput. A figure, not an amount added: a retried call never raises it
+    twice."""
+
+    provider: Provider
+    sandbox_id: str
+    model_allowance_usd: float | None = None
+    model_booked_by_host: dict[str, float] = Field(default_factory=dict)
 
 
 class ListSandboxesInput(_Model):

@@ -6,7 +6,10 @@ per `report_every_seconds` (the run's `poll_seconds`, the seed's cadence): an ag
 checkpoints every few seconds then costs one activity, one download and a few history events
 a minute, not one per write. Held news is never lost: it goes out with whatever ends the poll.
 The agent kit's requests file beside the checkpoint (`requests_path`, for runs that read it)
-is watched and read the same way, each file only when the watch saw it written.
+is watched and read the same way, each file only when the watch saw it written. What the
+worker's gateway booked to the run's model calls (`model_books_of`) is read once per
+`report_every_seconds` too, and is news when it grew: the budget counts it, and an agent that
+calls its model from its own code writes no checkpoint to wake the poll.
 """
 
 from __future__ import annotations
@@ -15,8 +18,20 @@ import time
 
 from activities import requests_file
 from activities.checkpoints import changed, read_checkpoint
-from activities.models import CheckpointRead, Observation, ObserveInput, RequestsRead
-from activities.providers.protocol import CountsRefusals, SandboxProvider, Sighting, WatchRequest
+from activities.models import (
+    CheckpointRead,
+    GatewayBooks,
+    Observation,
+    ObserveInput,
+    RequestsRead,
+)
+from activities.providers.protocol import (
+    CountsRefusals,
+    SandboxProvider,
+    ServesModels,
+    Sighting,
+    WatchRequest,
+)
 from overnight import metrics
 
 
@@ -32,10 +47,12 @@ async def observe(
     dirty = asked = False
     news: CheckpointRead | None = None
     requests: RequestsRead | None = None
+    books = _BooksWatch(provider, input, started)
     while True:
         now = time.monotonic()
         held = dirty or asked
         until = give_up if not held else min(give_up, max(now, report_at))
+        until = books.bounded(until, now)
         seen = await provider.watch(
             WatchRequest(
                 input.sandbox_id,
@@ -75,12 +92,14 @@ async def observe(
         if running and asked and (due or now >= report_at):
             requests = await _read_requests(provider, input, requests) or requests
             asked = False
-        if due or news is not None or requests is not None:
+        grew = await books.grew(now) if running else False
+        if due or grew or news is not None or requests is not None:
             if agent_done:
                 _exit_noticed(seen)
             found = _observation(seen, news, token, requests)
             if isinstance(provider, CountsRefusals):
                 found.egress_refused = await provider.egress_refusals(input.sandbox_id)
+            found.gateway_books = await books.read()
             return found
 
 
@@ -99,6 +118,40 @@ async def _read_requests(
         secret_env=input.secret_env,
     )
     return read if requests_file.changed(read, known) else None
+
+
+class _BooksWatch:
+    """The gateway's books of the run, looked at once per `report_every_seconds` (at least
+    once a second) while the agent runs; news when they grew past what the run knows."""
+
+    def __init__(self, provider: SandboxProvider, input: ObserveInput, started: float) -> None:
+        self.provider = provider if isinstance(provider, ServesModels) else None
+        self.run_id = input.model_books_of
+        self.known = input.known_model_books
+        self.every = max(1.0, input.report_every_seconds)
+        self.next_at = started + self.every
+
+    @property
+    def watched(self) -> bool:
+        return self.provider is not None and self.run_id is not None
+
+    def bounded(self, until: float, now: float) -> float:
+        return min(until, max(now, self.next_at)) if self.watched else until
+
+    async def grew(self, now: float) -> bool:
+        if not self.watched or now < self.next_at:
+            return False
+        self.next_at = now + self.every
+        books = await self.read()
+        known = self.known
+        if books is None:
+            return False
+        return known is None or (books.usd, books.cap_refusals) != (known.usd, known.cap_refusals)
+
+    async def read(self) -> GatewayBooks | None:
+        if self.provider is None or self.run_id is None:
+            return None
+        return await self.provider.model_books(self.run_id)
 
 
 def _exit_noticed(seen: Sighting) -> None:

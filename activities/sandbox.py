@@ -44,6 +44,7 @@ from activities.heartbeat import auto_heartbeat, hand_over_on_shutdown
 from activities.host_check import HostCheckActivities
 from activities.kit_requests import KitRequestActivities
 from activities.last_words import read_last_words
+from activities.model_calls import ModelCallActivities, model_wiring
 from activities.models import (
     ActivityName,
     AgentStarted,
@@ -83,6 +84,7 @@ from overnight.constants import (
 from overnight.grants import Grants
 from overnight.host_settings import host_lost_seconds
 from overnight.hosts import host_bound
+from overnight.model_access import host_cap
 from overnight.models import RunSpec
 
 
@@ -164,6 +166,7 @@ class SandboxActivities:
                 own_ports=self._own_ports,
             ).all(),
             *self.lifecycle.all(),
+            *ModelCallActivities(self._provider, self._host_queue).all(),
             *AdmissionActivities(self._client, self._admission).all(),
             *self._host_checks.all(),
             *WorkspaceActivities(self._provider, self._heartbeat_seconds).all(),
@@ -253,7 +256,6 @@ class SandboxActivities:
         coding.refuse_unless_runnable(spec)
         env = setup.agent_env(spec, attempt=input.attempt, restart_reason=input.restart_reason)
         env |= coding.adapter_env(spec)
-        config = coding.config_bytes(spec) if spec.agent is not None else None
         if spec.agent is None and not Path(spec.agent_dir).expanduser().is_dir():
             raise non_retryable(
                 ErrorType.SPEC_UNUSABLE,
@@ -269,6 +271,10 @@ class SandboxActivities:
                 max_total_cost_micros=input.max_total_cost_micros,
             ),
             mounts=coding.mounts(spec),
+            model=setup.model_access(
+                spec,
+                host_cap(input.model_allowance_usd, input.model_booked_by_host, self._host_queue),
+            ),
         )
         async with auto_heartbeat(self._heartbeat_seconds):
             with activity_errors():
@@ -286,6 +292,11 @@ class SandboxActivities:
                     request = replace(request, snapshot_id=template)
                 sandbox, created = await setup.running_sandbox(provider, request)
                 sid = sandbox.sandbox_id
+                model_env, model_url = await model_wiring(provider, sid, spec)
+                env |= model_env
+                config = None
+                if spec.agent is not None:
+                    config = coding.config_bytes(spec, base_url=model_url)
                 launch = _launch(spec, input.attempt, 0, env)
                 if restored and input.restore is not None:
                     # Files (and, in memory mode, the agent) come back from the snapshot.
@@ -357,9 +368,11 @@ class SandboxActivities:
                 provider, input.sandbox_id, input.output_of, input.secret_env, may_wake=False
             )
         with activity_errors():
+            model_env, model_url = await model_wiring(provider, input.sandbox_id, spec)
+            launch = replace(launch, env={**launch.env, **model_env})
             if spec.agent is not None:
                 # As the worker means it, whatever the agent did to it meanwhile.
-                config = coding.config_bytes(spec)
+                config = coding.config_bytes(spec, base_url=model_url)
                 await provider.write_file(input.sandbox_id, coding.ADAPTER_CONFIG, config)
             process = await provider.start_agent(input.sandbox_id, launch)
         return AgentStarted(

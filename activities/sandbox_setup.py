@@ -22,6 +22,7 @@ from activities.git_words import clone_failure, clone_failure_text
 from activities.models import SandboxInfo
 from activities.providers.protocol import (
     GitOrigin,
+    ModelAccess,
     ProviderError,
     SandboxNotRunning,
     SandboxProvider,
@@ -32,6 +33,7 @@ from overnight.constants import KIT_MOUNT, SNAPSHOT_ANSWER
 from overnight.done_check import DONE_CHECK_FILE, DONE_CHECK_FILE_ENV
 from overnight.grants import Grants, allowed_names, local_repo_path
 from overnight.isolation import HostBind, is_under
+from overnight.model_access import kept_out, model_plan
 from overnight.models import RunSpec
 from overnight.specs import redact_url, scrub_url
 
@@ -57,7 +59,10 @@ def agent_env(
     """
     source = os.environ if environ is None else environ
     env = dict(spec.env)
+    held = kept_out(spec)  # the gateway adds it to the calls; the sandbox never holds it
     for name in spec.secret_env:
+        if name in held:
+            continue
         value = source.get(name)
         if value is None:
             raise non_retryable(
@@ -186,6 +191,16 @@ def spec_request(
         egress=allowed_names(spec, grants),
         origin=git_origin(spec),
     )
+
+
+def model_access(spec: RunSpec, cap_usd: float | None) -> ModelAccess | None:
+    """The run's model calls as the gateway serves its agent's sandbox
+    (overnight/model_access.py), capped at `cap_usd` on its host; a done check's sandbox
+    gets none."""
+    plan = model_plan(spec)
+    if plan is None:
+        return None
+    return ModelAccess(plan.upstream, plan.credential_env, spec.run_id, cap_usd)
 
 
 def git_origin(spec: RunSpec) -> GitOrigin | None:

@@ -69,26 +69,30 @@ class CodingAgent(_StrictInput):
     @field_validator("base_url")
     @classmethod
     def _base_url_is_http(cls, value: str) -> str:
-        if not value:
-            return value
-        if any(c.isspace() or not c.isprintable() for c in value):
-            raise ValueError("base_url may not contain spaces or control characters")
-        try:
-            parts = urlsplit(value)
-            port = parts.port
-        except ValueError as error:
-            raise ValueError(f"base_url is not a URL ({error})") from None
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(
-                f"base_url must be an http:// or https:// URL with a host (got {value!r})"
-            )
-        if "@" in parts.netloc:
-            raise ValueError(
-                "base_url may not carry credentials (user:password@): give them through secret_env"
-            )
-        if port == 0:
-            raise ValueError("base_url's port may not be 0")
+        return check_http_base_url(value, "base_url")
+
+
+def check_http_base_url(value: str, field: str) -> str:
+    """A model API's base URL as a spec may give it (empty: the vendor's own); ValueError
+    naming `field` otherwise."""
+    if not value:
         return value
+    if any(c.isspace() or not c.isprintable() for c in value):
+        raise ValueError(f"{field} may not contain spaces or control characters")
+    try:
+        parts = urlsplit(value)
+        port = parts.port
+    except ValueError as error:
+        raise ValueError(f"{field} is not a URL ({error})") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"{field} must be an http:// or https:// URL with a host (got {value!r})")
+    if "@" in parts.netloc:
+        raise ValueError(
+            f"{field} may not carry credentials (user:password@): give them through secret_env"
+        )
+    if port == 0:
+        raise ValueError(f"{field}'s port may not be 0")
+    return value
 
 
 def check_agent_way(

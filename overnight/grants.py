@@ -242,6 +242,8 @@ def refusals(
         found += _secret_refusals("secret_env", spec.secret_env, grants)
         if spec.repo_credential:
             found += _secret_refusals("repo_credential", [spec.repo_credential], grants)
+        if spec.model_credential:
+            found += _secret_refusals("model_credential", [spec.model_credential], grants)
         for i, hook in enumerate(spec.notify):
             if hook.secret_env and hook.secret_env != DEFAULT_SECRET_ENV:
                 found += _secret_refusals(f"notify.{i}.secret_env", [hook.secret_env], grants)

@@ -14,7 +14,7 @@ from typing import Literal
 from pydantic import Field, JsonValue, ValidationInfo, field_validator, model_validator
 
 from overnight.agent_requests import AgentTalk, RunOutputs
-from overnight.agent_spec import CodingAgent, check_agent_way
+from overnight.agent_spec import CodingAgent, check_agent_way, check_http_base_url
 from overnight.done_check import (
     DEFAULT_DONE_CHECK_SECONDS,
     MAX_DONE_CHECK_ROUNDS,
@@ -124,6 +124,14 @@ class RunSpec(_StrictInput):
     # the worker's gateway to the sandbox's git requests, never given to the sandbox
     # (granted as secret_env names are; docs/security.md#git-through-the-gateway).
     repo_credential: str = ""
+    # The worker's variable holding the model API key, kept at the worker's gateway, which
+    # sends the sandbox's model calls on with it (docs/gateway.md): the sandbox gets a token of
+    # its own instead (OVERNIGHT_MODEL_URL / OVERNIGHT_MODEL_TOKEN). Granted as secret_env
+    # names are. A coding agent's default: its vendor's variable when `secret_env` names it.
+    model_credential: str = ""
+    # Where the gateway sends those calls (a company gateway; empty: the vendor's own). A
+    # coding agent's is its `agent.base_url`.
+    model_base_url: str = Field(default="", max_length=2048)
     checkpoint_path: str = "/workspace/checkpoint.json"
     max_checkpoint_bytes: int = Field(default=262144, gt=0, le=MAX_CHECKPOINT_BYTES)
     provider: Provider = "local"
@@ -258,14 +266,19 @@ class RunSpec(_StrictInput):
                 raise ValueError(f"env value of {name} contains a NUL byte")
         return value
 
-    @field_validator("repo_credential")
+    @field_validator("repo_credential", "model_credential")
     @classmethod
-    def _credential_name(cls, value: str) -> str:
+    def _credential_name(cls, value: str, info: ValidationInfo) -> str:
         if value and not re.match(ENV_NAME_PATTERN, value):
-            raise ValueError(f"repo_credential {value!r} is not a valid variable name")
+            raise ValueError(f"{info.field_name} {value!r} is not a valid variable name")
         if value in RESERVED_ENV:
-            raise ValueError(f"repo_credential may not name {value}")
+            raise ValueError(f"{info.field_name} may not name {value}")
         return value
+
+    @field_validator("model_base_url")
+    @classmethod
+    def _model_base_url(cls, value: str) -> str:
+        return check_http_base_url(value, "model_base_url")
 
     @field_validator("secret_env")
     @classmethod
@@ -310,6 +323,15 @@ class RunSpec(_StrictInput):
             raise ValueError(
                 f"repo_credential: {self.repo_credential} would reach the sandbox through env "
                 "or secret_env; the gateway adds it, and only there is it kept from the agent"
+            )
+        if self.model_credential and self.model_credential in self.env:
+            raise ValueError(
+                f"model_credential: {self.model_credential} would reach the sandbox through env; "
+                "the gateway adds it, and only there is it kept from the agent"
+            )
+        if self.model_base_url and self.agent is not None:
+            raise ValueError(
+                "model_base_url is for agents of your own; a coding agent's is agent.base_url"
             )
         if self.fresh_context_exit_code == 0:
             raise ValueError("fresh_context_exit_code may not be 0 (0 means finished)")
@@ -475,8 +497,15 @@ class RunStatus(_Strict):
     snapshot_pause_seconds: float = 0
     snapshot_error: str | None = None
     restored_from: str | None = None
-    # The model spend the agent reported (part of `spend_usd`), and what it asks or waits for.
+    # The model spend (part of `spend_usd`): the worker's gateway's figure when the run's calls
+    # go through it (`spend_model_source` "gateway"), else what the agent reported ("agent");
+    # the agent's own report beside the gateway's when the two differ by more than 5%; the
+    # model API's trouble the gateway retried, lately; calls refused at the spend cap.
     spend_model_usd: float = 0
+    spend_model_source: Literal["gateway", "agent"] = "agent"
+    spend_model_reported_usd: float | None = None
+    model_api: str | None = None
+    model_calls_capped: int = 0
     talk: AgentTalk | None = None
     outputs: RunOutputs | None = None
     # Connections its sandboxes' network refused, per host asked for, most first.
@@ -508,6 +537,7 @@ class RunResult(_Strict):
     # What the agent's `finish()` handed over, and the model spend it reported (in spend_usd).
     outputs: RunOutputs | None = None
     spend_model_usd: float = 0
+    spend_model_source: Literal["gateway", "agent"] = "agent"
     safety_net: SafetyNet | None = None  # what the restarts cost (None: run begun before)
     # The done check's passing round (each command, its time and its output's tail), and the
     # failed rounds before it.

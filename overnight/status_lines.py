@@ -85,7 +85,18 @@ def talk_lines(status: RunStatus) -> list[tuple[str, str]]:
         why = f": {_one_line(said.waiting_reason)}" if said.waiting_reason else ""
         lines.append(("paused until", f"{said.waiting_until:%Y-%m-%d %H:%M} UTC{why}"))
     if status.spend_model_usd:
-        lines.append(("model spend", f"${status.spend_model_usd:.2f} (in the spend above)"))
+        counted = "counted at the gateway, " if status.spend_model_source == "gateway" else ""
+        lines.append(
+            ("model spend", f"${status.spend_model_usd:.2f} ({counted}in the spend above)")
+        )
+    if status.spend_model_reported_usd is not None:
+        lines.append(
+            ("agent's own count", f"${status.spend_model_reported_usd:.2f} of model spend")
+        )
+    if status.model_api:
+        lines.append(("model API", status.model_api.removeprefix("model API: ")))
+    if status.model_calls_capped:
+        lines.append(("model calls refused", f"{status.model_calls_capped} at the spend cap"))
     if said is not None and said.refused:
         lines.append(("kit request refused", said.refused))
     outputs = status.outputs

@@ -28,6 +28,7 @@ with workflow.unsafe.imports_passed_through():
         host_steps,
         kit_request_steps,
         lease_steps,
+        model_steps,
         money_steps,
         same_sandbox_steps,
         snapshot_steps,
@@ -43,7 +44,7 @@ with workflow.unsafe.imports_passed_through():
         LEAN_WRITES_PATCH,
         SPEC_CHECK_PATCH,
     )
-    from workflows.pure import budget, money, safety_net
+    from workflows.pure import budget, model_books, money, safety_net
     from workflows.pure.card import build_status, render_card
     from workflows.pure.decide import (
         Decision,
@@ -155,6 +156,7 @@ class AgentRun(RunMessages, RewindMessages):
                     await attention_steps.give_up(s, self._notifier)
                 decision = waited
             else:
+                await model_steps.follow_budget(s)  # an extension lifts the gateway's cap
                 seen = await self._observe(s)
                 if seen is None:
                     continue
@@ -248,6 +250,7 @@ class AgentRun(RunMessages, RewindMessages):
             self._watch_until = None
         money.take_money(s, seen.money, workflow.now())
         take_refusals(s, s.sandbox_id, seen.egress_refused)
+        model_books.take_books(s, seen.gateway_books)
         s.watch_token = seen.watch_token
         s.sandbox_paused = seen.sandbox_state == "paused"
         # A paused sandbox's reported end is judged beside the run's record (lease.lease_ended),

@@ -18,9 +18,11 @@ from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from activities.models import AgentStarted, SnapshotRestore
+    from overnight.model_access import model_plan
     from workflows import host_steps
     from workflows.calls import routing, sandbox
-    from workflows.pure import workspace
+    from workflows.patches import GATEWAY_MODELS_PATCH
+    from workflows.pure import budget, model_books, workspace
     from workflows.pure.hosts import Route
     from workflows.pure.state import SupervisorState
 
@@ -41,6 +43,9 @@ async def create(
 ) -> AgentStarted:
     """The new sandbox's agent started; ActivityError when it could not be made. `publish`:
     the card is published again as a failed try's note comes in (what the run waits on)."""
+    if not s.gateway_metered and model_plan(s.spec) is not None:
+        # Its model calls through the worker's gateway, their spend counted there.
+        s.gateway_metered = workflow.patched(GATEWAY_MODELS_PATCH)
     try:
         return await _create(s, reason, cost_cap, restore, lease_cost, publish)
     finally:
@@ -91,7 +96,10 @@ async def _create_on(
         wants_host=s.host_routing,
         route=route,
         workspace=workspace.restore_for(s),
+        model_allowance_usd=_model_allowance(s),
+        model_booked_by_host=model_books.booked_by_host(s),
     )
+    s.model_cap_budget = s.budget.max_spend_usd
     try:
         await _wait_publishing(s, handle, publish)
     except asyncio.CancelledError:
@@ -125,3 +133,9 @@ async def _wait_publishing(
         if noted() and publish is not None:
             shown = s.waiting_on
             publish(s)
+
+
+def _model_allowance(s: SupervisorState) -> float | None:
+    if not s.gateway_metered:
+        return None
+    return model_books.allowance_usd(s, budget.sandbox_spend_usd(s, workflow.now()))

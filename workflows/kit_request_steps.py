@@ -14,7 +14,7 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from overnight.output_tail import markdown_inline
-    from workflows import admission_steps, attention_steps, host_steps
+    from workflows import admission_steps, attention_steps, host_steps, model_steps
     from workflows.calls import kit_requests as kit_requests_calls
     from workflows.calls import sandbox_lifecycle
     from workflows.notify_steps import Notifier
@@ -55,6 +55,7 @@ async def act(
         if not await admission_steps.back_in(s, publish):
             return None  # cancelled in the queue: the loop ends the run
         s.paused_in_place = False
+        await model_steps.follow_budget(s)  # its gateway's cap lifted before it wakes
         if not await _wake(s, "budget extended: the same agent goes on"):
             why = "sandbox paused for the budget could not be woken"
             return restart_within_budget(s, why, workflow.now())

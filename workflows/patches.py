@@ -111,6 +111,11 @@ RUN_STORE_FREED_PATCH = "run-store-freed"
 # with the sandbox paused where it stands (an extension wakes the same agent); runs begun
 # before take it as paused from outside (a restart).
 HOST_FLOOR_PATCH = "host-floor-in-place"
+# Runs begun with this marker whose spec sends its model calls through the worker's gateway
+# (overnight/model_access.py) count the gateway's figure of their model spend, and set the
+# gateway's cap again when their spend budget is extended (workflows/model_steps.py); runs
+# begun before count what their agent reported, as they did.
+GATEWAY_MODELS_PATCH = "gateway-model-calls"
 
 # Runs begun with this marker send notifications (workflows.notify_steps); histories recorded
 # before it replay without.

@@ -42,6 +42,7 @@ from activities.gateway.tokens import (
     model_token_for,
     token_for,
 )
+from activities.models import GatewayBooks
 from overnight.egress import EGRESS_ADDRESSES_ENV, AddressRule, parse_address_rules
 from overnight.home import overnight_home
 
@@ -162,6 +163,28 @@ def model_stats_of(home: Path, run_id: str) -> dict[str, Any]:
     `last_upstream_error_at` (epoch seconds), `cap_refusals`, `repeats` (requests in a row
     with the same body) and `last_body` (its SHA-256); empty when there are none."""
     return stats_in(folder_of(home), run_id)
+
+
+def books_of(home: Path, run_id: str) -> GatewayBooks:
+    """What the gateway booked to `run_id` on this host, with its stats, for the run."""
+    usd, answers = spend_of(home, run_id)
+    stats = model_stats_of(home, run_id)
+
+    def count(name: str) -> int:
+        value = stats.get(name)
+        return value if isinstance(value, int) and value >= 0 else 0
+
+    error = stats.get("last_upstream_error")
+    at = stats.get("last_upstream_error_at")
+    return GatewayBooks(
+        usd=max(0.0, usd),
+        answers=answers,
+        retries=count("retries"),
+        last_upstream_error=error if isinstance(error, str) else "",
+        last_upstream_error_at=float(at) if isinstance(at, int | float) else None,
+        cap_refusals=count("cap_refusals"),
+        repeats=count("repeats"),
+    )
 
 
 def refusals_of(home: Path, sandbox: str) -> dict[str, int]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Literal, Protocol, runtime_checkable
 
-from activities.models import ProcessState, SandboxInfo
+from activities.models import GatewayBooks, ProcessState, SandboxInfo
 from overnight.isolation import HostBind
 
 
@@ -69,6 +69,29 @@ class GitOrigin:
 
 
 @dataclass(frozen=True)
+class ModelAccess:
+    """A run's model calls, as a provider's gateway serves them to its sandbox (docs/gateway.md):
+    sent on to `upstream` (empty: the vendor's own) with the key in the worker's variable
+    `credential_env`, booked to `run_id`, refused once what its host booked to the run reaches
+    `cap_usd` (None: no cap)."""
+
+    upstream: str
+    credential_env: str
+    run_id: str
+    cap_usd: float | None = None
+
+
+@dataclass(frozen=True)
+class ModelEndpoint:
+    """Where a sandbox sends its model calls (the base URL of the gateway's model routes, as
+    the sandbox reaches it) and the token it sends as its API key: a capability of the
+    sandbox's, void once it stops or pauses, never the key."""
+
+    url: str
+    token: str
+
+
+@dataclass(frozen=True)
 class SandboxRequest:
     name: str
     labels: dict[str, str]
@@ -98,6 +121,9 @@ class SandboxRequest:
     # The run's origin when it is a folder on the worker: served to the sandbox by a provider
     # that can (ServesGit), pushes held to the run's own refs.
     origin: GitOrigin | None = None
+    # Its model calls through the provider's gateway (a provider that ServesModels), the
+    # worker's key kept there. None: the sandbox calls its model API itself.
+    model: ModelAccess | None = None
     # Start as a copy of this snapshot (recovery "snapshot"; see
     # activities.providers.snapshot_protocol).
     snapshot_id: str | None = None
@@ -202,6 +228,25 @@ class CountsRefusals(Protocol):
     async def egress_refusals(self, sandbox_id: str) -> dict[str, int]:
         """Refused connections of the sandbox so far, per host name (or address) asked for;
         empty when none, or when it cannot be told."""
+        ...
+
+
+@runtime_checkable
+class ServesModels(Protocol):
+    """A provider whose gateway serves its sandboxes' model calls (`SandboxRequest.model`) and
+    keeps their books (the local provider)."""
+
+    async def model_endpoint(self, sandbox_id: str) -> ModelEndpoint | None:
+        """Where the sandbox sends its model calls; None when they are not served to it."""
+        ...
+
+    async def model_books(self, run_id: str) -> GatewayBooks:
+        """What the gateway booked to `run_id` on this host so far."""
+        ...
+
+    async def set_model_cap(self, sandbox_id: str, cap_usd: float | None) -> bool:
+        """Cap the sandbox's next calls: refused once its host's books of the run reach
+        `cap_usd` (None: no cap); False when the sandbox has no model entry (nothing changed)."""
         ...
 
 

@@ -14,7 +14,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.calls.checkpoints import requests_path_of, session_store_of
     from workflows.calls.routing import routed
     from workflows.patches import DEADLINE_LOOK_BOUNDED_PATCH
-    from workflows.pure import money
+    from workflows.pure import model_books, money
     from workflows.pure.hosts import ANY_WORKER, Route
     from workflows.pure.state import SupervisorState
 
@@ -45,6 +45,8 @@ def start_observe(
             requests_path=requests_path_of(s),
             known_requests_digest=s.requests_digest,
             session_store_of=session_store_of(spec),
+            model_books_of=spec.run_id if s.gateway_metered else None,
+            known_model_books=model_books.known(s),
         ),
         result_type=Observation,
         start_to_close_timeout=observe_timeout(wait, at_deadline=at_deadline),

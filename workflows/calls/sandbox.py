@@ -54,6 +54,8 @@ def start_create_sandbox(
     wants_host: bool = False,
     route: Route = ANY_WORKER,
     workspace: WorkspaceRestore | None = None,
+    model_allowance_usd: float | None = None,
+    model_booked_by_host: dict[str, float] | None = None,
 ) -> workflow.ActivityHandle[AgentStarted]:
     """Started, not awaited: a `cancel` signal must be able to interrupt a long create.
     `restore`: make it from that snapshot (recovery "snapshot") if it is still ready."""
@@ -74,6 +76,8 @@ def start_create_sandbox(
             lease_cost_micros=lease_cost_micros,
             wants_host=wants_host,
             workspace=workspace,
+            model_allowance_usd=model_allowance_usd,
+            model_booked_by_host=model_booked_by_host or {},
         ),
         result_type=AgentStarted,
         start_to_close_timeout=policies.CREATE_TIMEOUT,

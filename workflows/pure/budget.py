@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from overnight.models import Budget, BudgetExtension, RunSpec
-from workflows.pure import kit_requests
+from workflows.pure import kit_requests, model_books
 from workflows.pure.state import ChargeFigure, SupervisorState
 
 SECONDS_PER_HOUR = 3600.0
@@ -77,8 +77,9 @@ def estimated_spend_usd(state: SupervisorState, now: datetime) -> float:
 
 
 def spend_usd(state: SupervisorState, now: datetime) -> float:
-    """What the budget counts: the sandboxes' and the model spend the agent reported."""
-    return sandbox_spend_usd(state, now) + kit_requests.model_usd(state)
+    """What the budget counts: the sandboxes' and the model spend (the gateway's figure, or
+    what the agent reported: workflows/pure/model_books.py)."""
+    return sandbox_spend_usd(state, now) + model_books.model_spend_usd(state)
 
 
 def sandbox_spend_usd(state: SupervisorState, now: datetime) -> float:

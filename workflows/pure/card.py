@@ -19,7 +19,7 @@ from overnight.status_lines import (
     talk_lines,
 )
 from overnight.workspace_spec import workspace_line
-from workflows.pure import kit_requests
+from workflows.pure import kit_requests, model_books
 from workflows.pure.budget import (
     charged_usd,
     estimated_spend_usd,
@@ -79,7 +79,11 @@ def build_status(state: SupervisorState, now: datetime) -> RunStatus:
         snapshot_pause_seconds=round(state.snapshot_pause_seconds, 3),
         snapshot_error=state.snapshot_error,
         restored_from=state.restored_from,
-        spend_model_usd=round(kit_requests.model_usd(state), 4),
+        spend_model_usd=round(model_books.model_spend_usd(state), 4),
+        spend_model_source="gateway" if state.gateway_metered else "agent",
+        spend_model_reported_usd=_rounded(model_books.reported_apart(state)),
+        model_api=model_books.upstream_line(state, now),
+        model_calls_capped=sum(b.cap_refusals for b in state.gateway_books.values()),
         talk=kit_requests.talk_view(state),
         outputs=state.outputs,
         safety_net=safety_net_summary(state, now),

@@ -12,7 +12,7 @@ from datetime import datetime
 from activities.models import AgentStarted, CheckpointRead, OutputTail, RequestsRead
 from overnight.checkpoint_text import parsed_for_result
 from overnight.models import LastWords, RestartRecord, RunResult
-from workflows.pure import budget, kit_requests, money, safety_net
+from workflows.pure import budget, kit_requests, model_books, money, safety_net
 from workflows.pure.checkpoint import facts, judge
 from workflows.pure.egress import refused_totals
 from workflows.pure.state import SupervisorState
@@ -121,7 +121,8 @@ def run_result(s: SupervisorState, now: datetime) -> RunResult:
         hours_used=round(budget.hours_used(s, now), 4),
         spend_usd=round(budget.spend_usd(s, now), 4),
         outputs=s.outputs,
-        spend_model_usd=round(kit_requests.model_usd(s), 4),
+        spend_model_usd=round(model_books.model_spend_usd(s), 4),
+        spend_model_source="gateway" if s.gateway_metered else "agent",
         safety_net=safety_net.summary(s, now),
         checkpoint_json=parsed_for_result(s.checkpoint, s.checkpoint_is_json),
         done_checks=list(s.done_results),

@@ -9,6 +9,7 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from activities.models import GatewayBooks
 from overnight.admission import AdmissionTerms
 from overnight.agent_requests import (
     AgentRequests,
@@ -199,6 +200,13 @@ class SupervisorState(BaseModel):
     # (workflows/pure/egress.py).
     egress_refused: dict[str, dict[str, int]] = Field(default_factory=dict)
     model_usd_folded: float = 0
+    # Model calls through the worker's gateway (workflows/pure/model_books.py): whether the
+    # run's are (False for runs begun before, so their histories replay unchanged), what each
+    # host's gateway booked (by host queue, "" for a run's one worker), and the spend budget
+    # the gateway's cap was last set from.
+    gateway_metered: bool = False
+    gateway_books: dict[str, GatewayBooks] = Field(default_factory=dict)
+    model_cap_budget: float | None = None
     outputs: RunOutputs | None = None
     request_refused: str | None = None
     # The kit's requests file (workflows.pure.kit_requests): whether the run reads it (False for

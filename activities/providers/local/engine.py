@@ -38,6 +38,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from activities.gateway import service as gateway_service
 from activities.providers.local import cgroup_plan as local_cgroup_plan
@@ -127,6 +128,7 @@ class LocalEngine(GuestFiles):
         network: str = "own",
         egress: Sequence[str] | None = None,
         origin: Mapping[str, str] | None = None,
+        model: Mapping[str, Any] | None = None,
         mounts: Sequence[WorkerMount] = (),
     ) -> tuple[SandboxMeta, bool]:
         """The sandbox named `name`, created (running) if absent. True when created now.
@@ -192,6 +194,7 @@ class LocalEngine(GuestFiles):
                 egress=list(egress) if gated and egress is not None else None,
                 gateway_port=gateway_service.live_port(self.home) if gated else None,
                 git_origin=dict(origin) if gated and origin is not None else None,
+                model=dict(model) if gated and model is not None else None,
                 uid=uid,
                 disk=disk.mode,
                 disk_mib=disk.mib,
@@ -272,6 +275,15 @@ class LocalEngine(GuestFiles):
                     meta, state="running", deadline=deadline, paused_at=None, pause_reason=None
                 )
             )
+
+    def set_model_cap(self, sandbox_id: str, cap_usd: float | None) -> bool:
+        """The gateway's cap on the run's model spend for this sandbox's next calls; False when
+        it has no model entry."""
+        with self._changing(sandbox_id) as meta:
+            if meta.model is None:
+                return False
+            self._save(dataclasses.replace(meta, model={**meta.model, "cap_usd": cap_usd}))
+            return True
 
     def resume(self, sandbox_id: str) -> SandboxMeta:
         """Runtime's wake on request: the same as `wake` with the sandbox's own lease."""

@@ -9,7 +9,7 @@ import asyncio
 import dataclasses
 
 from activities.gateway import service as gateway_service
-from activities.models import SandboxInfo
+from activities.models import GatewayBooks, SandboxInfo
 from activities.providers.local.agent_looks import LocalLook
 from activities.providers.local.convert import process_info, sandbox_info, snapshot_info
 from activities.providers.local.disk_watch import DiskWatch
@@ -25,6 +25,7 @@ from activities.providers.protocol import (
     AgentLaunch,
     CommandOutput,
     FileRead,
+    ModelEndpoint,
     ProcessInfo,
     SandboxNotFound,
     SandboxRequest,
@@ -67,6 +68,7 @@ class LocalProvider:
             network=request.network,
             egress=request.egress,
             origin=None if request.origin is None else dataclasses.asdict(request.origin),
+            model=None if request.model is None else dataclasses.asdict(request.model),
             mounts=request.mounts,
         )
         if request.snapshot_id is not None:
@@ -134,6 +136,20 @@ class LocalProvider:
         if origin is None:
             return None
         return gateway_service.git_remote(self.engine.home, sandbox_id, meta.gateway_port, origin)
+
+    async def model_endpoint(self, sandbox_id: str) -> ModelEndpoint | None:
+        meta = await asyncio.to_thread(self.engine.find, sandbox_id)
+        if meta is None or meta.model is None or meta.gateway_port is None:
+            return None
+        home = self.engine.home
+        token = await asyncio.to_thread(gateway_service.model_token, home, sandbox_id)
+        return ModelEndpoint(url=gateway_service.model_url(meta.gateway_port), token=token)
+
+    async def model_books(self, run_id: str) -> GatewayBooks:
+        return await asyncio.to_thread(gateway_service.books_of, self.engine.home, run_id)
+
+    async def set_model_cap(self, sandbox_id: str, cap_usd: float | None) -> bool:
+        return await asyncio.to_thread(self.engine.set_model_cap, sandbox_id, cap_usd)
 
     async def egress_refusals(self, sandbox_id: str) -> dict[str, int]:
         return await asyncio.to_thread(gateway_service.refusals_of, self.engine.home, sandbox_id)

@@ -84,6 +84,9 @@ class SandboxMeta:
     gateway_port: int | None = None
     # Its run's origin folder, served to it by the gateway (`{"path", "branch", "run_id"}`).
     git_origin: dict[str, str] | None = None
+    # Its model calls, served by the gateway with the worker's key (activities/gateway/
+    # model_origin.py: `{"upstream", "credential_env", "run_id", "cap_usd"}`); None: none.
+    model: dict[str, Any] | None = None
     # The unprivileged user its processes run as (a worker running as root); None: the
     # worker's own user.
     uid: int | None = None

@@ -1,0 +1,266 @@
+"""Model calls through the worker's gateway (issue 49, docs/gateway.md), end to end on the real
+dev server, a real worker, bubblewrap sandboxes and the real CLIs against the fake model API:
+
+- a hostile agent (Claude Code's and Codex's own shell) that dumps its environment, every
+  process's environment and command line, and greps every file it may read for the key finds
+  it nowhere; the run finishes, its model spend the gateway's count of the fake's usage at the
+  price table, to the cent;
+- an agent of one's own calling the model API from its own code (never reporting usage) with
+  `max_spend_usd: 1` is refused at the gateway once $1 is booked, the run pauses it needing
+  attention, and `extend --spend 1` lets the same process go on;
+- a token after its sandbox stopped, another sandbox's token, and no token are refused at the
+  gateway: nothing forwarded, nothing booked.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import textwrap
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+from temporalio.client import Client
+
+from activities.gateway import service as gateway_service
+from fakes.model_api import FakeModelApi, Shell, text, tools
+from fakes.model_api.turns import Answer
+from overnight.cli import client as api
+from overnight.cli.demo import make_origin
+from overnight.home import overnight_home
+from overnight.local_services import serve_to_agents
+from overnight.model_prices import DEFAULT_PRICES, Usage, dearest, price_of, usd_of
+from overnight.models import BudgetExtension, RunSpec
+from tests.agent_clis.conftest import agents_home, installed_cli  # noqa: F401 (fixtures)
+from tests.e2e.coding_agent_runs import (
+    CREDENTIAL,
+    FAKE_KEY,
+    agents_queue,  # noqa: F401 (a fixture)
+    credential,  # noqa: F401 (a fixture)
+    kind,  # noqa: F401 (a fixture)
+    sandbox_ids,
+    start_coding_run,
+)
+from tests.e2e.helpers import agent_pids, new_run_id, wait_for_status
+
+# The key in two halves, joined only in the sandbox's shell: the model's tool call (which the
+# CLI sends back in the next request) must not carry it whole.
+HALVES = (FAKE_KEY[:7], FAKE_KEY[7:])
+# Every way an agent reads what it was given: its variables, every process's variables and
+# command line, and every file it may read but the CLIs' installs (read-only copies of npm
+# packages, which hold no key).
+DUMP = textwrap.dedent(
+    f"""\
+    K={HALVES[0]}; K="$K{HALVES[1]}"
+    echo "env:$(env | grep -c -F "$K")"
+    echo "environ:$(cat /proc/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n' | grep -c -F "$K")"
+    echo "cmdline:$(cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' '\\n' | grep -c -F "$K")"
+    echo "files:[$(grep -r -l -F "$K" /workspace /overnight/session /overnight/kit /tmp "$HOME" \\
+        /etc 2>/dev/null | tr '\\n' ' ')]"
+    env | grep -E '^(ANTHROPIC_API_KEY|OPENAI_API_KEY|OVERNIGHT_MODEL_TOKEN)=' | cut -c1-30 | sort
+    echo DUMPED"""
+)
+
+
+def _priced(fake: FakeModelApi, script: list[Answer]) -> float:
+    """What the fake's answers cost at the worker's price table: each request's model, the
+    usage its scripted turn said."""
+    usd = 0.0
+    for request in fake.requests():
+        assert request.turn_index is not None
+        turn = script[request.turn_index]
+        price = price_of(DEFAULT_PRICES, request.model) or dearest(DEFAULT_PRICES)
+        used = Usage(
+            input_tokens=getattr(turn, "input_tokens", 0),
+            output_tokens=getattr(turn, "output_tokens", 0),
+        )
+        usd += usd_of(price, used)
+    return usd
+
+
+async def test_a_hostile_cli_finds_the_key_nowhere_and_its_spend_is_counted_at_the_gateway(
+    dev_client: Client,
+    agents_queue: str,  # noqa: F811
+    kind: str,  # noqa: F811
+    runs: list[str],
+    tmp_path: Path,
+) -> None:
+    script: list[Answer] = [
+        tools(Shell(DUMP), label="dump"),
+        text("Nothing to find.", label="final"),
+    ]
+    with FakeModelApi(script) as fake:
+        spec, _ = await start_coding_run(
+            dev_client, agents_queue, runs, tmp_path, fake, f"gw-{kind[:6]}", kind=kind
+        )
+        result = await asyncio.wait_for(api.wait_result(dev_client, spec.run_id), timeout=240)
+        status = await api.get_status(dev_client, spec.run_id)
+        requests = fake.requests()
+
+    assert (result.outcome, result.attempts) == ("finished", 1)
+    dumped = requests[1].text()
+    assert "DUMPED" in dumped, dumped[-2000:]
+    assert "env:0" in dumped and "environ:0" in dumped and "cmdline:0" in dumped, dumped
+    assert "files:[]" in dumped, dumped
+    # What it was given instead: the sandbox's token, as its CLI's key and for the kit.
+    vendor = "ANTHROPIC_API_KEY" if kind == "claude-code" else "OPENAI_API_KEY"
+    assert f"{vendor}=ovn-" in dumped and "OVERNIGHT_MODEL_TOKEN=ovn-" in dumped, dumped
+    # Nothing the CLI sent carried the key; every call reached the fake with it, from the
+    # gateway.
+    for request in requests:
+        assert FAKE_KEY not in json.dumps(request.body)
+        sent = request.headers.get("x-api-key") or request.headers.get("authorization", "")
+        assert sent.removeprefix("Bearer ") == FAKE_KEY
+    assert status.spend_model_source == "gateway"
+    assert status.spend_model_usd == pytest.approx(_priced(fake, script), abs=0.005)
+    assert FAKE_KEY not in status.model_dump_json() + result.model_dump_json()
+
+
+# An agent of one's own that calls the model API from its own code: Anthropic Messages at the
+# gateway, one call after another, never reporting what it spends; each answer booked is a
+# line in answers.txt, each refusal a line in refused.txt.
+OWN_CALLER = textwrap.dedent(
+    """\
+    import json, os, time, urllib.error, urllib.request
+
+    url = os.environ["OVERNIGHT_MODEL_URL"] + "/v1/messages"
+    body = json.dumps({"model": "claude-sonnet-4-5", "max_tokens": 16,
+                       "messages": [{"role": "user", "content": "hi"}]}).encode()
+    while True:
+        request = urllib.request.Request(url, data=body, method="POST", headers={
+            "x-api-key": os.environ["OVERNIGHT_MODEL_TOKEN"],
+            "anthropic-version": "2023-06-01", "content-type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=30) as answer:
+                answer.read()
+            name = "answers.txt"
+        except urllib.error.HTTPError as error:
+            name = f"refused-{error.code}.txt"
+        except OSError:
+            name = "unreachable.txt"
+        with open("/workspace/" + name, "a") as out:
+            out.write("x\\n")
+        time.sleep(0.2)
+    """
+)
+# Each answer: 100,000 input tokens at Sonnet's $3 per million = $0.30, and 20 out ($0.0003).
+ANSWER_USD = 0.3003
+
+
+def _lines(sandbox_folder: Path, name: str) -> int:
+    try:
+        return len((sandbox_folder / "workspace" / name).read_text().splitlines())
+    except OSError:
+        return 0
+
+
+async def test_an_agents_own_calls_stop_at_the_cap_and_go_on_in_the_same_process_after_extend(
+    dev_client: Client,
+    agents_queue: str,  # noqa: F811
+    credential: None,  # noqa: F811
+    runs: list[str],
+    tmp_path: Path,
+) -> None:
+    agent_dir = tmp_path / "agent"
+    agent_dir.mkdir()
+    (agent_dir / "main.py").write_text(OWN_CALLER)
+    run_id = new_run_id("gw-own")
+    runs.append(run_id)
+    files = make_origin(tmp_path / run_id)
+    script: list[Answer] = [text("hello", input_tokens=100_000, output_tokens=20)] * 40
+    with FakeModelApi(script) as fake:
+        serve_to_agents(fake.port)  # the worker in this process vouches for the fake's port
+        spec = RunSpec.model_validate(
+            {
+                "run_id": run_id,
+                "repo": str(files.origin),
+                "agent_dir": str(agent_dir),
+                "command": "python3 /workspace/agent/main.py",
+                "model_credential": CREDENTIAL,
+                "model_base_url": fake.anthropic_base_url,
+                "host_ports": [fake.port],
+                "rates": {"vcpu_hour_usd": 0, "gib_hour_usd": 0},
+                "budget": {"max_spend_usd": 1},
+                "poll_seconds": 1,
+                "stall_seconds": 600,
+            }
+        )
+        await api.start_run(dev_client, spec, task_queue=agents_queue)
+        held = await wait_for_status(
+            dev_client, run_id, lambda s: s.state == "needs_attention", timeout=120
+        )
+        folder = overnight_home() / "sandboxes" / f"{run_id}-1"
+        pids = agent_pids(run_id)
+        booked_at_cap = held.spend_model_usd
+        answered_at_cap = _lines(folder, "answers.txt")
+        await api.extend_budget(dev_client, run_id, BudgetExtension(spend_usd=1))
+        again = await wait_for_status(
+            dev_client,
+            run_id,
+            lambda s: s.state == "needs_attention" and s.spend_model_usd > booked_at_cap,
+            timeout=120,
+        )
+        after = _lines(folder, "answers.txt")
+        same_pids = agent_pids(run_id)
+        forwarded = len(fake.requests())
+        await api.cancel_run(dev_client, run_id, "enough")
+
+    assert held.attention_reason is not None and "spend budget" in held.attention_reason
+    assert held.spend_model_source == "gateway"
+    # Stopped at the gateway by $1 booked: the calls in flight when it was reached at most.
+    assert 1.0 <= booked_at_cap <= 1.0 + ANSWER_USD + 1e-6, booked_at_cap
+    assert answered_at_cap == round(booked_at_cap / ANSWER_USD)
+    assert forwarded == after  # every refused call stopped at the gateway, none forwarded
+    assert held.model_calls_capped >= 0
+    # The same process went on after the extension, to the new cap.
+    assert pids and set(pids) <= set(same_pids)
+    assert (again.attempt, again.restarts_used) == (1, 0)
+    assert 2.0 <= again.spend_model_usd <= 2.0 + ANSWER_USD + 1e-6
+    assert after > answered_at_cap
+
+
+async def test_a_token_after_its_sandbox_stopped_another_runs_and_none_are_refused(
+    dev_client: Client,
+    agents_queue: str,  # noqa: F811
+    kind: str,  # noqa: F811
+    runs: list[str],
+    tmp_path: Path,
+) -> None:
+    if kind != "claude-code":
+        pytest.skip("the gateway's refusals do not depend on the CLI")
+    script: list[Answer] = [text("Done.", label="final")]
+    with FakeModelApi(script) as fake:
+        spec, _ = await start_coding_run(dev_client, agents_queue, runs, tmp_path, fake, "gw-tok")
+        result = await asyncio.wait_for(api.wait_result(dev_client, spec.run_id), timeout=240)
+        [sandbox] = await sandbox_ids(spec.run_id)
+        home = overnight_home()
+        port = gateway_service.live_port(home)
+        assert port is not None
+        ended_token = gateway_service.model_token(home, sandbox)
+        forwarded = len(fake.requests())
+        booked = gateway_service.spend_of(home, spec.run_id)
+        url = gateway_service.model_url(port) + "/v1/messages"
+        tried = []
+        for token in (ended_token, gateway_service.model_token(home, "run-other-1"), None):
+            tried.append(await asyncio.to_thread(_call, url, token))
+        after = len(fake.requests())
+
+    assert result.outcome == "finished"
+    assert tried == [401, 401, 401]
+    assert after == forwarded  # nothing forwarded
+    assert gateway_service.spend_of(home, spec.run_id) == booked  # nothing booked
+
+
+def _call(url: str, token: str | None) -> int:
+    body = json.dumps({"model": "claude-sonnet-4-5", "max_tokens": 8, "messages": []}).encode()
+    headers = {"content-type": "application/json", "anthropic-version": "2023-06-01"}
+    if token is not None:
+        headers["x-api-key"] = token
+    request = urllib.request.Request(url, data=body, method="POST", headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            return int(answer.status)
+    except urllib.error.HTTPError as error:
+        return int(error.code)
