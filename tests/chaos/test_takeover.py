@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from overnight.worker.runner import STOP_TIMEOUT
 from tests.chaos.takeover import GRACEFUL_TARGET, measure_takeover
 
 
@@ -22,7 +23,11 @@ async def test_a_worker_stopped_gracefully_hands_its_watches_over_within_ten_sec
     assert graceful is not None
     explain = "\n".join([*lines, str(graceful.seconds), f"kept in {tmp_path}"])
     assert graceful.worst is not None, explain
+    # Handed over on the signal (1.0 s at most, measured), not once the worker's graceful
+    # shutdown period (GRACEFUL_SHUTDOWN, 10 s) ran out: a watch left to that is at least 10 s.
     assert graceful.worst <= GRACEFUL_TARGET, explain
-    # It exited by itself, cleanly, well inside its graceful shutdown period.
+    # It exited by itself, cleanly (1.3 s, measured), before a deploy's SIGKILL would come
+    # (STOP_TIMEOUT, 15 s after SIGTERM).
     assert graceful.exit_code == 0, explain
-    assert graceful.exit_seconds is not None and graceful.exit_seconds <= 15, explain
+    stop_timeout = STOP_TIMEOUT.total_seconds()
+    assert graceful.exit_seconds is not None and graceful.exit_seconds <= stop_timeout, explain
