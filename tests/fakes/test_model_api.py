@@ -320,10 +320,10 @@ def test_a_held_stream_stalls_no_other_client_and_ends_on_close() -> None:
     thread.start()
     fake.wait_for_requests(1)
     assert post(fake, "/v1/messages", {})[0] == 200  # served while the first is held
-    started = time.monotonic()
     fake.close()
-    thread.join(timeout=10)
-    assert time.monotonic() - started < 5 and isinstance(outcome[0], http.client.IncompleteRead)
+    thread.join(timeout=30)  # a cap: the held client gives up by itself after 10 s
+    # Cut off by the close: a stream left held would end in the client's own timeout instead.
+    assert isinstance(outcome[0], http.client.IncompleteRead), outcome
 
 
 def test_a_request_is_in_the_log_file_before_its_answer_ends(tmp_path: Path) -> None:
