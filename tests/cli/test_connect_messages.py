@@ -63,7 +63,9 @@ def test_no_server_is_one_line_saying_what_to_do() -> None:
         assert done.stderr == f"overnight: no Temporal server at 127.0.0.1:{port}: {HINT}\n"
 
 
-def test_dev_on_a_port_another_program_holds_fails_within_5_seconds(tmp_path: Path) -> None:
+def test_dev_on_a_port_another_program_holds_fails_after_a_short_grace_not_the_startup_wait(
+    tmp_path: Path,
+) -> None:
     port = free_port()
     with squatter(port):
         began = time.monotonic()
@@ -76,7 +78,9 @@ def test_dev_on_a_port_another_program_holds_fails_within_5_seconds(tmp_path: Pa
         )
         took = time.monotonic() - began
     assert done.returncode == 1
-    assert took < 5, took
+    # The held port's short grace (HELD_GRACE_SECONDS, 2.5 s) and the command's start: about
+    # 4 s here. Waiting for a server to start there would take its startup timeout (60 s).
+    assert took < 30, took
     assert f"dev server settings: {DEV_CONFIG_FILE}" in done.stdout
     assert done.stderr == (
         f"overnight: 127.0.0.1:{port} is in use but no Temporal server answers there: stop "
