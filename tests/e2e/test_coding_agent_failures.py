@@ -62,7 +62,7 @@ from tests.e2e.coding_agent_runs import (
     until,
 )
 from tests.e2e.counting import sandbox_state
-from tests.e2e.helpers import wait_for_status
+from tests.e2e.helpers import agent_pids, wait_for_status
 from workflows.pure.kit_requests import LEAST_PAUSE
 
 RESULT_TIMEOUT = 120
@@ -161,7 +161,7 @@ async def test_a_lost_sandbox_is_replaced_by_one_that_resumes_the_same_session(
 # ----- the model API: overloaded, a usage limit -----
 
 
-async def test_529s_past_the_clis_own_retries_are_waited_out_with_no_restart(
+async def test_529s_are_retried_at_the_gateway_unseen_by_the_cli_with_no_restart(
     dev_client: Client,
     agents_queue: str,  # noqa: F811
     claude_code: Installed,  # noqa: F811
@@ -169,29 +169,27 @@ async def test_529s_past_the_clis_own_retries_are_waited_out_with_no_restart(
     runs: list[str],
     tmp_path: Path,
 ) -> None:
+    # Overloaded four times, each answer asking for a 0.2 s wait (Anthropic's retry-after-ms).
+    quick = {"retry-after-ms": "200"}
     script: list[Answer] = [
-        overloaded(times=4),
+        overloaded(times=4, headers=quick),
         tools(Shell("echo hi"), label="hi"),
         text("Done despite the overload.", label="final"),
     ]
     with FakeModelApi(script) as fake:
-        spec, _ = await start_coding_run(
-            dev_client,
-            agents_queue,
-            runs,
-            tmp_path,
-            fake,
-            "overload",
-            env={"CLAUDE_CODE_MAX_RETRIES": "1"},  # its own retries: one each, quickly
-        )
+        spec, _ = await start_coding_run(dev_client, agents_queue, runs, tmp_path, fake, "overload")
         result = await _result(dev_client, spec.run_id)
+        status = await api.get_status(dev_client, spec.run_id)
         requests = fake.requests()
 
     assert (result.outcome, result.attempts, result.restarts) == ("finished", 1, 0)
+    # The gateway asked four more times; the CLI saw none of it (no retry of its own, no
+    # backoff of the adapter's).
     assert [r.status for r in requests] == [529, 529, 529, 529, 200, 200]
     assert len(fake.session_ids()) == 1
-    checkpoint = result.checkpoint or ""
-    assert checkpoint.count("model API 529 after the CLI's own retries") == 2  # two backoffs
+    assert "after the CLI's own retries" not in (result.checkpoint or "")
+    assert status.model_api is not None and "529" in status.model_api, status.model_api
+    assert "4 retries at the gateway" in status.model_api
 
 
 @pytest.mark.long
@@ -303,19 +301,38 @@ async def test_spend_past_the_budget_pauses_and_an_extension_wakes_the_same_cli_
         )
         [sandbox] = await sandbox_ids(spec.run_id)
         paused = (await LocalProvider().sandbox(sandbox)).state
-        [pid] = cli_pids(spec.run_id)
+        [pid] = _adapter_pids(spec.run_id)
         await api.extend_budget(dev_client, spec.run_id, BudgetExtension(spend_usd=500))
         await fake_wait(fake.wait_for_requests, 3, timeout=60)
-        still = cli_pids(spec.run_id)
+        still = _adapter_pids(spec.run_id)
         result = await _result(dev_client, spec.run_id)
         requests = fake.requests()
 
     assert "spend" in (held.attention_reason or ""), held.attention_reason
+    # Counted at the gateway: the first answer's 200,000 tokens at the price table.
+    assert held.spend_model_source == "gateway"
     assert held.spend_model_usd > 0.05 and paused == "paused"
-    assert still == [pid]  # the same CLI process went on after the extension
+    # The gateway refused the next call at the cap (the CLI exits on it, not retrying at
+    # once); the same adapter went on after the extension, in the same session.
+    assert held.model_calls_capped >= 1
+    assert still == [pid]
     assert (result.outcome, result.attempts, result.restarts) == ("finished", 1, 0)
     assert [r.label for r in requests] == ["one", "two", "final"]
     assert len(fake.session_ids()) == 1
+
+
+def _adapter_pids(run_id: str) -> list[int]:
+    """The run's live adapter processes (overnight's, which runs the CLI)."""
+    found = []
+    for pid in agent_pids(run_id):
+        try:
+            command = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        script = command.split(b"\0")[1:2]  # python3's first argument (not a shell's -c)
+        if script and script[0].endswith(b"/coding_agent.py"):
+            found.append(pid)
+    return found
 
 
 async def test_ask_person_through_mcp_waits_for_the_answer_and_the_model_gets_it(
