@@ -30,6 +30,7 @@ from activities.models import (
     CheckpointSalvage,
     CreateSandboxInput,
     ExtendSandboxInput,
+    GatewayBooks,
     ListSandboxesInput,
     Observation,
     ObserveInput,
@@ -43,6 +44,7 @@ from activities.models import (
     SandboxState,
     SearchAttributeCheck,
     SearchAttributeCheckInput,
+    SetModelCapInput,
     SpecCheck,
     SpecCheckInput,
     StartAgentInput,
@@ -114,6 +116,15 @@ class WorkerDies:
 
 
 @dataclass(frozen=True)
+class Books:
+    """The host's gateway has booked this much to the run's model calls (given to a look that
+    asks for them), and refused this many calls at its cap."""
+
+    usd: float
+    cap_refusals: int = 0
+
+
+@dataclass(frozen=True)
 class HandedOver:
     """This look's worker shuts down gracefully: the attempt hands the watch over
     (`WorkerShutdown`, retried at once elsewhere; activities.heartbeat)."""
@@ -130,6 +141,7 @@ Step = (
     | Hangs
     | HandedOver
     | WorkerDies
+    | Books
 )
 
 
@@ -279,6 +291,8 @@ class FakeWorld:
         self.answers: list[AnswerAgentInput] = []
         # Runs whose store a worker was asked to free (`free_run_store`), in order.
         self.freed_stores: list[str] = []
+        # The gateway's caps set again (`set_model_cap`): sandbox, allowance, wakes before it.
+        self.caps: list[tuple[str, float | None, int]] = []
 
     # -- setting the scene --
 
@@ -323,6 +337,7 @@ class FakeWorld:
             self.check_spec,
             self.answer_agent,
             self.free_run_store,
+            self.set_model_cap,
         ]
 
     def notified(self) -> list[str]:
@@ -457,6 +472,13 @@ class FakeWorld:
             if step.final is not None:
                 box.file = checkpoint_ok(step.final)
             return Observation(process_state="exited", exit_code=step.code, sandbox_state="running")
+        if isinstance(step, Books):
+            booked = GatewayBooks(usd=step.usd, answers=1, cap_refusals=step.cap_refusals)
+            return Observation(
+                process_state="running",
+                sandbox_state="running",
+                gateway_books=booked if request.model_books_of else None,
+            )
         if isinstance(step, Writes):
             box.file = step.read
             return Observation(
@@ -564,6 +586,12 @@ class FakeWorld:
         self.freed_stores.append(request.run_id)
         self.log.append(f"free store {request.run_id}")
         return RunStoreFreed()
+
+    @activity.defn(name=ActivityName.SET_MODEL_CAP)
+    async def set_model_cap(self, request: SetModelCapInput) -> bool:
+        self.log.append(f"cap {request.sandbox_id} {request.model_allowance_usd}")
+        self.caps.append((request.sandbox_id, request.model_allowance_usd, len(self.wakes)))
+        return True
 
     @activity.defn(name=ActivityName.CHECK_SEARCH_ATTRIBUTES)
     async def check_search_attributes(
