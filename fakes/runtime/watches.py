@@ -251,11 +251,16 @@ class WatchRoutes:
             if watch.timeout_ms and time.monotonic() - watch.started >= watch.timeout_ms / 1000:
                 watch.ended = "timeout"
                 return
+            found: Look | None = await asyncio.to_thread(look, watch.root, watch.filters)
+            # The state is read after the look, not before: a stop marks the sandbox stopped
+            # before it frees its disk, so a look that met the disk going (gone, or half
+            # gone) is always followed by a read that says so. On Runtime a stop ends the
+            # watch as "stopped", and its files never vanish under it; "root-removed" is
+            # only for the watched folder removed while the sandbox runs.
             state = await self._state(watch.sandbox_id)
             if state in ("stopped", "missing"):
                 watch.ended = "stopped"
                 return
-            found: Look | None = await asyncio.to_thread(look, watch.root, watch.filters)
             if found is None:
                 watch.ended = "root-removed"
                 return
