@@ -648,11 +648,25 @@ async def test_a_watch_ends_at_its_timeout_and_when_its_sandbox_stops(
     assert short.exit_reason == "timeout"
 
     watch = await sandbox.files.watch("/workspace")
-    reader = asyncio.create_task(watch.get_new_events(wait_ms=8000))
+    # Read until the watch ends. Only the stop can end it (its own timeout is an hour away), and
+    # as "stopped": its files do not vanish under it. The 60 s cap is for a watch that never ends.
+    reader = asyncio.create_task(events_until(watch, lambda _: watch.exit_reason is not None, 60))
     await asyncio.sleep(0.2)
     await sandbox.stop()
-    assert await asyncio.wait_for(reader, 5) == []
+    assert await reader == []
     assert watch.exit_reason == "stopped"
+
+
+async def test_a_watch_ends_root_removed_when_its_folder_goes_while_its_sandbox_runs(
+    fake: FakeRuntime, rt: withruntime.AsyncRuntime
+) -> None:
+    sandbox = await new_sandbox(rt)
+    (host(fake, sandbox.id) / "sub").mkdir()
+    watch = await sandbox.files.watch("/workspace/sub")
+    (host(fake, sandbox.id) / "sub").rmdir()
+    await events_until(watch, lambda _: watch.exit_reason is not None, 60)
+    assert watch.exit_reason == "root-removed"
+    assert (await rt.sandboxes.get(sandbox.id)).info["state"] == "running"
 
 
 async def test_retention_keeps_a_paused_sandbox_for_its_days_then_deletes_it(
