@@ -42,6 +42,7 @@ from tests.e2e.coding_agent_runs import (
     kind,  # noqa: F401 (a fixture)
     sandbox_ids,
     start_coding_run,
+    until,
 )
 from tests.e2e.helpers import agent_pids, new_run_id, wait_for_status
 
@@ -54,14 +55,17 @@ HALVES = (FAKE_KEY[:7], FAKE_KEY[7:])
 DUMP = textwrap.dedent(
     f"""\
     K={HALVES[0]}; K="$K{HALVES[1]}"
-    echo "env:$(env | grep -c -F "$K")"
-    echo "environ:$(cat /proc/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n' | grep -c -F "$K")"
-    echo "cmdline:$(cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' '\\n' | grep -c -F "$K")"
-    echo "files:[$(grep -r -l -F "$K" /workspace /overnight/session /overnight/kit /tmp "$HOME" \\
-        /etc 2>/dev/null | tr '\\n' ' ')]"
+    found() {{ grep -c -F -f <(printf '%s\\n' "$K"); }}
+    echo "env:$(env | found)"
+    echo "environ:$(cat /proc/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n' | found)"
+    echo "cmdline:$(cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' '\\n' | found)"
+    echo "files:[$(grep -r -l -F -f <(printf '%s\\n' "$K") /workspace /overnight/session \\
+        /overnight/kit /tmp "$HOME" /etc 2>/dev/null | tr '\\n' ' ')]"
     env | grep -E '^(ANTHROPIC_API_KEY|OPENAI_API_KEY|OVERNIGHT_MODEL_TOKEN)=' | cut -c1-30 | sort
     echo DUMPED"""
 )
+# (The key is searched for from a pattern read through a pipe, never an argument: a grep
+# given it as one would find itself in /proc/*/cmdline.)
 
 
 def _priced(fake: FakeModelApi, script: list[Answer]) -> float:
@@ -264,3 +268,56 @@ def _call(url: str, token: str | None) -> int:
             return int(answer.status)
     except urllib.error.HTTPError as error:
         return int(error.code)
+
+
+# The model's own shell rewrites the kit's requests file to say nothing was spent, then kills
+# overnight's adapter (the bracket keeps the pattern from matching this shell's own line).
+UNDO_SPEND = (
+    'echo \'{"usage": {"stream": "forged", "usd": 0}}\' > /workspace/.overnight-requests.json; '
+    "pkill -9 -f 'kit/coding_agen[t].py'; echo gone"
+)
+
+
+async def test_spend_is_counted_though_the_model_kills_its_adapter_and_rewrites_its_requests(
+    dev_client: Client,
+    agents_queue: str,  # noqa: F811
+    kind: str,  # noqa: F811
+    runs: list[str],
+    tmp_path: Path,
+) -> None:
+    if kind != "claude-code":
+        pytest.skip("what the gateway counts does not depend on the CLI")
+    costly = 100_000  # input tokens: $0.30 an answer at Sonnet's price
+    script: list[Answer] = [
+        tools(Shell(UNDO_SPEND), label="undo", input_tokens=costly),
+        text("Done.", label="final", input_tokens=costly),
+    ]
+    with FakeModelApi(script) as fake:
+        spec, _ = await start_coding_run(dev_client, agents_queue, runs, tmp_path, fake, "gw-undo")
+        # The tool ran (its output is in the next request, or the adapter died before one).
+        await until(lambda: _ran(spec.run_id) or len(fake.requests()) > 1, 120, "the tool ran")
+        first = _priced(fake, script[:1]) if len(fake.requests()) == 1 else None
+        counted = await wait_for_status(
+            dev_client,
+            spec.run_id,
+            lambda s: s.spend_model_usd >= _priced(fake, script) - 1e-6,
+            timeout=120,
+        )
+        await api.cancel_run(dev_client, spec.run_id, "seen")
+
+    assert counted.spend_model_source == "gateway"
+    assert counted.spend_model_usd == pytest.approx(_priced(fake, script), abs=0.005)
+    assert first is None or first >= 0.3  # an answer's worth, whatever the file said
+    # The agent's own count (the forged file, or nothing) is shown apart, not counted.
+    assert counted.spend_model_reported_usd is None or counted.spend_model_reported_usd < 0.3
+
+
+def _ran(run_id: str) -> bool:
+    """The model's shell wrote its forged requests file in the run's first sandbox."""
+    found = (
+        overnight_home() / "sandboxes" / f"{run_id}-1" / "workspace" / ".overnight-requests.json"
+    )
+    try:
+        return "forged" in found.read_text()
+    except OSError:
+        return False
