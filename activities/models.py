@@ -446,6 +446,9 @@ class RunStoreRef(_Model):
 
     provider: Provider
     run_id: str
+    # The Runtime egress secret holding the run's model key (overnight/runtime_model_key.py),
+    # erased too; "" for none.
+    egress_secret: str = ""
 
 
 class RunStoreFreed(_Model):

@@ -70,6 +70,7 @@ from activities.providers.registry import ProviderFactory
 from activities.providers.runtime.watch_stream import exit_marker_path
 from activities.requests_file import read_requests
 from activities.retry_notes import tell_run
+from activities.runtime_model_key import hold_model_key, keyed_launch
 from activities.sandbox_lifecycle import LifecycleActivities, settle
 from activities.search_attributes import SearchAttributeCache
 from activities.snapshots import SnapshotActivities, start_restored, usable_restore
@@ -286,6 +287,8 @@ class SandboxActivities:
                     daily = await ensure_daily_room(provider, input.lease_cost_micros, what)
                 request = await usable_restore(provider, request, input.restore)
                 restored = request.snapshot_id is not None
+                # Before the sandbox: Runtime gives every sandbox its placeholder.
+                await hold_model_key(provider, spec)
                 if spec.agent is not None and spec.provider == "runtime" and not restored:
                     # The CLI comes with the sandbox: a copy of its template snapshot.
                     template = await self.cli_templates.snapshot_for(provider, spec)
@@ -297,7 +300,7 @@ class SandboxActivities:
                 config = None
                 if spec.agent is not None:
                     config = coding.config_bytes(spec, base_url=model_url)
-                launch = _launch(spec, input.attempt, 0, env)
+                launch = keyed_launch(spec, _launch(spec, input.attempt, 0, env))
                 if restored and input.restore is not None:
                     # Files (and, in memory mode, the agent) come back from the snapshot.
                     process, adopted = await start_restored(
@@ -369,7 +372,8 @@ class SandboxActivities:
             )
         with activity_errors():
             model_env, model_url = await model_wiring(provider, input.sandbox_id, spec)
-            launch = replace(launch, env={**launch.env, **model_env})
+            launch = keyed_launch(spec, replace(launch, env={**launch.env, **model_env}))
+            await hold_model_key(provider, spec)  # again: the worker's key may have changed
             if spec.agent is not None:
                 # As the worker means it, whatever the agent did to it meanwhile.
                 config = coding.config_bytes(spec, base_url=model_url)

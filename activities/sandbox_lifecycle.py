@@ -39,6 +39,7 @@ from activities.providers.protocol import (
     SandboxNotRunning,
     SandboxProvider,
 )
+from activities.runtime_model_key import drop_model_key
 from overnight import metrics, retention
 from overnight.constants import LABEL_KEEP_UNTIL, LABEL_RUN
 from overnight.home import overnight_home
@@ -143,11 +144,14 @@ class LifecycleActivities:
     async def free_run_store(self, input: RunStoreRef) -> RunStoreFreed:
         """Delete the run's store on this worker (`$OVERNIGHT_HOME/sessions/<run_id>`: a
         coding agent's session store, an image of its own or a folder; run_store.free), at
-        the run's end: nothing resumes its session after. Done already: 0 bytes."""
+        the run's end: nothing resumes its session after. Done already: 0 bytes. And erase
+        the Runtime egress secret holding its model key, when it names one."""
         home = overnight_home()
         store = session_store(input.run_id, home)
         with activity_errors():
             freed = await asyncio.to_thread(run_store.free, store, home / TRASH)
+            if input.egress_secret:  # the run's model key, held by Runtime for its sandboxes
+                await drop_model_key(await self._provider(input.provider), input.egress_secret)
         return RunStoreFreed(freed_bytes=freed)
 
 

@@ -35,6 +35,7 @@ from overnight.grants import Grants, allowed_names, local_repo_path
 from overnight.isolation import HostBind, is_under
 from overnight.model_access import kept_out, model_plan
 from overnight.models import RunSpec
+from overnight.runtime_model_key import held_by_runtime
 from overnight.specs import redact_url, scrub_url
 
 # The agent kit's folder on the worker, uploaded to KIT_MOUNT in every sandbox.
@@ -59,7 +60,8 @@ def agent_env(
     """
     source = os.environ if environ is None else environ
     env = dict(spec.env)
-    held = kept_out(spec)  # the gateway adds it to the calls; the sandbox never holds it
+    # The gateway, or Runtime's proxy, adds it to the calls: the sandbox never holds it.
+    held = kept_out(spec) | held_by_runtime(spec)
     for name in spec.secret_env:
         if name in held:
             continue

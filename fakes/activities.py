@@ -291,6 +291,8 @@ class FakeWorld:
         self.answers: list[AnswerAgentInput] = []
         # Runs whose store a worker was asked to free (`free_run_store`), in order.
         self.freed_stores: list[str] = []
+        # The Runtime egress secrets (a run's model key) erased with them.
+        self.erased_secrets: list[str] = []
         # The gateway's caps set again (`set_model_cap`): sandbox, allowance, wakes before it.
         self.caps: list[tuple[str, float | None, int]] = []
 
@@ -584,6 +586,8 @@ class FakeWorld:
     @activity.defn(name=ActivityName.FREE_RUN_STORE)
     async def free_run_store(self, request: RunStoreRef) -> RunStoreFreed:
         self.freed_stores.append(request.run_id)
+        if request.egress_secret:
+            self.erased_secrets.append(request.egress_secret)
         self.log.append(f"free store {request.run_id}")
         return RunStoreFreed()
 

@@ -12,12 +12,14 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from activities.models import SandboxInfo
     from overnight import retention
+    from overnight.runtime_model_key import runtime_key_plan
     from workflows import admission_steps, host_steps
     from workflows.calls import sandbox_lifecycle
     from workflows.patches import (
         KEEP_WOKEN_ASIDE_PATCH,
         RETENTION_PATCH,
         RUN_STORE_FREED_PATCH,
+        RUNTIME_KEY_FREED_PATCH,
     )
     from workflows.pure.hosts import Route
     from workflows.pure.state import SupervisorState
@@ -54,8 +56,12 @@ async def sweep_at_end(s: SupervisorState, *, why: str) -> None:
 async def free_stores(s: SupervisorState, *, why: str) -> None:
     """A coding agent's run frees its session store on each host it used, its sandboxes
     ended: nothing resumes its session after the run (runs that end before
-    `RUN_STORE_FREED_PATCH` leave it to `overnight reap`)."""
-    if s.spec.agent is None or not workflow.patched(RUN_STORE_FREED_PATCH):
+    `RUN_STORE_FREED_PATCH` leave it to `overnight reap`). The same step erases a run's model
+    key held by Runtime, for an agent of one's own too (`RUNTIME_KEY_FREED_PATCH`)."""
+    if s.spec.agent is None:
+        if runtime_key_plan(s.spec) is None or not workflow.patched(RUNTIME_KEY_FREED_PATCH):
+            return
+    elif not workflow.patched(RUN_STORE_FREED_PATCH):
         return
     for where in host_steps.sweep_routes(s):
         await sandbox_lifecycle.free_run_store(s.spec, why, route=where)

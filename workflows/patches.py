@@ -116,6 +116,11 @@ HOST_FLOOR_PATCH = "host-floor-in-place"
 # gateway's cap again when their spend budget is extended (workflows/model_steps.py); runs
 # begun before count what their agent reported, as they did.
 GATEWAY_MODELS_PATCH = "gateway-model-calls"
+# Runs of an agent of one's own on Runtime whose model key is an egress secret
+# (overnight/runtime_model_key.py) that end with this marker erase it at their end
+# (`free_run_store`), as a coding agent's run does; histories recorded before it replay
+# without the call.
+RUNTIME_KEY_FREED_PATCH = "runtime-model-key-freed"
 
 # Runs begun with this marker send notifications (workflows.notify_steps); histories recorded
 # before it replay without.

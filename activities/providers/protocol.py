@@ -6,6 +6,7 @@ a provider maps them to wherever its sandboxes really live.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Literal, Protocol, runtime_checkable
 
@@ -247,6 +248,21 @@ class ServesModels(Protocol):
     async def set_model_cap(self, sandbox_id: str, cap_usd: float | None) -> bool:
         """Cap the sandbox's next calls: refused once its host's books of the run reach
         `cap_usd` (None: no cap); False when the sandbox has no model entry (nothing changed)."""
+        ...
+
+
+@runtime_checkable
+class HoldsEgressSecrets(Protocol):
+    """A provider whose sandboxes use secrets they never hold: its own proxy, outside them,
+    puts the value into their HTTPS requests to the secret's hosts (Runtime's egress secrets;
+    overnight/runtime_model_key.py)."""
+
+    async def hold_egress_secret(self, name: str, value: str, hosts: Sequence[str]) -> None:
+        """Store (or replace) the secret `name`, bound to `hosts`."""
+        ...
+
+    async def drop_egress_secret(self, name: str) -> bool:
+        """Erase the secret `name`; False when there was none."""
         ...
 
 

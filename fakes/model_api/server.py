@@ -18,7 +18,9 @@ it and the tool calls that turn made. Other paths get a 404 and are listed in `u
 (a CLI asking for something the fake does not serve, such as `/v1/models`).
 
 Each connection has its own thread, so a held stream or a slow answer never stalls another
-client; `close()` ends held streams and delays at once.
+client; `close()` ends held streams and delays at once. Made with `tls=` (a server context,
+e.g. `fakes.tls.CertAuthority.server_context(host)`), it speaks HTTPS, each connection's
+handshake in its own thread.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import gzip
 import json
 import select
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -63,8 +66,10 @@ class FakeModelApi:
         log_file: Path | None = None,
         clock: Callable[[], float] = time.time,
         honour_stream: bool = False,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self.honour_stream = honour_stream
+        self.tls = tls
         self.script = script if isinstance(script, Script) else Script(script)
         self._clock = clock
         self._port = port
@@ -83,6 +88,7 @@ class FakeModelApi:
         if self._log_file is not None:
             self._log_stream = self._log_file.open("a", encoding="utf-8")
         server = _Server(("127.0.0.1", self._port), _handler_for(self))
+        server.tls = self.tls
         server.daemon_threads = True
         self._server = server
         self._thread = threading.Thread(
@@ -123,7 +129,7 @@ class FakeModelApi:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self.port}"
 
     @property
     def anthropic_base_url(self) -> str:
@@ -245,6 +251,20 @@ class _Server(ThreadingHTTPServer):
     # Room for many clients connecting at once (the standard library's 5 drops the rest's
     # SYNs, which they send again a second later).
     request_queue_size = 128
+    tls: ssl.SSLContext | None = None
+
+    def finish_request(self, request: Any, client_address: Any) -> None:
+        if self.tls is None:
+            super().finish_request(request, client_address)
+            return
+        try:  # in the connection's own thread: a slow handshake stalls no other client
+            wrapped = self.tls.wrap_socket(request, server_side=True)
+        except (ssl.SSLError, OSError):
+            return
+        try:
+            super().finish_request(wrapped, client_address)
+        finally:
+            wrapped.close()  # the plain socket it wrapped is detached: closed only here
 
 
 def _handler_for(fake: FakeModelApi) -> type[BaseHTTPRequestHandler]:

@@ -27,6 +27,7 @@ from fakes.runtime.commands import CommandRoutes
 from fakes.runtime.events import EventRoutes
 from fakes.runtime.faults import Faults
 from fakes.runtime.files import FileRoutes
+from fakes.runtime.guest_network import GuestNetwork
 from fakes.runtime.http import Request, Response, Route, error_response
 from fakes.runtime.money import Billing, SpendingRefused
 from fakes.runtime.money_routes import MoneyRoutes
@@ -53,8 +54,12 @@ class RuntimeApi:
         wake: Callable[[str], Awaitable[None]] | None = None,
         rules: Rules | None = None,
         billing: Billing | None = None,
+        network: GuestNetwork | None = None,
     ) -> None:
         self.engine = engine
+        # Egress secrets and the proxy that puts them in (`guest_network`); its proxy is
+        # started by the server.
+        self.network = network if network is not None else GuestNetwork()
         self.faults = faults
         self.api_keys = api_keys
         self.rules = rules or Rules()
@@ -68,7 +73,9 @@ class RuntimeApi:
         self._answers: dict[tuple[str, str, str], Response] = {}
         self._key_locks: dict[tuple[str, str, str], asyncio.Lock] = {}
         sandbox_routes = SandboxRoutes(engine, self.sandboxes, self.rules)
+        sandbox_routes.mounts = self.network.mounts()
         commands = CommandRoutes(engine, self.sandboxes, self.rules)
+        commands.guest_env = self.network.env
         self.commands = commands
         self.snapshots = SnapshotRoutes(engine, self.sandboxes, self.rules, commands)  # type: ignore[arg-type]
         sandbox_routes.snapshots = self.snapshots
@@ -81,6 +88,7 @@ class RuntimeApi:
             + MoneyRoutes(self.sandboxes).routes()
             + NetworkRoutes(self.sandboxes).routes()
             + EventRoutes(self.sandboxes.events).routes()
+            + self.network.secrets.routes()
         )
 
     @property

@@ -65,6 +65,9 @@ class CommandRoutes:
 
     def __init__(self, engine: SandboxProvider, sandboxes: Sandboxes, rules: Rules) -> None:
         self.envs: dict[tuple[str, str], dict[str, str]] = {}
+        # What every command and process of a sandbox starts with, under its own `env`
+        # (Runtime's proxy variables and egress secrets' placeholders: `guest_network`).
+        self.guest_env: Callable[[], dict[str, str]] = dict
         self.engine = engine
         self.sandboxes = sandboxes
         self.rules = rules
@@ -115,8 +118,9 @@ class CommandRoutes:
                 details={"timeoutMs": timeout_ms, "leaseLeftMs": left_ms},
             )
         command = body.get("command") or shlex.join(body["argv"])
-        if body.get("env"):
-            exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in body["env"].items())
+        env = self.guest_env() | (body.get("env") or {})
+        if env:
+            exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
             command = f"export {exports}\n{command}"
         process_id = f"exec_{uuid.uuid4().hex[:10]}"
         run = self.engine.run(
@@ -155,9 +159,8 @@ class CommandRoutes:
         command = body.get("command") or shlex.join(body["argv"])
         # One spawn request, one process: a retry carries the same key, the engine's start key.
         start_key = "spawn-" + request.headers.get("idempotency-key", uuid.uuid4().hex)
-        launch = AgentLaunch(
-            start_key, command, body.get("cwd") or "/workspace", body.get("env") or {}
-        )
+        env = self.guest_env() | (body.get("env") or {})
+        launch = AgentLaunch(start_key, command, body.get("cwd") or "/workspace", env)
         # The moment it was started: whatever it writes is newer.
         started_at = datetime.now(UTC).isoformat()
         started = await self.engine.start_agent(groups[0], launch)

@@ -4,8 +4,9 @@ Route names (the `route=` of the counters): create, list, get, delete, pause, st
 extend, retention; exec, spawn, processes, process, output; stat, read (file content
 downloads), write, chmod, unarchive, upload, upload_part, upload_end; watch_start,
 watch_list, watch_stop, watch_events; usage, limits (`GET /v1/usage`, `GET /v1/limits`);
-network, network_set (`GET`, `PUT /v1/sandboxes/{id}/network`); "unknown" for a path no route
-serves.
+network, network_set (`GET`, `PUT /v1/sandboxes/{id}/network`); egress_secret_set,
+egress_secrets, egress_secret_delete (`PUT`, `GET`, `DELETE /v1/egress-secrets[/{name}]`);
+"unknown" for a path no route serves.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ import re
 import time
 from typing import Any
 
-from activities.providers.protocol import SandboxProvider, SandboxRequest
+from activities.providers.protocol import SandboxProvider, SandboxRequest, WorkerMount
 from fakes.runtime.http import (
     Request,
     Response,
@@ -63,6 +63,8 @@ class SandboxRoutes:
         self.rules = rules
         # The snapshot routes (set by the API), for creates with `snapshot`.
         self.snapshots: Any = None
+        # What every sandbox is shown of the fake's own (its egress certificate: set by the API).
+        self.mounts: tuple[WorkerMount, ...] = ()
 
     def routes(self) -> RouteTable:
         return [
@@ -139,6 +141,7 @@ class SandboxRoutes:
                 snapshot_id=None if snapshot is None else self.snapshots.copy_of(snapshot),
                 # A cloud sandbox reaches the internet, which is the loopback here.
                 network="host",
+                mounts=self.mounts,
             )
         )
         if snapshot is not None:

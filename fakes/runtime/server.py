@@ -26,7 +26,10 @@ For tests (see `inspection.Inspection`):
 - virtual agents (`virtual.VirtualAgents`): `start_virtual_agent`, `end_virtual_agent`,
   `write_guest_file`, for many runs at once;
 - faults: `fail`, `overload`, `drop_connections`, `lose_answers`, `slow`, `hang`,
-  `stop_answering`/`resume_answering`, `revoke_key`.
+  `stop_answering`/`resume_answering`, `revoke_key`;
+- egress (`guest_network`): `reach(name, port)` serves a name at a loopback port, `trust(pem)`
+  adds a CA to what the proxy and the sandboxes trust, `egress_secrets()` the account's
+  secrets (values included, for a test to look for).
 """
 
 from __future__ import annotations
@@ -44,7 +47,9 @@ from activities.providers.local.engine import LocalEngine
 from activities.providers.local.provider import LocalProvider
 from activities.providers.protocol import SandboxProvider
 from fakes.runtime.api import RuntimeApi
+from fakes.runtime.egress_secrets import EgressSecret
 from fakes.runtime.faults import Fault, Faults
+from fakes.runtime.guest_network import GuestNetwork
 from fakes.runtime.http import serve_connection
 from fakes.runtime.inspection import Inspection
 from fakes.runtime.money import Billing, Prices
@@ -80,8 +85,10 @@ class FakeRuntime(Inspection, MoneyControls, VirtualAgents):
         strict: bool = True,
         rules: Rules | None = None,
         prices: Prices | None = None,
+        internet: dict[str, tuple[str, int]] | None = None,
     ) -> None:
         self.api_key = api_key
+        self.network = GuestNetwork(internet)
         self.billing = Billing(prices)
         self.rules = rules if rules is not None else Rules() if strict else Rules.lenient()
         self.faults = Faults()
@@ -177,7 +184,10 @@ class FakeRuntime(Inspection, MoneyControls, VirtualAgents):
 
         # Without a wake hook the engine's own `wake` is used (the local one grants a lease).
         hook = None if wake is None else wake_engine
-        self._api = RuntimeApi(engine, self.faults, {self.api_key}, hook, self.rules, self.billing)
+        self._api = RuntimeApi(
+            engine, self.faults, {self.api_key}, hook, self.rules, self.billing, self.network
+        )
+        await self.network.start()
         connections: set[asyncio.Task[None]] = set()
 
         async def connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -203,6 +213,7 @@ class FakeRuntime(Inspection, MoneyControls, VirtualAgents):
             await asyncio.gather(*connections, return_exceptions=True)
             await self._api.watches.close()
             self._api.files.close()
+            await self.network.close()
             await server.wait_closed()
             # Leave no agent running: stop every sandbox this fake's engine still has.
             for info in await engine.list({}, include_stopped=False):
@@ -267,6 +278,19 @@ class FakeRuntime(Inspection, MoneyControls, VirtualAgents):
 
     def resume_answering(self, sandbox_id: str) -> None:
         self.faults.silence(sandbox_id, silent=False)
+
+    # --- egress ---
+
+    def reach(self, name: str, port: int) -> None:
+        """The fake's sandboxes (through its proxy) find `name` at this loopback port."""
+        self.network.reach(name, port)
+
+    def trust(self, ca_pem: bytes) -> None:
+        """Its proxy and its sandboxes trust this CA, as they trust the public roots."""
+        self.network.trust(ca_pem)
+
+    def egress_secrets(self) -> list[EgressSecret]:
+        return self.network.secrets.all()
 
     def add_key(self, api_key: str) -> dict[str, str]:
         """Accept `api_key` too (a second client, e.g. a person's CLI beside the worker, whose

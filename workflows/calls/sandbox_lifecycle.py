@@ -23,6 +23,7 @@ with workflow.unsafe.imports_passed_through():
         SandboxSettled,
     )
     from overnight.models import RunSpec
+    from overnight.runtime_model_key import runtime_key_plan
     from workflows import policies
     from workflows.calls.outcomes import best_effort, describe, error_type, outcome
     from workflows.calls.routing import given_up, on_host
@@ -80,14 +81,17 @@ async def pause_or_stop(
 
 async def free_run_store(spec: RunSpec, why: str, *, route: Route = ANY_WORKER) -> None:
     """Best effort: the run's store on the worker `route` reaches (a coding agent's session
-    store) deleted, the run's sandboxes already ended; one left is `overnight reap`'s."""
+    store) deleted, and the Runtime egress secret holding its model key erased, the run's
+    sandboxes already ended; a store left is `overnight reap`'s, a secret left is not."""
     if given_up(route, "free the run's session store"):
         return
     await best_effort(
         on_host(
             route,
             ActivityName.FREE_RUN_STORE,
-            RunStoreRef(provider=spec.provider, run_id=spec.run_id),
+            RunStoreRef(
+                provider=spec.provider, run_id=spec.run_id, egress_secret=egress_secret(spec)
+            ),
             result_type=RunStoreFreed,
             start_to_close_timeout=policies.ACTION_TIMEOUT,
             heartbeat_timeout=policies.ACTION_HEARTBEAT,
@@ -185,3 +189,9 @@ async def list_sandboxes(spec: RunSpec, route: Route = ANY_WORKER) -> list[Sandb
         "list this run's sandboxes",
     )
     return [] if found is None else found.sandboxes
+
+
+def egress_secret(spec: RunSpec) -> str:
+    """The Runtime egress secret holding the run's model key, "" for none."""
+    plan = runtime_key_plan(spec)
+    return "" if plan is None else plan.secret_name

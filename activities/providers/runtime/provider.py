@@ -11,6 +11,7 @@ Facts of Runtime's API that shape this module:
 - A command's timeout must fit the lease left (else 409 `lease_too_short`): `run` shortens it.
 - Pause, stop, wake and extend answer with the sandbox, which is what they return here.
 - A run's allow-list is the sandbox's network rules, sent with its create (see `network`).
+- A run's model key is an egress secret its sandboxes never hold (see `egress_secrets`).
 - Watching holds at most `streams` requests per worker, however many runs it watches (see
   `activities.providers.runtime.agent_watch` and `settings`).
 - A client's pooled connections belong to the event loop that opened them: one client per
@@ -48,6 +49,7 @@ from activities.providers.runtime.convert import (
     sandbox_info,
     start_marker,
 )
+from activities.providers.runtime.egress_secrets import RuntimeEgressSecrets
 from activities.providers.runtime.errors import runtime_call
 from activities.providers.runtime.event_feed import EventFeed
 from activities.providers.runtime.money import RuntimeAccount
@@ -67,7 +69,9 @@ SDK_KEPT_FOR_CALLS = 8
 LEASE_SAFETY_SECONDS = 10
 
 
-class RuntimeProvider(RuntimeWatching, RuntimeSnapshots, RuntimeAccount, RuntimeNetwork):
+class RuntimeProvider(
+    RuntimeWatching, RuntimeSnapshots, RuntimeAccount, RuntimeNetwork, RuntimeEgressSecrets
+):
     """`SandboxProvider` on Runtime. The key is read from the worker's `RUNTIME_API_KEY` only.
 
     The SDK's own retries are kept short on purpose (`max_retries`, `timeout`, no capacity

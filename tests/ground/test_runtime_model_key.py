@@ -1,0 +1,60 @@
+"""Which runs keep their model key out of their Runtime sandboxes as an egress secret, bound
+to which hosts (overnight/runtime_model_key.py): the gateway's specs, on Runtime, whose model
+API Runtime's proxy reaches over HTTPS."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from overnight.models import RunSpec
+from overnight.runtime_model_key import held_by_runtime, keyed_command, runtime_key_plan
+
+
+def spec(**fields: Any) -> RunSpec:
+    base: dict[str, Any] = {
+        "run_id": "run-1",
+        "repo": "https://github.com/acme/app",
+        "provider": "runtime",
+        "agent": {"kind": "claude-code", "prompt": "Fix it"},
+        "secret_env": ["ANTHROPIC_API_KEY", "NPM_TOKEN"],
+    }
+    return RunSpec.model_validate(base | fields)
+
+
+def agent(kind: str, base_url: str = "") -> dict[str, str]:
+    return {"kind": kind, "prompt": "Fix it", "base_url": base_url}
+
+
+def test_the_gateways_specs_on_runtime_hold_their_key_as_a_secret_of_the_run() -> None:
+    claude = runtime_key_plan(spec())
+    assert claude is not None
+    assert (claude.secret_name, claude.hosts) == (
+        "OVERNIGHT_MODEL_KEY_RUN_1",
+        ("api.anthropic.com",),
+    )
+    assert (claude.credential_env, claude.key_env) == ("ANTHROPIC_API_KEY", "ANTHROPIC_API_KEY")
+    assert held_by_runtime(spec()) == {"ANTHROPIC_API_KEY"}  # NPM_TOKEN is copied in, as ever
+    gateway = runtime_key_plan(
+        spec(agent=agent("codex", "https://LLM.corp.example/v1"), model_credential="TEAM_KEY")
+    )
+    assert gateway is not None
+    assert (gateway.credential_env, gateway.key_env) == ("TEAM_KEY", "OPENAI_API_KEY")
+    assert gateway.hosts == ("llm.corp.example",)
+    own = runtime_key_plan(spec(agent=None, agent_dir="/a", command="x", model_credential="K"))
+    assert own is not None
+    assert (own.key_env, own.hosts) == (
+        "OVERNIGHT_MODEL_TOKEN",
+        ("api.anthropic.com", "api.openai.com"),
+    )
+    assert keyed_command(claude, "run") == (
+        'export ANTHROPIC_API_KEY="${OVERNIGHT_MODEL_KEY_RUN_1-}"\nrun'
+    )
+
+
+def test_keys_runtimes_proxy_cannot_put_in_stay_as_they_were() -> None:
+    assert runtime_key_plan(spec(provider="local")) is None  # the local gateway's
+    assert runtime_key_plan(spec(secret_env=["NPM_TOKEN"])) is None  # no key named
+    # Plain HTTP never carries a secret; NO_PROXY sends loopback and private addresses direct.
+    for base_url in ("http://llm.corp.example", "https://127.0.0.1:8443", "https://10.0.0.7"):
+        assert runtime_key_plan(spec(agent=agent("claude-code", base_url))) is None
+    assert runtime_key_plan(spec(agent=agent("claude-code", "https://localhost:1"))) is None
