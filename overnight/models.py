@@ -88,6 +88,7 @@ from overnight.model_base import (
     RunState as RunState,
 )
 from overnight.notify_spec import MAX_WEBHOOKS, Webhook, webhooks_from_input
+from overnight.pull_request_spec import PullRequestSpec, check_origin_for_pull_request
 from overnight.run_costs import SafetyNet
 from overnight.snapshot_spec import Recovery, SnapshotMode, check_snapshot_mode
 from overnight.spec_paths import check_host_path
@@ -203,6 +204,9 @@ class RunSpec(_StrictInput):
     # `max_workspace_mib` is not pushed (the status says so) and the run goes on.
     keep_workspace: bool = False
     max_workspace_mib: int = Field(default=DEFAULT_WORKSPACE_MIB, ge=1, le=MAX_WORKSPACE_MIB)
+    # The pull request the run opens once its work is on the origin (None: none;
+    # overnight/pull_request_spec.py, docs/pull-requests.md).
+    pull_request: PullRequestSpec | None = None
 
     @field_validator("notify", mode="before")
     @classmethod
@@ -353,6 +357,8 @@ class RunSpec(_StrictInput):
         check_binds(self.binds, self.provider)
         check_host_ports(self.host_ports, self.provider)
         check_spec_hosts(self.hosts, self.provider)
+        if self.pull_request is not None:
+            check_origin_for_pull_request(self.repo)
         return self
 
 
@@ -521,6 +527,10 @@ class RunStatus(_Strict):
     done_checks: list[DoneCheck] = Field(default_factory=list)
     # The workspaces kept at its checkpoints (None: the run keeps none).
     workspace: WorkspaceView | None = None
+    # The commit the run's branch on the origin holds, as the worker saw it there (None: not
+    # pushed yet, or a run begun before its finish pushed), and its pull request's address.
+    pushed_commit: str | None = None
+    pull_request_url: str | None = None
 
 
 class RunResult(_Strict):
@@ -545,3 +555,7 @@ class RunResult(_Strict):
     done_checks_used: int = 0
     # Connections its sandboxes' network refused, per host asked for, most first.
     egress_refused: dict[str, int] = Field(default_factory=dict)
+    # The commit the run's branch on the origin holds, seen there by the worker (None: a run
+    # begun before its finish pushed, or cancelled), and its pull request's address.
+    pushed_commit: str | None = None
+    pull_request_url: str | None = None
