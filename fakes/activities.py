@@ -225,21 +225,29 @@ class Unreachable(ApplicationError):
 
 @dataclass
 class Hold:
-    """Keeps an activity running until released (or cancelled), so a test can act meanwhile."""
+    """Keeps an activity running until released (or cancelled), so a test can act meanwhile.
+    `shielded`: a cancel is seen (`cancel_seen`) but the activity goes on until released, as a
+    create that cannot stop half-way does; a test that releases it only then never completes
+    an activity whose cancel is still on its way (which the time-skipping server cannot take:
+    it fails the workflow task with ACTIVITY_UNKNOWN, and the run never ends)."""
 
     started: asyncio.Event = field(default_factory=asyncio.Event)
     release: asyncio.Event = field(default_factory=asyncio.Event)
+    cancel_seen: asyncio.Event = field(default_factory=asyncio.Event)
+    shielded: bool = False
     cancelled: bool = False
 
     async def wait(self) -> None:
         self.started.set()
-        try:
-            while not self.release.is_set():
+        while not self.release.is_set():
+            try:
                 activity.heartbeat()
                 await asyncio.sleep(0.05)
-        except asyncio.CancelledError:
-            self.cancelled = True
-            raise
+            except asyncio.CancelledError:
+                self.cancelled = True
+                self.cancel_seen.set()
+                if not self.shielded:
+                    raise
 
 
 class FakeWorld:
@@ -303,8 +311,8 @@ class FakeWorld:
         self._scripts[attempt] = iter(steps)
         return self
 
-    def hold_create(self, attempt: int) -> Hold:
-        hold = Hold()
+    def hold_create(self, attempt: int, *, shielded: bool = False) -> Hold:
+        hold = Hold(shielded=shielded)
         self.create_holds[attempt] = hold
         return hold
 

@@ -7,6 +7,7 @@ hides the outcome.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sized
 
 import pytest
@@ -31,11 +32,13 @@ from tests.workflows.harness import (
 async def test_cancel_while_starting_stops_the_new_sandbox_once_it_is_made(
     client: Client, world: FakeWorld
 ) -> None:
-    hold = world.hold_create(1)
+    hold = world.hold_create(1, shielded=True)
     async with started_run(client, world, make_spec()) as handle:
         await hold.started.wait()
         starting = await status_of(handle)
         await handle.signal("cancel", "wrong repo")
+        # Made only once the run's cancel of the create has reached it (see Hold).
+        await asyncio.wait_for(hold.cancel_seen.wait(), timeout=30)
         hold.release.set()
         result = await handle.result()
 
