@@ -34,7 +34,7 @@ from typing import Any
 
 from temporalio import activity
 
-from activities import origin_refs
+from activities import work_push
 from activities.done_checks import tell_agent
 from activities.done_sandbox_models import DoneCheckSandbox, PrepareDoneCheckInput
 from activities.errors import ErrorType, activity_errors
@@ -46,14 +46,12 @@ from activities.providers.protocol import ProviderError, SandboxProvider, Sandbo
 from activities.sandbox_setup import (
     APP_DIR,
     clone_and_switch,
-    clone_source,
     origin_scrubber,
     running_sandbox,
     sandbox_origin,
     spec_binds,
     spec_request,
 )
-from activities.workspace_git import keep_script, said
 from overnight.constants import LABEL_CHECK, LABEL_RUN
 from overnight.done_check import failure_file_text
 from overnight.grants import Grants
@@ -64,7 +62,7 @@ from overnight.workspace_spec import check_ref_name, size_text
 ProviderGetter = Callable[[str], Awaitable[SandboxProvider]]
 
 # The push in the agent's sandbox, and the checkout in the check's: killed past these.
-PUSH_SECONDS = 300
+PUSH_SECONDS = work_push.PUSH_SECONDS
 CHECKOUT_SECONDS = 600
 # What the checkout script prints last when the clone is at the commit.
 READY = "overnight-check ready"
@@ -170,44 +168,32 @@ async def push_work(
     """The commit of the agent's work, pushed to `ref` and seen there by the worker; or
     (None, why not)."""
     spec = input.spec
-    repo = await sandbox_origin(provider, input.agent_sandbox_id, spec.repo)
-    script = keep_script(
-        repo=repo,
-        ref=ref,
+    pushed = await work_push.push_work(
+        provider,
+        spec,
+        input.agent_sandbox_id,
+        ref,
         message=f"overnight: the work of run {spec.run_id} for its done check {input.number}",
         at=input.at,
-        max_bytes=spec.max_workspace_mib * 1024 * 1024,
-        checkpoint_path=spec.checkpoint_path,
-        max_checkpoint_bytes=spec.max_checkpoint_bytes,
         previous=input.previous,
+        max_bytes=spec.max_workspace_mib * 1024 * 1024,
     )
-    ran = await provider.run(
-        input.agent_sandbox_id, script, cwd="/workspace", timeout_seconds=PUSH_SECONDS
-    )
-    clean = origin_scrubber(spec.repo, repo)
-    line = said(ran.stdout)
-    if line is not None and line.word == "pushed" and line.args:
-        commit = line.args[0]
-        # The worker's own view of the origin, never the sandbox's way there (the gateway).
-        credential = origin_refs.credential_value(spec.repo_credential)
-        check = await origin_refs.confirm(clone_source(spec.repo), ref, commit, credential)
-        if check.confirmed:
-            return commit, ""
-        return None, clean(
-            f"the work was not checked: the sandbox said it pushed it, but {check.detail}"
-        )
-    if line is not None and line.word == "over" and line.args and line.args[0].isdigit():
-        found = size_text(int(line.args[0]))
+    if pushed.kind == "pushed":
+        return pushed.commit, ""
+    if pushed.kind == "unconfirmed":
+        return None, f"the work was not checked: the sandbox said it pushed it, but {pushed.detail}"
+    if pushed.kind == "over":
+        found = size_text(pushed.bytes)
         limit = size_text(spec.max_workspace_mib * 1024 * 1024)
         return (
             None,
             f"the work was not checked: pushing it would take {found}, over "
             f"max_workspace_mib ({limit})",
         )
-    if line is not None:
-        return None, clean(f"the work was not checked: it could not be pushed: {line.text}")[:500]
-    why = f"timed out after {PUSH_SECONDS} s" if ran.timed_out else "no answer"
-    tail = clean(ran.stderr.strip()[-300:])
+    if pushed.kind == "refused":
+        return None, f"the work was not checked: it could not be pushed: {pushed.detail}"[:500]
+    why = f"timed out after {PUSH_SECONDS} s" if pushed.timed_out else "no answer"
+    tail = pushed.detail
     return None, f"the work was not checked: its push {why}{': ' + tail if tail else ''}"
 
 

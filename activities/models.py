@@ -79,6 +79,11 @@ class ActivityName:
     # The gateway's cap on a sandbox's model calls, set again after `extend --spend`
     # (activities.model_calls).
     SET_MODEL_CAP = "set_model_cap"
+    # A finished run's delivery (issue 50): its work pushed to its branch and seen there by
+    # the worker (activities.branch_push), and its pull request opened or brought up to date
+    # with the worker's GitHub token (activities.pull_request).
+    CONFIRM_PUSHED = "confirm_pushed"
+    OPEN_PULL_REQUEST = "open_pull_request"
 
 
 class _Model(BaseModel):

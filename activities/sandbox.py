@@ -27,6 +27,7 @@ from activities import sandbox_setup as setup
 from activities import workspace
 from activities.admission import AdmissionActivities, worker_admission, worker_key
 from activities.base_url_check import base_url_problems
+from activities.branch_push import BranchPushActivities
 from activities.checkpoints import read_checkpoint
 from activities.coding_agent_template import CliTemplates
 from activities.daily_limit import DailyLimitActivities
@@ -68,6 +69,7 @@ from activities.providers.protocol import (
 )
 from activities.providers.registry import ProviderFactory
 from activities.providers.runtime.watch_stream import exit_marker_path
+from activities.pull_request import PullRequestActivities
 from activities.requests_file import read_requests
 from activities.retry_notes import tell_run
 from activities.runtime_model_key import hold_model_key, keyed_launch
@@ -171,6 +173,8 @@ class SandboxActivities:
             *AdmissionActivities(self._client, self._admission).all(),
             *self._host_checks.all(),
             *WorkspaceActivities(self._provider, self._heartbeat_seconds).all(),
+            *BranchPushActivities(self._provider, self._heartbeat_seconds).all(),
+            *PullRequestActivities().all(),
             self.create_sandbox,
             self.start_agent,
             self.observe_agent,

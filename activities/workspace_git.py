@@ -66,12 +66,21 @@ def keep_script(
     checkpoint_path: str,
     max_checkpoint_bytes: int,
     previous: str | None,
+    branch_work: bool = False,
 ) -> str:
     """Commit the workspace and push it to `ref` of `repo` (within `max_bytes` of new
     objects). Prints `pushed <commit> <bytes> <has checkpoint 0|1>`, `over <bytes> <where>`
-    or `failed <why>`."""
+    or `failed <why>`.
+
+    `branch_work`: the commit is the run's work for its branch (a finish's push): no
+    checkpoint parent, the agent's HEAD itself when the workspace holds nothing it did not
+    commit, and no forced push (the branch moves only forward: a commit a person or another
+    push put there is never thrown away)."""
     when = f"@{int(at.timestamp())} +0000"
     prev = shlex.quote(previous or "")
+    keeps_checkpoint = "0" if branch_work else "1"
+    same_head = "1" if branch_work else "0"
+    force = "" if branch_work else "+"
     return (
         _PRELUDE
         + f"""idx={KEEP_INDEX}
@@ -81,7 +90,8 @@ trap 'rm -f "$idx.lock" "$log"; [ -z "$push" ] || rm -rf -- "$push"' EXIT
 export GIT_AUTHOR_DATE={shlex.quote(when)} GIT_COMMITTER_DATE={shlex.quote(when)}
 cp={shlex.quote(checkpoint_path)}
 cpc=""
-if [ -f "$cp" ] && [ ! -L "$cp" ] && [ "$(stat -c %s -- "$cp")" -le {max_checkpoint_bytes} ]; then
+if [ {keeps_checkpoint} = 1 ] && [ -f "$cp" ] && [ ! -L "$cp" ] &&
+   [ "$(stat -c %s -- "$cp")" -le {max_checkpoint_bytes} ]; then
   blob=$(g hash-object -w --no-filters -- "$cp" 2>>"$log") &&
   tree=$(printf '100644 blob %s\\t{CHECKPOINT_ENTRY}\\n' "$blob" | g mktree 2>>"$log") &&
   cpc=$(printf 'overnight: checkpoint\\n' | g commit-tree "$tree" 2>>"$log") || cpc=""
@@ -111,7 +121,11 @@ msg="$msg
 
 Overnight-Head: ${{head:-none}}
 Overnight-Checkpoint: ${{cpc:-none}}"
-commit=$(printf '%s\\n' "$msg" | g commit-tree "$tree" $parents 2>>"$log") ||
+commit=""
+# The branch's work with nothing left uncommitted is the agent's own HEAD.
+if [ {same_head} = 1 ] && [ -n "$head" ] &&
+   [ "$tree" = "$(g rev-parse --verify -q "$head^{{tree}}" 2>>"$log")" ]; then commit=$head; fi
+[ -n "$commit" ] || commit=$(printf '%s\\n' "$msg" | g commit-tree "$tree" $parents 2>>"$log") ||
   {{ say failed "commit-tree: $(tail_of)"; exit 0; }}
 # What the push sends at most: objects neither the remote's branches nor the last kept hold.
 # (The last kept commit is no ancestor: its tree is named too, or its objects would count.)
@@ -145,7 +159,7 @@ GIT_DIR="$push" g config -z --get-regexp '{KEPT_KEYS}' 2>/dev/null |
   done
 GIT_DIR="$push" GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL="$push/global.gitconfig" \\
   g push --quiet --no-verify --no-recurse-submodules -- {shlex.quote(repo)} \\
-  "+$commit:{ref}" >>"$log" 2>&1 || {{ say failed "git push: $(tail_of)"; exit 0; }}
+  "{force}$commit:{ref}" >>"$log" 2>&1 || {{ say failed "git push: $(tail_of)"; exit 0; }}
 say pushed "$commit" "${{bytes:-0}}" "$([ -n "$cpc" ] && echo 1 || echo 0)"
 """
     )
