@@ -312,9 +312,8 @@ async def test_spend_past_the_budget_pauses_and_an_extension_wakes_the_same_cli_
     # Counted at the gateway: the first answer's 200,000 tokens at the price table.
     assert held.spend_model_source == "gateway"
     assert held.spend_model_usd > 0.05 and paused == "paused"
-    # The gateway refused the next call at the cap (the CLI exits on it, not retrying at
-    # once); the same adapter went on after the extension, in the same session.
-    assert held.model_calls_capped >= 1
+    # The same adapter went on after the extension, in the same session (the CLI's next call,
+    # when it came before the pause, was refused at the gateway's cap and the CLI exited on it).
     assert still == [pid]
     assert (result.outcome, result.attempts, result.restarts) == ("finished", 1, 0)
     assert [r.label for r in requests] == ["one", "two", "final"]
