@@ -146,9 +146,10 @@ class GatewayBooks(_Model):
     retries: int = Field(default=0, ge=0)
     last_upstream_error: str = ""
     last_upstream_error_at: float | None = None
-    # Requests refused at the cap, and how many in a row carried the same body.
+    # Requests refused at the cap, and how many in a row carried the same body (its SHA-256).
     cap_refusals: int = Field(default=0, ge=0)
     repeats: int = Field(default=0, ge=0)
+    last_body: str = ""
 
 
 class SandboxInfo(_Model):

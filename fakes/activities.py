@@ -118,10 +118,13 @@ class WorkerDies:
 @dataclass(frozen=True)
 class Books:
     """The host's gateway has booked this much to the run's model calls (given to a look that
-    asks for them), and refused this many calls at its cap."""
+    asks for them), refused this many calls at its cap, and seen the last request body
+    (`body`, its hash) this many times in a row."""
 
     usd: float
     cap_refusals: int = 0
+    repeats: int = 0
+    body: str = ""
 
 
 @dataclass(frozen=True)
@@ -483,7 +486,13 @@ class FakeWorld:
                 box.file = checkpoint_ok(step.final)
             return Observation(process_state="exited", exit_code=step.code, sandbox_state="running")
         if isinstance(step, Books):
-            booked = GatewayBooks(usd=step.usd, answers=1, cap_refusals=step.cap_refusals)
+            booked = GatewayBooks(
+                usd=step.usd,
+                answers=1,
+                cap_refusals=step.cap_refusals,
+                repeats=step.repeats,
+                last_body=step.body,
+            )
             return Observation(
                 process_state="running",
                 sandbox_state="running",

@@ -383,6 +383,7 @@ class AgentRun(RunMessages, RewindMessages):
         s.restarts.append(record)
         if counted:
             s.restarts_used += 1
+        model_books.mark_loop_acted(s, reason)
         s.pending_restart = None
         await self._set_aside(s, why=reason, ended=reason, salvaged=salvaged)
         record_restart(s, record)

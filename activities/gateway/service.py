@@ -184,6 +184,7 @@ def books_of(home: Path, run_id: str) -> GatewayBooks:
         last_upstream_error_at=float(at) if isinstance(at, int | float) else None,
         cap_refusals=count("cap_refusals"),
         repeats=count("repeats"),
+        last_body=body if isinstance(body := stats.get("last_body"), str) else "",
     )
 
 

@@ -81,3 +81,22 @@ async def test_a_run_whose_key_the_gateway_does_not_hold_counts_what_its_agent_r
     assert all(look.model_books_of is None for look in world.observed)
     assert (result.spend_model_usd, result.spend_model_source) == (0, "agent")
     assert not any(entry.startswith("cap ") for entry in world.log)
+
+
+async def test_the_same_request_eight_times_at_the_gateway_restarts_the_agent_once(
+    client: Client, world: FakeWorld
+) -> None:
+    # The adapter counts tool calls; an agent's own code calling its model in a loop is seen
+    # only at the gateway. Acted on once per body: the next sandbox's books still show it.
+    looping = Books(0.1, repeats=8, body="b" * 64)
+    world.script(1, [progress("cp-1"), Books(0.05, repeats=7, body="b" * 64), looping])
+    world.script(2, [looping, exits(0)])
+    async with started_run(client, world, metered_spec()) as handle:
+        result = await handle.result()
+        status = await status_of(handle)
+
+    assert (result.outcome, result.attempts, result.restarts) == ("finished", 2, 1)
+    [restart] = status.restarts
+    assert restart.reason == (
+        "model loop: the same model request 8 times in a row (counted at the gateway)"
+    )

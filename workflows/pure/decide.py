@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 from activities.models import Observation
 from overnight.agent_spec import LOOP_EXIT_CODE, LOOP_REASON
 from overnight.constants import DISK_LIMIT_PREFIX, HOST_FLOOR_PREFIX
-from workflows.pure import done, hopeless, kit_requests, lease, snapshot
+from workflows.pure import done, hopeless, kit_requests, lease, model_books, snapshot
 from workflows.pure.budget import (
     budget_deadline,
     exhausted_reason,
@@ -168,6 +168,9 @@ def decide(state: SupervisorState, seen: Look, now: datetime) -> Decision:
     if seen.process_state == "missing":
         return restart_within_budget(state, "agent process is gone", now)
 
+    looped = model_books.loop_seen(state)
+    if looped is not None:
+        return restart_within_budget(state, looped, now)
     hours_left = state.budget.max_hours - hours_used(state, now)
     asked = kit_requests.request_due(state, now, wait_room_hours(state, now))
     if isinstance(asked, kit_requests.WaitOverBudget):

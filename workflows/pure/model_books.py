@@ -19,6 +19,10 @@ from workflows.pure.state import SupervisorState
 DIFFERENCE_SHOWN = 0.05
 # An upstream error this recent is said in the status.
 UPSTREAM_ERROR_SHOWN_SECONDS = 300
+# The same model request this many times in a row is a loop, seen from outside the sandbox
+# (beside the adapter's count of the same tool call, which the agent's own code could fool).
+GATEWAY_LOOP_REPEATS = 8
+GATEWAY_LOOP_REASON = "model loop"
 
 
 def host_key(state: SupervisorState) -> str:
@@ -103,3 +107,24 @@ def upstream_line(state: SupervisorState, now: datetime) -> str | None:
         f"model API: {latest.last_upstream_error} at {at:%H:%M} UTC, "
         f"{retries} retr{'y' if retries == 1 else 'ies'} at the gateway"
     )
+
+
+def loop_seen(state: SupervisorState) -> str | None:
+    """The restart reason when the current host's gateway saw the same request body
+    GATEWAY_LOOP_REPEATS times in a row, not yet acted on (None: no such loop)."""
+    books = known(state)
+    if books is None or books.repeats < GATEWAY_LOOP_REPEATS or not books.last_body:
+        return None
+    if books.last_body == state.gateway_loop_acted:
+        return None
+    return (
+        f"{GATEWAY_LOOP_REASON}: the same model request {books.repeats} times in a row "
+        "(counted at the gateway)"
+    )
+
+
+def mark_loop_acted(state: SupervisorState, reason: str) -> None:
+    """A restart for a loop seen at the gateway: that body's repeats are not acted on again."""
+    books = known(state)
+    if books is not None and reason.startswith(GATEWAY_LOOP_REASON):
+        state.gateway_loop_acted = books.last_body

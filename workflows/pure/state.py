@@ -207,6 +207,8 @@ class SupervisorState(BaseModel):
     gateway_metered: bool = False
     gateway_books: dict[str, GatewayBooks] = Field(default_factory=dict)
     model_cap_budget: float | None = None
+    # The request body (its hash) whose repeats the run last restarted its agent for.
+    gateway_loop_acted: str | None = None
     outputs: RunOutputs | None = None
     request_refused: str | None = None
     # The kit's requests file (workflows.pure.kit_requests): whether the run reads it (False for
