@@ -130,9 +130,11 @@ OWN_CALLER = textwrap.dedent(
     import json, os, time, urllib.error, urllib.request
 
     url = os.environ["OVERNIGHT_MODEL_URL"] + "/v1/messages"
-    body = json.dumps({"model": "claude-sonnet-4-5", "max_tokens": 16,
-                       "messages": [{"role": "user", "content": "hi"}]}).encode()
+    n = 0
     while True:
+        n += 1  # each call its own question: the same one over and over would be a loop
+        body = json.dumps({"model": "claude-sonnet-4-5", "max_tokens": 16,
+                           "messages": [{"role": "user", "content": f"hi {n}"}]}).encode()
         request = urllib.request.Request(url, data=body, method="POST", headers={
             "x-api-key": os.environ["OVERNIGHT_MODEL_TOKEN"],
             "anthropic-version": "2023-06-01", "content-type": "application/json"})
