@@ -202,7 +202,9 @@ def model_access(spec: RunSpec, cap_usd: float | None) -> ModelAccess | None:
     plan = model_plan(spec)
     if plan is None:
         return None
-    return ModelAccess(plan.upstream, plan.credential_env, spec.run_id, cap_usd)
+    return ModelAccess(
+        plan.upstream, plan.credential_env, spec.run_id, cap_usd, plan.credential_header
+    )
 
 
 def git_origin(spec: RunSpec) -> GitOrigin | None:

@@ -22,6 +22,9 @@ from overnight.models import RunSpec
 # The key each CLI reads from its environment (Claude Code: `x-api-key`; Codex: the provider's
 # `env_key`, a bearer token).
 VENDOR_KEY_ENV = {"claude-code": "ANTHROPIC_API_KEY", "codex": "OPENAI_API_KEY"}
+# Claude Code's bearer tokens (a subscription's OAuth token, or a gateway's token): sent as
+# `Authorization: Bearer`, by the CLI to the gateway and by the gateway upstream.
+CLAUDE_BEARER_ENV = ("CLAUDE_CODE_OAUTH_TOKEN", "ANTHROPIC_AUTH_TOKEN")
 MODEL_URL_ENV = "OVERNIGHT_MODEL_URL"
 MODEL_TOKEN_ENV = "OVERNIGHT_MODEL_TOKEN"
 
@@ -35,6 +38,8 @@ class ModelPlan:
     # The sandbox's variable that gets the token as its CLI's API key ("": an agent of one's
     # own, which reads OVERNIGHT_MODEL_TOKEN).
     token_env: str
+    # How the gateway sends the key upstream on the Messages route ("x-api-key", "bearer").
+    credential_header: str = "x-api-key"
 
 
 def model_plan(spec: RunSpec) -> ModelPlan | None:
@@ -45,9 +50,15 @@ def model_plan(spec: RunSpec) -> ModelPlan | None:
     if spec.agent is not None:
         vendor = VENDOR_KEY_ENV[spec.agent.kind]
         credential = spec.model_credential or (vendor if vendor in spec.secret_env else "")
-        if not credential:
-            return None  # e.g. a subscription's token: the CLI's own login (docs/gateway.md)
-        return ModelPlan(credential, spec.agent.base_url, vendor)
+        if credential:
+            return ModelPlan(credential, spec.agent.base_url, vendor)
+        if spec.agent.kind == "claude-code":
+            # A subscription's OAuth token (or a bearer token): kept at the gateway too, the
+            # CLI given the sandbox's token in its place, sent as a bearer token both ways.
+            bearer = next((n for n in CLAUDE_BEARER_ENV if n in spec.secret_env), "")
+            if bearer:
+                return ModelPlan(bearer, spec.agent.base_url, bearer, "bearer")
+        return None
     if not spec.model_credential:
         return None
     return ModelPlan(spec.model_credential, spec.model_base_url, "")

@@ -191,7 +191,9 @@ class ModelRoutes:
         base = origin.upstream or VENDOR_UPSTREAMS[request.api]
         target = model_forward.target_of(base, request.vendor_path, request.query)
         headers, body = _upstream_request(
-            request, self.environ.get(origin.credential_env, "") if origin.credential_env else ""
+            request,
+            self.environ.get(origin.credential_env, "") if origin.credential_env else "",
+            bearer=origin.credential_header == "bearer",
         )
         answer = await self._answer(target, headers, body, origin.run_id)
         if isinstance(answer, str):
@@ -341,9 +343,12 @@ def _token(headers: Mapping[str, str]) -> str:
     return value.strip() if scheme.lower() == "bearer" else ""
 
 
-def _upstream_request(request: _Request, credential: str) -> tuple[list[tuple[str, str]], bytes]:
+def _upstream_request(
+    request: _Request, credential: str, *, bearer: bool = False
+) -> tuple[list[tuple[str, str]], bytes]:
     """The headers and body sent upstream: the client's, less what may carry a credential,
-    plus the worker's credential in the vendor's header."""
+    plus the worker's credential in the vendor's header (`bearer`: a bearer token on the
+    Messages route too, a Claude subscription's)."""
     headers = request.headers
     body = request.body
     sent = [(k, v) for k, v in headers.items() if _forwarded(k)]
@@ -353,8 +358,10 @@ def _upstream_request(request: _Request, credential: str) -> tuple[list[tuple[st
     if request.api == "anthropic":
         if "anthropic-version" not in headers:
             sent.append(("anthropic-version", ANTHROPIC_VERSION))
-        if credential:
+        if credential and not bearer:
             sent.append(("x-api-key", credential))
+        elif credential:
+            sent.append(("authorization", f"Bearer {credential}"))
     elif credential:
         sent.append(("authorization", f"Bearer {credential}"))
     return sent, body

@@ -80,6 +80,8 @@ class ModelAccess:
     credential_env: str
     run_id: str
     cap_usd: float | None = None
+    # "x-api-key", or "bearer" for a token sent as one (a Claude subscription's OAuth token).
+    credential_header: str = "x-api-key"
 
 
 @dataclass(frozen=True)

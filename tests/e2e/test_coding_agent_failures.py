@@ -238,6 +238,9 @@ async def test_a_usage_limit_pauses_the_run_until_its_reset_then_the_same_sessio
     assert (result.outcome, result.attempts, result.restarts) == ("finished", 1, 0)
     assert [r.label for r in requests] == ["limited", "after", "final"]
     assert len(fake.session_ids()) == 1
+    # The subscription's token stayed at the gateway: the sandbox's token in its place.
+    assert status.spend_model_source == "gateway"
+    assert all(r.headers.get("authorization") == "Bearer sk-ant-oat-fake" for r in requests)
     assert requests[1].received_at_epoch >= resets_at - 1  # not before the reset
     # The wait counted as wait hours, not as run hours.
     assert status.wait_hours_used * 3600 >= LEAST_PAUSE.total_seconds() - 5

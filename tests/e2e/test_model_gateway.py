@@ -33,11 +33,14 @@ from overnight.home import overnight_home
 from overnight.local_services import serve_to_agents
 from overnight.model_prices import DEFAULT_PRICES, Usage, dearest, price_of, usd_of
 from overnight.models import BudgetExtension, RunSpec
+from overnight.worker.agent_clis import Installed
 from tests.agent_clis.conftest import agents_home, installed_cli  # noqa: F401 (fixtures)
 from tests.e2e.coding_agent_runs import (
     CREDENTIAL,
     FAKE_KEY,
+    SUBSCRIPTION,
     agents_queue,  # noqa: F401 (a fixture)
+    claude_code,  # noqa: F401 (a fixture)
     credential,  # noqa: F401 (a fixture)
     kind,  # noqa: F401 (a fixture)
     sandbox_ids,
@@ -46,26 +49,31 @@ from tests.e2e.coding_agent_runs import (
 )
 from tests.e2e.helpers import agent_pids, new_run_id, wait_for_status
 
-# The key in two halves, joined only in the sandbox's shell: the model's tool call (which the
-# CLI sends back in the next request) must not carry it whole.
-HALVES = (FAKE_KEY[:7], FAKE_KEY[7:])
+
 # Every way an agent reads what it was given: its variables, every process's variables and
 # command line, and every file it may read but the CLIs' installs (read-only copies of npm
-# packages, which hold no key).
-DUMP = textwrap.dedent(
-    f"""\
-    K={HALVES[0]}; K="$K{HALVES[1]}"
-    found() {{ grep -c -F -f <(printf '%s\\n' "$K"); }}
-    echo "env:$(env | found)"
-    echo "environ:$(cat /proc/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n' | found)"
-    echo "cmdline:$(cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' '\\n' | found)"
-    echo "files:[$(grep -r -l -F -f <(printf '%s\\n' "$K") /workspace /overnight/session \\
-        /overnight/kit /tmp "$HOME" /etc 2>/dev/null | tr '\\n' ' ')]"
-    env | grep -E '^(ANTHROPIC_API_KEY|OPENAI_API_KEY|OVERNIGHT_MODEL_TOKEN)=' | cut -c1-30 | sort
-    echo DUMPED"""
-)
-# (The key is searched for from a pattern read through a pipe, never an argument: a grep
-# given it as one would find itself in /proc/*/cmdline.)
+# packages, which hold no key). The secret is written in two halves, joined only in the
+# sandbox's shell (the model's tool call, which the CLI sends back in the next request, must
+# not carry it whole), and searched for from a pattern read through a pipe, never an argument
+# (a grep given it as one would find itself in /proc/*/cmdline).
+def dump_script(secret: str) -> str:
+    first, second = secret[:7], secret[7:]
+    return textwrap.dedent(
+        f"""\
+        K={first}; K="${{K}}{second}"
+        found() {{ grep -c -F -f <(printf '%s\\n' "$K"); }}
+        echo "env:$(env | found)"
+        echo "environ:$(cat /proc/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n' | found)"
+        echo "cmdline:$(cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' '\\n' | found)"
+        echo "files:[$(grep -r -l -F -f <(printf '%s\\n' "$K") /workspace /overnight/session \\
+            /overnight/kit /tmp "$HOME" /etc 2>/dev/null | tr '\\n' ' ')]"
+        env | grep -E '_(API_KEY|OAUTH_TOKEN|MODEL_TOKEN)=' \\
+            | cut -c1-30 | sort
+        echo DUMPED"""
+    )
+
+
+DUMP = dump_script(FAKE_KEY)
 
 
 def _priced(fake: FakeModelApi, script: list[Answer]) -> float:
@@ -82,6 +90,37 @@ def _priced(fake: FakeModelApi, script: list[Answer]) -> float:
         )
         usd += usd_of(price, used)
     return usd
+
+
+async def test_a_subscriptions_token_stays_at_the_gateway_too(
+    dev_client: Client,
+    agents_queue: str,  # noqa: F811
+    claude_code: Installed,  # noqa: F811
+    credential: None,  # noqa: F811
+    runs: list[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    token = "sk-ant-oat01-fake-subscription"
+    monkeypatch.setenv(SUBSCRIPTION, token)
+    script: list[Answer] = [
+        tools(Shell(dump_script(token)), label="dump"),
+        text("Nothing to find.", label="final"),
+    ]
+    with FakeModelApi(script) as fake:
+        spec, _ = await start_coding_run(
+            dev_client, agents_queue, runs, tmp_path, fake, "gw-sub", credential=SUBSCRIPTION
+        )
+        result = await asyncio.wait_for(api.wait_result(dev_client, spec.run_id), timeout=240)
+        requests = fake.requests()
+
+    assert result.outcome == "finished" and result.spend_model_source == "gateway"
+    dumped = requests[1].text()
+    assert "env:0" in dumped and "environ:0" in dumped and "cmdline:0" in dumped, dumped
+    assert "files:[]" in dumped and "OVERNIGHT_MODEL_TOKEN=ovn-" in dumped, dumped
+    for request in requests:  # from the gateway, as the CLI's own login would send it
+        assert request.headers.get("authorization") == f"Bearer {token}"
+        assert token not in json.dumps(request.body)
 
 
 async def test_a_hostile_cli_finds_the_key_nowhere_and_its_spend_is_counted_at_the_gateway(
