@@ -50,6 +50,7 @@ from activities.models import (
     StartAgentInput,
 )
 from activities.notify.models import DeliveryInput, Notification, SendResult
+from fakes.delivery import FakeDelivery
 from overnight.constants import LABEL_ATTEMPT, LABEL_RUN
 
 # ---- script steps: what the agent and its sandbox do between two looks ------------------
@@ -306,6 +307,8 @@ class FakeWorld:
         self.erased_secrets: list[str] = []
         # The gateway's caps set again (`set_model_cap`): sandbox, allowance, wakes before it.
         self.caps: list[tuple[str, float | None, int]] = []
+        # The origin a finished run pushes its branch to, and its pull requests.
+        self.delivery = FakeDelivery(self)
 
     # -- setting the scene --
 
@@ -351,6 +354,7 @@ class FakeWorld:
             self.answer_agent,
             self.free_run_store,
             self.set_model_cap,
+            *self.delivery.activities(),
         ]
 
     def notified(self) -> list[str]:

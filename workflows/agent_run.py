@@ -22,6 +22,7 @@ with workflow.unsafe.imports_passed_through():
         admission_steps,
         attention_steps,
         create_steps,
+        delivery_steps,
         done_steps,
         end_steps,
         hopeless_steps,
@@ -44,10 +45,11 @@ with workflow.unsafe.imports_passed_through():
         LEAN_WRITES_PATCH,
         SPEC_CHECK_PATCH,
     )
-    from workflows.pure import budget, model_books, money, safety_net
+    from workflows.pure import budget, delivery, model_books, money, safety_net
     from workflows.pure.card import build_status, render_card
     from workflows.pure.decide import (
         Decision,
+        DeliverAgain,
         DoneRound,
         ExtendLease,
         FailRun,
@@ -169,6 +171,10 @@ class AgentRun(RunMessages, RewindMessages):
                     continue
             if isinstance(decision, Finish):
                 decision = await done_steps.after_exit_zero(s, self._publish)
+                if isinstance(decision, Finish):  # finished only once its work is delivered
+                    decision = await delivery_steps.deliver(s, self._publish)
+            elif isinstance(decision, DeliverAgain):
+                decision = await delivery_steps.deliver(s, self._publish)
             if decision is None:
                 continue
             if isinstance(decision, Finish):
@@ -465,7 +471,14 @@ class AgentRun(RunMessages, RewindMessages):
         keep = s.spec.keep_sandboxes
         if s.sandbox_id is not None:
             await self._salvage_checkpoint(s, why, ended)
-            await money_steps.end_sandbox(s, stop=not keep, why=why)
+            if delivery.work_only_in_sandbox(s):
+                # Cancelled while its work waits for the origin: its sandbox is kept paused,
+                # as a failed attempt's is (for `keep_failed_days`), never stopped.
+                await money_steps.end_sandbox(s, stop=False, why=f"{why}; its work is only here")
+                s.paused_sandboxes.append(s.sandbox_id)
+                s.sandbox_id = None
+            else:
+                await money_steps.end_sandbox(s, stop=not keep, why=why)
         await end_steps.sweep_at_end(s, why=why)
         if not keep:
             await snapshot_steps.delete_all(s, why)

@@ -121,6 +121,13 @@ GATEWAY_MODELS_PATCH = "gateway-model-calls"
 # (`free_run_store`), as a coding agent's run does; histories recorded before it replay
 # without the call.
 RUNTIME_KEY_FREED_PATCH = "runtime-model-key-freed"
+# Runs that finish with this marker finish only once their branch on the origin holds their
+# work: the workspace committed as it stands, pushed from the sandbox and seen there by the
+# worker (`confirm_pushed`), and with `RunSpec.pull_request` the branch's pull request opened
+# or updated (`open_pull_request`); a push or a pull request that cannot be made leaves the
+# run needing a person, its sandbox paused with the work (workflows/delivery_steps.py).
+# Histories recorded before it replay finishing as the agent exits 0 (and its checks pass).
+FINISHED_PUSHED_PATCH = "finished-means-pushed"
 
 # Runs begun with this marker send notifications (workflows.notify_steps); histories recorded
 # before it replay without.

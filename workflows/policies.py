@@ -195,3 +195,30 @@ KEEP_WORKSPACE_RETRY = RetryPolicy(
     maximum_attempts=3,
     non_retryable_error_types=NON_RETRYABLE_TYPES,
 )
+
+
+# A finished run's push of its work to its branch (activities.branch_push): the script is
+# killed in the sandbox after 5 min, the worker's look at the origin takes at most 3 min; an
+# origin out of reach is tried again with backoff for about 5 min in all, a refusal 3 times
+# (the activity says when it is final), then the run needs a person, its sandbox paused.
+CONFIRM_PUSHED_TIMEOUT = timedelta(minutes=10)
+CONFIRM_PUSHED_HEARTBEAT = timedelta(seconds=60)
+CONFIRM_PUSHED_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=5),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(minutes=2),
+    maximum_attempts=6,
+    non_retryable_error_types=NON_RETRYABLE_TYPES,
+)
+# Its pull request (activities.pull_request): GitHub's client waits out short rate limits and
+# server errors itself (up to 15 min); a longer wait it names is Temporal's (`next_retry_delay`
+# overrides the backoff), about an hour of tries in all, then the run needs a person.
+OPEN_PULL_REQUEST_TIMEOUT = timedelta(minutes=20)
+OPEN_PULL_REQUEST_HEARTBEAT = timedelta(seconds=60)
+OPEN_PULL_REQUEST_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=10),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(minutes=10),
+    maximum_attempts=8,
+    non_retryable_error_types=NON_RETRYABLE_TYPES,
+)

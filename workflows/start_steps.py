@@ -19,6 +19,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.patches import (
         AGENT_REQUESTS_PATCH,
         FAIL_FAST_PATCH,
+        FINISHED_PUSHED_PATCH,
         HOST_FLOOR_PATCH,
         HOST_QUEUES_PATCH,
         LEASE_END_EITHER_PATCH,
@@ -62,6 +63,7 @@ def begin(spec: Any, carried: Any, lean: bool) -> tuple[SupervisorState, bool]:
     s.lease_end_either = workflow.patched(LEASE_END_EITHER_PATCH)
     # Only local runs ask it (a Runtime sandbox is never paused for the worker's disk).
     s.host_floor_kept = accepted.provider == "local" and workflow.patched(HOST_FLOOR_PATCH)
+    s.finish_pushes = workflow.patched(FINISHED_PUSHED_PATCH)
     return s, True
 
 

@@ -48,6 +48,9 @@ class Notification(_Model):
     output_attempt: int | None = None
     # What the agent handed over with the kit's `finish()` (finished runs).
     outputs: RunOutputs | None = None
+    # The commit the run's branch on the origin holds, and its pull request (finished runs).
+    pushed_commit: str | None = None
+    pull_request_url: str | None = None
     # Where to send (besides the worker's default) and what to redact (names only).
     webhooks: list[Webhook] = Field(default_factory=list)
     secret_env: list[str] = Field(default_factory=list)

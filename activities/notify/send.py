@@ -145,6 +145,9 @@ def payload(note: Notification, web_ui: str | None) -> dict[str, Any]:
         else {"attempt": note.output_attempt, "text": note.output_tail},
         # What the agent's finish() handed over (finished runs): {"summary", "values"}.
         "outputs": None if note.outputs is None else note.outputs.model_dump(mode="json"),
+        # The commit the run's branch on the origin holds, and its pull request (finished).
+        "pushed_commit": note.pushed_commit,
+        "pull_request_url": note.pull_request_url,
         "web_ui": web_ui,
     }
 

@@ -19,7 +19,7 @@ from overnight.status_lines import (
     talk_lines,
 )
 from overnight.workspace_spec import workspace_line
-from workflows.pure import kit_requests, model_books
+from workflows.pure import delivery, kit_requests, model_books
 from workflows.pure.budget import (
     charged_usd,
     estimated_spend_usd,
@@ -85,7 +85,7 @@ def build_status(state: SupervisorState, now: datetime) -> RunStatus:
         model_api=model_books.upstream_line(state, now),
         model_calls_capped=sum(b.cap_refusals for b in state.gateway_books.values()),
         talk=kit_requests.talk_view(state),
-        outputs=state.outputs,
+        outputs=delivery.shown_outputs(state),
         safety_net=safety_net_summary(state, now),
         failure=state.failure,
         waiting_on=note_line(state.waiting_on) if state.waiting_on is not None else None,
@@ -93,6 +93,8 @@ def build_status(state: SupervisorState, now: datetime) -> RunStatus:
         done_checks=list(state.done_results),
         workspace=workspace_view(state),
         egress_refused=refused_totals(state),
+        pushed_commit=state.pushed_commit,
+        pull_request_url=state.pull_request_url,
     )
 
 
@@ -135,6 +137,10 @@ def render_card(status: RunStatus, now: datetime) -> str:
     kept = workspace_line(status.workspace)
     if kept:
         lines.append(f"- **workspace** {markdown_inline(kept)}")
+    if status.pushed_commit:
+        lines.append(f"- **pushed** `{status.pushed_commit[:12]}`, on the origin")
+    if status.pull_request_url:
+        lines.append(f"- **pull request** <{markdown_inline(status.pull_request_url)}>")
     # Below, text the agent may have written (its question, outputs, why a checkpoint was
     # kept, a restart's reason) is shown as written, never as a link or emphasis.
     if status.failure:

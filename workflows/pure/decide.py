@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 from activities.models import Observation
 from overnight.agent_spec import LOOP_EXIT_CODE, LOOP_REASON
 from overnight.constants import DISK_LIMIT_PREFIX, HOST_FLOOR_PREFIX
-from workflows.pure import done, hopeless, kit_requests, lease, model_books, snapshot
+from workflows.pure import delivery, done, hopeless, kit_requests, lease, model_books, snapshot
 from workflows.pure.budget import (
     budget_deadline,
     exhausted_reason,
@@ -85,6 +85,7 @@ AskPerson = kit_requests.AskPerson
 PauseUntil = kit_requests.PauseUntil
 DeliverAnswer = kit_requests.DeliverAnswer
 DoneRound = done.DoneRound
+DeliverAgain = delivery.DeliverAgain
 Decision = (
     Watch
     | AskPerson
@@ -100,6 +101,7 @@ Decision = (
     | TakeSnapshot
     | FailRun
     | DoneRound
+    | DeliverAgain
 )
 
 
@@ -219,6 +221,9 @@ def decide_resume(state: SupervisorState, now: datetime) -> Decision:
     checkpoint, or keep waiting if still short."""
     if state.daily_window_wait:
         return _resume_after_daily_limit(state, now)
+    if delivery.waiting(state):
+        # The agent finished; its push or pull request waits: tried again, whatever the budget.
+        return DeliverAgain()
     if done.waiting_for_person(state):
         return after_done_checks(state, now)
     if state.paused_in_place and state.sandbox_id is not None:

@@ -9,6 +9,7 @@ from activities.notify.models import BudgetLeft, Notification
 from overnight.notify_spec import NotifyEvent
 from workflows.pure.budget import hours_used, restarts_left, spend_usd
 from workflows.pure.checkpoint import kept_facts
+from workflows.pure.delivery import shown_outputs
 from workflows.pure.state import SupervisorState
 
 
@@ -43,19 +44,23 @@ def notification(
         next_step=summary.next if summary is not None else None,
         output_tail=words.tail if words is not None else None,
         output_attempt=words.attempt if words is not None else None,
-        outputs=s.outputs if event == "finished" else None,
+        outputs=shown_outputs(s) if event == "finished" else None,
+        pushed_commit=s.pushed_commit if event == "finished" else None,
+        pull_request_url=s.pull_request_url if event == "finished" else None,
         webhooks=list(s.spec.notify),
         secret_env=list(s.spec.secret_env),
     )
 
 
 def _with_outputs(reason: str, s: SupervisorState) -> str:
-    """A finish notification says what the agent handed over (its summary, its outputs)."""
-    outputs = s.outputs
-    if outputs is None:
-        return reason
-    said = [outputs.summary] if outputs.summary else []
-    said += [f"{name}: {value}" for name, value in outputs.values.items()]
+    """A finish notification says what the agent handed over (its summary, its outputs) and
+    its pull request."""
+    outputs = shown_outputs(s)
+    said = [outputs.summary] if outputs is not None and outputs.summary else []
+    if outputs is not None:
+        said += [f"{name}: {value}" for name, value in outputs.values.items()]
+    if s.pull_request_url:
+        said.append(f"pull request: {s.pull_request_url}")
     return "; ".join([reason, *said])
 
 

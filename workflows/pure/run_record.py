@@ -12,7 +12,7 @@ from datetime import datetime
 from activities.models import AgentStarted, CheckpointRead, OutputTail, RequestsRead
 from overnight.checkpoint_text import parsed_for_result
 from overnight.models import LastWords, RestartRecord, RunResult
-from workflows.pure import budget, kit_requests, model_books, money, safety_net
+from workflows.pure import budget, delivery, kit_requests, model_books, money, safety_net
 from workflows.pure.checkpoint import facts, judge
 from workflows.pure.egress import refused_totals
 from workflows.pure.state import SupervisorState
@@ -120,7 +120,7 @@ def run_result(s: SupervisorState, now: datetime) -> RunResult:
         restarts=s.restarts_used,
         hours_used=round(budget.hours_used(s, now), 4),
         spend_usd=round(budget.spend_usd(s, now), 4),
-        outputs=s.outputs,
+        outputs=delivery.shown_outputs(s),
         spend_model_usd=round(model_books.model_spend_usd(s), 4),
         spend_model_source="gateway" if s.gateway_metered else "agent",
         safety_net=safety_net.summary(s, now),
@@ -128,4 +128,6 @@ def run_result(s: SupervisorState, now: datetime) -> RunResult:
         done_checks=list(s.done_results),
         done_checks_used=s.done_checks_used,
         egress_refused=refused_totals(s),
+        pushed_commit=s.pushed_commit,
+        pull_request_url=s.pull_request_url,
     )

@@ -6,6 +6,7 @@ Pure data: no temporalio imports, no I/O. The workflow mutates it; `decide` read
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -275,3 +276,14 @@ class SupervisorState(BaseModel):
     rewind_to: int | None = None
     rewinding: KeptWorkspace | None = None
     rewinds: int = 0
+    # A finished run's delivery (workflows/delivery_steps.py, workflows/pure/delivery.py):
+    # whether its finish waits for its branch on the origin (False for runs begun before, so
+    # their histories replay unchanged); the date of the commit its push makes (fixed at the
+    # first try, so every try makes the same commit); the commit the worker saw the branch
+    # hold; its pull request; and which of the two waits for a person, its sandbox paused with
+    # the work ("push", "pull_request"; None: neither).
+    finish_pushes: bool = False
+    push_at: datetime | None = None
+    pushed_commit: str | None = None
+    pull_request_url: str | None = None
+    delivery_waits: Literal["push", "pull_request"] | None = None
