@@ -26,7 +26,7 @@ from overnight.cli import dev_commands as dev_cli
 from overnight.cli import disk as disk_cli
 from overnight.cli import forensics as forensics_cli
 from overnight.cli import many as many_cli
-from overnight.cli import render
+from overnight.cli import render, start_look
 from overnight.cli import replay_check as replay_check_cli
 from overnight.cli import report as report_cli
 from overnight.cli import schedule as schedule_cli
@@ -66,6 +66,12 @@ def build_parser() -> argparse.ArgumentParser:
     start.add_argument("spec", nargs="?", help="path to the RunSpec JSON file")
     start.add_argument("--many", metavar="TASKS.jsonl", help="one run a line (docs/many-runs.md)")
     start.add_argument("--wait", action="store_true", help="wait for the run's result")
+    start.add_argument(
+        "--no-wait",
+        action="store_true",
+        help="return once the run is started, without waiting (up to 15 s) for the worker "
+        "to take it, check its spec and make its first sandbox",
+    )
     start.add_argument("--json", action="store_true")
     start.add_argument("--task-queue", default=TASK_QUEUE)
     agents_cli.add_start_arguments(start)
@@ -251,6 +257,8 @@ def _now() -> datetime:
 
 
 async def _start(args: argparse.Namespace) -> int:
+    if args.wait and args.no_wait:
+        raise BadInput("--wait waits for the run's end, --no-wait for nothing: not both")
     if args.many is not None:
         if args.wait:
             raise BadInput("--wait waits for one run: not with --many")
@@ -267,6 +275,16 @@ async def _start(args: argparse.Namespace) -> int:
     if not args.json:
         print(f"started {handle.id}" + (f"\nWeb UI: {url}" if url else ""), flush=True)
     if not args.wait:
+        if not args.no_wait:
+            # The worker's word on it (refused, failed at its first create, needs a person).
+            seconds = start_look.wait_seconds()
+            found = await start_look.look(
+                client, handle.id, task_queue=args.task_queue, seconds=seconds
+            )
+            if not found.going:
+                raise SpecError(found.line) if found.bad_input else api.OvernightError(found.line)
+            if not args.json:
+                print(found.line)
         if args.json:
             print(render.json_document({"run_id": handle.id, "web_ui": url}))
         return OK

@@ -122,6 +122,7 @@ def test_start_hands_that_spec_to_the_server(
         "Fix it",
         "--run-id",
         "fix-flaky",
+        "--no-wait",  # the fake start makes no run for the worker's word to be read from
     )
     assert code == 0 and out.startswith("started fix-flaky")
     [spec] = started
