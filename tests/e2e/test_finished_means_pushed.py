@@ -19,16 +19,22 @@ import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 from temporalio.client import Client
 
+from activities.github import API_URL_ENV, TOKEN_ENV
 from activities.providers.local.engine import LocalEngine
+from fakes.git_http import git_url
+from fakes.github_api import FakeGitHub
 from overnight.cli import client as api
-from overnight.models import BudgetExtension
+from overnight.local_services import serve_to_agents
+from overnight.models import BudgetExtension, RunSpec
 from tests.e2e.helpers import agent_spec, new_run_id, wait_for_status
 
 MIGRATION = "migrations/0001_add_due_date.sql"
+GITHUB_TOKEN = "ghp_e2eFakeToken0123456789"
 # Who holds the origin under a root worker: not root, so its read-only folders hold.
 OWNER = 65534
 
@@ -120,3 +126,54 @@ async def test_an_origin_that_refuses_pushes_holds_the_run_until_it_takes_them(
     assert git(files.origin, "show", f"{head}:{MIGRATION}").startswith("ALTER TABLE tasks")
     status = await api.get_status(dev_client, run_id)
     assert (status.state, status.pushed_commit) == ("finished", head)
+
+
+@pytest.mark.timeout(300)
+async def test_a_run_with_a_pull_request_finishes_with_one_whose_head_is_its_branch(
+    dev_client: Client,
+    task_queue: str,
+    runs: list[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    run_id = new_run_id("pull-request")
+    # The origin over smart HTTP, as GitHub serves one: /<owner>/<name> (the owner is the
+    # fake git server's token for it); the sandbox reaches it through the worker's gateway.
+    origin_path = tmp_path / run_id / "origin.git"
+    repo = git_url(origin_path)
+    port = urlsplit(repo).port
+    assert port is not None
+    serve_to_agents(port)
+    owner = urlsplit(repo).path.strip("/").split("/")[0]
+    spec, files = agent_spec(run_id, tmp_path, binds=[])
+    spec = RunSpec.model_validate(
+        {
+            **spec.model_dump(),
+            "repo": repo,
+            "host_ports": [*spec.host_ports, port],
+            "pull_request": {"labels": ["overnight"]},
+        }
+    )
+    assert files.origin == origin_path
+    with FakeGitHub(token=GITHUB_TOKEN) as github:
+        github.add_repo(f"{owner}/origin", origin=files.origin)
+        monkeypatch.setenv(TOKEN_ENV, GITHUB_TOKEN)
+        monkeypatch.setenv(API_URL_ENV, github.api_url)
+        runs.append(run_id)
+        await api.start_run(dev_client, spec, task_queue=task_queue)
+        result = await asyncio.wait_for(api.wait_result(dev_client, run_id), timeout=180)
+        pulls = github.pulls(f"{owner}/origin")
+        created = github.count("create_pull")
+
+    assert (result.outcome, result.restarts) == ("finished", 0)
+    [pull] = pulls
+    assert created == 1
+    assert result.pull_request_url == pull["html_url"] == f"{github.url}/{owner}/origin/pull/1"
+    assert (pull["head"]["ref"], pull["base"]["ref"], pull["draft"]) == (spec.branch, "main", True)
+    # Its head is the commit the run pushed and names, which the origin's branch holds.
+    assert pull["head"]["sha"] == result.pushed_commit == on_origin(files.origin, spec.branch)
+    assert [label["name"] for label in pull["labels"]] == ["overnight"]
+    assert pull["title"] == f"overnight run {run_id}"
+    assert f"Opened by overnight for the run [{run_id}](" in pull["body"]
+    status = await api.get_status(dev_client, run_id)
+    assert status.pull_request_url == result.pull_request_url
