@@ -214,7 +214,7 @@ CONFIRM_PUSHED_RETRY = RetryPolicy(
 # server errors itself (up to 15 min); a longer wait it names is Temporal's (`next_retry_delay`
 # overrides the backoff), about an hour of tries in all, then the run needs a person.
 OPEN_PULL_REQUEST_TIMEOUT = timedelta(minutes=20)
-OPEN_PULL_REQUEST_HEARTBEAT = timedelta(seconds=60)
+OPEN_PULL_REQUEST_HEARTBEAT = timedelta(seconds=30)
 OPEN_PULL_REQUEST_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=10),
     backoff_coefficient=2.0,
