@@ -21,6 +21,7 @@ it, is lost (an answer is booked as it ends).
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import os
 import time
@@ -30,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from temporalio.api.enums.v1 import PendingActivityState
 from temporalio.client import Client
 
 from activities.gateway import service as gateway_service
@@ -56,6 +58,8 @@ from tests.e2e.helpers import new_run_id
 from tests.live import nothing_left_running
 
 CLAUDE = "claude-code"
+OBSERVE = "observe_agent"
+STARTED = PendingActivityState.PENDING_ACTIVITY_STATE_STARTED
 CUT_TEXT = "Half of an answer."
 # Each answer's usage is its own, so the ledger says which were booked.
 SCRIPT: list[Answer] = [
@@ -148,11 +152,26 @@ def ledger(home: Path, run_id: str) -> list[dict[str, Any]]:
 
 
 async def until(probe: Callable[[], object], what: str, timeout: float = 120) -> None:
+    """Until `probe()` (a plain function, or one returning an awaitable) is truthy."""
     deadline = time.monotonic() + timeout
-    while not await asyncio.to_thread(probe):
+    while True:
+        found = await asyncio.to_thread(probe)
+        if inspect.isawaitable(found):
+            found = await found
+        if found:
+            return
         if time.monotonic() > deadline:
             raise AssertionError(f"not in {timeout} s: {what}")
         await asyncio.sleep(0.05)
+
+
+async def only_watching(client: Client, run_id: str) -> bool:
+    """The run's one step in flight is its watch of the agent, started on a worker. (A step
+    without heartbeats in flight at a SIGKILL waits out its timeout, up to minutes, before it
+    is tried again: the chaos harness's business, not this test's.)"""
+    described = await client.get_workflow_handle(run_id).describe()
+    pending = described.raw_description.pending_activities
+    return [p.activity_type.name for p in pending] == [OBSERVE] and pending[0].state == STARTED
 
 
 @pytest.mark.heavy
@@ -186,6 +205,7 @@ async def test_a_worker_sigkilled_mid_stream_costs_the_cli_a_retry_and_the_ledge
                 # Mid-stream: the gateway carried the second answer's first block to the CLI,
                 # and the fake holds the rest.
                 await until(lambda: adapter_said(home, sandbox_id, CUT_TEXT), "half an answer")
+                await until(lambda: only_watching(dev_client, run_id), "only the watch going")
                 booked_before = gateway_service.spend_of(home, run_id)
                 killed = time.monotonic()
                 pool.kill(worker)
