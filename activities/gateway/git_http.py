@@ -29,6 +29,9 @@ from activities.gateway.origin import Origin
 ROUTE = "/git/"
 SERVICES = ("git-upload-pack", "git-receive-pack")
 MAX_HEAD = 256 * 1024
+# What git sends first, alone, before a push bigger than its `http.postBuffer` (1 MiB): a
+# flush packet, to see that the push would be taken before it streams the pack.
+PROBE = b"0000"
 CHUNK = 256 * 1024
 BACKEND_SECONDS = 3600.0
 CONNECT_SECONDS = 10.0
@@ -109,6 +112,8 @@ async def _push_head(body: AsyncIterator[bytes], origin: Origin) -> bytes | _Ref
     data = b""
     async for chunk in body:
         data += chunk
+        if data == PROBE:
+            continue  # git's probe, if the body ends here (or commands to come)
         try:
             head = read_head(data)
         except BadPush as error:
@@ -126,6 +131,8 @@ async def _push_head(body: AsyncIterator[bytes], origin: Origin) -> bytes | _Ref
             return _Refused(response + answer)
         if len(data) > MAX_HEAD:
             break
+    if data == PROBE:
+        return data  # pushes nothing: receive-pack answers it as git expects
     raise Answer(400, "Bad Request", "overnight gateway: a push without its commands")
 
 

@@ -128,6 +128,22 @@ def test_the_runs_branch_and_private_refs_are_pushed_without_a_bind_or_a_chmod(
     assert code == 0 and said.strip().endswith(pushed), said
 
 
+def test_a_push_bigger_than_gits_post_buffer_is_taken(engine: LocalEngine, origin: Path) -> None:
+    """git probes before a push over its `http.postBuffer` (1 MiB) with a body of one flush
+    packet; the gateway took it for a push without commands and answered 400, so no big push
+    (a finished run's work with a build output in it) could pass."""
+    sid, _ = sandbox_with_clone(engine, origin)
+    code, said = sh(
+        engine,
+        sid,
+        "head -c 3000000 /dev/urandom > big.bin && git add big.bin && git commit -qm big && "
+        f"git push -q origin HEAD:refs/heads/{BRANCH}",
+    )
+    assert code == 0, said
+    pushed = git("rev-parse", f"refs/heads/{BRANCH}", cwd=origin)
+    assert git("cat-file", "-s", f"{pushed}:big.bin", cwd=origin) == "3000000"
+
+
 @pytest.mark.parametrize(
     "ref", ["refs/heads/main", "refs/tags/v1", "refs/overnight/other-run/keep-1", "refs/heads/x"]
 )
