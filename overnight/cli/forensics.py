@@ -8,6 +8,7 @@ need no worker (see overnight.cli.run_view).
 from __future__ import annotations
 
 import argparse
+import asyncio
 import base64
 import io
 import json
@@ -23,7 +24,8 @@ from temporalio.client import Client
 from activities.providers.forensics import MAX_LISTED_FILES, FileEntry, FileListing
 from activities.providers.protocol import SandboxProvider
 from activities.providers.registry import open_configured
-from overnight.cli import logs, logs_follow
+from overnight.agent_text import terminal_line
+from overnight.cli import logs, logs_follow, logs_news
 from overnight.cli.render import terminal_safe
 from overnight.cli.run_names import RUN_NAME_HELP
 from overnight.cli.run_view import CannotRead, RunView, load_run, opened, query_status
@@ -134,8 +136,15 @@ async def _follow(
         except CannotRead as why:
             logs.say(str(why))
         # Then on from the end of what was shown: the agent's new lines, and later attempts.
-    ended = await logs_follow.follow(client, view, provider, start, printer, reload)
-    printer.event("end", f"=== run {view.run_id} ended: {ended} ===", state=ended)
+    # The run's own news (needs you, a question, a pause) between its agent's lines.
+    news = asyncio.create_task(logs_news.watch(client, view, printer))
+    try:
+        ended, reason = await logs_follow.follow(client, view, provider, start, printer, reload)
+    finally:
+        news.cancel()
+    told = f"{ended}: {reason}" if reason else ended
+    line = terminal_line(f"=== run {view.run_id} ended: {told} ===")
+    printer.event("end", line, state=ended, reason=reason)
     return 0
 
 

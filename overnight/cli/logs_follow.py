@@ -15,7 +15,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
 
 from activities.providers.forensics import AgentProcess
 from activities.providers.protocol import (
@@ -51,8 +51,9 @@ async def follow(
     start: int,
     p: Printer,
     reload: Callable[[], Any],
-) -> str:
-    """Follow from attempt `start` on, until the run ends; returns how it ended."""
+) -> tuple[str, str | None]:
+    """Follow from attempt `start` on, until the run ends; returns how it ended, and why
+    when it failed."""
     attempt = start
     announced: set[int] = set()
     while True:
@@ -243,13 +244,29 @@ async def _look_around(
         await reload()
 
 
-async def _ending(client: Client, view: RunView) -> str:
-    """How the run ended, in a word or two: its state, and the workflow's when they differ."""
-    described = await client.get_workflow_handle(view.run_id).describe()
+async def _ending(client: Client, view: RunView) -> tuple[str, str | None]:
+    """How the run ended, in a word or two (its state, and the workflow's when they differ),
+    and why, when it failed."""
+    handle = client.get_workflow_handle(view.run_id)
+    described = await handle.describe()
     workflow = described.status.name.lower() if described.status is not None else "closed"
+    why = await _failure(handle) if workflow == "failed" else None
     state = view.status.state if view.status is not None else None
     if state is None or workflow in ("terminated", "timed_out"):
-        return workflow
+        return workflow, why
     if workflow in ("completed", state):
-        return state
-    return f"{state} (workflow {workflow})"
+        return state, why
+    return f"{state} (workflow {workflow})", why
+
+
+async def _failure(handle: WorkflowHandle[Any, Any]) -> str | None:
+    """A failed run's one line: its failure's message (a run refused at its start has no
+    status to say it)."""
+    try:
+        await handle.result()
+    except WorkflowFailureError as err:
+        cause = err.cause
+        return getattr(cause, "message", None) or str(cause or err)
+    except Exception:  # the result could not be read: the end line goes without a reason
+        return None
+    return None
