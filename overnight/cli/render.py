@@ -108,6 +108,10 @@ def status_text(status: RunStatus, *, now: datetime, ui_url: str | None) -> str:
     kept = workspace_line(status.workspace)
     if kept:
         lines.append(f"  workspace:     {terminal_line(kept.replace('`', ''))}")
+    if status.pushed_commit:
+        lines.append(f"  pushed:        {status.pushed_commit[:12]}, on the origin")
+    if status.pull_request_url:
+        lines.append(f"  pull request:  {terminal_line(status.pull_request_url)}")
     if ui_url:
         lines.append(f"  Web UI:        {ui_url}")
     words = status.last_words
@@ -204,6 +208,10 @@ def result_text(result: RunResult) -> str:
             f"  output {terminal_line(name)}: {terminal_line(value)}"
             for name, value in outputs.values.items()
         ]
+    if result.pushed_commit:
+        lines.append(f"  pushed: {result.pushed_commit[:12]}, on the origin")
+    if result.pull_request_url:
+        lines.append(f"  pull request: {terminal_line(result.pull_request_url)}")
     net = safety_net_line(result.safety_net)
     return terminal_safe("\n".join(lines + ([f"safety net: {net}"] if net else [])))
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from overnight.cli.render import status_text
-from overnight.models import Budget, DailyLimit, RunStatus
+from overnight.cli.render import result_text, status_text
+from overnight.models import Budget, DailyLimit, RunResult, RunStatus
 
 NOW = datetime(2026, 11, 30, 14, 0, tzinfo=UTC)
 
@@ -95,3 +95,28 @@ def test_status_and_result_say_what_the_safety_net_cost() -> None:
     assert (
         result_text(result).splitlines()[1] == "safety net: " + line.split("safety net:")[1].strip()
     )
+
+
+def test_status_and_result_name_the_pushed_commit_and_the_pull_request() -> None:
+    url = "https://github.com/octo/app/pull/7"
+    text = status_text(
+        status(state="finished", pushed_commit="b" * 40, pull_request_url=url),
+        now=NOW,
+        ui_url=None,
+    )
+    assert "  pushed:        bbbbbbbbbbbb, on the origin" in text
+    assert f"  pull request:  {url}" in text
+    result = RunResult(
+        run_id="r",
+        outcome="finished",
+        attempts=1,
+        restarts=0,
+        hours_used=0.5,
+        spend_usd=0.1,
+        pushed_commit="b" * 40,
+        pull_request_url=url,
+    )
+    said = result_text(result).splitlines()
+    assert said[1:] == ["  pushed: bbbbbbbbbbbb, on the origin", f"  pull request: {url}"]
+    # Not pushed (yet): nothing said.
+    assert "pushed" not in status_text(status(), now=NOW, ui_url=None)
