@@ -166,7 +166,7 @@ async def fake_wait(call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     return await asyncio.to_thread(call, *args, **kwargs)
 
 
-async def until(probe: Callable[[], Any], timeout: float = 60, what: str = "") -> Any:
+async def until(probe: Callable[[], Any], timeout: float = 180, what: str = "") -> Any:
     """Poll `probe` (a plain function, or one returning an awaitable) until it is truthy."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

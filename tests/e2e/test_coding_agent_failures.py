@@ -140,7 +140,7 @@ async def test_a_lost_sandbox_is_replaced_by_one_that_resumes_the_same_session(
         [first] = await sandbox_ids(spec.run_id)
         await until(lambda: named_pids(spec.run_id, "sleep"), what="the sleep call running")
         # The supervisor holds the checkpoint of step 1 (what a new sandbox starts from).
-        await wait_for_status(dev_client, spec.run_id, lambda s: "echo started" in _next(s), 30)
+        await wait_for_status(dev_client, spec.run_id, lambda s: "echo started" in _next(s), 180)
         await LocalProvider().stop(first)  # the sandbox lost, its processes with it
         result = await _result(dev_client, spec.run_id)
         status = await api.get_status(dev_client, spec.run_id)
@@ -223,7 +223,7 @@ async def test_a_usage_limit_pauses_the_run_until_its_reset_then_the_same_sessio
         [sandbox] = await sandbox_ids(spec.run_id)
         # The status says the wait as the run begins it, the pause a moment later.
         engine = LocalProvider().engine
-        await until(lambda: sandbox_state(engine, sandbox) == "paused", 15, "paused for the wait")
+        await until(lambda: sandbox_state(engine, sandbox) == "paused", 60, "paused for the wait")
         asked = len(fake.requests())
         result = await _result(dev_client, spec.run_id)
         status = await api.get_status(dev_client, spec.run_id)
@@ -300,7 +300,7 @@ async def test_spend_past_the_budget_pauses_and_an_extension_wakes_the_same_cli_
             dev_client, agents_queue, runs, tmp_path, fake, "spend", budget={"max_spend_usd": 0.05}
         )
         held = await wait_for_status(
-            dev_client, spec.run_id, lambda s: s.state == "needs_attention", 60
+            dev_client, spec.run_id, lambda s: s.state == "needs_attention", 180
         )
         [sandbox] = await sandbox_ids(spec.run_id)
         paused = (await LocalProvider().sandbox(sandbox)).state
@@ -350,7 +350,7 @@ async def test_ask_person_through_mcp_waits_for_the_answer_and_the_model_gets_it
     with FakeModelApi(script) as fake:
         spec, _ = await start_coding_run(dev_client, agents_queue, runs, tmp_path, fake, "ask")
         asking = await wait_for_status(
-            dev_client, spec.run_id, lambda s: s.state == "waiting_for_answer", 60
+            dev_client, spec.run_id, lambda s: s.state == "waiting_for_answer", 180
         )
         asked = len(fake.requests())
         said = await api.answer_question(dev_client, spec.run_id, "yes")
