@@ -158,7 +158,9 @@ async def test_the_run_itself_wakes_a_sandbox_paused_at_its_lease_end(
 ) -> None:
     run = await lease_end_with_no_worker(dev_client, tmp_path, provider, BRIEF_ABSENCE)
 
-    assert run.status.lease_resumes == 1
+    # Woken by the run itself (a loaded machine may see the short fresh lease end once more
+    # before the run's extension lands: woken again, the same way).
+    assert run.status.lease_resumes >= 1
     assert [cause for _, cause in run.wakes if not cause.endswith(":wake")] == []
 
 
