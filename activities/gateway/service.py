@@ -5,6 +5,9 @@ hands each connection to one of them), so a worker that stops, or one of several
 processes of a host, takes no sandbox's way out with it while another serves; any of them
 serves any sandbox of the home (its key and records are the home's).
 
+A home's first gateway draws its port below the ports the kernel gives outgoing connections
+(`ports.py`), so none of those can take it while every worker of the home is away.
+
 It runs its own event loop in a thread of the process that starts it: the worker's activities
 never wait on a connection it carries, and a worker's restart costs the sandboxes only the
 connections open at that moment (their tools retry).
@@ -31,6 +34,7 @@ from activities.gateway.model_origin import ModelOrigin, model_origin_of
 from activities.gateway.model_routes import ROUTE as MODEL_ROUTE
 from activities.gateway.model_routes import ModelRoutes
 from activities.gateway.origin import Origin
+from activities.gateway.ports import home_ports
 from activities.gateway.proxy import Grant, Proxy, Settings
 from activities.gateway.refused import FOLDER as REFUSED_FOLDER
 from activities.gateway.refused import RefusalBook, refused_counts
@@ -259,7 +263,7 @@ class Gateway:
         # One at a time: two gateways of a home starting together share one port.
         with open(self.folder / PORT_LOCK, "ab") as lock:
             fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
-            listening = _listen(port_of(self.home))
+            listening = listen_for_home(port_of(self.home))
             self.port = listening.getsockname()[1]
             if port_of(self.home) != self.port:
                 temporary = self.folder / f"{PORT_FILE}.tmp"
@@ -307,10 +311,15 @@ class Gateway:
         await self.models.close()
 
 
-def _listen(kept: int | None) -> socket.socket:
-    """A listening socket on the home's port, beside the other gateways of the home there,
-    else (a program of another user's holds it) on a new one."""
-    for port in ([kept] if kept else []) + [0]:
+def listen_for_home(kept: int | None, drawn: Sequence[int] | None = None) -> socket.socket:
+    """A listening socket on the home's port `kept`, beside the other gateways of the home
+    there, else (none yet, or a program of another user's holds it) on the first unused of
+    the ports `drawn` (default: drawn below the ports outgoing connections are given,
+    ports.py), else on any."""
+    tried = home_ports() if drawn is None else list(drawn)
+    for port in ([kept] if kept else []) + tried + [0]:
+        if port not in (kept, 0) and not _unused(port):
+            continue  # a drawn port may be another home's gateway's: it would let us join
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
@@ -320,9 +329,20 @@ def _listen(kept: int | None) -> socket.socket:
             sock.close()
             if error.errno != errno.EADDRINUSE:
                 raise
-            logger.warning("gateway: port %s is another program's; moving", port)
+            if port == kept:
+                logger.warning("gateway: port %s is another program's; moving", port)
             continue
         sock.listen(512)
         sock.setblocking(False)
         return sock
     raise OSError("the gateway found no port to listen on")
+
+
+def _unused(port: int) -> bool:
+    """Nothing at all holds `port` on the loopback (a socket that may share it included)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        try:
+            probe.bind((LOOPBACK, port))
+        except OSError:
+            return False
+    return True
