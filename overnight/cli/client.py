@@ -29,6 +29,7 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from overnight.cli.run_names import workflow_id_of as workflow_id_of
+from overnight.cli.spec_size import too_large
 from overnight.connect import default_ui_base, web_ui_url
 from overnight.constants import (
     SA_LAST_PROGRESS,
@@ -114,7 +115,10 @@ async def start_run(
     client: Client, spec: RunSpec, *, task_queue: str = TASK_QUEUE
 ) -> WorkflowHandle[Any, RunResult]:
     """Start a run. A run id names one run: a second start with it is refused, open or closed.
-    A spec without one gets a new one (`run-<UTC time>-<4 hex>`)."""
+    A spec without one gets a new one (`run-<UTC time>-<4 hex>`). A spec past Temporal's
+    payload limits is refused (`SpecError` naming its largest field) before anything is sent."""
+    if (problem := too_large(spec)) is not None:
+        raise SpecError(problem)
     if not spec.run_id:
         spec = RunSpec.model_validate(
             {**spec.model_dump(exclude_unset=True), "run_id": new_run_id()}

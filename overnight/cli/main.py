@@ -31,13 +31,14 @@ from overnight.cli import replay_check as replay_check_cli
 from overnight.cli import report as report_cli
 from overnight.cli import schedule as schedule_cli
 from overnight.cli import workspace as workspace_cli
+from overnight.cli.error_text import one_line
 from overnight.cli.retrying import retrying_lines, with_waiting_on
 from overnight.cli.run_names import RUN_NAME_HELP
+from overnight.cli.spec_size import too_large
 from overnight.cli.terminal_output import guarded
-from overnight.codec import CodecConfigError, CodecKeyError
 from overnight.connect import UI_URL_ENV
 from overnight.constants import TASK_QUEUE
-from overnight.errors import SPEC_UNUSABLE, SpecError
+from overnight.errors import SPEC_UNUSABLE, OvernightError, SpecError
 from overnight.grants import SETTINGS as GRANT_SETTINGS
 from overnight.grants import SPEC_REFUSED, refusal_message
 from overnight.models import BudgetExtension, RunSpec
@@ -45,8 +46,8 @@ from overnight.models import BudgetExtension, RunSpec
 OK, FAILED, BAD_INPUT = 0, 1, 2
 
 
-class BadInput(Exception):
-    pass
+class BadInput(OvernightError):
+    bad_input = True
 
 
 class _Parser(argparse.ArgumentParser):
@@ -188,19 +189,9 @@ def _run(args: argparse.Namespace) -> int:
     except Exception as err:
         if args.debug:
             traceback.print_exc()
-        bad = isinstance(err, BadInput) or getattr(err, "bad_input", False)
-        print(f"overnight: {_one_line(err)}", file=sys.stderr)
+        bad = getattr(err, "bad_input", False)
+        print(f"overnight: {one_line(err)}", file=sys.stderr)
         return BAD_INPUT if bad else FAILED
-
-
-def _one_line(err: BaseException) -> str:
-    text = str(err).strip().splitlines()
-    message = text[0] if text else type(err).__name__
-    return (
-        message
-        if isinstance(err, api.OvernightError | BadInput | CodecConfigError | CodecKeyError)
-        else f"{type(err).__name__}: {message}"
-    )
 
 
 async def _dispatch(args: argparse.Namespace) -> int:
@@ -268,6 +259,8 @@ async def _start(args: argparse.Namespace) -> int:
     if args.agent and args.print_spec:
         print(spec.model_dump_json(indent=2, exclude_defaults=True))
         return OK
+    if (problem := too_large(spec)) is not None:
+        raise SpecError(problem)
     _warn_if_refused(spec)
     client = await _connect(args)
     handle = await api.start_run(client, spec, task_queue=args.task_queue)

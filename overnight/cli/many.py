@@ -16,7 +16,9 @@ from temporalio.client import Client
 
 from overnight.cli import client as api
 from overnight.cli import render
-from overnight.errors import RunAlreadyExists
+from overnight.cli.error_text import one_line
+from overnight.cli.spec_size import too_large
+from overnight.errors import RunAlreadyExists, SpecError
 from overnight.task_lines import Task, load_tasks
 
 # Starts in flight at once (the server answers each in a few milliseconds; hundreds at once
@@ -50,7 +52,7 @@ async def start_tasks(
             except RunAlreadyExists:
                 return StartAnswer(task.line, run_id, "already started")
             except Exception as err:  # one failed start must not hide the others' answers
-                return StartAnswer(task.line, run_id, "failed", _one_line(err))
+                return StartAnswer(task.line, run_id, "failed", one_line(err))
         return StartAnswer(task.line, run_id, "started")
 
     return list(await asyncio.gather(*(start(task) for task in tasks)))
@@ -88,6 +90,9 @@ async def run(args: argparse.Namespace, connect: Callable[[], Awaitable[Client]]
     """The command: 0 when every run started or already had, 1 when a start failed; a bad
     line is a `SpecError` (exit 2) before anything starts."""
     tasks = load_tasks(args.many)
+    for task in tasks:  # before any starts, as a bad line is
+        if (problem := too_large(task.spec)) is not None:
+            raise SpecError(f"{args.many} line {task.line}: {problem}")
     client = await connect()
     answers = await start_tasks(client, tasks, task_queue=args.task_queue)
     if args.json:
@@ -95,8 +100,3 @@ async def run(args: argparse.Namespace, connect: Callable[[], Awaitable[Client]]
     else:
         print(answers_text(answers), flush=True)
     return 1 if any(a.outcome == "failed" for a in answers) else 0
-
-
-def _one_line(err: BaseException) -> str:
-    text = str(err).strip().splitlines()
-    return f"{type(err).__name__}: {text[0] if text else ''}"

@@ -31,6 +31,7 @@ from temporalio.common import SearchAttributeKey
 
 from overnight.cli.report_totals import Report, RunFacts, facts_from_result, parse_since, summarize
 from overnight.constants import SA_RESTARTS, WORKFLOW_TYPE
+from overnight.errors import OvernightError
 
 CONCURRENCY = 8
 QUERY_TIMEOUT = timedelta(seconds=5)
@@ -42,6 +43,10 @@ _FAILURE_OUTCOMES = {
     "InvalidSpec": "invalid_spec",
     "SpecRefused": "spec_refused",
 }
+
+
+class ReportInputError(OvernightError):
+    bad_input = True
 
 
 def add_parser(commands: argparse._SubParsersAction, parser_class: type) -> None:  # type: ignore[type-arg]
@@ -60,9 +65,8 @@ async def run(
 ) -> int:
     try:
         span = parse_since(args.since)
-    except ValueError as err:
-        err.bad_input = True  # type: ignore[attr-defined]
-        raise
+    except ValueError as err:  # it names the forms it takes
+        raise ReportInputError(str(err)) from None
     client = await connect(args)
     report = await collect(client, span, where=args.where)
     print(report.model_dump_json(indent=2) if args.json else report_text(report))

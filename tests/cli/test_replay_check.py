@@ -195,4 +195,7 @@ async def test_this_trees_runs_fail_on_an_incompatible_agent_run_naming_the_firs
 async def test_a_namespace_that_does_not_exist_is_one_line_and_exit_1(server: DevServer) -> None:
     done = await check(server, "--namespace", "no-such-namespace")
     assert done.returncode == 1
-    assert done.stderr == "overnight: RPCError: Namespace no-such-namespace is not found.\n"
+    assert done.stderr == (
+        "overnight: the Temporal server says: Namespace no-such-namespace is not found: check "
+        "--namespace or TEMPORAL_NAMESPACE\n"
+    )
