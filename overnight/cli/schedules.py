@@ -30,6 +30,7 @@ from temporalio.client import (
 from temporalio.service import RPCError, RPCStatusCode
 
 from overnight.cli.client import task_priority
+from overnight.cli.spec_size import too_large
 from overnight.codec import encrypts
 from overnight.constants import TASK_QUEUE, WORKFLOW_TYPE
 from overnight.errors import OvernightError, SpecError
@@ -108,6 +109,8 @@ def scheduled_spec(spec: RunSpec) -> RunSpec:
             "spec: field run_id: leave it out of a scheduled spec (each firing takes its own "
             "from its workflow id)"
         )
+    if (problem := too_large(spec)) is not None:
+        raise SpecError(problem)
     return spec
 
 

@@ -70,6 +70,13 @@ async def test_the_python_api_refuses_a_spec_too_large_before_sending_it(
     assert str(refused.value) == TOO_LARGE
 
 
+def test_schedule_create_refuses_a_spec_too_large_before_connecting(tmp_path: Path) -> None:
+    spec = tmp_path / "nightly.json"
+    spec.write_text(json.dumps({**good_spec(env={"BIG": BIG}), "run_id": ""}))
+    done = _overnight(*NOWHERE, "schedule", "create", "nightly", str(spec), "--every", "1d")
+    assert (done.returncode, done.stderr) == (2, f"overnight: {TOO_LARGE}\n")
+
+
 @pytest.mark.parametrize("since", ["yesterday", "7", "-1d", "0h"])
 def test_report_since_a_form_it_does_not_take_names_the_forms_it_takes(since: str) -> None:
     done = _overnight(*NOWHERE, "report", f"--since={since}")
