@@ -174,6 +174,7 @@ async def only_watching(client: Client, run_id: str) -> bool:
     return [p.activity_type.name for p in pending] == [OBSERVE] and pending[0].state == STARTED
 
 
+@pytest.mark.long
 @pytest.mark.heavy
 @pytest.mark.timeout(240)
 async def test_a_worker_sigkilled_mid_stream_costs_the_cli_a_retry_and_the_ledger_that_stream(
