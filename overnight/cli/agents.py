@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from overnight.cli.help_texts import JSON_HELP
 from overnight.coding_agents import AGENT_CLIS
 from overnight.errors import SpecError
 from overnight.models import RunSpec
@@ -185,7 +186,7 @@ def add_parser(commands: argparse._SubParsersAction, parser_class: type) -> None
     agents = commands.add_parser(
         "agents", help="which coding agents this machine's worker can run, and what fixes the rest"
     )
-    agents.add_argument("--json", action="store_true")
+    agents.add_argument("--json", action="store_true", help=JSON_HELP)
 
 
 async def run(args: argparse.Namespace) -> int:

@@ -272,7 +272,9 @@ def add_parser(commands: argparse._SubParsersAction, parser_class: type) -> None
         "codec-server",
         help=f"decode encrypted payloads for the Web UI ({CODEC_KEYS_ENV}'s keys, over HTTP)",
     )
-    server.add_argument("--port", type=int, default=DEFAULT_PORT)
+    server.add_argument(
+        "--port", type=int, default=DEFAULT_PORT, help=f"port to listen on (default {DEFAULT_PORT})"
+    )
     server.add_argument(
         "--host", default=DEFAULT_HOST, help="address to bind (default: loopback only)"
     )

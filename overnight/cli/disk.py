@@ -14,6 +14,7 @@ from typing import Any
 
 from activities.providers.disk import DiskUsage, SandboxDisk
 from activities.providers.registry import disk_for, open_configured
+from overnight.cli.help_texts import JSON_HELP
 from overnight.cli.render import size_text
 from overnight.constants import LABEL_ATTEMPT, LABEL_KEEP_UNTIL, LABEL_RUN
 from overnight.retention import parse_label
@@ -23,7 +24,7 @@ def add_parser(commands: argparse._SubParsersAction, parser_class: type) -> None
     disk = commands.add_parser(
         "disk", help="what local sandboxes and snapshots hold on this machine's disk"
     )
-    disk.add_argument("--json", action="store_true")
+    disk.add_argument("--json", action="store_true", help=JSON_HELP)
 
 
 async def run(args: argparse.Namespace) -> int:

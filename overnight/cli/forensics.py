@@ -26,6 +26,7 @@ from activities.providers.protocol import SandboxProvider
 from activities.providers.registry import open_configured
 from overnight.agent_text import terminal_line
 from overnight.cli import logs, logs_follow, logs_news
+from overnight.cli.help_texts import JSON_HELP
 from overnight.cli.render import terminal_safe
 from overnight.cli.run_names import RUN_NAME_HELP
 from overnight.cli.run_view import CannotRead, RunView, load_run, opened, query_status
@@ -71,7 +72,7 @@ def add_parsers(commands: argparse._SubParsersAction, parser_class: type) -> Non
         help="a folder to list or a file to print (default /workspace)",
     )
     look.add_argument("--attempt", type=int, help="this attempt's sandbox (default: the latest)")
-    look.add_argument("--json", action="store_true")
+    look.add_argument("--json", action="store_true", help=JSON_HELP)
     look.add_argument("--raw", action="store_true", help=RAW_HELP)
 
 

@@ -32,6 +32,7 @@ from overnight.cli import report as report_cli
 from overnight.cli import schedule as schedule_cli
 from overnight.cli import workspace as workspace_cli
 from overnight.cli.error_text import one_line
+from overnight.cli.help_texts import JSON_HELP, TASK_QUEUE_HELP, describe_every_command
 from overnight.cli.retrying import retrying_lines, with_waiting_on
 from overnight.cli.run_names import RUN_NAME_HELP
 from overnight.cli.spec_size import too_large
@@ -51,17 +52,39 @@ class BadInput(OvernightError):
 
 
 class _Parser(argparse.ArgumentParser):
+    _intermixing = False
+
     def error(self, message: str) -> NoReturn:
         # One line instead of argparse's usage block.
         self.exit(BAD_INPUT, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        """Options and arguments in any order (`inspect RUN --attempt 1 PATH` as well as
+        `inspect --attempt 1 RUN PATH`), where argparse allows it: not in a parser of commands."""
+        commands = any(a.nargs in (argparse.PARSER, argparse.REMAINDER) for a in self._actions)
+        if commands or self._intermixing:
+            return super().parse_known_args(args, namespace)
+        self._intermixing = True  # its own two passes come back here
+        try:
+            return self.parse_known_intermixed_args(args, namespace)
+        finally:
+            self._intermixing = False
+
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="overnight", description="Keep an AI agent's long run going.")
+    parser = _Parser(
+        prog="overnight",
+        description="Keep an AI agent's long run going.",
+        epilog="overnight COMMAND --help says what a command takes.",
+    )
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
     parser.add_argument("--address", help="Temporal host:port (default: env config)")
     parser.add_argument("--namespace", help="Temporal namespace (default: env config)")
-    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    commands = parser.add_subparsers(
+        dest="command", required=True, parser_class=_Parser, title="commands", metavar="COMMAND"
+    )
 
     start = commands.add_parser("start", help="start a run from a spec file")
     start.add_argument("spec", nargs="?", help="path to the RunSpec JSON file")
@@ -73,21 +96,23 @@ def build_parser() -> argparse.ArgumentParser:
         help="return once the run is started, without waiting (up to 15 s) for the worker "
         "to take it, check its spec and make its first sandbox",
     )
-    start.add_argument("--json", action="store_true")
-    start.add_argument("--task-queue", default=TASK_QUEUE)
+    start.add_argument("--json", action="store_true", help=JSON_HELP)
+    start.add_argument("--task-queue", default=TASK_QUEUE, help=TASK_QUEUE_HELP)
     agents_cli.add_start_arguments(start)
 
     status = commands.add_parser("status", help="show one run")
     status.add_argument("run_id", help=RUN_NAME_HELP)
-    status.add_argument("--json", action="store_true")
+    status.add_argument("--json", action="store_true", help=JSON_HELP)
 
     listing = commands.add_parser("list", help="list runs")
     listing.add_argument("--open", action="store_true", help="only runs still going")
-    listing.add_argument("--json", action="store_true")
+    listing.add_argument("--json", action="store_true", help=JSON_HELP)
 
     cancel = commands.add_parser("cancel", help="cancel a run")
     cancel.add_argument("run_id", help=RUN_NAME_HELP)
-    cancel.add_argument("--reason")
+    cancel.add_argument(
+        "--reason", help="why (in the run's history and its `cancelled` notification)"
+    )
 
     extend = commands.add_parser(
         "extend",
@@ -132,7 +157,7 @@ def build_parser() -> argparse.ArgumentParser:
     reap.add_argument(
         "--paused", action="store_true", help="every paused one of a closed run too, kept or not"
     )
-    reap.add_argument("--json", action="store_true")
+    reap.add_argument("--json", action="store_true", help=JSON_HELP)
     disk_cli.add_parser(commands, _Parser)
     report_cli.add_parser(commands, _Parser)
 
@@ -145,6 +170,7 @@ def build_parser() -> argparse.ArgumentParser:
     workspace_cli.add_parsers(commands, _Parser)
 
     dev_cli.add_parsers(commands, _Parser)
+    describe_every_command(parser)
     return parser
 
 

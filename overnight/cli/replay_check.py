@@ -26,6 +26,7 @@ from temporalio.client import Client, WorkflowExecution, WorkflowHistory
 from temporalio.service import RPCError, RPCStatusCode
 
 from overnight.cli import render
+from overnight.cli.help_texts import JSON_HELP
 from overnight.errors import OvernightError
 
 Connect = Callable[[argparse.Namespace], Awaitable[Client]]
@@ -235,7 +236,7 @@ def add_parser(commands: argparse._SubParsersAction, parser_class: type) -> None
         default=DEFAULT_CONCURRENCY,
         help=f"histories downloaded at once (default {DEFAULT_CONCURRENCY})",
     )
-    check.add_argument("--json", action="store_true")
+    check.add_argument("--json", action="store_true", help=JSON_HELP)
 
 
 async def run(args: argparse.Namespace, connect: Connect) -> int:

@@ -29,6 +29,7 @@ from temporalio.client import (
 )
 from temporalio.common import SearchAttributeKey
 
+from overnight.cli.help_texts import JSON_HELP
 from overnight.cli.report_totals import Report, RunFacts, facts_from_result, parse_since, summarize
 from overnight.constants import SA_RESTARTS, WORKFLOW_TYPE
 from overnight.errors import OvernightError
@@ -57,7 +58,7 @@ def add_parser(commands: argparse._SubParsersAction, parser_class: type) -> None
     report.add_argument(
         "--where", help="narrow it by a visibility query, e.g. \"TaskQueue = 'nightly'\""
     )
-    report.add_argument("--json", action="store_true")
+    report.add_argument("--json", action="store_true", help=JSON_HELP)
 
 
 async def run(

@@ -10,27 +10,37 @@ from datetime import UTC, datetime
 from temporalio.client import Client
 
 from overnight.cli import render, schedules
+from overnight.cli.help_texts import JSON_HELP, TASK_QUEUE_HELP
 from overnight.constants import TASK_QUEUE
 from overnight.specs import load_spec
 
 Connect = Callable[[argparse.Namespace], Awaitable[Client]]
 
 
+NAME_HELP = "the schedule's name (its id in Temporal)"
+
+
 def add_parser(commands: argparse._SubParsersAction, parser_class: type) -> None:  # type: ignore[type-arg]
     schedule = commands.add_parser("schedule", help="runs on a Temporal Schedule (nightly...)")
     verbs = schedule.add_subparsers(dest="verb", required=True, parser_class=parser_class)
     create = verbs.add_parser("create", help="create a schedule that starts a run of SPEC")
-    create.add_argument("name")
+    create.add_argument("name", help=NAME_HELP)
     create.add_argument("spec", help="path to the RunSpec JSON file (without run_id)")
     when = create.add_mutually_exclusive_group(required=True)
     when.add_argument("--cron", help='a cron line, e.g. "0 1 * * *" (01:00 every night)')
     when.add_argument("--every", help="an interval: 30m, 6h, 1d")
-    create.add_argument("--overlap", choices=sorted(schedules.OVERLAPS), default="skip")
+    create.add_argument(
+        "--overlap",
+        choices=sorted(schedules.OVERLAPS),
+        default="skip",
+        help="when a firing finds the last run still going: skip it (default), start it after "
+        "(buffer-one), or cancel the other",
+    )
     create.add_argument("--timezone", help="IANA name, e.g. Europe/Berlin (default UTC)")
-    create.add_argument("--task-queue", default=TASK_QUEUE)
-    create.add_argument("--json", action="store_true")
+    create.add_argument("--task-queue", default=TASK_QUEUE, help=TASK_QUEUE_HELP)
+    create.add_argument("--json", action="store_true", help=JSON_HELP)
     listing = verbs.add_parser("list", help="list schedules")
-    listing.add_argument("--json", action="store_true")
+    listing.add_argument("--json", action="store_true", help=JSON_HELP)
     for verb, about in (
         ("describe", "show one schedule: when, overlap, next and recent runs, skips"),
         ("pause", "stop firing until unpaused"),
@@ -39,10 +49,10 @@ def add_parser(commands: argparse._SubParsersAction, parser_class: type) -> None
         ("delete", "delete the schedule; runs it started go on"),
     ):
         one = verbs.add_parser(verb, help=about)
-        one.add_argument("name")
-        one.add_argument("--json", action="store_true")
+        one.add_argument("name", help=NAME_HELP)
+        one.add_argument("--json", action="store_true", help=JSON_HELP)
         if verb in ("pause", "unpause"):
-            one.add_argument("--note")
+            one.add_argument("--note", help="why, shown in the schedule's description")
 
 
 async def run(args: argparse.Namespace, connect: Connect) -> int:

@@ -22,6 +22,7 @@ from temporalio.service import RPCError
 
 from activities.sandbox_setup import clone_source
 from overnight.agent_text import one_line, terminal_line
+from overnight.cli.run_names import RUN_NAME_HELP
 from overnight.cli.terminal_output import raw_stdout, shown
 from overnight.errors import OvernightError
 from overnight.models import RunStatus
@@ -50,7 +51,7 @@ def add_parsers(commands: argparse._SubParsersAction, parser_class: type) -> Non
     diff = commands.add_parser(
         "diff", help="what the agent changed: the run's base to its last (or Nth) kept workspace"
     )
-    diff.add_argument("run_id")
+    diff.add_argument("run_id", help=RUN_NAME_HELP)
     diff.add_argument("--step", type=int, metavar="N", help="checkpoint N (default: the latest)")
     diff.add_argument("--repo", help="fetch from this URL or path (default: the spec's repo)")
     diff.add_argument("--stat", action="store_true", help="only which files, and how much")
@@ -63,8 +64,14 @@ def add_parsers(commands: argparse._SubParsersAction, parser_class: type) -> Non
     rewind = commands.add_parser(
         "rewind", help="go on from checkpoint N and the workspace kept with it"
     )
-    rewind.add_argument("run_id")
-    rewind.add_argument("--to", type=int, required=True, metavar="N")
+    rewind.add_argument("run_id", help=RUN_NAME_HELP)
+    rewind.add_argument(
+        "--to",
+        type=int,
+        required=True,
+        metavar="N",
+        help="the checkpoint to go on from (overnight status lists the kept ones)",
+    )
 
 
 async def run_rewind(args: argparse.Namespace, connect: Connect) -> int:
