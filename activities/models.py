@@ -537,6 +537,10 @@ class SpecCheck(_Model):
     # A run pinned to hosts (`RunSpec.hosts`): this worker's `OVERNIGHT_HOST_LOST_SECONDS`, so
     # its first create waits for its host no longer than its later steps will.
     host_lost_seconds: float | None = None
+    # Whether the spec's provider's sandboxes hold the run's work in a git clone, to be pushed
+    # at its finish; False only for a provider whose agents are virtual (fakes/provider.py's,
+    # for the scale bench and admission tests: `holds_no_work`).
+    holds_work: bool = True
 
 
 class AnswerAgentInput(_Model):

@@ -242,7 +242,22 @@ class SandboxActivities:
         found += admission_refusals(input.spec, self._admission)
         # Only a pinned spec's answer says it: a run begun before never meets the field.
         lost_after = host_lost_seconds() if input.spec.hosts else None
-        return SpecCheck(refusals=found, admission=terms or None, host_lost_seconds=lost_after)
+        return SpecCheck(
+            refusals=found,
+            admission=terms or None,
+            host_lost_seconds=lost_after,
+            holds_work=await self._holds_work(input.spec.provider),
+        )
+
+    async def _holds_work(self, name: str) -> bool:
+        """False only for a provider that says its agents are virtual (`holds_no_work`)."""
+        provider = self._providers.get(name)
+        if provider is None and name in self._factories:
+            try:
+                provider = await self._provider(name)
+            except Exception:
+                return True  # the create will say what is wrong with it
+        return not getattr(provider, "holds_no_work", False)
 
     @activity.defn(name=ActivityName.CREATE_SANDBOX)
     async def create_sandbox(self, input: CreateSandboxInput) -> AgentStarted:

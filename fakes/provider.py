@@ -257,6 +257,9 @@ class FakeProvider:
     """Sandboxes of fake `agents`, in memory or (`state_dir`) in files; watched by polling
     every `look_every` seconds."""
 
+    # Its agents are virtual: no clone, no work to push at a run's finish (check_spec says so).
+    holds_no_work = True
+
     def __init__(
         self,
         agents: Agents,

@@ -88,5 +88,7 @@ async def refuse_unless_granted(s: SupervisorState) -> None:
         s.state, s.failure = "failed", message  # what `status` says of it (no command)
         raise ApplicationError(message, type=SPEC_REFUSED, non_retryable=True)
     s.admission = checked.admission
+    if not checked.holds_work:
+        s.finish_pushes = False  # virtual agents (a fake provider's): no work to push
     if checked.host_lost_seconds is not None:
         s.host_lost_seconds = checked.host_lost_seconds
