@@ -153,7 +153,8 @@ class HealthyAgentWorld:
 
     @activity.defn(name=ActivityName.CHECK_SPEC)
     async def check_spec(self, _: SpecCheckInput) -> SpecCheck:
-        return SpecCheck()  # the worker grants what the spec asks for
+        # The worker grants what the spec asks for; its agents are virtual: no work to push.
+        return SpecCheck(holds_work=False)
 
     @activity.defn(name=ActivityName.CREATE_SANDBOX)
     async def create_sandbox(self, request: CreateSandboxInput) -> AgentStarted:

@@ -65,7 +65,7 @@ from tests.e2e.counting import sandbox_state
 from tests.e2e.helpers import agent_pids, wait_for_status
 from workflows.pure.kit_requests import LEAST_PAUSE
 
-RESULT_TIMEOUT = 120
+RESULT_TIMEOUT = 240  # a cap on the wait (one run takes 10-40 s here; a loaded full run, over 120)
 # What the adapter's seeded prompt says (a new session after a loop, a lost transcript).
 SEEDED = "This task was begun in an earlier session"
 

@@ -21,6 +21,7 @@ from fakes.git_http import git_path, git_url, serve_on
 from overnight.cli import client as api
 from overnight.cli.demo import make_origin
 from overnight.errors import SPEC_UNUSABLE
+from overnight.isolation import HostBind
 from overnight.local_services import serve_to_agents
 from overnight.models import RunSpec
 from overnight.worker.devserver import DevServer
@@ -120,7 +121,7 @@ async def test_a_command_not_found_fails_once_and_spends_no_restart(
     run_id = new_run_id("typo")
     runs.append(run_id)
     spec = _spec(run_id, tmp_path, str(origin), None, command="pyhton3 /workspace/agent/x.py")
-    spec = spec.model_copy(update={"binds": [{"path": str(origin)}]})
+    spec = spec.model_copy(update={"binds": [HostBind(path=str(origin))]})
     await api.start_run(dev_client, spec, task_queue=task_queue)
     cause, took = await _failure(dev_client, run_id)
     status = await api.get_status(dev_client, run_id)
