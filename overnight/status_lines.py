@@ -50,9 +50,18 @@ def age(since: datetime | None, now: datetime) -> str:
     return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m ago"
 
 
-def snapshot_line(status: RunStatus, now: datetime) -> str | None:
-    """The latest snapshot and its age, what captures cost in pauses, and failures (the card
-    and `overnight status` alike); None when the run never tried one."""
+def moment(at: datetime | None, now: datetime, *, live: bool = True) -> str:
+    """When something happened: its age while the text is live (`42s ago`), its time of day
+    on a text written once and read later (a finished run's card: `17:58:02 UTC`, not an age
+    that stays `1s ago` forever)."""
+    if live or at is None:
+        return age(at, now)
+    return f"{at:%H:%M:%S} UTC"
+
+
+def snapshot_line(status: RunStatus, now: datetime, *, live: bool = True) -> str | None:
+    """The latest snapshot and its age (its time, not `live`), what captures cost in pauses,
+    and failures (the card and `overnight status` alike); None when the run never tried one."""
     latest = status.latest_snapshot
     if latest is None and not status.snapshot_failures:
         return None
@@ -60,7 +69,8 @@ def snapshot_line(status: RunStatus, now: datetime) -> str | None:
     if latest is not None:
         size = "" if latest.size_bytes is None else f", {latest.size_bytes / 2**20:.1f} MiB"
         parts.append(
-            f"`{latest.snapshot_id}` ({latest.mode}{size}) taken {age(latest.taken_at, now)}"
+            f"`{latest.snapshot_id}` ({latest.mode}{size}) taken "
+            f"{moment(latest.taken_at, now, live=live)}"
         )
     else:
         parts.append("none ready")

@@ -10,9 +10,9 @@ from overnight.models import RunStatus
 from overnight.output_tail import markdown_block, markdown_inline
 from overnight.retry_note import note_line
 from overnight.status_lines import (
-    age,
     done_check_block,
     done_check_line,
+    moment,
     money_line,
     safety_net_line,
     snapshot_line,
@@ -36,6 +36,9 @@ from workflows.pure.workspace import view as workspace_view
 
 # The card shows this many of the last words' lines (`overnight logs` shows the rest).
 CARD_TAIL_LINES = 15
+# A run in one of these is over: its card is written for the last time, so it says when
+# things happened rather than how long ago, and names no lease (no sandbox runs on one).
+ENDED_STATES = ("finished", "cancelled", "failed")
 
 
 def build_status(state: SupervisorState, now: datetime) -> RunStatus:
@@ -65,7 +68,7 @@ def build_status(state: SupervisorState, now: datetime) -> RunStatus:
         checkpoint_rejected=state.checkpoint_rejected,
         attention_reason=state.attention_reason if state.state == "needs_attention" else None,
         restarts=list(state.restarts),
-        lease_ends_at=state.lease_ends_at,
+        lease_ends_at=None if state.state in ENDED_STATES else state.lease_ends_at,
         lease_resumes=state.lease_resumes,
         isolation=state.isolation,
         host=shown_host(state, sandbox),
@@ -100,6 +103,7 @@ def build_status(state: SupervisorState, now: datetime) -> RunStatus:
 
 def render_card(status: RunStatus, now: datetime) -> str:
     """A short Markdown card for `workflow.set_current_details`."""
+    live = status.state not in ENDED_STATES
     budget = status.budget
     hours_left = max(0.0, budget.max_hours - status.hours_used)
     restarts = f"{status.restarts_used}/{budget.max_restarts}"
@@ -115,7 +119,7 @@ def render_card(status: RunStatus, now: datetime) -> str:
         f"- **restarts** {restarts} · **hours** {status.hours_used:.2f} used, "
         f"{hours_left:.2f} left · **waits** {status.wait_hours_used:.2f} of "
         f"{budget.max_wait_hours:g} h · **spend** {spend}",
-        f"- **last progress** {age(status.last_progress_at, now)}",
+        f"- **last progress** {moment(status.last_progress_at, now, live=live)}",
     ]
     blocked = refusal_words(status.egress_refused)
     if blocked is not None:
@@ -123,12 +127,12 @@ def render_card(status: RunStatus, now: datetime) -> str:
     money = money_line(status)
     if money:
         lines.append(f"- **charged** {money}")
-    if status.lease_ends_at is not None:
+    if status.lease_ends_at is not None and live:
         woken = f" (woken {status.lease_resumes}x at its end)" if status.lease_resumes else ""
         lines.append(f"- **lease ends** {status.lease_ends_at:%H:%M:%S} UTC{woken}")
     if status.isolation:
         lines.append(f"- **sandbox** {status.isolation}")
-    snapshot = snapshot_line(status, now)
+    snapshot = snapshot_line(status, now, live=live)
     if snapshot:
         lines.append(f"- **snapshot** {snapshot}")
     net = safety_net_line(status.safety_net)
