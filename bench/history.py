@@ -17,7 +17,7 @@ from dataclasses import asdict
 from datetime import timedelta
 from typing import Any, TypeVar
 
-from temporalio.api.enums.v1 import EventType, IndexedValueType
+from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
 from temporalio.client import Client
@@ -41,6 +41,7 @@ from bench.scale import HEARTBEAT_REQUESTS
 from overnight.constants import SEARCH_ATTRIBUTE_TYPES, WORKFLOW_TYPE
 from overnight.models import RunSpec
 from overnight.worker import binaries
+from overnight.worker.devserver import indexed_value_type
 from workflows.agent_run import AgentRun
 
 EVENT_LIMIT = 10_240
@@ -159,10 +160,7 @@ def _heartbeat_requests(metrics: MetricBuffer) -> int:
 
 
 async def _register_search_attributes(client: Client) -> None:
-    kinds = {
-        name: IndexedValueType.Value(f"INDEXED_VALUE_TYPE_{kind.upper()}")
-        for name, kind in SEARCH_ATTRIBUTE_TYPES.items()
-    }
+    kinds = {name: indexed_value_type(kind) for name, kind in SEARCH_ATTRIBUTE_TYPES.items()}
     await client.operator_service.add_search_attributes(
         AddSearchAttributesRequest(namespace=client.namespace, search_attributes=kinds)
     )

@@ -41,12 +41,25 @@ SA_STATE = "OvernightState"
 SA_RESTARTS = "OvernightRestarts"
 SA_SANDBOX = "OvernightSandbox"
 SA_LAST_PROGRESS = "OvernightLastProgress"
+# What the console filters its runs list by (issue 52): set once, at a run's first publish,
+# by runs begun with `ROW_PATCH` (workflows/patches.py). Readable without the codec keys,
+# like the four above: the spec's `owner`, its `labels`, and its agent's kind ("own" for an
+# agent of one's own, `agent_dir` + `command`).
+SA_OWNER = "OvernightOwner"
+SA_AGENT = "OvernightAgent"
+SA_LABELS = "OvernightLabels"
 SEARCH_ATTRIBUTE_TYPES = {
     SA_STATE: "Keyword",
     SA_RESTARTS: "Int",
     SA_SANDBOX: "Keyword",
     SA_LAST_PROGRESS: "Datetime",
+    SA_OWNER: "Keyword",
+    SA_AGENT: "Keyword",
+    SA_LABELS: "KeywordList",
 }
+# The memo key of a run's row (overnight/run_row.py): what the console's runs list shows of
+# it without asking each run (encrypted with the payloads, unlike search attributes).
+ROW_MEMO_KEY = "overnight.row"
 
 # Where sandboxes see their files.
 WORKSPACE = "/workspace"

@@ -67,6 +67,10 @@ Provider = Literal["local", "runtime"]
 # Temporal's task-queue fairness keys are.
 Priority = Annotated[int, Field(ge=1, le=5)]
 Owner = Annotated[str, Field(pattern=r"^[ -~]{0,64}$")]
+# A run's labels (`RunSpec.labels`): what the console and the Web UI filter runs by
+# (the `OvernightLabels` search attribute), so plain words of letters, digits and `._:/-`.
+MAX_RUN_LABELS = 10
+Label = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,39}$")]
 
 
 class _Strict(BaseModel):

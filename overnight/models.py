@@ -47,6 +47,15 @@ from overnight.model_base import MAX_MEMORY_MIB as MAX_MEMORY_MIB
 from overnight.model_base import MAX_POLL_SECONDS as MAX_POLL_SECONDS
 from overnight.model_base import MAX_RESTARTS as MAX_RESTARTS
 from overnight.model_base import (
+    MAX_RUN_LABELS,
+    KeepDays,
+    Label,
+    Owner,
+    Priority,
+    _Strict,
+    _StrictInput,
+)
+from overnight.model_base import (
     MAX_SECONDS as MAX_SECONDS,
 )
 from overnight.model_base import (
@@ -71,7 +80,6 @@ from overnight.model_base import (
 from overnight.model_base import (
     BudgetExtension as BudgetExtension,
 )
-from overnight.model_base import KeepDays, Owner, Priority, _Strict, _StrictInput
 from overnight.model_base import (
     PositiveHours as PositiveHours,
 )
@@ -187,6 +195,9 @@ class RunSpec(_StrictInput):
     snapshot_on_checkpoint: bool = False
     priority: Priority = 3  # admission: queued runs go in by priority, fairly across owners
     owner: Owner = ""
+    # Words to find the run by (the console's filter, the `OvernightLabels` search
+    # attribute): each letters, digits and `._:/-`, at most 40 characters; at most 10.
+    labels: list[Label] = Field(default_factory=list, max_length=MAX_RUN_LABELS)
     # The done check (overnight/done_check.py): commands that must all pass after the agent
     # exits 0 for `finished`, else the agent is started again with the failure
     # (`budget.max_done_checks` failed rounds). Each has its own time limit. `done_when` runs
@@ -212,6 +223,14 @@ class RunSpec(_StrictInput):
     @classmethod
     def _notify_shorthand(cls, value: object) -> object:
         return webhooks_from_input(value)
+
+    @field_validator("labels")
+    @classmethod
+    def _labels_once_each(cls, value: list[str]) -> list[str]:
+        doubled = sorted({label for label in value if value.count(label) > 1})
+        if doubled:
+            raise ValueError(f"labels are given once each: {', '.join(doubled)} twice")
+        return value
 
     @field_validator("branch")
     @classmethod

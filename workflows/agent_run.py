@@ -495,7 +495,7 @@ class AgentRun(RunMessages, RewindMessages):
     def _publish(self, s: SupervisorState) -> None:
         now = workflow.now()
         status = build_status(s, now)
-        self._publisher.publish(status, render_card(status, now), s.search_attributes or [])
+        self._publisher.publish(status, render_card(status, now), s.search_attributes or [], s.spec)
 
 
 def _interrupted(s: SupervisorState) -> bool:

@@ -128,6 +128,11 @@ RUNTIME_KEY_FREED_PATCH = "runtime-model-key-freed"
 # run needing a person, its sandbox paused with the work (workflows/delivery_steps.py).
 # Histories recorded before it replay finishing as the agent exits 0 (and its checks pass).
 FINISHED_PUSHED_PATCH = "finished-means-pushed"
+# Runs begun with this marker publish what the console lists them by (issue 52): their
+# owner, agent kind and labels as search attributes with their first upsert, and their row
+# (overnight/run_row.py) in the memo under the lean rule of workflows/pure/row.py; histories
+# recorded before it replay without (workflows/visibility.py).
+ROW_PATCH = "console-row"
 
 # Runs begun with this marker send notifications (workflows.notify_steps); histories recorded
 # before it replay without.

@@ -6,6 +6,10 @@ server without them never breaks a run. Runs begun with `LEAN_WRITES_PATCH` upse
 `OvernightLastProgress` only along with a change of state, restarts or sandbox, or when the
 value upserted last is `LAST_PROGRESS_EVERY` old: a run checkpointing every minute costs 6
 upserts an hour, not 60 (the `status` query and the card always have the exact time).
+
+Runs begun with `ROW_PATCH` publish what the console lists them by: their owner, agent kind
+and labels as search attributes, once, in their first upsert (no event of their own), and
+their row (overnight/run_row.py) in the memo, written by workflows/pure/row.py's lean rule.
 """
 
 from __future__ import annotations
@@ -17,15 +21,29 @@ from temporalio import workflow
 from temporalio.common import SearchAttributeKey, SearchAttributeUpdate
 
 with workflow.unsafe.imports_passed_through():
-    from overnight.constants import SA_LAST_PROGRESS, SA_RESTARTS, SA_SANDBOX, SA_STATE
-    from overnight.models import RunStatus
+    from overnight.constants import (
+        ROW_MEMO_KEY,
+        SA_AGENT,
+        SA_LABELS,
+        SA_LAST_PROGRESS,
+        SA_OWNER,
+        SA_RESTARTS,
+        SA_SANDBOX,
+        SA_STATE,
+    )
+    from overnight.models import RunSpec, RunStatus
+    from overnight.run_row import RowMemo
     from workflows.metrics import RunMetrics
-    from workflows.patches import LEAN_WRITES_PATCH
+    from workflows.patches import LEAN_WRITES_PATCH, ROW_PATCH
+    from workflows.pure.row import row_due, row_of
 
 STATE_KEY = SearchAttributeKey.for_keyword(SA_STATE)
 RESTARTS_KEY = SearchAttributeKey.for_int(SA_RESTARTS)
 SANDBOX_KEY = SearchAttributeKey.for_keyword(SA_SANDBOX)
 LAST_PROGRESS_KEY = SearchAttributeKey.for_datetime(SA_LAST_PROGRESS)
+OWNER_KEY = SearchAttributeKey.for_keyword(SA_OWNER)
+AGENT_KEY = SearchAttributeKey.for_keyword(SA_AGENT)
+LABELS_KEY = SearchAttributeKey.for_keyword_list(SA_LABELS)
 
 LAST_PROGRESS_EVERY = timedelta(minutes=10)
 
@@ -35,9 +53,14 @@ class Publisher:
         self._card: str | None = None
         self._values: dict[str, object] = {}
         self._lean: bool | None = None
+        self._rows: bool | None = None
+        self._row: RowMemo | None = None
+        self._row_at: datetime | None = None
         self._metrics = RunMetrics()
 
-    def publish(self, status: RunStatus, card: str, present: list[str]) -> None:
+    def publish(
+        self, status: RunStatus, card: str, present: list[str], spec: RunSpec | None = None
+    ) -> None:
         self._metrics.record(status)  # no command: metrics are no part of the history
         if card != self._card:
             workflow.set_current_details(card)
@@ -51,6 +74,8 @@ class Publisher:
         if self._lean is None:
             # Asked at the first publish, the same point on every replay.
             self._lean = workflow.patched(LEAN_WRITES_PATCH)
+        if self._rows is None:
+            self._rows = spec is not None and workflow.patched(ROW_PATCH)
         updates: list[SearchAttributeUpdate[Any]] = []
         for name, value in wanted.items():
             if name not in present or self._values.get(name) == value or value is None:
@@ -60,8 +85,20 @@ class Publisher:
                     continue
             updates.append(_update(name, value))
             self._values[name] = value
+        if updates and self._rows and spec is not None and SA_OWNER not in self._values:
+            updates += _spec_updates(spec, present)
+            self._values[SA_OWNER] = spec.owner
         if updates:
             workflow.upsert_search_attributes(updates)
+        if self._rows:
+            self._publish_row(status)
+
+    def _publish_row(self, status: RunStatus) -> None:
+        now = workflow.now()
+        row = row_of(status, now)
+        if row_due(self._row, row, self._row_at, now):
+            workflow.upsert_memo({ROW_MEMO_KEY: row.model_dump(mode="json")})
+            self._row, self._row_at = row, now
 
     def _progress_due(self, value: object) -> bool:
         """Alone, a newer last progress is upserted only once the one shown is this old."""
@@ -78,3 +115,14 @@ def _update(name: str, value: object) -> SearchAttributeUpdate[Any]:
         return LAST_PROGRESS_KEY.value_set(value)
     key = STATE_KEY if name == SA_STATE else SANDBOX_KEY
     return key.value_set(str(value))
+
+
+def _spec_updates(spec: RunSpec, present: list[str]) -> list[SearchAttributeUpdate[Any]]:
+    """What never changes in a run: its owner, its agent's kind, its labels (those set)."""
+    kind = spec.agent.kind if spec.agent is not None else "own"
+    wanted: list[tuple[str, SearchAttributeUpdate[Any]]] = [(SA_AGENT, AGENT_KEY.value_set(kind))]
+    if spec.owner:
+        wanted.append((SA_OWNER, OWNER_KEY.value_set(spec.owner)))
+    if spec.labels:
+        wanted.append((SA_LABELS, LABELS_KEY.value_set(list(spec.labels))))
+    return [update for name, update in wanted if name in present]

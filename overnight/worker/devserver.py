@@ -183,7 +183,7 @@ async def ensure_search_attributes(
         )
         known = set(listed.custom_attributes) | set(listed.system_attributes)
         missing = {
-            name: _indexed_value_type(kind) for name, kind in wanted.items() if name not in known
+            name: indexed_value_type(kind) for name, kind in wanted.items() if name not in known
         }
         if missing:
             await client.operator_service.add_search_attributes(
@@ -300,7 +300,8 @@ def _signal_group(process: subprocess.Popen[bytes], sig: signal.Signals) -> None
         pass
 
 
-def _indexed_value_type(kind: str) -> IndexedValueType.ValueType:
+def indexed_value_type(kind: str) -> IndexedValueType.ValueType:
+    """A search attribute's type as temporal-dev.yaml names it, as the operator API takes it."""
     # "KeywordList" -> INDEXED_VALUE_TYPE_KEYWORD_LIST
     snake = "".join(f"_{c}" if c.isupper() and i else c for i, c in enumerate(kind)).upper()
     return IndexedValueType.Value(f"INDEXED_VALUE_TYPE_{snake}")

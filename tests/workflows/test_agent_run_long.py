@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from datetime import UTC, datetime
 
-from temporalio.api.enums.v1 import EventType, IndexedValueType
+from temporalio.api.enums.v1 import EventType
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
 from temporalio.api.sdk.v1 import WorkflowMetadata
 from temporalio.client import Client, WorkflowHistory
@@ -23,6 +23,7 @@ from overnight.constants import (
     SEARCH_ATTRIBUTE_TYPES,
 )
 from overnight.models import Budget, BudgetExtension, RunSpec
+from overnight.worker.devserver import indexed_value_type
 from tests.workflows.harness import (
     eventually,
     make_spec,
@@ -164,8 +165,7 @@ async def test_registered_search_attributes_follow_the_run(
         AddSearchAttributesRequest(
             namespace=client.namespace,
             search_attributes={
-                name: IndexedValueType.Value(f"INDEXED_VALUE_TYPE_{kind.upper()}")
-                for name, kind in SEARCH_ATTRIBUTE_TYPES.items()
+                name: indexed_value_type(kind) for name, kind in SEARCH_ATTRIBUTE_TYPES.items()
             },
         )
     )

@@ -4,13 +4,14 @@ one shown is 10 minutes old, not on every checkpoint."""
 
 from __future__ import annotations
 
-from temporalio.api.enums.v1 import EventType, IndexedValueType
+from temporalio.api.enums.v1 import EventType
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
 from temporalio.common import SearchAttributeKey
 from temporalio.testing import WorkflowEnvironment
 
 from fakes.activities import FakeWorld, Quiet, exits, progress
 from overnight.constants import SA_LAST_PROGRESS, SA_STATE, SEARCH_ATTRIBUTE_TYPES
+from overnight.worker.devserver import indexed_value_type
 from tests.workflows.harness import keep_history, make_spec, started_run, status_of
 
 
@@ -22,8 +23,7 @@ async def test_last_progress_is_upserted_with_state_changes_or_every_ten_minutes
         AddSearchAttributesRequest(
             namespace=client.namespace,
             search_attributes={
-                name: IndexedValueType.Value(f"INDEXED_VALUE_TYPE_{kind.upper()}")
-                for name, kind in SEARCH_ATTRIBUTE_TYPES.items()
+                name: indexed_value_type(kind) for name, kind in SEARCH_ATTRIBUTE_TYPES.items()
             },
         )
     )
