@@ -30,7 +30,14 @@ from temporalio.client import (
 from temporalio.common import SearchAttributeKey
 
 from overnight.cli.help_texts import JSON_HELP
-from overnight.cli.report_totals import Report, RunFacts, facts_from_result, parse_since, summarize
+from overnight.cli.report_totals import (
+    UNNAMED_CAUSES,
+    Report,
+    RunFacts,
+    facts_from_result,
+    parse_since,
+    summarize,
+)
 from overnight.constants import SA_RESTARTS, WORKFLOW_TYPE
 from overnight.errors import OvernightError
 
@@ -115,7 +122,9 @@ async def facts_of(client: Client, execution: WorkflowExecution) -> RunFacts:
             try:
                 [document] = await client.data_converter.decode(list(payloads), [dict])
             except Exception:  # a result this version cannot read still counts as a run
-                return RunFacts(run_id=execution.id, outcome="finished", restarts=restarts)
+                return RunFacts(
+                    run_id=execution.id, outcome="finished", restarts=restarts, unread=True
+                )
             return facts_from_result(execution.id, document)
         if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED:
             failure = event.workflow_execution_failed_event_attributes.failure
@@ -126,7 +135,7 @@ async def facts_of(client: Client, execution: WorkflowExecution) -> RunFacts:
             return await _facts_asked(handle, execution.id, outcome, restarts)
     name = status.name.lower() if status is not None else "unknown"
     outcome = "cancelled" if name == "canceled" else name
-    return RunFacts(run_id=execution.id, outcome=outcome, restarts=restarts)
+    return RunFacts(run_id=execution.id, outcome=outcome, restarts=restarts, unread=True)
 
 
 async def _facts_asked(
@@ -136,7 +145,7 @@ async def _facts_asked(
     try:
         document = await handle.query("status", result_type=dict, rpc_timeout=QUERY_TIMEOUT)
     except Exception:  # no worker answers, or an old worker: count it without figures
-        return RunFacts(run_id=run_id, outcome=outcome, restarts=restarts)
+        return RunFacts(run_id=run_id, outcome=outcome, restarts=restarts, unread=True)
     facts = facts_from_result(run_id, document)
     facts.outcome = outcome
     return facts
@@ -161,6 +170,11 @@ def report_text(report: Report) -> str:
         f"({report.runs_with_model_spend} run(s) reported any)",
         f"  safety net:   ${report.safety_net_usd:.4f}, {share} of the sandbox cost "
         f"({report.runs_with_safety_net} run(s) with a figure)",
+    ]
+    lines += [
+        f"                {name.replace('_', ' ')}: {meaning}"
+        for name, meaning in UNNAMED_CAUSES.items()
+        if name in report.restarts_by_cause
     ]
     if report.blocked:
         lines.append(

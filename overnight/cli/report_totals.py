@@ -42,6 +42,22 @@ class RunFacts:
     safety_net_usd: float | None = None
     # Connections its sandboxes' network refused (None: a run begun before they were kept).
     blocked: int | None = None
+    # Its figures are visibility's alone: no worker answered its status (or its result could
+    # not be read), so its restarts are counted without their causes.
+    unread: bool = False
+
+
+# The causes a report names for restarts whose own cause it cannot read, each with what it
+# means (`report_text` prints the meaning of each one it counts).
+UNREAD = "unread"
+NOT_KEPT = "not_kept"
+NOT_RESTARTED = "not_restarted"
+UNNAMED_CAUSES = {
+    UNREAD: "runs only visibility counted: a run still going or failed whose worker did "
+    "not answer (start it, e.g. `overnight dev`, and report again), or one terminated",
+    NOT_KEPT: "runs begun before overnight kept restart causes",
+    NOT_RESTARTED: "the run ended, or waits for a person, before the new sandbox ran",
+}
 
 
 class Report(BaseModel):
@@ -75,6 +91,10 @@ def facts_from_result(run_id: str, result: dict[str, Any]) -> RunFacts:
     by_cause: dict[str, int] = {}
     if net is not None:
         by_cause = {str(k): n for k, v in (net.get("by_cause") or {}).items() if (n := _int(v))}
+    if restarts and restarts > sum(by_cause.values()) and isinstance(result.get("restarts"), list):
+        # A status lists its restarts: those the safety net has not counted yet (noticed,
+        # their new sandbox not running) are named by their own reasons.
+        _name_from_records(by_cause, restarts, result["restarts"])
     model = model_spend_of(result)
     # The safety net's own sandbox figure; else the total less the model spend in it.
     sandbox = None
@@ -93,6 +113,16 @@ def facts_from_result(run_id: str, result: dict[str, Any]) -> RunFacts:
         safety_net_usd=None if net is None else _number(net.get("usd")),
         blocked=_blocked(result.get("egress_refused")),
     )
+
+
+def _name_from_records(by_cause: dict[str, int], restarts: int, records: list[Any]) -> None:
+    from workflows.pure.safety_net import cause_of
+
+    missing = restarts - sum(by_cause.values())
+    reasons = [str(r.get("reason") or "") for r in records if isinstance(r, dict)]
+    for reason in reasons[-missing:] if missing <= len(reasons) else reasons:
+        cause = cause_of(reason)
+        by_cause[cause] = by_cause.get(cause, 0) + 1
 
 
 def _blocked(counts: Any) -> int | None:
@@ -117,10 +147,9 @@ def summarize(facts: list[RunFacts], since: datetime, until: datetime) -> Report
         for cause, n in run.by_cause.items():
             report.restarts_by_cause[cause] = report.restarts_by_cause.get(cause, 0) + n
         if run.restarts and run.restarts > caused:
-            # Counted by visibility, their causes unknown (a run begun before they were kept).
-            unknown = run.restarts - caused
-            report.restarts_by_cause["unknown"] = (
-                report.restarts_by_cause.get("unknown", 0) + unknown
+            why = _why_uncaused(run)
+            report.restarts_by_cause[why] = (
+                report.restarts_by_cause.get(why, 0) + run.restarts - caused
             )
         if run.sandbox_usd is not None:
             report.sandbox_usd += run.sandbox_usd
@@ -145,6 +174,15 @@ def summarize(facts: list[RunFacts], since: datetime, until: datetime) -> Report
     if with_both_sandbox > 0:
         report.safety_net_share = round(with_both_net / with_both_sandbox, 4)
     return report
+
+
+def _why_uncaused(run: RunFacts) -> str:
+    """Why some of a run's restarts have no cause of their own (UNNAMED_CAUSES says each)."""
+    if run.unread:
+        return UNREAD
+    if run.safety_net_usd is None:
+        return NOT_KEPT
+    return NOT_RESTARTED
 
 
 def _first_number(document: dict[str, Any], keys: tuple[str, ...]) -> float | None:

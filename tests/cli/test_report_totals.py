@@ -80,14 +80,14 @@ def test_the_sums_by_hand() -> None:
         RunFacts(
             "b", "finished", 1, {"stalled": 1}, sandbox_usd=0.60, model_usd=1.5, safety_net_usd=0.05
         ),
-        RunFacts("c", "out_of_budget", 3),  # restarts from visibility, causes unknown
+        RunFacts("c", "out_of_budget", 3, unread=True),  # restarts from visibility alone
         RunFacts("d", "cancelled", 0, sandbox_usd=0.25),
     ]
     report = summarize(runs, T0 - timedelta(days=7), T0)
     assert report.runs == 4
     assert report.by_outcome == {"cancelled": 1, "finished": 2, "out_of_budget": 1}
     assert report.restarts == 6
-    assert report.restarts_by_cause == {"crashed": 2, "stalled": 1, "unknown": 3}
+    assert report.restarts_by_cause == {"crashed": 2, "stalled": 1, "unread": 3}
     assert report.sandbox_usd == pytest.approx(1.25)
     assert report.model_usd == pytest.approx(1.5)
     assert report.safety_net_usd == pytest.approx(0.15)
