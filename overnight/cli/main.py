@@ -22,6 +22,7 @@ from temporalio.exceptions import ApplicationError
 from overnight.cli import agents as agents_cli
 from overnight.cli import client as api
 from overnight.cli import codec_server as codec_cli
+from overnight.cli import console as console_cli
 from overnight.cli import dev_commands as dev_cli
 from overnight.cli import disk as disk_cli
 from overnight.cli import forensics as forensics_cli
@@ -166,6 +167,7 @@ def build_parser() -> argparse.ArgumentParser:
     replay_check_cli.add_parser(commands, _Parser)
 
     codec_cli.add_parser(commands, _Parser)
+    console_cli.add_parser(commands, _Parser)
     agents_cli.add_parser(commands, _Parser)
     workspace_cli.add_parsers(commands, _Parser)
 
@@ -236,6 +238,7 @@ async def _dispatch(args: argparse.Namespace) -> int:
         "logs": _logs,
         "inspect": _inspect,
         "codec-server": codec_cli.run,
+        "console": lambda a: console_cli.run(a, lambda: _connect(a)),
         "dev": dev_cli.run_dev,
         "demo": dev_cli.run_demo,
         "agents": agents_cli.run,
