@@ -35,6 +35,7 @@ from activities.providers.local.disk import TRASH
 from activities.providers.money import ensure_daily_room, read_charge
 from activities.providers.protocol import (
     KeepsPaused,
+    LetsGo,
     SandboxNotFound,
     SandboxNotRunning,
     SandboxProvider,
@@ -80,6 +81,10 @@ class LifecycleActivities:
                 info = await settle(
                     provider, input.sandbox_id, provider.set_retention(info.sandbox_id, days)
                 )
+            if isinstance(provider, LetsGo) and info.state == "paused":
+                # Kept after its run: no run wakes its agents, so nothing of it stays on the
+                # host but its files (a local sandbox's launchers, helpers, mounted image).
+                info = await settle(provider, input.sandbox_id, provider.let_go(info.sandbox_id))
         return await _with_charge(provider, info, input.read_charge)
 
     @activity.defn(name=ActivityName.STOP_SANDBOX)

@@ -31,6 +31,25 @@ class SandboxDisk:
     # `size_bytes` (a local image: what is used inside it; None: not known, or no limit).
     limit_bytes: int | None = None
     used_bytes: int | None = None
+    # What it holds on the host beside its files (None: not known): processes (a local
+    # sandbox's launchers and helpers, anything in its cgroup), their resident memory, and
+    # the mounts under its folder (its image, where mounted); and why it must hold them.
+    host: HostHeld | None = None
+
+
+@dataclass(frozen=True)
+class HostHeld:
+    """What a sandbox holds on the host now, beside its files."""
+
+    processes: int
+    memory_bytes: int
+    mounts: int
+    # Why it holds them, for a paused sandbox that does ("" when it holds nothing, or runs).
+    why: str = ""
+
+    @property
+    def nothing(self) -> bool:
+        return not self.processes and not self.mounts
 
 
 @dataclass(frozen=True)
@@ -75,4 +94,9 @@ class ProviderDisk(Protocol):
 
     async def freed_bytes(self, sandbox_id: str) -> int | None:
         """What deleting this sandbox freed (None: not deleted, or not known)."""
+        ...
+
+    async def let_go(self, sandbox_id: str) -> HostHeld | None:
+        """A paused sandbox kept after its run ended lets go of what it holds on the host
+        (its agents ended, its files kept): what it held (None: nothing, or not paused)."""
         ...

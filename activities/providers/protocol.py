@@ -124,6 +124,9 @@ class SandboxRequest:
     # The run's origin when it is a folder on the worker: served to the sandbox by a provider
     # that can (ServesGit), pushes held to the run's own refs.
     origin: GitOrigin | None = None
+    # Local sandboxes: the origin's folder, shown read-only only to a sandbox its provider
+    # does not serve it to (no gateway): a served one needs no permission on the folder.
+    origin_bind: HostBind | None = None
     # Its model calls through the provider's gateway (a provider that ServesModels), the
     # worker's key kept there. None: the sandbox calls its model API itself.
     model: ModelAccess | None = None
@@ -209,6 +212,19 @@ class KeepsPaused(Protocol):
 
     async def set_retention(self, sandbox_id: str, days: int) -> SandboxInfo:
         """Keep the paused sandbox `days` (1 to 365) before the provider deletes it."""
+        ...
+
+
+@runtime_checkable
+class LetsGo(Protocol):
+    """A provider whose paused sandboxes hold something on the worker's host (the local one:
+    agents' launchers, network helpers, a loop-mounted image), which a sandbox kept after its
+    run ended lets go of: its agents ended (no run wakes them), its files kept, mounted again
+    when read."""
+
+    async def let_go(self, sandbox_id: str) -> SandboxInfo:
+        """End the paused sandbox's agents and let go of what it holds on the host; a
+        sandbox that is not paused is left as it is."""
         ...
 
 

@@ -2,7 +2,8 @@
 
 Read from the files under `$OVERNIGHT_HOME` alone (no Temporal server, no worker needed), so a
 user sees it before the disk is full: each sandbox still holding its files (running or
-paused, with when its retention ends), what deleted ones keep (their records and last words),
+paused, with when its retention ends, and what a paused one holds on the host beside them:
+processes, memory, mounts, and why), what deleted ones keep (their records and last words),
 the snapshots, what a killed process left half deleted, and the room left on the filesystem.
 """
 
@@ -12,7 +13,7 @@ import argparse
 import json
 from typing import Any
 
-from activities.providers.disk import DiskUsage, SandboxDisk
+from activities.providers.disk import DiskUsage, HostHeld, SandboxDisk
 from activities.providers.registry import disk_for, open_configured
 from overnight.cli.help_texts import JSON_HELP
 from overnight.cli.render import size_text
@@ -58,6 +59,8 @@ def text(usage: DiskUsage) -> str:
             f"  {box.sandbox_id:<{width}}  {box.state:<7}  {size_text(box.size_bytes):>10}  "
             f"{_about(box)}{_limit(box)}"
         )
+        if box.state == "paused" and box.host is not None:
+            lines.append(f"  {'':<{width}}  on the host: {host_text(box.host)}")
     if gone:
         freed = sum(s.freed_bytes or 0 for s in gone)
         lines.append(
@@ -75,6 +78,19 @@ def text(usage: DiskUsage) -> str:
             "overnight reap finishes it)"
         )
     return "\n".join(lines)
+
+
+def host_text(held: HostHeld) -> str:
+    """What a paused sandbox holds on the host beside its files, and why."""
+    if held.nothing:
+        return "its files only (no process; its image mounted again when read or woken)"
+    parts = []
+    if held.processes:
+        plural = "es" if held.processes != 1 else ""
+        parts.append(f"{held.processes} process{plural} ({size_text(held.memory_bytes)} of memory)")
+    if held.mounts:
+        parts.append("its image mounted")
+    return ", ".join(parts) + (f": {held.why}" if held.why else "")
 
 
 def _limit(box: SandboxDisk) -> str:
@@ -115,6 +131,7 @@ def _json(usage: DiskUsage) -> dict[str, Any]:
                 "freed_bytes": s.freed_bytes,
                 "limit_bytes": s.limit_bytes,
                 "used_bytes": s.used_bytes,
+                "host": None if s.host is None else _held_json(s.host),
             }
             for s in usage.sandboxes
         ],
@@ -126,6 +143,15 @@ def _json(usage: DiskUsage) -> dict[str, Any]:
             }
             for s in usage.snapshots
         ],
+    }
+
+
+def _held_json(held: HostHeld) -> dict[str, Any]:
+    return {
+        "processes": held.processes,
+        "memory_bytes": held.memory_bytes,
+        "mounts": held.mounts,
+        "why": held.why,
     }
 
 

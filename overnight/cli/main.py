@@ -413,12 +413,29 @@ async def _answer(args: argparse.Namespace) -> int:
 
 async def _reap(args: argparse.Namespace) -> int:
     from activities.providers.registry import open_configured
+    from overnight.errors import ServerUnreachable
+    from overnight.worker.reaping import reap_here
 
-    client = await _connect(args)
-    async with open_configured() as providers:
-        reaped = await api.reap(client, providers, include_paused=args.paused)
+    try:
+        client = await _connect(args)
+    except ServerUnreachable as err:
+        # What this host holds is judged by its own files: no server needed for it.
+        print(f"overnight reap: {err}; {REAP_HERE_ONLY}", file=sys.stderr)
+        async with open_configured() as providers:
+            reaped = await reap_here(providers, include_paused=args.paused)
+    else:
+        async with open_configured() as providers:
+            reaped = await api.reap(client, providers, include_paused=args.paused)
     print(render.json_document(reaped) if args.json else render.reaped_text(reaped))
     return OK if all(entry.stopped for entry in reaped) else FAILED
+
+
+REAP_HERE_ONLY = (
+    "reaped what this host holds alone (finished half-done deletes, and the local sandboxes "
+    "kept after their run ended: deleted past their keep-until, else let go of their host "
+    "processes); closed runs' other sandboxes, snapshots, session stores and kept "
+    "workspaces' refs wait for a reap with the server"
+)
 
 
 async def _logs(args: argparse.Namespace) -> int:

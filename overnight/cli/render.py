@@ -23,6 +23,7 @@ from overnight.status_lines import (
     snapshot_line,
     talk_lines,
 )
+from overnight.worker.reaping import released_line
 from overnight.workspace_spec import workspace_line
 
 # `overnight status` shows this many lines of the last words (`overnight logs` has the rest).
@@ -225,6 +226,9 @@ def reaped_text(reaped: Sequence[ReapedSandbox]) -> str:
         return "nothing to reap"
     lines = []
     for entry in reaped:
+        if entry.kind == "released":
+            lines.append(released_line(entry))
+            continue
         if not entry.stopped:
             verb = "delete" if entry.kind != "sandbox" or entry.provider == "local" else "stop"
             what = f"could not {verb} ({entry.detail})"
@@ -245,6 +249,13 @@ def reaped_text(reaped: Sequence[ReapedSandbox]) -> str:
         lines[-1] += f" and {deleted} snapshot{'s' if deleted != 1 else ''}"
     freed = sum(entry.freed_bytes or 0 for entry in reaped if entry.stopped)
     lines[-1] += f"; freed {size_text(freed)} of this machine's disk"
+    released = [entry for entry in reaped if entry.kind == "released" and entry.stopped]
+    if released:
+        memory = sum(entry.memory_bytes or 0 for entry in released)
+        lines[-1] += (
+            f"; {len(released)} kept sandbox{'es' if len(released) != 1 else ''} let go of "
+            f"{size_text(memory)} of memory"
+        )
     return "\n".join(lines)
 
 

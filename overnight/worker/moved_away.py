@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
+from activities.providers.protocol import LetsGo
 from overnight import retention
 from overnight.constants import LABEL_ATTEMPT, LABEL_KEEP_UNTIL, LABEL_RUN
 from overnight.models import RunSpec, RunStatus
@@ -67,6 +68,8 @@ async def stop_moved_away(
             until = retention.keep_until(datetime.now(UTC), KEEP_DAYS)
             label = {LABEL_KEEP_UNTIL: retention.label_value(until)}
             await provider.set_labels(verdict.sandbox_id, label)
+            if isinstance(provider, LetsGo):
+                await provider.let_go(verdict.sandbox_id)  # its run moved on: nothing wakes it
             logger.warning(
                 "paused sandbox %s on %s before serving: %s",
                 verdict.sandbox_id,

@@ -31,7 +31,7 @@ from temporalio.service import RPCError
 
 from activities.models import ActivityName, ReapSummary
 from activities.providers.registry import open_configured
-from overnight.worker.reaping import ReapedSandbox, reap
+from overnight.worker.reaping import ReapedSandbox, reap, released_line
 from workflows.reap_run import REAP_WORKFLOW
 
 REAP_SCHEDULE_ID = "overnight-reap"
@@ -51,7 +51,7 @@ class ReapActivities:
             reaped = await reap(self._client, providers)
         lines = [_line(entry) for entry in reaped]
         summary = ReapSummary(
-            deleted=sum(1 for entry in reaped if entry.stopped),
+            deleted=sum(1 for entry in reaped if entry.stopped and entry.kind != "released"),
             failed=sum(1 for entry in reaped if not entry.stopped),
             freed_bytes=sum(entry.freed_bytes or 0 for entry in reaped),
             lines=lines[:SUMMARY_LINES],
@@ -90,6 +90,8 @@ async def ensure_reap_schedule(client: Client, task_queue: str) -> bool:
 
 
 def _line(entry: ReapedSandbox) -> str:
+    if entry.kind == "released":
+        return released_line(entry)
     done = "deleted" if entry.stopped else f"not deleted ({entry.detail})"
     return (
         f"{entry.provider} {entry.kind} {entry.sandbox_id} of {entry.run_id}: {done}: {entry.why}"

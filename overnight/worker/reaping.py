@@ -18,6 +18,16 @@ delete what no run needs any more, and say how much disk it freed.
   of its own or a folder: activities/providers/local/run_store.py), which a run that ended
   through its own end freed already: those of runs terminated, or ended before it did.
 
+- Local sandboxes kept paused after their run closed (labelled keep-until, or of a closed
+  run) that still hold something on this host (a frozen agent's launcher and helpers, a
+  mounted image): they let go of it (`let go`: agents ended, files kept, mounted again when
+  read). A paused sandbox of an open run is its run's: its agent may be woken.
+
+Without a Temporal server (`reap_here`), only what this host's files say is acted on: deletes
+to finish, local sandboxes labelled keep-until (deleted past it, let go of before it). What
+needs the server to judge (closed runs' unlabelled sandboxes, snapshots, session stores,
+kept workspaces' refs, Runtime's sandboxes) waits for a reap with it.
+
 The moment retention is judged at is `now` (a test lets time pass by giving a later one).
 """
 
@@ -34,12 +44,12 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from activities.coding_agent_setup import SESSIONS_FOLDER
 from activities.models import SandboxInfo
-from activities.providers.disk import RECORD_DAYS, ProviderDisk
+from activities.providers.disk import RECORD_DAYS, HostHeld, ProviderDisk
 from activities.providers.local import run_store
 from activities.providers.local.disk import TRASH
 from activities.providers.protocol import SandboxProvider
 from activities.providers.registry import disk_for, supports_snapshots
-from overnight.constants import LABEL_RUN
+from overnight.constants import LABEL_KEEP_UNTIL, LABEL_RUN
 from overnight.errors import OvernightError
 from overnight.home import overnight_home
 from overnight.retention import RunEnd, verdict
@@ -65,6 +75,10 @@ class ReapedSandbox(BaseModel):
     why: str = ""
     # The bytes this freed on this machine's disk (local sandboxes, snapshots and trash).
     freed_bytes: int | None = None
+    # `kind == "released"`: what a kept sandbox let go of on this host (it is kept).
+    processes: int | None = None
+    memory_bytes: int | None = None
+    mounts: int | None = None
 
 
 class RunBook:
@@ -134,11 +148,99 @@ async def reap(
             )
             if judged.delete:
                 reaped.append(await _stop(name, provider, disk, sandbox, run_id, judged.why))
+            elif disk is not None and sandbox.state == "paused" and not end.open:
+                reaped += await _let_go(name, disk, sandbox, run_id, "its run is closed")
     reaped += await _reap_snapshots(runs, providers, include_paused=include_paused)
     reaped += await _reap_workspace_refs(runs, when, include_paused=include_paused)
     if "local" in providers:
         reaped += await reap_sessions(runs)
     return reaped
+
+
+async def reap_here(
+    providers: Mapping[str, SandboxProvider],
+    *,
+    include_paused: bool = False,
+    now: datetime | None = None,
+) -> list[ReapedSandbox]:
+    """`overnight reap` with no Temporal server: what this host's own files decide (see the
+    module's docstring). A sandbox labelled keep-until belongs to a run that ended (or moved
+    away), so it is judged by its label alone; any other is left to a reap with the server."""
+    when = now or datetime.now(UTC)
+    reaped: list[ReapedSandbox] = []
+    for name, provider in providers.items():
+        disk = disk_for(provider)
+        if disk is None:
+            continue  # not on this host: the server's to judge
+        reaped += await _finish_deletes(name, disk, when)
+        for sandbox in await provider.list({}, include_stopped=False):
+            run_id = sandbox.labels.get(LABEL_RUN)
+            if run_id is None or sandbox.state != "paused" or not _labelled(sandbox):
+                continue
+            # Labelled: its run ended; the label alone says how long it is kept.
+            judged = verdict(
+                sandbox.state, sandbox.labels, RunEnd(open=True), now=when, include_paused=False
+            )
+            if judged.delete or include_paused:
+                why = judged.why if judged.delete else "its run is closed (reap --paused)"
+                reaped.append(await _stop(name, provider, disk, sandbox, run_id, why))
+            else:
+                why = "kept after its run ended"
+                reaped += await _let_go(name, disk, sandbox, run_id, why)
+    return reaped
+
+
+def _labelled(sandbox: SandboxInfo) -> bool:
+    return sandbox.labels.get(LABEL_KEEP_UNTIL) is not None
+
+
+async def _let_go(
+    provider_name: str, disk: ProviderDisk, sandbox: SandboxInfo, run_id: str, why: str
+) -> list[ReapedSandbox]:
+    """A kept sandbox lets go of what it holds on this host; one entry when it held
+    anything."""
+    entry = ReapedSandbox(
+        provider=provider_name,
+        sandbox_id=sandbox.sandbox_id,
+        run_id=run_id,
+        was=sandbox.state,
+        stopped=False,
+        kind="released",
+        why=why,
+    )
+    try:
+        held: HostHeld | None = await disk.let_go(sandbox.sandbox_id)
+    except Exception as err:  # one stubborn sandbox must not keep the others
+        entry.detail = f"{type(err).__name__}: {err}"
+        return [entry]
+    if held is None:
+        return []
+    entry.stopped = True
+    entry.processes, entry.memory_bytes, entry.mounts = (
+        held.processes,
+        held.memory_bytes,
+        held.mounts,
+    )
+    return [entry]
+
+
+def released_line(entry: ReapedSandbox) -> str:
+    """A kept sandbox that let go of what it held on this host (it stays, its files only)."""
+    of = f" of {entry.run_id}" if entry.run_id else ""
+    head = f"{entry.provider} sandbox {entry.sandbox_id}{of}"
+    if not entry.stopped:
+        return f"{head}: could not let go of its processes ({entry.detail}): {entry.why}"
+    held = []
+    if entry.processes:
+        plural = "es" if entry.processes != 1 else ""
+        memory = (entry.memory_bytes or 0) / (1024 * 1024)
+        held.append(f"{entry.processes} host process{plural} ({memory:.1f} MiB of memory)")
+    if entry.mounts:
+        held.append(f"{entry.mounts} mount{'s' if entry.mounts != 1 else ''}")
+    return (
+        f"{head}: let go of {' and '.join(held) or 'nothing'}: {entry.why}; kept, its files "
+        "only (mounted again when read)"
+    )
 
 
 async def _reap_workspace_refs(

@@ -156,16 +156,18 @@ def test_a_stop_unmounts_and_deletes_the_image_and_counts_what_it_held(
 
 
 @needs_images
-def test_a_paused_sandbox_keeps_its_image_and_a_new_worker_finds_it_mounted(
+def test_a_paused_sandbox_with_no_agent_lets_go_of_its_image_and_a_wake_mounts_it_again(
     engine: LocalEngine, images: None
 ) -> None:
     _make(engine, "kept-1", isolation="none")
     (engine.folder("kept-1") / "workspace" / "note").write_text("kept")
     engine.pause("kept-1")
-    assert len(disk_image.mounts_under(engine.folder("kept-1"))) == 4
+    # Nothing alive in it: its image is not held mounted (issue 51); its files are kept.
+    assert disk_image.mounts_under(engine.folder("kept-1")) == []
 
     restarted = LocalEngine(engine.home)  # another worker process, the same machine
     restarted.wake("kept-1")
+    assert len(disk_image.mounts_under(engine.folder("kept-1"))) == 4
 
     assert restarted.read_file("kept-1", "/workspace/note", 100).data == b"kept"
     restarted.stop("kept-1")

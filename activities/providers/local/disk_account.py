@@ -13,11 +13,12 @@ from activities.providers.disk import (
     RECORD_DAYS,
     DiskUsage,
     FinishedDelete,
+    HostHeld,
     SandboxDisk,
     SnapshotDisk,
 )
 from activities.providers.local import disk as local_disk
-from activities.providers.local import disk_image
+from activities.providers.local import disk_image, host_holds
 from activities.providers.local.disk_limit import MIB
 from activities.providers.local.engine import LocalEngine
 from activities.providers.local.files import read_json
@@ -41,6 +42,28 @@ class LocalDiskAccount:
     async def freed_bytes(self, sandbox_id: str) -> int | None:
         meta = await asyncio.to_thread(self.engine.find, sandbox_id)
         return None if meta is None else meta.freed_bytes
+
+    async def let_go(self, sandbox_id: str) -> HostHeld | None:
+        return await asyncio.to_thread(self._let_go, sandbox_id)
+
+    def _let_go(self, sandbox_id: str) -> HostHeld | None:
+        meta = self.engine.find(sandbox_id)
+        if meta is None or meta.state != "paused":
+            return None
+        before = self._held(meta)
+        if before.nothing:
+            return None
+        self.engine.let_go(sandbox_id, end_agents=True)
+        return before
+
+    def _held(self, meta: SandboxMeta) -> HostHeld:
+        found = host_holds.holds(meta, self.engine.folder(meta.id))
+        why = ""
+        if meta.state == "paused" and found.pids:
+            why = "its agent is alive in it, frozen, for its run to wake (the same process goes on)"
+        elif meta.state == "paused" and found.mounts:
+            why = "its image is mounted for a read (overnight reap unmounts it)"
+        return HostHeld(len(found.pids), found.memory_bytes, found.mounts, why)
 
     def _usage(self) -> DiskUsage:
         home = self.engine.home
@@ -81,6 +104,7 @@ class LocalDiskAccount:
             freed_bytes=meta.freed_bytes,
             limit_bytes=None if meta.disk_mib is None or meta.freed_at else meta.disk_mib * MIB,
             used_bytes=None if inside is None else inside[0],
+            host=None if meta.freed_at else self._held(meta),
         )
 
     def _finish(self, now: datetime) -> list[FinishedDelete]:

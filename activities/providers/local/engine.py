@@ -44,7 +44,14 @@ from activities.gateway import service as gateway_service
 from activities.providers.local import cgroup_plan as local_cgroup_plan
 from activities.providers.local import cgroups as local_cgroups
 from activities.providers.local import disk as local_disk
-from activities.providers.local import disk_image, disk_limit, netns, run_store, worker_mounts
+from activities.providers.local import (
+    disk_image,
+    disk_limit,
+    host_holds,
+    netns,
+    run_store,
+    worker_mounts,
+)
 from activities.providers.local import isolation as local_isolation
 from activities.providers.local import limits as local_limits
 from activities.providers.local import procs as local_procs
@@ -101,6 +108,9 @@ class LocalEngine(GuestFiles):
         self.home = Path(home).expanduser() if home is not None else default_home()
         self.sandboxes_dir = self.home / "sandboxes"
         self.trash_dir = self.home / local_disk.TRASH
+        # Sandboxes that had let go of their image and that this engine mounted again for a
+        # read (`let_go_again` unmounts them: a CLI's provider does at its close).
+        self.mounted_again: set[str] = set()
 
     # ----- sandboxes -----
 
@@ -110,7 +120,23 @@ class LocalEngine(GuestFiles):
         return self.sandboxes_dir / sandbox_id
 
     def workspace(self, sandbox_id: str) -> WorkspaceMap:
+        """The sandbox's /workspace on the host, its image mounted (again) first."""
+        self.ensure_disk(sandbox_id)
         return WorkspaceMap(self.folder(sandbox_id) / "workspace")
+
+    def ensure_disk(self, sandbox_id: str) -> None:
+        """Mount the sandbox's image where it has one that is not mounted (it let go of it
+        while paused, or the host rebooted), unless it is stopped: its files are then there
+        for whoever reads or runs."""
+        folder = self.folder(sandbox_id)
+        if not (folder / disk_image.IMAGE_FILE).is_file():
+            return
+        if os.path.ismount(folder / disk_image.MOUNT_DIR):
+            return
+        disk_image.attached(folder, lambda: self._kept(sandbox_id))
+        meta = self._load(sandbox_id)
+        if meta is not None and meta.released_at is not None:
+            self.mounted_again.add(sandbox_id)
 
     def get_or_create(
         self,
@@ -128,6 +154,7 @@ class LocalEngine(GuestFiles):
         network: str = "own",
         egress: Sequence[str] | None = None,
         origin: Mapping[str, str] | None = None,
+        origin_bind: HostBind | None = None,
         model: Mapping[str, Any] | None = None,
         mounts: Sequence[WorkerMount] = (),
     ) -> tuple[SandboxMeta, bool]:
@@ -147,6 +174,11 @@ class LocalEngine(GuestFiles):
             gated = isolated and network == "own" and egress is not None
             run = (labels or {}).get(LABEL_RUN, name)
             uid = local_isolation.sandbox_uid(run) if isolated else None
+            gateway_port = gateway_service.live_port(self.home) if gated else None
+            served = gateway_port is not None and origin is not None
+            if origin_bind is not None and not served:
+                # Cloned from the folder itself: the sandbox must see it (and may read it).
+                binds = (*binds, origin_bind)
             local_isolation.check_binds(binds, uid)
             disk = disk_limit.plan(disk_mib, self.home)
             disk_limit.require_room(self.home)
@@ -192,7 +224,7 @@ class LocalEngine(GuestFiles):
                 network=("gateway" if gated else network) if isolated else "host",
                 host_ports=list(host_ports),
                 egress=list(egress) if gated and egress is not None else None,
-                gateway_port=gateway_service.live_port(self.home) if gated else None,
+                gateway_port=gateway_port,
                 git_origin=dict(origin) if gated and origin is not None else None,
                 model=dict(model) if gated and model is not None else None,
                 uid=uid,
@@ -219,8 +251,14 @@ class LocalEngine(GuestFiles):
         """The sandbox's current state, or None if there is none (one whose lease ran out is
         paused or stopped first)."""
         meta = self._load(sandbox_id)
-        if meta is not None and meta.disk == "image" and meta.state != "stopped":
-            # Mounted again after a reboot, unless a stop came in between.
+        if (
+            meta is not None
+            and meta.disk == "image"
+            and meta.state != "stopped"
+            and meta.released_at is None
+        ):
+            # Mounted again after a reboot, unless a stop came in between (one that let go of
+            # its image on purpose is mounted by what needs its files: `ensure_disk`).
             disk_image.attached(self.folder(sandbox_id), lambda: self._kept(sandbox_id))
         if meta is None or not meta.expired(time.time()):
             return meta
@@ -270,11 +308,56 @@ class LocalEngine(GuestFiles):
                 local_cgroups.thaw(meta.freezer, meta.cgroup)
             elif meta.freezer == local_cgroups.SIGNALS:
                 local_procs.signal_all(self._procs(sandbox_id), signal.SIGCONT)
+            self.ensure_disk(sandbox_id)  # one that let go of its image has it back
+            self.mounted_again.discard(sandbox_id)
             return self._save(
                 dataclasses.replace(
-                    meta, state="running", deadline=deadline, paused_at=None, pause_reason=None
+                    meta,
+                    state="running",
+                    deadline=deadline,
+                    paused_at=None,
+                    pause_reason=None,
+                    released_at=None,
+                    agents_ended_at=None,
                 )
             )
+
+    def let_go(self, sandbox_id: str, *, end_agents: bool = False) -> SandboxMeta:
+        """A paused sandbox lets go of what it holds on the host (see host_holds): its image
+        unmounted once no process of it is alive. `end_agents`: its agents are ended first
+        (a sandbox kept after its run ended: no run wakes them; their records say `kept`),
+        with its files kept. Anything but a paused sandbox is left as it is."""
+        with self._changing(sandbox_id) as meta:
+            if meta.state != "paused":
+                return meta
+            if end_agents and host_holds.agents_alive(meta, self._procs(sandbox_id)):
+                # First: each launcher reads why its agent ended.
+                meta = self._save(dataclasses.replace(meta, agents_ended_at=time.time()))
+                self._end_processes(meta)
+                # Their launchers record the ends (and end their helpers) a moment later.
+                local_procs.wait_all_ended(self._procs(sandbox_id), timeout=PAUSE_KILL_SECONDS)
+            return self._release_locked(meta)
+
+    def let_go_again(self) -> list[str]:
+        """Unmount the images this engine mounted again for a read of a sandbox that had let
+        go of it, where that sandbox is still paused; which it unmounted."""
+        done = []
+        for sandbox_id in sorted(self.mounted_again):
+            self.mounted_again.discard(sandbox_id)
+            try:
+                meta = self.let_go(sandbox_id)
+            except ProviderError:
+                continue
+            if meta.released_at is not None:
+                done.append(sandbox_id)
+        return done
+
+    def holds(self, sandbox_id: str) -> host_holds.HostHolds:
+        """The host processes and mounts the sandbox holds now."""
+        meta = self._load(sandbox_id)
+        if meta is None:
+            raise SandboxNotFound(sandbox_id)
+        return host_holds.holds(meta, self.folder(sandbox_id))
 
     def set_model_cap(self, sandbox_id: str, cap_usd: float | None) -> bool:
         """The gateway's cap on the run's model spend for this sandbox's next calls; False when
@@ -427,7 +510,19 @@ class LocalEngine(GuestFiles):
         if meta.pause_ends_agents():
             self._save(paused)  # first: each launcher records why its agent ended
         self._hold(meta)
-        return self._save(paused)
+        return self._release_locked(self._save(paused))
+
+    def _release_locked(self, meta: SandboxMeta) -> SandboxMeta:
+        """A paused sandbox with no live process lets go of its image's mount (a frozen
+        agent keeps it: its run may wake it, and it writes there)."""
+        if meta.state != "paused" or host_holds.agents_alive(meta, self._procs(meta.id)):
+            return meta
+        if meta.disk == "image":
+            disk_image.detach(self.folder(meta.id), locked=True)
+        self.mounted_again.discard(meta.id)
+        if meta.released_at is not None:
+            return meta
+        return self._save(dataclasses.replace(meta, released_at=time.time()))
 
     def _stop_locked(self, meta: SandboxMeta, reason: str) -> SandboxMeta:
         if meta.state != "stopped":
@@ -509,6 +604,7 @@ class LocalEngine(GuestFiles):
         if meta.network == "gateway" and meta.gateway_port is not None:
             env.update(gateway_service.sandbox_env(self.home, meta.id, meta.gateway_port))
         folder = self.folder(meta.id)
+        self.ensure_disk(meta.id)
         if meta.cgroups:
             try:
                 local_cgroup_plan.ensure(meta.freezer, meta.cgroups, meta.systemd_slice)

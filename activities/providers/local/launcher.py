@@ -88,6 +88,8 @@ def kill_group(pgid: int) -> None:
 
 
 LEASE_EXPIRED = "lease_expired"
+# Why an agent ended that its sandbox's keeping after its run ended ended (engine.let_go).
+KEPT = "kept"
 
 
 class SandboxFile:
@@ -114,12 +116,15 @@ def lease_over(sandbox: dict[str, Any]) -> bool:
 
 
 def should_kill(sandbox: dict[str, Any]) -> str | None:
-    """Why the agent must die now (`lease_expired`, `stopped`, or `paused` in a sandbox with
-    no cgroup to freeze), or None."""
+    """Why the agent must die now (`lease_expired`, `stopped`, `kept`: paused and kept after
+    its run ended, which no run wakes, or `paused` in a sandbox with no cgroup to freeze), or
+    None."""
     if lease_over(sandbox) and sandbox.get("on_lease_end", "stop") == "stop":
         return LEASE_EXPIRED
     if sandbox.get("state") == "stopped":
         return "stopped"
+    if sandbox.get("state") == "paused" and sandbox.get("agents_ended_at") is not None:
+        return KEPT
     if sandbox.get("state") == "paused" and sandbox.get("freezer") == local_cgroups.NONE:
         return "paused"
     return None
@@ -284,8 +289,9 @@ def _run(
             pause_at_lease_end(sandbox_file.path)
     for fd in ended:
         os.close(fd)
-    if reason is None and should_kill(sandbox_file.read()) == "paused":
-        reason = "paused"  # the pause of a sandbox without a cgroup ended it
+    if reason is None and should_kill(sandbox_file.read()) in ("paused", KEPT):
+        # The pause of a sandbox without a cgroup ended it, or its keeping after its run.
+        reason = should_kill(sandbox_file.read())
     # Helpers the agent left behind in its group (and namespace) go with it.
     local_ns.kill_recorded(namespace)
     kill_group(child.pid)

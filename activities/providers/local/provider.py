@@ -68,6 +68,7 @@ class LocalProvider:
             network=request.network,
             egress=request.egress,
             origin=None if request.origin is None else dataclasses.asdict(request.origin),
+            origin_bind=request.origin_bind,
             model=None if request.model is None else dataclasses.asdict(request.model),
             mounts=request.mounts,
         )
@@ -251,8 +252,16 @@ class LocalProvider:
         )
         return [sandbox_info(meta) for meta in metas]
 
+    async def let_go(self, sandbox_id: str) -> SandboxInfo:
+        """A paused sandbox kept after its run ended: its agents ended, its image unmounted
+        (engine.let_go)."""
+        meta = await asyncio.to_thread(self.engine.let_go, sandbox_id, end_agents=True)
+        return sandbox_info(meta)
+
     async def aclose(self) -> None:
-        """Nothing to close: the engine holds no connections."""
+        """The engine holds no connections; the images it mounted again for a read of a
+        paused sandbox that had let go of them are unmounted again."""
+        await asyncio.to_thread(self.engine.let_go_again)
 
 
 def past_disk_limit(pause_reason: str | None) -> bool:

@@ -58,6 +58,7 @@ class LocalSnapshots:
                 return found
             partial = self.root / f".{snap_id}.partial"
             shutil.rmtree(partial, ignore_errors=True)
+            self.engine.ensure_disk(sandbox_id)  # a paused one may have let go of its image
             source = self.engine.folder(sandbox_id) / "workspace"
             shutil.copytree(source, partial / "workspace", symlinks=True)
             size = _size(partial / "workspace")

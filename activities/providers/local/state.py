@@ -114,6 +114,11 @@ class SandboxMeta:
     # The worker's own folders shown in it (`{"source", "target", "writable"}`; see
     # worker_mounts): a coding agent's CLI, the kit, the run's session store.
     mounts: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    # A paused sandbox that let go of what it held on the host (see host_holds): when. Its
+    # image is unmounted (a read or a wake mounts it again); `agents_ended_at`: its agents
+    # were ended for it, since no run wakes them (kept after its run ended).
+    released_at: float | None = None
+    agents_ended_at: float | None = None
 
     @classmethod
     def from_json(cls, value: Mapping[str, Any]) -> SandboxMeta:

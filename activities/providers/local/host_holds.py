@@ -1,0 +1,124 @@
+"""What a local sandbox holds on its host beside its files: processes and mounts.
+
+A running sandbox holds its agents (each watched by a launcher outside its cgroup, with the
+network helpers it started: the port relay, slirp4netns), the commands it runs, and its disk
+image's loop mount. A paused one needs none of that unless an agent is alive in it, frozen,
+for its run to wake (waiting for an answer, out of budget, a `wait_until`): then its launcher
+keeps watching it and its image stays mounted. A paused sandbox with no live agent, or one
+kept after its run ended (no run wakes it), lets go of all of it (the engine's `let_go`); a
+read or a wake mounts its image again when it needs it.
+
+This module finds what is held (for `overnight disk`, the engine's decisions and the tests'
+own checks): the launchers of live agents and everything they started, the members of the
+sandbox's cgroups, and the mounts under its folder.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from activities.providers.local import cgroups as local_cgroups
+from activities.providers.local import disk_image, launcher
+from activities.providers.local.files import read_json
+from activities.providers.local.procs import all_records
+from activities.providers.local.state import SandboxMeta
+
+
+@dataclass(frozen=True)
+class HostHolds:
+    """What one sandbox holds on its host now."""
+
+    pids: tuple[int, ...]  # its launchers, their helpers, and every process in its cgroups
+    memory_bytes: int  # their resident memory, summed
+    mounts: int  # mount points under its folder (its image and the folders bound from it)
+
+    @property
+    def nothing(self) -> bool:
+        return not self.pids and not self.mounts
+
+
+def agents_alive(meta: SandboxMeta, procs_dir: Path) -> bool:
+    """Whether any process of the sandbox may still run: an agent whose launcher has not
+    written how it ended, or anything in its cgroups (a command, a daemon)."""
+    if any(record.state == "running" for record in all_records(procs_dir)):
+        return True
+    return not all(local_cgroups.empty(path) for path in _cgroup_dirs(meta))
+
+
+def holds(meta: SandboxMeta, folder: Path) -> HostHolds:
+    """The host processes and mounts the sandbox in `folder` holds now."""
+    pids: set[int] = set()
+    for proc_dir in _proc_dirs(folder / "processes"):
+        if (proc_dir / launcher.EXIT_FILE).exists():
+            continue
+        started = read_json(proc_dir / launcher.PROCESS_FILE) or {}
+        pid = started.get("launcher_pid")
+        if isinstance(pid, int) and _is_launcher(pid, proc_dir):
+            pids.add(pid)
+    for path in _cgroup_dirs(meta):
+        if Path(path).is_dir():
+            pids |= local_cgroups.members(path, below=meta.freezer != local_cgroups.CGROUP1)
+    pids |= descendants(pids)
+    return HostHolds(
+        pids=tuple(sorted(pids)),
+        memory_bytes=sum(resident_bytes(pid) for pid in pids),
+        mounts=len(disk_image.mounts_under(folder)),
+    )
+
+
+def descendants(roots: set[int]) -> set[int]:
+    """Every live process below `roots` (children of children), from /proc's parent links."""
+    parents: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        parent = int(stat.rsplit(")", 1)[1].split()[1])
+        parents.setdefault(parent, []).append(int(entry))
+    found: set[int] = set()
+    todo = list(roots)
+    while todo:
+        for child in parents.get(todo.pop(), []):
+            if child not in found and child not in roots:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+def resident_bytes(pid: int) -> int:
+    """A process's resident memory (VmRSS), 0 when it is gone."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def _is_launcher(pid: int, proc_dir: Path) -> bool:
+    """`pid` is the launcher of `proc_dir` (a reused pid is someone else's)."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return os.fsencode(proc_dir) in cmdline
+
+
+def _proc_dirs(procs_dir: Path) -> list[Path]:
+    try:
+        return [entry for entry in procs_dir.iterdir() if entry.is_dir()]
+    except OSError:
+        return []
+
+
+def _cgroup_dirs(meta: SandboxMeta) -> list[str]:
+    dirs = list(meta.cgroups)
+    if meta.cgroup is not None and meta.cgroup not in dirs:
+        dirs.append(meta.cgroup)
+    return dirs
