@@ -93,3 +93,63 @@ def chunk(data: bytes) -> bytes:
 
 
 LAST_CHUNK = b"0\r\n\r\n"
+
+
+# The longest chunk-size or trailer line taken.
+MAX_LINE = 8 * 1024
+
+
+class ChunkedBody:
+    """Chunked framing taken off a body as its bytes come, whatever their cuts: `feed` returns
+    the payload they carry (several chunks' at once when they came together, so an answer's
+    events that arrived in one read go on in one write); `done` once the last chunk and the
+    trailers were read; `extra`: bytes past the body's end."""
+
+    def __init__(self) -> None:
+        self._rest = b""
+        self._left = 0  # payload bytes left in the current chunk
+        self._crlf = b""  # the part of a chunk's closing CRLF still to come
+        self._trailers = False
+        self.done = False
+        self.extra = b""
+
+    def feed(self, data: bytes) -> bytes:
+        buf = self._rest + data if self._rest else data
+        out: list[bytes] = []
+        i, end = 0, len(buf)
+        while i < end and not self.done:
+            if self._left:
+                take = min(self._left, end - i)
+                out.append(buf[i : i + take])
+                i += take
+                self._left -= take
+                if not self._left:
+                    self._crlf = b"\r\n"
+            elif self._crlf:
+                take = min(len(self._crlf), end - i)
+                if buf[i : i + take] != self._crlf[:take]:
+                    raise ValueError("a chunk not ended by CRLF")
+                self._crlf = self._crlf[take:]
+                i += take
+            else:
+                j = buf.find(b"\r\n", i)
+                if j < 0:
+                    break
+                line = buf[i:j]
+                i = j + 2
+                if self._trailers:
+                    self.done = not line
+                    continue
+                size = int(line.split(b";")[0].strip() or b"0", 16)
+                if size < 0:
+                    raise ValueError("a negative chunk size")
+                if size:
+                    self._left = size
+                else:
+                    self._trailers = True
+        self._rest = buf[i:]
+        if self.done:
+            self.extra, self._rest = self._rest, b""
+        elif len(self._rest) > MAX_LINE:
+            raise ValueError("a chunk-size or trailer line too long")
+        return b"".join(out) if len(out) != 1 else out[0]

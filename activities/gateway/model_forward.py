@@ -17,6 +17,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
+from activities.gateway import http_wire
+
 CONNECT_SECONDS = 10.0
 # A model may think for minutes before its first byte, and between events.
 ANSWER_SECONDS = 900.0
@@ -82,10 +84,10 @@ class Pool:
             self._tls = self._tls or ssl.create_default_context()
             context = self._tls
         try:
-            reader, writer = await asyncio.wait_for(
-                asyncio.open_connection(target.host, target.port, ssl=context, limit=CHUNK),
-                CONNECT_SECONDS,
-            )
+            async with asyncio.timeout(CONNECT_SECONDS):
+                reader, writer = await asyncio.open_connection(
+                    target.host, target.port, ssl=context, limit=CHUNK
+                )
         except (OSError, TimeoutError) as error:
             raise UpstreamFailed(f"cannot reach {target.host}:{target.port} ({error})") from None
         return reader, writer, False
@@ -117,6 +119,8 @@ class Answer:
     _writer: asyncio.StreamWriter
     _done: bool = False
     _closed: bool = False
+    # Set while `chunks` hands on the answer's last bytes (known from its framing).
+    ending: bool = False
 
     def header(self, name: str) -> str:
         for key, value in self.headers:
@@ -128,25 +132,35 @@ class Answer:
         reader = self._reader
         try:
             if self.chunked:
-                while True:
-                    line = await asyncio.wait_for(reader.readline(), ANSWER_SECONDS)
-                    size = int(line.split(b";")[0].strip() or b"0", 16)
-                    if size == 0:
-                        await _trailers(reader)
-                        break
-                    yield await asyncio.wait_for(reader.readexactly(size), ANSWER_SECONDS)
-                    await reader.readexactly(2)
+                body = http_wire.ChunkedBody()
+                while not body.done:
+                    async with asyncio.timeout(ANSWER_SECONDS):
+                        data = await reader.read(CHUNK)
+                    if not data:
+                        raise asyncio.IncompleteReadError(b"", None)
+                    payload = body.feed(data)
+                    self.ending = body.done
+                    if payload:
+                        yield payload
+                if body.extra:
+                    self.keep = False  # bytes no request asked for: not used again
             elif self.length is not None:
                 left = self.length
                 while left > 0:
-                    data = await asyncio.wait_for(reader.read(min(CHUNK, left)), ANSWER_SECONDS)
+                    async with asyncio.timeout(ANSWER_SECONDS):
+                        data = await reader.read(min(CHUNK, left))
                     if not data:
                         raise asyncio.IncompleteReadError(b"", left)
                     left -= len(data)
+                    self.ending = not left
                     yield data
             else:
                 self.keep = False
-                while data := await asyncio.wait_for(reader.read(CHUNK), ANSWER_SECONDS):
+                while True:
+                    async with asyncio.timeout(ANSWER_SECONDS):
+                        data = await reader.read(CHUNK)
+                    if not data:
+                        break
                     yield data
             self._done = True
         finally:
@@ -182,7 +196,8 @@ async def request(
         try:
             writer.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body)
             await writer.drain()
-            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), ANSWER_SECONDS)
+            async with asyncio.timeout(ANSWER_SECONDS):
+                head = await reader.readuntil(b"\r\n\r\n")
         except (
             OSError,
             asyncio.IncompleteReadError,
@@ -234,11 +249,6 @@ def _answer(
         reader,
         writer,
     )
-
-
-async def _trailers(reader: asyncio.StreamReader) -> None:
-    while (await reader.readline()).strip():
-        pass
 
 
 async def close_all(pool: Pool) -> None:

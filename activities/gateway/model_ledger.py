@@ -26,10 +26,13 @@ from typing import Any
 
 FOLDER = "spend"
 LOCK = ".lock"
+# Ledgers kept open at once (a host runs far fewer runs).
+MAX_OPEN = 256
 
 
 @dataclass
 class _Tally:
+    ino: int = 0
     offset: int = 0
     usd: float = 0.0
     requests: int = 0
@@ -53,6 +56,9 @@ class ModelBook:
     _pending: dict[str, _Pending] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _flushing: threading.Lock = field(default_factory=threading.Lock)
+    # Each run's ledger kept open for appending (a model call's booking is one locked write,
+    # not a mkdir, an open and a close); reopened when reaping unlinked it.
+    _open: dict[str, int] = field(default_factory=dict)
 
     @property
     def spend_folder(self) -> Path:
@@ -60,22 +66,41 @@ class ModelBook:
 
     def book(self, run_id: str, line: dict[str, Any]) -> None:
         """Append one answer's line to the run's ledger (at once: it is money)."""
-        self.spend_folder.mkdir(parents=True, exist_ok=True, mode=0o700)
         data = (json.dumps(line, sort_keys=True) + "\n").encode()
-        fd = os.open(
-            self.spend_folder / f"{run_id}.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600
-        )
-        try:
+        with self._lock:
+            fd = self._ledger(run_id)
             fcntl.flock(fd, fcntl.LOCK_EX)
-            os.write(fd, data)
-        finally:
+            try:
+                os.write(fd, data)
+            finally:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+
+    def _ledger(self, run_id: str) -> int:
+        fd = self._open.get(run_id)
+        if fd is not None:
+            if os.fstat(fd).st_nlink > 0:
+                return fd
+            os.close(fd)  # reaped (unlinked): a new ledger
+            del self._open[run_id]
+        if len(self._open) >= MAX_OPEN:
+            self.close()
+        self.spend_folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        path = os.path.join(self.spend_folder, f"{run_id}.jsonl")
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        self._open[run_id] = fd
+        return fd
+
+    def close(self) -> None:
+        """Close the ledgers kept open (the gateway stops; a new run's comes)."""
+        for fd in self._open.values():
             os.close(fd)
+        self._open.clear()
 
     def spent(self, run_id: str) -> float:
         """The run's booked spend, read on from where this book last read its ledger."""
         with self._lock:
             tally = self._tallies.setdefault(run_id, _Tally())
-            _read_on(self.spend_folder / f"{run_id}.jsonl", tally)
+            _read_on(os.path.join(self.spend_folder, f"{run_id}.jsonl"), tally)
             return tally.usd
 
     def body_seen(self, run_id: str, digest: str) -> int:
@@ -132,13 +157,21 @@ class ModelBook:
                 os.replace(temporary, path)
 
 
-def _read_on(path: Path, tally: _Tally) -> None:
-    """Add to `tally` the whole lines `path` gained past its offset."""
+def _read_on(path: str | Path, tally: _Tally) -> None:
+    """Add to `tally` the whole lines `path` gained past its offset (from the start again when
+    the file is another: reaped, and a run of the same name began a new one)."""
     try:
         with open(path, "rb") as handle:
+            seen = os.fstat(handle.fileno())
+            size = seen.st_size
+            if seen.st_ino != tally.ino or size < tally.offset:
+                tally.ino, tally.offset, tally.usd, tally.requests = seen.st_ino, 0, 0.0, 0
+            if size == tally.offset:
+                return
             handle.seek(tally.offset)
             data = handle.read()
     except FileNotFoundError:
+        tally.offset, tally.usd, tally.requests = 0, 0.0, 0
         return
     end = data.rfind(b"\n") + 1
     for raw in data[:end].splitlines():

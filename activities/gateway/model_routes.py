@@ -107,7 +107,8 @@ class ModelRoutes:
                 return
             self._idle.add(writer)
             try:
-                head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), IDLE_SECONDS)
+                async with asyncio.timeout(IDLE_SECONDS):
+                    head = await reader.readuntil(b"\r\n\r\n")
             except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError):
                 return
             finally:
@@ -256,26 +257,26 @@ class ModelRoutes:
         ended = booked = False
         framed = answer.length is None
         # The answer's end reaches the client only once it is booked, so that the client's
-        # next request meets the cap with this answer counted. A stream's events go out as
-        # they come; a whole answer's last piece waits for its end (microseconds).
+        # next request meets the cap with this answer counted: its last bytes (known from the
+        # upstream's framing) are held for that, microseconds. A stream's events go out as
+        # they come, those that came together in one write; a whole answer's head goes out
+        # with its body.
         held = b""
+        head = http_wire.answer_head(
+            answer.status, answer.reason, _answer_headers(answer.headers), answer.length, keep
+        )
         try:
-            writer.write(
-                http_wire.answer_head(
-                    answer.status,
-                    answer.reason,
-                    _answer_headers(answer.headers),
-                    answer.length,
-                    keep,
-                )
-            )
+            if framed:
+                writer.write(head)
+                head = b""
             async for data in answer.chunks():
-                if framed:
-                    writer.write(http_wire.chunk(data))
-                elif held:
-                    writer.write(held)
-                held = b"" if framed else data
-                await writer.drain()
+                piece = http_wire.chunk(data) if framed else data
+                if answer.ending:
+                    held += piece
+                else:
+                    writer.write(head + piece if head else piece)
+                    head = b""
+                    await writer.drain()
                 if streamed:
                     for event in events.feed(data):
                         usage.event(event)
@@ -284,7 +285,7 @@ class ModelRoutes:
             ended = True
             self._book(request, origin, sandbox, prices, answer, usage, whole, ended)
             booked = True
-            writer.write(http_wire.LAST_CHUNK if framed else held)
+            writer.write(head + held + (http_wire.LAST_CHUNK if framed else b""))
             await writer.drain()
         except (ConnectionError, OSError, asyncio.IncompleteReadError, TimeoutError, ValueError):
             keep = False

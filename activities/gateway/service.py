@@ -11,6 +11,9 @@ A home's first gateway draws its port below the ports the kernel gives outgoing 
 It runs its own event loop in a thread of the process that starts it: the worker's activities
 never wait on a connection it carries, and a worker's restart costs the sandboxes only the
 connections open at that moment (their tools retry).
+
+What it reads of sandboxes' records is records.py; its books, as the rest of overnight reads
+and reaps them, books.py (both names still importable from here).
 """
 
 from __future__ import annotations
@@ -19,25 +22,29 @@ import asyncio
 import contextlib
 import errno
 import fcntl
-import json
 import logging
 import os
 import socket
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
+from activities.gateway.books import FOLDER as FOLDER
+from activities.gateway.books import books_of as books_of
+from activities.gateway.books import folder_of
+from activities.gateway.books import model_stats_of as model_stats_of
+from activities.gateway.books import refusals_of as refusals_of
+from activities.gateway.books import spend_of as spend_of
 from activities.gateway.git_http import ROUTE
-from activities.gateway.model_ledger import ModelBook, spend_in, stats_in
-from activities.gateway.model_origin import ModelOrigin, model_origin_of
+from activities.gateway.model_ledger import ModelBook
 from activities.gateway.model_routes import ROUTE as MODEL_ROUTE
 from activities.gateway.model_routes import ModelRoutes
 from activities.gateway.origin import Origin
 from activities.gateway.ports import home_ports
-from activities.gateway.proxy import Grant, Proxy, Settings
-from activities.gateway.refused import FOLDER as REFUSED_FOLDER
-from activities.gateway.refused import RefusalBook, refused_counts
+from activities.gateway.proxy import Proxy, Settings
+from activities.gateway.records import RecordReader
+from activities.gateway.records import origin_of as origin_of
+from activities.gateway.refused import RefusalBook
 from activities.gateway.resolve import Resolver
 from activities.gateway.tokens import (
     KEY_FILE,
@@ -46,26 +53,18 @@ from activities.gateway.tokens import (
     model_token_for,
     token_for,
 )
-from activities.models import GatewayBooks
 from overnight.egress import EGRESS_ADDRESSES_ENV, AddressRule, parse_address_rules
 from overnight.home import overnight_home
 
 logger = logging.getLogger(__name__)
 
-FOLDER = "gateway"
 PORT_FILE = "port"
 PORT_LOCK = "port.lock"
 PROBE_SECONDS = 1.0
 FLUSH_SECONDS = 1.0
-SANDBOXES = "sandboxes"
-SANDBOX_FILE = "sandbox.json"
 LOOPBACK = "127.0.0.1"
 # Names a sandbox reaches directly, not through the gateway (its `host_ports` and itself).
 NO_PROXY = "localhost,127.0.0.1,::1"
-
-
-def folder_of(home: Path) -> Path:
-    return home / FOLDER
 
 
 def port_of(home: Path) -> int | None:
@@ -130,96 +129,6 @@ def git_remote(home: Path, sandbox: str, port: int, origin: Origin) -> str:
     return f"http://{LOOPBACK}:{port}{ROUTE}{sandbox}/{token}/{origin.name}"
 
 
-def origin_of(record: dict[str, Any]) -> Origin | None:
-    """The origin a sandbox's record (`git_origin`) names."""
-    try:
-        return Origin(
-            path=str(record.get("path", "")),
-            branch=str(record["branch"]),
-            run_id=str(record["run_id"]),
-            url=str(record.get("url", "")),
-            credential_env=str(record.get("credential_env", "")),
-        )
-    except (KeyError, TypeError, AttributeError):
-        return None
-
-
-def running_origin(home: Path, sandbox: str) -> Origin | None:
-    """The origin the gateway serves a running sandbox (None: none, or it does not run)."""
-    meta = _running_meta(home, sandbox)
-    found = None if meta is None else meta.get("git_origin")
-    return origin_of(found) if isinstance(found, dict) else None
-
-
-def running_model_origin(home: Path, sandbox: str) -> ModelOrigin | None:
-    """What the model routes serve a running sandbox (None: nothing, or it does not run)."""
-    meta = _running_meta(home, sandbox)
-    return None if meta is None else model_origin_of(meta.get("model"))
-
-
-def spend_of(home: Path, run_id: str) -> tuple[float, int]:
-    """(USD, answers) the gateway booked to `run_id` (model_ledger.py)."""
-    return spend_in(folder_of(home), run_id)
-
-
-def model_stats_of(home: Path, run_id: str) -> dict[str, Any]:
-    """The model routes' stats of `run_id`: `retries`, `last_upstream_error` and its time
-    `last_upstream_error_at` (epoch seconds), `cap_refusals`, `repeats` (requests in a row
-    with the same body) and `last_body` (its SHA-256); empty when there are none."""
-    return stats_in(folder_of(home), run_id)
-
-
-def books_of(home: Path, run_id: str) -> GatewayBooks:
-    """What the gateway booked to `run_id` on this host, with its stats, for the run."""
-    usd, answers = spend_of(home, run_id)
-    stats = model_stats_of(home, run_id)
-
-    def count(name: str) -> int:
-        value = stats.get(name)
-        return value if isinstance(value, int) and value >= 0 else 0
-
-    error = stats.get("last_upstream_error")
-    at = stats.get("last_upstream_error_at")
-    return GatewayBooks(
-        usd=max(0.0, usd),
-        answers=answers,
-        retries=count("retries"),
-        last_upstream_error=error if isinstance(error, str) else "",
-        last_upstream_error_at=float(at) if isinstance(at, int | float) else None,
-        cap_refusals=count("cap_refusals"),
-        repeats=count("repeats"),
-        last_body=body if isinstance(body := stats.get("last_body"), str) else "",
-    )
-
-
-def refusals_of(home: Path, sandbox: str) -> dict[str, int]:
-    return refused_counts(folder_of(home) / REFUSED_FOLDER, sandbox)
-
-
-def running_grant(home: Path, sandbox: str) -> Grant | None:
-    """What the sandbox may reach while it runs behind the gateway; None otherwise (a token of
-    a stopped or paused sandbox is void)."""
-    meta = _running_meta(home, sandbox)
-    egress = None if meta is None else meta.get("egress")
-    if not isinstance(egress, list):
-        return None
-    return Grant(egress=tuple(str(pattern) for pattern in egress))
-
-
-def _running_meta(home: Path, sandbox: str) -> dict[str, Any] | None:
-    """A running sandbox's record (the local engine's `sandbox.json`), read without a lock as
-    its readers do; None for any other."""
-    if "/" in sandbox or sandbox.startswith("."):
-        return None
-    try:
-        meta = json.loads((home / SANDBOXES / sandbox / SANDBOX_FILE).read_text())
-    except (OSError, ValueError):
-        return None
-    if not isinstance(meta, dict) or meta.get("state") != "running":
-        return None
-    return meta
-
-
 class Gateway:
     """The gateway's listener and its thread; `start` returns once it listens."""
 
@@ -240,14 +149,13 @@ class Gateway:
         self.book = RefusalBook(self.folder)
         self.model_book = ModelBook(self.folder)
         key = host_key(self.folder)
-        self.models = ModelRoutes(
-            key, lambda name: running_model_origin(home, name), self.model_book
-        )
+        records = RecordReader(home)
+        self.models = ModelRoutes(key, records.model_origin, self.model_book)
         self.proxy = Proxy(
             Settings(
                 key=key,
-                lookup=lambda name: running_grant(home, name),
-                origins=lambda name: running_origin(home, name),
+                lookup=records.grant,
+                origins=records.origin,
                 book=self.book,
                 resolver=resolver or Resolver(),
                 address_rules=rules,
@@ -287,6 +195,7 @@ class Gateway:
             self._thread.join(timeout=10)
         self.book.flush()
         self.model_book.flush()
+        self.model_book.close()
 
     def _serve(self, listening: socket.socket, ready: threading.Event) -> None:
         asyncio.run(self._main(listening, ready))
