@@ -85,18 +85,18 @@ class ReapedBook:
     freed_bytes: int
 
 
+def booked_runs(home: Path) -> list[str]:
+    """The runs this host's gateway keeps books of."""
+    return sorted(_spend_files(folder_of(home)))
+
+
 def reap_books(home: Path, run_open: Callable[[str], bool]) -> list[ReapedBook]:
     """Delete the books of runs that are not open (`run_open(run_id)` False: closed or gone)
     and the refusals of sandboxes that neither run nor wait paused here; one entry per run or
     sandbox. A file that cannot be deleted is left for the next reap."""
     folder = folder_of(home)
     reaped: list[ReapedBook] = []
-    runs: dict[str, list[Path]] = {}
-    for path in _files(folder / SPEND_FOLDER):
-        run_id = next((path.name[: -len(s)] for s in _SPEND_SUFFIXES if path.name.endswith(s)), "")
-        if run_id:
-            runs.setdefault(run_id, []).append(path)
-    for run_id, paths in sorted(runs.items()):
+    for run_id, paths in sorted(_spend_files(folder).items()):
         if not run_open(run_id) and (freed := _delete(paths)) is not None:
             reaped.append(ReapedBook("spend", run_id, freed))
     for path in _files(folder / REFUSED_FOLDER):
@@ -105,6 +105,15 @@ def reap_books(home: Path, run_open: Callable[[str], bool]) -> list[ReapedBook]:
             if (freed := _delete([path])) is not None:
                 reaped.append(ReapedBook("refused", sandbox, freed))
     return reaped
+
+
+def _spend_files(folder: Path) -> dict[str, list[Path]]:
+    runs: dict[str, list[Path]] = {}
+    for path in _files(folder / SPEND_FOLDER):
+        run_id = next((path.name[: -len(s)] for s in _SPEND_SUFFIXES if path.name.endswith(s)), "")
+        if run_id:
+            runs.setdefault(run_id, []).append(path)
+    return runs
 
 
 def _files(folder: Path) -> list[Path]:

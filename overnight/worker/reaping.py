@@ -17,6 +17,9 @@ delete what no run needs any more, and say how much disk it freed.
   session the adapter keeps on this machine, `$OVERNIGHT_HOME/sessions/<run_id>/`, an image
   of its own or a folder: activities/providers/local/run_store.py), which a run that ended
   through its own end freed already: those of runs terminated, or ended before it did.
+- The gateway's books on this host (overnight.worker.gateway_reaping): a run's model ledger
+  and stats once the run is closed or gone, a sandbox's refused connections once it no
+  longer runs nor waits paused.
 
 - Local sandboxes kept paused after their run closed (labelled keep-until, or of a closed
   run) that still hold something on this host (a frozen agent's launcher and helpers, a
@@ -53,6 +56,7 @@ from overnight.constants import LABEL_KEEP_UNTIL, LABEL_RUN
 from overnight.errors import OvernightError
 from overnight.home import overnight_home
 from overnight.retention import RunEnd, verdict
+from overnight.worker.gateway_reaping import reap_gateway_books
 from overnight.worker.run_history import run_spec
 from overnight.worker.workspace_reaping import reap_refs
 
@@ -154,6 +158,7 @@ async def reap(
     reaped += await _reap_workspace_refs(runs, when, include_paused=include_paused)
     if "local" in providers:
         reaped += await reap_sessions(runs)
+        reaped += await reap_gateway_books(runs)
     return reaped
 
 
