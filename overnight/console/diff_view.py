@@ -1,0 +1,212 @@
+"""The kept workspace's diff as the run page shows it: per file, each line marked added,
+removed or context, and its text split into pygments tokens for syntax highlighting.
+
+What `overnight diff --step N` shows (overnight/cli/workspace.py: the run's base to the
+workspace kept at checkpoint N, fetched into a temporary bare repository where nothing of
+the agent's runs), read the same way and parsed here. `parse` and `highlight` are pure.
+
+The diff is the agent's: names, lines and all. Nothing here makes HTML: the template writes
+each token as the text of a `<span>` whose class is pygments' (`HtmlFormatter`'s names, the
+colours in `static/diff.css`), through autoescape; control characters are shown as their
+escapes first (overnight.agent_text.terminal_safe).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Literal
+
+from pygments import lex  # type: ignore[import-untyped]
+from pygments.lexer import Lexer  # type: ignore[import-untyped]
+from pygments.lexers import get_lexer_for_filename  # type: ignore[import-untyped]
+from pygments.lexers.special import TextLexer  # type: ignore[import-untyped]
+from pygments.token import STANDARD_TYPES, _TokenType  # type: ignore[import-untyped]
+from pygments.util import ClassNotFound  # type: ignore[import-untyped]
+
+from overnight.agent_text import terminal_safe
+from overnight.workspace_spec import KeptWorkspace
+
+# What the page shows of one diff at most: the rest is left to `overnight diff`.
+MAX_DIFF_BYTES = 2 * 1024 * 1024
+MAX_LINES = 20_000
+# A line longer than this is not highlighted (a minified file, a lock file), only shown.
+MAX_HIGHLIGHT_CHARS = 2000
+# Diffs kept in this process (a kept commit never changes: its diff is fetched once).
+CACHE_SIZE = 32
+
+LineKind = Literal["add", "del", "ctx", "hunk", "meta", "note"]
+_FILE_START = re.compile(r"^diff --git a/(.*) b/(.*)$")
+_CSS_PREFIX = "tok-"
+
+
+@dataclass(frozen=True)
+class Token:
+    css: str
+    text: str
+
+
+@dataclass
+class DiffLine:
+    kind: LineKind
+    text: str
+    tokens: list[Token] = field(default_factory=list)
+
+
+@dataclass
+class FileDiff:
+    path: str
+    old_path: str
+    change: str  # "added", "deleted", "renamed", "changed", "binary"
+    added: int = 0
+    removed: int = 0
+    lines: list[DiffLine] = field(default_factory=list)
+    in_hunks: bool = False
+
+
+@dataclass(frozen=True)
+class ShownDiff:
+    files: list[FileDiff]
+    truncated: bool
+
+
+def parse(text: str, *, max_lines: int = MAX_LINES) -> ShownDiff:
+    """git's `diff` output as files of marked lines. A binary patch's data is left out
+    (the file is named and said binary); past `max_lines` the rest is left out."""
+    files: list[FileDiff] = []
+    current: FileDiff | None = None
+    in_binary = False
+    count = 0
+    truncated = False
+    for raw in text.split("\n"):
+        found = _FILE_START.match(raw)
+        if found:
+            current = FileDiff(path=found.group(2), old_path=found.group(1), change="changed")
+            files.append(current)
+            in_binary = False
+            continue
+        if current is None or (raw == "" and not in_binary):
+            continue
+        if count >= max_lines:
+            truncated = True
+            break
+        if in_binary:
+            in_binary = raw != ""
+            continue
+        if current.change == "binary" and raw.startswith(("literal ", "delta ")):
+            in_binary = True  # the reverse patch of a binary file
+            continue
+        kind = _kind_of(raw, current)
+        if raw == "GIT binary patch" or raw.startswith("Binary files "):
+            current.change = "binary"
+            in_binary = raw == "GIT binary patch"
+            current.lines.append(DiffLine("note", "binary file: its bytes are not shown"))
+            count += 1
+            continue
+        if kind == "add":
+            current.added += 1
+        elif kind == "del":
+            current.removed += 1
+        current.lines.append(DiffLine(kind, raw))
+        count += 1
+    return ShownDiff(files=files, truncated=truncated)
+
+
+def _kind_of(raw: str, current: FileDiff) -> LineKind:
+    if raw.startswith("@@"):
+        current.in_hunks = True
+        return "hunk"
+    if not current.in_hunks:
+        if raw.startswith("new file mode"):
+            current.change = "added"
+        elif raw.startswith("deleted file mode"):
+            current.change = "deleted"
+        elif raw.startswith("rename to "):
+            current.change = "renamed"
+        return "meta"
+    if raw.startswith("+"):
+        return "add"
+    if raw.startswith("-"):
+        return "del"
+    if raw.startswith("\\"):
+        return "note"  # "\ No newline at end of file"
+    return "ctx"
+
+
+def highlight(diff: ShownDiff) -> ShownDiff:
+    """Each file's lines split into tokens of its language (guessed from its name; plain text
+    when pygments knows none), every token's text with its controls escaped."""
+    for item in diff.files:
+        lexer = _lexer_for(item.path)
+        for line in item.lines:
+            if line.kind in ("add", "del", "ctx"):
+                mark, body = line.text[:1], line.text[1:]
+                line.tokens = [Token("diff-mark", mark), *_tokens(body, lexer)]
+            else:
+                line.tokens = [Token("", terminal_safe(line.text))]
+            line.text = terminal_safe(line.text)
+        item.path = terminal_safe(item.path)
+        item.old_path = terminal_safe(item.old_path)
+    return diff
+
+
+def _lexer_for(path: str) -> Lexer:
+    try:
+        return get_lexer_for_filename(path, stripnl=False, ensurenl=False)
+    except ClassNotFound:
+        return TextLexer(stripnl=False, ensurenl=False)
+
+
+def _tokens(body: str, lexer: Lexer) -> list[Token]:
+    if len(body) > MAX_HIGHLIGHT_CHARS:
+        return [Token("", terminal_safe(body))]
+    found = []
+    for kind, value in lex(body, lexer):
+        if value:
+            found.append(Token(css_class(kind), terminal_safe(value)))
+    return found
+
+
+def css_class(kind: _TokenType) -> str:
+    """pygments' `HtmlFormatter` class of a token type (its nearest kind with a name)."""
+    while kind not in STANDARD_TYPES:
+        kind = kind.parent
+    short = STANDARD_TYPES[kind]
+    return short and f"{_CSS_PREFIX}{short}"
+
+
+def style_css() -> str:
+    """The colours of the token classes (what `static/diff.css` holds, kept equal by a test)."""
+    from pygments.formatters import HtmlFormatter  # type: ignore[import-untyped]
+
+    rules = HtmlFormatter(style="default", classprefix=_CSS_PREFIX).get_style_defs(".diff")
+    # Only the tokens' colours: the page's own rules set the background and the lines.
+    return "\n".join(line for line in rules.splitlines() if f".{_CSS_PREFIX}" in line) + "\n"
+
+
+# --- reading a kept workspace's diff (git, in a thread) ---------------------------------------
+
+_cache: OrderedDict[tuple[str, str, str | None], ShownDiff] = OrderedDict()
+
+
+async def kept_diff(repo: str, kept: KeptWorkspace, base: str | None) -> ShownDiff:
+    """The diff `overnight diff --step N` shows, parsed and highlighted (cached: a kept
+    commit never changes)."""
+    from activities.sandbox_setup import clone_source
+    from overnight.cli.workspace import diff_bytes
+
+    assert kept.commit is not None
+    key = (repo, kept.commit, base)
+    if key in _cache:
+        _cache.move_to_end(key)
+        return _cache[key]
+    data = await asyncio.to_thread(diff_bytes, clone_source(repo), kept, base)
+    truncated = len(data) > MAX_DIFF_BYTES
+    shown = parse(data[:MAX_DIFF_BYTES].decode("utf-8", errors="replace"))
+    shown = highlight(ShownDiff(shown.files, shown.truncated or truncated))
+    _cache[key] = shown
+    while len(_cache) > CACHE_SIZE:
+        _cache.popitem(last=False)
+    return shown
