@@ -1,13 +1,15 @@
 """The models of a finished run's delivery: its work pushed to its branch on the origin
-(activities/branch_push.py) and its pull request (activities/pull_request.py). One in, one
-out each."""
+(activities/branch_push.py), its pull request (activities/pull_request.py) and its CI
+(activities/ci_checks.py). One in, one out each."""
 
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from overnight.ci_rounds import FailingCheck
 from overnight.done_check import DoneCheck
 from overnight.models import RestartRecord, RunSpec
 from overnight.run_costs import SafetyNet
@@ -54,6 +56,9 @@ class RunFacts(_Model):
     spend_model_usd: float = 0
     safety_net: SafetyNet | None = None
     kept: list[KeptWorkspace] = Field(default_factory=list)
+    # CI rounds so far (`pull_request.until_checks_pass`), and the checks that failed in them.
+    ci_rounds: int = 0
+    ci_failed: list[str] = Field(default_factory=list)
 
 
 class OpenPullRequestInput(_Model):
@@ -73,3 +78,26 @@ class PullRequestOpened(_Model):
     created: bool = False
     # What this call changed of one found: "title", "body", "labels".
     changed: list[str] = Field(default_factory=list)
+
+
+class WatchChecksInput(_Model):
+    """Watch the check runs and statuses GitHub reports on `commit` (the pull request's head)
+    until they are no longer pending or `wait_seconds` pass, polling every `poll_seconds`
+    with ETags (an unchanged answer costs no request of the rate limit)."""
+
+    spec: RunSpec
+    commit: str
+    wait_seconds: float = Field(ge=0)
+    poll_seconds: float = Field(gt=0)
+
+
+class ChecksSeen(_Model):
+    """Where the commit's checks stand: "pending", "success", "failure" or "none" (nothing
+    reported yet); the failures named, with their log's tail; the polls made."""
+
+    commit: str
+    verdict: Literal["pending", "success", "failure", "none"]
+    failing: list[FailingCheck] = Field(default_factory=list)
+    pending: list[str] = Field(default_factory=list)
+    passed: list[str] = Field(default_factory=list)
+    polls: int = 0

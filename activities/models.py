@@ -84,6 +84,7 @@ class ActivityName:
     # with the worker's GitHub token (activities.pull_request).
     CONFIRM_PUSHED = "confirm_pushed"
     OPEN_PULL_REQUEST = "open_pull_request"
+    WATCH_CHECKS = "watch_checks"
 
 
 class _Model(BaseModel):
@@ -268,6 +269,10 @@ class StartAgentInput(_Model):
     # A start after a failed done check: the how-many-th such start in this sandbox (0: none),
     # in the start key.
     done_round: int = Field(default=0, ge=0)
+    # A start after a failing CI check (overnight/ci_rounds.py): the round (0: none), in the
+    # start key, and what the agent is told, written to `DONE_CHECK_FILE` before it starts.
+    ci_round: int = Field(default=0, ge=0)
+    told: str = ""
 
 
 class RunDoneCheckInput(_Model):

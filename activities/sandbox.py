@@ -29,6 +29,7 @@ from activities.admission import AdmissionActivities, worker_admission, worker_k
 from activities.base_url_check import base_url_problems
 from activities.branch_push import BranchPushActivities
 from activities.checkpoints import read_checkpoint
+from activities.ci_checks import CiActivities
 from activities.coding_agent_template import CliTemplates
 from activities.daily_limit import DailyLimitActivities
 from activities.done_checks import DoneCheckActivities
@@ -85,6 +86,7 @@ from overnight.constants import (
     LABEL_RUN,
 )
 from overnight.grants import Grants
+from overnight.done_check import DONE_CHECK_FILE
 from overnight.host_settings import host_lost_seconds
 from overnight.hosts import host_bound
 from overnight.model_access import host_cap
@@ -176,6 +178,7 @@ class SandboxActivities:
             *BranchPushActivities(self._provider, self._heartbeat_seconds).all(),
             *PullRequestActivities().all(),
             self.create_sandbox,
+            *CiActivities().all(),
             self.start_agent,
             self.observe_agent,
             self.read_checkpoint,
@@ -389,6 +392,7 @@ class SandboxActivities:
             previous = await read_last_words(
                 provider, input.sandbox_id, input.output_of, input.secret_env, may_wake=False
             )
+            ci_round=input.ci_round,
         with activity_errors():
             model_env, model_url = await model_wiring(provider, input.sandbox_id, spec)
             launch = keyed_launch(spec, replace(launch, env={**launch.env, **model_env}))
@@ -403,6 +407,9 @@ class SandboxActivities:
         )
 
     # ----- watching -----
+            if input.told:
+                # A failing CI check, told where a done check's failure is (its reason says).
+                await provider.write_file(input.sandbox_id, DONE_CHECK_FILE, input.told.encode())
 
     @activity.defn(name=ActivityName.OBSERVE_AGENT)
     async def observe_agent(self, input: ObserveInput) -> Observation:
@@ -493,10 +500,13 @@ def _launch(
         start_key += f"-d{done_round}"
     return AgentLaunch(
         start_key=start_key,
+    ci_round: int = 0,
         command=coding.adapter_command(spec) if spec.agent is not None else spec.command,
         cwd=spec.cwd,
         env=env,
         exit_marker=exit_marker_path(spec.checkpoint_path, start_key),
+    if ci_round:
+        start_key += f"-c{ci_round}"
     )
 
 

@@ -196,6 +196,8 @@ class AgentStart:
     checkpoint: str | None
     fresh_start: int
     process_id: str
+    # What the agent is told in its failure's file (a CI round's check and log; "": none).
+    told: str = ""
 
 
 @dataclass
@@ -428,6 +430,8 @@ class FakeWorld:
     async def start_agent(self, request: StartAgentInput) -> AgentStarted:
         box = self._answering(request.sandbox_id)
         box.process_id = f"agent-{request.attempt}-{request.fresh_start}"
+        if request.ci_round:
+            box.process_id += f"-c{request.ci_round}"
         self.log.append(f"start agent in {box.sandbox_id}")
         self.starts.append(
             AgentStart(
@@ -437,6 +441,7 @@ class FakeWorld:
                 checkpoint=None,
                 fresh_start=request.fresh_start,
                 process_id=box.process_id,
+                told=request.told,
             )
         )
         return AgentStarted(

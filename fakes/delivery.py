@@ -21,12 +21,15 @@ from temporalio.exceptions import ApplicationError
 from activities.branch_push import push_error
 from activities.delivery_models import (
     BranchPushed,
+    ChecksSeen,
     ConfirmPushedInput,
     OpenPullRequestInput,
     PullRequestOpened,
+    WatchChecksInput,
 )
 from activities.models import ActivityName
 from activities.work_push import PushOutcome
+from overnight.ci_rounds import FailingCheck
 
 if TYPE_CHECKING:
     from fakes.activities import FakeWorld
@@ -53,9 +56,23 @@ class FakeDelivery:
         self.pulls: dict[str, PullRequestOpened] = {}
         self.pull_calls: list[OpenPullRequestInput] = []
         self.pull_errors: list[ApplicationError] = []
+        # The pull request's CI: what each watch of the checks sees, in order (then every
+        # check passes), and every watch's input.
+        self.check_looks: list[ChecksSeen | ApplicationError] = []
+        self.watches: list[WatchChecksInput] = []
 
     def activities(self) -> list[Callable[..., Any]]:
-        return [self.confirm_pushed, self.open_pull_request]
+        return [self.confirm_pushed, self.open_pull_request, self.watch_checks]
+
+    @activity.defn(name=ActivityName.WATCH_CHECKS)
+    async def watch_checks(self, request: WatchChecksInput) -> ChecksSeen:
+        self.watches.append(request)
+        if self.check_looks:
+            look = self.check_looks.pop(0)
+            if isinstance(look, ApplicationError):
+                raise look
+            return look.model_copy(update={"commit": request.commit})
+        return ChecksSeen(commit=request.commit, verdict="success", passed=["tests"], polls=1)
 
     @activity.defn(name=ActivityName.CONFIRM_PUSHED)
     async def confirm_pushed(self, request: ConfirmPushedInput) -> BranchPushed:
@@ -96,3 +113,14 @@ class FakeDelivery:
         opened = PullRequestOpened(url=f"{PULLS_URL}/{number}", number=number, created=True)
         self.pulls[branch] = opened
         return opened
+
+
+def checks_failing(name: str = "tests", log: str = "FAILED test_due_date") -> ChecksSeen:
+    """A watch that saw check run `name` fail, its log ending in `log`."""
+    failed = FailingCheck(name=name, title="1 failed", log_tail=log)
+    return ChecksSeen(commit="", verdict="failure", failing=[failed], passed=["lint"], polls=3)
+
+
+def checks_pending(*names: str) -> ChecksSeen:
+    """A watch whose window ended with `names` still running."""
+    return ChecksSeen(commit="", verdict="pending", pending=list(names or ["tests"]), polls=10)

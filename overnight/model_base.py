@@ -96,6 +96,9 @@ class Budget(_StrictInput):
     # Failed rounds of the done check (`RunSpec.done_when`): each failed round starts the agent
     # again with the failure; the round that uses the last one makes the run need a person.
     max_done_checks: int = Field(default=3, ge=0)
+    # CI rounds (`pull_request.until_checks_pass`): how many times the agent is started again
+    # with a failing check of its pull request; a failure past them makes the run need a person.
+    max_ci_rounds: int = Field(default=3, ge=0)
 
 
 class BudgetExtension(_StrictInput):
@@ -106,6 +109,7 @@ class BudgetExtension(_StrictInput):
     spend_usd: float = Field(default=0, ge=0, le=MAX_SPEND_EXTENSION_USD)
     wait_hours: float = Field(default=0, ge=0, le=MAX_HOURS)
     done_checks: int = Field(default=0, ge=0, le=MAX_RESTARTS)
+    ci_rounds: int = Field(default=0, ge=0, le=MAX_RESTARTS)
 
     def is_empty(self) -> bool:
         return (
@@ -114,6 +118,7 @@ class BudgetExtension(_StrictInput):
             and self.spend_usd == 0
             and self.wait_hours == 0
             and self.done_checks == 0
+            and self.ci_rounds == 0
         )
 
 

@@ -15,6 +15,7 @@ from pydantic import Field, JsonValue, ValidationInfo, field_validator, model_va
 
 from overnight.agent_requests import AgentTalk, RunOutputs
 from overnight.agent_spec import CodingAgent, check_agent_way, check_http_base_url
+from overnight.ci_rounds import CiView
 from overnight.done_check import (
     DEFAULT_DONE_CHECK_SECONDS,
     MAX_DONE_CHECK_ROUNDS,
@@ -268,6 +269,8 @@ class RunSpec(_StrictInput):
             raise ValueError(f"max_restarts may be at most {MAX_RESTARTS}")
         if value.max_done_checks > MAX_DONE_CHECK_ROUNDS:
             raise ValueError(f"max_done_checks may be at most {MAX_DONE_CHECK_ROUNDS}")
+        if value.max_ci_rounds > MAX_DONE_CHECK_ROUNDS:
+            raise ValueError(f"max_ci_rounds may be at most {MAX_DONE_CHECK_ROUNDS}")
         if value.max_spend_usd is not None and value.max_spend_usd > MAX_SPEND_EXTENSION_USD:
             raise ValueError(f"max_spend_usd may be at most {MAX_SPEND_EXTENSION_USD}")
         return value
@@ -550,6 +553,9 @@ class RunStatus(_Strict):
     # pushed yet, or a run begun before its finish pushed), and its pull request's address.
     pushed_commit: str | None = None
     pull_request_url: str | None = None
+    # CI rounds (`pull_request.until_checks_pass`): the commit watched, where its checks
+    # stand, the rounds used and the check that failed last (None: the run watches no CI).
+    ci: CiView | None = None
 
 
 class RunResult(_Strict):
@@ -578,3 +584,6 @@ class RunResult(_Strict):
     # begun before its finish pushed, or cancelled), and its pull request's address.
     pushed_commit: str | None = None
     pull_request_url: str | None = None
+    # CI rounds (`pull_request.until_checks_pass`): the commit watched, where its checks
+    # stand, the rounds used and the check that failed last (None: the run watches no CI).
+    ci: CiView | None = None

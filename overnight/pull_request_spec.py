@@ -51,8 +51,8 @@ class PullRequestSpec(_StrictInput):
     # Empty: the first line of the agent's summary (overnight/pull_request_body.py).
     title: str = Field(default="", max_length=MAX_TITLE_CHARS)
     labels: list[str] = Field(default_factory=list, max_length=MAX_LABELS)
-    # CI rounds (issue 50's third part) are not built yet: asked for, the spec is refused
-    # rather than the run finishing without them.
+    # CI rounds: the run finishes only once the pull request's checks pass, the agent started
+    # again with a failing one within `Budget.max_ci_rounds` (overnight/ci_rounds.py).
     until_checks_pass: bool = False
 
     @field_validator("base")
@@ -79,13 +79,4 @@ class PullRequestSpec(_StrictInput):
                 )
             if any(ord(ch) < 32 for ch in label):
                 raise ValueError(f"label {label[:60]!r} holds a control character")
-        return value
-
-    @field_validator("until_checks_pass")
-    @classmethod
-    def _no_ci_rounds_yet(cls, value: bool) -> bool:
-        if value:
-            raise ValueError(
-                "until_checks_pass: CI rounds are not in this version of overnight yet"
-            )
         return value

@@ -21,6 +21,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows import (
         admission_steps,
         attention_steps,
+        ci_steps,
         create_steps,
         delivery_steps,
         done_steps,
@@ -48,6 +49,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.pure import budget, delivery, model_books, money, safety_net
     from workflows.pure.card import build_status, render_card
     from workflows.pure.decide import (
+        CiRound,
         Decision,
         DeliverAgain,
         DoneRound,
@@ -56,6 +58,7 @@ with workflow.unsafe.imports_passed_through():
         Finish,
         FreshStart,
         HostLost,
+        KeepAgain,
         Look,
         NeedsAttention,
         ObserveFailed,
@@ -194,6 +197,14 @@ class AgentRun(RunMessages, RewindMessages):
             failed = await done_steps.start_again(s, decision)
             if failed is not None:
                 await self._restart(s, failed)
+        elif isinstance(decision, CiRound | KeepAgain):
+            self._watch_until = None
+            if isinstance(decision, CiRound):
+                failed = await ci_steps.start_again(s, decision, self._publish)
+            else:
+                failed = await workspace_steps.keep_again(s, self._publish)
+            if failed is not None:
+                await self._restart(s, failed)
         elif isinstance(decision, Restart):
             await self._restart(s, decision.reason, counted=decision.counted)
         elif isinstance(decision, NeedsAttention):
@@ -251,7 +262,8 @@ class AgentRun(RunMessages, RewindMessages):
         self._deadline_looks_lost = 0
         host_steps.host_seen(s, route.task_queue)
         self._take_checkpoint(s, seen.checkpoint)
-        await workspace_steps.keep_if_changed(s, running=seen.sandbox_state == "running")
+        running = seen.sandbox_state == "running"
+        await workspace_steps.keep_if_changed(s, running=running, hold=running)
         if take_requests_file(s, seen.requests):
             self._watch_until = None
         money.take_money(s, seen.money, workflow.now())

@@ -4,7 +4,8 @@ with `RunSpec.pull_request`, its pull request is open).
 When the agent has exited 0 and its done checks passed, the workspace is committed as it
 stands and pushed to the run's branch from the sandbox, and the worker sees the origin hold
 that commit (`confirm_pushed`); then the branch's one pull request is opened or brought up to
-date (`open_pull_request`). Either that cannot be done (the origin refused past its retries,
+date (`open_pull_request`); with `pull_request.until_checks_pass`, its checks watched until
+they pass (workflows/ci_steps.py). Either that cannot be done (the origin refused past its retries,
 GitHub refused) makes the run need a person, its sandbox paused where it stands with the work
 in it, never stopped: any extension tries again from where it stopped (a push done is not done
 twice). A sandbox gone before its work was pushed is a restart from the checkpoint.
@@ -21,10 +22,10 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from workflows import host_steps, kit_request_steps, lease_steps
+    from workflows import ci_steps, host_steps, kit_request_steps, lease_steps
     from workflows.calls import delivery as delivery_calls
     from workflows.calls import outcomes
-    from workflows.pure import delivery, done, workspace
+    from workflows.pure import ci, delivery, done, workspace
     from workflows.pure.decide import (
         Decision,
         Finish,
@@ -42,9 +43,10 @@ _GONE = ("SandboxGone", "SandboxNotFound")
 PUSH_LEASE_SECONDS = 300
 
 
-async def deliver(s: SupervisorState, publish: Publish) -> Decision:
+async def deliver(s: SupervisorState, publish: Publish) -> Decision | None:
     """The agent exited 0 and its checks passed (or a person extended a run whose delivery
-    waits): `Finish` once the work is on the origin (and proposed), else what follows."""
+    waits): `Finish` once the work is on the origin (and proposed, and its CI passed), else
+    what follows (None: cancelled while it waited on CI)."""
     if not s.finish_pushes:
         return Finish()
     s.state = "finishing"
@@ -53,11 +55,13 @@ async def deliver(s: SupervisorState, publish: Publish) -> Decision:
         waits = await _push(s)
         if waits is not None:
             return waits
-    if delivery.wants_pull_request(s):
+    if delivery.wants_pull_request(s) or ci.pull_request_behind(s):
         waits = await _pull_request(s)
         if waits is not None:
             return waits
     s.delivery_waits = None
+    if ci_steps.watching(s):  # finished only once its pull request's checks pass
+        return await ci_steps.watch(s, publish)
     return Finish()
 
 
@@ -99,6 +103,7 @@ async def _pull_request(s: SupervisorState) -> Decision | None:
         workflow.logger.warning("no pull request: %s", said)
         return _waits(s, "pull_request", said)
     s.pull_request_url = opened.url
+    s.pull_request_commit = s.pushed_commit
     return None
 
 

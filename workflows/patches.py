@@ -128,6 +128,15 @@ RUNTIME_KEY_FREED_PATCH = "runtime-model-key-freed"
 # run needing a person, its sandbox paused with the work (workflows/delivery_steps.py).
 # Histories recorded before it replay finishing as the agent exits 0 (and its checks pass).
 FINISHED_PUSHED_PATCH = "finished-means-pushed"
+# Runs whose pull request asks `until_checks_pass` meet this marker at their first CI watch:
+# they finish only once the pull request's checks pass, the agent started again in its sandbox
+# with a failing check within `Budget.max_ci_rounds` (workflows/ci_steps.py). Only such runs
+# ask it; no history recorded before holds one (the spec field was refused then).
+CI_ROUNDS_PATCH = "ci-rounds"
+# Runs with `keep_workspace` that meet this marker at a keep that could not be pushed need a
+# person at once, the sandbox paused where it stands with the work in it, rather than going
+# on with work only there; an extension (or `overnight push`) keeps again and goes on.
+KEEP_HELD_PATCH = "keep-failure-held"
 # Runs begun with this marker publish what the console lists them by (issue 52): their
 # owner, agent kind and labels as search attributes with their first upsert, and their row
 # (overnight/run_row.py) in the memo under the lean rule of workflows/pure/row.py; histories

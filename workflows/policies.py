@@ -222,3 +222,16 @@ OPEN_PULL_REQUEST_RETRY = RetryPolicy(
     maximum_attempts=8,
     non_retryable_error_types=NON_RETRYABLE_TYPES,
 )
+# A pull request's CI, watched (activities.ci_checks): one call polls for up to a window and
+# returns as soon as the checks are no longer pending; it heartbeats while it waits. GitHub's
+# rate limits and server errors are retried as the pull request's are, then a person is asked.
+WATCH_CHECKS_WINDOW = timedelta(minutes=10)
+WATCH_CHECKS_TIMEOUT = WATCH_CHECKS_WINDOW + timedelta(minutes=10)
+WATCH_CHECKS_HEARTBEAT = timedelta(seconds=60)
+WATCH_CHECKS_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=10),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(minutes=10),
+    maximum_attempts=8,
+    non_retryable_error_types=NON_RETRYABLE_TYPES,
+)

@@ -15,13 +15,14 @@ with workflow.unsafe.imports_passed_through():
     from overnight.models import RunSpec
     from overnight.specs import redact_url
     from overnight.workspace_spec import MEMO_KEY, REF_ROOT, find
-    from workflows import host_steps
+    from workflows import admission_steps, host_steps, kit_request_steps
     from workflows.calls import workspace as workspace_calls
-    from workflows.patches import WORKSPACE_KEPT_PATCH
+    from workflows.patches import KEEP_HELD_PATCH, WORKSPACE_KEPT_PATCH
     from workflows.pure import workspace
     from workflows.pure.state import SupervisorState
 
 Restart = Callable[..., Awaitable[None]]
+Publish = Callable[[SupervisorState], None]
 
 
 def keeping(s: SupervisorState) -> bool:
@@ -31,9 +32,11 @@ def keeping(s: SupervisorState) -> bool:
     return bool(s.workspace_keeping)
 
 
-async def keep_if_changed(s: SupervisorState, *, running: bool = True) -> None:
+async def keep_if_changed(s: SupervisorState, *, running: bool = True, hold: bool = False) -> None:
     """Keep the workspace once per checkpoint change (a sandbox not seen running is kept at
-    its salvage, which wakes it). Never raises for the keep: its outcome is recorded."""
+    its salvage, which wakes it). Never raises for the keep: its outcome is recorded. `hold`:
+    a keep that could not be pushed holds the run for a person (`keep_waits`; its agent seen
+    running, not a sandbox being set aside), behind `KEEP_HELD_PATCH`."""
     if not keeping(s) or not running or not workspace.due(s):
         return
     assert s.sandbox_id is not None
@@ -42,8 +45,25 @@ async def keep_if_changed(s: SupervisorState, *, running: bool = True) -> None:
     entry = workspace.record(s, number, kept, workflow.now())
     if entry.outcome not in ("pushed", "skipped"):
         workflow.logger.warning("workspace not kept at checkpoint %d: %s", number, entry.detail)
+    if entry.outcome == workspace.HELD_OUTCOME and hold and workflow.patched(KEEP_HELD_PATCH):
+        s.keep_waits = number
     if entry.outcome == "pushed":
         note_refs_pushed(s)
+
+
+async def keep_again(s: SupervisorState, publish: Publish) -> str | None:
+    """A person extended a run a failed keep held: wake its sandbox, keep the workspace
+    again (a failure holds it again), and go on; why a restart from the checkpoint is needed
+    instead when the sandbox could not be woken (None: it goes on, or was cancelled queued)."""
+    if not await admission_steps.back_in(s, publish):
+        return None
+    if not await kit_request_steps.wake_in_place(s, "keep the workspace again", agent_ended=False):
+        return "sandbox paused for its failed keep could not be woken"
+    s.keep_waits = None
+    s.workspace_digest = None  # the checkpoint as it stands is kept again
+    s.state = "running"
+    await keep_if_changed(s, hold=True)
+    return None
 
 
 def note_refs_pushed(s: SupervisorState) -> None:

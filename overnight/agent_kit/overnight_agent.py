@@ -53,17 +53,21 @@ def restart_reason() -> str:
 # A failed done check (the spec's `done_when`): overnight started this agent again, in the same
 # sandbox, with a restart reason beginning DONE_CHECK_REASON and the check's command and the
 # tail of its output in DONE_CHECK_FILE (overnight.done_check).
+# A failing CI check of the run's pull request (`pull_request.until_checks_pass`) is told the
+# same way: a restart reason beginning CI_CHECK_REASON, the check and its log's tail in the file.
 DONE_CHECK_FILE = "/workspace/.overnight/done-check.txt"
 DONE_CHECK_REASON = "done check failed"
+CI_CHECK_REASON = "CI check failed"
 MAX_DONE_CHECK_BYTES = 64 * 1024
 
 
 def done_check_failure() -> str | None:
     """Why overnight started this agent again after it exited 0: the done check that failed
     (its command, how it ended, the tail of its output), or None when this start is not for
-    one. Fix what it says and exit 0 again: overnight runs every check again."""
+    one. Fix what it says and exit 0 again: overnight runs every check again. A failing CI
+    check of the run's pull request is told the same way (its name and its log's tail)."""
     reason = restart_reason()
-    if not reason.startswith(DONE_CHECK_REASON):
+    if not reason.startswith((DONE_CHECK_REASON, CI_CHECK_REASON)):
         return None
     path = os.environ.get("OVERNIGHT_DONE_CHECK_FILE", DONE_CHECK_FILE)
     try:

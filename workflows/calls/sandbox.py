@@ -100,17 +100,23 @@ async def start_agent(
     resumed: int = 0,
     done_round: int = 0,
     done_reason: str = "",
+    ci_round: int = 0,
+    ci_reason: str = "",
+    told: str = "",
     route: Route = ANY_WORKER,
 ) -> AgentStarted:
     """Start the agent again in its sandbox; `ended`: the process it replaces (its last
     words come back in the result). `resumed`: after the `resumed`-th pause that ended it
     (a sandbox with no cgroup to freeze), not for a fresh context. `done_round`: the
-    `done_round`-th start after a failed done check, `done_reason` naming it."""
+    `done_round`-th start after a failed done check, `done_reason` naming it; `ci_round`:
+    the round's start after a failing CI check, `ci_reason` naming it, `told` the agent's."""
     reason, why = "context window full: fresh start", f"fresh context {fresh}"
     if resumed:
         reason = why = "its sandbox's pause ended it (no cgroup to freeze): from the checkpoint"
     if done_round:
         reason = why = done_reason
+    if ci_round:
+        reason = why = ci_reason
     started: AgentStarted = await on_host(
         route,
         ActivityName.START_AGENT,
@@ -124,6 +130,8 @@ async def start_agent(
             output_of=ended,
             secret_env=list(spec.secret_env),
             done_round=done_round,
+            ci_round=ci_round,
+            told=told,
         ),
         result_type=AgentStarted,
         start_to_close_timeout=policies.ACTION_TIMEOUT,

@@ -23,8 +23,11 @@ def hours_used(state: SupervisorState, now: datetime) -> float:
     waited = state.attention_seconds
     if state.attention_since is not None:
         waited += max(0.0, (now - state.attention_since).total_seconds())
-    # Paused for a question or a wait: not run time either.
-    waited += kit_requests.waited_seconds(state, now)
+    # Paused for a question or a wait: not run time either; nor waiting on the pull
+    # request's CI (workflows/pure/ci.py), its sandbox paused.
+    waited += kit_requests.waited_seconds(state, now) + state.ci_waited_seconds
+    if state.ci_waiting_since is not None:
+        waited += max(0.0, (now - state.ci_waiting_since).total_seconds())
     active = (now - state.started_at).total_seconds() - waited
     return max(0.0, active) / SECONDS_PER_HOUR
 
@@ -161,6 +164,7 @@ def extended(budget: Budget, extension: BudgetExtension) -> Budget:
         max_spend_usd=spend,
         max_wait_hours=budget.max_wait_hours + extension.wait_hours,
         max_done_checks=budget.max_done_checks + extension.done_checks,
+        max_ci_rounds=budget.max_ci_rounds + extension.ci_rounds,
     )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from overnight.ci_rounds import ci_line
 from overnight.egress import refusal_words
 from overnight.hosts import host_of_queue
 from overnight.models import RunStatus
@@ -19,7 +20,7 @@ from overnight.status_lines import (
     talk_lines,
 )
 from overnight.workspace_spec import workspace_line
-from workflows.pure import delivery, kit_requests, model_books
+from workflows.pure import ci, delivery, kit_requests, model_books
 from workflows.pure.budget import (
     charged_usd,
     estimated_spend_usd,
@@ -91,13 +92,16 @@ def build_status(state: SupervisorState, now: datetime) -> RunStatus:
         outputs=delivery.shown_outputs(state),
         safety_net=safety_net_summary(state, now),
         failure=state.failure,
-        waiting_on=note_line(state.waiting_on) if state.waiting_on is not None else None,
+        waiting_on=note_line(state.waiting_on)
+        if state.waiting_on is not None
+        else ci.waiting_line(state),
         done_checks_used=state.done_checks_used,
         done_checks=list(state.done_results),
         workspace=workspace_view(state),
         egress_refused=refused_totals(state),
         pushed_commit=state.pushed_commit,
         pull_request_url=state.pull_request_url,
+        ci=ci.view(state),
     )
 
 
@@ -145,6 +149,9 @@ def render_card(status: RunStatus, now: datetime) -> str:
         lines.append(f"- **pushed** `{status.pushed_commit[:12]}`, on the origin")
     if status.pull_request_url:
         lines.append(f"- **pull request** <{markdown_inline(status.pull_request_url)}>")
+    checks = ci_line(status.ci)
+    if checks:
+        lines.append(f"- **CI** {markdown_inline(checks)}")
     # Below, text the agent may have written (its question, outputs, why a checkpoint was
     # kept, a restart's reason) is shown as written, never as a link or emphasis.
     if status.failure:

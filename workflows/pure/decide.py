@@ -12,7 +12,17 @@ from datetime import datetime, timedelta
 from activities.models import Observation
 from overnight.agent_spec import LOOP_EXIT_CODE, LOOP_REASON
 from overnight.constants import DISK_LIMIT_PREFIX, HOST_FLOOR_PREFIX
-from workflows.pure import delivery, done, hopeless, kit_requests, lease, model_books, snapshot
+from workflows.pure import (
+    ci,
+    delivery,
+    done,
+    hopeless,
+    kit_requests,
+    lease,
+    model_books,
+    snapshot,
+    workspace,
+)
 from workflows.pure.budget import (
     budget_deadline,
     exhausted_reason,
@@ -86,6 +96,8 @@ PauseUntil = kit_requests.PauseUntil
 DeliverAnswer = kit_requests.DeliverAnswer
 DoneRound = done.DoneRound
 DeliverAgain = delivery.DeliverAgain
+CiRound = ci.CiRound
+KeepAgain = workspace.KeepAgain
 Decision = (
     Watch
     | AskPerson
@@ -102,6 +114,8 @@ Decision = (
     | FailRun
     | DoneRound
     | DeliverAgain
+    | CiRound
+    | KeepAgain
 )
 
 
@@ -170,6 +184,10 @@ def decide(state: SupervisorState, seen: Look, now: datetime) -> Decision:
     if seen.process_state == "missing":
         return restart_within_budget(state, "agent process is gone", now)
 
+    if workspace.held(state):
+        # A keep could not be pushed: the work since the last one is only in this sandbox,
+        # so it is held here, paused, rather than going on to lose it in a crash.
+        return NeedsAttention(workspace.held_reason(state), in_place=True)
     looped = model_books.loop_seen(state)
     if looped is not None:
         return restart_within_budget(state, looped, now)
@@ -224,6 +242,9 @@ def decide_resume(state: SupervisorState, now: datetime) -> Decision:
     if delivery.waiting(state):
         # The agent finished; its push or pull request waits: tried again, whatever the budget.
         return DeliverAgain()
+    if workspace.held(state):
+        # Its keep failed; a person extended it (or asked `overnight push`): keep again.
+        return KeepAgain()
     if done.waiting_for_person(state):
         return after_done_checks(state, now)
     if state.paused_in_place and state.sandbox_id is not None:

@@ -72,6 +72,8 @@ def run_facts(state: SupervisorState, now: datetime) -> RunFacts:
         spend_model_usd=round(model_books.model_spend_usd(state), 4),
         safety_net=safety_net.summary(state, now),
         kept=[kept for kept in state.workspace_kept if kept.outcome == "pushed"],
+        ci_rounds=state.ci_rounds_used,
+        ci_failed=list(state.ci_failed),
     )
 
 

@@ -12,7 +12,7 @@ from datetime import datetime
 from activities.models import AgentStarted, CheckpointRead, OutputTail, RequestsRead
 from overnight.checkpoint_text import parsed_for_result
 from overnight.models import LastWords, RestartRecord, RunResult
-from workflows.pure import budget, delivery, kit_requests, model_books, money, safety_net
+from workflows.pure import budget, ci, delivery, kit_requests, model_books, money, safety_net
 from workflows.pure.checkpoint import facts, judge
 from workflows.pure.egress import refused_totals
 from workflows.pure.state import SupervisorState
@@ -108,6 +108,8 @@ def sandbox_started(s: SupervisorState, started: AgentStarted, now: datetime) ->
     # Its requests file is its own agent's (the last sandbox's asked for the last agent).
     s.file_requests = None
     s.requests_digest = None
+    # A failed keep held the sandbox set aside, not this one (it starts from the last kept).
+    s.keep_waits = None
     s.state = "running"
 
 
@@ -130,4 +132,5 @@ def run_result(s: SupervisorState, now: datetime) -> RunResult:
         egress_refused=refused_totals(s),
         pushed_commit=s.pushed_commit,
         pull_request_url=s.pull_request_url,
+        ci=ci.view(s),
     )

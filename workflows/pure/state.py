@@ -20,6 +20,7 @@ from overnight.agent_requests import (
     WaitRequest,
 )
 from overnight.checkpoint_text import CheckpointFacts
+from overnight.ci_rounds import CiView
 from overnight.done_check import DoneCheck
 from overnight.models import (
     Budget,
@@ -286,4 +287,21 @@ class SupervisorState(BaseModel):
     push_at: datetime | None = None
     pushed_commit: str | None = None
     pull_request_url: str | None = None
-    delivery_waits: Literal["push", "pull_request"] | None = None
+    delivery_waits: Literal["push", "pull_request", "checks"] | None = None
+    # The commit the pull request was last opened or brought up to date for.
+    pull_request_commit: str | None = None
+    # CI rounds (workflows/pure/ci.py; runs whose pull request asks `until_checks_pass`):
+    # whether the run watches its CI (None: not asked yet; asked behind a marker at its first
+    # watch), what the status shows of it, the agents started again for a failing check, the
+    # failure the next is to be told (kept while a person decides), each round's failing
+    # check, and the time spent waiting on CI (neither run time nor a wait of the agent's).
+    ci_watching: bool | None = None
+    ci_view: CiView | None = None
+    ci_rounds_used: int = 0
+    ci_told: str | None = None
+    ci_failed: list[str] = Field(default_factory=list)
+    ci_waiting_since: datetime | None = None
+    ci_waited_seconds: float = 0
+    # A keep that could not be pushed holds the run for a person (runs begun with
+    # `KEEP_HELD_PATCH` and `keep_workspace`): the number of the checkpoint whose keep failed.
+    keep_waits: int | None = None

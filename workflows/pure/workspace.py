@@ -10,6 +10,7 @@ keep's record is, whatever the checkpoint's size.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 
 from activities.models import AgentStarted
@@ -22,6 +23,32 @@ from overnight.workspace_spec import (
 )
 from workflows.pure.run_record import take_checkpoint
 from workflows.pure.state import SupervisorState
+
+
+@dataclass(frozen=True)
+class KeepAgain:
+    """A keep that could not be pushed held the run; a person extended it (or asked `overnight
+    push`): wake the sandbox, keep the workspace again, and go on."""
+
+
+# The outcome of a keep that holds the run (`keep_waits`): the push did not reach the origin.
+HELD_OUTCOME = "failed"
+
+
+def held(s: SupervisorState) -> bool:
+    """A failed keep holds the run, its sandbox paused where it stands."""
+    return s.keep_waits is not None and s.sandbox_id is not None
+
+
+def held_reason(s: SupervisorState) -> str:
+    """Why the run waits for a person: the keep that failed, in its own words."""
+    number = s.keep_waits
+    entry = next((k for k in reversed(s.workspace_kept) if k.number == number), None)
+    said = entry.detail if entry is not None and entry.detail else "the push failed"
+    return (
+        f"the workspace kept at checkpoint {number} could not be pushed to the origin: {said} "
+        "(held so the work is not lost; `overnight push` tries again)"
+    )
 
 
 def due(s: SupervisorState) -> bool:

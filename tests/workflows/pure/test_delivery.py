@@ -174,7 +174,7 @@ def test_the_pull_requests_facts_are_the_runs_without_output_tails() -> None:
         ("title", "two\nlines", "one line"),
         ("labels", ["a,b"], "no comma"),
         ("labels", ["x" * 51], "no comma"),
-        ("until_checks_pass", True, "CI rounds are not in this version"),
+        ("until_checks_pass", "yes", "valid boolean"),
         ("draft", "yes", "valid boolean"),
     ],
 )
