@@ -83,12 +83,12 @@ async def run(args: argparse.Namespace, connect: Callable[[], Awaitable[Client]]
     import uvicorn
 
     from overnight.console.app import build_app
-    from overnight.console.context import ConsoleContext
+    from overnight.console.context import context_for
 
     settings = settings_from_args(args)  # a bad setting: one line, nothing dialled
     client = await connect()
     sock = listen(settings)
-    app = build_app(ConsoleContext(client, settings))
+    app = build_app(context_for(client, settings))
     config = uvicorn.Config(
         app,
         # The peer address is the one auth checks a proxy by: never one a header claims.

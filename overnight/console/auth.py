@@ -114,13 +114,15 @@ async def checked(request: Request) -> Viewer:
 
 
 def same_origin(request: HTTPConnection) -> bool:
-    """False when the browser says the request came from another origin (the `Origin`
-    header, or `Sec-Fetch-Site`); True when it says nothing (a script, an old browser)."""
+    """False when the browser says the request came from another site: `Sec-Fetch-Site`
+    (every current browser sends it), else the `Origin`. Under `Referrer-Policy: no-referrer`
+    a browser's own form posts say `Origin: null`; that, or nothing (a script), leaves it to
+    the CSRF token."""
     site = request.headers.get("sec-fetch-site")
-    if site is not None and site not in ("same-origin", "none"):
-        return False
+    if site is not None:
+        return site in ("same-origin", "none")
     origin = request.headers.get("origin")
-    if origin is None:
+    if origin is None or origin == "null":
         return True
     host = request.headers.get("host", "")
     return origin in (f"http://{host}", f"https://{host}")

@@ -25,3 +25,9 @@ class ConsoleContext:
 def console_of(request: HTTPConnection) -> ConsoleContext:
     context: ConsoleContext = request.app.state.console
     return context
+
+
+def context_for(client: Client, settings: ConsoleSettings) -> ConsoleContext:
+    """The context `overnight console` (and the tests) serve: the client, the settings, and the
+    runs source every browser shares."""
+    return ConsoleContext(client, settings)

@@ -1,0 +1,114 @@
+"""The console's shared runs source against a real dev server: AgentRun itself (its sandbox
+activities are the scripted fakes), the rows read from one visibility list, no query per run,
+and a change yielded when a run's state changes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from datetime import timedelta
+
+import pytest
+from temporalio.client import Client
+from temporalio.worker import Worker
+
+from fakes.activities import FakeWorld, Quiet, progress
+from overnight.console.runs_source import ChangeFeed, RunsChange, RunsSource
+from overnight.constants import SEARCH_ATTRIBUTE_TYPES
+from overnight.models import RunResult, RunSpec
+from workflows.agent_run import AgentRun
+from workflows.notify_run import NotifyRun
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+
+# Caps on waiting for an event, not bounds asserted: a loaded machine may take long.
+CAP = 15.0
+
+
+def _spec(run_id: str, owner: str, labels: list[str]) -> RunSpec:
+    return RunSpec(
+        run_id=run_id,
+        repo="file:///tmp/repo",
+        agent_dir="/tmp/agent",
+        command="python3 /workspace/agent/main.py",
+        owner=owner,
+        labels=labels,
+        poll_seconds=1,
+        stall_seconds=3600,
+    )
+
+
+async def _next_change(changes: ChangeFeed, run_id: str) -> RunsChange:
+    async with asyncio.timeout(CAP):
+        async for change in changes:
+            if run_id in change.changed:
+                return change
+    raise AssertionError("the change feed ended")
+
+
+async def test_the_source_lists_runs_with_their_rows_and_tells_a_state_change(
+    dev_client: Client,
+) -> None:
+    world = FakeWorld()
+    world.search_attributes = list(SEARCH_ATTRIBUTE_TYPES)
+    step = json.dumps({"next": "write the parser", "notes": ["read the issue"]})
+    world.script(1, [progress(step), *[Quiet() for _ in range(10_000)]])
+    queue = f"console-source-{uuid.uuid4().hex[:8]}"
+    run_id = f"console-{uuid.uuid4().hex[:10]}"
+    owner = f"team-{uuid.uuid4().hex[:6]}"
+    async with (
+        Worker(
+            dev_client,
+            task_queue=queue,
+            workflows=[AgentRun, NotifyRun],
+            activities=world.activities(),
+            max_heartbeat_throttle_interval=timedelta(milliseconds=100),
+            default_heartbeat_throttle_interval=timedelta(milliseconds=100),
+        ),
+        RunsSource(dev_client, every=0.5) as source,
+    ):
+        feed = source.changes()
+        handle = await dev_client.start_workflow(
+            "AgentRun",
+            _spec(run_id, owner, ["nightly", "team:web"]),
+            id=run_id,
+            task_queue=queue,
+            result_type=RunResult,
+        )
+        try:
+            async with asyncio.timeout(CAP):
+                while (row := source.row(run_id)) is None or row.next_step is None:
+                    await _next_change(feed, run_id)
+            assert row.state == "running" and not row.closed
+            assert (row.owner, row.labels, row.agent) == (owner, ["nightly", "team:web"], "own")
+            assert (row.attempt, row.next_step, row.max_hours) == (1, "write the parser", 24)
+            assert row.has_row
+
+            # Filters go into the visibility query: the owner's runs alone come back.
+            class ByOwner:
+                label = agent = ""
+                since = until = None
+
+                def __init__(self, owner: str) -> None:
+                    self.owner = owner
+
+                def keeps(self, found: object) -> bool:
+                    return getattr(found, "owner", None) == self.owner
+
+            searched = await source.search(ByOwner(owner))
+            assert [found.run_id for found in searched] == [run_id]
+
+            polls, requests = source.polls, source.requests
+            await handle.signal("cancel", "seen enough")
+            change = await _next_change(feed, run_id)
+            while (row := source.row(run_id)) is not None and row.state != "cancelled":
+                change = await _next_change(feed, run_id)
+            assert row is not None and row.closed and row.state == "cancelled"
+            assert run_id in change.changed
+            # One or two list requests a poll (open runs, then closed ones), none per run.
+            assert source.requests - requests <= 2 * (source.polls - polls)
+        finally:
+            await feed.aclose()
+            if (await handle.describe()).status is None:
+                await handle.terminate()
