@@ -1,0 +1,127 @@
+"""A paused local sandbox holds on the host only what it must (issue 51).
+
+On real bubblewrap sandboxes with a network of their own (slirp4netns), a host port (its
+relay) and an image of their own where the worker may loop-mount: paused with a live agent,
+it keeps its agent (frozen), its launcher and helpers, and its image, and `overnight disk`'s
+account says why; kept after its run (`let_go`) it holds no process and no mount, its agents'
+records say `kept`, and its files are still read (the image mounted again, and unmounted again
+when the reader's provider closes), woken and run in. Paused with no live agent, it holds no
+mount either. What the host held is found from /proc and /sys (tests/sandbox_host_probe.py).
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from activities.providers.local import disk_image
+from activities.providers.local.disk_account import LocalDiskAccount
+from activities.providers.local.disk_limit import DISK_ENV
+from activities.providers.local.engine import LocalEngine
+from activities.providers.local.provider import LocalProvider
+from tests.sandbox_host_probe import MIB, held, wait_nothing_held
+
+pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
+IMAGES = disk_image.unavailable(Path("/tmp")) is None
+
+
+@pytest.fixture
+def engine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalEngine]:
+    if IMAGES:
+        monkeypatch.setenv(DISK_ENV, "image")  # the loop mounts the finding counted
+    engine = LocalEngine(tmp_path / "home")
+    try:
+        yield engine
+    finally:
+        for meta in engine.list_sandboxes():
+            engine.stop(meta.id)
+        disk_image.detach(tmp_path)
+
+
+@pytest.fixture
+def host_port() -> Iterator[int]:
+    listener = socket.create_server(("127.0.0.1", 0))
+    try:
+        yield listener.getsockname()[1]
+    finally:
+        listener.close()
+
+
+def _with_agent(engine: LocalEngine, name: str, port: int) -> None:
+    engine.get_or_create(name, disk_mib=128, host_ports=[port])
+    engine.run(name, "mkdir -p /workspace/app && echo kept > /workspace/app/note.txt")
+    # An agent with a helper of its own, waiting (on a person, say).
+    engine.start_process(name, f"{name}-1", "sleep 3600 & exec sleep 3600")
+    give_up = time.monotonic() + 30
+    while len(held(engine.folder(name)).processes) < 4 and time.monotonic() < give_up:
+        time.sleep(0.1)
+
+
+@pytest.mark.timeout(120)
+async def test_a_kept_sandbox_lets_go_of_every_host_process_and_mount_and_its_files_still_read(
+    engine: LocalEngine, host_port: int
+) -> None:
+    _with_agent(engine, "keep-1", host_port)
+    engine.pause("keep-1")
+    folder = engine.folder("keep-1")
+    before = held(folder)
+    launcher = [cmd for cmd in before.processes.values() if "launcher.py" in cmd]
+    assert launcher and any("bwrap" in cmd for cmd in before.processes.values()), before
+    if IMAGES:
+        assert before.loops and before.mounts
+    # Paused with its agent alive: it holds them, and says why.
+    account = LocalDiskAccount(engine)
+    [shown] = [s for s in (await account.usage()).sandboxes if s.sandbox_id == "keep-1"]
+    assert shown.host is not None and shown.host.processes >= 4
+    assert "its agent is alive in it, frozen, for its run to wake" in shown.host.why
+
+    provider = LocalProvider(engine)
+    kept = await provider.let_go("keep-1")
+
+    after = await wait_nothing_held(folder)
+    print(f"\nkept sandbox on the host: before {before.words()}; after {after.words()}")
+    assert after.nothing, after
+    assert kept.state == "paused"
+    record = engine.process("keep-1", "keep-1-1")
+    assert record is not None and (record.state, record.kill_reason) == ("killed", "kept")
+    [shown] = [s for s in (await account.usage()).sandboxes if s.sandbox_id == "keep-1"]
+    assert shown.host is not None and shown.host.nothing and shown.host.why == ""
+
+    # A look later (logs, inspect): its files are there, mounted again for the read, and let
+    # go of again when the reader's provider closes.
+    reader = LocalProvider(LocalEngine(engine.home))
+    read = await reader.read_file("keep-1", "/workspace/app/note.txt", 100)
+    assert read.data == b"kept\n"
+    await reader.aclose()
+    assert held(folder).nothing
+    # Woken (a run going on in it): its image is back and commands run.
+    engine.wake("keep-1")
+    assert engine.run("keep-1", "cat /workspace/app/note.txt").stdout == "kept\n"
+    assert before.memory_bytes > 5 * MIB
+
+
+@pytest.mark.timeout(120)
+def test_a_sandbox_paused_with_no_live_agent_holds_no_mount(
+    engine: LocalEngine, host_port: int
+) -> None:
+    engine.get_or_create("idle-1", disk_mib=128, host_ports=[host_port])
+    engine.run("idle-1", "mkdir -p /workspace/app && echo here > /workspace/app/note.txt")
+    engine.start_process("idle-1", "idle-1-1", "exit 3")  # an agent that crashed
+    give_up = time.monotonic() + 30
+    while engine.process("idle-1", "idle-1-1").state == "running":  # type: ignore[union-attr]
+        assert time.monotonic() < give_up
+        time.sleep(0.05)
+
+    engine.pause("idle-1")
+
+    assert held(engine.folder("idle-1")).nothing, held(engine.folder("idle-1"))
+    assert engine.read_file("idle-1", "/workspace/app/note.txt", 100).data == b"here\n"
+    assert engine.let_go_again() == ["idle-1"]
+    assert held(engine.folder("idle-1")).nothing
+    engine.wake("idle-1")
+    assert engine.run("idle-1", "cat /workspace/app/note.txt").stdout == "here\n"
