@@ -23,7 +23,7 @@ from workflows.notify_run import NotifyRun
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
 # Caps on waiting for an event, not bounds asserted: a loaded machine may take long.
-CAP = 15.0
+CAP = 120.0
 
 
 def _spec(run_id: str, owner: str, labels: list[str]) -> RunSpec:

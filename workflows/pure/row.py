@@ -6,7 +6,8 @@ the row follows the lean-writes rule of workflows/visibility.py: what a person a
 state, the attempt, a question, why it needs attention, a budget extended, the pull request)
 is written as it changes; what only grows with time or with each checkpoint (spend, hours,
 the next step, last progress) rides along with such a change, or alone once the row written
-last is `REFRESH_EVERY` old. A run checkpointing every minute so writes its row at most 6
+last is `REFRESH_EVERY` old (a first figure, like the first checkpoint's next step, at
+once). A run checkpointing every minute so writes its row at most 6
 times an hour besides its changes of state.
 """
 
@@ -76,4 +77,6 @@ def row_due(shown: RowMemo | None, row: RowMemo, shown_at: datetime | None, now:
     changed = {name for name, value in fresh.items() if last.get(name) != value}
     if changed - GROWING:
         return True
+    if any(last.get(name) is None for name in changed):
+        return True  # a first figure (the first checkpoint's next step): shown at once
     return now - shown_at >= REFRESH_EVERY
