@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
 import time
 from dataclasses import dataclass, field
 
@@ -49,11 +50,13 @@ async def _one(
 
 
 async def _connection(
-    port: int, request: bytes, each: int, first_byte: bool, found: Timings
+    port: int, request: bytes, each: int, first_byte: bool, found: Timings, think: float
 ) -> None:
     reader, writer = await asyncio.open_connection("127.0.0.1", port, limit=1 << 20)
     try:
         for _ in range(each):
+            if think:  # an agent's tool runs between its model calls
+                await asyncio.sleep(random.uniform(0, 2 * think))
             try:
                 found.seconds.append(await _one(reader, writer, request, first_byte))
             except (ConnectionError, asyncio.IncompleteReadError, ValueError):
@@ -64,13 +67,17 @@ async def _connection(
         writer.close()
 
 
-def run(port: int, request: bytes, concurrent: int, each: int, first_byte: bool) -> Timings:
-    """Every connection's timings, in seconds."""
+def run(
+    port: int, request: bytes, concurrent: int, each: int, first_byte: bool, think: float = 0.0
+) -> Timings:
+    """Every connection's timings, in seconds. `think`: each connection waits a random time
+    (0 to twice this, seconds) before each call, as an agent runs its tools between model
+    calls; 0: back to back."""
     found = Timings()
 
     async def main() -> None:
         await asyncio.gather(
-            *(_connection(port, request, each, first_byte, found) for _ in range(concurrent))
+            *(_connection(port, request, each, first_byte, found, think) for _ in range(concurrent))
         )
 
     asyncio.run(main())
