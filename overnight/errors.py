@@ -40,5 +40,11 @@ class AnswerRefused(OvernightError):
     bad_input = True
 
 
+class PushRefused(OvernightError):
+    """The run waits on no push, pull request or CI look to try again."""
+
+    bad_input = True
+
+
 class RunNotRunning(OvernightError):
     """The run exists but has ended, so it takes no more signals."""

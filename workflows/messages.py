@@ -18,7 +18,7 @@ with workflow.unsafe.imports_passed_through():
     from overnight.agent_requests import choice_refusal
     from overnight.models import Budget, BudgetExtension, RunStatus
     from overnight.retry_note import RETRY_NOTE_SIGNAL, RetryNote
-    from workflows.pure import budget, kit_requests
+    from workflows.pure import budget, delivery, kit_requests, workspace
     from workflows.pure.card import build_status
     from workflows.pure.state import SupervisorState
 
@@ -114,6 +114,23 @@ class RunMessages:
         refusal = choice_refusal(s.question, text)
         if refusal is not None:
             raise ValueError(refusal)
+
+    # `overnight push`: try again now what the run waits on to deliver its work (its push, a
+    # kept workspace's, its pull request, a look at its CI), as any extension does, without
+    # adding to the budget. Refused by its validator when it waits on none of them.
+    @workflow.update(name="push_again")
+    def push_again(self) -> str:
+        self.budget_changed = True
+        return "trying again now"
+
+    @push_again.validator
+    def _validate_push_again(self) -> None:
+        s = self._s
+        if s is None:
+            raise ValueError("the run has not started yet")
+        waits = s.state == "needs_attention" and (delivery.waiting(s) or workspace.held(s))
+        if not waits:
+            raise ValueError(f"nothing waits to be pushed: the run is {s.state.replace('_', ' ')}")
 
     @workflow.query(name="status")
     def status(self) -> RunStatus:

@@ -42,6 +42,7 @@ from overnight.constants import (
 from overnight.errors import (
     AnswerRefused,
     OvernightError,
+    PushRefused,
     RunAlreadyExists,
     RunNotFound,
     RunNotRunning,
@@ -54,6 +55,7 @@ from overnight.worker.reaping import reap as reap
 
 __all__ = [
     "AnswerRefused",
+    "PushRefused",
     "OvernightError",
     "ReapedSandbox",
     "RunAlreadyExists",
@@ -83,6 +85,7 @@ __all__ = [
 BUDGET_UPDATE = "extend_budget"
 # The answer to the agent's question (the kit's `ask()`).
 ANSWER_UPDATE = "answer"
+PUSH_AGAIN_UPDATE = "push_again"
 # A status query must not hang a CLI when no worker is polling the task queue.
 QUERY_TIMEOUT = timedelta(seconds=15)
 
@@ -199,6 +202,23 @@ async def extend_budget_and_wait(client: Client, run_id: str, extension: BudgetE
     except RPCError as err:
         raise await _explain(client, run_id, err) from None
     return budget
+
+
+async def push_again(client: Client, run_id: str) -> str:
+    """Try again now what the run waits on to deliver its work (the `push_again` update: its
+    push, a kept workspace's, its pull request, a look at its CI); `PushRefused` says why
+    not when it waits on none of them."""
+    try:
+        said: str = await run_handle(client, run_id).execute_update(
+            PUSH_AGAIN_UPDATE, result_type=str
+        )
+    except WorkflowUpdateFailedError as err:
+        cause = err.cause
+        why = getattr(cause, "message", None) or str(cause or err)
+        raise PushRefused(f"run {run_id}: {why}") from None
+    except RPCError as err:
+        raise await _explain(client, run_id, err) from None
+    return said
 
 
 async def answer_question(client: Client, run_id: str, text: str) -> str:

@@ -146,6 +146,25 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="failed rounds more of the done check (done_when) before it needs you again",
     )
+    extend.add_argument(
+        "--ci-rounds",
+        type=int,
+        default=0,
+        metavar="N",
+        help="rounds more its agent may fix a failing CI check of its pull request",
+    )
+
+    push = commands.add_parser(
+        "push",
+        help="try a run's push (or its pull request) again now",
+        description=(
+            "Try again now what a run waits on to deliver its work: the push of its branch "
+            "(or of a kept workspace) the origin refused, its pull request, or a look at its "
+            "CI; what `extend` does for them, without adding to the budget. Refused when the "
+            "run waits on none of them."
+        ),
+    )
+    push.add_argument("run_id", help=RUN_NAME_HELP)
 
     answer = commands.add_parser("answer", help="answer the question a run's agent asks")
     answer.add_argument("run_id", help=RUN_NAME_HELP)
@@ -229,6 +248,7 @@ async def _dispatch(args: argparse.Namespace) -> int:
         "list": _list,
         "cancel": _cancel,
         "extend": _extend,
+        "push": _push,
         "answer": _answer,
         "reap": _reap,
         "disk": disk_cli.run,
@@ -387,6 +407,7 @@ async def _extend(args: argparse.Namespace) -> int:
             spend_usd=args.spend,
             wait_hours=args.wait_hours,
             done_checks=args.done_checks,
+            ci_rounds=args.ci_rounds,
         )
     except ValidationError as err:
         first = err.errors()[0]
@@ -394,11 +415,19 @@ async def _extend(args: argparse.Namespace) -> int:
         raise BadInput(f"--{flag}: {first['msg']}") from None
     if extension.is_empty():
         raise BadInput(
-            "nothing to add: give --restarts, --hours, --spend, --wait-hours or --done-checks"
+            "nothing to add: give --restarts, --hours, --spend, --wait-hours, --done-checks "
+            "or --ci-rounds"
         )
     client = await _connect(args)
     await api.extend_budget(client, await api.workflow_id_of(client, args.run_id), extension)
     print(f"asked {args.run_id} to extend its budget by {render.extension_text(extension)}")
+    return OK
+
+
+async def _push(args: argparse.Namespace) -> int:
+    client = await _connect(args)
+    said = await api.push_again(client, await api.workflow_id_of(client, args.run_id))
+    print(f"{args.run_id}: {said}")
     return OK
 
 

@@ -284,4 +284,7 @@ def extension_text(extension: BudgetExtension) -> str:
     if extension.done_checks:
         checks = extension.done_checks
         parts.append(f"{checks} failed done-check round{'s' if checks != 1 else ''}")
+    if extension.ci_rounds:
+        rounds = extension.ci_rounds
+        parts.append(f"{rounds} CI round{'s' if rounds != 1 else ''}")
     return ", ".join(parts) or "nothing"
