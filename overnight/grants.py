@@ -48,6 +48,7 @@ from overnight.errors import OvernightError
 from overnight.isolation import is_under
 from overnight.models import RunSpec
 from overnight.notify_spec import DEFAULT_SECRET_ENV
+from overnight.runtime_model_key import copied_key_refusal
 
 ALLOW_UNISOLATED_ENV = "OVERNIGHT_ALLOW_UNISOLATED"
 SECRET_ENV_ENV = "OVERNIGHT_SECRET_ENV"
@@ -232,6 +233,9 @@ def refusals(
     sandbox may reach, each with whose it is when a mapping."""
     real = real or {}
     found: list[str] = []
+    copied = copied_key_refusal(spec)  # no worker allows it: the spec must say so itself
+    if copied:
+        found.append(copied)
     unisolated = spec.provider == "local" and spec.isolation == "none"
     if grants is not None and unisolated and not grants.allow_unisolated:
         found.append(

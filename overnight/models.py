@@ -142,6 +142,10 @@ class RunSpec(_StrictInput):
     # Where the gateway sends those calls (a company gateway; empty: the vendor's own). A
     # coding agent's is its `agent.base_url`.
     model_base_url: str = Field(default="", max_length=2048)
+    # Runtime only: copy the model key into the sandbox's environment, knowingly, where the
+    # model API is one Runtime's egress secrets cannot reach (plain HTTP, or an address its
+    # proxy does not carry). Without it such a spec is refused (docs/gateway.md).
+    model_key_in_sandbox: bool = False
     checkpoint_path: str = "/workspace/checkpoint.json"
     max_checkpoint_bytes: int = Field(default=262144, gt=0, le=MAX_CHECKPOINT_BYTES)
     provider: Provider = "local"

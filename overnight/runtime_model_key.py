@@ -20,8 +20,9 @@ of the account to that host: two runs with two keys for one host would fight ove
 
 Only a model API the proxy carries over HTTPS can be given a key this way: plain HTTP never
 carries a secret, and the image's `NO_PROXY` (`localhost`, `127.0.0.1`, `::1`, the private
-ranges) sends a sandbox straight to those addresses. A coding agent whose `base_url` is such
-gets its key in its environment, as before (`runtime_key_plan` is None for it).
+ranges) sends a sandbox straight to those addresses. Such a spec is refused at the run's start
+(`copied_key_refusal`), unless it says `model_key_in_sandbox: true`: then its agent gets its key
+in its environment, as before (`runtime_key_plan` is None for it).
 """
 
 from __future__ import annotations
@@ -85,6 +86,33 @@ def runtime_key_plan(spec: RunSpec) -> RuntimeKeyPlan | None:
         hosts=hosts,
         key_env=local.token_env or MODEL_TOKEN_ENV,
         model_url="" if spec.agent is not None else local.upstream,
+    )
+
+
+def copied_key_refusal(spec: RunSpec) -> str | None:
+    """One line naming the field and the fix when the spec's model key would be copied into
+    its Runtime sandboxes (its model API reached over plain HTTP, or at an address Runtime's
+    proxy does not carry) and the spec did not ask for that (`model_key_in_sandbox`)."""
+    if spec.provider != "runtime" or spec.model_key_in_sandbox:
+        return None
+    local = model_plan(spec.model_copy(update={"provider": "local", "isolation": "bubblewrap"}))
+    if local is None or not local.upstream:
+        return None
+    url = urlsplit(local.upstream)
+    if through_proxy(url.scheme, url.hostname or ""):
+        return None
+    field = "agent.base_url" if spec.agent is not None else "model_base_url"
+    shown = f"{url.scheme}://{url.hostname or ''}"  # never a password the URL may hold
+    why = (
+        "is plain HTTP"
+        if url.scheme != "https"
+        else "is an address Runtime's sandboxes reach directly, not through its proxy"
+    )
+    return (
+        f"field {field}: {shown} {why}, so on Runtime the model key ({local.credential_env}) "
+        "would be copied into the sandbox, where the agent can read it (Runtime's egress "
+        "secrets reach HTTPS through its proxy only); use an https:// URL at a public name, "
+        "or set model_key_in_sandbox: true to copy the key in knowingly"
     )
 
 

@@ -102,6 +102,9 @@ def runtime_spec(run_id: str, origin: Path, base_url: str, **more: object) -> Ru
                 "base_url": base_url,
             },
             "secret_env": [CREDENTIAL],
+            # The fake model API is plain HTTP on the loopback, which Runtime's egress secrets
+            # cannot reach: the key is copied in, as the spec must then say.
+            "model_key_in_sandbox": True,
             "poll_seconds": 1,
             "stall_seconds": 120,
             "sandbox_timeout_seconds": 600,

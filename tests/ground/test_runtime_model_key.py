@@ -58,3 +58,48 @@ def test_keys_runtimes_proxy_cannot_put_in_stay_as_they_were() -> None:
     for base_url in ("http://llm.corp.example", "https://127.0.0.1:8443", "https://10.0.0.7"):
         assert runtime_key_plan(spec(agent=agent("claude-code", base_url))) is None
     assert runtime_key_plan(spec(agent=agent("claude-code", "https://localhost:1"))) is None
+
+
+def test_a_key_runtime_would_copy_in_is_refused_unless_the_spec_asks_for_it() -> None:
+    """Plain HTTP, or an address Runtime's proxy does not carry: the key would be in the
+    sandbox's environment. The worker's check at the run's start refuses the spec, naming the
+    field and the fix, whatever its grants; `model_key_in_sandbox: true` copies it in as
+    before."""
+    from overnight.grants import refusals
+
+    for field, fields in (
+        ("agent.base_url", {"agent": agent("claude-code", "http://llm.corp.example:8080/pw")}),
+        (
+            "agent.base_url",
+            {"agent": agent("codex", "https://10.0.0.7/v1"), "secret_env": ["OPENAI_API_KEY"]},
+        ),
+        (
+            "model_base_url",
+            {
+                "agent": None,
+                "agent_dir": "/a",
+                "command": "x",
+                "model_credential": "K",
+                "model_base_url": "http://llm.corp.example",
+            },
+        ),
+    ):
+        said = refusals(spec(**fields), None, home="/home/w/.overnight")
+        assert len(said) == 1, said
+        assert said[0].startswith(f"field {field}: ")
+        assert "model_key_in_sandbox: true" in said[0] and "https://" in said[0]
+        assert "/pw" not in said[0]  # the scheme and host only
+        asked = spec(**fields, model_key_in_sandbox=True)
+        assert refusals(asked, None, home="/home/w/.overnight") == []
+        assert runtime_key_plan(asked) is None  # copied in, as the spec says
+    assert (
+        "plain HTTP"
+        in refusals(spec(agent=agent("claude-code", "http://llm.corp.example")), None, home="/h")[0]
+    )
+    # Nothing to refuse: HTTPS at a public name, no key named, or not on Runtime.
+    for fine in (
+        spec(agent=agent("claude-code", "https://llm.corp.example")),
+        spec(agent=agent("claude-code", "http://llm.corp.example"), secret_env=["NPM_TOKEN"]),
+        spec(agent=agent("claude-code", "http://127.0.0.1:9"), provider="local"),
+    ):
+        assert refusals(fine, None, home="/home/w/.overnight") == []
