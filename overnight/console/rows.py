@@ -79,6 +79,9 @@ class RunRow:
     safety_net_usd: float | None = None
     restarts_by_cause: dict[str, int] = field(default_factory=dict)
     failure: str | None = None
+    # What the run said its state was last (a failed run's last word: needs_attention when it
+    # ran out of budget with nobody answering).
+    last_state: str = ""
     # False: a run begun before the row memo (its figures are not in the list).
     has_row: bool = False
 
@@ -123,6 +126,7 @@ def row_from(execution: WorkflowExecution, memo: RowMemo | None) -> RunRow:
         sandbox_id=found.get(_SANDBOX) or None,
         restarts=found.get(_RESTARTS) or 0,
         last_progress_at=found.get(_LAST_PROGRESS),
+        last_state=(memo.state if memo else None) or found.get(_STATE) or "",
     )
     if memo is None:
         return base

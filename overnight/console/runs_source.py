@@ -166,10 +166,15 @@ class RunsSource:
         are merged into the next one it gets). Close it (`aclose`) when the reader goes."""
         return ChangeFeed(self)
 
-    async def search(self, filters: Filters | None = None, *, limit: int = 10_000) -> list[RunRow]:
+    async def search(
+        self, filters: Filters | None = None, *, also: str = "", limit: int = 10_000
+    ) -> list[RunRow]:
         """A one-off read of every run the filters keep (open or closed, any age), the filters
-        in the visibility query where they can be (overnight/console/runs_query.py)."""
+        in the visibility query where they can be (overnight/console/runs_query.py), and the
+        query `also` besides."""
         query = runs_query(filters, await self.present(), self.where)
+        if also:
+            query += f" AND ({also})"
         executions = await self._list(query, limit)
         rows = [await row_of(execution) for execution in _latest(executions)]
         keeps = getattr(filters, "keeps", None)

@@ -13,7 +13,7 @@ from temporalio.client import Client
 from temporalio.common import SearchAttributeKey
 from temporalio.testing import WorkflowEnvironment
 
-from fakes.activities import FakeWorld, Quiet, exits, progress
+from fakes.activities import FakeWorld, Quiet, Step, exits, progress
 from overnight.constants import (
     ROW_MEMO_KEY,
     SA_AGENT,
@@ -49,7 +49,7 @@ async def test_a_run_publishes_its_filters_once_and_its_row_at_most_every_ten_mi
     client = private_env.client
     await _register(client, world)
     # A checkpoint a minute for an hour (each look waits its poll), then the agent finishes.
-    steps: list[object] = []
+    steps: list[Step] = []
     for n in range(60):
         steps += [progress(_checkpoint(n)), Quiet()]
     world.script(1, [*steps, exits(0)])
@@ -82,8 +82,8 @@ async def test_a_run_publishes_its_filters_once_and_its_row_at_most_every_ten_mi
     ]
     # The static three ride in the first upsert: no event of their own.
     assert [
-        SA_OWNER in e.upsert_workflow_search_attributes_event_attributes.search_attributes
-        .indexed_fields
+        SA_OWNER
+        in e.upsert_workflow_search_attributes_event_attributes.search_attributes.indexed_fields
         for e in upserts
     ].count(True) == 1
     rows = [e for e in events if e.event_type == EventType.EVENT_TYPE_WORKFLOW_PROPERTIES_MODIFIED]
