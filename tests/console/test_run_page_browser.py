@@ -25,7 +25,7 @@ from fakes.git_http import origin_fields
 from overnight.cli import client as api
 from overnight.cli.demo import make_origin
 from overnight.models import Budget, RunSpec
-from tests.console.conftest import ConsoleServer, keep_screenshot, needs_chromium, sign_in
+from tests.console.conftest import ConsoleServer, keep_screenshot, needs_chromium
 from tests.e2e.helpers import wait_for_status
 from tests.e2e.test_asking import asking_spec
 from tests.e2e.test_workspace_kept import workspace_spec
@@ -69,13 +69,10 @@ pytestmark = needs_chromium
 async def open_run(
     browser: BrowserContext, console: ConsoleServer, run_id: str, *, reader: bool = False
 ) -> Page:
-    """The run's page: the operator's, signed in through the login form; a reader's, by its
-    bearer token."""
-    if reader:
-        page = await browser.new_page()
-        await page.set_extra_http_headers({"Authorization": f"Bearer {console.read_token}"})
-    else:
-        page = await sign_in(browser, console, console.operator_token)
+    """The run's page, seen with the operator's token (or a reader's)."""
+    page = await browser.new_page()
+    token = console.read_token if reader else console.operator_token
+    await page.set_extra_http_headers({"Authorization": f"Bearer {token}"})
     await page.goto(f"{console.url}/runs/{run_id}")
     return page
 
@@ -239,7 +236,7 @@ async def test_an_agents_script_link_and_fake_button_show_as_text_and_readers_ca
         run_id,
         QUESTION=f"Proceed? {HOSTILE}",
         CHOICES=json.dumps(["yes", "no"]),
-        NOTES=json.dumps([SCRIPT, LINK, FAKE_BUTTON]),
+        NOTES=json.dumps(["looked around", HOSTILE]),
         NEXT=HOSTILE,
         HOLD="0",
     )
@@ -249,21 +246,23 @@ async def test_an_agents_script_link_and_fake_button_show_as_text_and_readers_ca
         await wait_for_status(dev_client, run_id, waiting, timeout=CAP)
         page = await open_run(browser, console, run_id)
         await expect(page.locator(".question-text")).to_have_text(f"Proceed? {HOSTILE}")
-        await expect(page.locator("ol.notes")).to_contain_text(SCRIPT, timeout=UI_MS)
+        # The last note (what the status keeps of a running run's notes) and the next step.
+        await expect(page.locator("ol.notes li")).to_have_text([HOSTILE], timeout=UI_MS)
+        await expect(page.locator(".next-step")).to_have_text(HOSTILE)
         assert await page.evaluate("window.__pwned") is None
         assert await page.locator("a[href*='evil.example']").count() == 0
         # The only buttons of the answer form are the agent's two choices, as their text.
         choices = page.locator("form.answer button")
         assert await choices.all_inner_texts() == ["yes", "no"]
         assert await page.locator("button", has_text="Approve").count() == 0
-        assert await page.locator("ol.notes li").all_inner_texts() == [SCRIPT, LINK, FAKE_BUTTON]
 
         reader = await open_run(browser, console, run_id, reader=True)
         await expect(reader.locator(".question-text")).to_have_text(f"Proceed? {HOSTILE}")
         assert await reader.locator("form").count() == 0
-        # The operator's session without the CSRF token, and a reader's token with one: refused.
+        # The operator's token without the CSRF token, and a reader's token with one: refused.
         cancel = f"{console.url}/runs/{run_id}/cancel"
-        refused = await page.request.post(cancel, form={"reason": "x"})
+        as_operator = {"Authorization": f"Bearer {console.operator_token}"}
+        refused = await page.request.post(cancel, form={"reason": "x"}, headers=as_operator)
         token = await page.locator("form.cancel input[name=csrf]").get_attribute("value")
         as_reader = await page.request.post(
             cancel,
