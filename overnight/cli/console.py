@@ -9,8 +9,9 @@ browser). The settings (who may look and act) are checked before anything is dia
 from __future__ import annotations
 
 import argparse
+import asyncio
+import signal
 import socket
-import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 
@@ -79,27 +80,18 @@ def url_of(sock: socket.socket) -> str:
 
 
 async def run(args: argparse.Namespace, connect: Callable[[], Awaitable[Client]]) -> int:
-    """Serve until SIGINT or SIGTERM."""
-    import uvicorn
-
-    from overnight.console.app import build_app
+    """Serve until SIGINT or SIGTERM (a second one stops at once); exit 0."""
     from overnight.console.context import context_for
+    from overnight.console.server import ConsoleServer
 
     settings = settings_from_args(args)  # a bad setting: one line, nothing dialled
     client = await connect()
     sock = listen(settings)
-    app = build_app(context_for(client, settings))
-    config = uvicorn.Config(
-        app,
-        # The peer address is the one auth checks a proxy by: never one a header claims.
-        proxy_headers=False,
-        server_header=False,
-        log_level="warning",
-        access_log=False,
-        timeout_graceful_shutdown=3,
-    )
-    url = url_of(sock)
-    print(f"console at {url} (Ctrl-C stops)", flush=True)
+    server = ConsoleServer(context_for(client, settings))
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, server.stop)
+    print(f"console at {url_of(sock)} (Ctrl-C stops)", flush=True)
     if settings.token_made_here:
         print(
             f"sign in with this token (made for this process; set {TOKEN_ENV} to choose "
@@ -107,6 +99,5 @@ async def run(args: argparse.Namespace, connect: Callable[[], Awaitable[Client]]
             flush=True,
         )
     with Declared("console"):
-        await uvicorn.Server(config).serve(sockets=[sock])
-    sys.stdout.flush()
+        await server.serve_on(sock)
     return 0

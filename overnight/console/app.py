@@ -64,7 +64,7 @@ def build_app(context: ConsoleContext) -> Starlette:
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         async with contextlib.AsyncExitStack() as stack:
-            if context.runs is not None and hasattr(context.runs, "__aenter__"):
+            if context.runs is not None:
                 await stack.enter_async_context(context.runs)
             yield
 

@@ -67,7 +67,7 @@ def identify(request: HTTPConnection) -> Viewer | None:
         role = token_role(settings, given.strip())
         if role is None:
             return None
-        return Viewer(role, role, "token", f"token:{fingerprint(given.strip())}")
+        return Viewer("token", role, "token", f"token:{fingerprint(given.strip())}")
     return _from_session(request.cookies.get(SESSION_COOKIE), settings)
 
 
@@ -193,7 +193,8 @@ def _from_session(cookie: str | None, settings: ConsoleSettings) -> Viewer | Non
     token = settings.operator_token if role == "operator" else settings.read_token
     if ends < time.time() or token is None or not hmac.compare_digest(key, fingerprint(token)):
         return None  # expired, or its token changed since
-    return Viewer(role, "operator" if role == "operator" else "reader", "session", f"s:{sid}")
+    its_role: Role = "operator" if role == "operator" else "reader"
+    return Viewer("token", its_role, "session", f"s:{sid}")
 
 
 def csrf_token(settings: ConsoleSettings, found: Viewer) -> str:

@@ -4,12 +4,13 @@ source. One `ConsoleContext` a process, on `app.state.console`; a page gets it w
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+import asyncio
+from dataclasses import dataclass, field
 
 from starlette.requests import HTTPConnection
 from temporalio.client import Client
 
+from overnight.console.runs_source import RunsSource
 from overnight.console.settings import ConsoleSettings
 
 
@@ -17,9 +18,12 @@ from overnight.console.settings import ConsoleSettings
 class ConsoleContext:
     client: Client
     settings: ConsoleSettings
-    # The one shared poller of the visibility list (overnight.console.runs_source.RunsSource);
-    # None until it is built. An async context manager: the app enters it at startup.
-    runs: Any = None
+    # The one shared poller of the runs list for every browser; the app runs it while it
+    # serves (None: a context for a test that reads no list).
+    runs: RunsSource | None = None
+    # Set when the server is stopping: live streams end on it (else they would hold the
+    # server's shutdown until its grace runs out).
+    stopping: asyncio.Event = field(default_factory=asyncio.Event)
 
 
 def console_of(request: HTTPConnection) -> ConsoleContext:
@@ -30,4 +34,4 @@ def console_of(request: HTTPConnection) -> ConsoleContext:
 def context_for(client: Client, settings: ConsoleSettings) -> ConsoleContext:
     """The context `overnight console` (and the tests) serve: the client, the settings, and the
     runs source every browser shares."""
-    return ConsoleContext(client, settings)
+    return ConsoleContext(client, settings, RunsSource(client))

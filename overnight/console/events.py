@@ -11,6 +11,7 @@ Comments (`: keep-alive`) keep proxies from closing an idle stream.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from typing import Literal
@@ -42,12 +43,40 @@ def event(kind: Literal["replace", "remove", "reload"], data: dict[str, str]) ->
     return f"event: {kind}\ndata: {json.dumps(data)}\n\n"
 
 
-def stream(events: AsyncIterator[str]) -> StreamingResponse:
-    """The response of an SSE endpoint: `events` as they come, never cached or buffered."""
+def stream(events: AsyncIterator[str], stop: asyncio.Event | None = None) -> StreamingResponse:
+    """The response of an SSE endpoint: `events` as they come, never cached or buffered;
+    it ends when `stop` is set (pass `console_of(request).stopping`)."""
     headers = {
         **SECURITY_HEADERS,
         "cache-control": "no-store",
         # nginx and its kind buffer responses unless told not to.
         "x-accel-buffering": "no",
     }
-    return StreamingResponse(events, media_type="text/event-stream", headers=headers)
+    body = events if stop is None else until(events, stop)
+    return StreamingResponse(body, media_type="text/event-stream", headers=headers)
+
+
+async def until(events: AsyncIterator[str], stop: asyncio.Event) -> AsyncIterator[str]:
+    """`events` until `stop` is set (or the reader goes away)."""
+    stopped = asyncio.ensure_future(stop.wait())
+    following: asyncio.Future[str] | None = None
+    try:
+        while True:
+            following = asyncio.ensure_future(anext(events))
+            await asyncio.wait({following, stopped}, return_when=asyncio.FIRST_COMPLETED)
+            if not following.done():
+                return
+            try:
+                item = following.result()
+            except StopAsyncIteration:
+                return
+            following = None
+            yield item
+    finally:
+        stopped.cancel()
+        if following is not None and not following.done():
+            following.cancel()  # the generator ends inside the task that runs it
+        else:
+            closing = getattr(events, "aclose", None)
+            if closing is not None:
+                await closing()

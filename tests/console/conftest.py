@@ -20,12 +20,11 @@ from pathlib import Path
 
 import pytest
 import pytest_asyncio
-import uvicorn
 from playwright.async_api import BrowserContext, Page, async_playwright
 from temporalio.client import Client
 
-from overnight.console.app import build_app
 from overnight.console.context import ConsoleContext, context_for
+from overnight.console.server import ConsoleServer as Server
 from overnight.console.settings import READ_TOKEN_ENV, TOKEN_ENV, settings_from
 from tests.e2e.test_web_ui import CHROMIUM, CHROMIUM_ARGS
 
@@ -62,17 +61,8 @@ async def start_console(
     port = sock.getsockname()[1]
     settings = settings_from(environ, address="127.0.0.1", port=port)
     context = context_for(client, settings)
-    config = uvicorn.Config(
-        build_app(context),
-        proxy_headers=False,
-        log_level="warning",
-        access_log=False,
-        timeout_graceful_shutdown=2,
-    )
-    server = uvicorn.Server(config)
-    # uvicorn's own signal handlers belong to a process it runs, not to pytest's.
-    server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
-    serving = asyncio.create_task(server.serve(sockets=[sock]))
+    server = Server(context)
+    serving = asyncio.create_task(server.serve_on(sock))
     while not server.started:
         if serving.done():
             serving.result()  # raises why it could not start
@@ -85,7 +75,7 @@ async def start_console(
             context=context,
         )
     finally:
-        server.should_exit = True
+        server.stop()
         await asyncio.wait_for(serving, timeout=30)
         sock.close()
 

@@ -45,7 +45,9 @@ async def test_a_run_needing_attention_is_at_the_top_and_rows_change_in_place(
 
         page = await sign_in(browser, console, console.operator_token)
         rows = page.locator("table.runs tr.run")
-        await expect(page.locator(f"#run-{stuck.run_id}")).to_be_visible()
+        # The list reads a shared snapshot, a poll old at most: each row reaches its group.
+        for spec, group in ((stuck, "attention"), (asking, "waiting"), (running, "running")):
+            await expect(page.locator(f"#rows-{group} #run-{spec.run_id}")).to_have_count(1)
         order = [await row.get_attribute("id") for row in await rows.all()]
         ours = [order.index(f"run-{spec.run_id}") for spec in (stuck, asking, running)]
         assert ours == sorted(ours), f"attention, waiting, running expected in order: {order}"

@@ -50,9 +50,26 @@
     });
   }
 
+  function ago(when) {
+    const seconds = (Date.now() - when.getTime()) / 1000;
+    if (seconds < 60) return "just now";
+    if (seconds < 3600) return Math.floor(seconds / 60) + " min ago";
+    if (seconds < 86400) return (seconds / 3600).toFixed(1) + " h ago";
+    return Math.floor(seconds / 86400) + " d ago";
+  }
+
+  function refreshTimes() {
+    // <time class="ago" datetime="..."> says how long ago, as the server drew it, kept true.
+    document.querySelectorAll("time.ago[datetime]").forEach((element) => {
+      const when = new Date(element.getAttribute("datetime"));
+      if (!isNaN(when.getTime())) element.textContent = ago(when);
+    });
+  }
+
   function start() {
     document.querySelectorAll("[data-events]").forEach(listen);
     confirmations();
+    window.setInterval(refreshTimes, 30000);
   }
 
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);

@@ -1,0 +1,48 @@
+"""The console under uvicorn: one server for `overnight console` and the tests alike.
+
+uvicorn's own signal handling is left out: whoever runs the server stops it (`stop()`), which
+first ends the live streams (they would hold the shutdown until its grace ran out) and on a
+second call stops at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+from collections.abc import Iterator
+
+import uvicorn
+
+from overnight.console.app import build_app
+from overnight.console.context import ConsoleContext
+
+GRACE_SECONDS = 5
+
+
+class ConsoleServer(uvicorn.Server):
+    def __init__(self, context: ConsoleContext) -> None:
+        self.context = context
+        super().__init__(
+            uvicorn.Config(
+                build_app(context),
+                # The peer address is the one auth checks a proxy by: never one a header claims.
+                proxy_headers=False,
+                server_header=False,
+                log_level="warning",
+                access_log=False,
+                timeout_graceful_shutdown=GRACE_SECONDS,
+            )
+        )
+
+    async def serve_on(self, sock: socket.socket) -> None:
+        await self.serve(sockets=[sock])
+
+    def stop(self) -> None:
+        if self.context.stopping.is_set():
+            self.force_exit = True
+        self.context.stopping.set()
+        self.should_exit = True
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
