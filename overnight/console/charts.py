@@ -18,8 +18,8 @@ from markupsafe import Markup
 WIDTH = 640
 BAR = 22
 GAP = 8
-LABEL_WIDTH = 170
-LABEL_CHARS = 24
+LABEL_WIDTH = 190
+LABEL_CHARS = 22
 COLUMN_HEIGHT = 180
 # Distinct enough side by side and for most kinds of colour blindness (Okabe-Ito), then grey.
 PALETTE = (

@@ -90,7 +90,7 @@ def night_charts(night: Night) -> dict[str, Markup]:
     net = [
         ("sandboxes", totals.sandbox_usd),
         ("model", totals.model_usd),
-        ("safety net (part of sandboxes)", totals.safety_net_usd),
+        ("safety net", totals.safety_net_usd),
     ]
     return {
         "outcomes": charts.bars(
