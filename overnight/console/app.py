@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
-from starlette.middleware.trustedhost import TrustedHostMiddleware
+from starlette.responses import PlainTextResponse
 from starlette.routing import BaseRoute, Mount
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -23,7 +23,7 @@ from overnight.console.render import SECURITY_HEADERS
 
 # Host names a console bound to loopback answers to: a page of another site that rebinds its
 # name to 127.0.0.1 (DNS rebinding) is refused before any route.
-LOOPBACK_HOSTS = ["127.0.0.1", "localhost", "[::1]", "::1"]
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "[::1]"})
 
 
 class SecurityHeaders:
@@ -50,6 +50,29 @@ class SecurityHeaders:
         await self.app(scope, receive, with_headers)
 
 
+class LoopbackHosts:
+    """Refuses (400) a request whose `Host` is not a loopback name."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] in ("http", "websocket"):
+            headers = dict(scope.get("headers", []))
+            if host_name(headers.get(b"host", b"").decode("latin-1")) not in LOOPBACK_HOSTS:
+                response = PlainTextResponse("this console answers for loopback names only", 400)
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def host_name(host: str) -> str:
+    """`Host`'s name without its port: `[::1]:8234` -> `[::1]`, `localhost:80` -> `localhost`."""
+    if host.startswith("["):
+        return host[: host.find("]") + 1] if "]" in host else host
+    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+
+
 def routes() -> list[BaseRoute]:
     return [
         *login_page.routes,
@@ -70,7 +93,7 @@ def build_app(context: ConsoleContext) -> Starlette:
 
     middleware = [Middleware(SecurityHeaders)]
     if context.settings.loopback:
-        middleware.append(Middleware(TrustedHostMiddleware, allowed_hosts=LOOPBACK_HOSTS))
+        middleware.append(Middleware(LoopbackHosts))
     app = Starlette(routes=routes(), middleware=middleware, lifespan=lifespan)
     app.state.console = context
     return app
