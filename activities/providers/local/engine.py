@@ -47,7 +47,6 @@ from activities.providers.local import disk as local_disk
 from activities.providers.local import (
     disk_image,
     disk_limit,
-    host_holds,
     netns,
     run_store,
     worker_mounts,
@@ -63,6 +62,7 @@ from activities.providers.local.files import (
     write_json,
 )
 from activities.providers.local.guest_files import GuestFiles
+from activities.providers.local.kept import KeptSandboxes
 from activities.providers.local.mounts import RESOLV_CONF, SANDBOX_HOME
 from activities.providers.local.procs import ProcessRecord
 from activities.providers.local.state import (
@@ -95,7 +95,7 @@ PASSED_THROUGH_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM")
 PAUSE_KILL_SECONDS = 5.0
 
 
-class LocalEngine(GuestFiles):
+class LocalEngine(GuestFiles, KeptSandboxes):
     """Local sandboxes under `home`. Sandbox ids are their names.
 
     Sandboxes: `get_or_create`, `find` (None if absent), `get`, `list_sandboxes`, `pause`,
@@ -123,20 +123,6 @@ class LocalEngine(GuestFiles):
         """The sandbox's /workspace on the host, its image mounted (again) first."""
         self.ensure_disk(sandbox_id)
         return WorkspaceMap(self.folder(sandbox_id) / "workspace")
-
-    def ensure_disk(self, sandbox_id: str) -> None:
-        """Mount the sandbox's image where it has one that is not mounted (it let go of it
-        while paused, or the host rebooted), unless it is stopped: its files are then there
-        for whoever reads or runs."""
-        folder = self.folder(sandbox_id)
-        if not (folder / disk_image.IMAGE_FILE).is_file():
-            return
-        if os.path.ismount(folder / disk_image.MOUNT_DIR):
-            return
-        disk_image.attached(folder, lambda: self._kept(sandbox_id))
-        meta = self._load(sandbox_id)
-        if meta is not None and meta.released_at is not None:
-            self.mounted_again.add(sandbox_id)
 
     def get_or_create(
         self,
@@ -322,43 +308,6 @@ class LocalEngine(GuestFiles):
                 )
             )
 
-    def let_go(self, sandbox_id: str, *, end_agents: bool = False) -> SandboxMeta:
-        """A paused sandbox lets go of what it holds on the host (see host_holds): its image
-        unmounted once no process of it is alive. `end_agents`: its agents are ended first
-        (a sandbox kept after its run ended: no run wakes them; their records say `kept`),
-        with its files kept. Anything but a paused sandbox is left as it is."""
-        with self._changing(sandbox_id) as meta:
-            if meta.state != "paused":
-                return meta
-            if end_agents and host_holds.agents_alive(meta, self._procs(sandbox_id)):
-                # First: each launcher reads why its agent ended.
-                meta = self._save(dataclasses.replace(meta, agents_ended_at=time.time()))
-                self._end_processes(meta)
-                # Their launchers record the ends (and end their helpers) a moment later.
-                local_procs.wait_all_ended(self._procs(sandbox_id), timeout=PAUSE_KILL_SECONDS)
-            return self._release_locked(meta)
-
-    def let_go_again(self) -> list[str]:
-        """Unmount the images this engine mounted again for a read of a sandbox that had let
-        go of it, where that sandbox is still paused; which it unmounted."""
-        done = []
-        for sandbox_id in sorted(self.mounted_again):
-            self.mounted_again.discard(sandbox_id)
-            try:
-                meta = self.let_go(sandbox_id)
-            except ProviderError:
-                continue
-            if meta.released_at is not None:
-                done.append(sandbox_id)
-        return done
-
-    def holds(self, sandbox_id: str) -> host_holds.HostHolds:
-        """The host processes and mounts the sandbox holds now."""
-        meta = self._load(sandbox_id)
-        if meta is None:
-            raise SandboxNotFound(sandbox_id)
-        return host_holds.holds(meta, self.folder(sandbox_id))
-
     def set_model_cap(self, sandbox_id: str, cap_usd: float | None) -> bool:
         """The gateway's cap on the run's model spend for this sandbox's next calls; False when
         it has no model entry."""
@@ -511,18 +460,6 @@ class LocalEngine(GuestFiles):
             self._save(paused)  # first: each launcher records why its agent ended
         self._hold(meta)
         return self._release_locked(self._save(paused))
-
-    def _release_locked(self, meta: SandboxMeta) -> SandboxMeta:
-        """A paused sandbox with no live process lets go of its image's mount (a frozen
-        agent keeps it: its run may wake it, and it writes there)."""
-        if meta.state != "paused" or host_holds.agents_alive(meta, self._procs(meta.id)):
-            return meta
-        if meta.disk == "image":
-            disk_image.detach(self.folder(meta.id), locked=True)
-        self.mounted_again.discard(meta.id)
-        if meta.released_at is not None:
-            return meta
-        return self._save(dataclasses.replace(meta, released_at=time.time()))
 
     def _stop_locked(self, meta: SandboxMeta, reason: str) -> SandboxMeta:
         if meta.state != "stopped":

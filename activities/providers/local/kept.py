@@ -1,0 +1,114 @@
+"""What a paused local sandbox holds on its host, let go of when its run no longer needs it,
+and brought back when something needs its files (issue 51; see host_holds for what is held).
+Mixed into `LocalEngine`.
+
+- A pause with no live process left in the sandbox unmounts its image (`_release_locked`).
+- `let_go`: a sandbox kept after its run ended ends its agents first (no run wakes them), then
+  lets go the same way; files kept.
+- `ensure_disk`: what reads, snapshots, runs or wakes the sandbox mounts its image again first;
+  `let_go_again` unmounts what this engine mounted so (a CLI's provider does at its close).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from activities.providers.local import disk_image, host_holds
+from activities.providers.local import procs as local_procs
+from activities.providers.local.state import SandboxMeta
+from activities.providers.protocol import ProviderError, SandboxNotFound
+
+# How long the launchers of ended agents may take to record the ends.
+RECORD_SECONDS = 5.0
+
+
+class KeptSandboxes:
+    """Letting go of a paused sandbox's host processes and mounts (`LocalEngine` supplies the
+    state and lock helpers)."""
+
+    # Sandboxes that had let go of their image and that this engine mounted again for a read.
+    mounted_again: set[str]
+
+    if TYPE_CHECKING:
+
+        def folder(self, sandbox_id: str) -> Path: ...
+
+        def _changing(self, sandbox_id: str) -> AbstractContextManager[SandboxMeta]: ...
+
+        def _save(self, meta: SandboxMeta) -> SandboxMeta: ...
+
+        def _load(self, sandbox_id: str) -> SandboxMeta | None: ...
+
+        def _kept(self, sandbox_id: str) -> bool: ...
+
+        def _procs(self, sandbox_id: str) -> Path: ...
+
+        def _end_processes(self, meta: SandboxMeta) -> None: ...
+
+    def ensure_disk(self, sandbox_id: str) -> None:
+        """Mount the sandbox's image where it has one that is not mounted (it let go of it
+        while paused, or the host rebooted), unless it is stopped: its files are then there
+        for whoever reads or runs."""
+        folder = self.folder(sandbox_id)
+        if not (folder / disk_image.IMAGE_FILE).is_file():
+            return
+        if os.path.ismount(folder / disk_image.MOUNT_DIR):
+            return
+        disk_image.attached(folder, lambda: self._kept(sandbox_id))
+        meta = self._load(sandbox_id)
+        if meta is not None and meta.released_at is not None:
+            self.mounted_again.add(sandbox_id)
+
+    def let_go(self, sandbox_id: str, *, end_agents: bool = False) -> SandboxMeta:
+        """A paused sandbox lets go of what it holds on the host (see host_holds): its image
+        unmounted once no process of it is alive. `end_agents`: its agents are ended first
+        (a sandbox kept after its run ended: no run wakes them; their records say `kept`),
+        with its files kept. Anything but a paused sandbox is left as it is."""
+        with self._changing(sandbox_id) as meta:
+            if meta.state != "paused":
+                return meta
+            if end_agents and host_holds.agents_alive(meta, self._procs(sandbox_id)):
+                # First: each launcher reads why its agent ended.
+                meta = self._save(dataclasses.replace(meta, agents_ended_at=time.time()))
+                self._end_processes(meta)
+                # Their launchers record the ends (and end their helpers) a moment later.
+                local_procs.wait_all_ended(self._procs(sandbox_id), timeout=RECORD_SECONDS)
+            return self._release_locked(meta)
+
+    def let_go_again(self) -> list[str]:
+        """Unmount the images this engine mounted again for a read of a sandbox that had let
+        go of it, where that sandbox is still paused; which it unmounted."""
+        done = []
+        for sandbox_id in sorted(self.mounted_again):
+            self.mounted_again.discard(sandbox_id)
+            try:
+                meta = self.let_go(sandbox_id)
+            except ProviderError:
+                continue
+            if meta.released_at is not None:
+                done.append(sandbox_id)
+        return done
+
+    def holds(self, sandbox_id: str) -> host_holds.HostHolds:
+        """The host processes and mounts the sandbox holds now."""
+        meta = self._load(sandbox_id)
+        if meta is None:
+            raise SandboxNotFound(sandbox_id)
+        return host_holds.holds(meta, self.folder(sandbox_id))
+
+    def _release_locked(self, meta: SandboxMeta) -> SandboxMeta:
+        """A paused sandbox with no live process lets go of its image's mount (a frozen
+        agent keeps it: its run may wake it, and it writes there)."""
+        if meta.state != "paused" or host_holds.agents_alive(meta, self._procs(meta.id)):
+            return meta
+        if meta.disk == "image":
+            disk_image.detach(self.folder(meta.id), locked=True)
+        self.mounted_again.discard(meta.id)
+        if meta.released_at is not None:
+            return meta
+        return self._save(dataclasses.replace(meta, released_at=time.time()))
