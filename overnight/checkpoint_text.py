@@ -13,6 +13,7 @@ encodable (a `"\\ud800"` escape parses to a lone surrogate, which no payload can
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import re
@@ -25,6 +26,9 @@ from overnight.agent_requests import AgentRequests, requests_of
 from overnight.constants import SNAPSHOT_REQUEST_KEY
 from overnight.models import CheckpointSummary
 
+# A checkpoint's own word on its work: only a change of its value is progress (see
+# `CheckpointFacts.progress_mark`; the coding-agent adapter writes one).
+PROGRESS_KEY = "progress_mark"
 # Deeper JSON is refused unparsed (the agent kit's checkpoints nest two or three levels).
 MAX_DEPTH = 64
 # Longest `next` / note text carried into the status and the Web UI card.
@@ -56,6 +60,10 @@ class CheckpointFacts(BaseModel):
     snapshot_request: int = 0
     # What the agent kit asks of the supervisor in it (overnight.agent_requests).
     requests: AgentRequests | None = None
+    # The SHA-256 of its `progress_mark` value, when it has one (None: it has none): an agent
+    # that writes one says its work with it, and a checkpoint whose mark is the same as the
+    # last one's is no progress, however else it changed (notes, `next`).
+    progress_mark: str | None = None
 
 
 def too_deep(text: str, limit: int = MAX_DEPTH) -> bool:
@@ -98,9 +106,17 @@ def facts_of(text: str | None) -> CheckpointFacts:
             summary=_summary(value),
             snapshot_request=_snapshot_request(value),
             requests=requests_of(value),
+            progress_mark=_progress_mark(value),
         )
     except Exception:  # defence in depth: agent text never fails the caller
         return CheckpointFacts()
+
+
+def _progress_mark(value: Any) -> str | None:
+    if not isinstance(value, dict) or PROGRESS_KEY not in value:
+        return None
+    canonical = json.dumps(value[PROGRESS_KEY], sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def summary_of(text: str | None) -> CheckpointSummary | None:

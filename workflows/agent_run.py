@@ -44,6 +44,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.patches import (
         CANCELED_PATCH,
         LEAN_WRITES_PATCH,
+        PROGRESS_MARK_PATCH,
         SPEC_CHECK_PATCH,
     )
     from workflows.pure import budget, delivery, model_books, money, safety_net
@@ -310,7 +311,9 @@ class AgentRun(RunMessages, RewindMessages):
             self._watch_until = None
 
     def _take_checkpoint(self, s: SupervisorState, read: CheckpointRead | None) -> None:
-        taken, refused = take_checkpoint(s, read, workflow.now())
+        taken, refused = take_checkpoint(
+            s, read, workflow.now(), by_progress_mark=lambda: workflow.patched(PROGRESS_MARK_PATCH)
+        )
         if refused:
             workflow.logger.warning("checkpoint not taken: %s", refused)
         if taken:

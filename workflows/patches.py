@@ -159,3 +159,9 @@ TRUST_PATCH = "admission-trusts-its-worker"
 # holder that did not answer whether it is in a pool (its worker gone or slow), until it
 # answers or closes; before, its release was dropped, and its place held until it closed.
 ASK_AGAIN_PATCH = "admission-asks-unanswered-again"
+# Runs that meet this marker count a checkpoint as progress only when its `progress_mark`
+# changed, if it has one (the coding-agent adapter's: its tool calls done, its commit, its
+# transcript): one rewritten with only new notes (the CLI retrying a model API it cannot
+# reach) no longer holds the stall off. Asked only when a checkpoint's mark is the same as the
+# last one's, which no history recorded before holds (no checkpoint had one).
+PROGRESS_MARK_PATCH = "checkpoint-progress-mark"

@@ -15,7 +15,7 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from workflows import host_steps, policies
     from workflows.calls import checkpoints
-    from workflows.patches import STALL_CONFIRMED_PATCH
+    from workflows.patches import PROGRESS_MARK_PATCH, STALL_CONFIRMED_PATCH
     from workflows.pure.run_record import take_checkpoint, take_requests_file
     from workflows.pure.state import SupervisorState
 
@@ -37,7 +37,9 @@ async def progress_read(s: SupervisorState) -> bool:
         route=host_steps.current_route(s),
         timeout=policies.STALL_READ_TIMEOUT,
     )
-    taken, refused = take_checkpoint(s, read, workflow.now())
+    taken, refused = take_checkpoint(
+        s, read, workflow.now(), by_progress_mark=lambda: workflow.patched(PROGRESS_MARK_PATCH)
+    )
     if refused:
         workflow.logger.warning("checkpoint not taken: %s", refused)
     asked = read is not None and take_requests_file(s, read.requests)

@@ -80,6 +80,8 @@ CONFIG_EXIT_CODE = 2
 FAILED_EXIT_CODE = 1
 MAX_FAILURES = 5  # CLI failures in a row with no tool call completed: the adapter gives up
 MAX_NOTES = 40
+# Its word on its work, in the checkpoint (overnight.checkpoint_text.PROGRESS_KEY).
+PROGRESS_MARK = "progress_mark"
 NOTE_CHARS = 300
 RESUME_PROMPT = "continue"
 # A CLI "finishes" by ending its turn, not by exiting: the done check's failure is told so
@@ -262,7 +264,21 @@ class Adapter:
         data["session_id"] = self.state.get("session_id")
         data["branch"] = self.config.branch
         data["head"] = self.head
+        data[PROGRESS_MARK] = self.work_mark()
         self.checkpoint.save()
+
+    def work_mark(self) -> dict[str, Any]:
+        """What changes only with new work: the tool calls done, the commit, the session's
+        transcript as last stored (a new turn), a session ended. Not the notes and `next`,
+        which change as the CLI retries a model API it cannot reach: the supervisor counts a
+        checkpoint as progress only when this changed, so such a run meets its stall."""
+        transcript = self.state.get("session_file")
+        return {
+            "step": self.checkpoint.step,
+            "head": self.head,
+            "transcript": transcript.get("sha256") if isinstance(transcript, dict) else None,
+            "ended": self.state.get("ended"),
+        }
 
     def _push_failed(self, text: str) -> None:
         self.log("push_failed", error=text)

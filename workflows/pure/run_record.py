@@ -7,13 +7,14 @@ Pure functions on `SupervisorState` (no temporalio): the workflow calls them wit
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 
 from activities.models import AgentStarted, CheckpointRead, OutputTail, RequestsRead
 from overnight.checkpoint_text import parsed_for_result
 from overnight.models import LastWords, RestartRecord, RunResult
 from workflows.pure import budget, ci, delivery, kit_requests, model_books, money, safety_net
-from workflows.pure.checkpoint import facts, judge
+from workflows.pure.checkpoint import facts, judge, kept_facts
 from workflows.pure.egress import refused_totals
 from workflows.pure.state import SupervisorState
 
@@ -47,10 +48,19 @@ def record_restart(s: SupervisorState, record: RestartRecord) -> None:
 
 
 def take_checkpoint(
-    s: SupervisorState, read: CheckpointRead | None, now: datetime
+    s: SupervisorState,
+    read: CheckpointRead | None,
+    now: datetime,
+    *,
+    by_progress_mark: Callable[[], bool] | None = None,
 ) -> tuple[bool, str | None]:
     """Take a newly read checkpoint if it may replace the last good one. Returns whether it
-    was taken, and why not when it was refused (None: nothing new to judge)."""
+    was taken, and why not when it was refused (None: nothing new to judge).
+
+    A taken checkpoint is progress (`last_progress_at`), unless it and the last one carry the
+    same `progress_mark` value and `by_progress_mark()` says that rule holds for the run (the
+    caller's patch marker): then it says only what the agent is doing (its notes, `next`), not
+    new work, and the stall clock runs on."""
     if read is None or read.status == "unchanged":
         return False, None
     if read.digest is not None:
@@ -62,12 +72,16 @@ def take_checkpoint(
         if verdict.reason:
             s.checkpoint_rejected = verdict.reason
         return False, verdict.reason
+    said = facts(read)
+    before = kept_facts(s.checkpoint, s.checkpoint_facts).progress_mark
+    same_work = said.progress_mark is not None and said.progress_mark == before
     s.checkpoint = read.text
     s.checkpoint_digest = read.digest
     s.checkpoint_is_json = verdict.is_json
-    s.checkpoint_facts = facts(read)
+    s.checkpoint_facts = said
     s.checkpoint_rejected = None
-    s.last_progress_at = now
+    if not (same_work and by_progress_mark is not None and by_progress_mark()):
+        s.last_progress_at = now
     kit_requests.take_requests(s)
     return True, None
 
