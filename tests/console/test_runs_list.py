@@ -31,12 +31,24 @@ async def test_a_run_needing_attention_is_at_the_top_and_rows_change_in_place(
     dev_client: Client, console: ConsoleServer, browser: BrowserContext, tmp_path: Path
 ) -> None:
     async with provider_world(dev_client, "local", tmp_path, "console") as (queue, _, runs):
-        running = console_spec(new_run_id("c-run"), tmp_path, "sit", env={"CONSOLE_NEXT": "sit"})
+        team = {"owner": "data-team", "labels": ["nightly"], "budget": {"max_spend_usd": 5}}
+        running = console_spec(
+            new_run_id("c-run"), tmp_path, "sit", env={"CONSOLE_NEXT": "migrate the orders table"}
+        )
         asking = console_spec(
-            new_run_id("c-ask"), tmp_path, "ask", env={"CONSOLE_QUESTION": "Ship it?"}
+            new_run_id("c-ask"),
+            tmp_path,
+            "ask",
+            env={"CONSOLE_QUESTION": "Ship it?", "CONSOLE_NEXT": "ask before shipping"},
+            **team,
         )
         stuck = console_spec(
-            new_run_id("c-att"), tmp_path, "crash", budget={"max_restarts": 0}, owner="night-team"
+            new_run_id("c-att"),
+            tmp_path,
+            "crash",
+            env={"CONSOLE_NEXT": "fix the flaky test"},
+            budget={"max_restarts": 0, "max_spend_usd": 2},
+            owner="night-team",
         )
         runs.extend(spec.run_id for spec in (running, asking, stuck))
         await start_in_state(dev_client, queue, running, "running")
