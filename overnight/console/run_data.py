@@ -8,11 +8,11 @@ the outputs, the pull request link (`safe_pull_request`), the kept steps.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import urlsplit
 
-from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowQueryFailedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from overnight.cli import client as api
@@ -23,6 +23,7 @@ from overnight.models import RunResult, RunStatus
 from overnight.workspace_spec import KeptWorkspace, latest_pushed
 
 MAX_NOTES = 30
+ENDED_QUERY_TIMEOUT = timedelta(seconds=5)
 MAX_URL_CHARS = 2048
 
 
@@ -54,8 +55,14 @@ async def load(client: Client, run_id: str, previous: RunData | None = None) -> 
     name = described.status.name.lower() if described.status is not None else "unknown"
     data = RunData(run_id, running, name, described.close_time, None)
     try:
-        data.status = await api.get_status(client, run_id)
-    except (OvernightError, RPCError) as err:
+        if running:
+            data.status = await api.get_status(client, run_id)
+        else:
+            # An ended run is answered by a worker replaying it: none may be up to do so.
+            data.status = await handle.query(
+                "status", result_type=RunStatus, rpc_timeout=ENDED_QUERY_TIMEOUT
+            )
+    except (OvernightError, RPCError, WorkflowQueryFailedError) as err:
         data.status_problem = getattr(err, "message", None) or str(err) or "the run did not answer"
     if previous is not None and marks_key(previous) == marks_key(data):
         data.marks = previous.marks

@@ -163,6 +163,8 @@ async def _changes(request: Request, run_id: str, may_act: bool, csrf: str) -> A
                     data = await run_data.load(client, run_id, data)
                 except (OvernightError, RPCError):
                     data = None
+                if data is not None and not data.open:
+                    next_status = float("inf")  # an ended run changes no more
                 if data is not None:
                     html = fragment("_run_facts.html", facts_context(data))
                     if facts_html is not None and html != facts_html:

@@ -30,7 +30,25 @@ LABEL_CHARS = 60
 # Tick steps, the smallest first: the first giving at most `MAX_TICKS` ticks is used.
 _STEPS = [
     timedelta(seconds=s)
-    for s in (1, 2, 5, 10, 30, 60, 300, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400, 172800, 604800)
+    for s in (
+        1,
+        2,
+        5,
+        10,
+        30,
+        60,
+        300,
+        900,
+        1800,
+        3600,
+        7200,
+        10800,
+        21600,
+        43200,
+        86400,
+        172800,
+        604800,
+    )
 ]
 MAX_TICKS = 8
 

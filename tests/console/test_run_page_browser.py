@@ -49,7 +49,9 @@ if cp.step < 1:
     greeting = 'def greet(name: str) -> str:\\n    \"\"\"Say hello.\"\"\"\\n'
     pathlib.Path("greet.py").write_text(greeting + '    return f"Hello, {name}!"\\n')
     cp.save()
+    print("wrote greet.py; waiting for the workspace to be kept", flush=True)
     time.sleep(float(os.environ.get("HOLD", "3")))
+print("asking a person", flush=True)
 answer = ask(os.environ["QUESTION"], json.loads(os.environ.get("CHOICES", "[]")) or None)
 cp.step = 2
 cp.note(f"answered: {answer}")
@@ -133,6 +135,11 @@ async def test_clicking_an_answer_button_reaches_the_agent_and_the_page_says_it_
             "The run took your answer: its agent goes on with it.", timeout=UI_MS
         )
         result = await asyncio.wait_for(api.wait_result(dev_client, run_id), timeout=CAP)
+        # The page follows the run by itself: its end reaches the facts and the output.
+        await expect(page.locator("#run-facts .state")).to_have_text("finished", timeout=UI_MS)
+        await expect(page.locator("#run-output")).to_contain_text(
+            f"=== run {run_id} ended: finished ===", timeout=UI_MS
+        )
 
     assert result.outcome == "finished"
     assert result.outputs is not None and result.outputs.values == {"answer": "ship it"}
