@@ -28,28 +28,11 @@ HEIGHT = 132
 CHAR_PX = 7
 LABEL_CHARS = 60
 # Tick steps, the smallest first: the first giving at most `MAX_TICKS` ticks is used.
-_STEPS = [
-    timedelta(seconds=s)
-    for s in (
-        1,
-        2,
-        5,
-        10,
-        30,
-        60,
-        300,
-        900,
-        1800,
-        3600,
-        7200,
-        10800,
-        21600,
-        43200,
-        86400,
-        172800,
-        604800,
-    )
-]
+_STEPS = (
+    [timedelta(seconds=n) for n in (1, 2, 5, 10, 30)]
+    + [timedelta(minutes=n) for n in (1, 5, 15, 30)]
+    + [timedelta(hours=n) for n in (1, 2, 3, 6, 12, 24, 48, 168)]
+)
 MAX_TICKS = 8
 
 
