@@ -1,5 +1,7 @@
 """The fakes of what cannot run here, and every test double, in one place: tests and benchmarks
-build on them, so `bench/` never depends on `tests/`. Not installed with overnight.
+build on them, so `bench/` never depends on `tests/`. Installed with overnight are only
+`model_api/`, `github_api/` and `git_http.py`, which `overnight demo --agent` plays on (the
+package's other modules ride along in the wheel, unused; its other folders do not).
 
 - `fakes/runtime/`: the Runtime HTTP API on loopback, strict as the real one (the real
   `withruntime` SDK talks to it);

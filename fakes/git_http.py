@@ -26,17 +26,21 @@ _server: ThreadingHTTPServer | None = None
 _starting = threading.Lock()
 
 
-def git_url(origin: Path) -> str:
-    """An http:// URL on 127.0.0.1 that serves (and takes pushes to) the bare repo `origin`."""
+def git_url(origin: Path, *, owner: str | None = None) -> str:
+    """An http:// URL on 127.0.0.1 that serves (and takes pushes to) the bare repo `origin`
+    (at `/owner/name`, as GitHub would, when `owner` is given)."""
     host, port = _serve().server_address[:2]
-    return f"http://{host!s}:{port}{git_path(origin)}"
+    return f"http://{host!s}:{port}{git_path(origin, owner=owner)}"
 
 
-def git_path(origin: Path, *, password: str | None = None) -> str:
-    """The path at which every server of this module serves `origin` (`/token/name`); with
-    `password`, only to a request whose basic authentication carries it (any user name, as
-    GitHub takes a token), else 401 asking for one."""
-    token = secrets.token_hex(6)
+def git_path(origin: Path, *, password: str | None = None, owner: str | None = None) -> str:
+    """The path at which every server of this module serves `origin` (`/token/name`, or
+    `/owner/name`: an owner serves one repository); with `password`, only to a request whose
+    basic authentication carries it (any user name, as GitHub takes a token), else 401 asking
+    for one."""
+    token = owner or secrets.token_hex(6)
+    if _repos.get(token, origin.resolve()) != origin.resolve():
+        raise ValueError(f"{token!r} already serves {_repos[token]}")
     _repos[token] = origin.resolve()
     if password is not None:
         _private[token] = password

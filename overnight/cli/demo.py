@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from temporalio.client import Client
 
@@ -36,6 +37,9 @@ from overnight.home import overnight_home
 from overnight.isolation import HostBind, Isolation
 from overnight.models import Budget, RunResult, RunSpec, RunStatus
 from overnight.worker.devconfig import DevConfig
+
+if TYPE_CHECKING:
+    from overnight.worker.devserver import DevServer
 
 AGENT_DIR = Path(__file__).resolve().parents[2] / "examples" / "agent"
 AGENT_COMMAND = "python3 /workspace/agent/main.py --resume /workspace/checkpoint.json"
@@ -168,9 +172,6 @@ async def run_demo(
     the repo's) on `port` if given (which must be free), else on the file's port or, when
     another program holds it, the next free one."""
     from activities.providers.local.isolation import bwrap_problem
-    from overnight.worker.dev_ports import moved_lines, with_port
-    from overnight.worker.devconfig import find_dev_settings
-    from overnight.worker.devserver import start_or_reuse
     from overnight.worker.runner import serve
 
     if not (AGENT_DIR / "main.py").is_file():
@@ -183,15 +184,7 @@ async def run_demo(
         )
     logging.basicConfig(level=logging.WARNING)
     converter = data_converter()  # a bad OVERNIGHT_CODEC_KEYS is refused before any start
-    if config is None:
-        settings = find_dev_settings(config_path)
-        out(settings.describe())
-        config = with_port(settings.config, port)
-    server = await start_or_reuse(config, move_when_held=port is None)
-    how = "started" if server.started_here else "reused"
-    out(f"Temporal dev server at {server.address} ({how})")
-    for line in moved_lines(server.moved_from, server.config):
-        out(line)
+    server = await demo_server(config, config_path, port, out)
     try:
         # Plain loopback connection: env config (TLS, API keys) is for real clusters.
         client = await Client.connect(
@@ -219,6 +212,31 @@ async def run_demo(
             out(f"dev server left running at {server.address}")
         else:
             server.stop()
+
+
+async def demo_server(
+    config: DevConfig | None,
+    config_path: Path | None,
+    port: int | None,
+    out: Callable[[str], None],
+) -> DevServer:
+    """The demos' dev server: `config`, else temporal-dev.yaml (`config_path`, else the current
+    folder's, else the repo's) on `port` if given (which must be free), else on the file's port
+    or, when another program holds it, the next free one; started, or reused when it runs."""
+    from overnight.worker.dev_ports import moved_lines, with_port
+    from overnight.worker.devconfig import find_dev_settings
+    from overnight.worker.devserver import start_or_reuse
+
+    if config is None:
+        settings = find_dev_settings(config_path)
+        out(settings.describe())
+        config = with_port(settings.config, port)
+    server = await start_or_reuse(config, move_when_held=port is None)
+    how = "started" if server.started_here else "reused"
+    out(f"Temporal dev server at {server.address} ({how})")
+    for line in moved_lines(server.moved_from, server.config):
+        out(line)
+    return server
 
 
 async def _wait_ready(worker: asyncio.Task[None], ready: asyncio.Event) -> None:

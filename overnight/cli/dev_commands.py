@@ -15,7 +15,9 @@ def add_parsers(commands: argparse._SubParsersAction, parser_class: type) -> Non
     )
     _server_arguments(dev)
     demo = commands.add_parser(
-        "demo", help="a run that recovers from a crash, end to end", description=_PORTS
+        "demo",
+        help="a run that recovers from a crash, end to end",
+        description=f"{_DEMO} {_PORTS}",
     )
     demo.add_argument("--keep-server", action="store_true", help="leave the dev server running")
     demo.add_argument(
@@ -24,9 +26,22 @@ def add_parsers(commands: argparse._SubParsersAction, parser_class: type) -> Non
         default="bubblewrap",
         help="how the demo's sandboxes are isolated (none: where bubblewrap cannot run)",
     )
+    demo.add_argument(
+        "--agent",
+        choices=DEMO_AGENTS,
+        help="a real coding agent's CLI as the run's agent, killed once mid tool call and "
+        "resumed in its session; its run ends in a pull request on a fake GitHub (the CLI "
+        "must be installed: bash scripts/install-agent-clis)",
+    )
     _server_arguments(demo)
 
 
+DEMO_AGENTS = ("claude-code", "codex")  # the coding agents the agent demo plays
+_DEMO = (
+    "The sample agent crashes after opening its pull request, is restarted from its last "
+    "checkpoint and finishes with exactly two outside actions; with --agent, a real coding "
+    "agent's CLI plays against a scripted fake model API instead."
+)
 _PORTS = (
     "The dev server's settings come from --config, else ./temporal-dev.yaml (the current "
     "folder's wins), else the repository's. Its port is taken from them, unless --port; when "
@@ -65,8 +80,20 @@ async def run_dev(args: argparse.Namespace) -> int:
 
 async def run_demo(args: argparse.Namespace) -> int:
     from overnight.cli.demo import run_demo as play
+    from overnight.errors import SpecError
 
     isolation: Isolation = args.isolation
+    if args.agent is not None:
+        from overnight.cli.demo_agent import run_agent_demo
+
+        if isolation == "none":
+            raise SpecError(
+                "--agent runs only in isolated sandboxes: leave out --isolation none "
+                "(install bubblewrap where it is missing)"
+            )
+        return await run_agent_demo(
+            args.agent, keep_server=args.keep_server, port=args.port, config_path=args.config
+        )
     return await play(
         keep_server=args.keep_server, isolation=isolation, port=args.port, config_path=args.config
     )
