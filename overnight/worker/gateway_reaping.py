@@ -7,40 +7,28 @@ sandbox."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from temporalio.client import WorkflowExecutionStatus
 
-from activities.gateway.books import booked_runs, reap_books
+from activities.gateway.books import ReapedBook, booked_runs, reap_books
 from overnight.home import overnight_home
 
-if TYPE_CHECKING:
-    from overnight.worker.reaping import ReapedSandbox, RunBook
 
-
-async def reap_gateway_books(runs: RunBook, home: Path | None = None) -> list[ReapedSandbox]:
-    """Delete the gateway's books no run needs any more; one entry per run or sandbox."""
-    from overnight.worker.reaping import ReapedSandbox
-
+async def reap_gateway_books(
+    status: Callable[[str], Awaitable[WorkflowExecutionStatus | None]], home: Path | None = None
+) -> list[tuple[ReapedBook, str]]:
+    """Delete the gateway's books no run needs any more (`status`: a run's in Temporal, None
+    when it is gone); each with why."""
     home = home or overnight_home()
-    statuses = {run_id: await runs.status(run_id) for run_id in booked_runs(home)}
+    statuses = {run_id: await status(run_id) for run_id in booked_runs(home)}
     running = {run_id for run_id, s in statuses.items() if s == WorkflowExecutionStatus.RUNNING}
     found = await asyncio.to_thread(reap_books, home, running.__contains__)
-    return [
-        ReapedSandbox(
-            provider="local",
-            sandbox_id=book.owner,
-            run_id="",
-            was="kept",
-            stopped=True,
-            kind=f"gateway {book.kind}",
-            why=(
-                ("its run is gone" if statuses.get(book.owner) is None else "its run is closed")
-                if book.kind == "spend"
-                else "its sandbox no longer runs"
-            ),
-            freed_bytes=book.freed_bytes,
-        )
-        for book in found
-    ]
+    return [(book, _why(book, statuses)) for book in found]
+
+
+def _why(book: ReapedBook, statuses: dict[str, WorkflowExecutionStatus | None]) -> str:
+    if book.kind != "spend":
+        return "its sandbox no longer runs"
+    return "its run is gone" if statuses.get(book.owner) is None else "its run is closed"

@@ -158,7 +158,7 @@ async def reap(
     reaped += await _reap_workspace_refs(runs, when, include_paused=include_paused)
     if "local" in providers:
         reaped += await reap_sessions(runs)
-        reaped += await reap_gateway_books(runs)
+        reaped += await reap_gateway_books_of(runs)
     return reaped
 
 
@@ -265,6 +265,23 @@ async def _reap_workspace_refs(
             why=ref.why,
         )
         for ref in found
+    ]
+
+
+async def reap_gateway_books_of(runs: RunBook, home: Path | None = None) -> list[ReapedSandbox]:
+    """The gateway's books no run needs any more (overnight.worker.gateway_reaping)."""
+    return [
+        ReapedSandbox(
+            provider="local",
+            sandbox_id=book.owner,
+            run_id="",
+            was="kept",
+            stopped=True,
+            kind=f"gateway {book.kind}",
+            why=why,
+            freed_bytes=book.freed_bytes,
+        )
+        for book, why in await reap_gateway_books(runs.status, home)
     ]
 
 

@@ -20,8 +20,7 @@ from activities.gateway.refused import RefusalBook
 from activities.gateway.service import Gateway, folder_of, model_token
 from fakes.model_api import FakeModelApi, text
 from overnight.cli.render import reaped_text
-from overnight.worker.gateway_reaping import reap_gateway_books
-from overnight.worker.reaping import RunBook
+from overnight.worker.reaping import RunBook, reap_gateway_books_of
 from tests.activities.test_gateway_model_routes import KEY_ENV, asked, call
 
 LINE = {"usd": 0.25, "request_id": "msg_1"}
@@ -104,7 +103,7 @@ async def test_overnight_reap_deletes_the_books_no_run_needs(tmp_path: Path) -> 
             "run-closed": WorkflowExecutionStatus.COMPLETED,
         }
     )
-    reaped = await reap_gateway_books(cast(RunBook, runs), home)
+    reaped = await reap_gateway_books_of(cast(RunBook, runs), home)
     said = reaped_text(reaped)
     assert "local gateway spend run-closed: deleted: its run is closed; freed" in said
     assert "local gateway spend run-gone: deleted: its run is gone; freed" in said
