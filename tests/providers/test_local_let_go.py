@@ -24,6 +24,7 @@ from activities.providers.local.disk_account import LocalDiskAccount
 from activities.providers.local.disk_limit import DISK_ENV
 from activities.providers.local.engine import LocalEngine
 from activities.providers.local.provider import LocalProvider
+from activities.providers.local.snapshots import LocalSnapshots
 from tests.sandbox_host_probe import MIB, held, wait_nothing_held
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
@@ -120,6 +121,12 @@ def test_a_sandbox_paused_with_no_live_agent_holds_no_mount(
     engine.pause("idle-1")
 
     assert held(engine.folder("idle-1")).nothing, held(engine.folder("idle-1"))
+    # A snapshot of it ("recovery": "snapshot") copies its files, not the empty mount point.
+    snapshots = LocalSnapshots(engine)
+    snap = snapshots.take("idle-1", name="idle-snap", mode="disk", labels={}, retention_days=1)
+    copied = snapshots.root / snap["id"] / "workspace" / "app" / "note.txt"
+    assert copied.read_text() == "here\n"
+    assert engine.let_go_again() == ["idle-1"]
     assert engine.read_file("idle-1", "/workspace/app/note.txt", 100).data == b"here\n"
     assert engine.let_go_again() == ["idle-1"]
     assert held(engine.folder("idle-1")).nothing
