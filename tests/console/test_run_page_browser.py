@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -24,12 +25,14 @@ from temporalio.client import Client
 from fakes.git_http import origin_fields
 from overnight.cli import client as api
 from overnight.cli.demo import make_origin
-from overnight.models import Budget, RunSpec
-from tests.console.conftest import ConsoleServer, keep_screenshot, needs_chromium
+from overnight.models import Budget, BudgetExtension, RunSpec
+from overnight.worker.devserver import DevServer
+from tests.console.conftest import ConsoleServer, keep_screenshot, needs_chromium, start_console
 from tests.e2e.helpers import wait_for_status
 from tests.e2e.test_asking import asking_spec
+from tests.e2e.test_codec import KEY_A, codec_client, codec_worker
 from tests.e2e.test_workspace_kept import workspace_spec
-from tests.live import new_run_id, provider_world
+from tests.live import history_text, new_run_id, nothing_left_running, provider_world
 
 # Caps on waiting for an event, not bounds asserted: a loaded machine may take long.
 UI_MS = 60_000
@@ -280,3 +283,36 @@ async def test_an_agents_script_link_and_fake_button_show_as_text_and_readers_ca
 
     assert (refused.status, as_reader.status) == (403, 403)
     assert status.state == "waiting_for_answer"
+
+
+@pytest.mark.timeout(300)
+async def test_an_encrypted_runs_page_is_decoded_by_the_console_history_and_all(
+    dev_server: DevServer, dev_client: Client, browser: BrowserContext, tmp_path: Path
+) -> None:
+    run_id = new_run_id("console-codec")
+    question = f"Decode me {uuid.uuid4().hex[:8]}?"
+    spec = console_spec(tmp_path, run_id, QUESTION=question, CHOICES='["yes", "no"]', HOLD="0")
+    with_key = await codec_client(dev_server, KEY_A)
+    queue = f"console-codec-{uuid.uuid4().hex[:8]}"
+    async with (
+        nothing_left_running(dev_client) as runs,
+        codec_worker(with_key, queue),
+        start_console(with_key) as served,
+    ):
+        runs.append(run_id)
+        await api.start_run(with_key, spec, task_queue=queue)
+        await wait_for_status(with_key, run_id, waiting, timeout=CAP)
+        # An extension whose argument the history holds encrypted, as every payload.
+        await api.extend_budget_and_wait(with_key, run_id, BudgetExtension(hours=2))
+        page = await open_run(browser, served, run_id)
+        await expect(page.locator(".question-text")).to_have_text(question)
+        await expect(page.locator("details.moments")).to_contain_text("budget extended: +2 h")
+        await page.locator("form.answer button.choice", has_text="yes").click()
+        await expect(page.locator("#notice")).to_have_text(
+            "The run took your answer: its agent goes on with it.", timeout=UI_MS
+        )
+        result = await asyncio.wait_for(api.wait_result(with_key, run_id), timeout=CAP)
+
+    assert result.outputs is not None and result.outputs.values == {"answer": "yes"}
+    raw = await history_text(dev_client, run_id)
+    assert question not in raw and "binary/encrypted" in raw
