@@ -33,6 +33,7 @@ GROUPS = (
     "gateway",
     "modelroutes",
     "mutation",
+    "console",
 )
 REPO_ROOT = Path(__file__).resolve().parent.parent
 RESULTS_DIR = REPO_ROOT / "bench" / "results"
