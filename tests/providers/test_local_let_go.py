@@ -132,3 +132,22 @@ def test_a_sandbox_paused_with_no_live_agent_holds_no_mount(
     assert held(engine.folder("idle-1")).nothing
     engine.wake("idle-1")
     assert engine.run("idle-1", "cat /workspace/app/note.txt").stdout == "here\n"
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.skipif(not IMAGES, reason="no loop-mounted images here")
+def test_an_image_with_a_file_open_on_the_host_stays_mounted_until_it_is_closed(
+    engine: LocalEngine,
+) -> None:
+    engine.get_or_create("open-1", disk_mib=128)
+    engine.run("open-1", "mkdir -p /workspace/app && echo open > /workspace/app/note.txt")
+    folder = engine.folder("open-1")
+    with open(folder / "workspace" / "app" / "note.txt") as reader:
+        engine.pause("open-1")
+        # Never unmounted lazily: mounting it again beside a live old mount would make two
+        # writers of one filesystem.
+        assert len(held(folder).mounts) == 4 and engine.get("open-1").released_at is None
+        assert reader.read() == "open\n"
+    engine.let_go("open-1")
+    assert held(folder).nothing and engine.get("open-1").released_at is not None
+    assert engine.read_file("open-1", "/workspace/app/note.txt", 100).data == b"open\n"

@@ -162,6 +162,35 @@ def detach(folder: Path, *, locked: bool = False) -> list[Path]:
     return found
 
 
+def detach_idle(folder: Path) -> bool:
+    """Unmount the image and the folders bound from it, only if none is in use (never
+    lazily: a mount left alive by an open file while the image is mounted again elsewhere
+    would be two writers of one filesystem). True when nothing is mounted any more; False
+    leaves it mounted as it was. Under the lock `attached` mounts under."""
+    with _locked(folder):
+        unbound: list[str] = []
+        for name in FOLDERS:
+            point = folder / name
+            if not os.path.ismount(point):
+                continue
+            if _libc.umount2(os.fsencode(point), 0) != 0:
+                _bind_again(folder, unbound)
+                return False
+            unbound.append(name)
+        mount_dir = folder / MOUNT_DIR
+        if os.path.ismount(mount_dir) and _libc.umount2(os.fsencode(mount_dir), 0) != 0:
+            _bind_again(folder, unbound)
+            return False
+        return not mounts_under(folder)
+
+
+def _bind_again(folder: Path, names: list[str]) -> None:
+    for name in names:
+        _syscall_mount(folder / MOUNT_DIR / name, folder / name, _MS_BIND)
+        flags = _MS_REMOUNT | _MS_BIND | _MS_NOSUID | _MS_NODEV | _MS_NOATIME
+        _syscall_mount(None, folder / name, flags)
+
+
 def mounts_under(root: Path) -> list[Path]:
     """Mount points at or below `root`, from this process's mount table (stacked ones once
     each time they are stacked)."""

@@ -106,8 +106,8 @@ class KeptSandboxes:
         agent keeps it: its run may wake it, and it writes there)."""
         if meta.state != "paused" or host_holds.agents_alive(meta, self._procs(meta.id)):
             return meta
-        if meta.disk == "image":
-            disk_image.detach(self.folder(meta.id), locked=True)
+        if meta.disk == "image" and not disk_image.detach_idle(self.folder(meta.id)):
+            return meta  # a file of it open on the host: kept mounted, let go of next time
         self.mounted_again.discard(meta.id)
         if meta.released_at is not None:
             return meta
