@@ -143,6 +143,10 @@ async def test_clicking_an_answer_button_reaches_the_agent_and_the_page_says_it_
         await expect(page.locator("#run-output")).to_contain_text(
             f"=== run {run_id} ended: finished ===", timeout=UI_MS
         )
+        # The question's time on the timeline, from the history's pause and wake.
+        question = page.locator("svg.timeline g.tl-question title")
+        await expect(question).to_contain_text("question q1-")
+        await expect(page.locator("details.moments")).to_contain_text("answered: ship it")
 
     assert result.outcome == "finished"
     assert result.outputs is not None and result.outputs.values == {"answer": "ship it"}
