@@ -17,6 +17,7 @@ import os
 import signal
 from pathlib import Path
 
+import pytest
 from temporalio.client import Client
 
 from fakes.model_api import FakeModelApi, Shell, text, tools
@@ -37,8 +38,10 @@ from tests.e2e.coding_agent_runs import (
     until,
 )
 
-RESULT_TIMEOUT = 300  # a cap on the wait (the stall is 30 s; a loaded full run is slow)
-STALL_SECONDS = 30
+RESULT_TIMEOUT = 400  # a cap on the wait (the stall is 90 s; a loaded full run is slow)
+# Longer than any gap between the adapter's rewrites as the CLI retries (its backoff between
+# two tries reaches 32 s): with a shorter one the run stalled before this change too.
+STALL_SECONDS = 90
 
 
 def relay_of(pid: int) -> int | None:
@@ -63,6 +66,7 @@ def relay_of(pid: int) -> int | None:
     return None
 
 
+@pytest.mark.long
 async def test_a_sandbox_that_lost_its_way_to_the_gateway_stalls_and_restarts(
     dev_client: Client,
     agents_queue: str,  # noqa: F811
