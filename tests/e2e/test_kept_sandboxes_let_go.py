@@ -201,15 +201,7 @@ async def test_reap_and_disk_with_no_server_act_on_this_hosts_kept_sandboxes(
         f"{run_id}-2": now + timedelta(days=3),
     }
     for name, until in kept.items():
-        engine.get_or_create(name, labels={LABEL_RUN: run_id}, disk_mib=128)
-        engine.run(name, "mkdir -p /workspace/app && echo kept > /workspace/app/note.txt")
-        engine.start_process(name, f"{name}-1", "sleep 3600 & exec sleep 3600")
-        give_up = time.monotonic() + 30
-        while not any("bwrap" in c for c in held(engine.folder(name)).processes.values()):
-            assert time.monotonic() < give_up, held(engine.folder(name))
-            await asyncio.sleep(0.1)
-        engine.pause(name)
-        engine.set_labels(name, {LABEL_KEEP_UNTIL: label_value(until)})
+        await _kept_with_a_frozen_agent(engine, name, run_id, until)
     past, within = (engine.folder(name) for name in kept)
     before = held(within)
     assert before.processes, before
@@ -238,6 +230,32 @@ async def test_reap_and_disk_with_no_server_act_on_this_hosts_kept_sandboxes(
         code, shown, said = await _cli_without_server(dev_server, "disk")
         assert code == 0, said
         assert "on the host: its files only" in shown
+
+        # With the server, `reap` lets go of a closed (here: unknown) run's kept sandbox too.
+        later = f"{run_id}-3"
+        kept[later] = now + timedelta(days=3)
+        await _kept_with_a_frozen_agent(engine, later, run_id, kept[later])
+        done = await overnight_cli(dev_server, "reap", "--json")
+        assert done.returncode == 0, done.stderr
+        [entry] = [e for e in json.loads(done.stdout) if e["sandbox_id"] == later]
+        assert (entry["kind"], entry["stopped"]) == ("released", True), entry
+        assert entry["processes"] >= 3 and entry["memory_bytes"] > 0, entry
+        assert (await wait_nothing_held(engine.folder(later))).nothing
     finally:
         for name in kept:
             engine.stop(name)
+
+
+async def _kept_with_a_frozen_agent(
+    engine: LocalEngine, name: str, run_id: str, until: datetime
+) -> None:
+    """A paused sandbox labelled kept until `until`, with its agent alive and frozen."""
+    engine.get_or_create(name, labels={LABEL_RUN: run_id}, disk_mib=128)
+    engine.run(name, "mkdir -p /workspace/app && echo kept > /workspace/app/note.txt")
+    engine.start_process(name, f"{name}-1", "sleep 3600 & exec sleep 3600")
+    give_up = time.monotonic() + 30
+    while not any("bwrap" in c for c in held(engine.folder(name)).processes.values()):
+        assert time.monotonic() < give_up, held(engine.folder(name))
+        await asyncio.sleep(0.1)
+    engine.pause(name)
+    engine.set_labels(name, {LABEL_KEEP_UNTIL: label_value(until)})
