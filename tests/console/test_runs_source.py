@@ -5,15 +5,20 @@ and a change yielded when a run's state changes."""
 from __future__ import annotations
 
 import asyncio
+import base64
+import contextlib
 import json
+import secrets
 import uuid
 from datetime import timedelta
 
 import pytest
 from temporalio.client import Client
+from temporalio.service import RPCError
 from temporalio.worker import Worker
 
 from fakes.activities import FakeWorld, Quiet, progress
+from overnight.codec import data_converter, parse_keys
 from overnight.console.runs_source import ChangeFeed, RunsChange, RunsSource
 from overnight.constants import SEARCH_ATTRIBUTE_TYPES
 from overnight.models import RunResult, RunSpec
@@ -110,5 +115,56 @@ async def test_the_source_lists_runs_with_their_rows_and_tells_a_state_change(
             assert source.requests - requests <= 2 * (source.polls - polls)
         finally:
             await feed.aclose()
-            if (await handle.describe()).status is None:
+            with contextlib.suppress(RPCError):  # ended already
+                await handle.terminate()
+
+
+async def test_an_encrypted_row_is_read_with_the_key_and_is_no_row_without_it(
+    dev_client: Client,
+) -> None:
+    """With OVERNIGHT_CODEC_KEYS the row memo is encrypted like every payload: the console
+    reads it through its client's converter; a client without the key gets no row, only what
+    the search attributes say."""
+    keyring = parse_keys("k1:" + base64.b64encode(secrets.token_bytes(32)).decode())
+    secret_client = Client(
+        dev_client.service_client,
+        namespace=dev_client.namespace,
+        data_converter=data_converter(keyring, from_env=False),
+    )
+    world = FakeWorld()
+    world.search_attributes = list(SEARCH_ATTRIBUTE_TYPES)
+    step = json.dumps({"next": "rotate the keys", "notes": []})
+    world.script(1, [progress(step), *[Quiet() for _ in range(10_000)]])
+    queue = f"console-codec-{uuid.uuid4().hex[:8]}"
+    run_id = f"console-codec-{uuid.uuid4().hex[:10]}"
+    async with (
+        Worker(
+            secret_client,
+            task_queue=queue,
+            workflows=[AgentRun, NotifyRun],
+            activities=world.activities(),
+        ),
+        RunsSource(secret_client, every=0.5) as with_key,
+        RunsSource(dev_client, every=0.5) as without_key,
+    ):
+        feed = with_key.changes()
+        handle = await secret_client.start_workflow(
+            "AgentRun",
+            _spec(run_id, "team-keys", []),
+            id=run_id,
+            task_queue=queue,
+            result_type=RunResult,
+        )
+        try:
+            async with asyncio.timeout(CAP):
+                while (row := with_key.row(run_id)) is None or row.next_step is None:
+                    await _next_change(feed, run_id)
+            assert row.has_row and row.next_step == "rotate the keys"
+            await without_key.poll()
+            blind = without_key.row(run_id)
+            assert blind is not None and blind.owner == "team-keys"
+            assert not blind.has_row and blind.next_step is None
+        finally:
+            await feed.aclose()
+            with contextlib.suppress(RPCError):
                 await handle.terminate()
