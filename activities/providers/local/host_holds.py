@@ -42,7 +42,11 @@ class HostHolds:
 def agents_alive(meta: SandboxMeta, procs_dir: Path) -> bool:
     """Whether any process of the sandbox may still run: an agent whose launcher has not
     written how it ended, or anything in its cgroups (a command, a daemon)."""
-    if any(record.state == "running" for record in all_records(procs_dir)):
+    try:
+        records = all_records(procs_dir)
+    except FileNotFoundError:
+        records = []
+    if any(record.state == "running" for record in records):
         return True
     return not all(local_cgroups.empty(path) for path in _cgroup_dirs(meta))
 
