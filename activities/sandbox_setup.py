@@ -87,8 +87,10 @@ def agent_env(
         # Where `snapshot_here()` reads the answer (a variable, so an unisolated local
         # sandbox maps it to its folder like every /workspace path).
         env["OVERNIGHT_SNAPSHOT_ANSWER"] = SNAPSHOT_ANSWER
-    if spec.done_when:
-        # Where the kit finds a failed done check (mapped like every /workspace path).
+    ci_rounds = spec.pull_request is not None and spec.pull_request.until_checks_pass
+    if spec.done_when or ci_rounds:
+        # Where the kit finds a failed done check, or a failing CI check of the run's pull
+        # request (mapped like every /workspace path).
         env[DONE_CHECK_FILE_ENV] = DONE_CHECK_FILE
     return env
 

@@ -23,6 +23,9 @@ with workflow.unsafe.imports_passed_through():
     from workflows.pure.state import SupervisorState
 
 
+CHECKPOINT_QUERY = "checkpoint"
+
+
 class RunMessages:
     """What people (and other code) say to a run while it goes on."""
 
@@ -131,6 +134,12 @@ class RunMessages:
         waits = s.state == "needs_attention" and (delivery.waiting(s) or workspace.held(s))
         if not waits:
             raise ValueError(f"nothing waits to be pushed: the run is {s.state.replace('_', ' ')}")
+
+    # The last good checkpoint's text (None: none yet), for the console's run page, which shows
+    # its notes. A query records nothing: histories replay as before.
+    @workflow.query(name=CHECKPOINT_QUERY)
+    def checkpoint_text(self) -> str | None:
+        return self._s.checkpoint if self._s is not None else None
 
     @workflow.query(name="status")
     def status(self) -> RunStatus:

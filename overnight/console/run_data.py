@@ -15,12 +15,14 @@ from urllib.parse import urlsplit
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowQueryFailedError
 from temporalio.service import RPCError, RPCStatusCode
 
+from overnight.checkpoint_text import parse
 from overnight.cli import client as api
 from overnight.console.run_events import history_marks
 from overnight.console.timeline import Mark
 from overnight.errors import OvernightError, RunNotFound
 from overnight.models import RunResult, RunStatus
 from overnight.workspace_spec import KeptWorkspace, latest_pushed
+from workflows.messages import CHECKPOINT_QUERY
 
 MAX_NOTES = 30
 ENDED_QUERY_TIMEOUT = timedelta(seconds=5)
@@ -38,6 +40,9 @@ class RunData:
     status_problem: str | None = None
     marks: list[Mark] = field(default_factory=list)
     result: RunResult | None = None
+    # The last good checkpoint's text, from the run's `checkpoint` query (None: none yet, or
+    # a worker that does not answer it).
+    checkpoint: str | None = None
 
 
 async def load(client: Client, run_id: str, previous: RunData | None = None) -> RunData:
@@ -64,6 +69,8 @@ async def load(client: Client, run_id: str, previous: RunData | None = None) -> 
             )
     except (OvernightError, RPCError, WorkflowQueryFailedError) as err:
         data.status_problem = getattr(err, "message", None) or str(err) or "the run did not answer"
+    if data.status is not None and data.result is None:
+        data.checkpoint = await _checkpoint(client, run_id, data.status, previous)
     if previous is not None and marks_key(previous) == marks_key(data):
         data.marks = previous.marks
     else:
@@ -76,6 +83,29 @@ async def load(client: Client, run_id: str, previous: RunData | None = None) -> 
         except Exception:  # an unreadable result leaves the notes to the status
             data.result = None
     return data
+
+
+async def _checkpoint(
+    client: Client, run_id: str, status: RunStatus, previous: RunData | None
+) -> str | None:
+    """The checkpoint's text, asked again only when the status shows a new one."""
+    before = previous.status if previous is not None else None
+    if previous is not None and before is not None and _same_checkpoint(before, status):
+        return previous.checkpoint
+    try:
+        text: str | None = await client.get_workflow_handle(run_id).query(
+            CHECKPOINT_QUERY, result_type=str, rpc_timeout=ENDED_QUERY_TIMEOUT
+        )
+    except (RPCError, WorkflowQueryFailedError):
+        return None  # a worker of before the query: the status' last note is shown
+    return text
+
+
+def _same_checkpoint(before: RunStatus, now: RunStatus) -> bool:
+    return (before.checkpoint_bytes, before.checkpoint_summary) == (
+        now.checkpoint_bytes,
+        now.checkpoint_summary,
+    )
 
 
 def marks_key(data: RunData) -> tuple[Any, ...]:
@@ -119,12 +149,19 @@ def safe_pull_request(url: str | None) -> str | None:
 
 
 def checkpoint_notes(data: RunData) -> list[str]:
-    """The checkpoint's notes: a finished run's whole list (its result's checkpoint), else the
-    last note the status keeps. Text as the agent wrote it (the template escapes it)."""
+    """The checkpoint's notes (the last `MAX_NOTES`): from a finished run's result, else from
+    the `checkpoint` query; the status' last note when neither has any. Text as the agent
+    wrote it (the template escapes it)."""
     result = data.result
-    if result is not None and isinstance(result.checkpoint_json, dict):
-        notes = result.checkpoint_json.get("notes")
-        if isinstance(notes, list):
+    parsed: Any = None
+    if result is not None:
+        parsed = result.checkpoint_json
+    elif data.checkpoint is not None:
+        is_json, parsed = parse(data.checkpoint)
+        parsed = parsed if is_json else None
+    if isinstance(parsed, dict):
+        notes = parsed.get("notes")
+        if isinstance(notes, list) and notes:
             return [_text(note) for note in notes[-MAX_NOTES:]]
     summary = data.status.checkpoint_summary if data.status is not None else None
     if summary is not None and summary.last_note:

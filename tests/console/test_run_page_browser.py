@@ -260,8 +260,8 @@ async def test_an_agents_script_link_and_fake_button_show_as_text_and_readers_ca
         await wait_for_status(dev_client, run_id, waiting, timeout=CAP)
         page = await open_run(browser, console, run_id)
         await expect(page.locator(".question-text")).to_have_text(f"Proceed? {HOSTILE}")
-        # The last note (what the status keeps of a running run's notes) and the next step.
-        await expect(page.locator("ol.notes li")).to_have_text([HOSTILE], timeout=UI_MS)
+        notes = page.locator("ol.notes li")
+        await expect(notes).to_have_text(["looked around", HOSTILE], timeout=UI_MS)
         await expect(page.locator(".next-step")).to_have_text(HOSTILE)
         assert await page.evaluate("window.__pwned") is None
         assert await page.locator("a[href*='evil.example']").count() == 0
