@@ -92,6 +92,8 @@ def opened(input: OpenPullRequestInput, environ: Mapping[str, str], link: str) -
             spend_model_usd=facts.spend_model_usd,
             safety_net=facts.safety_net,
             kept=facts.kept,
+            ci_rounds=facts.ci_rounds,
+            ci_failed=facts.ci_failed,
             run_link=link,
             template=read_pull_request_template(client, repo),
         )

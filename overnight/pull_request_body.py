@@ -54,6 +54,9 @@ class PullRequestFacts:
     spend_model_usd: float = 0
     safety_net: SafetyNet | None = None
     kept: Sequence[KeptWorkspace] = ()
+    # CI rounds: times the agent was started again for a failing check, and those checks.
+    ci_rounds: int = 0
+    ci_failed: Sequence[str] = ()
     run_link: str = ""
     template: str | None = None
 
@@ -101,6 +104,7 @@ def run_facts(facts: PullRequestFacts, *, listed: int = MAX_LISTED, tails: bool 
     sections = [
         _checks_section(facts.done_checks, tails),
         _attempts_section(facts, listed),
+        _ci_section(facts, listed),
         _spend_section(facts),
         _kept_section(facts.run_id, facts.kept, listed),
     ]
@@ -206,6 +210,19 @@ def _attempts_section(facts: PullRequestFacts, listed: int) -> str:
         if len(reason) > REASON_CHARS:
             reason = reason[: REASON_CHARS - 1] + "…"
         lines.append(f"- attempt {record.attempt}: {reason}")
+    return "\n".join(lines)
+
+
+def _ci_section(facts: PullRequestFacts, listed: int) -> str:
+    """The CI rounds: each failing check the agent was started again for (GitHub's words)."""
+    if not facts.ci_rounds and not facts.ci_failed:
+        return ""
+    lines = ["### CI rounds", "", f"The agent fixed failing CI {facts.ci_rounds} time(s).", ""]
+    failed = list(facts.ci_failed)[-listed:]
+    lines += [
+        f"- round {n}: {github_inline(line)[:REASON_CHARS]}"
+        for n, line in enumerate(failed, start=1 + max(0, len(facts.ci_failed) - listed))
+    ]
     return "\n".join(lines)
 
 

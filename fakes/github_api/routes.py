@@ -185,7 +185,7 @@ def check_runs(world: World, repo: Repo, request: Request, found: dict[str, str]
                 "html_url": run.details_url,
                 "output": {"title": run.title, "summary": run.summary, "text": run.text},
             }
-            for index, run in enumerate(repo.check_runs.get(sha, []))
+            for index, run in enumerate(world.reported_runs(repo, sha))
         ]
         return Answer(200, {"total_count": len(runs), "check_runs": runs})
 

@@ -149,6 +149,12 @@ class FakeGitHub:
         with self.world.lock:
             self._repo(full_name).check_runs[sha] = list(runs)
 
+    def run_ci(self, full_name: str, judge: Callable[[str], list[CheckRun]]) -> None:
+        """A CI of the repository: `judge(sha)` says the check runs it reports on a commit
+        (run once per commit; the first look at a commit finds them in progress)."""
+        with self.world.lock:
+            self._repo(full_name).ci = judge
+
     def add_statuses(self, full_name: str, sha: str, statuses: Iterable[CommitStatus]) -> None:
         """Commit statuses posted on `sha`, newest last (each context's newest counts)."""
         with self.world.lock:

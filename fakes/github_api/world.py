@@ -13,6 +13,7 @@ import base64
 import hashlib
 import subprocess
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -79,6 +80,10 @@ class Repo:
     # sha -> what was reported on it (newest last).
     check_runs: dict[str, list[CheckRun]] = field(default_factory=dict)
     statuses: dict[str, list[CommitStatus]] = field(default_factory=dict)
+    # A CI of the repository (`FakeGitHub.run_ci`): the check runs it reports on a commit,
+    # asked once per commit; the first look finds them in progress, the later ones done.
+    ci: Callable[[str], list[CheckRun]] | None = None
+    ci_asked: dict[str, int] = field(default_factory=dict)
 
     @property
     def full_name(self) -> str:
@@ -105,6 +110,20 @@ class World:
     def repo(self, owner: str, name: str) -> Repo | None:
         with self.lock:
             return self.repos.get(f"{owner}/{name}".lower())
+
+    def reported_runs(self, repo: Repo, sha: str) -> list[CheckRun]:
+        """The check runs reported on `sha`: those set by a test, else the repository's CI's
+        (in progress at its first look, as a CI just queued)."""
+        with self.lock:
+            if sha in repo.check_runs or repo.ci is None:
+                return repo.check_runs.get(sha, [])
+            asked = repo.ci_asked.get(sha, 0)
+            repo.ci_asked[sha] = asked + 1
+            runs = list(repo.ci(sha))
+            if asked == 0:
+                return [CheckRun(name=run.name, status="in_progress") for run in runs]
+            repo.check_runs[sha] = runs
+            return runs
 
     def new_id(self) -> int:
         with self.lock:

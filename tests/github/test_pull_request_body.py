@@ -169,3 +169,18 @@ def test_a_command_with_pipes_and_backticks_stays_in_its_table_cell() -> None:
 
 def test_an_unclosed_fence_keeps_the_rest_as_code() -> None:
     assert github_markdown("```\n@a\n<!--") == "```\n@a\n<!--"
+
+
+def test_the_body_says_the_ci_rounds_and_their_failing_checks() -> None:
+    facts = PullRequestFacts(
+        run_id="ci-run",
+        ci_rounds=2,
+        ci_failed=["tests (failure): 1 failed", "lint (failure): @octo see <!-- x -->"],
+    )
+    body = pull_request_text(facts).body
+    assert "### CI rounds" in body and "The agent fixed failing CI 2 time(s)." in body
+    assert "- round 1: tests (failure): 1 failed" in body
+    # GitHub's words pass through the same defusing as the agent's: nobody is pinged.
+    round_two = next(line for line in body.splitlines() if line.startswith("- round 2:"))
+    assert "@octo" not in round_two and "<!--" not in round_two
+    assert "### CI rounds" not in pull_request_text(PullRequestFacts(run_id="r")).body
