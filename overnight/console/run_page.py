@@ -14,6 +14,7 @@ Everything a run, a spec or an agent wrote reaches the templates as data, escape
 from __future__ import annotations
 
 import asyncio
+import subprocess
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -46,6 +47,9 @@ async def run_page(request: Request) -> Response:
         data = await run_data.load(client, run_id)
     except RunNotFound as err:
         return page(request, "run_missing.html", {"run_id": run_id, "why": str(err)}, 404)
+    except (OvernightError, RPCError) as err:
+        why = getattr(err, "message", None) or str(err)
+        return page(request, "run_missing.html", {"run_id": run_id, "why": why}, 503)
     context = facts_context(data)
     context.update(acts_context(data, seen.may_act))
     context.update(await diff_context(client, data, request.query_params.get("step")))
@@ -122,7 +126,7 @@ async def diff_context(client: Any, data: RunData, asked: str | None) -> dict[st
             repo = await run_data.spec_repo(client, data.run_id)
             base = status.workspace.base if status is not None and status.workspace else None
             shown = await diff_view.kept_diff(repo, step, base)
-        except (OvernightError, RPCError, OSError) as err:
+        except (OvernightError, RPCError, OSError, subprocess.SubprocessError) as err:
             problem = getattr(err, "message", None) or str(err)
     elif asked is not None and kept:
         problem = f"step {asked} has no kept workspace to show"

@@ -283,9 +283,11 @@ async def test_an_agents_script_link_and_fake_button_show_as_text_and_readers_ca
             form={"reason": "x", "csrf": token or ""},
             headers={"Authorization": f"Bearer {console.read_token}"},
         )
+        missing = await page.request.get(f"{console.url}/runs/{run_id}-not", headers=as_operator)
         status = await api.get_status(dev_client, run_id)
 
     assert (refused.status, as_reader.status) == (403, 403)
+    assert missing.status == 404 and f"no run &#39;{run_id}-not&#39;" in await missing.text()
     assert status.state == "waiting_for_answer"
 
 
