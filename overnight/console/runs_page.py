@@ -63,11 +63,20 @@ async def runs_list(request: Request) -> Response:
         "filters": filters,
         "query": urlencode(query),
         "events_url": "/runs/events?" + urlencode({**query, "v": str(version)}),
+        "choices": filter_choices(runs.rows()),
         "total": len(rows),
         "now": datetime.now(UTC),
         "error": runs.error,
     }
     return page(request, "runs.html", context)
+
+
+def filter_choices(rows: Sequence[RunRow]) -> list[tuple[str, list[str]]]:
+    """What the owner, label and agent fields suggest: the values the runs have."""
+    owners = sorted({row.owner for row in rows if row.owner})
+    labels = sorted({label for row in rows for label in row.labels})
+    agents = sorted({row.agent for row in rows if row.agent})
+    return [("owners", owners[:200]), ("labels", labels[:200]), ("agents", agents[:50])]
 
 
 async def runs_events(request: Request) -> Response:
