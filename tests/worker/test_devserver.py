@@ -36,7 +36,8 @@ async def registered_search_attributes(client: Client, namespace: str) -> dict[s
 
 
 def expected_kinds(types: dict[str, str]) -> dict[str, str]:
-    return {name: {"Datetime": "DATETIME"}.get(kind, kind.upper()) for name, kind in types.items()}
+    names = {"Datetime": "DATETIME", "KeywordList": "KEYWORD_LIST"}
+    return {name: names.get(kind, kind.upper()) for name, kind in types.items()}
 
 
 async def test_dev_server_from_yaml_runs_a_workflow_for_a_client(
