@@ -54,7 +54,7 @@ if cp.step < 1:
     cp.save()
     print("wrote greet.py; waiting for the workspace to be kept", flush=True)
     time.sleep(float(os.environ.get("HOLD", "3")))
-print("asking a person", flush=True)
+print(os.environ.get("SAY", "asking a person"), flush=True)
 answer = ask(os.environ["QUESTION"], json.loads(os.environ.get("CHOICES", "[]")) or None)
 cp.step = 2
 cp.note(f"answered: {answer}")
@@ -253,6 +253,7 @@ async def test_an_agents_script_link_and_fake_button_show_as_text_and_readers_ca
         NOTES=json.dumps(["looked around", HOSTILE]),
         NEXT=HOSTILE,
         HOLD="0",
+        SAY=f"{SCRIPT} \x1b[2J\x1b]0;owned\x07 {FAKE_BUTTON}",
     )
     async with provider_world(dev_client, "local", tmp_path, "console") as (queue, _, runs):
         runs.append(run_id)
@@ -263,6 +264,10 @@ async def test_an_agents_script_link_and_fake_button_show_as_text_and_readers_ca
         notes = page.locator("ol.notes li")
         await expect(notes).to_have_text(["looked around", HOSTILE], timeout=UI_MS)
         await expect(page.locator(".next-step")).to_have_text(HOSTILE)
+        # Its output too: the terminal's escapes shown as such, the tags as text.
+        await expect(page.locator("#run-output")).to_contain_text(
+            f"{SCRIPT} \\x1b[2J\\x1b]0;owned\\x07 {FAKE_BUTTON}", timeout=UI_MS
+        )
         assert await page.evaluate("window.__pwned") is None
         assert await page.locator("a[href*='evil.example']").count() == 0
         # The only buttons of the answer form are the agent's two choices, as their text.
