@@ -52,7 +52,7 @@ ENDED = ("needs_attention", "finished", "failed", "cancelled")
 LOG = "E   AssertionError: fixed.txt is missing\n1 failed, 3 passed in 0.12s"
 
 
-def tests_check(origin: Path, sha: str) -> list[CheckRun]:
+def ci_judge(origin: Path, sha: str) -> list[CheckRun]:
     """The repository's CI: `tests` passes on a commit that holds fixed.txt."""
     held = subprocess.run(
         ["git", "-c", "safe.directory=*", "cat-file", "-e", f"{sha}:fixed.txt"],
@@ -84,7 +84,7 @@ async def start_ci_run(
     serve_to_agents(port)
     owner = urlsplit(repo).path.strip("/").split("/")[0]
     github.add_repo(f"{owner}/origin", origin=files.origin)
-    github.run_ci(f"{owner}/origin", lambda sha: tests_check(files.origin, sha))
+    github.run_ci(f"{owner}/origin", lambda sha: ci_judge(files.origin, sha))
     spec = coding_spec(
         run_id,
         files,
