@@ -1,4 +1,4 @@
-"""`overnight demo --agent claude-code`: the real Claude Code CLI, killed once during a tool
+"""`overnight demo --agent claude-code` (and `codex`): the real CLI, killed once during a tool
 call, resumes its session in place (one attempt, no restart, the same session id before the
 kill and after it), and its run ends in a pull request on the fake GitHub, whose URL the demo
 prints last (overnight/cli/demo_agent.py). Through the command itself, the demo ends as the
@@ -45,15 +45,19 @@ CAUSES = {"crashed", "looped", "stalled", "sandbox_failed", "time_limit", "resum
 CAUSES |= {"fresh_starts_used_up", *UNNAMED_CAUSES}
 
 
-def link_claude_code(installed_cli: Callable[[str], Installed], home: Path | None) -> None:  # noqa: F811
-    """The session's Claude Code, in `home`'s agents folder (the session's by default)."""
+def link_cli(
+    installed_cli: Callable[[str], Installed],  # noqa: F811
+    kind: str,
+    home: Path | None,
+) -> None:
+    """The session's install of `kind`, in `home`'s agents folder (the session's by default)."""
     if not ADAPTER.is_file():
         pytest.skip(f"the adapter {ADAPTER.name} is not on this tree yet")
     if bwrap_problem() is not None:
         pytest.skip(f"coding agents run only in isolated sandboxes: {bwrap_problem()}")
     # Skipped by the fixture when the CLI is not installed and the npm registry is out of reach.
-    installed = installed_cli("claude-code")
-    place = install_folder(agent_cli("claude-code"), home)
+    installed = installed_cli(kind)
+    place = install_folder(agent_cli(kind), home)
     place.parent.mkdir(parents=True, exist_ok=True)
     if not place.exists():
         place.symlink_to(installed.folder)
@@ -103,7 +107,7 @@ async def test_overnight_demo_agent_ends_with_the_server_stopped_and_the_pull_re
     tmp_path: Path,
 ) -> None:
     home = tmp_path / "home"
-    link_claude_code(installed_cli, home)
+    link_cli(installed_cli, "claude-code", home)
     config = dev_config_file(tmp_path)
     settings = yaml.safe_load(config.read_text())
     process = await asyncio.create_subprocess_exec(
@@ -150,7 +154,7 @@ async def test_the_agent_demo_resumes_the_same_session_and_its_finished_card_is_
     dev_client: Client,
     installed_cli: Callable[[str], Installed],  # noqa: F811
 ) -> None:
-    link_claude_code(installed_cli, None)  # linked into this session's $OVERNIGHT_HOME
+    link_cli(installed_cli, "claude-code", None)  # linked into this session's $OVERNIGHT_HOME
     lines: list[str] = []
     code = await run_agent_demo(config=dev_server.config, out=lines.append)
     output = "\n".join(lines)
@@ -183,3 +187,27 @@ async def test_the_agent_demo_resumes_the_same_session_and_its_finished_card_is_
     report = await collect(dev_client, timedelta(hours=1), where=f"WorkflowId = '{run_id}'")
     assert report.runs == 1 and report.restarts == 0
     assert set(report.restarts_by_cause) <= CAUSES
+
+
+@pytest.mark.long
+async def test_the_codex_demo_resumes_its_session_and_a_kept_server_is_linked_before_the_pr(
+    dev_server: DevServer,
+    installed_cli: Callable[[str], Installed],  # noqa: F811
+) -> None:
+    link_cli(installed_cli, "codex", None)
+    lines: list[str] = []
+    code = await run_agent_demo(
+        "codex", keep_server=True, config=dev_server.config, out=lines.append
+    )
+    output = "\n".join(lines)
+    assert code == 0, output
+    assert "finished after 1 attempt (0 restarts" in output
+    assert "the same session, resumed in place" in output
+    assert re.search(r"^  [0-9a-f]+ step \d+: apply_patch greet.py$", output, re.M), output
+    # Kept: the server's line, then the link to the run on it, then the pull request.
+    assert lines[-3] == f"dev server left running at {dev_server.address}", output
+    assert lines[-2].startswith(f"Web UI: {dev_server.ui_url}/namespaces/"), output
+    assert re.fullmatch(
+        r"pull request: http://127\.0\.0\.1:\d+/demo-codex-[0-9a-z-]+/origin/pull/1 \(.*\)",
+        lines[-1],
+    ), output
