@@ -13,7 +13,7 @@ from activities.models import Observation
 from overnight import ci_rounds
 from overnight.agent_kit import overnight_agent
 from overnight.ci_rounds import CiView, FailingCheck
-from overnight.models import RunSpec
+from overnight.models import BudgetExtension, RunSpec
 from overnight.workspace_spec import KeptWorkspace
 from workflows.pure import budget, ci, workspace
 from workflows.pure.card import build_status, render_card
@@ -101,7 +101,7 @@ def test_past_max_ci_rounds_a_person_is_needed_and_an_extension_gives_a_round() 
         after
         == "CI checks still failing after 3 rounds of 3 allowed: last, tests (failure): 1 failed"
     )
-    s.budget = budget.extended(s.budget, type(s.budget).model_validate({}) and _more_rounds(1))
+    s.budget = budget.extended(s.budget, BudgetExtension(ci_rounds=1))
     verdict = ci.verdict(s, T0)
     assert isinstance(verdict, ci.CiRound) and "(round 4)" in verdict.reason
 
