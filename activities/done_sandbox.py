@@ -47,15 +47,14 @@ from activities.sandbox_setup import (
     APP_DIR,
     clone_and_switch,
     origin_scrubber,
+    repo_bind,
     running_sandbox,
     sandbox_origin,
-    spec_binds,
     spec_request,
 )
 from overnight.constants import LABEL_CHECK, LABEL_RUN
 from overnight.done_check import failure_file_text
 from overnight.grants import Grants
-from overnight.isolation import HostBind
 from overnight.models import RunSpec
 from overnight.workspace_spec import check_ref_name, size_text
 
@@ -72,14 +71,6 @@ def check_sandbox_name(run_id: str, number: int) -> str:
     return f"{run_id}-check-{number}"
 
 
-def check_binds(spec: RunSpec) -> tuple[HostBind, ...]:
-    """The spec's read-only binds and its local repository, read-only: a writable bind is one
-    the agent could have left something in."""
-    kept = [bind for bind in spec.binds if not bind.writable]
-    repo = spec_binds(spec.model_copy(update={"binds": kept}))
-    return tuple(bind if not bind.writable else HostBind(path=bind.path) for bind in repo)
-
-
 def check_request(input: PrepareDoneCheckInput, grants: Grants | None) -> SandboxRequest:
     """The run's sandbox as its agent's is made (activities.sandbox_setup.spec_request), but
     for its done check: named and labelled so, no writable bind, and a lease that ends in a
@@ -92,11 +83,13 @@ def check_request(input: PrepareDoneCheckInput, grants: Grants | None) -> Sandbo
         labels={LABEL_RUN: spec.run_id, LABEL_CHECK: str(input.number)},
         max_total_cost_micros=input.max_total_cost_micros,
     )
+    kept = spec.model_copy(update={"binds": [b for b in spec.binds if not b.writable]})
     return replace(
         made,
         timeout_seconds=input.timeout_seconds,
         on_lease_end="stop",
-        binds=check_binds(spec),
+        binds=tuple(kept.binds),
+        origin_bind=repo_bind(kept),
     )
 
 

@@ -163,9 +163,13 @@ async def ref_on_origin(repo: str, ref: str, credential: str = "") -> str | None
     with tempfile.TemporaryDirectory(prefix="overnight-origin-") as home:
         config = Path(home) / "gitconfig"
         # A local origin owned by another user (an operator's folder, a root worker) is still
-        # listed: upload-pack there only lists refs (see above).
+        # listed: upload-pack there only lists refs (see above). It judges a repository with
+        # a work tree (a user's `git init`) by its `.git` folder, a bare one by itself.
         folder = local_folder(repo)
-        text = "" if folder is None else f"[safe]\n\tdirectory = {_quoted(folder)}\n"
+        text = ""
+        if folder is not None:
+            trusted = [folder, str(Path(folder) / ".git")]
+            text = "[safe]\n" + "".join(f"\tdirectory = {_quoted(p)}\n" for p in trusted)
         if credential:
             pair = base64.b64encode(f"x-access-token:{credential}".encode()).decode()
             text += f"[http]\n\textraHeader = {_quoted('Authorization: Basic ' + pair)}\n"

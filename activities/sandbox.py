@@ -71,6 +71,7 @@ from activities.providers.protocol import (
 from activities.providers.registry import ProviderFactory
 from activities.providers.runtime.watch_stream import exit_marker_path
 from activities.pull_request import PullRequestActivities
+from activities.repo_check import repo_refusals
 from activities.requests_file import read_requests
 from activities.retry_notes import tell_run
 from activities.runtime_model_key import hold_model_key, keyed_launch
@@ -85,8 +86,8 @@ from overnight.constants import (
     LABEL_ATTEMPT,
     LABEL_RUN,
 )
-from overnight.grants import Grants
 from overnight.done_check import DONE_CHECK_FILE
+from overnight.grants import Grants
 from overnight.host_settings import host_lost_seconds
 from overnight.hosts import host_bound
 from overnight.model_access import host_cap
@@ -177,8 +178,8 @@ class SandboxActivities:
             *WorkspaceActivities(self._provider, self._heartbeat_seconds).all(),
             *BranchPushActivities(self._provider, self._heartbeat_seconds).all(),
             *PullRequestActivities().all(),
-            self.create_sandbox,
             *CiActivities().all(),
+            self.create_sandbox,
             self.start_agent,
             self.observe_agent,
             self.read_checkpoint,
@@ -236,6 +237,11 @@ class SandboxActivities:
         # What only the start looks at: a credential unset here, a model API nothing answers
         # at (later, a create names the first, and the adapter backs off from the second).
         found += unset_secrets(input.spec, self._grants)
+        holds_work = await self._holds_work(input.spec.provider)
+        if holds_work:
+            # A local repo that is none: its clone would fail at every create (a provider of
+            # virtual agents clones nothing).
+            found += await asyncio.to_thread(repo_refusals, input.spec)
         if not found:
             # Tried from the worker only for a spec it would run: never a host port refused
             # above (activities/base_url_check.py says what else it never tries).
@@ -249,7 +255,7 @@ class SandboxActivities:
             refusals=found,
             admission=terms or None,
             host_lost_seconds=lost_after,
-            holds_work=await self._holds_work(input.spec.provider),
+            holds_work=holds_work,
         )
 
     async def _holds_work(self, name: str) -> bool:
@@ -386,13 +392,13 @@ class SandboxActivities:
             env,
             resumed=input.resumed,
             done_round=input.done_round,
+            ci_round=input.ci_round,
         )
         previous = None
         if input.output_of is not None:
             previous = await read_last_words(
                 provider, input.sandbox_id, input.output_of, input.secret_env, may_wake=False
             )
-            ci_round=input.ci_round,
         with activity_errors():
             model_env, model_url = await model_wiring(provider, input.sandbox_id, spec)
             launch = keyed_launch(spec, replace(launch, env={**launch.env, **model_env}))
@@ -401,15 +407,15 @@ class SandboxActivities:
                 # As the worker means it, whatever the agent did to it meanwhile.
                 config = coding.config_bytes(spec, base_url=model_url)
                 await provider.write_file(input.sandbox_id, coding.ADAPTER_CONFIG, config)
+            if input.told:
+                # A failing CI check, told where a done check's failure is (its reason says).
+                await provider.write_file(input.sandbox_id, DONE_CHECK_FILE, input.told.encode())
             process = await provider.start_agent(input.sandbox_id, launch)
         return AgentStarted(
             sandbox_id=input.sandbox_id, process_id=process.process_id, previous_output=previous
         )
 
     # ----- watching -----
-            if input.told:
-                # A failing CI check, told where a done check's failure is (its reason says).
-                await provider.write_file(input.sandbox_id, DONE_CHECK_FILE, input.told.encode())
 
     @activity.defn(name=ActivityName.OBSERVE_AGENT)
     async def observe_agent(self, input: ObserveInput) -> Observation:
@@ -494,19 +500,19 @@ def _launch(
     *,
     resumed: int = 0,
     done_round: int = 0,
+    ci_round: int = 0,
 ) -> AgentLaunch:
     start_key = f"{spec.run_id}-{attempt}-{fresh_start}" + (f"-p{resumed}" if resumed else "")
     if done_round:
         start_key += f"-d{done_round}"
+    if ci_round:
+        start_key += f"-c{ci_round}"
     return AgentLaunch(
         start_key=start_key,
-    ci_round: int = 0,
         command=coding.adapter_command(spec) if spec.agent is not None else spec.command,
         cwd=spec.cwd,
         env=env,
         exit_marker=exit_marker_path(spec.checkpoint_path, start_key),
-    if ci_round:
-        start_key += f"-c{ci_round}"
     )
 
 

@@ -190,10 +190,11 @@ def spec_request(
         on_lease_end="pause",
         max_total_cost_micros=max_total_cost_micros,
         isolation=spec.isolation,
-        binds=spec_binds(spec),
+        binds=tuple(spec.binds),
         host_ports=tuple(spec.host_ports),
         egress=allowed_names(spec, grants),
         origin=git_origin(spec),
+        origin_bind=repo_bind(spec),
     )
 
 
@@ -299,14 +300,21 @@ def _tail(text: str, limit: int = 500) -> str:
 def spec_binds(spec: RunSpec) -> tuple[HostBind, ...]:
     """The spec's binds, and its `repo` read-only when it is a folder on this machine (the
     clone reads it there) and no bind shows it already."""
-    binds = tuple(spec.binds)
+    repo = repo_bind(spec)
+    return (*spec.binds, *([repo] if repo is not None else []))
+
+
+def repo_bind(spec: RunSpec) -> HostBind | None:
+    """The spec's `repo` as a read-only bind when it is a folder on this machine that no bind
+    of the spec shows: what a local sandbox its provider does not serve the origin to clones
+    from (`SandboxRequest.origin_bind`)."""
     if spec.provider != "local":
-        return binds
+        return None
     repo = clone_source(spec.repo)
     if repo.startswith("file://"):
         repo = urlsplit(repo).path
     if not repo.startswith("/") or not os.path.exists(repo):
-        return binds
-    if any(is_under(repo, [bind.path]) for bind in binds):
-        return binds
-    return (*binds, HostBind(path=repo))
+        return None
+    if any(is_under(repo, [bind.path]) for bind in spec.binds):
+        return None
+    return HostBind(path=repo)
