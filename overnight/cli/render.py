@@ -12,6 +12,7 @@ from pydantic import BaseModel
 from overnight.agent_text import terminal_line
 from overnight.agent_text import terminal_safe as terminal_safe  # its home is agent_text
 from overnight.checkpoint_text import parse
+from overnight.ci_rounds import ci_line
 from overnight.cli.client import ReapedSandbox, RunSummary
 from overnight.egress import refusal_words
 from overnight.models import BudgetExtension, RunResult, RunStatus
@@ -113,6 +114,9 @@ def status_text(status: RunStatus, *, now: datetime, ui_url: str | None) -> str:
         lines.append(f"  pushed:        {status.pushed_commit[:12]}, on the origin")
     if status.pull_request_url:
         lines.append(f"  pull request:  {terminal_line(status.pull_request_url)}")
+    checks = ci_line(status.ci)
+    if checks:
+        lines.append(f"  CI:            {terminal_line(checks)}")
     if ui_url:
         lines.append(f"  Web UI:        {ui_url}")
     words = status.last_words
@@ -213,6 +217,9 @@ def result_text(result: RunResult) -> str:
         lines.append(f"  pushed: {result.pushed_commit[:12]}, on the origin")
     if result.pull_request_url:
         lines.append(f"  pull request: {terminal_line(result.pull_request_url)}")
+    checks = ci_line(result.ci)
+    if checks:
+        lines.append(f"  CI: {terminal_line(checks)}")
     net = safety_net_line(result.safety_net)
     return terminal_safe("\n".join(lines + ([f"safety net: {net}"] if net else [])))
 

@@ -120,3 +120,25 @@ def test_status_and_result_name_the_pushed_commit_and_the_pull_request() -> None
     assert said[1:] == ["  pushed: bbbbbbbbbbbb, on the origin", f"  pull request: {url}"]
     # Not pushed (yet): nothing said.
     assert "pushed" not in status_text(status(), now=NOW, ui_url=None)
+
+
+def test_status_and_result_say_the_ci_round_and_the_failing_check() -> None:
+    from overnight.ci_rounds import CiView, FailingCheck
+
+    failing = CiView(
+        commit="3f2a9c01d4e5" + "0" * 28,
+        state="failing",
+        rounds_used=1,
+        max_rounds=3,
+        failing=FailingCheck(name="tests", title="1 failed"),
+    )
+    text = status_text(status(state="needs_attention", ci=failing), now=NOW, ui_url=None)
+    assert "  CI:            failing on 3f2a9c01d4e5 (round 1 of 3): tests (failure): 1 failed" in (
+        text.splitlines()
+    )
+    passed = failing.model_copy(update={"state": "passed", "passed": ["tests"], "failing": None})
+    result = RunResult(
+        run_id="r", outcome="finished", attempts=1, restarts=0, hours_used=1, spend_usd=0, ci=passed
+    )
+    assert "  CI: passed on 3f2a9c01d4e5 (round 1 of 3): tests" in result_text(result).splitlines()
+    assert "CI" not in status_text(status(), now=NOW, ui_url=None)
