@@ -196,3 +196,19 @@ def test_snapshot_here_returns_at_once_without_snapshot_recovery(tmp_path: Path)
         timeout=10,
     )
     assert out.stdout.strip() == "None" and not path.exists()
+
+
+def test_a_failing_ci_check_is_told_as_a_done_check_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from overnight.agent_kit import overnight_agent as kit
+    from overnight.ci_rounds import CI_CHECK_REASON
+
+    told = tmp_path / "done-check.txt"
+    told.write_text("check: tests\n\nlog (its end):\nFAILED test_due\n")
+    monkeypatch.setenv("OVERNIGHT_DONE_CHECK_FILE", str(told))
+    monkeypatch.setenv("OVERNIGHT_RESTART_REASON", f"{CI_CHECK_REASON} (round 1): tests (failure)")
+    assert kit.CI_CHECK_REASON == CI_CHECK_REASON
+    assert kit.done_check_failure() == told.read_text().strip()
+    monkeypatch.setenv("OVERNIGHT_RESTART_REASON", "agent crashed (exit 1)")
+    assert kit.done_check_failure() is None
