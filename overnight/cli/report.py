@@ -31,7 +31,7 @@ from temporalio.common import SearchAttributeKey
 
 from overnight.cli.help_texts import JSON_HELP
 from overnight.cli.report_totals import (
-    UNNAMED_CAUSES,
+    EXPLAINED_CAUSES,
     Report,
     RunFacts,
     facts_from_result,
@@ -173,7 +173,7 @@ def report_text(report: Report) -> str:
     ]
     lines += [
         f"                {name.replace('_', ' ')}: {meaning}"
-        for name, meaning in UNNAMED_CAUSES.items()
+        for name, meaning in EXPLAINED_CAUSES.items()
         if name in report.restarts_by_cause
     ]
     if report.blocked:

@@ -47,16 +47,18 @@ class RunFacts:
     unread: bool = False
 
 
-# The causes a report names for restarts whose own cause it cannot read, each with what it
-# means (`report_text` prints the meaning of each one it counts).
+# The causes a report names for restarts whose own cause it cannot read, and the catch-all
+# cause, each with what it means (`report_text` prints the meaning of each one it counts).
 UNREAD = "unread"
 NOT_KEPT = "not_kept"
 NOT_RESTARTED = "not_restarted"
-UNNAMED_CAUSES = {
+EXPLAINED_CAUSES = {
     UNREAD: "runs only visibility counted: a run still going or failed whose worker did "
     "not answer (start it, e.g. `overnight dev`, and report again), or one terminated",
     NOT_KEPT: "runs begun before overnight kept restart causes",
     NOT_RESTARTED: "the run ended, or waits for a person, before the new sandbox ran",
+    # A cause of its own (workflows.pure.safety_net.cause_of), the one whose name says least.
+    "other": "a reason none of the named causes covers, e.g. a rewind a person asked for",
 }
 
 
@@ -177,7 +179,7 @@ def summarize(facts: list[RunFacts], since: datetime, until: datetime) -> Report
 
 
 def _why_uncaused(run: RunFacts) -> str:
-    """Why some of a run's restarts have no cause of their own (UNNAMED_CAUSES says each)."""
+    """Why some of a run's restarts have no cause of their own (EXPLAINED_CAUSES says each)."""
     if run.unread:
         return UNREAD
     if run.safety_net_usd is None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from overnight.cli.report import report_text
-from overnight.cli.report_totals import UNNAMED_CAUSES, RunFacts, facts_from_result, summarize
+from overnight.cli.report_totals import EXPLAINED_CAUSES, RunFacts, facts_from_result, summarize
 
 T0 = datetime(2026, 12, 6, 12, 0, tzinfo=UTC)
 KNOWN_CAUSES = {
@@ -40,12 +40,20 @@ def test_restarts_without_a_cause_of_their_own_are_counted_under_why_and_explain
         "not_restarted": 1,
         "unread": 3,
     }
-    assert set(report.restarts_by_cause) <= KNOWN_CAUSES | set(UNNAMED_CAUSES)
+    assert set(report.restarts_by_cause) <= KNOWN_CAUSES | set(EXPLAINED_CAUSES)
     text = report_text(report)
     assert "unknown" not in text
     assert "restarts:     8 (3 crashed, 1 not kept, 1 not restarted, 3 unread)" in text
-    for name, meaning in UNNAMED_CAUSES.items():
-        assert f"{name.replace('_', ' ')}: {meaning}" in text
+    for name in ("unread", "not_kept", "not_restarted"):
+        assert f"{name.replace('_', ' ')}: {EXPLAINED_CAUSES[name]}" in text
+    assert "other:" not in text  # only the causes it counts are explained
+
+
+def test_the_catch_all_cause_other_is_explained_when_counted() -> None:
+    runs = [RunFacts("f", "finished", 1, {"other": 1}, sandbox_usd=0.1, safety_net_usd=0.01)]
+    text = report_text(summarize(runs, T0 - timedelta(days=1), T0))
+    assert "restarts:     1 (1 other)" in text
+    assert "other: a reason none of the named causes covers" in text
 
 
 def test_a_status_names_its_restarts_not_yet_counted_by_their_reasons() -> None:

@@ -24,7 +24,7 @@ from temporalio.client import Client
 from activities.providers.local.isolation import bwrap_problem
 from overnight.cli.demo_agent import run_agent_demo
 from overnight.cli.report import collect
-from overnight.cli.report_totals import UNNAMED_CAUSES
+from overnight.cli.report_totals import EXPLAINED_CAUSES
 from overnight.coding_agents import agent_cli, install_folder
 from overnight.worker.agent_clis import Installed
 from overnight.worker.devserver import DevServer
@@ -42,7 +42,7 @@ PULL_REQUEST = re.compile(
     r"(/\S+/pull-request\.md)\)"
 )
 CAUSES = {"crashed", "looped", "stalled", "sandbox_failed", "time_limit", "resumed", "other"}
-CAUSES |= {"fresh_starts_used_up", *UNNAMED_CAUSES}
+CAUSES |= {"fresh_starts_used_up", *EXPLAINED_CAUSES}
 
 
 def link_cli(
