@@ -60,7 +60,8 @@ async def watch(s: SupervisorState, publish: Publish) -> Decision | None:
     assert s.pushed_commit is not None
     while True:
         began = workflow.now()
-        seen = await _look(s, s.pushed_commit)
+        wait = ci.window_seconds(s, began, policies.WATCH_CHECKS_WINDOW)
+        seen = await _look(s, s.pushed_commit, wait)
         if seen is None:
             ci.end_watch(s, workflow.now())
             return None
@@ -70,7 +71,7 @@ async def watch(s: SupervisorState, publish: Publish) -> Decision | None:
         after = ci.after_look(s, seen, workflow.now())
         publish(s)
         if after is None:
-            await _rest_of_window(s, began)
+            await _rest_of_window(s, began + timedelta(seconds=wait))
             continue
         ci.end_watch(s, workflow.now())
         if isinstance(after, ci.Passed):
@@ -79,10 +80,10 @@ async def watch(s: SupervisorState, publish: Publish) -> Decision | None:
         return _decided(s, after)
 
 
-async def _rest_of_window(s: SupervisorState, began: datetime) -> None:
+async def _rest_of_window(s: SupervisorState, ends: datetime) -> None:
     """A watch back early with the checks still pending (its worker's clock, a retry): the
     rest of its window is waited out on a timer, so a run never polls in a tight loop."""
-    rest = began + policies.WATCH_CHECKS_WINDOW - workflow.now()
+    rest = ends - workflow.now()
     if rest <= timedelta(seconds=1):
         return
     try:
@@ -93,9 +94,8 @@ async def _rest_of_window(s: SupervisorState, began: datetime) -> None:
         pass
 
 
-async def _look(s: SupervisorState, commit: str) -> ChecksSeen | ActivityError | None:
+async def _look(s: SupervisorState, commit: str, wait: float) -> ChecksSeen | ActivityError | None:
     """One watch window: what it saw, why it could not look, or None when cancelled."""
-    wait = ci.window_seconds(s, workflow.now(), policies.WATCH_CHECKS_WINDOW)
     handle = ci_calls.start_watch(s, commit, wait, ci.poll_seconds(s))
     await workflow.wait_condition(lambda: handle.done() or s.cancel_requested)
     if s.cancel_requested:
