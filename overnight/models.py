@@ -498,7 +498,13 @@ class RunStatus(_Strict):
     # The run is held only by that daily limit: it goes on by itself when the window reopens.
     waiting_for_daily_window: bool = False
     started_at: datetime
+    # The agent's last checkpoint write the run took (runs begun before the
+    # `progress-is-checkpoints` marker: the stall clock's last start).
     last_progress_at: datetime | None = None
+    # While an agent runs: when it is restarted as stalled unless it writes a checkpoint
+    # first, and the spec's `stall_seconds` that took (the status says it from half on).
+    stalls_at: datetime | None = None
+    stall_seconds: float | None = None
     checkpoint_bytes: int = 0
     checkpoint_summary: CheckpointSummary | None = None
     checkpoint_rejected: str | None = None

@@ -137,6 +137,11 @@ CI_ROUNDS_PATCH = "ci-rounds"
 # person at once, the sandbox paused where it stands with the work in it, rather than going
 # on with work only there; an extension (or `overnight push`) keeps again and goes on.
 KEEP_HELD_PATCH = "keep-failure-held"
+# Runs begun with this marker say as their last progress (the status, the card, the
+# OvernightLastProgress search attribute) their agent's last checkpoint write, never the
+# moments the stall clock starts again (a new sandbox, a wake, a fresh start); histories
+# recorded before it replay publishing the stall clock's start as before.
+PROGRESS_IS_CHECKPOINTS_PATCH = "progress-is-checkpoints"
 # Runs begun with this marker publish what the console lists them by (issue 52): their
 # owner, agent kind and labels as search attributes with their first upsert, and their row
 # (overnight/run_row.py) in the memo under the lean rule of workflows/pure/row.py; histories

@@ -26,6 +26,7 @@ with workflow.unsafe.imports_passed_through():
         LEASE_KEEPING_PATCH,
         LOOP_EXIT_PATCH,
         NOTIFY_PATCH,
+        PROGRESS_IS_CHECKPOINTS_PATCH,
         REQUESTS_FILE_PATCH,
         RUN_ID_MATCH_PATCH,
         SAFETY_NET_PATCH,
@@ -64,6 +65,7 @@ def begin(spec: Any, carried: Any, lean: bool) -> tuple[SupervisorState, bool]:
     # Only local runs ask it (a Runtime sandbox is never paused for the worker's disk).
     s.host_floor_kept = accepted.provider == "local" and workflow.patched(HOST_FLOOR_PATCH)
     s.finish_pushes = workflow.patched(FINISHED_PUSHED_PATCH)
+    s.progress_is_checkpoints = workflow.patched(PROGRESS_IS_CHECKPOINTS_PATCH)
     return s, True
 
 

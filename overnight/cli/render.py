@@ -71,6 +71,11 @@ def status_text(status: RunStatus, *, now: datetime, ui_url: str | None) -> str:
         f"  budget left:   {budget_left(status)} (spent ${status.spend_usd:.2f})",
         f"  last progress: {age(status.last_progress_at, now)}",
     ]
+    from workflows.pure.stall_watch import stall_coming  # the card's words too
+
+    coming = stall_coming(status, now)
+    if coming:
+        lines.append(f"  stall watch:   {coming}")
     if status.wait_hours_used > 0:
         lines.append(
             f"  waited:        {status.wait_hours_used:.1f} of {status.budget.max_wait_hours:g} h"

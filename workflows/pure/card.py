@@ -32,6 +32,7 @@ from workflows.pure.checkpoint import kept_facts
 from workflows.pure.egress import refused_totals
 from workflows.pure.hosts import shown_host
 from workflows.pure.safety_net import summary as safety_net_summary
+from workflows.pure.stall_watch import stall_coming, stalls_at
 from workflows.pure.state import SupervisorState
 from workflows.pure.workspace import view as workspace_view
 
@@ -63,7 +64,11 @@ def build_status(state: SupervisorState, now: datetime) -> RunStatus:
         daily_limit=state.daily_limit,
         waiting_for_daily_window=state.daily_window_wait and state.state == "needs_attention",
         started_at=state.started_at,
-        last_progress_at=state.last_progress_at,
+        last_progress_at=state.last_checkpoint_at
+        if state.progress_is_checkpoints
+        else state.last_progress_at,
+        stalls_at=stalls_at(state),
+        stall_seconds=state.spec.stall_seconds,
         checkpoint_bytes=len(state.checkpoint.encode()) if state.checkpoint else 0,
         checkpoint_summary=kept_facts(state.checkpoint, state.checkpoint_facts).summary,
         checkpoint_rejected=state.checkpoint_rejected,
@@ -125,6 +130,10 @@ def render_card(status: RunStatus, now: datetime) -> str:
         f"{budget.max_wait_hours:g} h · **spend** {spend}",
         f"- **last progress** {moment(status.last_progress_at, now, live=live)}",
     ]
+    coming = stall_coming(status, now)
+    if coming and status.stalls_at is not None:
+        # Written at a wake and read later: the moment too, which stays true.
+        lines.append(f"- **stall watch** {coming} ({status.stalls_at:%H:%M:%S} UTC)")
     blocked = refusal_words(status.egress_refused)
     if blocked is not None:
         lines.append(f"- **network** {blocked}")

@@ -21,6 +21,7 @@ from workflows.pure import (
     lease,
     model_books,
     snapshot,
+    stall_watch,
     workspace,
 )
 from workflows.pure.budget import (
@@ -324,6 +325,11 @@ def next_wake(state: SupervisorState, now: datetime) -> datetime:
     stall = stall_deadline_of(state)
     if stall is not None:
         wake = min(wake, stall)
+        # And once at half of it, so the card says the stall is coming (runs begun with the
+        # marker: the wake is a look more in their history).
+        coming = stall_watch.seen_coming_at(state)
+        if state.progress_is_checkpoints and coming is not None and coming > now:
+            wake = min(wake, coming)
     # In time to extend the lease, and (a safety net for a missed pause) just after its end.
     point = lease.extension_point(state)
     if point is not None and point > now:

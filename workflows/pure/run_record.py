@@ -82,6 +82,7 @@ def take_checkpoint(
     s.checkpoint_rejected = None
     if not (same_work and by_progress_mark is not None and by_progress_mark()):
         s.last_progress_at = now
+        s.last_checkpoint_at = now
     kit_requests.take_requests(s)
     return True, None
 

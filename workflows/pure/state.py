@@ -117,7 +117,13 @@ class SupervisorState(BaseModel):
     # run looks again now and then and goes on by itself (a person may still extend or cancel).
     daily_window_wait: bool = False
 
+    # When the stall clock last started: a checkpoint taken, and also a new sandbox, a fresh
+    # start, a wake (the stall restart comes `spec.stall_seconds` after it).
     last_progress_at: datetime | None = None
+    # When the agent last wrote a checkpoint the run took: its progress, as a person is told
+    # it (runs begun with `progress_is_checkpoints`; before, the stall clock's start was).
+    last_checkpoint_at: datetime | None = None
+    progress_is_checkpoints: bool = False
 
     # The last good checkpoint: workflow history is its off-machine copy.
     checkpoint: str | None = None
