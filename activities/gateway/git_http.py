@@ -13,7 +13,6 @@ may not push refuses the whole push, with a line git prints; the pack is never r
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import shutil
 from collections.abc import AsyncIterator
@@ -25,6 +24,7 @@ from activities.gateway import git_forward
 from activities.gateway.git_push import BadPush, read_head, refusal_answer, refused
 from activities.gateway.http_wire import iter_body
 from activities.gateway.origin import Origin
+from overnight.asyncio_children import end_child, kill_child
 
 ROUTE = "/git/"
 SERVICES = ("git-upload-pack", "git-receive-pack")
@@ -35,6 +35,8 @@ PROBE = b"0000"
 CHUNK = 256 * 1024
 BACKEND_SECONDS = 3600.0
 CONNECT_SECONDS = 10.0
+# A backend that has written its answer ends within this, or is killed.
+EXIT_SECONDS = 30.0
 
 
 class Answer(Exception):
@@ -188,6 +190,7 @@ async def _backend(
     )
     assert process.stdin is not None and process.stdout is not None
     feeding = asyncio.create_task(_feed(process.stdin, first, body))
+    answered = False
     try:
         head = await asyncio.wait_for(process.stdout.readuntil(b"\r\n\r\n"), BACKEND_SECONDS)
         writer.write(_response_head(head))
@@ -195,12 +198,23 @@ async def _backend(
             writer.write(chunk)
             await writer.drain()
         await feeding
+        answered = True
     finally:
         if not feeding.done():
             feeding.cancel()
-        with contextlib.suppress(ProcessLookupError):
-            process.kill()
-        await process.wait()
+        if not answered:
+            kill_child(process)  # cut short (the sandbox's git went away): it is not needed
+        await _ended(process)
+
+
+async def _ended(process: asyncio.subprocess.Process) -> None:
+    """Wait for the backend's end: one that answered ends on its own as its output ends
+    (killed only if it has not within EXIT_SECONDS). Never `process.kill()`: see
+    overnight/asyncio_children.py."""
+    try:
+        await asyncio.wait_for(process.wait(), EXIT_SECONDS)
+    except TimeoutError:
+        await end_child(process)
 
 
 async def _feed(stdin: asyncio.StreamWriter, first: bytes, body: AsyncIterator[bytes]) -> None:
