@@ -3,8 +3,12 @@ kept at its checkpoints, and going on from one of them.
 
 `diff` runs git here, on the user's machine: it fetches the kept ref from the run's repository
 (the spec's `repo`, or `--repo` when this machine reaches it another way) into a temporary
-bare repository and diffs it against the run's base. The kept tree is the agent's and may be
-hostile, so nothing of it is checked out and no hook, external diff or textconv runs.
+bare repository and diffs it against where the run started, committed and uncommitted work
+alike: the run's base (the commit its first sandbox cloned), else the kept commit's merge base
+with the origin's default branch (a run begun before bases were kept), else nothing (an origin
+with no commit then: every file is new). `--step N` diffs from the workspace kept at the
+checkpoint before N instead, so it shows step N's work alone. The kept tree is the agent's and
+may be hostile, so nothing of it is checked out and no hook, external diff or textconv runs.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from overnight.agent_text import one_line, terminal_line
 from overnight.cli.run_names import RUN_NAME_HELP
 from overnight.cli.terminal_output import raw_stdout, shown
 from overnight.errors import OvernightError
+from overnight.grants import local_repo_path
 from overnight.models import RunStatus
 from overnight.specs import redact_url, scrub_url
 from overnight.workspace_spec import KeptWorkspace, find, latest_pushed
@@ -41,6 +46,10 @@ _SAFE = [
     "-c",
     "safe.directory=*",
 ]
+# A local origin another user owns (a user's folder, read by root) is trusted by the
+# upload-pack a fetch starts there too: it is not given the `-c` above. (Only there: over ssh
+# it would be the server's command.)
+_LOCAL_UPLOAD_PACK = "--upload-pack=git -c safe.directory=* upload-pack"
 
 
 class WorkspaceRefused(OvernightError):
@@ -49,10 +58,18 @@ class WorkspaceRefused(OvernightError):
 
 def add_parsers(commands: argparse._SubParsersAction, parser_class: type) -> None:  # type: ignore[type-arg]
     diff = commands.add_parser(
-        "diff", help="what the agent changed: the run's base to its last (or Nth) kept workspace"
+        "diff",
+        help="what the agent changed: from where the run started to its last kept workspace "
+        "(--step N: from the checkpoint before N to N)",
     )
     diff.add_argument("run_id", help=RUN_NAME_HELP)
-    diff.add_argument("--step", type=int, metavar="N", help="checkpoint N (default: the latest)")
+    diff.add_argument(
+        "--step",
+        type=int,
+        metavar="N",
+        help="checkpoint N's work alone, from the checkpoint kept before it (default: the "
+        "whole run's, to the latest)",
+    )
     diff.add_argument("--repo", help="fetch from this URL or path (default: the spec's repo)")
     diff.add_argument("--stat", action="store_true", help="only which files, and how much")
     diff.add_argument(
@@ -104,7 +121,12 @@ async def run_diff(args: argparse.Namespace, connect: Connect) -> int:
     kept = chosen(status, args.step)
     repo = args.repo or (await run_spec(client, args.run_id)).repo
     base = status.workspace.base if status.workspace else None
-    data = await asyncio.to_thread(diff_bytes, clone_source(repo), kept, base, stat=args.stat)
+    since = None
+    if args.step is not None and status.workspace is not None:
+        since = kept_before(status.workspace.kept, kept)
+    data = await asyncio.to_thread(
+        diff_bytes, clone_source(repo), kept, base, stat=args.stat, since=since
+    )
     if raw is not None:
         raw.write(data)
         raw.flush()
@@ -130,26 +152,92 @@ def chosen(status: RunStatus, step: int | None) -> KeptWorkspace:
     return record
 
 
-def diff_text(repo: str, kept: KeptWorkspace, base: str | None, *, stat: bool = False) -> str:
+def kept_before(kept: list[KeptWorkspace], record: KeptWorkspace) -> KeptWorkspace | None:
+    """The workspace kept (pushed) at the checkpoint before `record`'s; None: it is the
+    run's first, and its work is diffed from where the run started."""
+    earlier = [k for k in kept if k.number < record.number and k.outcome == "pushed"]
+    found = max(earlier, key=lambda k: k.number, default=None)
+    return found if found is not None and found.ref and found.commit else None
+
+
+def diff_text(
+    repo: str,
+    kept: KeptWorkspace,
+    base: str | None,
+    *,
+    stat: bool = False,
+    since: KeptWorkspace | None = None,
+) -> str:
     """`diff_bytes` as text (a byte that is not UTF-8 replaced), as the agent wrote it."""
-    return diff_bytes(repo, kept, base, stat=stat).decode("utf-8", errors="replace")
+    return diff_bytes(repo, kept, base, stat=stat, since=since).decode("utf-8", errors="replace")
 
 
-def diff_bytes(repo: str, kept: KeptWorkspace, base: str | None, *, stat: bool = False) -> bytes:
-    """The diff from `base` (else the kept commit's first parent) to the kept workspace."""
-    assert kept.ref is not None and kept.commit is not None
+def diff_bytes(
+    repo: str,
+    kept: KeptWorkspace,
+    base: str | None,
+    *,
+    stat: bool = False,
+    since: KeptWorkspace | None = None,
+) -> bytes:
+    """The diff to the kept workspace from `since` (an earlier kept workspace) when given,
+    else from where the run started (`base`, else the merge base with the origin's default
+    branch, else the empty tree)."""
+    assert kept.commit is not None
     with tempfile.TemporaryDirectory(prefix="overnight-diff-") as where:
         _git(where, "init", "--quiet", "--bare", ".")
-        _git(
-            where, "fetch", "--quiet", "--no-tags", "--", repo, f"+{kept.ref}:{kept.ref}", repo=repo
-        )
-        got = _git(where, "rev-parse", "--verify", f"{kept.ref}^{{commit}}").strip()
-        if got != kept.commit:
-            raise OvernightError(f"{kept.ref} in {redact_url(repo)} is {got}, not {kept.commit}")
-        start = base if base and _has(where, base) else f"{kept.commit}^1"
+        _fetch_kept(where, repo, kept)
+        if since is not None and since.commit is not None:
+            _fetch_kept(where, repo, since)
+            start = since.commit
+        else:
+            start = _run_start(where, repo, kept.commit, base)
         options = ["--stat"] if stat else ["--binary"]
         diff = ["diff", "--no-ext-diff", "--no-textconv", "--no-color", *options]
         return _git_bytes(where, *diff, start, kept.commit)
+
+
+def _fetch_kept(where: str, repo: str, kept: KeptWorkspace) -> None:
+    """Fetch `kept`'s ref, and check it holds the commit the run recorded."""
+    assert kept.ref is not None and kept.commit is not None
+    _git(where, *_fetch(repo), f"+{kept.ref}:{kept.ref}", repo=repo)
+    got = _git(where, "rev-parse", "--verify", f"{kept.ref}^{{commit}}").strip()
+    if got != kept.commit:
+        raise OvernightError(f"{kept.ref} in {redact_url(repo)} is {got}, not {kept.commit}")
+
+
+def _run_start(where: str, repo: str, commit: str, base: str | None) -> str:
+    """Where the run started, for a diff of its whole work: its base; else the agent's
+    commit's merge base with the origin's default branch; else the empty tree (the origin
+    had no commit: everything is the run's)."""
+    if base and _has(where, base):
+        return base
+    default = "refs/overnight-diff/default"
+    if _git_ok(where, *_fetch(repo), f"+HEAD:{default}") is not None:
+        # The kept commit's first parent is the agent's HEAD (its second, the checkpoint's).
+        found = _git_ok(where, "merge-base", f"{commit}^1", default)
+        if found:
+            return found.strip()
+    return _git(where, "hash-object", "-t", "tree", "/dev/null").strip()
+
+
+def _fetch(repo: str) -> list[str]:
+    """`git fetch` of `repo`, its refspecs to follow."""
+    local = [_LOCAL_UPLOAD_PACK] if local_repo_path(repo) is not None else []
+    return ["fetch", "--quiet", "--no-tags", *local, "--", repo]
+
+
+def _git_ok(where: str, *args: str) -> str | None:
+    """git's output, or None when it failed (a question whose no is an answer)."""
+    done = subprocess.run(
+        ["git", *_SAFE, *args],
+        cwd=where,
+        capture_output=True,
+        text=True,
+        timeout=FETCH_SECONDS,
+        env={**os.environ, "GIT_TERMINAL_PROMPT": "0"},
+    )
+    return done.stdout if done.returncode == 0 else None
 
 
 def _has(where: str, commit: str) -> bool:
