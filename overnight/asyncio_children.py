@@ -30,11 +30,15 @@ def kill_child(process: asyncio.subprocess.Process) -> bool:
         pidfd = os.pidfd_open(process.pid)
     except ProcessLookupError:
         return False  # reaped by the watcher: its status is on its way to the loop
+    except OSError:  # no pidfds (Linux before 5.3): the same look, then its pid
+        return _kill_by_pid(process.pid)
     try:
         try:
             ended = os.waitid(os.P_PIDFD, pidfd, _LOOK)
         except ChildProcessError:
             return False  # the watcher reaped it since
+        except OSError:  # Linux 5.3: pidfds, but no waitid on one
+            return _kill_by_pid(process.pid)
         if ended is not None:
             return False  # it ended: the watcher reaps it and reports its own status
         signal.pidfd_send_signal(pidfd, signal.SIGKILL)
@@ -43,6 +47,16 @@ def kill_child(process: asyncio.subprocess.Process) -> bool:
         return False
     finally:
         os.close(pidfd)
+
+
+def _kill_by_pid(pid: int) -> bool:
+    try:
+        if os.waitid(os.P_PID, pid, _LOOK) is not None:
+            return False
+        os.kill(pid, signal.SIGKILL)  # unreaped a moment ago: its pid is still its own
+        return True
+    except (ChildProcessError, ProcessLookupError):
+        return False
 
 
 async def end_child(process: asyncio.subprocess.Process) -> int:

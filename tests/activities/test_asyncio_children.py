@@ -28,7 +28,7 @@ import pytest
 
 from activities.gateway import git_http
 from activities.gateway.origin import Origin
-from overnight.asyncio_children import end_child, kill_child
+from overnight.asyncio_children import _kill_by_pid, end_child, kill_child
 
 LATE_SECONDS = 1.0
 UNKNOWN_CHILD = "Unknown child process"
@@ -141,3 +141,15 @@ async def test_a_child_that_still_runs_is_killed_and_its_status_says_so() -> Non
     process = await asyncio.create_subprocess_exec("sleep", "600")
     assert await end_child(process) == -9
     assert kill_child(process) is False  # ended: never signalled again
+
+
+async def test_without_pidfds_an_ended_child_is_left_to_asyncio_and_a_running_one_killed(
+    late_watcher: LateWatcher,
+) -> None:
+    ended = await asyncio.create_subprocess_exec("sh", "-c", "exit 3")
+    os.waitid(os.P_PID, ended.pid, os.WEXITED | os.WNOWAIT)
+    assert _kill_by_pid(ended.pid) is False
+    assert await ended.wait() == 3
+    running = await asyncio.create_subprocess_exec("sleep", "600")
+    assert _kill_by_pid(running.pid) is True
+    assert await running.wait() == -9
