@@ -9,8 +9,9 @@ keeps go to the origin all the same. The agent turns the origin's `refs/overnigh
 to a folder only its sandbox sees: the keeps are recorded `failed`, and said, never `pushed`
 (the worker, asking the origin itself, does not find them; through the gateway, the push
 fails outright; tests/activities/test_workspace_keep_redirects.py has the sandbox's push land
-in the hidden folder and say `pushed`). On the code before
-(issue 47), the status said `pushed` for keeps the origin did not hold, and `diff` failed.
+in the hidden folder and say `pushed`); the first such keep holds the run for a person
+(issue 50). On the code before (issue 47), the status said `pushed` for keeps the origin did
+not hold, and `diff` failed.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from temporalio.client import Client
 from overnight.cli import client as api
 from overnight.models import RunSpec
 from overnight.worker.devserver import DevServer
+from tests.e2e.helpers import wait_for_status
 from tests.e2e.test_operator import overnight_cli
 from tests.e2e.test_workspace_kept import workspace_spec
 from tests.live import new_run_id, provider_world
@@ -117,10 +119,24 @@ async def test_keeps_the_origin_does_not_hold_are_failed_and_said_never_pushed(
     spec = attacking_spec(tmp_path, run_id, "local", HIDE_REFS, waits_for_keeps=False)
     async with provider_world(dev_client, "local", tmp_path, "hidden") as (queue, _, runs):
         runs.append(run_id)
-        keeps = await finished_keeps(dev_client, queue, spec)
-        assert keeps and {outcome for _, outcome in keeps} == {"failed"}, keeps
+        # A keep the origin does not hold holds the run at once (issue 50): the work since the
+        # last keep is only in its sandbox. A person would look; here, the run is cancelled.
+        await api.start_run(dev_client, spec, task_queue=queue)
+        status = await wait_for_status(
+            dev_client,
+            run_id,
+            lambda s: s.state in ("needs_attention", "finished", "failed"),
+            timeout=150,
+        )
+        assert status.state == "needs_attention", status
+        reason = status.attention_reason or ""
+        assert reason.startswith("the workspace kept at checkpoint 1 could not be pushed"), reason
+        await api.cancel_run(dev_client, run_id, "its keeps cannot reach the origin")
+        await asyncio.wait_for(api.wait_result(dev_client, run_id), timeout=120)
         status = await api.get_status(dev_client, run_id)
         assert status.workspace is not None
+        keeps = [(kept.number, kept.outcome) for kept in status.workspace.kept]
+        assert keeps and {outcome for _, outcome in keeps} == {"failed"}, keeps
         problem = status.workspace.problem or ""
         said_but_absent = "the sandbox said it pushed" in problem and "no such ref" in problem
         assert said_but_absent or "cannot lock ref" in problem, problem
