@@ -145,7 +145,7 @@ async def test_overnight_demo_agent_ends_with_the_server_stopped_and_the_pull_re
     text = Path(record).read_text()
     assert text.startswith("# greet.py prints 'Hello, overnight'"), text
     assert f"{url} (draft, agent/{run_id} into main" in text
-    assert "labels: overnight, demo" in text
+    assert "labels: -" in text
     assert f"Opened by overnight for the run [{run_id}]({link})" in text
 
 
