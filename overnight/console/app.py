@@ -19,6 +19,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from overnight.console import login_page, night_page, run_page, runs_page
 from overnight.console.context import ConsoleContext
+from overnight.console.limits import BodyLimit, StreamLimit
 from overnight.console.render import SECURITY_HEADERS
 
 # Host names a console bound to loopback answers to: a page of another site that rebinds its
@@ -94,6 +95,8 @@ def build_app(context: ConsoleContext) -> Starlette:
     middleware = [Middleware(SecurityHeaders)]
     if context.settings.loopback:
         middleware.append(Middleware(LoopbackHosts))
+    # What one request may cost, whoever sends it (overnight/console/limits.py).
+    middleware += [Middleware(BodyLimit), Middleware(StreamLimit)]
     app = Starlette(routes=routes(), middleware=middleware, lifespan=lifespan)
     app.state.console = context
     return app

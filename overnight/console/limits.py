@@ -1,0 +1,95 @@
+"""Bounds on what one request may cost the console, whoever sends it (docs/console.md, "Who may
+look and act"): a body larger than any form of the console is refused before it is read, and
+only so many event streams are served at once.
+
+The sign-in form is a POST anyone may send, and reading a form holds it in memory (starlette's
+own bound is 1,000 fields of 1 MiB each); the largest form of the console is an answer of
+4,000 characters. Each run page's event stream asks Temporal for the run's status every 2 s and
+follows the run's output, so a reader's thousands of streams would be thousands of queries;
+past the bound a stream is refused (503) and the page works without it (it only refreshes).
+"""
+
+from __future__ import annotations
+
+from starlette.responses import PlainTextResponse
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+MAX_BODY_BYTES = 64 * 1024
+MAX_EVENT_STREAMS = 64
+RETRY_STREAM_SECONDS = 5
+
+
+class _TooLarge(Exception):
+    pass
+
+
+class BodyLimit:
+    """413 for a request body over `most` bytes: on its declared `Content-Length` before a
+    byte of it is read, or (sent in chunks) as soon as what came passes the bound."""
+
+    def __init__(self, app: ASGIApp, most: int = MAX_BODY_BYTES) -> None:
+        self.app = app
+        self.most = most
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope.get("headers", [])).get(b"content-length")
+        if declared is not None and not (declared.isdigit() and int(declared) <= self.most):
+            await _too_large(self.most)(scope, receive, send)
+            return
+        received = 0
+        started = False
+
+        async def counted() -> Message:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.most:
+                    raise _TooLarge
+            return message
+
+        async def watched(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, counted, watched)
+        except _TooLarge:
+            if not started:
+                await _too_large(self.most)(scope, receive, send)
+
+
+def _too_large(most: int) -> PlainTextResponse:
+    return PlainTextResponse(f"the request is over {most // 1024} KiB: the console takes none", 413)
+
+
+class StreamLimit:
+    """At most `most` event streams (`.../events`) served at once; past it, 503."""
+
+    def __init__(self, app: ASGIApp, most: int = MAX_EVENT_STREAMS) -> None:
+        self.app = app
+        self.most = most
+        self.open = 0
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not str(scope.get("path", "")).endswith("/events"):
+            await self.app(scope, receive, send)
+            return
+        if self.open >= self.most:
+            refused = PlainTextResponse(
+                f"the console serves {self.most} live streams at once: the page works "
+                "without one (reload it to see what changed)",
+                503,
+                headers={"retry-after": str(RETRY_STREAM_SECONDS)},
+            )
+            await refused(scope, receive, send)
+            return
+        self.open += 1
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.open -= 1
