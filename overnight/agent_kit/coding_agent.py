@@ -268,17 +268,27 @@ class Adapter:
         self.checkpoint.save()
 
     def work_mark(self) -> dict[str, Any]:
-        """What changes only with new work: the tool calls done, the commit, the session's
-        transcript as last stored (a new turn), a session ended. Not the notes and `next`,
-        which change as the CLI retries a model API it cannot reach: the supervisor counts a
-        checkpoint as progress only when this changed, so such a run meets its stall."""
-        transcript = self.state.get("session_file")
+        """What changes only with new work: the tool calls done, the commit, the tokens the
+        model answered with (a new turn; its transcript grows with every try too), a session
+        ended; and the waits the model API asked for. Not the notes and `next`, which change
+        as the CLI retries a model API it cannot reach: the supervisor counts a checkpoint as
+        progress only when this changed, so such a run meets its stall and restarts (a new
+        sandbox, a new way to the gateway)."""
         return {
             "step": self.checkpoint.step,
             "head": self.head,
-            "transcript": transcript.get("sha256") if isinstance(transcript, dict) else None,
+            "tokens": sum(self.reported[1:]) if self.reported else 0,
             "ended": self.state.get("ended"),
+            "waits": self.state.get("waits", 0),
         }
+
+    def waited_as_told(self) -> None:
+        """A save made while waiting as the model API said to (a usage limit, a 429 or 529, a
+        5xx the gateway passed on after its own retries): the API is there and the wait is
+        its, so it is no stall. A restart would not end it, and a person could not either; the
+        status says the API's trouble. Only a model API the CLI cannot reach at all (no
+        answer: the sandbox lost its way to the gateway) lets the stall come."""
+        self.state["waits"] = int(self.state.get("waits", 0)) + 1
 
     def _push_failed(self, text: str) -> None:
         self.log("push_failed", error=text)
@@ -494,11 +504,10 @@ class Adapter:
         stderr = system.TailReader(process.stderr, sys.stderr)
         stderr.start()
         eof = self._pump(process)
+        # Its leftovers ended while its zombie is held, then reaped: see system.end_cli.
+        ended = system.end_cli(process, self.git.running)
         returncode = process.wait()
         self.process = None
-        running = self.git.running()
-        ended = system.end_processes(system.leftovers(process.pid, running), running)
-        system.kill_group(process.pid)
         if not eof:
             self._drain(time.monotonic() + DRAIN_SECONDS)
         self._read_session()
@@ -556,7 +565,7 @@ class Adapter:
             if self.stop_reason and not stopping:
                 stopping = True  # at once: given a SIGTERM, Claude Code goes on for a while
                 system.kill_group(process.pid)
-            if process.poll() is not None:
+            if system.exited(process.pid):  # not reaped: end_cli needs its zombie
                 exited_at = exited_at or time.monotonic()
                 if time.monotonic() - exited_at >= EXIT_GRACE_SECONDS:
                     return False
@@ -625,6 +634,8 @@ class Adapter:
         elif isinstance(event, clis.Retrying):
             if time.monotonic() - self.last_retry_save > 5:
                 self.last_retry_save = time.monotonic()
+                if event.status.isdigit():  # the model API answered: it is there, and says wait
+                    self.waited_as_told()
                 self.save(
                     f"model API {event.status}: the CLI retries ({event.attempt}/{event.most})"
                 )
@@ -884,6 +895,7 @@ class Adapter:
         if resets is not None and resets > now + 1:
             stamp = utc_clock(resets)
             self.note(f"usage limit: waiting until {stamp} UTC, then resuming session {session}")
+            self.waited_as_told()
             self.save(f"usage limit: waiting until {stamp} UTC")
             self.log("usage_limit", resets_at=resets)
             came = kit.wait_until(resets, f"{self.config.kind} usage limit resets at {stamp} UTC")
@@ -897,10 +909,12 @@ class Adapter:
                 f" ({clis.clip(outcome.text, 120)})"
             )
             self.log("usage_limit", resets_at=None, retry_at=until)
-            self.sleep(delay, "usage limit: retrying at {at} UTC", until)
+            self.sleep(delay, "usage limit: retrying at {at} UTC", until, as_told=True)
         if hits > 1:  # limited again at once: do not hammer the API
             floor = min(self.config.usage_backoff_seconds, 5.0 * 2 ** (hits - 2))
-            self.sleep(floor, "usage limit again: retrying at {at} UTC", time.time() + floor)
+            self.sleep(
+                floor, "usage limit again: retrying at {at} UTC", time.time() + floor, as_told=True
+            )
 
     def back_off(self, outcome: Outcome, failures: int) -> None:
         steps = self.config.api_backoff_seconds
@@ -912,7 +926,13 @@ class Adapter:
             f"{self.session_id} at {utc_clock(until, True)} UTC"
         )
         self.log("api_backoff", status=outcome.status, seconds=delay)
-        self.sleep(delay, f"model API {status}: resuming at {{at}} UTC", until, seconds_shown=True)
+        self.sleep(
+            delay,
+            f"model API {status}: resuming at {{at}} UTC",
+            until,
+            seconds_shown=True,
+            as_told=outcome.status is not None,  # it answered; None: it could not be reached
+        )
 
     def after_failure(self, outcome: Outcome, failures: int) -> None:
         during = f" during {outcome.during}" if outcome.during else ""
@@ -927,8 +947,16 @@ class Adapter:
             delay = steps[min(failures - 2, len(steps) - 1)]
             self.sleep(delay, "the CLI failed again: resuming at {at} UTC", time.time() + delay)
 
-    def sleep(self, seconds: float, status: str, until: float, seconds_shown: bool = False) -> None:
-        """Sleep `seconds`, saying `status` (with {at}) in `next`, refreshed each minute."""
+    def sleep(
+        self,
+        seconds: float,
+        status: str,
+        until: float,
+        seconds_shown: bool = False,
+        as_told: bool = False,
+    ) -> None:
+        """Sleep `seconds`, saying `status` (with {at}) in `next`, refreshed each minute;
+        `as_told`: a wait the model API asked for (`waited_as_told`)."""
         shown = seconds_shown or seconds < 120
         deadline = time.monotonic() + seconds
         while True:
@@ -938,6 +966,8 @@ class Adapter:
             text = status.format(at=utc_clock(until, shown))
             if left > 90:
                 text += f" ({int(left // 60)} min left)"
+            if as_told:
+                self.waited_as_told()
             self.save(text)
             time.sleep(min(left, 60.0))
 
@@ -945,14 +975,13 @@ class Adapter:
 
     def close(self) -> None:
         process = self.process
-        if process is not None and process.poll() is None:
+        if process is not None and not system.exited(process.pid):
             system.kill_group(process.pid)
+            system.end_cli(process, self.git.running, timeout=5)
             try:
                 process.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 pass
-            running = self.git.running()
-            system.end_processes(system.leftovers(process.pid, running), running)
         self.relay.close()
         shutil.rmtree(self.socket_dir, ignore_errors=True)
 

@@ -22,7 +22,7 @@ from workflows.pure.run_record import take_checkpoint
 
 def adapter_checkpoint(step: int, next_step: str) -> str:
     """In the shape of the coding-agent adapter's: its mark says the work, `next` the rest."""
-    mark = {"step": step, "head": f"head-{step}", "transcript": f"sha-{step}", "ended": None}
+    mark = {"step": step, "head": f"head-{step}", "tokens": 1000 * step, "ended": None, "waits": 0}
     return json.dumps(
         {"step": step, "next": next_step, "notes": [next_step], "progress_mark": mark}
     )

@@ -1,0 +1,68 @@
+"""The coding-agent adapter's `progress_mark` (overnight/agent_kit/coding_agent.py), with the
+real Claude Code CLI in bubblewrap: it says new work only. A model API the CLI cannot reach at
+all (its port closed) has the adapter rewrite its checkpoint at each try, a new `next` each
+time, with the same mark: no progress, so the run meets its stall. A model API that answers
+529s has the adapter wait as told, and each of those waits moves the mark (`waits`): the API
+is there, and no restart would end its trouble."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from fakes.model_api import FakeModelApi, Shell, overloaded, text, tools
+from tests.agent_clis.adapter import Adapter, Workspace, environment, wait_until
+from tests.agent_clis.test_coding_agent import adapters, kind, make_workspace  # noqa: F401
+
+
+def backoffs(ws: Workspace) -> list[dict[str, object]]:
+    return [line for line in ws.log() if line["event"] == "api_backoff"]
+
+
+def test_a_model_api_out_of_reach_rewrites_the_checkpoint_with_the_same_mark(
+    make_workspace: Callable[..., Workspace],  # noqa: F811
+    adapters: list[Adapter],  # noqa: F811
+    kind: str,  # noqa: F811
+) -> None:
+    if kind != "claude-code":
+        pytest.skip("Codex's own retries of an unreachable API take minutes at its defaults")
+    ws = make_workspace()
+    with FakeModelApi([]) as fake:
+        ws.write_config(fake)
+        env = environment(fake, kind, ws)
+    # The fake is closed: its port refuses every connection.
+    adapter = Adapter.start(ws, env)
+    adapters.append(adapter)
+    wait_until(lambda: len(backoffs(ws)) >= 2, 120, "two backoffs")
+    first = ws.checkpoint()
+    wait_until(lambda: len(backoffs(ws)) >= 4, 120, "two more backoffs")
+    again = ws.checkpoint()
+    assert {b["status"] for b in backoffs(ws)} == {None}  # no answer at all
+    assert again["next"] != first["next"]  # rewritten: the status moves on
+    assert again["progress_mark"] == first["progress_mark"]  # but no new work, no wait told
+    assert again["progress_mark"]["step"] == 0
+
+
+def test_waits_the_model_api_asked_for_move_the_mark(
+    make_workspace: Callable[..., Workspace],  # noqa: F811
+    adapters: list[Adapter],  # noqa: F811
+    kind: str,  # noqa: F811
+) -> None:
+    if kind != "claude-code":
+        pytest.skip("Codex's own retries of a 529 take minutes at its default settings")
+    ws = make_workspace()
+    script = [
+        overloaded(times=4),
+        tools(Shell("echo hi"), label="hi"),
+        text("Done despite the overload.", label="final"),
+    ]
+    with FakeModelApi(script) as fake:
+        ws.write_config(fake)
+        adapter = Adapter.start(ws, environment(fake, kind, ws))
+        adapters.append(adapter)
+        code, out, err = adapter.wait()
+    assert code == 0, out[-2000:] + err[-2000:]
+    assert [b["status"] for b in backoffs(ws)] == [529, 529]
+    mark = ws.checkpoint()["progress_mark"]
+    assert mark["waits"] >= 2 and mark["step"] == 1, mark
