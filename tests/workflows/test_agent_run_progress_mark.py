@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 from temporalio.client import Client
 
 from fakes.activities import FakeWorld, Quiet, checkpoint_ok, exits, progress
-from tests.workflows.harness import eventually, make_spec, started_run, status_of
+from tests.workflows.harness import eventually, keep_history, make_spec, started_run, status_of
 from tests.workflows.pure.test_decide import T0, running
 from workflows.pure.run_record import take_checkpoint
 
@@ -43,6 +43,7 @@ async def test_checkpoints_rewritten_without_new_work_do_not_hold_the_stall_off(
         assert progressed.last_progress_at is not None
         result = await handle.result()
         status = await status_of(handle)
+        await keep_history(handle, "progress_mark_stall")
 
     [record] = status.restarts
     assert record.reason == "agent stalled 15 min"
