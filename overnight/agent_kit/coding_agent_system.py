@@ -6,11 +6,15 @@ Standard library only, Python 3.8 or newer, like the kit.
 - **Lines** (`LineReader`): a thread reads the CLI's stdout in chunks and hands over one JSON
   line at a time; a line longer than its bound is dropped (counted) while it is read, so a
   hostile or broken line never holds more than the bound in memory.
-- **Leftovers** (`become_subreaper`, `leftovers`, `end_processes`): a killed Claude Code leaves
-  its tool's shell running (the tool runs in a session of its own, so the CLI's process group
-  does not reach it). The adapter is the child subreaper of its subtree (`PR_SET_CHILD_SUBREAPER`):
-  what a dead CLI leaves is re-parented to the adapter, not to the sandbox's init, so every
-  leftover is found among the adapter's descendants in `/proc`, and ended.
+- **Leftovers** (`become_subreaper`, `end_cli`): a killed Claude Code leaves its tool's shell
+  running (the tool runs in a session of its own, so the CLI's process group does not reach
+  it). The adapter is the child subreaper of its subtree (`PR_SET_CHILD_SUBREAPER`): what a
+  dead CLI leaves is re-parented to the adapter, not to the sandbox's init, so every leftover
+  is found among the adapter's descendants in `/proc`, and ended. Only what started after the
+  CLI is taken, and the CLI's zombie is held until its leftovers are ended (its pid, group and
+  session ids then name it alone, never a later process given the same number): a process
+  that is not the root the adapter assumes (its code run inside another program) leaves that
+  program's earlier children, and their exit statuses, alone.
 - **git** (`Git`, `Pusher`): a commit of the workspace's changes per step, and pushes of HEAD
   to the run's branch on origin in a thread of their own (a slow or failing push never holds
   up a checkpoint; failures are said and retried with the next step).
@@ -197,6 +201,53 @@ def _all_pids() -> list[int]:
         return []
 
 
+def started(pid: int) -> int | None:
+    """When `pid` started (clock ticks since boot, from /proc), None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as stat:
+            return int(stat.read().rsplit(")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _started_since(pid: int, since: int | None) -> bool:
+    begun = started(pid)
+    return since is not None and begun is not None and begun >= since
+
+
+def exited(pid: int) -> bool:
+    """Whether this process's child `pid` has ended, without reaping it: its zombie keeps its
+    pid, group and session ids from being given to a later process."""
+    try:
+        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:
+        return True
+
+
+def end_cli(
+    process: subprocess.Popen[bytes], keep: Callable[[], set[int]], timeout: float | None = None
+) -> list[str]:
+    """After the CLI's end (waited for up to `timeout` s, never reaped): end what it left (its
+    group and session, and this process's descendants begun since it started, except `keep()`:
+    the adapter's own git), its group; say what was ended. The caller then reaps the CLI
+    (`process.wait()`)."""
+    if timeout is None:
+        try:
+            os.waitid(os.P_PID, process.pid, os.WEXITED | os.WNOWAIT)
+        except ChildProcessError:
+            pass
+    else:
+        deadline = time.monotonic() + timeout
+        while not exited(process.pid) and time.monotonic() < deadline:
+            time.sleep(0.01)
+    since = started(process.pid)
+    running = keep()
+    ended = end_processes(leftovers(process.pid, running), running | {process.pid}, since=since)
+    if since is not None:  # still its number: its zombie is held, or it runs
+        kill_group(process.pid)
+    return ended
+
+
 def descendants(root: int) -> list[int]:
     """Every live process under `root` (not itself), parents before children."""
     children: dict[int, list[int]] = {}
@@ -214,15 +265,19 @@ def descendants(root: int) -> list[int]:
 
 
 def leftovers(cli_pid: int, keep: set[int]) -> list[int]:
-    """The processes a CLI left: this process's descendants (re-parented here, the subreaper)
-    and the members of the CLI's process group and session, except `keep` and what is under
-    them (the adapter's own git commands)."""
+    """The processes a CLI left: this process's descendants begun since the CLI started
+    (re-parented here, the subreaper) and the members of the CLI's process group and session,
+    except `keep` and what is under them (the adapter's own git commands). Nothing once
+    `cli_pid` is gone (reaped): its number may be another's by then."""
     me = os.getpid()
+    since = started(cli_pid)
+    if since is None:
+        return []
     kept: set[int] = set()
     for pid in keep:
         kept.add(pid)
         kept.update(descendants(pid))
-    found = [pid for pid in descendants(me) if pid not in kept]
+    found = [pid for pid in descendants(me) if pid not in kept and _started_since(pid, since)]
     for pid in _all_pids():
         stat = _stat(pid)
         if stat is None or pid in kept or pid == me or pid in found:
@@ -232,10 +287,12 @@ def leftovers(cli_pid: int, keep: set[int]) -> list[int]:
     return [pid for pid in found if _alive(pid)]
 
 
-def end_processes(pids: list[int], keep: set[int], grace: float = 0.0) -> list[str]:
-    """SIGKILL `pids` (SIGTERM first when `grace` > 0), reap those that are this process's
-    children (never one in `keep`: a child a Popen waits for), and say what was ended
-    ("sleep (pid 41)")."""
+def end_processes(
+    pids: list[int], keep: set[int], grace: float = 0.0, since: int | None = None
+) -> list[str]:
+    """SIGKILL `pids` (SIGTERM first when `grace` > 0), reap the zombies among this process's
+    children begun since `since` (never one in `keep`: a child a Popen waits for), and say
+    what was ended ("sleep (pid 41)")."""
     named = [(pid, process_name(pid)) for pid in pids]
     if grace > 0:
         _signal_all(pids, signal.SIGTERM)
@@ -246,7 +303,7 @@ def end_processes(pids: list[int], keep: set[int], grace: float = 0.0) -> list[s
     deadline = time.monotonic() + 2
     while time.monotonic() < deadline and any(_alive(pid) for pid in pids):
         time.sleep(0.01)
-    reap_children(keep)
+    reap_children(keep, since)
     return [f"{name or '?'} (pid {pid})" for pid, name in named]
 
 
@@ -263,12 +320,13 @@ def _alive(pid: int) -> bool:
     return stat is not None and stat[0] != "Z"
 
 
-def reap_children(keep: set[int]) -> None:
+def reap_children(keep: set[int], since: int | None = None) -> None:
     """Reap the zombies among this process's children that no Popen waits for (`keep`): the
-    orphans re-parented here that ended."""
+    orphans re-parented here that ended. With `since`, only those begun since then (a CLI's
+    start): a child the process had before is its owner's to wait for."""
     me = os.getpid()
     for pid in _all_pids():
-        if pid in keep:
+        if pid in keep or (since is not None and not _started_since(pid, since)):
             continue
         stat = _stat(pid)
         if stat is not None and stat[1] == me and stat[0] == "Z":
