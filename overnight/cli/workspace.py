@@ -19,6 +19,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Awaitable, Callable
 
 from temporalio.client import Client, WorkflowUpdateFailedError
@@ -179,10 +180,13 @@ def diff_bytes(
     *,
     stat: bool = False,
     since: KeptWorkspace | None = None,
+    most: int | None = None,
 ) -> bytes:
     """The diff to the kept workspace from `since` (an earlier kept workspace) when given,
     else from where the run started (`base`, else the merge base with the origin's default
-    branch, else the empty tree)."""
+    branch, else the empty tree). With `most` (a reader that shows a part, the console): at
+    most `most` bytes of it, git stopped past them, and binary files named, not patched (the
+    agent's files can be of any size; what git writes is not held whole)."""
     assert kept.commit is not None
     with tempfile.TemporaryDirectory(prefix="overnight-diff-") as where:
         _git(where, "init", "--quiet", "--bare", ".")
@@ -192,8 +196,10 @@ def diff_bytes(
             start = since.commit
         else:
             start = _run_start(where, repo, kept.commit, base)
-        options = ["--stat"] if stat else ["--binary"]
+        options = ["--stat"] if stat else [] if most is not None else ["--binary"]
         diff = ["diff", "--no-ext-diff", "--no-textconv", "--no-color", *options]
+        if most is not None:
+            return _git_head(where, most, *diff, start, kept.commit)
         return _git_bytes(where, *diff, start, kept.commit)
 
 
@@ -247,6 +253,37 @@ def _has(where: str, commit: str) -> bool:
 
 def _git(where: str, *args: str, repo: str | None = None) -> str:
     return _git_bytes(where, *args, repo=repo).decode("utf-8", errors="replace")
+
+
+def _git_head(where: str, most: int, *args: str) -> bytes:
+    """The first `most` bytes of what git writes; git is stopped once it wrote more (or
+    after FETCH_SECONDS)."""
+    with (
+        tempfile.TemporaryFile() as errors,
+        subprocess.Popen(
+            ["git", *_SAFE, *args],
+            cwd=where,
+            stdout=subprocess.PIPE,
+            stderr=errors,
+            env={**os.environ, "GIT_TERMINAL_PROMPT": "0"},
+        ) as git,
+    ):
+        assert git.stdout is not None
+        timer = threading.Timer(FETCH_SECONDS, git.kill)
+        timer.start()
+        try:
+            data = git.stdout.read(most)
+            cut = len(data) == most and git.stdout.read(1) != b""
+            if cut:
+                git.kill()
+            code = git.wait()
+        finally:
+            timer.cancel()
+        if not cut and code != 0:
+            errors.seek(0)
+            why = errors.read(4096).decode("utf-8", errors="replace").strip()[-400:]
+            raise OvernightError(f"git {args[0]} failed: {one_line(why)}")
+        return data
 
 
 def _git_bytes(where: str, *args: str, repo: str | None = None) -> bytes:

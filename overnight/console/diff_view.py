@@ -17,6 +17,7 @@ import asyncio
 import re
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Literal
 
 from pygments import lex  # type: ignore[import-untyped]
@@ -26,7 +27,7 @@ from pygments.lexers.special import TextLexer  # type: ignore[import-untyped]
 from pygments.token import STANDARD_TYPES, _TokenType  # type: ignore[import-untyped]
 from pygments.util import ClassNotFound  # type: ignore[import-untyped]
 
-from overnight.agent_text import terminal_safe
+from overnight.agent_text import terminal_line, terminal_safe
 from overnight.workspace_spec import KeptWorkspace
 
 # What the page shows of one diff at most: the rest is left to `overnight diff`.
@@ -38,7 +39,11 @@ MAX_HIGHLIGHT_CHARS = 2000
 CACHE_SIZE = 32
 
 LineKind = Literal["add", "del", "ctx", "hunk", "meta", "note"]
-_FILE_START = re.compile(r"^diff --git a/(.*) b/(.*)$")
+_FILE_START = "diff --git "
+# Where git's unquoted `a/X b/Y` may be split when X and Y differ (a rename): the last ` b/`.
+_UNQUOTED_PAIR = re.compile(r"^a/(.*) b/(.*)$")
+# git's C quoting of a name with a quote, a backslash, a control or a non-ASCII byte.
+_ESCAPES = {"a": 7, "b": 8, "t": 9, "n": 10, "v": 11, "f": 12, "r": 13, '"': 34, "\\": 92}
 _CSS_PREFIX = "tok-"
 
 
@@ -81,9 +86,11 @@ def parse(text: str, *, max_lines: int = MAX_LINES) -> ShownDiff:
     count = 0
     truncated = False
     for raw in text.split("\n"):
-        found = _FILE_START.match(raw)
-        if found:
-            current = FileDiff(path=found.group(2), old_path=found.group(1), change="changed")
+        if raw.startswith(_FILE_START):
+            # Every file starts one, whatever its name: a name git quotes is a file of its
+            # own too (else its lines would be shown as the file before's, or not at all).
+            old, new = header_names(raw[len(_FILE_START) :])
+            current = FileDiff(path=new, old_path=old, change="changed")
             files.append(current)
             in_binary = False
             continue
@@ -123,8 +130,17 @@ def _kind_of(raw: str, current: FileDiff) -> LineKind:
             current.change = "added"
         elif raw.startswith("deleted file mode"):
             current.change = "deleted"
+        elif raw.startswith("rename from "):
+            current.old_path = _name(raw[len("rename from ") :])
         elif raw.startswith("rename to "):
             current.change = "renamed"
+            current.path = _name(raw[len("rename to ") :])
+        elif raw.startswith("+++ ") and raw != "+++ /dev/null":
+            # The name alone on its line: what `diff --git a/X b/Y` leaves unclear when the
+            # names hold " b/" (git adds a tab after a name with a space).
+            current.path = _unprefixed(_name(raw[4:].removesuffix("\t")), "b/")
+        elif raw.startswith("--- ") and raw != "--- /dev/null":
+            current.old_path = _unprefixed(_name(raw[4:].removesuffix("\t")), "a/")
         return "meta"
     if raw.startswith("+"):
         return "add"
@@ -133,6 +149,58 @@ def _kind_of(raw: str, current: FileDiff) -> LineKind:
     if raw.startswith("\\"):
         return "note"  # "\ No newline at end of file"
     return "ctx"
+
+
+def header_names(rest: str) -> tuple[str, str]:
+    """The old and new names of a `diff --git <rest>` line: `a/X b/Y`, each side in git's C
+    quotes when its name needs them."""
+    if rest.startswith('"'):
+        old, after = unquote(rest)
+        after = after.lstrip(" ")
+        new = unquote(after)[0] if after.startswith('"') else after
+    elif rest.endswith('"') and ' "' in rest:
+        cut = rest.rfind(' "b/')
+        old, new = rest[:cut], unquote(rest[cut + 1 :])[0]
+    else:
+        half = (len(rest) - 1) // 2  # `a/X b/X`: the same name twice (not a rename)
+        if rest[half:].startswith(" b/") and rest[2:half] == rest[half + 3 :]:
+            return rest[2:half], rest[half + 3 :]
+        found = _UNQUOTED_PAIR.match(rest)
+        if found is None:
+            return rest, rest
+        return found.group(1), found.group(2)
+    return _unprefixed(old, "a/"), _unprefixed(new, "b/")
+
+
+def unquote(text: str) -> tuple[str, str]:
+    """The C-quoted name git wrote at the start of `text` (`"..."`), and what follows it."""
+    out = bytearray()
+    at = 1
+    while at < len(text):
+        char = text[at]
+        if char == '"':
+            return out.decode("utf-8", errors="replace"), text[at + 1 :]
+        if char == "\\" and at + 1 < len(text):
+            code = text[at + 1 : at + 4]
+            if len(code) == 3 and all(c in "01234567" for c in code):
+                out.append(int(code, 8) & 0xFF)
+                at += 4
+                continue
+            escaped = text[at + 1]
+            out += bytes([_ESCAPES[escaped]]) if escaped in _ESCAPES else escaped.encode()
+            at += 2
+            continue
+        out += char.encode("utf-8", errors="replace")
+        at += 1
+    return out.decode("utf-8", errors="replace"), ""
+
+
+def _name(text: str) -> str:
+    return unquote(text)[0] if text.startswith('"') else text
+
+
+def _unprefixed(name: str, prefix: str) -> str:
+    return name.removeprefix(prefix)
 
 
 def highlight(diff: ShownDiff) -> ShownDiff:
@@ -147,8 +215,9 @@ def highlight(diff: ShownDiff) -> ShownDiff:
             else:
                 line.tokens = [Token("", terminal_safe(line.text))]
             line.text = terminal_safe(line.text)
-        item.path = terminal_safe(item.path)
-        item.old_path = terminal_safe(item.old_path)
+        # A name on one line (git allows a newline in one), its controls escaped.
+        item.path = terminal_line(item.path)
+        item.old_path = terminal_line(item.old_path)
     return diff
 
 
@@ -202,7 +271,11 @@ async def kept_diff(repo: str, kept: KeptWorkspace, base: str | None) -> ShownDi
     if key in _cache:
         _cache.move_to_end(key)
         return _cache[key]
-    data = await asyncio.to_thread(diff_bytes, clone_source(repo), kept, base)
+    # At most what is shown (and a byte to know there was more): the agent's files can be
+    # of any size, git's output is not held whole.
+    data = await asyncio.to_thread(
+        partial(diff_bytes, clone_source(repo), kept, base, most=MAX_DIFF_BYTES + 1)
+    )
     truncated = len(data) > MAX_DIFF_BYTES
     shown = parse(data[:MAX_DIFF_BYTES].decode("utf-8", errors="replace"))
     shown = highlight(ShownDiff(shown.files, shown.truncated or truncated))

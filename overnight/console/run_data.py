@@ -7,6 +7,7 @@ the outputs, the pull request link (`safe_pull_request`), the kept steps.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -27,6 +28,9 @@ from workflows.messages import CHECKPOINT_QUERY
 MAX_NOTES = 30
 ENDED_QUERY_TIMEOUT = timedelta(seconds=5)
 MAX_URL_CHARS = 2048
+# A kept step asked for in the page's address (`?step=`): ASCII digits only (`str.isdigit`
+# takes `²`, which `int` refuses), and few of them.
+_STEP = re.compile(r"[0-9]{1,9}")
 
 
 @dataclass
@@ -183,7 +187,7 @@ def kept_steps(status: RunStatus | None) -> list[KeptWorkspace]:
 def chosen_step(status: RunStatus | None, asked: str | None) -> KeptWorkspace | None:
     """The kept step whose diff the page shows: the one asked for, else the latest pushed."""
     kept = kept_steps(status)
-    if asked is not None and asked.isdigit():
+    if asked is not None and _STEP.fullmatch(asked):
         found = next((k for k in kept if k.number == int(asked)), None)
         if found is not None and found.outcome == "pushed" and found.commit is not None:
             return found

@@ -29,6 +29,9 @@ from overnight.output_tail import secret_values
 
 # The lines one page's stream keeps (a page holds these and what came since).
 KEPT_LINES = 1000
+# What a page shows of one line: an agent's line can be of any length (one write of a
+# megabyte with no newline), and every open page would hold and send it whole.
+MAX_LINE_CHARS = 4000
 
 
 class OutputLines:
@@ -45,9 +48,11 @@ class OutputLines:
     def write(self, text: str, /) -> int:
         parts = (self._partial + text).split("\n")
         self._partial = parts.pop()
+        if len(self._partial) > MAX_LINE_CHARS:
+            self._partial = clipped(self._partial)
         for line in parts:
             self.count += 1
-            self.lines.append((self.count, line))
+            self.lines.append((self.count, clipped(line)))
         return len(text)
 
     def flush(self) -> None:
@@ -56,6 +61,13 @@ class OutputLines:
     def since(self, number: int) -> list[tuple[int, str]]:
         """The kept lines numbered after `number`."""
         return [(n, line) for n, line in self.lines if n > number]
+
+
+def clipped(line: str) -> str:
+    """`line` up to `MAX_LINE_CHARS`, and how much more there was (`overnight logs` shows it)."""
+    if len(line) <= MAX_LINE_CHARS:
+        return line
+    return f"{line[:MAX_LINE_CHARS]} … ({len(line) - MAX_LINE_CHARS:,} more characters)"
 
 
 def _lookup(providers: dict[str, SandboxProvider]) -> Callable[[str], SandboxProvider]:

