@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import time
 from collections.abc import Callable
@@ -30,7 +29,14 @@ from pathlib import Path
 from typing import Any
 
 from fakes.model_api import FakeModelApi
-from tests.agent_clis.clis import FAKE_KEY, descendants, executable_name, parent
+from tests.agent_clis.clis import (
+    FAKE_KEY,
+    executable_name,
+    kill_seen,
+    live_tree,
+    parent,
+    remember,
+)
 from tests.agent_clis.sandbox import Sandbox
 
 REPO = Path(__file__).resolve().parents[2]
@@ -229,7 +235,7 @@ class Adapter:
     ws: Workspace
     process: subprocess.Popen[str]
     started_at: float
-    seen: set[int] = field(default_factory=set)
+    seen: dict[int, str] = field(default_factory=dict)  # pid -> start time (clis.kill_seen)
 
     @classmethod
     def start(cls, ws: Workspace, env: dict[str, str]) -> Adapter:
@@ -257,8 +263,8 @@ class Adapter:
         return cls(ws, process, started_at)
 
     def tree(self) -> list[int]:
-        pids = [self.process.pid, *descendants(self.process.pid)]
-        self.seen.update(pids)
+        pids = live_tree(self.process)
+        remember(self.seen, pids)
         return pids
 
     def named(self, name: str) -> list[int]:
@@ -287,11 +293,8 @@ class Adapter:
 
     def kill(self) -> None:
         """The whole sandbox at once (its PID namespace ends with bubblewrap)."""
-        for pid in sorted(self.seen | set(self.tree()), reverse=True):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+        self.tree()
+        kill_seen(self.seen)
 
     def clean_up(self) -> None:
         """Kill what is left of it and close its pipes."""

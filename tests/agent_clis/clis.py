@@ -214,12 +214,12 @@ class Running:
             text=True,
             start_new_session=True,
         )
-        self.seen: set[int] = set()  # every process of its tree seen (for the clean-up)
+        self.seen: dict[int, str] = {}  # every process of its tree seen: its start time
 
     def tree(self) -> list[int]:
         """The live processes under it (itself included); remembered for `clean_up`."""
-        pids = [self.process.pid, *descendants(self.process.pid)]
-        self.seen.update(pids)
+        pids = live_tree(self.process)
+        remember(self.seen, pids)
         return pids
 
     def cli_pid(self, timeout: float = 10) -> int:
@@ -244,11 +244,8 @@ class Running:
 
     def clean_up(self) -> None:
         """Kill what is left of it: the CLI and any tool it left running."""
-        for pid in sorted(self.seen | set(self.tree()), reverse=True):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+        self.tree()
+        kill_seen(self.seen)
 
 
 def json_lines(text: str) -> list[dict[str, Any]]:
@@ -261,6 +258,43 @@ def json_lines(text: str) -> list[dict[str, Any]]:
         if isinstance(value, dict):
             lines.append(value)
     return lines
+
+
+def live_tree(process: subprocess.Popen[str]) -> list[int]:
+    """`process` and the processes under it; none once it is reaped (its pid, and so the tree
+    under that pid, may be another's by then)."""
+    if process.returncode is not None:
+        return []
+    return [process.pid, *descendants(process.pid)]
+
+
+def start_time(pid: int) -> str:
+    """When `pid` started (clock ticks since boot; "" when it is gone): with the pid, it names
+    one process, never a later one given the same pid."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return ""
+
+
+def remember(seen: dict[int, str], pids: list[int]) -> None:
+    for pid in pids:
+        began = start_time(pid)
+        if began:
+            seen[pid] = began
+
+
+def kill_seen(seen: dict[int, str]) -> None:
+    """SIGKILL each process of `seen` (pid -> start time) that is still the one seen. A pid
+    whose process ended is left alone: by now it may name another test's process (pids are
+    reused; this machine has 32768 of them)."""
+    for pid, began in sorted(seen.items(), reverse=True):
+        if start_time(pid) == began:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
 
 
 def descendants(root: int) -> list[int]:
