@@ -16,11 +16,14 @@ import asyncio
 import re
 import time
 import tracemalloc
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
+from playwright.async_api import BrowserContext, expect
 from temporalio.client import Client
 
 from fakes.git_http import origin_fields
@@ -31,7 +34,9 @@ from overnight.console import auth, diff_view
 from overnight.console.render import CONTENT_SECURITY_POLICY
 from overnight.console.settings import TOKEN_ENV, settings_from
 from overnight.models import RunSpec, RunStatus
-from tests.console.conftest import ConsoleServer, start_console, tokens
+from tests.console.conftest import ConsoleServer, needs_chromium, sign_in, start_console, tokens
+from tests.console.runs import console_spec as runs_spec
+from tests.console.runs import start_in_state
 from tests.e2e.helpers import wait_for_status
 from tests.live import new_run_id, provider_world
 
@@ -711,3 +716,104 @@ def test_a_file_git_names_in_quotes_is_a_file_of_its_own_in_the_diff() -> None:
         ("docs b/README.md", "added", 1),
     ]
     assert files[2].old_path == "caf" and "\n" not in files[2].path
+
+
+# --- another site, in a real browser ----------------------------------------------------------
+
+EVIL_PAGE = """<!doctype html><html><body>
+<h1>cute cats</h1>
+<iframe id="framed" src="{console}/runs/{run_id}" width="800" height="400"></iframe>
+<iframe id="own" src="/inner.html" width="200" height="100"></iframe>
+<form id="cancel" method="post" action="{console}/runs/{run_id}/cancel">
+  <input name="reason" value="cancelled by another site"><input name="csrf" value="a-guess">
+</form>
+<form id="login" method="post" action="{console}/login">
+  <input name="token" value="{read_token}"><input name="csrf" value="a-guess">
+  <input name="next" value="/">
+</form>
+<script>
+window.results = {{}};
+fetch("{console}/runs/events", {{credentials: "include"}})
+  .then(r => r.text()).then(t => results.fetch = "read: " + t.slice(0, 80))
+  .catch(() => results.fetch = "blocked");
+const source = new EventSource("{console}/runs/{run_id}/events", {{withCredentials: true}});
+source.addEventListener("replace", () => results.sse = "read");
+source.addEventListener("error", () => {{
+  results.sse = results.sse || "blocked";
+  source.close();
+}});
+</script>
+</body></html>"""
+
+
+@asynccontextmanager
+async def another_site(html: str) -> AsyncIterator[str]:
+    """A web server of another site (`localhost`, another port: another origin and site than
+    the console's `127.0.0.1`) answering every request with `html`."""
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        body = html.encode()
+        writer.write(
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nConnection: close\r\n"
+            + f"Content-Length: {len(body)}\r\n\r\n".encode()
+            + body
+        )
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        yield f"http://localhost:{port}/cats.html"
+    finally:
+        server.close()
+
+
+@needs_chromium
+@pytest.mark.timeout(300)
+async def test_another_sites_page_cannot_act_read_sign_in_or_frame(
+    dev_client: Client, console: ConsoleServer, browser: BrowserContext, tmp_path: Path
+) -> None:
+    """The operator, signed in, visits another site's page: its form posting a cancel, its
+    form signing the browser in with a token of its choosing, its scripts reading the runs'
+    event streams, and its frame of a run's page all come to nothing; the run goes on."""
+    async with provider_world(dev_client, "local", tmp_path, "console") as (queue, _, runs):
+        spec = runs_spec(new_run_id("c-xsite"), tmp_path, "sit")
+        runs.append(spec.run_id)
+        await start_in_state(dev_client, queue, spec, "running")
+        operator = await sign_in(browser, console, console.operator_token)
+        html = EVIL_PAGE.format(
+            console=console.url, run_id=spec.run_id, read_token=console.read_token
+        )
+        async with another_site(html) as evil_url:
+            evil = await browser.new_page()
+            await evil.goto(evil_url)
+            await evil.wait_for_function(
+                "window.results.fetch && window.results.sse", timeout=60_000
+            )
+            results = await evil.evaluate("window.results")
+            assert results == {"fetch": "blocked", "sse": "blocked"}
+            # The frame holds no page of the console (frame-ancestors 'none', X-Frame-Options).
+            framed = evil.frame_locator("#framed")
+            # (A frame of the site's own is read: the check below can see a framed page.)
+            await expect(evil.frame_locator("#own").locator("h1")).to_have_text("cute cats")
+            assert await framed.locator("text=overnight").count() == 0
+            assert await framed.locator(f"text={spec.run_id}").count() == 0
+
+            async with evil.expect_response(f"{console.url}/runs/{spec.run_id}/cancel") as sent:
+                await evil.evaluate("document.getElementById('cancel').submit()")
+            assert (await sent.value).status in (401, 403)
+
+            again = await browser.new_page()
+            await again.goto(evil_url)
+            async with again.expect_response(f"{console.url}/login") as signed:
+                await again.evaluate("document.getElementById('login').submit()")
+            assert (await signed.value).status == 403
+
+        # The browser is still the operator's (no session of the other site's choosing), and
+        # the run was not cancelled.
+        await operator.goto(f"{console.url}/")
+        await expect(operator.locator("header .who")).to_contain_text("(operator)")
+        status = await api.get_status(dev_client, spec.run_id)
+        assert status.state == "running"
