@@ -10,11 +10,11 @@ Standard library only, Python 3.8 or newer, like the kit.
   running (the tool runs in a session of its own, so the CLI's process group does not reach
   it). The adapter is the child subreaper of its subtree (`PR_SET_CHILD_SUBREAPER`): what a
   dead CLI leaves is re-parented to the adapter, not to the sandbox's init, so every leftover
-  is found among the adapter's descendants in `/proc`, and ended. Only what started after the
-  CLI is taken, and the CLI's zombie is held until its leftovers are ended (its pid, group and
-  session ids then name it alone, never a later process given the same number): a process
-  that is not the root the adapter assumes (its code run inside another program) leaves that
-  program's earlier children, and their exit statuses, alone.
+  is found among the adapter's descendants in `/proc`, and ended. Only what began after the
+  adapter's first CLI is taken, and the CLI's zombie is held until its leftovers are ended (its
+  pid, group and session ids then name it alone, never a later process given the same
+  number): a process that is not the root the adapter assumes (its code run inside another
+  program) leaves that program's earlier children, and their exit statuses, alone.
 - **git** (`Git`, `Pusher`): a commit of the workspace's changes per step, and pushes of HEAD
   to the run's branch on origin in a thread of their own (a slow or failing push never holds
   up a checkpoint; failures are said and retried with the next step).
@@ -215,6 +215,11 @@ def _started_since(pid: int, since: int | None) -> bool:
     return since is not None and begun is not None and begun >= since
 
 
+# When this process's first CLI started: what began since among its descendants is its CLIs'
+# (a leftover that forked while an earlier CLI's were ended is found at the next CLI's end).
+_first_cli_began: list[int] = []
+
+
 def exited(pid: int) -> bool:
     """Whether this process's child `pid` has ended, without reaping it: its zombie keeps its
     pid, group and session ids from being given to a later process."""
@@ -240,10 +245,15 @@ def end_cli(
         deadline = time.monotonic() + timeout
         while not exited(process.pid) and time.monotonic() < deadline:
             time.sleep(0.01)
-    since = started(process.pid)
+    begun = started(process.pid)
+    if begun is not None and not _first_cli_began:
+        _first_cli_began.append(begun)
+    since = _first_cli_began[0] if _first_cli_began else None
     running = keep()
-    ended = end_processes(leftovers(process.pid, running), running | {process.pid}, since=since)
-    if since is not None:  # still its number: its zombie is held, or it runs
+    ended = end_processes(
+        leftovers(process.pid, running, since), running | {process.pid}, since=since
+    )
+    if begun is not None:  # still its number: its zombie is held, or it runs
         kill_group(process.pid)
     return ended
 
@@ -264,15 +274,16 @@ def descendants(root: int) -> list[int]:
     return found
 
 
-def leftovers(cli_pid: int, keep: set[int]) -> list[int]:
-    """The processes a CLI left: this process's descendants begun since the CLI started
-    (re-parented here, the subreaper) and the members of the CLI's process group and session,
-    except `keep` and what is under them (the adapter's own git commands). Nothing once
-    `cli_pid` is gone (reaped): its number may be another's by then."""
+def leftovers(cli_pid: int, keep: set[int], since: int | None = None) -> list[int]:
+    """The processes a CLI left: this process's descendants begun since `since` (default: the
+    CLI's start; re-parented here, the subreaper) and the members of the CLI's process group
+    and session, except `keep` and what is under them (the adapter's own git commands).
+    Nothing once `cli_pid` is gone (reaped): its number may be another's by then."""
     me = os.getpid()
-    since = started(cli_pid)
-    if since is None:
+    begun = started(cli_pid)
+    if begun is None:
         return []
+    since = begun if since is None else since
     kept: set[int] = set()
     for pid in keep:
         kept.add(pid)

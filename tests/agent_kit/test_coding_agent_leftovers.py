@@ -4,7 +4,8 @@ pytest worker is (a dev server, a child whose owner waits for it later, as async
 thread does on a loaded machine).
 
 The CLI's daemon (a session of its own, re-parented to the subreaper) is still ended and
-reaped, as in the adapter's own process; the program's earlier children are left alone,
+reaped, as in the adapter's own process, and so is what began after that CLI (a leftover
+that escaped, ended at the next CLI's end); the program's earlier children are left alone,
 running or ended, with their exit status theirs to read. Before, every descendant of the
 process was a leftover: the server was SIGKILLed and the ended child's status taken (its
 owner read 0, asyncio's watcher would say 255).
@@ -40,7 +41,15 @@ cli = subprocess.Popen(["sh", "-c", daemonize], start_new_session=True)
 ended = system.end_cli(cli, set)
 returncode = cli.wait()
 daemon = int(open("daemon.pid").read())
+# Begun after the first CLI: one of its leftovers that escaped (forked while they were ended),
+# ended at the next CLI's end.
+escaped = subprocess.Popen(["sleep", "600"])
+again = subprocess.Popen(["true"], start_new_session=True)
+ended_again = system.end_cli(again, set)
+again.wait()
 print(json.dumps({
+    "ended_again": ended_again,
+    "escaped_gone": system.started(escaped.pid) is None,
     "cli": returncode,
     "ended": ended,
     "daemon_gone": system.started(daemon) is None,
@@ -70,3 +79,4 @@ def test_the_clis_daemon_is_ended_and_the_programs_own_children_are_left_alone(
     assert [name.split(" ")[0] for name in seen["ended"]] == ["sleep"], seen
     assert seen["server"] is None, seen  # still running
     assert seen["early"] == 7, seen  # its status, read by its owner
+    assert seen["escaped_gone"] and len(seen["ended_again"]) == 1, seen
