@@ -7,16 +7,33 @@ second call stops at once.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import socket
 from collections.abc import Iterator
 
 import uvicorn
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from overnight.console.app import build_app
 from overnight.console.context import ConsoleContext
 
 GRACE_SECONDS = 5
+# A new connection has this long to send a whole request's head; then it is closed (uvicorn
+# waits for ever: connections that never finish a request would hold a socket each for good).
+HEAD_SECONDS = 10.0
+
+
+class HeadInTime(H11Protocol):
+    """uvicorn's HTTP/1.1 protocol, closing a connection with no request begun in time."""
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self.loop.call_later(HEAD_SECONDS, self._head_late)
+
+    def _head_late(self) -> None:
+        if self.cycle is None and not self.transport.is_closing():
+            self.transport.close()
 
 
 class ConsoleServer(uvicorn.Server):
@@ -25,6 +42,7 @@ class ConsoleServer(uvicorn.Server):
         super().__init__(
             uvicorn.Config(
                 build_app(context),
+                http=HeadInTime,
                 # The peer address is the one auth checks a proxy by: never one a header claims.
                 proxy_headers=False,
                 server_header=False,

@@ -13,6 +13,7 @@ refused, shown as text, or bounded.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import time
 import tracemalloc
@@ -485,6 +486,38 @@ async def test_thousands_of_event_streams_are_bounded(console: ConsoleServer) ->
         assert await asyncio.wait_for(reopened(), timeout=60) == 200
     finally:
         for writer in held:
+            writer.close()
+
+
+async def test_a_connection_that_never_finishes_its_request_is_closed(
+    console: ConsoleServer,
+) -> None:
+    """Slowloris: connections that send nothing, or a request's head a byte at a time and
+    never its end, are closed by the console (each held a socket for good: enough of them and
+    nobody else gets in)."""
+    where = urlsplit(console.url)
+    idle = await asyncio.open_connection(where.hostname, where.port)
+    slow = await asyncio.open_connection(where.hostname, where.port)
+    slow[1].write(f"GET / HTTP/1.1\r\nHost: {where.netloc}\r\n".encode())
+
+    async def trickle() -> None:
+        with contextlib.suppress(ConnectionError):
+            while True:  # a header byte now and then, its end never
+                await asyncio.sleep(1)
+                slow[1].write(b"X")
+                await slow[1].drain()
+
+    trickling = asyncio.create_task(trickle())
+    try:
+        for reader, _ in (idle, slow):
+            try:
+                ended = await asyncio.wait_for(reader.read(), timeout=120)
+            except (ConnectionResetError, BrokenPipeError):
+                ended = b""  # closed on it while it was still writing: closed all the same
+            assert b"200" not in ended.split(b"\r\n")[0]
+    finally:
+        trickling.cancel()
+        for _, writer in (idle, slow):
             writer.close()
 
 
