@@ -18,18 +18,18 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.client import Client
-from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
+from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
-from overnight.constants import (
-    ROW_MEMO_KEY,
-    SA_AGENT,
-    SA_LABELS,
-    SA_LAST_PROGRESS,
-    SA_OWNER,
-    SA_RESTARTS,
-    SA_STATE,
-)
+from overnight.constants import ROW_MEMO_KEY
 from overnight.run_row import RowMemo
+from workflows.visibility import (
+    AGENT_KEY,
+    LABELS_KEY,
+    LAST_PROGRESS_KEY,
+    OWNER_KEY,
+    RESTARTS_KEY,
+    STATE_KEY,
+)
 
 OWNERS = ("web", "data", "infra", "mobile", "docs")
 AGENTS = ("claude-code", "codex", "own")
@@ -94,17 +94,12 @@ async def seed_runs(
         row, owner, labels = seeded_row(n, rng, now)
         attributes = TypedSearchAttributes(
             [
-                SearchAttributePair(SearchAttributeKey.for_keyword(SA_STATE), row.state),
-                SearchAttributePair(SearchAttributeKey.for_int(SA_RESTARTS), row.restarts),
-                SearchAttributePair(
-                    SearchAttributeKey.for_datetime(SA_LAST_PROGRESS),
-                    row.last_progress_at or now,
-                ),
-                SearchAttributePair(SearchAttributeKey.for_keyword(SA_OWNER), owner),
-                SearchAttributePair(
-                    SearchAttributeKey.for_keyword(SA_AGENT), AGENTS[n % len(AGENTS)]
-                ),
-                SearchAttributePair(SearchAttributeKey.for_keyword_list(SA_LABELS), labels),
+                SearchAttributePair(STATE_KEY, row.state),
+                SearchAttributePair(RESTARTS_KEY, row.restarts),
+                SearchAttributePair(LAST_PROGRESS_KEY, row.last_progress_at or now),
+                SearchAttributePair(OWNER_KEY, owner),
+                SearchAttributePair(AGENT_KEY, AGENTS[n % len(AGENTS)]),
+                SearchAttributePair(LABELS_KEY, labels),
             ]
         )
         status = _status(run_id, row, now)

@@ -37,6 +37,8 @@ with workflow.unsafe.imports_passed_through():
     from workflows.patches import LEAN_WRITES_PATCH, ROW_PATCH
     from workflows.pure.row import row_due, row_of
 
+# The typed keys, here only: the console reads the columns back with them
+# (overnight/console/rows.py).
 STATE_KEY = SearchAttributeKey.for_keyword(SA_STATE)
 RESTARTS_KEY = SearchAttributeKey.for_int(SA_RESTARTS)
 SANDBOX_KEY = SearchAttributeKey.for_keyword(SA_SANDBOX)

@@ -14,27 +14,18 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from temporalio.client import WorkflowExecution, WorkflowExecutionStatus
-from temporalio.common import SearchAttributeKey
 
-from overnight.constants import (
-    ROW_MEMO_KEY,
-    SA_AGENT,
-    SA_LABELS,
-    SA_LAST_PROGRESS,
-    SA_OWNER,
-    SA_RESTARTS,
-    SA_SANDBOX,
-    SA_STATE,
-)
+from overnight.constants import ROW_MEMO_KEY
 from overnight.run_row import RowMemo, row_from_memo
-
-_STATE = SearchAttributeKey.for_keyword(SA_STATE)
-_RESTARTS = SearchAttributeKey.for_int(SA_RESTARTS)
-_SANDBOX = SearchAttributeKey.for_keyword(SA_SANDBOX)
-_LAST_PROGRESS = SearchAttributeKey.for_datetime(SA_LAST_PROGRESS)
-_OWNER = SearchAttributeKey.for_keyword(SA_OWNER)
-_AGENT = SearchAttributeKey.for_keyword(SA_AGENT)
-_LABELS = SearchAttributeKey.for_keyword_list(SA_LABELS)
+from workflows.visibility import (
+    AGENT_KEY,
+    LABELS_KEY,
+    LAST_PROGRESS_KEY,
+    OWNER_KEY,
+    RESTARTS_KEY,
+    SANDBOX_KEY,
+    STATE_KEY,
+)
 
 # How a closed workflow reads as a run's state where the run's own last word is not enough:
 # a run fails (OutOfBudget, a bad spec) or is terminated without publishing it.
@@ -112,7 +103,7 @@ def row_from(execution: WorkflowExecution, memo: RowMemo | None) -> RunRow:
     """The row of one visibility entry and its decoded memo (None: none)."""
     found = execution.typed_search_attributes
     status = execution.status
-    state = _state(status, memo.state if memo else None, found.get(_STATE))
+    state = _state(status, memo.state if memo else None, found.get(STATE_KEY))
     base = RunRow(
         run_id=execution.id,
         state=state,
@@ -120,13 +111,13 @@ def row_from(execution: WorkflowExecution, memo: RowMemo | None) -> RunRow:
         started_at=execution.start_time,
         closed_at=execution.close_time,
         workflow_status=status.name.lower() if status is not None else "unknown",
-        owner=found.get(_OWNER) or "",
-        labels=list(found.get(_LABELS) or []),
-        agent=found.get(_AGENT) or "",
-        sandbox_id=found.get(_SANDBOX) or None,
-        restarts=found.get(_RESTARTS) or 0,
-        last_progress_at=found.get(_LAST_PROGRESS),
-        last_state=(memo.state if memo else None) or found.get(_STATE) or "",
+        owner=found.get(OWNER_KEY) or "",
+        labels=list(found.get(LABELS_KEY) or []),
+        agent=found.get(AGENT_KEY) or "",
+        sandbox_id=found.get(SANDBOX_KEY) or None,
+        restarts=found.get(RESTARTS_KEY) or 0,
+        last_progress_at=found.get(LAST_PROGRESS_KEY),
+        last_state=(memo.state if memo else None) or found.get(STATE_KEY) or "",
     )
     if memo is None:
         return base
