@@ -25,6 +25,8 @@ from overnight.console.rows import RunRow
 NO_OWNER = "(no owner)"
 DEFAULT_SPAN = timedelta(days=1)
 MOST_DAYS = 92  # a range longer than this is cut to its last days (a page, not an archive)
+# The days a page's address may name (past them `_day` takes none).
+FIRST_DAY, LAST_DAY = date(1970, 1, 1), date(9000, 1, 1)
 
 
 @dataclass(frozen=True)
@@ -70,11 +72,12 @@ def night_range(params: Mapping[str, str], now: datetime) -> NightRange:
         until = _start(until_day + timedelta(days=1)) if until_day else now
         since = _start(since_day) if since_day else until - DEFAULT_SPAN
     else:
+        until = now
         try:
-            span = parse_since(params.get("span", "") or "24h")
-        except ValueError:
-            span = DEFAULT_SPAN
-        until, since = now, now - span
+            # (A span longer than the calendar overflows its subtraction.)
+            since = now - parse_since(params.get("span", "") or "24h")
+        except (ValueError, OverflowError):
+            since = now - DEFAULT_SPAN
     if since >= until:
         since = until - DEFAULT_SPAN
     return NightRange(max(since, until - timedelta(days=MOST_DAYS)), until)
@@ -192,10 +195,13 @@ def _money(value: float | None) -> str:
 
 
 def _day(text: str) -> date | None:
+    """The day `text` names, or None (none given, not a day, or so far off that a day's
+    arithmetic would pass the calendar's ends: no filter, as for none)."""
     try:
-        return date.fromisoformat(text.strip())
+        day = date.fromisoformat(text.strip())
     except ValueError:
         return None
+    return day if FIRST_DAY <= day <= LAST_DAY else None
 
 
 def _start(day: date) -> datetime:

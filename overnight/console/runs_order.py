@@ -30,6 +30,8 @@ OPEN_STATES = (
 )
 ENDED_STATES = ("finished", "cancelled", "failed", "terminated", "timed_out")
 STATES = OPEN_STATES + ENDED_STATES
+# The days a page's address may name (past them `_day` takes none).
+FIRST_DAY, LAST_DAY = date(1970, 1, 1), date(9000, 1, 1)
 
 
 class ListedRun(Protocol):
@@ -127,10 +129,13 @@ class RunFilters:
 
 
 def _day(text: str) -> date | None:
+    """The day `text` names, or None (none given, not a day, or so far off that a day's
+    arithmetic would pass the calendar's ends: no filter, as for none)."""
     try:
-        return date.fromisoformat(text.strip())
+        day = date.fromisoformat(text.strip())
     except ValueError:
         return None
+    return day if FIRST_DAY <= day <= LAST_DAY else None
 
 
 def _start_of(day: date) -> datetime:

@@ -301,6 +301,38 @@ async def test_static_files_hold_no_way_out_of_their_folder(console: ConsoleServ
         assert b"{%" not in answer.body, path
 
 
+async def test_odd_addresses_are_pages_that_say_so_not_server_errors(
+    console: ConsoleServer,
+) -> None:
+    """A link someone crafted (a run id of markup or quotes, days at the calendar's ends) is a
+    page saying what is wrong, never a server error, and nothing in it becomes markup."""
+    operator = bearer(console.operator_token)
+    wrong: list[str] = []
+    for path in (
+        "/runs/%22%3E%3Cscript%3Ewindow.pwned%3D1%3C%2Fscript%3E",
+        "/runs/x'%20OR%20'1'%3D'1",
+        "/runs/..%2F..%2Fnight",
+        "/runs/" + "a" * 4000,
+    ):
+        answer = await http(console.url, path, headers=operator)
+        assert answer.status == 404, (path[:40], answer.status)
+        assert "<script>window" not in answer.text
+    for path in (
+        "/?until=9999-12-31",
+        "/?since=0001-01-01&until=9999-12-31",
+        "/?since=9999-12-31",
+        "/night?until=9999-12-31",
+        "/night?since=0001-01-01&until=0001-01-01",
+        "/night.csv?since=0001-01-01&until=9999-12-31",
+        "/night?span=99999999999d",
+        "/night?span=-5d",
+    ):
+        answer = await http(console.url, path, headers=operator)
+        if answer.status != 200:
+            wrong.append(f"{path}: {answer.status}")
+    assert not wrong, wrong
+
+
 # --- less than an operator's rights ----------------------------------------------------------
 
 
