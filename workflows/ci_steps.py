@@ -28,7 +28,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.patches import CI_ROUNDS_PATCH
     from workflows.pure import ci
     from workflows.pure.decide import Decision, Finish, NeedsAttention
-    from workflows.pure.run_record import note_last_words
+    from workflows.pure.run_record import note_started_again
     from workflows.pure.state import SupervisorState
 
 Publish = Callable[[SupervisorState], None]
@@ -138,11 +138,7 @@ async def start_again(s: SupervisorState, decision: CiRound, publish: Publish) -
     )
     if isinstance(started, ActivityError):
         return f"could not start the agent again for its CI check: {outcomes.describe(started)}"
-    now = workflow.now()
-    note_last_words(s, started.previous_output, f"finished (exit 0), then {decision.reason}", now)
-    s.process_id = started.process_id
-    s.last_progress_at = now
-    s.state = "running"
+    note_started_again(s, started, decision.reason, workflow.now())
     workflow.logger.info("agent started again: %s", decision.reason)
     return None
 

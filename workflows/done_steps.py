@@ -28,7 +28,7 @@ with workflow.unsafe.imports_passed_through():
         after_done_checks,
         restart_within_budget,
     )
-    from workflows.pure.run_record import note_last_words
+    from workflows.pure.run_record import note_started_again
     from workflows.pure.state import SupervisorState
 
 Publish = Callable[[SupervisorState], None]
@@ -124,9 +124,5 @@ async def start_again(s: SupervisorState, decision: DoneRound) -> str | None:
     if isinstance(started, ActivityError):
         why = outcomes.describe(started)
         return f"could not start the agent again for its done check: {why}"
-    now = workflow.now()
-    note_last_words(s, started.previous_output, f"finished (exit 0), then {decision.reason}", now)
-    s.process_id = started.process_id
-    s.last_progress_at = now
-    s.state = "running"
+    note_started_again(s, started, decision.reason, workflow.now())
     return None

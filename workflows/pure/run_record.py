@@ -38,6 +38,18 @@ def note_last_words(
     )
 
 
+def note_started_again(
+    s: SupervisorState, started: AgentStarted, reason: str, now: datetime
+) -> None:
+    """The agent runs again in its sandbox after it finished (exit 0) and a check said no
+    (`reason`: a done check's or a CI check's round): the ended process's last words kept,
+    the new process followed, its progress counted from now."""
+    note_last_words(s, started.previous_output, f"finished (exit 0), then {reason}", now)
+    s.process_id = started.process_id
+    s.last_progress_at = now
+    s.state = "running"
+
+
 def record_restart(s: SupervisorState, record: RestartRecord) -> None:
     """Give a restart record its attempt's last words (if read), keeping tails bounded."""
     words = s.last_words
