@@ -131,12 +131,16 @@ def same_origin(request: HTTPConnection) -> bool:
 def _from_proxy(request: HTTPConnection, settings: ConsoleSettings) -> Viewer | None:
     if settings.user_header is None or request.client is None:
         return None
-    user = request.headers.get(settings.user_header, "").strip()
-    if not user or not trusted_peer(settings, request.client.host):
+    # Said once, one name: a proxy that adds its header to the browser's own (instead of
+    # replacing it) would otherwise let the browser's, first, name anyone.
+    users = request.headers.getlist(settings.user_header)
+    user = users[0].strip() if len(users) == 1 else ""
+    if not user or "," in user or not trusted_peer(settings, request.client.host):
         return None
     role: Role = "operator" if user in settings.operators else "reader"
     if settings.role_header is not None:
-        said = request.headers.get(settings.role_header, "").strip().lower()
+        roles = request.headers.getlist(settings.role_header)
+        said = roles[0].strip().lower() if len(roles) == 1 else "reader" if roles else ""
         if said in ("operator", "reader"):
             role = "operator" if said == "operator" else "reader"
     return Viewer(user[:200], role, "proxy", f"proxy:{user}")

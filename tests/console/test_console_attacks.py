@@ -33,7 +33,14 @@ from overnight.cli import client as api
 from overnight.cli.demo import make_origin
 from overnight.console import auth, diff_view
 from overnight.console.render import CONTENT_SECURITY_POLICY
-from overnight.console.settings import TOKEN_ENV, settings_from
+from overnight.console.settings import (
+    OPERATORS_ENV,
+    ROLE_HEADER_ENV,
+    TOKEN_ENV,
+    TRUSTED_PROXIES_ENV,
+    USER_HEADER_ENV,
+    settings_from,
+)
 from overnight.models import RunSpec, RunStatus
 from tests.console.conftest import ConsoleServer, needs_chromium, sign_in, start_console, tokens
 from tests.console.runs import console_spec as runs_spec
@@ -404,6 +411,45 @@ async def test_a_stale_or_forged_session_cookie_is_no_one(dev_client: Client) ->
             )
             assert answer.status == 401, header  # a wrong header never falls back to the cookie
         assert TOKEN_ENV
+
+
+async def test_a_proxy_header_said_twice_signs_no_one_in(dev_client: Client) -> None:
+    """Behind a proxy that adds its user header instead of replacing the browser's (a proxy
+    set up with `add`, not `set`), the browser's own header comes first: a user header said
+    twice (or two names in one) is nobody, and a role said twice is a reader's."""
+    proxy = {
+        USER_HEADER_ENV: "X-Forwarded-User",
+        ROLE_HEADER_ENV: "X-Forwarded-Role",
+        OPERATORS_ENV: "alice",
+        TRUSTED_PROXIES_ENV: "127.0.0.1",
+    }
+    async with start_console(dev_client, proxy) as console:
+        asked = {"Accept": "application/json"}
+
+        async def who(*headers: tuple[str, str]) -> tuple[int, str]:
+            where = urlsplit(console.url)
+            reader, writer = await asyncio.open_connection(where.hostname, where.port)
+            lines = ["GET / HTTP/1.1", f"Host: {where.netloc}", "Connection: close"]
+            lines += [f"{name}: {value}" for name, value in [*asked.items(), *headers]]
+            writer.write(("\r\n".join(lines) + "\r\n\r\n").encode())
+            raw = await reader.read()
+            writer.close()
+            found = re.search(rb"<span>([^<]*) \((reader|operator)\)</span>", raw)
+            status = int(raw.split(b" ", 2)[1])
+            return status, found.group(0).decode() if found else ""
+
+        assert await who(("X-Forwarded-User", "mallory")) == (200, "<span>mallory (reader)</span>")
+        # The browser says alice (an operator), the proxy adds the real user after it.
+        twice = await who(("X-Forwarded-User", "alice"), ("X-Forwarded-User", "mallory"))
+        assert twice[0] == 401, twice
+        merged = await who(("X-Forwarded-User", "alice, mallory"))
+        assert merged[0] == 401, merged
+        roles = await who(
+            ("X-Forwarded-User", "mallory"),
+            ("X-Forwarded-Role", "operator"),
+            ("X-Forwarded-Role", "reader"),
+        )
+        assert roles == (200, "<span>mallory (reader)</span>")
 
 
 # --- huge or many requests -------------------------------------------------------------------
