@@ -199,20 +199,27 @@ def _labelled(sandbox: SandboxInfo) -> bool:
     return sandbox.labels.get(LABEL_KEEP_UNTIL) is not None
 
 
-async def _let_go(
-    provider_name: str, disk: ProviderDisk, sandbox: SandboxInfo, run_id: str, why: str
-) -> list[ReapedSandbox]:
-    """A kept sandbox lets go of what it holds on this host; one entry when it held
-    anything."""
-    entry = ReapedSandbox(
+def _sandbox_entry(
+    provider_name: str, sandbox: SandboxInfo, run_id: str, why: str, kind: str = "sandbox"
+) -> ReapedSandbox:
+    """What the reap does to `sandbox` (stopped or let go of), not done yet."""
+    return ReapedSandbox(
         provider=provider_name,
         sandbox_id=sandbox.sandbox_id,
         run_id=run_id,
         was=sandbox.state,
         stopped=False,
-        kind="released",
+        kind=kind,
         why=why,
     )
+
+
+async def _let_go(
+    provider_name: str, disk: ProviderDisk, sandbox: SandboxInfo, run_id: str, why: str
+) -> list[ReapedSandbox]:
+    """A kept sandbox lets go of what it holds on this host; one entry when it held
+    anything."""
+    entry = _sandbox_entry(provider_name, sandbox, run_id, why, kind="released")
     try:
         held: HostHeld | None = await disk.let_go(sandbox.sandbox_id)
     except Exception as err:  # one stubborn sandbox must not keep the others
@@ -347,14 +354,7 @@ async def _stop(
     run_id: str,
     why: str,
 ) -> ReapedSandbox:
-    entry = ReapedSandbox(
-        provider=provider_name,
-        sandbox_id=sandbox.sandbox_id,
-        run_id=run_id,
-        was=sandbox.state,
-        stopped=False,
-        why=why,
-    )
+    entry = _sandbox_entry(provider_name, sandbox, run_id, why)
     try:
         await provider.stop(sandbox.sandbox_id)
     except Exception as err:  # one stubborn sandbox must not keep the others
