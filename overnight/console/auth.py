@@ -5,7 +5,8 @@ A request is someone's in one of three ways, tried in this order:
    with the role the role header or the operators list gives (reader otherwise);
 2. `Authorization: Bearer <token>`: the operator's or the reader's token;
 3. the session cookie the login form set (signed with the console's secret, HttpOnly,
-   SameSite=Strict, bound to the token it was made from: a changed token ends it).
+   SameSite=Strict, bound to the token it was made from: a changed token ends it; signing
+   out ends it in this process, a copy of the cookie too).
 Nobody else gets a page: a browser is sent to the login form, anything else gets 401.
 
 Every POST is checked by `operator` (or `checked` for what readers may do too, like signing
@@ -68,7 +69,10 @@ def identify(request: HTTPConnection) -> Viewer | None:
         if role is None:
             return None
         return Viewer("token", role, "token", f"token:{fingerprint(given.strip())}")
-    return _from_session(request.cookies.get(SESSION_COOKIE), settings)
+    found = _from_session(request.cookies.get(SESSION_COOKIE), settings)
+    if found is not None and found.session_id in _signed_out(request):
+        return None  # signed out: a copy of its cookie is no one's
+    return found
 
 
 async def viewer(request: HTTPConnection) -> Viewer:
@@ -199,6 +203,27 @@ def _from_session(cookie: str | None, settings: ConsoleSettings) -> Viewer | Non
         return None  # expired, or its token changed since
     its_role: Role = "operator" if role == "operator" else "reader"
     return Viewer("token", its_role, "session", f"s:{sid}")
+
+
+def sign_out(request: HTTPConnection, found: Viewer) -> None:
+    """End `found`'s session in this process (its cookie, a copy of it too, is no one's
+    until it would have ended anyway)."""
+    if found.via != "session":
+        return
+    ended, now = _signed_out(request), time.time()
+    for session_id, until in list(ended.items()):
+        if until < now:
+            del ended[session_id]
+    ended[found.session_id] = now + console_of(request).settings.session_hours * 3600
+
+
+def _signed_out(request: HTTPConnection) -> dict[str, float]:
+    """The sessions signed out in this process: id -> when its cookie ends."""
+    state = request.app.state
+    if not hasattr(state, "signed_out"):
+        state.signed_out = {}
+    ended: dict[str, float] = state.signed_out
+    return ended
 
 
 def csrf_token(settings: ConsoleSettings, found: Viewer) -> str:

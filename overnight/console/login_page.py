@@ -58,7 +58,7 @@ async def login(request: Request) -> Response:
 
 
 async def logout(request: Request) -> Response:
-    await auth.checked(request)
+    auth.sign_out(request, await auth.checked(request))
     response = RedirectResponse("/login", status_code=303)
     response.delete_cookie(auth.SESSION_COOKIE, path="/", httponly=True, samesite="strict")
     return response

@@ -452,6 +452,44 @@ async def test_a_proxy_header_said_twice_signs_no_one_in(dev_client: Client) -> 
         assert roles == (200, "<span>mallory (reader)</span>")
 
 
+async def test_a_session_signed_out_is_over_even_for_a_copy_of_its_cookie(
+    console: ConsoleServer,
+) -> None:
+    """Signing out ends the session, not only the browser's copy of its cookie: the same
+    cookie replayed (stolen before, kept by a proxy's log) is nobody."""
+    form = await http(console.url, "/login")
+    login_cookie = form.headers["set-cookie"].split(";")[0]
+    csrf = re.search(r'name="csrf" value="([^"]+)"', form.text)
+    assert csrf is not None
+    signed = await http(
+        console.url,
+        "/login",
+        method="POST",
+        headers={"Content-Type": "application/x-www-form-urlencoded", "Cookie": login_cookie},
+        body=_query(csrf=csrf.group(1), token=console.operator_token, next="/").encode(),
+    )
+    assert signed.status == 303
+    session = next(
+        part.split(";")[0]
+        for part in signed.headers["set-cookie"].split(", ")
+        if part.startswith(f"{auth.SESSION_COOKIE}=")
+    )
+    cookie = {"Cookie": session, "Accept": "application/json"}
+    page = await http(console.url, "/night", headers=cookie)
+    assert page.status == 200
+    token = CSRF_META.search(page.text)
+    assert token is not None
+    out = await http(
+        console.url,
+        "/logout",
+        method="POST",
+        headers={**cookie, "Content-Type": "application/x-www-form-urlencoded"},
+        body=_query(csrf=token.group(1)).encode(),
+    )
+    assert out.status == 303
+    assert (await http(console.url, "/night", headers=cookie)).status == 401
+
+
 # --- huge or many requests -------------------------------------------------------------------
 
 
