@@ -46,7 +46,7 @@ from bench.actions import HistoryCost
 from bench.crash import DIE_AFTER_STEP, FIRST_CRASH_SECONDS, crash_spec
 from bench.history import overnight_history_cost
 from bench.procs import dev_server, worker_process
-from bench.report import RESULTS_DIR, Row, machine, percentile, render_text, save_results
+from bench.report import RESULTS_DIR, Row, finish, percentile
 from overnight.cli.demo import make_origin
 from overnight.codec import CODEC_KEYS_ENV, data_converter, parse_keys
 from overnight.constants import LABEL_RUN, WORKFLOW_TYPE
@@ -349,19 +349,15 @@ def main(argv: list[str] | None = None) -> int:
             "incomplete_samples": [s.run_id for s in found.samples if s.seconds is None],
         }
     }
-    meta = {
-        "command": "python -m bench.codec" + (" --quick" if args.quick else ""),
-        "machine": machine(),
-        "started_at": started_at.isoformat(timespec="seconds"),
-        "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "wall_seconds": round(time.monotonic() - began),
-        "metrics": ["codec"],
-    }
-    folder = args.results or (state_dir / "results" if args.quick else RESULTS_DIR)
-    _, json_path, _ = save_results(folder, rows, details, meta)
-    print(render_text(rows))
-    print(f"wrote {json_path}")
-    return 0 if all(row.passed is not False for row in rows) else 1
+    return finish(
+        args.results or (state_dir / "results" if args.quick else RESULTS_DIR),
+        rows,
+        details,
+        command="python -m bench.codec" + (" --quick" if args.quick else ""),
+        started_at=started_at,
+        began=began,
+        metrics=["codec"],
+    )
 
 
 if __name__ == "__main__":

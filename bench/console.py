@@ -42,7 +42,7 @@ from temporalio.worker import Worker
 
 from bench.console_world import StandInRun, seed_runs
 from bench.procs import dev_server
-from bench.report import RESULTS_DIR, Row, machine, percentile, render_text, save_results
+from bench.report import RESULTS_DIR, Row, finish, percentile
 from overnight.console.context import context_for
 from overnight.console.server import ConsoleServer
 from overnight.console.settings import READ_TOKEN_ENV, TOKEN_ENV, settings_from
@@ -343,19 +343,15 @@ def main(argv: list[str] | None = None) -> int:
             "page_bytes": found.page_bytes,
         }
     }
-    meta = {
-        "command": "python -m bench.console" + (" --quick" if args.quick else ""),
-        "machine": machine(),
-        "started_at": started_at.isoformat(timespec="seconds"),
-        "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "wall_seconds": round(time.monotonic() - began),
-        "metrics": ["console"],
-    }
-    folder = args.results or (state_dir / "results" if args.quick else RESULTS_DIR)
-    _, json_path, _ = save_results(folder, rows, details, meta)
-    print(render_text(rows))
-    print(f"wrote {json_path}")
-    return 0 if all(row.passed is not False for row in rows) else 1
+    return finish(
+        args.results or (state_dir / "results" if args.quick else RESULTS_DIR),
+        rows,
+        details,
+        command="python -m bench.console" + (" --quick" if args.quick else ""),
+        started_at=started_at,
+        began=began,
+        metrics=["console"],
+    )
 
 
 if __name__ == "__main__":

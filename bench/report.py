@@ -9,8 +9,10 @@ import math
 import os
 import platform
 import sys
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -314,6 +316,33 @@ def save_results(
         if missing:
             out(f"warning: {page} has no markers for {', '.join(missing)}: not written")
     return rows, json_path, md_path
+
+
+def finish(
+    folder: Path,
+    rows: list[Row],
+    details: dict[str, Any],
+    *,
+    command: str,
+    started_at: datetime,
+    began: float,
+    metrics: list[str],
+) -> int:
+    """A benchmark's end: its rows and details saved with what it ran and when
+    (`save_results`), its table printed; 0 when no row failed its target. `began`: its
+    `time.monotonic()` at the start, for the wall time."""
+    meta = {
+        "command": command,
+        "machine": machine(),
+        "started_at": started_at.isoformat(timespec="seconds"),
+        "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "wall_seconds": round(time.monotonic() - began),
+        "metrics": metrics,
+    }
+    _, json_path, _ = save_results(folder, rows, details, meta)
+    print(render_text(rows))
+    print(f"wrote {json_path}")
+    return 0 if all(row.passed is not False for row in rows) else 1
 
 
 def refresh_page(folder: Path = RESULTS_DIR, page: Path = RESULTS_PAGE) -> list[str]:
