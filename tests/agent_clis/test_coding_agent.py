@@ -208,6 +208,9 @@ def test_529s_after_the_clis_own_retries_are_waited_out_in_the_same_session(
     backoffs = [line for line in ws.log() if line["event"] == "api_backoff"]
     assert [b["status"] for b in backoffs] == [529, 529]  # 2 CLI processes of 2 tries each
     assert ws.requests()["finish"]["summary"] == "Done despite the overload."
+    # Each wait the API asked for moved the progress mark: the API is there, no stall.
+    mark = ws.checkpoint()["progress_mark"]
+    assert mark["waits"] >= 2 and mark["step"] == 1, mark
 
 
 def test_a_usage_limit_waits_for_its_reset_then_the_same_session_goes_on(

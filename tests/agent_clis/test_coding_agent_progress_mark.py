@@ -1,9 +1,10 @@
 """The coding-agent adapter's `progress_mark` (overnight/agent_kit/coding_agent.py), with the
 real Claude Code CLI in bubblewrap: it says new work only. A model API the CLI cannot reach at
 all (its port closed) has the adapter rewrite its checkpoint at each try, a new `next` each
-time, with the same mark: no progress, so the run meets its stall. A model API that answers
-529s has the adapter wait as told, and each of those waits moves the mark (`waits`): the API
-is there, and no restart would end its trouble."""
+time, with the same mark: no progress, so the run meets its stall. (A model API that answers
+529s has the adapter wait as told, and each of those waits moves the mark, `waits`: the API is
+there, and no restart would end its trouble. That run is test_coding_agent.py's
+`test_529s_after_the_clis_own_retries_are_waited_out_in_the_same_session`.)"""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from collections.abc import Callable
 
 import pytest
 
-from fakes.model_api import FakeModelApi, Shell, overloaded, text, tools
+from fakes.model_api import FakeModelApi
 from tests.agent_clis.adapter import Adapter, Workspace, environment, wait_until
 from tests.agent_clis.test_coding_agent import adapters, kind, make_workspace  # noqa: F401
 
@@ -42,27 +43,3 @@ def test_a_model_api_out_of_reach_rewrites_the_checkpoint_with_the_same_mark(
     assert again["next"] != first["next"]  # rewritten: the status moves on
     assert again["progress_mark"] == first["progress_mark"]  # but no new work, no wait told
     assert again["progress_mark"]["step"] == 0
-
-
-def test_waits_the_model_api_asked_for_move_the_mark(
-    make_workspace: Callable[..., Workspace],  # noqa: F811
-    adapters: list[Adapter],  # noqa: F811
-    kind: str,  # noqa: F811
-) -> None:
-    if kind != "claude-code":
-        pytest.skip("Codex's own retries of a 529 take minutes at its default settings")
-    ws = make_workspace()
-    script = [
-        overloaded(times=4),
-        tools(Shell("echo hi"), label="hi"),
-        text("Done despite the overload.", label="final"),
-    ]
-    with FakeModelApi(script) as fake:
-        ws.write_config(fake)
-        adapter = Adapter.start(ws, environment(fake, kind, ws))
-        adapters.append(adapter)
-        code, out, err = adapter.wait()
-    assert code == 0, out[-2000:] + err[-2000:]
-    assert [b["status"] for b in backoffs(ws)] == [529, 529]
-    mark = ws.checkpoint()["progress_mark"]
-    assert mark["waits"] >= 2 and mark["step"] == 1, mark
