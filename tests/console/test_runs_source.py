@@ -11,14 +11,16 @@ import json
 import secrets
 import uuid
 from datetime import timedelta
+from typing import Any
 
 import pytest
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowHandle
 from temporalio.service import RPCError
 from temporalio.worker import Worker
 
 from fakes.activities import FakeWorld, Quiet, progress
 from overnight.codec import data_converter, parse_keys
+from overnight.console.rows import RunRow
 from overnight.console.runs_source import ChangeFeed, RunsChange, RunsSource
 from overnight.constants import SEARCH_ATTRIBUTE_TYPES
 from overnight.models import RunResult, RunSpec
@@ -44,6 +46,35 @@ def _spec(run_id: str, owner: str, labels: list[str]) -> RunSpec:
     )
 
 
+def _world(next_step: str) -> FakeWorld:
+    """Activities whose agent says `next_step` in its first checkpoint, then nothing."""
+    world = FakeWorld()
+    world.search_attributes = list(SEARCH_ATTRIBUTE_TYPES)
+    step = json.dumps({"next": next_step, "notes": ["read the issue"]})
+    world.script(1, [progress(step), *[Quiet() for _ in range(10_000)]])
+    return world
+
+
+async def _start(
+    client: Client, queue: str, run_id: str, owner: str, labels: list[str]
+) -> WorkflowHandle[Any, RunResult]:
+    return await client.start_workflow(
+        "AgentRun",
+        _spec(run_id, owner, labels),
+        id=run_id,
+        task_queue=queue,
+        result_type=RunResult,
+    )
+
+
+async def _row_with_a_step(source: RunsSource, feed: ChangeFeed, run_id: str) -> RunRow:
+    """The run's row once it has the agent's next step (its first checkpoint read)."""
+    async with asyncio.timeout(CAP):
+        while (row := source.row(run_id)) is None or row.next_step is None:
+            await _next_change(feed, run_id)
+    return row
+
+
 async def _next_change(changes: ChangeFeed, run_id: str) -> RunsChange:
     async with asyncio.timeout(CAP):
         async for change in changes:
@@ -55,10 +86,7 @@ async def _next_change(changes: ChangeFeed, run_id: str) -> RunsChange:
 async def test_the_source_lists_runs_with_their_rows_and_tells_a_state_change(
     dev_client: Client,
 ) -> None:
-    world = FakeWorld()
-    world.search_attributes = list(SEARCH_ATTRIBUTE_TYPES)
-    step = json.dumps({"next": "write the parser", "notes": ["read the issue"]})
-    world.script(1, [progress(step), *[Quiet() for _ in range(10_000)]])
+    world = _world("write the parser")
     queue = f"console-source-{uuid.uuid4().hex[:8]}"
     run_id = f"console-{uuid.uuid4().hex[:10]}"
     owner = f"team-{uuid.uuid4().hex[:6]}"
@@ -74,17 +102,9 @@ async def test_the_source_lists_runs_with_their_rows_and_tells_a_state_change(
         RunsSource(dev_client, every=0.5) as source,
     ):
         feed = source.changes()
-        handle = await dev_client.start_workflow(
-            "AgentRun",
-            _spec(run_id, owner, ["nightly", "team:web"]),
-            id=run_id,
-            task_queue=queue,
-            result_type=RunResult,
-        )
+        handle = await _start(dev_client, queue, run_id, owner, ["nightly", "team:web"])
         try:
-            async with asyncio.timeout(CAP):
-                while (row := source.row(run_id)) is None or row.next_step is None:
-                    await _next_change(feed, run_id)
+            row = await _row_with_a_step(source, feed, run_id)
             assert row.state == "running" and not row.closed
             assert (row.owner, row.labels, row.agent) == (owner, ["nightly", "team:web"], "own")
             assert (row.attempt, row.next_step, row.max_hours) == (1, "write the parser", 24)
@@ -107,9 +127,9 @@ async def test_the_source_lists_runs_with_their_rows_and_tells_a_state_change(
             polls, requests = source.polls, source.requests
             await handle.signal("cancel", "seen enough")
             change = await _next_change(feed, run_id)
-            while (row := source.row(run_id)) is not None and row.state != "cancelled":
+            while (ended := source.row(run_id)) is not None and ended.state != "cancelled":
                 change = await _next_change(feed, run_id)
-            assert row is not None and row.closed and row.state == "cancelled"
+            assert ended is not None and ended.closed and ended.state == "cancelled"
             assert run_id in change.changed
             # One or two list requests a poll (open runs, then closed ones), none per run.
             assert source.requests - requests <= 2 * (source.polls - polls)
@@ -131,10 +151,7 @@ async def test_an_encrypted_row_is_read_with_the_key_and_is_no_row_without_it(
         namespace=dev_client.namespace,
         data_converter=data_converter(keyring, from_env=False),
     )
-    world = FakeWorld()
-    world.search_attributes = list(SEARCH_ATTRIBUTE_TYPES)
-    step = json.dumps({"next": "rotate the keys", "notes": []})
-    world.script(1, [progress(step), *[Quiet() for _ in range(10_000)]])
+    world = _world("rotate the keys")
     queue = f"console-codec-{uuid.uuid4().hex[:8]}"
     run_id = f"console-codec-{uuid.uuid4().hex[:10]}"
     async with (
@@ -148,17 +165,9 @@ async def test_an_encrypted_row_is_read_with_the_key_and_is_no_row_without_it(
         RunsSource(dev_client, every=0.5) as without_key,
     ):
         feed = with_key.changes()
-        handle = await secret_client.start_workflow(
-            "AgentRun",
-            _spec(run_id, "team-keys", []),
-            id=run_id,
-            task_queue=queue,
-            result_type=RunResult,
-        )
+        handle = await _start(secret_client, queue, run_id, "team-keys", [])
         try:
-            async with asyncio.timeout(CAP):
-                while (row := with_key.row(run_id)) is None or row.next_step is None:
-                    await _next_change(feed, run_id)
+            row = await _row_with_a_step(with_key, feed, run_id)
             assert row.has_row and row.next_step == "rotate the keys"
             await without_key.poll()
             blind = without_key.row(run_id)
