@@ -15,6 +15,8 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -82,6 +84,28 @@ async def open_run(
     return page
 
 
+@asynccontextmanager
+async def started(dev_client: Client, root: Path, spec: RunSpec) -> AsyncIterator[None]:
+    """`spec`'s run started on a worker of this process (local sandboxes); on leaving, the
+    run terminated if still open and its sandboxes stopped (`provider_world`)."""
+    async with provider_world(dev_client, "local", root, "console") as (queue, _, runs):
+        runs.append(spec.run_id)
+        await api.start_run(dev_client, spec, task_queue=queue)
+        yield
+
+
+async def open_when(
+    dev_client: Client,
+    browser: BrowserContext,
+    console: ConsoleServer,
+    run_id: str,
+    ready: Callable[[Any], bool],
+) -> Page:
+    """The run's page (the operator's), opened once its status is `ready`."""
+    await wait_for_status(dev_client, run_id, ready, timeout=CAP)
+    return await open_run(browser, console, run_id)
+
+
 def console_spec(root: Path, run_id: str, **env: str) -> RunSpec:
     agent = root / "console-agent"
     agent.mkdir(parents=True, exist_ok=True)
@@ -121,11 +145,8 @@ async def test_clicking_an_answer_button_reaches_the_agent_and_the_page_says_it_
         NOTES=json.dumps(["wrote greet.py with a docstring", "tests pass locally"]),
         NEXT="ship the greeting",
     )
-    async with provider_world(dev_client, "local", tmp_path, "console") as (queue, _, runs):
-        runs.append(run_id)
-        await api.start_run(dev_client, spec, task_queue=queue)
-        await wait_for_status(dev_client, run_id, waiting, timeout=CAP)
-        page = await open_run(browser, console, run_id)
+    async with started(dev_client, tmp_path, spec):
+        page = await open_when(dev_client, browser, console, run_id, waiting)
         answer = page.locator("form.answer button.choice", has_text="ship it")
         await expect(answer).to_be_visible(timeout=UI_MS)
         # The page's parts, for the screenshot: the diff of the kept step, the output.
@@ -164,11 +185,10 @@ async def test_an_extension_from_the_page_wakes_a_run_paused_for_its_spend(
         env={"AGENT_MODE": "spend", "AGENT_SPEND_USD": "2"},
         budget=Budget(max_spend_usd=1.0),
     )
-    async with provider_world(dev_client, "local", tmp_path, "console") as (queue, _, runs):
-        runs.append(run_id)
-        await api.start_run(dev_client, spec, task_queue=queue)
-        await wait_for_status(dev_client, run_id, lambda s: s.state == "needs_attention", CAP)
-        page = await open_run(browser, console, run_id)
+    async with started(dev_client, tmp_path, spec):
+        page = await open_when(
+            dev_client, browser, console, run_id, lambda s: s.state == "needs_attention"
+        )
         await expect(page.locator(".attention")).to_contain_text("spend budget used up")
         await page.fill("form.extend input[name=spend_usd]", "5")
         await page.click("form.extend button[type=submit]")
@@ -186,11 +206,8 @@ async def test_a_cancel_from_the_page_ends_the_run_and_its_reason_is_on_the_time
 ) -> None:
     run_id = new_run_id("console-cancel")
     spec = console_spec(tmp_path, run_id, QUESTION="Which database?", HOLD="0")
-    async with provider_world(dev_client, "local", tmp_path, "console") as (queue, _, runs):
-        runs.append(run_id)
-        await api.start_run(dev_client, spec, task_queue=queue)
-        await wait_for_status(dev_client, run_id, waiting, timeout=CAP)
-        page = await open_run(browser, console, run_id)
+    async with started(dev_client, tmp_path, spec):
+        page = await open_when(dev_client, browser, console, run_id, waiting)
         # A question without choices is answered in a text field.
         await expect(page.locator("form.answer textarea[name=answer]")).to_be_visible()
         page.on("dialog", lambda dialog: asyncio.ensure_future(dialog.accept()))
@@ -215,16 +232,13 @@ async def test_a_rewind_to_a_kept_step_from_the_page_is_taken(
     run_id = new_run_id("console-rewind")
     env = {"STEPS": "3", "HOLD": "0.5", "WAIT_AT_END": "120"}
     spec = workspace_spec(tmp_path, run_id, env=env, waits_for_keeps=True)
-    async with provider_world(dev_client, "local", tmp_path, "console") as (queue, _, runs):
-        runs.append(run_id)
-        await api.start_run(dev_client, spec, task_queue=queue)
+    async with started(dev_client, tmp_path, spec):
 
         def three_kept(status: Any) -> bool:
             kept = status.workspace.kept if status.workspace else []
             return [k.outcome for k in kept] == ["pushed"] * 3
 
-        await wait_for_status(dev_client, run_id, three_kept, timeout=CAP)
-        page = await open_run(browser, console, run_id)
+        page = await open_when(dev_client, browser, console, run_id, three_kept)
         # The diff of each kept step: step 3 holds the three files, step 1 one.
         await expect(page.locator("#diff")).to_contain_text("step-3.txt", timeout=UI_MS)
         await page.click("nav.steps a:text-is('1')")
@@ -255,11 +269,8 @@ async def test_an_agents_script_link_and_fake_button_show_as_text_and_readers_ca
         HOLD="0",
         SAY=f"{SCRIPT} \x1b[2J\x1b]0;owned\x07 {FAKE_BUTTON}",
     )
-    async with provider_world(dev_client, "local", tmp_path, "console") as (queue, _, runs):
-        runs.append(run_id)
-        await api.start_run(dev_client, spec, task_queue=queue)
-        await wait_for_status(dev_client, run_id, waiting, timeout=CAP)
-        page = await open_run(browser, console, run_id)
+    async with started(dev_client, tmp_path, spec):
+        page = await open_when(dev_client, browser, console, run_id, waiting)
         await expect(page.locator(".question-text")).to_have_text(f"Proceed? {HOSTILE}")
         notes = page.locator("ol.notes li")
         await expect(notes).to_have_text(["looked around", HOSTILE], timeout=UI_MS)
