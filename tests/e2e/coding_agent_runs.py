@@ -29,10 +29,10 @@ from overnight.cli.demo import DemoFiles, make_origin
 from overnight.coding_agents import agent_cli, install_folder
 from overnight.constants import LABEL_ATTEMPT, LABEL_RUN
 from overnight.local_services import serve_to_agents
-from overnight.models import RunSpec
+from overnight.models import RunResult, RunSpec
 from overnight.worker.agent_clis import Installed
 from tests.agent_clis.clis import executable_name, parent
-from tests.e2e.helpers import agent_pids
+from tests.e2e.helpers import agent_pids, new_run_id
 from tests.live import granted, in_process_worker
 
 ADAPTER = Path(__file__).resolve().parents[2] / "overnight" / "agent_kit" / "coding_agent.py"
@@ -141,6 +141,13 @@ def coding_spec(
     return RunSpec.model_validate(fields)
 
 
+def new_origin(runs: list[str], root: Path, prefix: str) -> tuple[str, DemoFiles]:
+    """A new run id (in `runs`, for the clean-up) and a fresh origin for it under `root`."""
+    run_id = new_run_id(prefix)
+    runs.append(run_id)
+    return run_id, make_origin(root / run_id)
+
+
 async def start_coding_run(
     client: Client,
     queue: str,
@@ -151,14 +158,15 @@ async def start_coding_run(
     **options: Any,
 ) -> tuple[RunSpec, DemoFiles]:
     """Start a coding-agent run (`coding_spec`'s options) on a fresh origin under `root`."""
-    from tests.e2e.helpers import new_run_id
-
-    run_id = new_run_id(prefix)
-    runs.append(run_id)
-    files = make_origin(root / run_id)
+    run_id, files = new_origin(runs, root, prefix)
     spec = coding_spec(run_id, files, fake, **options)
     await api.start_run(client, spec, task_queue=queue)
     return spec, files
+
+
+async def run_result(client: Client, run_id: str, timeout: float = 240) -> RunResult:
+    """The run's result, waited for up to `timeout` seconds (a cap on the wait, not a bound)."""
+    return await asyncio.wait_for(api.wait_result(client, run_id), timeout=timeout)
 
 
 async def fake_wait(call: Callable[..., T], *args: Any, **kwargs: Any) -> T:

@@ -14,8 +14,8 @@ makes the run need a person after `max_ci_rounds`, its sandbox paused.
 
 from __future__ import annotations
 
-import asyncio
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -30,7 +30,6 @@ from fakes.github_api.world import CheckRun
 from fakes.model_api import FakeModelApi, Shell, text, tools
 from fakes.model_api.turns import Answer
 from overnight.cli import client as api
-from overnight.cli.demo import make_origin
 from overnight.local_services import serve_to_agents
 from overnight.worker.agent_clis import Installed
 from tests.agent_clis.conftest import agents_home, installed_cli  # noqa: F401 (fixtures)
@@ -40,8 +39,10 @@ from tests.e2e.coding_agent_runs import (
     coding_spec,
     credential,  # noqa: F401 (a fixture)
     fake_wait,
+    new_origin,
+    run_result,
 )
-from tests.e2e.helpers import new_run_id, wait_for_status
+from tests.e2e.helpers import wait_for_status
 from tests.live import running_sandboxes
 
 GITHUB_TOKEN = "ghp_e2eCiRoundsToken0123456"
@@ -63,6 +64,15 @@ def ci_judge(origin: Path, sha: str) -> list[CheckRun]:
     return [CheckRun(name="tests", conclusion="failure", title="1 failed", text=LOG)]
 
 
+@pytest.fixture
+def github(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeGitHub]:
+    """The fake GitHub, its address and token in the worker's environment."""
+    with FakeGitHub(token=GITHUB_TOKEN) as fake:
+        monkeypatch.setenv(TOKEN_ENV, GITHUB_TOKEN)
+        monkeypatch.setenv(API_URL_ENV, fake.api_url)
+        yield fake
+
+
 async def start_ci_run(
     dev_client: Client,
     queue: str,
@@ -74,9 +84,7 @@ async def start_ci_run(
     max_ci_rounds: int,
 ) -> tuple[str, Path]:
     """A Claude Code run on an origin over smart HTTP, its pull request held to its CI."""
-    run_id = new_run_id(prefix)
-    runs.append(run_id)
-    files = make_origin(root / run_id)
+    run_id, files = new_origin(runs, root, prefix)
     repo = git_url(files.origin)
     port = urlsplit(repo).port
     assert port is not None
@@ -107,7 +115,7 @@ async def test_a_check_that_fails_once_is_fixed_in_one_more_round_of_the_same_se
     credential: None,  # noqa: F811
     runs: list[str],
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
+    github: FakeGitHub,
 ) -> None:
     script: list[Answer] = [
         tools(Shell(FEATURE), label="feature"),
@@ -115,13 +123,11 @@ async def test_a_check_that_fails_once_is_fixed_in_one_more_round_of_the_same_se
         tools(Shell(f"echo '{FIXED}' > fixed.txt"), label="fix"),
         text("fixed.txt is there now.", label="final"),
     ]
-    with FakeGitHub(token=GITHUB_TOKEN) as github, FakeModelApi(script) as fake:
-        monkeypatch.setenv(TOKEN_ENV, GITHUB_TOKEN)
-        monkeypatch.setenv(API_URL_ENV, github.api_url)
+    with FakeModelApi(script) as fake:
         run_id, origin = await start_ci_run(
             dev_client, agents_queue, runs, tmp_path, fake, github, "ci-once", 3
         )
-        result = await asyncio.wait_for(api.wait_result(dev_client, run_id), timeout=180)
+        result = await run_result(dev_client, run_id, timeout=180)
         status = await api.get_status(dev_client, run_id)
         requests = fake.requests()
         [pull] = github.pulls(
@@ -167,16 +173,14 @@ async def test_a_check_that_never_passes_needs_a_person_after_max_ci_rounds(
     credential: None,  # noqa: F811
     runs: list[str],
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
+    github: FakeGitHub,
 ) -> None:
     script: list[Answer] = [
         tools(Shell(FEATURE), label="feature"),
         text("The feature is in: done.", label="first"),
         text("I cannot see what to fix.", label="second"),
     ]
-    with FakeGitHub(token=GITHUB_TOKEN) as github, FakeModelApi(script) as fake:
-        monkeypatch.setenv(TOKEN_ENV, GITHUB_TOKEN)
-        monkeypatch.setenv(API_URL_ENV, github.api_url)
+    with FakeModelApi(script) as fake:
         run_id, _ = await start_ci_run(
             dev_client, agents_queue, runs, tmp_path, fake, github, "ci-never", 1
         )
@@ -189,7 +193,7 @@ async def test_a_check_that_never_passes_needs_a_person_after_max_ci_rounds(
         requests = await fake_wait(fake.wait_for_requests, 3, timeout=10)
         box_state = LocalEngine().get(waiting.sandbox_id or "").state
         await api.cancel_run(dev_client, run_id, "CI cannot pass")
-        result = await asyncio.wait_for(api.wait_result(dev_client, run_id), timeout=120)
+        result = await run_result(dev_client, run_id, timeout=120)
 
     assert waiting.state == "needs_attention", waiting
     reason = waiting.attention_reason or ""

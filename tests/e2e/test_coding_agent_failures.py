@@ -44,7 +44,7 @@ from fakes.model_api import (
 from fakes.model_api.turns import Answer
 from overnight.cli import client as api
 from overnight.grants import SPEC_REFUSED
-from overnight.models import BudgetExtension, RunResult, RunStatus
+from overnight.models import BudgetExtension, RunStatus
 from overnight.worker.agent_clis import Installed
 from tests.agent_clis.conftest import agents_home, installed_cli  # noqa: F401 (fixtures)
 from tests.e2e.coding_agent_runs import (
@@ -57,6 +57,7 @@ from tests.e2e.coding_agent_runs import (
     fake_wait,
     kind,  # noqa: F401 (a fixture)
     named_pids,
+    run_result,
     sandbox_ids,
     session_mentions,
     start_coding_run,
@@ -69,10 +70,6 @@ from workflows.pure.kit_requests import LEAST_PAUSE
 RESULT_TIMEOUT = 240  # a cap on the wait (one run takes 10-40 s here; a loaded full run, over 120)
 # What the adapter's seeded prompt says (a new session after a loop, a lost transcript).
 SEEDED = "This task was begun in an earlier session"
-
-
-async def _result(client: Client, run_id: str) -> RunResult:
-    return await asyncio.wait_for(api.wait_result(client, run_id), timeout=RESULT_TIMEOUT)
 
 
 # ----- the CLI killed, the sandbox lost -----
@@ -106,7 +103,7 @@ async def test_the_cli_sigkilled_during_a_tool_call_goes_on_in_the_same_session(
         await until(running, what="the sleep call running and in the session file")
         [pid] = cli_pids(spec.run_id, kind)
         os.kill(pid, signal.SIGKILL)
-        result = await _result(dev_client, spec.run_id)
+        result = await run_result(dev_client, spec.run_id, RESULT_TIMEOUT)
         requests = fake.requests()
 
     assert (result.outcome, result.attempts, result.restarts) == ("finished", 1, 0)
@@ -143,7 +140,7 @@ async def test_a_lost_sandbox_is_replaced_by_one_that_resumes_the_same_session(
         # The supervisor holds the checkpoint of step 1 (what a new sandbox starts from).
         await wait_for_status(dev_client, spec.run_id, lambda s: "echo started" in _next(s), 180)
         await LocalProvider().stop(first)  # the sandbox lost, its processes with it
-        result = await _result(dev_client, spec.run_id)
+        result = await run_result(dev_client, spec.run_id, RESULT_TIMEOUT)
         status = await api.get_status(dev_client, spec.run_id)
         requests = fake.requests()
 
@@ -179,7 +176,7 @@ async def test_529s_are_retried_at_the_gateway_unseen_by_the_cli_with_no_restart
     ]
     with FakeModelApi(script) as fake:
         spec, _ = await start_coding_run(dev_client, agents_queue, runs, tmp_path, fake, "overload")
-        result = await _result(dev_client, spec.run_id)
+        result = await run_result(dev_client, spec.run_id, RESULT_TIMEOUT)
         status = await api.get_status(dev_client, spec.run_id)
         requests = fake.requests()
 
@@ -227,7 +224,7 @@ async def test_a_usage_limit_pauses_the_run_until_its_reset_then_the_same_sessio
         engine = LocalProvider().engine
         await until(lambda: sandbox_state(engine, sandbox) == "paused", 60, "paused for the wait")
         asked = len(fake.requests())
-        result = await _result(dev_client, spec.run_id)
+        result = await run_result(dev_client, spec.run_id, RESULT_TIMEOUT)
         status = await api.get_status(dev_client, spec.run_id)
         requests = fake.requests()
     elapsed = time.monotonic() - began
@@ -269,7 +266,7 @@ async def test_the_same_tool_call_again_and_again_is_one_restart_named_by_the_lo
     ]
     with FakeModelApi(script) as fake:
         spec, _ = await start_coding_run(dev_client, agents_queue, runs, tmp_path, fake, "loop")
-        result = await _result(dev_client, spec.run_id)
+        result = await run_result(dev_client, spec.run_id, RESULT_TIMEOUT)
         status = await api.get_status(dev_client, spec.run_id)
         requests = fake.requests()
 
@@ -310,7 +307,7 @@ async def test_spend_past_the_budget_pauses_and_an_extension_wakes_the_same_cli_
         await api.extend_budget(dev_client, spec.run_id, BudgetExtension(spend_usd=500))
         await fake_wait(fake.wait_for_requests, 3, timeout=60)
         still = _adapter_pids(spec.run_id)
-        result = await _result(dev_client, spec.run_id)
+        result = await run_result(dev_client, spec.run_id, RESULT_TIMEOUT)
         requests = fake.requests()
 
     assert "spend" in (held.attention_reason or ""), held.attention_reason
@@ -356,7 +353,7 @@ async def test_ask_person_through_mcp_waits_for_the_answer_and_the_model_gets_it
         )
         asked = len(fake.requests())
         said = await api.answer_question(dev_client, spec.run_id, "yes")
-        result = await _result(dev_client, spec.run_id)
+        result = await run_result(dev_client, spec.run_id, RESULT_TIMEOUT)
         requests = fake.requests()
 
     assert asking.talk is not None

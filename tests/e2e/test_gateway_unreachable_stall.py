@@ -12,7 +12,6 @@ waited for ever in its first attempt."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
 from pathlib import Path
@@ -33,6 +32,7 @@ from tests.e2e.coding_agent_runs import (
     credential,  # noqa: F401 (a fixture)
     fake_wait,
     named_pids,
+    run_result,
     sandbox_ids,
     start_coding_run,
     until,
@@ -91,7 +91,7 @@ async def test_a_sandbox_that_lost_its_way_to_the_gateway_stalls_and_restarts(
         relay = relay_of(cli)
         assert relay is not None, "no relay found for the CLI's sandbox"
         os.kill(relay, signal.SIGKILL)  # the sandbox's way to the gateway, gone
-        result = await asyncio.wait_for(api.wait_result(dev_client, spec.run_id), RESULT_TIMEOUT)
+        result = await run_result(dev_client, spec.run_id, RESULT_TIMEOUT)
         status = await api.get_status(dev_client, spec.run_id)
         requests = fake.requests()
 

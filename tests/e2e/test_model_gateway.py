@@ -28,7 +28,6 @@ from activities.gateway import service as gateway_service
 from fakes.model_api import FakeModelApi, Shell, text, tools
 from fakes.model_api.turns import Answer
 from overnight.cli import client as api
-from overnight.cli.demo import make_origin
 from overnight.home import overnight_home
 from overnight.local_services import serve_to_agents
 from overnight.model_prices import DEFAULT_PRICES, Usage, dearest, price_of, usd_of
@@ -43,11 +42,13 @@ from tests.e2e.coding_agent_runs import (
     claude_code,  # noqa: F401 (a fixture)
     credential,  # noqa: F401 (a fixture)
     kind,  # noqa: F401 (a fixture)
+    new_origin,
+    run_result,
     sandbox_ids,
     start_coding_run,
     until,
 )
-from tests.e2e.helpers import agent_pids, new_run_id, wait_for_status
+from tests.e2e.helpers import agent_pids, wait_for_status
 
 
 # Every way an agent reads what it was given: its variables, every process's variables and
@@ -111,7 +112,7 @@ async def test_a_subscriptions_token_stays_at_the_gateway_too(
         spec, _ = await start_coding_run(
             dev_client, agents_queue, runs, tmp_path, fake, "gw-sub", credential=SUBSCRIPTION
         )
-        result = await asyncio.wait_for(api.wait_result(dev_client, spec.run_id), timeout=240)
+        result = await run_result(dev_client, spec.run_id)
         requests = fake.requests()
 
     assert result.outcome == "finished" and result.spend_model_source == "gateway"
@@ -138,7 +139,7 @@ async def test_a_hostile_cli_finds_the_key_nowhere_and_its_spend_is_counted_at_t
         spec, _ = await start_coding_run(
             dev_client, agents_queue, runs, tmp_path, fake, f"gw-{kind[:6]}", kind=kind
         )
-        result = await asyncio.wait_for(api.wait_result(dev_client, spec.run_id), timeout=240)
+        result = await run_result(dev_client, spec.run_id)
         status = await api.get_status(dev_client, spec.run_id)
         requests = fake.requests()
 
@@ -211,9 +212,7 @@ async def test_an_agents_own_calls_stop_at_the_cap_and_go_on_in_the_same_process
     agent_dir = tmp_path / "agent"
     agent_dir.mkdir()
     (agent_dir / "main.py").write_text(OWN_CALLER)
-    run_id = new_run_id("gw-own")
-    runs.append(run_id)
-    files = make_origin(tmp_path / run_id)
+    run_id, files = new_origin(runs, tmp_path, "gw-own")
     script: list[Answer] = [text("hello", input_tokens=100_000, output_tokens=20)] * 40
     with FakeModelApi(script) as fake:
         serve_to_agents(fake.port)  # the worker in this process vouches for the fake's port
@@ -278,7 +277,7 @@ async def test_a_token_after_its_sandbox_stopped_another_runs_and_none_are_refus
     script: list[Answer] = [text("Done.", label="final")]
     with FakeModelApi(script) as fake:
         spec, _ = await start_coding_run(dev_client, agents_queue, runs, tmp_path, fake, "gw-tok")
-        result = await asyncio.wait_for(api.wait_result(dev_client, spec.run_id), timeout=240)
+        result = await run_result(dev_client, spec.run_id)
         [sandbox] = await sandbox_ids(spec.run_id)
         home = overnight_home()
         port = gateway_service.live_port(home)

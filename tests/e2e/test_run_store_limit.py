@@ -14,7 +14,6 @@ tests/providers/test_local_run_store.py.)
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import pytest
@@ -25,7 +24,6 @@ from activities.providers.local import disk_image
 from activities.providers.local.disk_limit import DISK_ENV
 from fakes.model_api import FakeModelApi, Shell, text, tools
 from fakes.model_api.turns import Answer
-from overnight.cli import client as api
 from overnight.home import overnight_home
 from overnight.worker.agent_clis import Installed
 from tests.agent_clis.conftest import agents_home, installed_cli  # noqa: F401 (fixtures)
@@ -33,6 +31,7 @@ from tests.e2e.coding_agent_runs import (
     agents_queue,  # noqa: F401 (a fixture)
     claude_code,  # noqa: F401 (a fixture)
     credential,  # noqa: F401 (a fixture)
+    run_result,
     start_coding_run,
 )
 
@@ -73,9 +72,7 @@ async def test_a_coding_agent_cannot_fill_the_host_through_its_session_store(
         spec, _ = await start_coding_run(
             dev_client, agents_queue, runs, tmp_path, fake, "store-limit", disk_mib=64
         )
-        result = await asyncio.wait_for(
-            api.wait_result(dev_client, spec.run_id), timeout=RESULT_TIMEOUT
-        )
+        result = await run_result(dev_client, spec.run_id, RESULT_TIMEOUT)
         requests = fake.requests()
 
     assert [r.label for r in requests] == ["bytes", "files", "final"]
