@@ -2,11 +2,12 @@
 process, a real bubblewrap sandbox whose agent prints a line every half second and never
 writes a checkpoint (output is not progress).
 
-Past half its `stall_seconds`, `overnight status` and the Web UI card say "no checkpoint for
-N s: stalls at 40 s"; the stall restart comes; and in the new sandbox `last progress` is still
-`never`, the agent having made none. On the code before, nothing said the stall was coming
-(`last progress: 13s ago` only, counted from the sandbox's start), and after the restart
-`last progress` said seconds ago again.
+Past half its `stall_seconds`, `overnight status` says "no checkpoint for N s: stalls at 40 s"
+(the Web UI card says it too for thresholds of 10 min and more, which wake the run at their
+half: tests/workflows/test_agent_run_stall_seen.py); the stall restart comes; and in the new
+sandbox `last progress` is still `never`, the agent having made none. On the code before,
+nothing said the stall was coming (`last progress: 13s ago` only, counted from the sandbox's
+start), and after the restart `last progress` said seconds ago again.
 """
 
 from __future__ import annotations
@@ -17,8 +18,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from temporalio.api.sdk.v1 import WorkflowMetadata
-from temporalio.client import Client, WorkflowHandle
+from temporalio.client import Client
 
 from overnight.cli import client as api
 from overnight.worker.devserver import DevServer
@@ -47,16 +47,6 @@ async def past_half(client: Client, run_id: str, cap: float) -> None:
     raise AssertionError(f"{run_id} never ran past half its stall threshold")
 
 
-async def card_until(handle: WorkflowHandle, wanted: str, cap: float) -> str:
-    give_up = time.monotonic() + cap
-    while True:
-        metadata = await handle.query("__temporal_workflow_metadata", result_type=WorkflowMetadata)
-        card: str = metadata.current_details
-        if wanted in card or time.monotonic() > give_up:
-            return card
-        await asyncio.sleep(0.5)
-
-
 def line_of(text: str, start: str) -> str:
     return next((line for line in text.splitlines() if line.startswith(start)), "")
 
@@ -72,7 +62,6 @@ async def test_a_quiet_agent_is_told_stalling_before_its_restart_and_never_progr
     ):
         runs.append(run_id)
         await api.start_run(dev_client, spec, task_queue=queue)
-        handle = dev_client.get_workflow_handle(run_id)
         await past_half(dev_client, run_id, cap=180)
         shown = (await overnight(dev_server, "status", run_id)).stdout
         watch = line_of(shown, "  stall watch:")
@@ -80,12 +69,6 @@ async def test_a_quiet_agent_is_told_stalling_before_its_restart_and_never_progr
         assert said, shown
         assert STALL_SECONDS / 2 <= int(said.group(1)) <= STALL_SECONDS, watch
         assert line_of(shown, "  last progress:") == "  last progress: never", shown
-        card = await card_until(handle, "**stall watch**", cap=60)
-        assert re.search(
-            rf"- \*\*stall watch\*\* no checkpoint for \d+ s: stalls at {STALL_SECONDS} s "
-            r"\(\d\d:\d\d:\d\d UTC\)",
-            card,
-        ), card
         # The stall restart comes, and the new sandbox's agent has made no progress either.
         status = await api.get_status(dev_client, run_id)
         give_up = time.monotonic() + 180

@@ -37,7 +37,8 @@ async def test_a_progressing_agent_runs_eight_hours_in_one_sandbox_with_no_resta
     client: Client, world: FakeWorld
 ) -> None:
     world.lease = HOUR
-    world.script(1, steady_work(looks=60))
+    # A quiet look ends at the stall's half (7.5 min), where the card says it is coming.
+    world.script(1, steady_work(looks=70))
     spec = make_spec(sandbox_timeout_seconds=3600, budget=Budget(max_hours=12))
     async with started_run(client, world, spec) as handle:
         result = await handle.result()

@@ -16,6 +16,10 @@ from workflows.pure.state import SupervisorState
 
 # Said from this share of the stall threshold on.
 SEEN_COMING = 0.5
+# The run wakes at that share (so the card says it) only when this much is left after it: a
+# look ending there lost with its worker runs to its heartbeat timeout (at most 270 s) and a
+# retry, which must end before the stall deadline. Shorter thresholds: `status` alone says it.
+WAKE_LEAD_SECONDS = 300.0
 
 
 def stalls_at(state: SupervisorState) -> datetime | None:
@@ -27,11 +31,13 @@ def stalls_at(state: SupervisorState) -> datetime | None:
 
 
 def seen_coming_at(state: SupervisorState) -> datetime | None:
-    """From when a running agent's stall is said to be coming (None: no agent is watched)."""
+    """When the run wakes so that its card says a running agent's stall is coming (None: no
+    agent is watched, or its threshold is too short for a wake of its own)."""
     deadline = stalls_at(state)
-    if deadline is None:
+    lead = state.spec.stall_seconds * (1 - SEEN_COMING)
+    if deadline is None or lead < WAKE_LEAD_SECONDS:
         return None
-    return deadline - timedelta(seconds=state.spec.stall_seconds * (1 - SEEN_COMING))
+    return deadline - timedelta(seconds=lead)
 
 
 def stall_coming(status: RunStatus, now: datetime) -> str | None:

@@ -52,13 +52,23 @@ def test_spans_read_as_a_person_says_them() -> None:
 
 
 def test_a_run_with_the_marker_wakes_at_half_the_threshold_one_before_it_does_not() -> None:
-    quiet = spec(stall_seconds=480, poll_seconds=30)
+    quiet = spec(stall_seconds=720, poll_seconds=30)
     with_marker = running(spec=quiet, progress_is_checkpoints=True)
     before = running(spec=quiet)
-    assert next_wake(with_marker, T0) == later(minutes=4)
-    assert next_wake(before, T0) == stall_deadline_of(before) == later(minutes=8)
-    # Past the half, the stall deadline is the wake again.
-    assert next_wake(with_marker, later(minutes=5)) == later(minutes=8)
+    assert next_wake(with_marker, T0) == later(minutes=6)
+    assert next_wake(before, T0) == later(minutes=10)  # the quiet wake, before its stall
+    assert stall_deadline_of(before) == later(minutes=12)
+    # Past the half, the stall deadline (or the quiet wake) is the next wake again.
+    assert next_wake(with_marker, later(minutes=7)) == later(minutes=12)
+
+
+def test_a_threshold_too_short_for_a_wake_of_its_own_is_said_by_the_status_alone() -> None:
+    # 8 min: a look lost at its half could outlast the 4 min left; the status says it all the
+    # same, computed when it is asked.
+    short = running(spec=spec(stall_seconds=480), progress_is_checkpoints=True)
+    assert next_wake(short, T0) == later(minutes=8)
+    status = build_status(short, later(minutes=5))
+    assert stall_coming(status, later(minutes=5)) == "no checkpoint for 5 min: stalls at 8 min"
 
 
 def test_last_progress_is_the_last_checkpoint_taken_not_a_new_sandbox() -> None:
