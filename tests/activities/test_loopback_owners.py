@@ -122,6 +122,9 @@ async def activities(dev_client: Client, tmp_path: Path) -> AsyncIterator[Sandbo
 
 def spec_with(tmp_path: Path, ports: list[int]) -> RunSpec:
     (tmp_path / "agent").mkdir(exist_ok=True)
+    # A real repository: the spec check refuses a `repo` git cannot read (activities/repo_check).
+    if not (tmp_path / "repo").exists():
+        subprocess.run(["git", "init", "-q", str(tmp_path / "repo")], check=True)
     return RunSpec(
         run_id=f"ports-{uuid.uuid4().hex[:8]}",
         repo=str(tmp_path / "repo"),

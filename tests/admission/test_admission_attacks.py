@@ -8,6 +8,7 @@ On the time-skipping server, runs of `FakeWorld`s sharing one pool (tests/workfl
 from __future__ import annotations
 
 import asyncio
+import subprocess
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -286,6 +287,7 @@ async def test_the_worker_refuses_a_spec_claiming_priority_1_at_its_start(tmp_pa
 
     settings = AdmissionSettings(max_runs=4, max_priority=2)
     (tmp_path / "agent").mkdir()
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)  # the spec check reads it
     asked = RunSpec(
         run_id="r1", repo=str(tmp_path), agent_dir=str(tmp_path / "agent"), command="c", priority=1
     )

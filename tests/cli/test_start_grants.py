@@ -79,7 +79,9 @@ async def test_start_wait_on_a_run_its_worker_refuses_exits_2_with_the_refusal(
     dev_server: DevServer, dev_client: Client, tmp_path: Path
 ) -> None:
     run_id = f"cli-refused-{uuid.uuid4().hex[:6]}"
-    raw: dict[str, Any] = good_spec(run_id=run_id, secret_env=["TEMPORAL_API_KEY"])
+    repo = tmp_path / "repo"
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)  # only the grant is refused
+    raw: dict[str, Any] = good_spec(run_id=run_id, repo=str(repo), secret_env=["TEMPORAL_API_KEY"])
     spec = tmp_path / "spec.json"
     spec.write_text(json.dumps(raw))
     env = {k: v for k, v in os.environ.items() if k not in GRANT_SETTINGS}
