@@ -1,9 +1,10 @@
 """The kept workspace's diff as the run page shows it: per file, each line marked added,
 removed or context, and its text split into pygments tokens for syntax highlighting.
 
-What `overnight diff --step N` shows (overnight/cli/workspace.py: the run's base to the
-workspace kept at checkpoint N, fetched into a temporary bare repository where nothing of
-the agent's runs), read the same way and parsed here. `parse` and `highlight` are pure.
+What `overnight diff --step N` shows (overnight/cli/workspace.py: from the workspace kept at
+the checkpoint before N, or the run's base for its first, to the workspace kept at N: step N's
+own work; fetched into a temporary bare repository where nothing of the agent's runs), read
+the same way and parsed here. `parse` and `highlight` are pure.
 
 The diff is the agent's: names, lines and all. Nothing here makes HTML: the template writes
 each token as the text of a `<span>` whose class is pygments' (`HtmlFormatter`'s names, the
@@ -260,21 +261,24 @@ def style_css() -> str:
 _cache: OrderedDict[tuple[str, str, str | None], ShownDiff] = OrderedDict()
 
 
-async def kept_diff(repo: str, kept: KeptWorkspace, base: str | None) -> ShownDiff:
-    """The diff `overnight diff --step N` shows, parsed and highlighted (cached: a kept
-    commit never changes)."""
+async def kept_diff(
+    repo: str, kept: KeptWorkspace, base: str | None, since: KeptWorkspace | None = None
+) -> ShownDiff:
+    """The diff `overnight diff --step N` shows (from `since`, the step before, when given;
+    else from `base`), parsed and highlighted (cached: a kept commit never changes)."""
     from activities.sandbox_setup import clone_source
     from overnight.cli.workspace import diff_bytes
 
     assert kept.commit is not None
-    key = (repo, kept.commit, base)
+    start = since.commit if since is not None else base
+    key = (repo, kept.commit, start)
     if key in _cache:
         _cache.move_to_end(key)
         return _cache[key]
     # At most what is shown (and a byte to know there was more): the agent's files can be
     # of any size, git's output is not held whole.
     data = await asyncio.to_thread(
-        partial(diff_bytes, clone_source(repo), kept, base, most=MAX_DIFF_BYTES + 1)
+        partial(diff_bytes, clone_source(repo), kept, base, since=since, most=MAX_DIFF_BYTES + 1)
     )
     truncated = len(data) > MAX_DIFF_BYTES
     shown = parse(data[:MAX_DIFF_BYTES].decode("utf-8", errors="replace"))

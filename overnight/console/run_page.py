@@ -23,6 +23,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 from temporalio.service import RPCError
 
+from overnight.cli.workspace import kept_before
 from overnight.console import auth, diff_view, events, run_actions, run_data, timeline
 from overnight.console.context import console_of
 from overnight.console.render import fragment, page
@@ -124,8 +125,10 @@ async def diff_context(client: Any, data: RunData, asked: str | None) -> dict[st
     if step is not None:
         try:
             repo = await run_data.spec_repo(client, data.run_id)
-            base = status.workspace.base if status is not None and status.workspace else None
-            shown = await diff_view.kept_diff(repo, step, base)
+            view = status.workspace if status is not None else None
+            base = view.base if view is not None else None
+            since = kept_before(view.kept, step) if view is not None else None
+            shown = await diff_view.kept_diff(repo, step, base, since)
         except (OvernightError, RPCError, OSError, subprocess.SubprocessError) as err:
             problem = getattr(err, "message", None) or str(err)
     elif asked is not None and kept:

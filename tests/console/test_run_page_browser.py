@@ -239,10 +239,14 @@ async def test_a_rewind_to_a_kept_step_from_the_page_is_taken(
             return [k.outcome for k in kept] == ["pushed"] * 3
 
         page = await open_when(dev_client, browser, console, run_id, three_kept)
-        # The diff of each kept step: step 3 holds the three files, step 1 one.
+        # The diff of each kept step is that step's own work, as `overnight diff --step N`
+        # shows it: step 3 holds its one file, not the two before it.
         await expect(page.locator("#diff")).to_contain_text("step-3.txt", timeout=UI_MS)
+        await expect(page.locator("#diff details.diff-file")).to_have_count(1, timeout=UI_MS)
+        await expect(page.locator("#diff")).not_to_contain_text("step-2.txt")
         await page.click("nav.steps a:text-is('1')")
         await expect(page.locator("#diff details.diff-file")).to_have_count(1, timeout=UI_MS)
+        await expect(page.locator("#diff")).to_contain_text("step-1.txt", timeout=UI_MS)
         page.on("dialog", lambda dialog: asyncio.ensure_future(dialog.accept()))
         await page.select_option("form.rewind select[name=to]", "1")
         await page.click("form.rewind button[type=submit]")
