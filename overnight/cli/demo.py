@@ -71,6 +71,16 @@ class DemoFiles:
     ledger: Path
 
 
+def kept_server_line(server: DevServer) -> str:
+    """What `--keep-server` leaves, and how to stop it when this demo started it (its process
+    outlives the demo, and nothing else names it)."""
+    line = f"dev server left running at {server.address}"
+    if server.process is None:  # one found running: it was someone's before the demo
+        return line
+    pid = server.process.pid
+    return f"{line} (process {pid}: `kill {pid}` stops it)"
+
+
 def new_run_id() -> str:
     return f"demo-{datetime.now(UTC):%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
 
@@ -209,7 +219,7 @@ async def run_demo(
             await asyncio.wait_for(worker, timeout=30)
     finally:
         if keep_server:
-            out(f"dev server left running at {server.address}")
+            out(kept_server_line(server))
         else:
             server.stop()
 

@@ -51,6 +51,7 @@ from overnight.cli.demo import (
     demo_grants,
     demo_root,
     demo_server,
+    kept_server_line,
     make_origin,
 )
 from overnight.cli.demo_github import (
@@ -197,7 +198,7 @@ async def run_agent_demo(
         else:
             os.environ[credential] = earlier_key
         if keep_server:
-            out(f"dev server left running at {server.address}")
+            out(kept_server_line(server))
         else:
             server.stop()
     if played.link_after:

@@ -300,6 +300,9 @@ def _workspace_path(raw: str) -> str:
 
 
 def _attempt(view: RunView, wanted: int | None) -> int:
+    never_ran = _failed_before_its_agent_ran(view)
+    if never_ran is not None:
+        raise OvernightError(never_ran)
     # Attempts whose sandboxes are deleted and their records gone are still the run's.
     known = view.status.attempt if view.status is not None else 0
     latest = view.latest() or known or None
@@ -311,6 +314,16 @@ def _attempt(view: RunView, wanted: int | None) -> int:
         have = ", ".join(map(str, view.attempts))
         raise BadInput(f"run {view.run_id} has no attempt {wanted} (attempts: {have})")
     return wanted
+
+
+def _failed_before_its_agent_ran(view: RunView) -> str | None:
+    """The line for a run that failed at its first create (a spec the worker refused, a
+    missing agent_dir): it has no sandbox to read, and "no sandbox yet" or "deleted" would
+    send a person looking for one. None for any other run."""
+    status = view.status
+    if status is None or not status.failure or view.sandboxes or status.attempt > 1:
+        return None
+    return f"run {view.run_id} failed before its agent ran, so it has no output: {status.failure}"
 
 
 def _lookup(providers: dict[str, SandboxProvider]) -> Callable[[str], SandboxProvider]:

@@ -137,7 +137,7 @@ async def test_logs_follow_prints_the_question_the_need_for_a_person_and_the_end
 
 
 @pytest.mark.timeout(180)
-async def test_logs_follow_of_a_run_that_failed_at_start_ends_with_the_reason(
+async def test_logs_of_a_run_that_failed_at_start_say_the_reason(
     dev_server: DevServer, dev_client: Client, tmp_path: Path
 ) -> None:
     run_id = new_run_id("follow-failed")
@@ -152,10 +152,20 @@ async def test_logs_follow_of_a_run_that_failed_at_start_ends_with_the_reason(
             await asyncio.wait_for(api.wait_result(dev_client, run_id), 120)
         follower = await Follower.of(dev_server, run_id)
         assert await follower.end() == 0
-    assert follower.lines[-1] == (
-        f"=== run {run_id} ended: failed: run {run_id} cannot start: field agent_dir: "
-        f"{tmp_path}/nowhere is not a folder on this worker; no retry can fix this: fix the "
-        "spec (or the worker) and start the run again ==="
+        plain = await asyncio.create_subprocess_exec(
+            str(OVERNIGHT), "--address", dev_server.address, "logs", run_id,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        _, said = await asyncio.wait_for(plain.communicate(), 120)
+    why = (
+        f"run {run_id} cannot start: field agent_dir: {tmp_path}/nowhere is not a folder on "
+        "this worker; no retry can fix this: fix the spec (or the worker) and start the run again"
+    )
+    assert follower.lines[-1] == f"=== run {run_id} ended: failed: {why} ==="
+    # Without --follow too: the reason, not a sandbox "gone" that never was (issue 51).
+    assert plain.returncode == 1
+    assert said.decode() == (
+        f"overnight: run {run_id} failed before its agent ran, so it has no output: {why}\n"
     )
 
 

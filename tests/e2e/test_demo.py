@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import os
+import re
+import signal
 import time
 from pathlib import Path
 
@@ -9,8 +13,9 @@ import pytest
 
 from overnight.cli.demo import run_demo
 from overnight.worker.devserver import DevServer
+from tests.cli.test_cli import OVERNIGHT
 from tests.cli.test_connect_messages import squatter
-from tests.conftest import dev_config_on_free_ports
+from tests.conftest import DEV_CONFIG_FILE, dev_config_on_free_ports, free_ports
 
 
 async def test_demo_recovers_from_the_crash_with_exactly_two_outside_actions(
@@ -54,3 +59,47 @@ async def test_a_demo_on_a_held_port_moves_and_ends_without_a_link_to_its_stoppe
     assert lines[-1] == (
         "the dev server is stopped now; `--keep-server` leaves it and the Web UI running"
     )
+
+
+@pytest.mark.long
+async def test_a_kept_server_is_named_with_the_process_that_stops_it(tmp_path: Path) -> None:
+    # `overnight demo --keep-server` leaves the dev server it started behind it; its last lines
+    # say which process that is, and the `kill` they name stops it (issue 51: a newcomer was
+    # left to find it with ps).
+    port, ui_port = free_ports(2)
+    settings = tmp_path / "temporal-dev.yaml"
+    text = re.sub(r"(?m)^port: \d+", f"port: {port}", DEV_CONFIG_FILE.read_text())
+    settings.write_text(re.sub(r"(?m)^ui_port: \d+", f"ui_port: {ui_port}", text))
+    demo = await asyncio.create_subprocess_exec(
+        str(OVERNIGHT), "demo", "--keep-server", "--config", str(settings),
+        env={**os.environ, "OVERNIGHT_HOME": str(tmp_path / "home")},
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+    )  # fmt: skip
+    printed, _ = await asyncio.wait_for(demo.communicate(), 300)
+    output = printed.decode()
+    pids = re.findall(r"`kill (\d+)` stops it", output)
+    assert pids, output
+    pid = int(pids[0])
+    try:
+        assert demo.returncode == 0, output
+        assert (
+            f"dev server left running at 127.0.0.1:{port} (process {pid}: `kill {pid}` stops it)"
+            in output.splitlines()
+        )
+        assert Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[1:3] == [
+            b"server",
+            b"start-dev",
+        ]
+    finally:
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 60
+    while Path(f"/proc/{pid}").exists() and _state(pid) != "Z":
+        assert time.monotonic() < deadline, f"the dev server {pid} outlived its kill"
+        await asyncio.sleep(0.2)
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, IndexError):
+        return "gone"
