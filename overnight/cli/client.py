@@ -241,7 +241,7 @@ async def _signal(client: Client, run_id: str, name: str, arg: Any) -> None:
     try:
         await run_handle(client, run_id).signal(name, arg)
     except RPCError as err:
-        raise await _explain(client, run_id, err) from None
+        raise await _explain(client, run_id, err, a_worker_answers=False) from None
 
 
 async def _workflow_status(client: Client, run_id: str) -> WorkflowExecutionStatus | None:
@@ -254,13 +254,34 @@ async def _workflow_status(client: Client, run_id: str) -> WorkflowExecutionStat
         raise
 
 
-async def _explain(client: Client, run_id: str, err: RPCError) -> Exception:
+async def _explain(
+    client: Client, run_id: str, err: RPCError, *, a_worker_answers: bool = True
+) -> Exception:
+    """The run's own words for a refusal: not found, ended, or (a query or an update, which a
+    worker answers, unlike a signal the server takes) no worker answered."""
+    if a_worker_answers and _no_worker_answered(err):
+        said = (str(err).strip().splitlines() or ["no answer"])[0].rstrip(".")
+        return OvernightError(
+            f"no worker answered for run {run_id} ({said}): a worker answers for every run, "
+            "an ended one too: start one (`overnight dev`) and ask again"
+        )
     if err.status != RPCStatusCode.NOT_FOUND:
         return err
     status = await _workflow_status(client, run_id)
     if status is None:
         return RunNotFound(run_id)
     return RunNotRunning(f"run {run_id!r} is no longer running ({_status_name(status)})")
+
+
+def _no_worker_answered(err: RPCError) -> bool:
+    """A query or update no worker took: the server says none polls the run's queue, or the
+    call timed out waiting for one (`Timeout expired`, as the server words it)."""
+    said = str(err)
+    return (
+        "no poller seen" in said
+        or "Timeout expired" in said
+        or err.status == RPCStatusCode.DEADLINE_EXCEEDED
+    )
 
 
 def _status_name(status: WorkflowExecutionStatus | None) -> str:

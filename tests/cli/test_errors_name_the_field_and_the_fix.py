@@ -19,7 +19,7 @@ from overnight.cli import client as api
 from overnight.cli.error_text import one_line
 from overnight.worker.devserver import DevServer
 from tests.cli.test_cli import NOWHERE, OVERNIGHT, good_spec
-from tests.live import new_run_id
+from tests.live import in_process_worker, new_run_id
 
 BIG = "x" * 3_000_000  # 2.9 MiB: past Temporal's 2 MB per payload
 TOO_LARGE = (
@@ -119,3 +119,23 @@ def test_report_since_a_form_it_does_not_take_names_the_forms_it_takes(since: st
 )
 def test_an_error_is_one_line_without_its_type_name(error: Exception, line: Any) -> None:
     assert one_line(error) == line
+
+
+async def test_status_with_no_worker_up_says_to_start_one(
+    dev_server: DevServer, dev_client: Client
+) -> None:
+    # A run's status is a query a worker answers, an ended run's too: after `overnight demo
+    # --keep-server` (its worker gone with the demo) `overnight status` waited 15 s for
+    # "the Temporal server says: Timeout expired", or "no poller seen ... worker may be down".
+    run_id = new_run_id("no-worker")
+    async with in_process_worker(dev_client, "no-worker") as queue:
+        await api.start_run(dev_client, api.parse_spec(good_spec(run_id=run_id)), task_queue=queue)
+        with pytest.raises(WorkflowFailureError):  # /tmp/nowhere.git: refused at start
+            await asyncio.wait_for(api.wait_result(dev_client, run_id), 120)
+    said = await asyncio.to_thread(_overnight, "--address", dev_server.address, "status", run_id)
+    assert (said.returncode, said.stdout) == (1, ""), said
+    assert said.stderr.startswith(f"overnight: no worker answered for run {run_id} ("), said
+    assert said.stderr.endswith(
+        "): a worker answers for every run, an ended one too: start one (`overnight dev`) "
+        "and ask again\n"
+    ), said
