@@ -244,6 +244,14 @@ async def _signal(client: Client, run_id: str, name: str, arg: Any) -> None:
         raise await _explain(client, run_id, err, a_worker_answers=False) from None
 
 
+async def _task_queue(client: Client, run_id: str) -> str | None:
+    """The task queue whose workers answer for the run; None when it cannot be told."""
+    try:
+        return (await client.get_workflow_handle(run_id).describe()).task_queue
+    except RPCError:
+        return None
+
+
 async def _workflow_status(client: Client, run_id: str) -> WorkflowExecutionStatus | None:
     """The latest execution's status; None when there is no such workflow."""
     try:
@@ -261,9 +269,14 @@ async def _explain(
     worker answers, unlike a signal the server takes) no worker answered."""
     if a_worker_answers and _no_worker_answered(err):
         said = (str(err).strip().splitlines() or ["no answer"])[0].rstrip(".")
+        queue = await _task_queue(client, run_id)
+        if queue in (None, TASK_QUEUE):
+            fix = "start one (`overnight dev`) and ask again"
+        else:  # a demo's own queue, or one a worker was started for
+            fix = f"start one on its task queue ({queue}: `python worker.py --task-queue {queue}`)"
         return OvernightError(
             f"no worker answered for run {run_id} ({said}): a worker answers for every run, "
-            "an ended one too: start one (`overnight dev`) and ask again"
+            f"an ended one too: {fix}"
         )
     if err.status != RPCStatusCode.NOT_FOUND:
         return err

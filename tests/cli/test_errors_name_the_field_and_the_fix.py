@@ -135,7 +135,8 @@ async def test_status_with_no_worker_up_says_to_start_one(
     said = await asyncio.to_thread(_overnight, "--address", dev_server.address, "status", run_id)
     assert (said.returncode, said.stdout) == (1, ""), said
     assert said.stderr.startswith(f"overnight: no worker answered for run {run_id} ("), said
+    # Its queue is its own (as a demo's is): `overnight dev`, on `overnight`, would not answer.
     assert said.stderr.endswith(
-        "): a worker answers for every run, an ended one too: start one (`overnight dev`) "
-        "and ask again\n"
+        f"): a worker answers for every run, an ended one too: start one on its task queue "
+        f"({queue}: `python worker.py --task-queue {queue}`)\n"
     ), said
