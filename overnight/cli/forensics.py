@@ -56,7 +56,8 @@ def add_parsers(commands: argparse._SubParsersAction, parser_class: type) -> Non
         "--follow",
         "-f",
         action="store_true",
-        help="carry on as it writes, across restarts, until the run ends",
+        help="carry on as it writes, across restarts, with what holds the run as it happens "
+        "(a question, needs you, a pause), until the run ends and why",
     )
     read.add_argument("--tail", "-n", type=int, metavar="N", help="only the last N lines")
     read.add_argument(
