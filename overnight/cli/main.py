@@ -46,6 +46,8 @@ from overnight.grants import SPEC_REFUSED, refusal_message
 from overnight.models import BudgetExtension, RunSpec
 
 OK, FAILED, BAD_INPUT = 0, 1, 2
+# overnight's own options, before any command.
+GLOBAL_OPTIONS = ("--address", "--namespace", "--debug")
 
 
 class BadInput(OvernightError):
@@ -57,6 +59,15 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         # One line instead of argparse's usage block.
+        if message.startswith("unrecognized arguments"):
+            misplaced = [o for o in GLOBAL_OPTIONS if o in message.split()]
+            if misplaced:  # `overnight list --address X`: argparse takes them first only
+                self.exit(
+                    BAD_INPUT,
+                    f"overnight: {', '.join(misplaced)} {'goes' if len(misplaced) == 1 else 'go'} "
+                    "before the command: "
+                    f"overnight {misplaced[0]} ... COMMAND ...\n",
+                )
         self.exit(BAD_INPUT, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
     def parse_known_args(  # type: ignore[override]

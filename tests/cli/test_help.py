@@ -72,6 +72,21 @@ def test_options_may_come_between_arguments() -> None:
     assert "unrecognized arguments" not in done.stderr
 
 
+def test_overnights_own_options_after_a_command_are_said_to_go_before_it() -> None:
+    # argparse takes --address, --namespace and --debug before the command only: a newcomer's
+    # `overnight list --open --address HOST:PORT` was told "unrecognized arguments" (issue 51).
+    done = subprocess.run(
+        [str(OVERNIGHT), "list", "--open", "--address", "127.0.0.1:1"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == (
+        "overnight: --address goes before the command: overnight --address ... COMMAND ...\n"
+    )
+
+
 def test_the_readme_names_every_command_and_where_the_rest_is() -> None:
     text = README.read_text()
     commands = {path[0] for path, _, _ in _commands(build_parser())}
