@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
@@ -153,6 +154,37 @@ def test_a_stop_unmounts_and_deletes_the_image_and_counts_what_it_held(
     assert not (folder / disk_image.IMAGE_FILE).exists()
     assert sorted(p.name for p in folder.iterdir()) == [".lock", "processes", "sandbox.json"]
     assert 8 * MIB <= (stopped.freed_bytes or 0) < 16 * MIB
+
+
+@needs_images
+@pytest.mark.skipif(shutil.which("unshare") is None, reason="needs unshare")
+def test_a_stop_counts_what_the_image_held_while_another_mount_namespace_still_holds_it(
+    engine: LocalEngine, images: None
+) -> None:
+    _make(engine, "held-1", isolation="none")
+    (engine.folder("held-1") / "workspace" / "blob").write_bytes(os.urandom(8 * MIB))
+    # A process that made a mount namespace while the image was mounted (another sandbox's
+    # bubblewrap setting up, an `unshare`) has a copy of its mount: the stop's unmount then
+    # leaves the filesystem alive, the blob's bytes in memory, not yet in disk.img.
+    holder = subprocess.Popen(["unshare", "--mount", "sleep", "infinity"])
+    try:
+        _wait_own_mount_namespace(holder.pid)
+        stopped = engine.stop("held-1")
+    finally:
+        holder.kill()
+        holder.wait()
+
+    assert 8 * MIB <= (stopped.freed_bytes or 0) < 16 * MIB
+
+
+def _wait_own_mount_namespace(pid: int) -> None:
+    mine = os.readlink("/proc/self/ns/mnt")
+    give_up = time.monotonic() + 60
+    while time.monotonic() < give_up:
+        if os.readlink(f"/proc/{pid}/ns/mnt") != mine:
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"unshare --mount (pid {pid}) made no mount namespace")
 
 
 @needs_images

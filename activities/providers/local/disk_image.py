@@ -147,12 +147,13 @@ def _mount_and_bind(folder: Path, folders: tuple[str, ...]) -> None:
 
 def detach(folder: Path, *, locked: bool = False) -> list[Path]:
     """Unmount everything mounted at or below `folder`, deepest first (lazily when busy: it
-    is then freed when its last user goes). What was mounted. `locked`: under the lock
-    `attached` mounts under (a stop's)."""
+    is then freed when its last user goes), its filesystems written back first. What was
+    mounted. `locked`: under the lock `attached` mounts under (a stop's)."""
     if locked:
         with _locked(folder):
             return detach(folder)
     found = mounts_under(folder)
+    _write_back(found)
     for point in sorted(found, key=lambda p: len(p.parts), reverse=True):
         if _libc.umount2(os.fsencode(point), 0) == 0:
             continue
@@ -160,6 +161,28 @@ def detach(folder: Path, *, locked: bool = False) -> list[Path]:
         if code == errno.EBUSY:
             _libc.umount2(os.fsencode(point), _MNT_DETACH)
     return found
+
+
+def _write_back(points: list[Path]) -> None:
+    """Write what each filesystem mounted at `points` holds in memory to its image (`syncfs`),
+    so the image file holds it when this returns. An unmount does it only when it drops the
+    filesystem's last mount: a copy of the mount in another mount namespace (any process that
+    made one while the image was mounted: another sandbox's bubblewrap setting up, an
+    `unshare`; this host's mounts propagate to none) or a lazy unmount keeps it alive, its
+    writes not yet in the image, which callers then measure and delete."""
+    synced: set[int] = set()
+    for point in points:
+        try:
+            fd = os.open(point, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            continue
+        try:
+            device = os.fstat(fd).st_dev
+            if device not in synced:
+                synced.add(device)
+                _libc.syncfs(fd)
+        finally:
+            os.close(fd)
 
 
 def detach_idle(folder: Path) -> bool:
