@@ -98,6 +98,23 @@ def redact(text: str, secrets: Iterable[str], *, start: int = 0, cut_end: bool =
     return "".join(out)
 
 
+# The gateway's credentials by their shape (activities/gateway: tokens.py, git_http.py,
+# service.py), for a reader that does not know a run's tokens (the CLI, the console run
+# elsewhere than the worker): the token in a git URL's path (`/git/<sandbox>/<token>/...`, 32
+# hex digits, fewer where the text was cut), a model token (`ovn-<sandbox>-<32 hex>`), and the
+# password of any `user:password@` in a URL (the proxy's `sandbox-<name>:<token>@`).
+_GIT_TOKEN = re.compile(r"(/git/[^/\s]+/)(?:[0-9a-f]{32}(?![0-9a-f])|[0-9a-f]{1,31}$)")
+_MODEL_TOKEN = re.compile(r"\bovn-[A-Za-z0-9._-]+-[0-9a-f]{32}(?![0-9a-f])")
+_URL_PASSWORD = re.compile(r"(://[^/\s:@]+:)[^/\s@]+@")
+
+
+def redact_credential_shapes(text: str) -> str:
+    """`text` with every gateway credential found by its shape replaced by `***`."""
+    text = _GIT_TOKEN.sub(rf"\g<1>{REDACTED}", text)
+    text = _MODEL_TOKEN.sub(REDACTED, text)
+    return _URL_PASSWORD.sub(rf"\g<1>{REDACTED}@", text)
+
+
 def holds_secret(text: str, secrets: Iterable[str]) -> bool:
     """Whether `text` holds any of `secrets`, as written or in another spelling."""
     values = _ordered(secrets)

@@ -32,7 +32,7 @@ from overnight.cli.run_names import RUN_NAME_HELP
 from overnight.cli.run_view import CannotRead, RunView, load_run, opened, query_status
 from overnight.cli.terminal_output import RawText, raw_stdout
 from overnight.errors import OvernightError
-from overnight.output_tail import redact, secret_values
+from overnight.output_tail import redact, redact_credential_shapes, secret_values
 
 Connect = Callable[[argparse.Namespace], Awaitable[Client]]
 # The most `inspect PATH` prints of one file.
@@ -274,7 +274,8 @@ def _print_file(
     bytes that are not UTF-8) escaped, so the agent's bytes cannot drive a terminal; with
     `raw`, as it is (a text file with the run's secrets redacted) for a program."""
     try:
-        text: str | None = redact(data.decode("utf-8"), secrets)
+        # A file may hold the gateway's tokens (.git/config's remote URL): redacted by shape.
+        text: str | None = redact_credential_shapes(redact(data.decode("utf-8"), secrets))
     except UnicodeDecodeError:
         text = None
     if json_out:
@@ -288,7 +289,7 @@ def _print_file(
         out.flush()
     else:
         readable = text if text is not None else data.decode("utf-8", errors="backslashreplace")
-        sys.stdout.write(terminal_safe(redact(readable, secrets)))
+        sys.stdout.write(terminal_safe(redact_credential_shapes(redact(readable, secrets))))
         sys.stdout.flush()
 
 

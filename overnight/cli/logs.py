@@ -3,7 +3,8 @@
 Output is read by cursor (see activities.providers.forensics): a reader, however slow,
 never makes the agent wait. Lines are printed whole, each with every value of the run's
 `secret_env` found in this process's environment replaced by `***` (the worker redacts
-what it keeps; here only what this machine knows can be redacted). `--follow` carries on
+what it keeps; here only what this machine knows can be redacted), and the gateway's
+credentials by their shape (a git URL's token, a URL's password). `--follow` carries on
 across restarts and fresh-context starts, with a header line for each, and ends when the
 run ends.
 """
@@ -21,7 +22,13 @@ from activities.providers.forensics import AgentProcess, OutputChunk, SandboxFor
 from activities.providers.protocol import SandboxProvider
 from overnight.cli.render import terminal_safe
 from overnight.cli.run_view import RunView, opened
-from overnight.output_tail import TAIL_BYTES, redact, secret_values, window_bytes
+from overnight.output_tail import (
+    TAIL_BYTES,
+    redact,
+    redact_credential_shapes,
+    secret_values,
+    window_bytes,
+)
 
 # A followed agent's output is asked for with long polls this long (Runtime's own cap is 8 s).
 FOLLOW_WAIT_SECONDS = 2.0
@@ -78,6 +85,8 @@ class Printer:
         if final and rest:
             # The output's last piece, perhaps cut off in the middle of a secret.
             shown.append(redact(rest, self.secrets, cut_end=True))
+        # The gateway's tokens too, which this process may not know (git prints its remote).
+        shown = [redact_credential_shapes(line) for line in shown]
         for line in shown:
             if self.json_lines:
                 self._json(
