@@ -551,6 +551,8 @@ class RunStatus(_Strict):
     safety_net: SafetyNet | None = None  # what the restarts cost (None: run begun before)
     # Why the run failed, in one line, when it failed at once on what no retry fixes.
     failure: str | None = None
+    # Why it was cancelled, as the person who cancelled it said (None: not cancelled).
+    cancel_reason: str | None = None
     # What a starting run waits on: its create's last failed try, and when the next is due.
     waiting_on: str | None = None
     # The done check (`done_when`): failed rounds so far (`budget.max_done_checks`), and the

@@ -246,12 +246,14 @@ async def _look_around(
 
 async def _ending(client: Client, view: RunView) -> tuple[str, str | None]:
     """How the run ended, in a word or two (its state, and the workflow's when they differ),
-    and why, when it failed."""
+    and why, when it failed or was cancelled."""
     handle = client.get_workflow_handle(view.run_id)
     described = await handle.describe()
     workflow = described.status.name.lower() if described.status is not None else "closed"
     why = await _failure(handle) if workflow == "failed" else None
     state = view.status.state if view.status is not None else None
+    if state == "cancelled" and view.status is not None:
+        why = why or view.status.cancel_reason  # a person's words, escaped with the line
     if state is None or workflow in ("terminated", "timed_out"):
         return workflow, why
     if workflow in ("completed", state):

@@ -97,6 +97,8 @@ def status_text(status: RunStatus, *, now: datetime, ui_url: str | None) -> str:
         lines.append(f"  snapshot:      {snapshot.replace('`', '')}")
     if status.failure:
         lines.append(f"  failed:        {terminal_line(status.failure)}")
+    if status.cancel_reason:
+        lines.append(f"  cancelled:     {terminal_line(status.cancel_reason)}")
     if status.attention_reason:
         lines.append(f"  needs you:     {terminal_line(status.attention_reason)}")
     lines += [

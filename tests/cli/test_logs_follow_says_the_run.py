@@ -1,7 +1,8 @@
 """`overnight logs --follow` follows the run, not only its output (issue 51): the real CLI, as a
 subprocess, against the session's dev server and a worker in this process. A question, a run
-that needs a person (and why), and the end with its reason are printed as they happen, between
-the agent's lines, each on one line with the agent's words escaped."""
+that needs a person (why, and the command that lifts it), and the end with its reason (a
+cancel's too) are printed as they happen, between the agent's lines, each on one line with
+the agent's words escaped."""
 
 from __future__ import annotations
 
@@ -132,7 +133,7 @@ async def test_logs_follow_prints_the_question_the_need_for_a_person_and_the_end
 
     lines = follower.lines
     assert lines.index("before the question") < asked < lines.index("told yes") < stuck
-    assert lines[-1] == f"=== run {run_id} ended: cancelled ==="
+    assert lines[-1] == f"=== run {run_id} ended: cancelled: seen enough ==="
     assert late.lines[-1] == lines[-1]
 
 

@@ -97,6 +97,7 @@ def build_status(state: SupervisorState, now: datetime) -> RunStatus:
         outputs=delivery.shown_outputs(state),
         safety_net=safety_net_summary(state, now),
         failure=state.failure,
+        cancel_reason=state.cancel_reason if state.cancel_requested else None,
         waiting_on=note_line(state.waiting_on)
         if state.waiting_on is not None
         else ci.waiting_line(state),
@@ -165,6 +166,8 @@ def render_card(status: RunStatus, now: datetime) -> str:
     # kept, a restart's reason) is shown as written, never as a link or emphasis.
     if status.failure:
         lines.append(f"- **failed** {markdown_inline(status.failure)}")
+    if status.cancel_reason:
+        lines.append(f"- **cancelled** {markdown_inline(status.cancel_reason)}")
     if status.waiting_on:
         lines.append(f"- **waiting on** {markdown_inline(status.waiting_on)}")
     if status.attention_reason:
