@@ -14,6 +14,37 @@ from overnight.run_costs import SafetyNet
 # that are such a label are refused: overnight.agent_requests.RESERVED_OUTPUT_NAMES).
 OUTPUT_LABEL = "output"
 
+# The budget an attention reason says is used up, as its words begin (workflows/pure/budget.py,
+# decide.py, overnight/done_check.py, overnight/ci_rounds.py), and the `overnight extend`
+# option that adds to it.
+_EXTEND_OPTIONS = (
+    ("restart budget used up", "--restarts N"),
+    ("hours budget used up", "--hours H"),
+    ("spend budget used up", "--spend USD"),
+    ("wait budget used up", "--wait-hours H"),
+    ("done checks used up", "--done-checks N"),
+    ("CI checks still failing after", "--ci-rounds N"),
+)
+
+
+def attention_fix(reason: str, run_id: str) -> str | None:
+    """The command that lifts what holds a run in `needs_attention`, when a budget does
+    (`overnight extend RUN --restarts N`); None for another reason."""
+    for start, option in _EXTEND_OPTIONS:
+        if reason.startswith(start):
+            return f"overnight extend {run_id} {option}"
+    return None
+
+
+def needs_you_line(status: RunStatus) -> str | None:
+    """Why the run needs a person, and the command that lifts it when there is one (the
+    card, `overnight status` and `logs --follow` alike); None when it needs nobody."""
+    reason = status.attention_reason
+    if not reason:
+        return None
+    fix = attention_fix(reason, status.run_id)
+    return f"{reason}; {fix}" if fix else reason
+
 
 def money_line(status: RunStatus) -> str | None:
     """The provider's figures beside the estimate, and the key's daily limit (the card and

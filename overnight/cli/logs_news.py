@@ -22,6 +22,7 @@ from overnight.agent_text import terminal_line
 from overnight.cli.logs import Printer
 from overnight.cli.run_view import RunView, query_status
 from overnight.models import RunStatus
+from overnight.status_lines import needs_you_line
 
 WATCH_EVERY_SECONDS = 1.0
 # The end line says these (`=== run R ended: ... ===`).
@@ -37,7 +38,7 @@ def quiet(status: RunStatus) -> tuple[str, str] | None:
     if status.state in _ENDED:
         return None
     if status.state == "needs_attention":
-        why = status.attention_reason or f"see overnight status {run}"
+        why = needs_you_line(status) or f"see overnight status {run}"
         return "needs_attention", f"=== {run} needs you: {why} ==="
     if status.state == "waiting_for_answer" and talk is not None and talk.question:
         choices = f" (one of: {', '.join(talk.choices)})" if talk.choices else ""

@@ -20,6 +20,7 @@ from overnight.status_lines import (
     age,
     done_check_line,
     money_line,
+    needs_you_line,
     safety_net_line,
     snapshot_line,
     talk_lines,
@@ -99,8 +100,9 @@ def status_text(status: RunStatus, *, now: datetime, ui_url: str | None) -> str:
         lines.append(f"  failed:        {terminal_line(status.failure)}")
     if status.cancel_reason:
         lines.append(f"  cancelled:     {terminal_line(status.cancel_reason)}")
-    if status.attention_reason:
-        lines.append(f"  needs you:     {terminal_line(status.attention_reason)}")
+    needs_you = needs_you_line(status)
+    if needs_you:
+        lines.append(f"  needs you:     {terminal_line(needs_you)}")
     lines += [
         f"  {terminal_line(label) + ':':<14} {terminal_line(text)}"
         for label, text in talk_lines(status)

@@ -120,7 +120,8 @@ async def test_logs_follow_prints_the_question_the_need_for_a_person_and_the_end
         await api.answer_question(dev_client, run_id, "yes")
         stuck = await follower.until(lambda line: line.startswith(f"=== {run_id} needs you: "))
         assert (
-            follower.lines[stuck] == f"=== {run_id} needs you: restart budget used up (0 of 0) ==="
+            follower.lines[stuck] == f"=== {run_id} needs you: restart budget used up (0 of 0); "
+            f"overnight extend {run_id} --restarts N ==="
         )
 
         # One who begins to follow now is told at once why the run is quiet.

@@ -15,6 +15,7 @@ from overnight.status_lines import (
     done_check_line,
     moment,
     money_line,
+    needs_you_line,
     safety_net_line,
     snapshot_line,
     talk_lines,
@@ -170,8 +171,9 @@ def render_card(status: RunStatus, now: datetime) -> str:
         lines.append(f"- **cancelled** {markdown_inline(status.cancel_reason)}")
     if status.waiting_on:
         lines.append(f"- **waiting on** {markdown_inline(status.waiting_on)}")
-    if status.attention_reason:
-        lines.append(f"- **needs attention** {markdown_inline(status.attention_reason)}")
+    needs_you = needs_you_line(status)
+    if needs_you:
+        lines.append(f"- **needs attention** {markdown_inline(needs_you)}")
     lines += [
         f"- **{markdown_inline(label)}** {markdown_inline(text)}"
         for label, text in talk_lines(status)
