@@ -213,7 +213,7 @@ def test_the_card_of_a_run_that_has_been_through_most_things() -> None:
         "- **workspace** kept at checkpoint 4 (\\`refs/overnight/pure/4\\`)",
         "- **failed** run pure cannot start",
         "- **waiting on** create sandbox, try 2 of 5: busy",
-        "- **needs attention** spend budget used up",
+        "- **needs attention** spend budget used up; overnight extend pure --spend USD",
         *talk,
         "- **checkpoint kept** checkpoint is over the 262144-byte cap",
         "- **last restart** attempt 2: agent \\*stalled\\*",
