@@ -14,6 +14,21 @@ from overnight.run_costs import SafetyNet
 # that are such a label are refused: overnight.agent_requests.RESERVED_OUTPUT_NAMES).
 OUTPUT_LABEL = "output"
 
+# Money under a cent is shown to this many places (a cheap run's spend is news, not `$0.00`).
+_SMALL_USD_PLACES = 4
+
+
+def usd(value: float) -> str:
+    """Money as a person reads it, one rule everywhere (the card, `overnight status`, the
+    console): cents (`$1,234.56`), and under a cent its first figures (`$0.0013`), or
+    `<$0.0001` for less; nothing is `$0.00`."""
+    if value == 0 or abs(value) >= 0.01:
+        return f"${value:,.2f}"
+    if abs(value) < 10**-_SMALL_USD_PLACES:
+        return f"<${10**-_SMALL_USD_PLACES:.{_SMALL_USD_PLACES}f}"
+    return f"${value:.{_SMALL_USD_PLACES}f}"
+
+
 # The budget an attention reason says is used up, as its words begin (workflows/pure/budget.py,
 # decide.py, overnight/done_check.py, overnight/ci_rounds.py), and the `overnight extend`
 # option that adds to it.
@@ -52,8 +67,8 @@ def money_line(status: RunStatus) -> str | None:
     parts = []
     if status.spend_charged_usd is not None:
         parts.append(
-            f"${status.spend_charged_usd:.2f} by the provider "
-            f"(estimate ${status.spend_estimated_usd:.2f})"
+            f"{usd(status.spend_charged_usd)} by the provider "
+            f"(estimate {usd(status.spend_estimated_usd)})"
         )
     daily = status.daily_limit
     if daily is not None:
@@ -62,7 +77,7 @@ def money_line(status: RunStatus) -> str | None:
         else:
             left = daily.remaining_usd if daily.remaining_usd is not None else 0.0
             parts.append(
-                f"daily limit ${daily.limit_usd:.2f}: ${daily.used_usd:.2f} used, ${left:.2f} left"
+                f"daily limit {usd(daily.limit_usd)}: {usd(daily.used_usd)} used, {usd(left)} left"
             )
     if status.waiting_for_daily_window:
         parts.append("waiting for the daily window to reopen")
@@ -128,11 +143,11 @@ def talk_lines(status: RunStatus) -> list[tuple[str, str]]:
     if status.spend_model_usd:
         counted = "counted at the gateway, " if status.spend_model_source == "gateway" else ""
         lines.append(
-            ("model spend", f"${status.spend_model_usd:.2f} ({counted}in the spend above)")
+            ("model spend", f"{usd(status.spend_model_usd)} ({counted}in the spend above)")
         )
     if status.spend_model_reported_usd is not None:
         lines.append(
-            ("agent's own count", f"${status.spend_model_reported_usd:.2f} of model spend")
+            ("agent's own count", f"{usd(status.spend_model_reported_usd)} of model spend")
         )
     if status.model_api:
         lines.append(("model API", status.model_api.removeprefix("model API: ")))

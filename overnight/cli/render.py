@@ -24,6 +24,7 @@ from overnight.status_lines import (
     safety_net_line,
     snapshot_line,
     talk_lines,
+    usd,
 )
 from overnight.worker.reaping import released_line
 from overnight.workspace_spec import workspace_line
@@ -51,7 +52,7 @@ def budget_left(status: RunStatus) -> str:
     hours = max(0.0, budget.max_hours - status.hours_used)
     parts = [f"{restarts} restart{'s' if restarts != 1 else ''}", f"{hours:.1f} h"]
     if budget.max_spend_usd is not None:
-        parts.append(f"${max(0.0, budget.max_spend_usd - status.spend_usd):.2f}")
+        parts.append(usd(max(0.0, budget.max_spend_usd - status.spend_usd)))
     return ", ".join(parts)
 
 
@@ -69,7 +70,7 @@ def status_text(status: RunStatus, *, now: datetime, ui_url: str | None) -> str:
     if summary and summary.last_note:
         lines.append(f"  last note:     {terminal_line(summary.last_note)}")
     lines += [
-        f"  budget left:   {budget_left(status)} (spent ${status.spend_usd:.2f})",
+        f"  budget left:   {budget_left(status)} (spent {usd(status.spend_usd)})",
         f"  last progress: {age(status.last_progress_at, now)}",
     ]
     from workflows.pure.stall_watch import stall_coming  # the card's words too

@@ -19,6 +19,7 @@ from overnight.status_lines import (
     safety_net_line,
     snapshot_line,
     talk_lines,
+    usd,
 )
 from overnight.workspace_spec import workspace_line
 from workflows.pure import ci, delivery, kit_requests, model_books
@@ -118,9 +119,9 @@ def render_card(status: RunStatus, now: datetime) -> str:
     budget = status.budget
     hours_left = max(0.0, budget.max_hours - status.hours_used)
     restarts = f"{status.restarts_used}/{budget.max_restarts}"
-    spend = f"${status.spend_usd:.2f}"
+    spend = usd(status.spend_usd)
     if budget.max_spend_usd is not None:
-        spend += f" of ${budget.max_spend_usd:.2f}"
+        spend += f" of {usd(budget.max_spend_usd)}"
     lines = [
         f"### overnight run `{status.run_id}`: **{status.state}**",
         "",
