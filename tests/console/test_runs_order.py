@@ -112,3 +112,15 @@ def test_a_row_shows_what_the_agent_wrote_as_text() -> None:
     assert html.count("<a ") == 1  # the run's own page, nothing else
     unknown = replace(hostile, has_row=False, spend_usd=0.0)
     assert "$0.00" not in fragment("_run_row.html", {"row": unknown, "group": "x", "now": NOW})
+
+
+def test_a_failed_runs_row_says_why_as_text() -> None:
+    """A failed run's row gave no reason: its page had to be opened to learn it."""
+    why = "run bad cannot start: field agent_dir: <b>/x</b> is not a folder on this worker"
+    failed = row("bad", "failed", failure=why)
+    html = fragment("_run_row.html", {"row": failed, "group": "ended", "now": NOW})
+    assert "<b>" not in html
+    assert (
+        '<div class="agent-text failure">run bad cannot start: field agent_dir: '
+        "&lt;b&gt;/x&lt;/b&gt; is not a folder on this worker</div>"
+    ) in html
