@@ -2,7 +2,10 @@
 engine's own bookkeeping, which the tests check): processes whose command line names the
 sandbox's folder, whose working folder is inside it or whose cgroup is the sandbox's, with
 every process below them (a launcher's port relay, slirp4netns); mounts under its folder; loop
-devices backed by a file in it."""
+devices backed by a file in it, unless the only mounts of one are copies in mount namespaces
+of other programs (this host's mounts do not propagate: a namespace made while the image was
+mounted, e.g. another test's `bwrap --ro-bind / /` or `unshare -m`, keeps its own copy for as
+long as it lives, which nothing the sandbox does can end)."""
 
 from __future__ import annotations
 
@@ -78,7 +81,7 @@ def held(folder: Path) -> Held:
         processes={pid: commands.get(pid, "") for pid in sorted(found)},
         memory_bytes=sum(_rss(pid) for pid in found),
         mounts=_mounts_under(where),
-        loops=_loops_in(where),
+        loops=_loops_in(where, found),
     )
 
 
@@ -112,13 +115,33 @@ def _mounts_under(where: str) -> list[str]:
     return found
 
 
-def _loops_in(where: str) -> list[str]:
+def _loops_in(where: str, sandbox_pids: set[int]) -> list[str]:
     found = []
     for backing in Path("/sys/block").glob("loop*/loop/backing_file"):
         try:
             text = backing.read_text().strip()
+            device = (backing.parent.parent / "dev").read_text().strip()
         except OSError:
             continue
-        if text.startswith(where + "/"):
+        if text.startswith(where + "/") and not _only_foreign_copies(device, sandbox_pids):
             found.append(f"{backing.parent.parent.name}: {text}")
     return found
+
+
+def _only_foreign_copies(device: str, sandbox_pids: set[int]) -> bool:
+    """True when `device` (major:minor) is mounted only in mount namespaces other than this
+    process's, and by none of the sandbox's processes: copies another program's namespace
+    took. A loop device mounted nowhere (attached and forgotten) is the sandbox's."""
+    holders: set[int] = set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            lines = Path(f"/proc/{entry}/mountinfo").read_text().splitlines()
+        except OSError:
+            continue
+        if any(line.split(" ")[2] == device for line in lines if line.count(" ") > 2):
+            holders.add(int(entry))
+    here = Path("/proc/self/mountinfo").read_text().splitlines()
+    mounted_here = any(line.split(" ")[2] == device for line in here if line.count(" ") > 2)
+    return bool(holders) and not mounted_here and not holders & sandbox_pids
