@@ -92,9 +92,11 @@ async def places(client: Client, queue: str) -> Places:
     return await handle.query(PLACES_QUERY, result_type=Places)
 
 
-async def drained(client: Client, queue: str, timeout: float = 30) -> Places:
+async def drained(client: Client, queue: str, timeout: float = 300) -> Places:
     """The pool once every place is back: a run's `release` is checked (its run closed or out
-    of the pool) before its place is freed, a moment after the run ends."""
+    of the pool) before its place is freed, a moment after the run ends. A holder too slow to
+    answer (its worker loaded) keeps its place until it is asked again, `check_seconds` (60 s
+    by default) later: the cap is generous, the wait ends as soon as the pool is empty."""
 
     async def empty() -> Places | None:
         pool = await places(client, queue)

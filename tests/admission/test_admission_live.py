@@ -29,6 +29,7 @@ from overnight.admission import (
     admission_workflow_id,
 )
 from overnight.cli import client as api
+from overnight.errors import OvernightError
 from overnight.grants import Grants
 from overnight.models import RunStatus
 from overnight.worker.devserver import DevServer
@@ -65,7 +66,7 @@ RUNS = 6 * POOL
 
 @pytest.mark.long
 @pytest.mark.heavy
-@pytest.mark.timeout(600)
+@pytest.mark.timeout(900)
 async def test_six_times_the_pool_in_runs_never_hold_more_sandboxes_than_the_pool(
     dev_client: Client, tmp_path: Path, agent_dir: Path
 ) -> None:
@@ -76,10 +77,10 @@ async def test_six_times_the_pool_in_runs_never_hold_more_sandboxes_than_the_poo
         handles = await start_all(dev_client, specs, queue)
         # The last ones wait their turn, visibly: the status and the search attribute.
         last = specs[-1].run_id
-        queued = await wait_for(lambda: _status(dev_client, last, "queued"), 60, "last queued")
+        queued = await wait_for(lambda: _status(dev_client, last, "queued"), 240, "last queued")
         assert queued.sandbox_id is None and queued.hours_used < 0.01
         await wait_for(
-            lambda: _listed_state(dev_client, last, "queued"), 30, "queued in `overnight list`"
+            lambda: _listed_state(dev_client, last, "queued"), 120, "queued in `overnight list`"
         )
         results = await asyncio.wait_for(asyncio.gather(*(h.result() for h in handles)), 540)
         assert {r.outcome for r in results} == {"finished"}
@@ -270,7 +271,8 @@ async def _admitted_at(client: Client, run_id: str) -> datetime:
 
 
 async def _status(client: Client, run_id: str, state: str) -> RunStatus | None:
-    with contextlib.suppress(RPCError):  # its first task not yet done: no answer yet
+    # Its first task not yet done, or its worker too loaded to answer in time: no answer yet.
+    with contextlib.suppress(RPCError, OvernightError):
         status = await api.get_status(client, run_id)
         return status if status.state == state else None
     return None
