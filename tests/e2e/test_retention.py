@@ -85,7 +85,18 @@ async def test_twenty_runs_with_crashes_leave_on_disk_only_open_runs_and_retaine
     runs.extend(ids)
     still_open, no_retention = ids[:OPEN_RUNS], ids[OPEN_RUNS : OPEN_RUNS + NO_RETENTION]
     retained = ids[OPEN_RUNS + NO_RETENTION :]
-    specs = [crashing_spec(r, tmp_path, env={"AGENT_LATER_HOLD": "600"}) for r in still_open]
+    # The open runs' second attempts hold quietly: no stall or lease end may restart them (a
+    # third attempt, a third sandbox) however long a loaded machine takes to get to the end.
+    specs = [
+        crashing_spec(
+            r,
+            tmp_path,
+            env={"AGENT_LATER_HOLD": "1800"},
+            stall_seconds=1800,
+            sandbox_timeout_seconds=1800,
+        )
+        for r in still_open
+    ]
     specs += [crashing_spec(r, tmp_path, keep_failed_days=0) for r in no_retention]
     specs += [crashing_spec(r, tmp_path) for r in retained]
     await asyncio.gather(*(api.start_run(dev_client, s, task_queue=task_queue) for s in specs))
