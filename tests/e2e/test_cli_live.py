@@ -36,7 +36,16 @@ async def test_cli_starts_shows_lists_extends_and_cancels_a_run(
 ) -> None:
     run_id = new_run_id("cli")
     runs.append(run_id)
-    spec, _ = agent_spec(run_id, tmp_path, agent_env={"AGENT_STEP_DELAY": "30"})
+    # The run must stay in attempt 1, running, for as long as the test looks at it, however
+    # slow the machine: its agent's step, its stall threshold and its lease all outlast the
+    # test (at the helpers' 10 s stall a loaded test saw attempt 2 after "agent stalled 10 s").
+    spec, _ = agent_spec(
+        run_id,
+        tmp_path,
+        agent_env={"AGENT_STEP_DELAY": "3600"},
+        stall_seconds=3600,
+        sandbox_timeout_seconds=3600,
+    )
     spec_file = tmp_path / "spec.json"
     spec_file.write_text(spec.model_dump_json())
     link = f"{dev_server.ui_url}/namespaces/{dev_server.namespace}/workflows/{run_id}"
