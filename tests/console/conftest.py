@@ -30,7 +30,11 @@ from tests.e2e.test_web_ui import CHROMIUM, CHROMIUM_ARGS
 
 ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
 DOC_IMAGES = Path(__file__).resolve().parents[2] / "docs" / "images"
-PAGE_TIMEOUT_MS = 30_000
+# How long a page action or an `expect(...)` waits for what it looks for: a cap, not a bound.
+# On a loaded machine a live page takes seconds to show a change (Playwright's default of 5 s
+# failed there); a slow machine only makes it slower, never wrong.
+UI_MS = 60_000
+PAGE_TIMEOUT_MS = UI_MS
 
 needs_chromium = pytest.mark.skipif(
     not CHROMIUM.exists(),
@@ -76,7 +80,7 @@ async def start_console(
         )
     finally:
         server.stop()
-        await asyncio.wait_for(serving, timeout=30)
+        await asyncio.wait_for(serving, timeout=60)
         sock.close()
 
 

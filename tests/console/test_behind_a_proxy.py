@@ -42,7 +42,7 @@ async def fetch(
         body = urllib.parse.urlencode(form).encode() if form is not None else None
         request = urllib.request.Request(url, data=body, headers=headers)
         try:
-            with urllib.request.build_opener(_NoRedirect).open(request, timeout=30) as answer:
+            with urllib.request.build_opener(_NoRedirect).open(request, timeout=60) as answer:
                 return answer.status, answer.read().decode()
         except urllib.error.HTTPError as refused:
             return refused.code, refused.read().decode()

@@ -25,7 +25,7 @@ from overnight.cli import client as api
 from overnight.codec import CODEC_KEYS_ENV
 from overnight.console.settings import READ_TOKEN_ENV, TOKEN_ENV
 from overnight.worker.devserver import DevServer
-from tests.console.conftest import ConsoleServer, needs_chromium, sign_in
+from tests.console.conftest import UI_MS, ConsoleServer, needs_chromium, sign_in
 from tests.console.runs import console_spec, in_state
 from tests.e2e.helpers import wait_for_status
 from tests.e2e.test_codec import KEY_A, codec_client, codec_worker
@@ -96,12 +96,12 @@ async def console_process(
         assert found, f"{first!r}; stderr: {(await process.stderr.read()).decode()!r}"  # type: ignore[union-attr]
         lines = [first]
         if TOKEN_ENV not in environ:
-            lines.append((await asyncio.wait_for(process.stdout.readline(), 30)).decode())
+            lines.append((await asyncio.wait_for(process.stdout.readline(), 60)).decode())
         yield found.group(1), lines
     finally:
         if process.returncode is None:
             process.send_signal(signal.SIGTERM)
-        code = await asyncio.wait_for(process.wait(), 30)
+        code = await asyncio.wait_for(process.wait(), 60)
     assert code == 0, (await process.stderr.read()).decode()  # type: ignore[union-attr]
 
 
@@ -114,7 +114,7 @@ async def test_with_no_token_set_the_console_makes_one_and_prints_it(
         assert made, lines
         served = ConsoleServer(url, made.group(1), "", context=None)  # type: ignore[arg-type]
         page = await sign_in(browser, served, made.group(1))
-        await expect(page.locator("header .who")).to_contain_text("(operator)")
+        await expect(page.locator("header .who")).to_contain_text("(operator)", timeout=UI_MS)
 
 
 @needs_chromium
@@ -141,8 +141,8 @@ async def test_the_console_decodes_an_encrypted_run_in_its_own_process(
                 served = ConsoleServer(url, tokens[TOKEN_ENV], "", context=None)  # type: ignore[arg-type]
                 page = await sign_in(browser, served, tokens[TOKEN_ENV])
                 row = page.locator(f"#run-{run_id}")
-                await expect(row.locator(".next-step")).to_have_text(PLAIN)
-                await expect(row.locator(".state")).to_have_text("running")
+                await expect(row.locator(".next-step")).to_have_text(PLAIN, timeout=UI_MS)
+                await expect(row.locator(".state")).to_have_text("running", timeout=UI_MS)
         finally:
             await api.cancel_run(with_key, run_id, "console codec test over")
             result = await asyncio.wait_for(api.wait_result(with_key, run_id), timeout=60)

@@ -42,7 +42,14 @@ from overnight.console.settings import (
     settings_from,
 )
 from overnight.models import RunSpec, RunStatus
-from tests.console.conftest import ConsoleServer, needs_chromium, sign_in, start_console, tokens
+from tests.console.conftest import (
+    UI_MS,
+    ConsoleServer,
+    needs_chromium,
+    sign_in,
+    start_console,
+    tokens,
+)
 from tests.console.runs import console_spec as runs_spec
 from tests.console.runs import start_in_state
 from tests.e2e.helpers import wait_for_status
@@ -946,7 +953,9 @@ async def test_another_sites_page_cannot_act_read_sign_in_or_frame(
             # The frame holds no page of the console (frame-ancestors 'none', X-Frame-Options).
             framed = evil.frame_locator("#framed")
             # (A frame of the site's own is read: the check below can see a framed page.)
-            await expect(evil.frame_locator("#own").locator("h1")).to_have_text("cute cats")
+            await expect(evil.frame_locator("#own").locator("h1")).to_have_text(
+                "cute cats", timeout=UI_MS
+            )
             assert await framed.locator("text=overnight").count() == 0
             assert await framed.locator(f"text={spec.run_id}").count() == 0
 
@@ -963,6 +972,6 @@ async def test_another_sites_page_cannot_act_read_sign_in_or_frame(
         # The browser is still the operator's (no session of the other site's choosing), and
         # the run was not cancelled.
         await operator.goto(f"{console.url}/")
-        await expect(operator.locator("header .who")).to_contain_text("(operator)")
+        await expect(operator.locator("header .who")).to_contain_text("(operator)", timeout=UI_MS)
         status = await api.get_status(dev_client, spec.run_id)
         assert status.state == "running"

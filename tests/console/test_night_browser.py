@@ -82,7 +82,7 @@ async def test_the_night_draws_the_runs_outcomes_spend_and_restarts_with_hostile
         await page.goto(f"{console.url}/night?span=24h")
         await expect(page.locator("h1")).to_have_text("The night", timeout=UI_MS)
         charts = page.locator("svg[role=img]")
-        await expect(charts).to_have_count(6)
+        await expect(charts).to_have_count(6, timeout=UI_MS)
         outcomes = await page.locator("#outcomes-desc").text_content() or ""
         for said in ("needs attention", "waiting for answer", "cancelled"):
             assert said in outcomes, outcomes

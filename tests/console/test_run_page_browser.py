@@ -166,8 +166,10 @@ async def test_clicking_an_answer_button_reaches_the_agent_and_the_page_says_it_
         )
         # The question's time on the timeline, from the history's pause and wake.
         question = page.locator("svg.timeline g.tl-question title")
-        await expect(question).to_contain_text("question q1-")
-        await expect(page.locator("details.moments")).to_contain_text("answered: ship it")
+        await expect(question).to_contain_text("question q1-", timeout=UI_MS)
+        await expect(page.locator("details.moments")).to_contain_text(
+            "answered: ship it", timeout=UI_MS
+        )
 
     assert result.outcome == "finished"
     assert result.outputs is not None and result.outputs.values == {"answer": "ship it"}
@@ -189,7 +191,9 @@ async def test_an_extension_from_the_page_wakes_a_run_paused_for_its_spend(
         page = await open_when(
             dev_client, browser, console, run_id, lambda s: s.state == "needs_attention"
         )
-        await expect(page.locator(".attention")).to_contain_text("spend budget used up")
+        await expect(page.locator(".attention")).to_contain_text(
+            "spend budget used up", timeout=UI_MS
+        )
         await page.fill("form.extend input[name=spend_usd]", "5")
         await page.click("form.extend button[type=submit]")
         await expect(page.locator("#notice")).to_have_text(
@@ -209,7 +213,7 @@ async def test_a_cancel_from_the_page_ends_the_run_and_its_reason_is_on_the_time
     async with started(dev_client, tmp_path, spec):
         page = await open_when(dev_client, browser, console, run_id, waiting)
         # A question without choices is answered in a text field.
-        await expect(page.locator("form.answer textarea[name=answer]")).to_be_visible()
+        await expect(page.locator("form.answer textarea[name=answer]")).to_be_visible(timeout=UI_MS)
         page.on("dialog", lambda dialog: asyncio.ensure_future(dialog.accept()))
         await page.fill("form.cancel input[name=reason]", "wrong branch")
         await page.click("form.cancel button[type=submit]")
@@ -243,7 +247,7 @@ async def test_a_rewind_to_a_kept_step_from_the_page_is_taken(
         # shows it: step 3 holds its one file, not the two before it.
         await expect(page.locator("#diff")).to_contain_text("step-3.txt", timeout=UI_MS)
         await expect(page.locator("#diff details.diff-file")).to_have_count(1, timeout=UI_MS)
-        await expect(page.locator("#diff")).not_to_contain_text("step-2.txt")
+        await expect(page.locator("#diff")).not_to_contain_text("step-2.txt", timeout=UI_MS)
         await page.click("nav.steps a:text-is('1')")
         await expect(page.locator("#diff details.diff-file")).to_have_count(1, timeout=UI_MS)
         await expect(page.locator("#diff")).to_contain_text("step-1.txt", timeout=UI_MS)
@@ -275,10 +279,12 @@ async def test_an_agents_script_link_and_fake_button_show_as_text_and_readers_ca
     )
     async with started(dev_client, tmp_path, spec):
         page = await open_when(dev_client, browser, console, run_id, waiting)
-        await expect(page.locator(".question-text")).to_have_text(f"Proceed? {HOSTILE}")
+        await expect(page.locator(".question-text")).to_have_text(
+            f"Proceed? {HOSTILE}", timeout=UI_MS
+        )
         notes = page.locator("ol.notes li")
         await expect(notes).to_have_text(["looked around", HOSTILE], timeout=UI_MS)
-        await expect(page.locator(".next-step")).to_have_text(HOSTILE)
+        await expect(page.locator(".next-step")).to_have_text(HOSTILE, timeout=UI_MS)
         # Its output too: the terminal's escapes shown as such, the tags as text.
         await expect(page.locator("#run-output")).to_contain_text(
             f"{SCRIPT} \\x1b[2J\\x1b]0;owned\\x07 {FAKE_BUTTON}", timeout=UI_MS
@@ -291,7 +297,9 @@ async def test_an_agents_script_link_and_fake_button_show_as_text_and_readers_ca
         assert await page.locator("button", has_text="Approve").count() == 0
 
         reader = await open_run(browser, console, run_id, reader=True)
-        await expect(reader.locator(".question-text")).to_have_text(f"Proceed? {HOSTILE}")
+        await expect(reader.locator(".question-text")).to_have_text(
+            f"Proceed? {HOSTILE}", timeout=UI_MS
+        )
         assert await reader.locator("form").count() == 0
         # The operator's token without the CSRF token, and a reader's token with one: refused.
         cancel = f"{console.url}/runs/{run_id}/cancel"
@@ -331,8 +339,10 @@ async def test_an_encrypted_runs_page_is_decoded_by_the_console_history_and_all(
         # An extension whose argument the history holds encrypted, as every payload.
         await api.extend_budget_and_wait(with_key, run_id, BudgetExtension(hours=2))
         page = await open_run(browser, served, run_id)
-        await expect(page.locator(".question-text")).to_have_text(question)
-        await expect(page.locator("details.moments")).to_contain_text("budget extended: +2 h")
+        await expect(page.locator(".question-text")).to_have_text(question, timeout=UI_MS)
+        await expect(page.locator("details.moments")).to_contain_text(
+            "budget extended: +2 h", timeout=UI_MS
+        )
         await page.locator("form.answer button.choice", has_text="yes").click()
         await expect(page.locator("#notice")).to_have_text(
             "The run took your answer: its agent goes on with it.", timeout=UI_MS

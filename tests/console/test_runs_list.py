@@ -12,7 +12,7 @@ from playwright.async_api import BrowserContext, expect
 from temporalio.client import Client
 
 from overnight.cli import client as api
-from tests.console.conftest import ConsoleServer, keep_screenshot, needs_chromium, sign_in
+from tests.console.conftest import UI_MS, ConsoleServer, keep_screenshot, needs_chromium, sign_in
 from tests.console.runs import console_spec, start_in_state
 from tests.live import new_run_id, provider_world
 
@@ -59,29 +59,35 @@ async def test_a_run_needing_attention_is_at_the_top_and_rows_change_in_place(
         rows = page.locator("table.runs tr.run")
         # The list reads a shared snapshot, a poll old at most: each row reaches its group.
         for spec, group in ((stuck, "attention"), (asking, "waiting"), (running, "running")):
-            await expect(page.locator(f"#rows-{group} #run-{spec.run_id}")).to_have_count(1)
+            await expect(page.locator(f"#rows-{group} #run-{spec.run_id}")).to_have_count(
+                1, timeout=UI_MS
+            )
         order = [await row.get_attribute("id") for row in await rows.all()]
         ours = [order.index(f"run-{spec.run_id}") for spec in (stuck, asking, running)]
         assert ours == sorted(ours), f"attention, waiting, running expected in order: {order}"
         # The first row of the whole list needs a person, whoever else is in the namespace.
         assert await rows.first.get_attribute("data-group") == "attention"
         await expect(page.locator(f"#rows-attention #run-{stuck.run_id}")).to_contain_text(
-            "needs attention"
+            "needs attention", timeout=UI_MS
         )
         await expect(page.locator(f"#rows-waiting #run-{asking.run_id}")).to_contain_text(
-            "Ship it?"
+            "Ship it?", timeout=UI_MS
         )
         keep_screenshot("console_runs.png", await page.screenshot(full_page=False))
 
         # Answered, the run leaves the waiting group on the open page: no reload.
         await api.answer_question(dev_client, asking.run_id, "yes")
-        await expect(page.locator(f"#rows-waiting #run-{asking.run_id}")).to_have_count(0)
-        await expect(page.locator(f"#rows-ended #run-{asking.run_id}")).to_contain_text("finished")
+        await expect(page.locator(f"#rows-waiting #run-{asking.run_id}")).to_have_count(
+            0, timeout=UI_MS
+        )
+        await expect(page.locator(f"#rows-ended #run-{asking.run_id}")).to_contain_text(
+            "finished", timeout=UI_MS
+        )
 
         # A filter is a GET parameter: only what it keeps is listed.
         await page.goto(f"{console.url}/?state=attention")
-        await expect(page.locator(f"#run-{stuck.run_id}")).to_be_visible()
-        await expect(page.locator(f"#run-{running.run_id}")).to_have_count(0)
+        await expect(page.locator(f"#run-{stuck.run_id}")).to_be_visible(timeout=UI_MS)
+        await expect(page.locator(f"#run-{running.run_id}")).to_have_count(0, timeout=UI_MS)
 
 
 @pytest.mark.timeout(300)
@@ -105,9 +111,9 @@ async def test_what_an_agent_wrote_is_shown_as_text_never_as_markup(
 
         page = await sign_in(browser, console, console.operator_token)
         row = page.locator(f"#run-{spec.run_id}")
-        await expect(row.locator(".next-step")).to_have_text(HOSTILE)
-        await expect(row.locator(".question")).to_have_text(f"Approve? {HOSTILE}")
-        await expect(row.locator(".choices")).to_contain_text("<b>no</b>")
+        await expect(row.locator(".next-step")).to_have_text(HOSTILE, timeout=UI_MS)
+        await expect(row.locator(".question")).to_have_text(f"Approve? {HOSTILE}", timeout=UI_MS)
+        await expect(row.locator(".choices")).to_contain_text("<b>no</b>", timeout=UI_MS)
         # No tag it wrote became an element: no script ran, no link or button was made.
         assert await page.evaluate("typeof window.pwned") == "undefined"
         assert await row.locator("script, b").count() == 0

@@ -14,7 +14,7 @@ from temporalio.client import Client
 
 from overnight.cli import client as api
 from overnight.console.render import CONTENT_SECURITY_POLICY
-from tests.console.conftest import ConsoleServer, needs_chromium, sign_in
+from tests.console.conftest import UI_MS, ConsoleServer, needs_chromium, sign_in
 from tests.console.runs import console_spec, start_in_state
 from tests.e2e.helpers import wait_for_status
 from tests.live import new_run_id, provider_world
@@ -36,7 +36,7 @@ async def test_the_login_form_signs_in_and_refuses_a_wrong_token(
         await page.click("button[type=submit]")
     assert (await refusal.value).status == 401
     await expect(page.get_by_role("alert")).to_have_text(
-        "That token is not one this console knows."
+        "That token is not one this console knows.", timeout=UI_MS
     )
     assert await browser.cookies(console.url) == [] or all(
         cookie["name"] != "overnight_console" for cookie in await browser.cookies(console.url)
@@ -45,7 +45,7 @@ async def test_the_login_form_signs_in_and_refuses_a_wrong_token(
     await page.fill("input[name=token]", console.read_token)
     await page.click("button[type=submit]")
     await page.wait_for_url(f"{console.url}/?state=running")  # back where it was going
-    await expect(page.locator("header .who")).to_contain_text("(reader)")
+    await expect(page.locator("header .who")).to_contain_text("(reader)", timeout=UI_MS)
     session = next(
         c for c in await browser.cookies(console.url) if c["name"] == "overnight_console"
     )
@@ -85,7 +85,7 @@ async def test_every_page_has_the_strict_policy_and_no_inline_script(
     )
     assert handlers == []
     # The page's script ran under the policy (it marks the live stream) and broke no rule.
-    await expect(page.locator("body[data-live=on]")).to_have_count(1)
+    await expect(page.locator("body[data-live=on]")).to_have_count(1, timeout=UI_MS)
     assert not [text for text in violations if "Content Security Policy" in text]
 
 
