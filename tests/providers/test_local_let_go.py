@@ -6,12 +6,17 @@ it keeps its agent (frozen), its launcher and helpers, and its image, and `overn
 account says why; kept after its run (`let_go`) it holds no process and no mount, its agents'
 records say `kept`, and its files are still read (the image mounted again, and unmounted again
 when the reader's provider closes), woken and run in. Paused with no live agent, it holds no
-mount either. What the host held is found from /proc and /sys (tests/sandbox_host_probe.py).
+mount either, nor the launcher of its ended agent (which outlives it by a moment). What the
+host held is found from /proc and /sys (tests/sandbox_host_probe.py).
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
 import shutil
+import signal
 import socket
 import time
 from collections.abc import Iterator
@@ -23,6 +28,7 @@ from activities.providers.local import disk_image
 from activities.providers.local.disk_account import LocalDiskAccount
 from activities.providers.local.disk_limit import DISK_ENV
 from activities.providers.local.engine import LocalEngine
+from activities.providers.local.launcher import EXIT_FILE, PROCESS_FILE
 from activities.providers.local.provider import LocalProvider
 from activities.providers.local.snapshots import LocalSnapshots
 from tests.sandbox_host_probe import MIB, held, wait_nothing_held
@@ -132,6 +138,63 @@ def test_a_sandbox_paused_with_no_live_agent_holds_no_mount(
     assert held(engine.folder("idle-1")).nothing
     engine.wake("idle-1")
     assert engine.run("idle-1", "cat /workspace/app/note.txt").stdout == "here\n"
+
+
+def _stat(pid: int) -> tuple[str, int, str]:
+    """(state, parent pid, command name) of `pid`, from /proc ("" when it is gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return "", 0, ""
+    name, rest = stat.split("(", 1)[1].rsplit(")", 1)
+    state, parent = rest.split()[:2]
+    return state, int(parent), name
+
+
+def _children(pid: int, name: str) -> list[int]:
+    found = [int(entry) for entry in os.listdir("/proc") if entry.isdigit()]
+    return [child for child in found if _stat(child)[1:] == (pid, name)]
+
+
+@pytest.mark.timeout(120)
+def test_a_pause_just_after_an_agent_ended_leaves_no_launcher_behind(
+    engine: LocalEngine, host_port: int
+) -> None:
+    """An agent's launcher lives on after it wrote how the agent ended (it ends the network
+    helpers, then itself): a pause then waits for it, and ends one that lingers, so the paused
+    sandbox holds no process when the pause returns. Here it lingers for sure: its slirp4netns
+    is stopped (the launcher waits on it), and once the exit is written, so is the launcher."""
+    engine.get_or_create("late-1", disk_mib=128, host_ports=[host_port])
+    go = engine.folder("late-1") / "workspace" / "go"
+    engine.start_process(
+        "late-1", "late-1-1", "until [ -e /workspace/go ]; do sleep 0.05; done; exit 3"
+    )
+    proc_dir = engine.folder("late-1") / "processes" / "late-1-1"
+    launcher_pid = json.loads((proc_dir / PROCESS_FILE).read_text())["launcher_pid"]
+    slirp = _children(launcher_pid, "slirp4netns")
+    assert slirp, "the sandbox's network has a slirp4netns"
+    try:
+        for pid in slirp:
+            os.kill(pid, signal.SIGSTOP)
+        go.touch()
+        give_up = time.monotonic() + 60
+        while not (proc_dir / EXIT_FILE).exists():
+            assert time.monotonic() < give_up
+            time.sleep(0.01)
+        # Its launcher now waits on the stopped slirp4netns (2 s, then kills it): stopped
+        # there too, it lingers for as long as it takes.
+        with contextlib.suppress(ProcessLookupError):  # gone already: nothing to hold
+            os.kill(launcher_pid, signal.SIGSTOP)
+
+        engine.pause("late-1")
+
+        assert held(engine.folder("late-1")).nothing, held(engine.folder("late-1"))
+        record = engine.process("late-1", "late-1-1")
+        assert record is not None and (record.state, record.exit_code) == ("exited", 3)
+    finally:
+        for pid in [*slirp, launcher_pid]:
+            if _stat(pid)[0] == "T":  # still stopped: a pause that failed left it so
+                os.kill(pid, signal.SIGKILL)
 
 
 @pytest.mark.timeout(120)

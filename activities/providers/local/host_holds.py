@@ -9,8 +9,8 @@ kept after its run ended (no run wakes it), lets go of all of it (the engine's `
 read or a wake mounts its image again when it needs it.
 
 This module finds what is held (for `overnight disk`, the engine's decisions and the tests'
-own checks): the launchers of live agents and everything they started, the members of the
-sandbox's cgroups, and the mounts under its folder.
+own checks): its live launchers (one outlives its agent by a moment) and everything they
+started, the members of the sandbox's cgroups, and the mounts under its folder.
 """
 
 from __future__ import annotations
@@ -53,14 +53,7 @@ def agents_alive(meta: SandboxMeta, procs_dir: Path) -> bool:
 
 def holds(meta: SandboxMeta, folder: Path) -> HostHolds:
     """The host processes and mounts the sandbox in `folder` holds now."""
-    pids: set[int] = set()
-    for proc_dir in _proc_dirs(folder / "processes"):
-        if (proc_dir / launcher.EXIT_FILE).exists():
-            continue
-        started = read_json(proc_dir / launcher.PROCESS_FILE) or {}
-        pid = started.get("launcher_pid")
-        if isinstance(pid, int) and _is_launcher(pid, proc_dir):
-            pids.add(pid)
+    pids = launchers(folder / "processes")
     for path in _cgroup_dirs(meta):
         if Path(path).is_dir():
             pids |= local_cgroups.members(path, below=meta.freezer != local_cgroups.CGROUP1)
@@ -70,6 +63,19 @@ def holds(meta: SandboxMeta, folder: Path) -> HostHolds:
         memory_bytes=sum(resident_bytes(pid) for pid in pids),
         mounts=len(disk_image.mounts_under(folder)),
     )
+
+
+def launchers(procs_dir: Path) -> set[int]:
+    """The live launchers of the sandbox's agents, ended or not: one lives on a moment after it
+    wrote how its agent ended (it ends its network helpers, then itself)."""
+    pids: set[int] = set()
+    for proc_dir in _proc_dirs(procs_dir):
+        # Its pid is in its exit record too: one whose agent could not start wrote no other.
+        for name in (launcher.PROCESS_FILE, launcher.EXIT_FILE):
+            pid = (read_json(proc_dir / name) or {}).get("launcher_pid")
+            if isinstance(pid, int) and _is_launcher(pid, proc_dir):
+                pids.add(pid)
+    return pids
 
 
 def descendants(roots: set[int]) -> set[int]:
@@ -106,12 +112,14 @@ def resident_bytes(pid: int) -> int:
 
 
 def _is_launcher(pid: int, proc_dir: Path) -> bool:
-    """`pid` is the launcher of `proc_dir` (a reused pid is someone else's)."""
+    """`pid` is the live launcher of `proc_dir` (a reused pid is someone else's; one that
+    ended, waiting to be reaped, holds nothing)."""
     try:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    except OSError:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
         return False
-    return os.fsencode(proc_dir) in cmdline
+    return os.fsencode(proc_dir) in cmdline and state not in ("Z", "X")
 
 
 def _proc_dirs(procs_dir: Path) -> list[Path]:

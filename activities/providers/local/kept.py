@@ -2,7 +2,8 @@
 and brought back when something needs its files (issue 51; see host_holds for what is held).
 Mixed into `LocalEngine`.
 
-- A pause with no live process left in the sandbox unmounts its image (`_release_locked`).
+- A pause with no live process left in the sandbox unmounts its image (`_release_locked`),
+  once the launchers of its ended agents are gone (each outlives its agent by a moment).
 - `let_go`: a sandbox kept after its run ended ends its agents first (no run wakes them), then
   lets go the same way; files kept.
 - `ensure_disk`: what reads, snapshots, runs or wakes the sandbox mounts its image again first;
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import signal
 import time
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -25,6 +27,10 @@ from activities.providers.protocol import ProviderError, SandboxNotFound
 
 # How long the launchers of ended agents may take to record the ends.
 RECORD_SECONDS = 5.0
+# How long a launcher may live on after recording its agent's end (it ends its network
+# helpers, then exits: tens of ms) before a sandbox letting go kills it, and then how long
+# the kill may take to land.
+LAUNCHER_EXIT_SECONDS = 5.0
 
 
 class KeptSandboxes:
@@ -106,9 +112,31 @@ class KeptSandboxes:
         agent keeps it: its run may wake it, and it writes there)."""
         if meta.state != "paused" or host_holds.agents_alive(meta, self._procs(meta.id)):
             return meta
+        _end_launchers(self._procs(meta.id))
         if meta.disk == "image" and not disk_image.detach_idle(self.folder(meta.id)):
             return meta  # a file of it open on the host: kept mounted, let go of next time
         self.mounted_again.discard(meta.id)
         if meta.released_at is not None:
             return meta
         return self._save(dataclasses.replace(meta, released_at=time.time()))
+
+
+def _end_launchers(procs_dir: Path) -> None:
+    """See that no launcher of the sandbox's ended agents lives on: each writes how its agent
+    ended, then ends its network helpers and exits. One still there after
+    `LAUNCHER_EXIT_SECONDS` is killed with everything it started: nothing it had left to do
+    is a record (see launcher)."""
+    give_up = time.monotonic() + LAUNCHER_EXIT_SECONDS
+    while (pids := host_holds.launchers(procs_dir)) and time.monotonic() < give_up:
+        time.sleep(0.02)
+    if not pids:
+        return
+    doomed = pids | host_holds.descendants(pids)
+    for pid in doomed:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    give_up = time.monotonic() + LAUNCHER_EXIT_SECONDS
+    while any(local_procs.pid_alive(pid) for pid in doomed) and time.monotonic() < give_up:
+        time.sleep(0.02)

@@ -13,8 +13,10 @@ agent outlives the worker process that started it. Then it:
    see cgroups, under the sandbox lock; without a cgroup it ends every agent of it) or, for
    `on_lease_end="stop"`, kills its own group; when the sandbox is stopped (or paused without
    a cgroup) it kills its group;
-4. when the agent exits, kills what is left of its group (isolated: of its namespace) and
-   writes `exit.json` atomically, so any later worker process can read the exit code.
+4. when the agent exits, kills what is left of its group (isolated: of its namespace), closes
+   its output and writes `exit.json` atomically (with its own pid), so any later worker
+   process can read the exit code. It then ends its network helpers and exits: nothing is
+   recorded after `exit.json`, so the engine may end a launcher that lingers (kept).
 
 Standard library only: it must run whatever the agent's environment holds.
 """
@@ -220,14 +222,18 @@ def _supervise(
 ) -> None:
     output = local_output.CappedOutput(proc_dir / OUTPUT_FILE)
     try:
-        _run(proc_dir, launch, sandbox_file, pipes, output)
+        ended = _run(proc_dir, launch, sandbox_file, pipes, output)
     finally:
         output.close()
+    # After the output is whole (its capped tail is written at the close): a reader that sees
+    # the exit sees all of it.
+    write_json(proc_dir / EXIT_FILE, {**ended, "launcher_pid": os.getpid()})
 
 
 def _run(
     proc_dir: Path, launch: dict[str, Any], sandbox_file: SandboxFile, pipes: Any, output: Any
-) -> None:
+) -> dict[str, Any]:
+    """Run the agent to its end; how it ended (the record for `exit.json`)."""
     read_end, write_end = os.pipe()
     try:
         child = subprocess.Popen(
@@ -242,11 +248,7 @@ def _run(
     except OSError as error:
         os.close(read_end)
         output.note(f"overnight: cannot start the agent: {error}")
-        write_json(
-            proc_dir / EXIT_FILE,
-            {"state": "exited", "exit_code": CANNOT_START, "ended_at": time.time()},
-        )
-        return
+        return {"state": "exited", "exit_code": CANNOT_START, "ended_at": time.time()}
     finally:
         os.close(write_end)
     os.set_blocking(read_end, False)
@@ -297,16 +299,13 @@ def _run(
     kill_group(child.pid)
     _drain_rest(read_end, output)
     killed, exit_code, sig = pipes.ending(returncode)
-    write_json(
-        proc_dir / EXIT_FILE,
-        {
-            "state": "killed" if killed else "exited",
-            "exit_code": exit_code,
-            "signal": sig,
-            "reason": reason,
-            "ended_at": time.time(),
-        },
-    )
+    return {
+        "state": "killed" if killed else "exited",
+        "exit_code": exit_code,
+        "signal": sig,
+        "reason": reason,
+        "ended_at": time.time(),
+    }
 
 
 def _pidfd(pid: int) -> list[int]:
@@ -353,6 +352,7 @@ def main(argv: list[str]) -> int:
                     "exit_code": None,
                     "error": repr(error),
                     "ended_at": time.time(),
+                    "launcher_pid": os.getpid(),
                 },
             )
         raise
