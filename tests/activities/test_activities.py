@@ -42,6 +42,7 @@ from activities.sandbox import SandboxActivities
 from overnight.constants import LABEL_ATTEMPT, LABEL_RUN, SEARCH_ATTRIBUTE_TYPES
 from overnight.models import RunSpec
 from tests.live import granted
+from tests.waits import CAP
 from workflows.policies import VISIBILITY_CHECK_RETRY
 
 SECRET_NAME = "OVERNIGHT_TEST_TOKEN"
@@ -148,7 +149,7 @@ def spec(repo: Path, agent_dir: Path, mode: str = "sleep", **fields: Any) -> Run
     )
 
 
-async def wait_for_file(path: Path, timeout: float = 10) -> str:
+async def wait_for_file(path: Path, timeout: float = CAP) -> str:
     give_up = time.monotonic() + timeout
     while not path.exists():
         assert time.monotonic() < give_up, f"{path} never appeared"
@@ -244,7 +245,7 @@ async def test_a_retried_create_starts_one_agent_and_keeps_its_checkpoint(
     given = CreateSandboxInput(spec=run, attempt=1, checkpoint="given")
     first = await ActivityEnvironment().run(acts.create_sandbox, given)
     checkpoint = engine.host_path(first.sandbox_id, "/workspace/checkpoint.json")
-    give_up = time.monotonic() + 10
+    give_up = time.monotonic() + CAP
     while checkpoint.read_text() == "given":
         assert time.monotonic() < give_up
         await asyncio.sleep(0.05)
@@ -337,7 +338,7 @@ async def test_start_agent_starts_a_fresh_process_in_the_same_sandbox(
     assert again.process_id == repeated.process_id == f"{run.run_id}-1-1" != first.process_id
     starts = engine.host_path(first.sandbox_id, "/workspace/starts.log")
     await wait_for_file(starts)
-    give_up = time.monotonic() + 10
+    give_up = time.monotonic() + CAP
     while starts.read_text() != "1\n1\n":
         assert time.monotonic() < give_up, starts.read_text()
         await asyncio.sleep(0.05)

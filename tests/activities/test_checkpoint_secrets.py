@@ -36,6 +36,7 @@ from tests.live import (
     task_failures,
 )
 from tests.providers.test_behaviour import request
+from tests.waits import CAP
 
 CHECKPOINT = "/workspace/checkpoint.json"
 SECRET = 'sk-live-"quoted"\\back-é-0123456789'
@@ -93,7 +94,7 @@ async def test_a_secret_the_agent_writes_into_its_checkpoint_never_leaves_the_wo
         wait_seconds=10,
         secret_env=["DEPLOY_TOKEN"],
     )
-    seen = await asyncio.wait_for(observe(local, watch, 10), timeout=15)
+    seen = await asyncio.wait_for(observe(local, watch, 10), timeout=CAP)
     # What the worker reads at the end (`read_checkpoint`), from the same file.
     final = await read_checkpoint(local, sid, CHECKPOINT, 10_000, None, secret_env=["DEPLOY_TOKEN"])
 

@@ -38,6 +38,7 @@ from tests.agent_clis.clis import (
     remember,
 )
 from tests.agent_clis.sandbox import Sandbox
+from tests.waits import CAP
 
 REPO = Path(__file__).resolve().parents[2]
 KIT = REPO / "overnight" / "agent_kit"
@@ -270,7 +271,7 @@ class Adapter:
     def named(self, name: str) -> list[int]:
         return [pid for pid in self.tree() if executable_name(pid) == name]
 
-    def cli_pid(self, timeout: float = 10) -> int:
+    def cli_pid(self, timeout: float = CAP) -> int:
         name = self.ws.sandbox.cli.kind.replace("claude-code", "claude")
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -300,7 +301,7 @@ class Adapter:
         """Kill what is left of it and close its pipes."""
         self.kill()
         try:
-            self.process.communicate(timeout=10)
+            self.process.communicate(timeout=CAP)
         except (subprocess.TimeoutExpired, ValueError):
             pass
 

@@ -20,6 +20,7 @@ from typing import Any
 
 from fakes.model_api import FakeModelApi
 from tests.agent_clis.sandbox import Sandbox
+from tests.waits import CAP
 
 FAKE_KEY = "sk-fake-model-api"
 
@@ -222,7 +223,7 @@ class Running:
         remember(self.seen, pids)
         return pids
 
-    def cli_pid(self, timeout: float = 10) -> int:
+    def cli_pid(self, timeout: float = CAP) -> int:
         """The CLI's own process: the topmost of its tree running the CLI's binary."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

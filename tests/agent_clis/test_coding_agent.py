@@ -36,6 +36,7 @@ from tests.agent_clis.adapter import BRANCH, Adapter, Workspace, environment, wa
 from tests.agent_clis.clis import DRIVERS, Driver
 from tests.agent_clis.conftest import measure
 from tests.agent_clis.sandbox import Sandbox, bubblewrap_works
+from tests.waits import CAP
 
 KINDS = ["claude-code", "codex"]
 
@@ -133,7 +134,8 @@ def test_a_sigkill_of_the_cli_during_a_tool_call_resumes_the_same_session(
     ws = make_workspace()
     script = [
         tools(Shell("echo first >> first.txt"), label="first"),
-        tools(Shell("echo started > started.txt && exec sleep 30"), label="sleep"),
+        # Sleeps past every wait below: still running when the CLI (or sandbox) is killed.
+        tools(Shell("echo started > started.txt && exec sleep 600"), label="sleep"),
         text("Resumed; done.", label="final"),
     ]
     with FakeModelApi(script) as fake:
@@ -154,7 +156,7 @@ def test_a_sigkill_of_the_cli_during_a_tool_call_resumes_the_same_session(
         sleeps = adapter.named("sleep")
         killed_at = time.monotonic()
         os.kill(adapter.cli_pid(), signal.SIGKILL)
-        resumed = fake.wait_for_requests(3, timeout=30)[2]
+        resumed = fake.wait_for_requests(3, timeout=CAP)[2]
         back_at = resumed.received_at
         left = [pid for pid in sleeps if pid in adapter.tree()]
         code, out, err = adapter.wait()
@@ -355,7 +357,8 @@ def test_a_fresh_sandbox_resumes_the_session_from_the_store_else_seeds_a_new_one
     first = make_workspace("first", store=store)
     script = [
         tools(Shell("echo one > one.txt"), label="one"),
-        tools(Shell("echo started > started.txt && exec sleep 30"), label="sleep"),
+        # Sleeps past every wait below: still running when the CLI (or sandbox) is killed.
+        tools(Shell("echo started > started.txt && exec sleep 600"), label="sleep"),
         text("Done in the second sandbox.", label="final"),
     ]
     with FakeModelApi(script) as fake:

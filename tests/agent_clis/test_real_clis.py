@@ -19,6 +19,7 @@ from overnight.worker.agent_clis import Installed
 from tests.agent_clis.clis import DRIVERS, Driver, Running, executable_name
 from tests.agent_clis.conftest import measure
 from tests.agent_clis.sandbox import Sandbox, bubblewrap_works
+from tests.waits import CAP
 
 KINDS = ["claude-code", "codex"]
 # What the resumed CLI sends for the call its kill interrupted (../shared/reference).
@@ -93,7 +94,8 @@ def test_sigkill_during_a_tool_call_resumes_the_same_session(
 ) -> None:
     script = [
         tools(Shell("echo first > first.txt"), label="first"),
-        tools(Shell("echo started > started.txt && exec sleep 30"), label="sleep"),
+        # Sleeps past every wait below, so it is still running when the CLI is killed.
+        tools(Shell("echo started > started.txt && exec sleep 600"), label="sleep"),
         text("Resumed; done.", label="final"),
     ]
     with FakeModelApi(script) as fake:
@@ -103,13 +105,13 @@ def test_sigkill_during_a_tool_call_resumes_the_same_session(
         sleep_call = _wait_for_tool_running(fake, driver, sandbox)
         cli = running.cli_pid()
         # started.txt is written just before the shell execs sleep: wait for the exec.
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + CAP
         while "sleep" not in [executable_name(pid) for pid in running.tree()]:
             assert time.monotonic() < deadline, "the tool call's sleep never ran"
             time.sleep(0.02)
         killed_at = time.monotonic()
         os.kill(cli, signal.SIGKILL)
-        killed = running.wait(timeout=30)
+        killed = running.wait(timeout=CAP)
         session_id = fake.requests()[0].session_id
 
         resumed = driver.start(driver.resume(session_id, "continue"))
@@ -176,7 +178,7 @@ def _wait_for_tool_running(fake: FakeModelApi, driver: Driver, sandbox: Sandbox)
     has lost the call and the result before it). Its call id."""
     fake.wait_for_answers(2, timeout=60)
     sleep_call = fake.requests()[1].call_ids[0]
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + CAP
     while not ((sandbox.work / "started.txt").exists() and driver.session_mentions(sleep_call)):
         assert time.monotonic() < deadline, "the sleep call never ran, or was never recorded"
         time.sleep(0.02)

@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from activities.sandbox_setup import KIT_DIR
+from tests.waits import CAP
 
 KIT = KIT_DIR / "overnight_agent.py"
 sys.path.insert(0, str(KIT_DIR))
@@ -160,10 +161,11 @@ def test_snapshot_here_asks_through_the_checkpoint_and_waits_for_the_answer(
     returns once the supervisor's answer names that request."""
     path = tmp_path / "checkpoint.json"
     answer = tmp_path / "snapshot.json"
+    # The agent waits for its answer longer than the test waits for its request (CAP).
     script = (
         "import json, overnight_agent as k\n"
         "cp = k.Checkpoint.load(); cp.step = 3; cp.save()\n"
-        "print(json.dumps(k.snapshot_here(cp, timeout=20, poll=0.05)))\n"
+        "print(json.dumps(k.snapshot_here(cp, timeout=200, poll=0.05)))\n"
     )
     env = _env(
         OVERNIGHT_CHECKPOINT=str(path),
@@ -173,7 +175,7 @@ def test_snapshot_here_asks_through_the_checkpoint_and_waits_for_the_answer(
     agent = subprocess.Popen(
         [sys.executable, "-c", script], env=env, stdout=subprocess.PIPE, text=True
     )
-    give_up = time.monotonic() + 10
+    give_up = time.monotonic() + CAP
     while time.monotonic() < give_up:
         if path.exists() and json.loads(path.read_text()).get("snapshot_request") == 1:
             break
@@ -181,19 +183,20 @@ def test_snapshot_here_asks_through_the_checkpoint_and_waits_for_the_answer(
     assert json.loads(path.read_text())["step"] == 3
     assert agent.poll() is None  # waiting for the snapshot
     answer.write_text(json.dumps({"request": 1, "state": "ready", "snapshot_id": "snap-1"}))
-    out, _ = agent.communicate(timeout=10)
+    out, _ = agent.communicate(timeout=CAP)
     assert json.loads(out) == {"request": 1, "state": "ready", "snapshot_id": "snap-1"}
 
 
 def test_snapshot_here_returns_at_once_without_snapshot_recovery(tmp_path: Path) -> None:
     path = tmp_path / "checkpoint.json"
-    script = "import overnight_agent as k; print(k.snapshot_here(timeout=30))"
+    # Told to wait far past the cap below: a call that waited would fail it, not return None.
+    script = "import overnight_agent as k; print(k.snapshot_here(timeout=3600))"
     out = subprocess.run(
         [sys.executable, "-c", script],
         env=_env(OVERNIGHT_CHECKPOINT=str(path)),
         capture_output=True,
         text=True,
-        timeout=10,
+        timeout=CAP,
     )
     assert out.stdout.strip() == "None" and not path.exists()
 

@@ -20,6 +20,8 @@ from typing import Any
 
 import pytest
 
+from tests.waits import CAP
+
 KIT = Path(__file__).resolve().parents[2] / "overnight" / "agent_kit"
 sys.path.insert(0, str(KIT))  # as in the sandbox: the adapter's modules are the kit's siblings
 
@@ -102,6 +104,10 @@ for action in script[min(number, len(script) - 1)]:
             transcript.write(json.dumps({"type": "assistant", "late": value}) + "\n")
     elif kind == "sleep":
         time.sleep(value)
+    elif kind == "hold":  # mid-call until the test makes the file `value` (capped)
+        give_up = time.monotonic() + 600
+        while not os.path.exists(value) and time.monotonic() < give_up:
+            time.sleep(0.05)
     elif kind == "raw":
         sys.stdout.write(value)
         sys.stdout.flush()
@@ -149,7 +155,7 @@ def _adapter(
         env=env,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=2 * CAP,  # a cap: a script may hold its call open until the test lets it go
     )
     return done.returncode, done.stdout + done.stderr, tmp_path
 
@@ -271,7 +277,7 @@ def test_the_mcp_server_speaks_json_rpc_and_relays_each_call(tmp_path: Path) -> 
     calls: list[dict[str, Any]] = []
 
     def adapter() -> None:
-        _, request, reply = inbox.get(timeout=10)
+        _, request, reply = inbox.get(timeout=CAP)
         calls.append(request)
         reply(True, "yes")
 
@@ -446,7 +452,10 @@ def test_codex_items_are_tool_calls_and_its_failures_are_classified() -> None:
 def test_a_transcript_written_during_a_tool_call_is_checkpointed_before_the_call_ends(
     tmp_path: Path,
 ) -> None:
-    slow = [["tool", "t1"], ["start", "t2"], ["sleep", 1], ["append", "t1 done"], ["sleep", 6]]
+    # The call is held open until the test lets it go: whatever the load, a checkpoint the
+    # test sees while it is held was taken before the call ended.
+    go = tmp_path / "go"
+    slow = [["tool", "t1"], ["start", "t2"], ["sleep", 1], ["append", "t1 done"], ["hold", str(go)]]
     script = [[*slow, ["finish", "t2"], SUCCESS]]
     ran = threading.Thread(target=_adapter, args=(tmp_path, script), daemon=True)
     ran.start()
@@ -462,17 +471,20 @@ def test_a_transcript_written_during_a_tool_call_is_checkpointed_before_the_call
         except (OSError, ValueError, KeyError):
             return None
 
-    give_up = time.monotonic() + 20
-    while not transcript_size() and time.monotonic() < give_up:
-        time.sleep(0.05)
-    size = transcript_size()
-    assert size, "the CLI never wrote its late transcript"
-    # Well before the call ends (6 s on): a sandbox lost now still carries step 1.
-    give_up = time.monotonic() + 3
-    while checkpointed_size() != size and time.monotonic() < give_up:
-        time.sleep(0.05)
-    assert checkpointed_size() == size
-    ran.join(timeout=30)
+    try:
+        give_up = time.monotonic() + CAP
+        while not transcript_size() and time.monotonic() < give_up:
+            time.sleep(0.05)
+        size = transcript_size()
+        assert size, "the CLI never wrote its late transcript"
+        # While the call is still held: a sandbox lost now still carries step 1.
+        give_up = time.monotonic() + CAP
+        while checkpointed_size() != size and time.monotonic() < give_up:
+            time.sleep(0.05)
+        assert checkpointed_size() == size
+    finally:
+        go.touch()
+    ran.join(timeout=CAP)
 
 
 def test_the_session_store_appends_what_a_session_file_grew_by(tmp_path: Path) -> None:

@@ -33,6 +33,7 @@ from activities.providers.runtime.provider import RuntimeProvider
 from activities.providers.runtime.watch_stream import exit_marker_path
 from activities.sandbox import SandboxActivities
 from fakes.runtime import FakeRuntime
+from tests.waits import CAP
 
 CHECKPOINT = "/workspace/checkpoint.json"
 WINDOW_SECONDS = 20.0
@@ -114,7 +115,7 @@ async def test_a_retried_observe_sees_a_sandbox_paused_at_its_lease_end(
                 assert first.sandbox_state == "running"
                 # Time passes: the lease ends and the sandbox pauses, with nobody watching.
                 engine.set_lease_end(sid, time.time() + 0.2)
-                deadline = time.monotonic() + 10
+                deadline = time.monotonic() + CAP
                 while engine.get(sid).state != "paused" and time.monotonic() < deadline:
                     await asyncio.sleep(0.1)
                 assert engine.get(sid).state == "paused"
@@ -123,7 +124,7 @@ async def test_a_retried_observe_sees_a_sandbox_paused_at_its_lease_end(
                         activities.observe_agent,
                         look(sid, agent.process_id, first.watch_token, provider),
                     ),
-                    timeout=20,
+                    timeout=CAP,
                 )
             finally:
                 await activities.aclose()

@@ -30,6 +30,7 @@ from overnight.cli.codec_server import (
 from overnight.codec import CODEC_KEYS_ENV, ENCODING, data_converter, parse_keys
 from overnight.grants import NEVER_GRANTED
 from tests.conftest import free_port
+from tests.waits import CAP
 
 OVERNIGHT = Path(sys.executable).parent / "overnight"
 UI = "http://127.0.0.1:8233"
@@ -48,7 +49,7 @@ def call(
     for name, value in headers.items():
         request.add_header(name.replace("_", "-"), value)
     try:
-        with _opener.open(request, timeout=10) as answer:
+        with _opener.open(request, timeout=CAP) as answer:
             return answer.status, dict(answer.headers), answer.read()
     except urllib.error.HTTPError as err:
         return err.code, dict(err.headers), err.read()
@@ -165,13 +166,13 @@ def test_the_command_serves_on_loopback_and_refuses_a_bad_configuration() -> Non
         banner = process.stdout.readline()
         assert f"codec server at http://127.0.0.1:{port}" in banner
         assert KEY not in banner and "'main'" in banner
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + CAP
         while call(f"http://127.0.0.1:{port}/decode", {"payloads": []})[0] != 200:
             assert time.monotonic() < deadline
             time.sleep(0.1)
     finally:
         process.terminate()
-        process.wait(timeout=10)
+        process.wait(timeout=CAP)
         if process.stdout is not None:
             process.stdout.close()
         if process.stderr is not None:
@@ -186,7 +187,7 @@ def test_the_command_serves_on_loopback_and_refuses_a_bad_configuration() -> Non
             env={**os.environ, CODEC_KEYS_ENV: keys},
             capture_output=True,
             text=True,
-            timeout=30,
+            timeout=CAP,
         )
         assert refused.returncode == 2
         assert refused.stderr.startswith(reason) and refused.stderr.count("\n") == 1
@@ -203,7 +204,7 @@ def test_the_codec_servers_token_is_one_of_the_names_never_granted() -> None:
 
 def _raw(server: CodecServer, head: bytes) -> socket.socket:
     host, port = server.url.removeprefix("http://").rsplit(":", 1)
-    sock = socket.create_connection((host, int(port)), timeout=10)
+    sock = socket.create_connection((host, int(port)), timeout=CAP)
     sock.sendall(head)
     return sock
 
@@ -221,7 +222,7 @@ async def test_300_half_sent_requests_hold_no_thread_each_and_a_normal_call_stil
     before = threading.active_count()
     held = [_raw(server, b"POST /decode HTTP/1.1\r\nHost: x\r\nContent-Le") for _ in range(300)]
     try:
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + CAP
         while server.connections < 300:  # the server has taken every one of them
             assert time.monotonic() < deadline, server.connections
             time.sleep(0.05)
@@ -245,9 +246,10 @@ def test_a_request_not_sent_within_the_read_timeout_is_answered_408_and_closed()
         with sock:
             answer = _answer_of(sock)
         assert answer.startswith(b"HTTP/1.1 408 "), answer
-        assert 0.4 < time.monotonic() - started < 5
+        # The 0.5 s asked for, not the default (10 s): the bound is that default, not a speed.
+        assert 0.4 < time.monotonic() - started < Limits().read_timeout_seconds
         # The server counts the connection closed just after its answer went out.
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + CAP
         while server.connections:
             assert time.monotonic() < deadline, server.connections
             time.sleep(0.01)
@@ -271,7 +273,7 @@ async def test_bodies_beyond_what_the_server_buffers_at_once_get_503_not_memory(
     with CodecServer(settings) as server:
         head = b"POST /decode HTTP/1.1\r\nHost: x\r\nContent-Length: 2097152\r\n\r\n{"
         with _raw(server, head):
-            deadline = time.monotonic() + 10
+            deadline = time.monotonic() + CAP
             while server.buffered_bytes < 2**21:
                 assert time.monotonic() < deadline
                 time.sleep(0.05)
@@ -308,7 +310,7 @@ def test_connections_beyond_the_cap_are_answered_503_at_once() -> None:
     with CodecServer(settings) as server:
         held = [_raw(server, b"POST /decode HTTP/1.1\r\n") for _ in range(2)]
         try:
-            deadline = time.monotonic() + 10
+            deadline = time.monotonic() + CAP
             while server.connections < 2:
                 assert time.monotonic() < deadline
                 time.sleep(0.05)

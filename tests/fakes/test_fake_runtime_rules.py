@@ -23,6 +23,7 @@ from withruntime._async_products.watch import AsyncWatchHandle
 
 from activities.providers.local.provider import LocalProvider
 from fakes.runtime import FakeRuntime
+from tests.waits import CAP
 
 Event = dict[str, Any]
 
@@ -66,7 +67,7 @@ async def pause_behind_its_back(fake: FakeRuntime, sandbox_id: str) -> None:
 
 
 async def events_until(
-    watch: AsyncWatchHandle, done: Callable[[list[Event]], bool], seconds: float = 5
+    watch: AsyncWatchHandle, done: Callable[[list[Event]], bool], seconds: float = CAP
 ) -> list[Event]:
     seen: list[Event] = []
     give_up = time.monotonic() + seconds
@@ -376,7 +377,8 @@ async def test_a_stream_its_reader_left_gives_its_slot_back_at_once(
     await asyncio.gather(reading, return_exceptions=True)
     await stream.aclose()  # type: ignore[attr-defined]  # an async generator
 
-    give_up = time.monotonic() + 2
+    # A cap short of the stream's time limit (110 s): a held slot is still told apart.
+    give_up = time.monotonic() + min(CAP, fake.rules.stream_seconds / 2)
     while not all(s.done for s in fake.served()) and time.monotonic() < give_up:
         await asyncio.sleep(0.02)
     assert all(s.done for s in fake.served())  # not held until the 110 s time limit

@@ -37,6 +37,7 @@ from fakes.model_api import (
 )
 from fakes.model_api.script import EXHAUSTED_TEXT
 from fakes.model_api.script_file import parse_script
+from tests.waits import CAP
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -253,7 +254,7 @@ def test_a_json_script() -> None:
 def post(
     fake: FakeModelApi, path: str, body: dict[str, Any], **headers: str
 ) -> tuple[int, dict[str, str], bytes]:
-    connection = http.client.HTTPConnection("127.0.0.1", fake.port, timeout=10)
+    connection = http.client.HTTPConnection("127.0.0.1", fake.port, timeout=CAP)
     try:
         connection.request(
             "POST", path, json.dumps(body), {"content-type": "application/json"} | headers
@@ -321,7 +322,7 @@ def test_a_held_stream_stalls_no_other_client_and_ends_on_close() -> None:
     fake.wait_for_requests(1)
     assert post(fake, "/v1/messages", {})[0] == 200  # served while the first is held
     fake.close()
-    thread.join(timeout=30)  # a cap: the held client gives up by itself after 10 s
+    thread.join(timeout=2 * CAP)  # a cap: the held client gives up by itself after CAP
     # Cut off by the close: a stream left held would end in the client's own timeout instead.
     assert isinstance(outcome[0], http.client.IncompleteRead), outcome
 
@@ -336,7 +337,7 @@ def test_a_request_is_in_the_log_file_before_its_answer_ends(tmp_path: Path) -> 
     thread.start()
     try:
         fake.wait_for_requests(1)
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + CAP
         while not log_file.read_text(encoding="utf-8") and time.monotonic() < deadline:
             time.sleep(0.05)
         lines = [json.loads(line) for line in log_file.read_text(encoding="utf-8").splitlines()]
@@ -346,7 +347,7 @@ def test_a_request_is_in_the_log_file_before_its_answer_ends(tmp_path: Path) -> 
         assert thread.is_alive()  # the answer is still being held open
     finally:
         fake.close()
-        thread.join(timeout=10)
+        thread.join(timeout=CAP)
 
 
 def _swallow(call: Any) -> None:
@@ -376,13 +377,13 @@ def test_the_command_line_serves_a_script_file(tmp_path: Path) -> None:
         line = process.stdout.readline()
         assert "ANTHROPIC_BASE_URL=http://127.0.0.1:" in line and "1 answers scripted" in line
         port = int(line.split("ANTHROPIC_BASE_URL=http://127.0.0.1:")[1].split()[0])
-        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=CAP)
         connection.request("POST", "/v1/messages", json.dumps({"messages": []}))
         assert b"from the file" in connection.getresponse().read()
         connection.close()
     finally:
         process.terminate()
-        assert process.wait(timeout=10) == 0
+        assert process.wait(timeout=CAP) == 0
         if process.stdout is not None:
             process.stdout.close()
     logged = [json.loads(line) for line in log.read_text().splitlines()]
@@ -397,6 +398,6 @@ def test_a_bad_script_file_is_refused(tmp_path: Path) -> None:
         cwd=REPO,
         capture_output=True,
         text=True,
-        timeout=30,
+        timeout=CAP,
     )
     assert done.returncode == 2 and "bad script" in done.stderr

@@ -34,6 +34,7 @@ from overnight.models import (
     SnapshotRecord,
 )
 from overnight.run_costs import SafetyNet
+from tests.waits import CAP
 from workflows.pure.card import render_card
 
 NOW = datetime(2026, 12, 1, 3, 0, tzinfo=UTC)
@@ -151,7 +152,7 @@ def test_the_kits_finish_raises_at_once_for_a_name_the_supervisor_refuses(
         env={"PYTHONPATH": str(KIT), "OVERNIGHT_CHECKPOINT": str(tmp_path / "checkpoint.json")},
         capture_output=True,
         text=True,
-        timeout=30,
+        timeout=CAP,
         check=True,
     )
     said = ran.stdout.splitlines()

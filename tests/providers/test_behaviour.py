@@ -17,6 +17,7 @@ from activities.providers.protocol import AgentLaunch, ProcessInfo, SandboxReque
 from activities.providers.runtime.watch_stream import exit_marker_path
 from overnight.constants import LABEL_ATTEMPT, LABEL_RUN
 from tests.providers.conftest import Harness
+from tests.waits import CAP
 
 # Appends a line to /workspace/ticks ten times a second, for a minute.
 TICKER = "for i in $(seq 600); do echo $i >> /workspace/ticks; sleep 0.1; done"
@@ -55,7 +56,7 @@ async def start(h: Harness, sandbox_id: str, command: str, key: str = "k-1") -> 
     )
 
 
-async def wait_for_process(h: Harness, sid: str, pid: str, timeout: float = 10) -> ProcessInfo:
+async def wait_for_process(h: Harness, sid: str, pid: str, timeout: float = CAP) -> ProcessInfo:
     give_up = time.monotonic() + timeout
     while True:
         info = await h.provider.process(sid, pid)
@@ -64,7 +65,7 @@ async def wait_for_process(h: Harness, sid: str, pid: str, timeout: float = 10) 
         await asyncio.sleep(0.05)
 
 
-async def wait_for_state(h: Harness, sid: str, state: str, timeout: float = 10) -> SandboxInfo:
+async def wait_for_state(h: Harness, sid: str, state: str, timeout: float = CAP) -> SandboxInfo:
     give_up = time.monotonic() + timeout
     while True:
         info = await h.provider.sandbox(sid)
@@ -93,7 +94,7 @@ async def ticking(h: Harness, sid: str) -> bool:
     return ticks(h, sid) > before
 
 
-async def ticks_on(h: Harness, sid: str, timeout: float = 10) -> bool:
+async def ticks_on(h: Harness, sid: str, timeout: float = CAP) -> bool:
     """Whether the ticker makes progress within `timeout` (to show it runs: a sandbox's first
     process may take seconds to start on a loaded machine)."""
     before = ticks(h, sid)
@@ -123,7 +124,7 @@ async def test_the_same_start_key_starts_the_agent_once(provider: Harness) -> No
     second = await start(provider, sid, command)
     assert second.process_id == first.process_id
     starts = provider.host_path(sid, "/workspace/starts")
-    give_up = time.monotonic() + 10
+    give_up = time.monotonic() + CAP
     while not starts.exists() and time.monotonic() < give_up:
         await asyncio.sleep(0.05)
     await asyncio.sleep(0.3)  # time for a second agent, if one had been started, to write
@@ -157,7 +158,7 @@ async def test_a_sandbox_at_its_lease_end_pauses_with_its_agent_frozen_and_its_f
     agent = await start(provider, sid, TICKER)
     assert await ticks_on(provider, sid)
     provider.end_lease_in(sid, 0.5)
-    paused = await wait_for_state(provider, sid, "paused", timeout=6)
+    paused = await wait_for_state(provider, sid, "paused")
     assert paused.state == "paused"
     assert not await ticking(provider, sid)
     assert ticks(provider, sid) > 0
@@ -177,7 +178,7 @@ async def test_a_sandbox_made_to_stop_at_its_lease_end_stops_with_reason_lease_e
     agent = await start(provider, sid, TICKER)
     assert await ticks_on(provider, sid)
     provider.end_lease_in(sid, 0.5)
-    stopped = await wait_for_state(provider, sid, "stopped", timeout=6)
+    stopped = await wait_for_state(provider, sid, "stopped")
     assert (stopped.state, stopped.stop_reason) == ("stopped", "lease_expired")
     assert (await wait_for_process(provider, sid, agent.process_id)).state == "killed"
     assert not await ticking(provider, sid)
@@ -375,7 +376,9 @@ async def test_a_watch_with_no_time_left_still_reports_an_exit_that_happened(
     first = await provider.provider.watch(
         WatchRequest(sid, agent.process_id, CHECKPOINT, token=None, wait_seconds=5)
     )
-    await asyncio.sleep(2)  # it has exited by now; nobody watched
+    # Exited by now (waited for, capped: a loaded machine may take longer than its 0.5 s);
+    # nobody watched.
+    assert (await wait_for_process(provider, sid, agent.process_id)).state == "exited"
     seen = await provider.provider.watch(
         WatchRequest(sid, agent.process_id, CHECKPOINT, token=first.token, wait_seconds=0)
     )

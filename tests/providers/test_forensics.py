@@ -11,6 +11,7 @@ from activities.providers.registry import forensics_for
 from overnight.output_tail import cut_tail
 from tests.providers.conftest import Harness
 from tests.providers.test_behaviour import new_sandbox, start, wait_for_process
+from tests.waits import CAP
 
 TALKER = "for i in $(seq 1 60); do echo line $i; done; echo oops >&2; exit 3"
 
@@ -41,7 +42,7 @@ async def test_output_is_read_by_cursor_in_order_until_the_agent_ended(provider:
     process = await start(provider, box.sandbox_id, TALKER, key="run-b-1-0")
     look = forensics(provider)
     data, cursor = b"", 0
-    give_up = time.monotonic() + 20
+    give_up = time.monotonic() + CAP
     while time.monotonic() < give_up:
         chunk = await look.read_output(box.sandbox_id, process.process_id, cursor, wait_seconds=1)
         assert chunk.next_cursor == cursor + len(chunk.data)
@@ -116,7 +117,7 @@ async def test_a_local_sandbox_is_read_where_it_is_paused_and_gone_once_stopped(
     process = await start(provider, box.sandbox_id, "echo before; sleep 60", key="run-e-1-0")
     look = forensics(provider)
     # Paused once it wrote (a new sandbox's first process may take seconds to start).
-    give_up = time.monotonic() + 10
+    give_up = time.monotonic() + CAP
     while time.monotonic() < give_up:
         if (await look.read_output(box.sandbox_id, process.process_id, 0)).data:
             break

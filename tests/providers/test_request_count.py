@@ -15,6 +15,7 @@ from temporalio.testing import ActivityEnvironment
 from activities.providers.runtime.provider import RuntimeProvider
 from fakes.runtime import FakeRuntime
 from tests.conftest import free_port
+from tests.waits import CAP
 
 
 @pytest.fixture
@@ -25,7 +26,7 @@ def fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeRuntim
 
 
 def requests_counted(address: str, status: str) -> float:
-    with urllib.request.urlopen(f"http://{address}/metrics", timeout=10) as answer:
+    with urllib.request.urlopen(f"http://{address}/metrics", timeout=CAP) as answer:
         lines = answer.read().decode().splitlines()
     wanted = ("overnight_provider_requests_total{", 'method="GET"', 'provider="runtime"')
     return sum(

@@ -22,6 +22,7 @@ from activities.snapshots import SnapshotActivities, start_restored, usable_rest
 from overnight.constants import LABEL_RUN, SNAPSHOT_ANSWER
 from tests.providers.conftest import Harness
 from tests.providers.test_behaviour import TICKER, new_sandbox, request, start
+from tests.waits import CAP
 
 
 def activities(h: Harness) -> SnapshotActivities:
@@ -61,7 +62,7 @@ async def test_capture_pauses_waits_for_ready_wakes_and_answers_the_agent(
     await h.provider.write_file(sid, "/workspace/app/warm.db", b"warm state")
     await start(h, sid, TICKER)
     ticks = h.host_path(sid, "/workspace/ticks")
-    give_up = time.monotonic() + 10
+    give_up = time.monotonic() + CAP
     while not ticks.exists() and time.monotonic() < give_up:
         time.sleep(0.05)
     env = ActivityEnvironment()

@@ -21,6 +21,7 @@ from overnight.constants import TASK_QUEUE
 from overnight.worker.devserver import DevServer, server_answers, ui_answers
 from overnight.worker.runner import run_dev, run_worker
 from tests.conftest import DEV_CONFIG_FILE, free_ports
+from tests.waits import CAP
 from tests.workflows.trivial_workflows import Echo
 
 
@@ -56,7 +57,7 @@ async def test_worker_serves_until_stop_is_set_then_shuts_down(dev_client: Clien
     )
     assert result == "echo hi"
     stop.set()
-    await asyncio.wait_for(serving, timeout=30)
+    await asyncio.wait_for(serving, timeout=CAP)
     assert worker.is_shutdown
 
 
@@ -92,7 +93,7 @@ async def test_run_dev_serves_the_overnight_queue_and_stops_the_server_it_starte
         await wait_for(ready, running)
         assert ui_answers(f"http://127.0.0.1:{ui_port}")
         client = await Client.connect(address, data_converter=pydantic_data_converter)
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + CAP
         while await pollers(client, TASK_QUEUE) == 0:
             assert time.monotonic() < deadline, "no worker polls the overnight task queue"
             await asyncio.sleep(0.2)

@@ -28,6 +28,7 @@ from overnight.worker.telemetry import (
     TelemetryError,
 )
 from tests.conftest import REPO_ROOT, free_port
+from tests.waits import CAP
 from tests.workflows.harness import make_spec, started_run
 
 
@@ -148,7 +149,7 @@ async def test_a_run_is_traced_over_otlp_when_an_endpoint_is_set(
         "RunActivity:observe_agent",
         "RunActivity:pause_sandbox",
     }
-    deadline = time.monotonic() + 15
+    deadline = time.monotonic() + CAP
     while not wanted <= set(receiver.span_names) and time.monotonic() < deadline:
         await asyncio.sleep(0.2)
     telemetry.shutdown()

@@ -30,6 +30,7 @@ from fakes.activities import (
     progress,
 )
 from overnight.notify_spec import Webhook
+from tests.waits import CAP
 from tests.workflows.harness import eventually, make_spec, started_run, status_of, until_idle
 from tests.workflows.snapshot_world import SnapshotWorld
 
@@ -65,7 +66,7 @@ async def test_a_checkpoint_nested_too_deep_is_refused_and_cancel_still_ends_the
         )
         await until_idle(world)
         await handle.signal("cancel", "enough")
-        result = await asyncio.wait_for(handle.result(), timeout=20)
+        result = await asyncio.wait_for(handle.result(), timeout=CAP)
 
     assert refused.checkpoint_rejected == (
         "checkpoint could not be read: it nests deeper than 64 levels"
@@ -84,7 +85,7 @@ async def test_a_deep_checkpoint_as_the_first_one_is_refused_too(
     # Nothing before it was JSON: "stopped parsing as JSON" would not catch it.
     world.script(1, [Writes(read(BOMB)), exits(0)])
     async with started_run(client, world, make_spec()) as handle:
-        result = await asyncio.wait_for(handle.result(), timeout=20)
+        result = await asyncio.wait_for(handle.result(), timeout=CAP)
         status = await status_of(handle)
     assert (result.outcome, result.checkpoint) == ("finished", None)
     assert status.checkpoint_rejected is not None and "deeper than 64" in status.checkpoint_rejected
@@ -99,7 +100,7 @@ async def test_a_lone_surrogate_in_the_checkpoint_never_breaks_the_status_or_a_n
     world.script(1, [Writes(read(odd)), exits(0)])
     spec = make_spec(notify=[Webhook(url="http://127.0.0.1:9/hook")])
     async with started_run(client, world, spec) as handle:
-        result = await asyncio.wait_for(handle.result(), timeout=20)
+        result = await asyncio.wait_for(handle.result(), timeout=CAP)
         status = await status_of(handle)
     assert (result.outcome, result.checkpoint) == ("finished", odd)
     assert status.checkpoint_summary is not None
@@ -125,7 +126,7 @@ async def test_a_snapshot_request_in_a_checkpoint_nested_too_deep_takes_no_snaps
         )
         await until_idle(snaps)
         await handle.signal("cancel")
-        result = await asyncio.wait_for(handle.result(), timeout=20)
+        result = await asyncio.wait_for(handle.result(), timeout=CAP)
     assert refused.checkpoint_rejected is not None
     assert "deeper than 64" in refused.checkpoint_rejected
     assert [t.request for _, t in snaps.takes] == [1]

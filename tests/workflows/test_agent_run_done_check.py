@@ -16,6 +16,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from fakes.activities import Hold, exits, progress
 from overnight.models import Budget, BudgetExtension
+from tests.waits import CAP
 from tests.workflows.done_world import COMMIT, DoneWorld
 from tests.workflows.harness import eventually, keep_history, make_spec, started_run, until_state
 
@@ -269,7 +270,7 @@ async def test_a_cancel_during_a_long_check_ends_the_run_without_waiting_for_it(
     world.script(1, [exits(0)])
     spec = make_spec(done_when=["pytest -q"])
     async with started_run(private_env.client, world, spec) as handle:
-        await asyncio.wait_for(hold.started.wait(), timeout=10)
+        await asyncio.wait_for(hold.started.wait(), timeout=CAP)
         await handle.signal("cancel", "not needed after all")
         result = await handle.result()
         await eventually(lambda: _true(hold.cancelled), lambda cancelled: cancelled)
@@ -295,7 +296,7 @@ async def test_a_cancel_while_the_check_sandbox_is_made_waits_for_it_and_stops_i
     world.script(1, [exits(0)])
     spec = make_spec(done_when=["pytest -q"])
     async with started_run(private_env.client, world, spec) as handle:
-        await asyncio.wait_for(hold.started.wait(), timeout=10)
+        await asyncio.wait_for(hold.started.wait(), timeout=CAP)
         await handle.signal("cancel", "not needed after all")
         result = await handle.result()
 
@@ -313,7 +314,7 @@ async def test_a_temporal_cancellation_during_a_check_stops_the_check_sandbox(
     world.script(1, [exits(0)])
     spec = make_spec(done_when=["pytest -q"])
     async with started_run(private_env.client, world, spec) as handle:
-        await asyncio.wait_for(hold.started.wait(), timeout=10)
+        await asyncio.wait_for(hold.started.wait(), timeout=CAP)
         await handle.cancel()
         with pytest.raises(WorkflowFailureError):
             await handle.result()

@@ -19,6 +19,7 @@ from fakes.activities import FakeWorld, exits, progress
 from overnight.errors import SPEC_UNUSABLE
 from overnight.models import Budget, BudgetExtension
 from overnight.retry_note import RETRY_NOTE_SIGNAL, RetryNote
+from tests.waits import CAP
 from tests.workflows.harness import (
     eventually,
     keep_history,
@@ -142,7 +143,7 @@ async def test_the_card_says_what_a_create_waits_on_until_it_is_made(
         next_at=datetime(2026, 12, 2, 14, 5, 10, tzinfo=UTC),
     )
     async with started_run(client, world, make_spec()) as handle:
-        await asyncio.wait_for(hold.started.wait(), timeout=10)
+        await asyncio.wait_for(hold.started.wait(), timeout=CAP)
         # A late note, of another attempt's create, is not taken.
         await handle.signal(RETRY_NOTE_SIGNAL, note.model_copy(update={"sandbox_attempt": 2}))
         await handle.signal(RETRY_NOTE_SIGNAL, note)

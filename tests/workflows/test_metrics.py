@@ -22,6 +22,7 @@ from fakes.activities import FakeWorld, exits, progress
 from overnight.models import RunResult
 from overnight.worker import binaries
 from tests.conftest import free_port
+from tests.waits import CAP
 from tests.workflows.harness import make_spec
 from workflows.agent_run import AgentRun
 from workflows.metrics import restart_cause
@@ -58,7 +59,7 @@ class Scraped:
         self.address = address
 
     def text(self) -> str:
-        with urllib.request.urlopen(f"http://{self.address}/metrics", timeout=10) as answer:
+        with urllib.request.urlopen(f"http://{self.address}/metrics", timeout=CAP) as answer:
             text: str = answer.read().decode()
         return text
 
