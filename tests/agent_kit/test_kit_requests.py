@@ -22,6 +22,7 @@ from overnight.agent_requests import (
     AgentRequests,
     requests_in,
 )
+from tests.waits import CAP
 
 ASKER = """
 import sys
@@ -51,7 +52,7 @@ def _requests(tmp_path: Path) -> AgentRequests | None:
         return None
 
 
-def _wait_for(probe: Any, timeout: float = 10) -> Any:
+def _wait_for(probe: Any, timeout: float = CAP) -> Any:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = probe()
@@ -79,7 +80,7 @@ def test_ask_writes_its_question_and_returns_the_answer_file(tmp_path: Path) -> 
         time.sleep(0.2)
         assert asker.poll() is None
         _answer(tmp_path, asked.id, "yes")
-        out, _ = asker.communicate(timeout=10)
+        out, _ = asker.communicate(timeout=CAP)
     finally:
         asker.kill()
     assert (asked.question, asked.choices) == ("Ship it?", ["yes", "no"])
@@ -102,7 +103,7 @@ def test_a_restarted_agent_finds_the_answer_already_given(tmp_path: Path) -> Non
         env=_env(tmp_path),
         capture_output=True,
         text=True,
-        timeout=10,
+        timeout=CAP,
     )
     assert again.stdout.strip() == "no"
 
@@ -126,7 +127,7 @@ finish("done", {"pr": "https://example.test/pr/1", "count": 3})
         env=_env(tmp_path),
         capture_output=True,
         text=True,
-        timeout=20,
+        timeout=CAP,
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "True"
@@ -177,7 +178,7 @@ def test_the_docs_shell_example_asks_and_reads_the_answer_the_supervisor_writes(
         asked = _wait_for(lambda: (r := _requests(tmp_path)) and r.ask)
         # The supervisor's answer file, as activities.kit_requests writes it.
         _answer(tmp_path, asked.id, "no")
-        out, _ = asker.communicate(timeout=10)
+        out, _ = asker.communicate(timeout=CAP)
     finally:
         asker.kill()
     assert (asked.id, asked.choices) == ("q1-apply-migration", ["yes", "no"])
@@ -196,7 +197,7 @@ def test_ask_raises_at_once_for_a_question_the_supervisor_would_refuse(tmp_path:
             env=_env(tmp_path),
             capture_output=True,
             text=True,
-            timeout=10,
+            timeout=CAP,
         )
         assert done.returncode == 1 and "ValueError: ask:" in done.stderr, (case, done.stderr)
         assert _requests(tmp_path) is None  # nothing asked
@@ -260,7 +261,7 @@ def test_requests_survive_an_agent_that_writes_its_checkpoint_its_own_way(tmp_pa
         time.sleep(0.1)  # the agent's thread saves its checkpoint meanwhile
         still = _requests(tmp_path)
         _answer(tmp_path, asked.id, "yes")
-        out, _ = agent.communicate(timeout=10)
+        out, _ = agent.communicate(timeout=CAP)
     finally:
         agent.kill()
     assert waited.reason == "window"

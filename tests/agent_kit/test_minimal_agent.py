@@ -12,6 +12,7 @@ from pathlib import Path
 from activities.sandbox_setup import KIT_DIR
 from overnight.cli.demo import ledger_entries
 from overnight.cli.outside_world import ledger_url
+from tests.waits import CAP
 
 ROOT = Path(__file__).resolve().parents[2]
 AGENT = ROOT / "examples" / "minimal_agent" / "main.py"
@@ -37,7 +38,7 @@ def test_the_minimal_agent_starts_afresh_once_and_opens_its_pull_request_once(
 
     def run(reason: str = "") -> int:
         started = {**env, "OVERNIGHT_RESTART_REASON": reason}
-        done = subprocess.run([sys.executable, str(AGENT)], env=started, timeout=30, check=False)
+        done = subprocess.run([sys.executable, str(AGENT)], env=started, timeout=CAP, check=False)
         return done.returncode
 
     assert run() == 75

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ from typing import Any
 import pytest
 
 from activities.sandbox_setup import KIT_DIR
+from tests.waits import CAP
 
 AGENT = Path(__file__).resolve().parents[2] / "examples" / "agent" / "main.py"
 FRESH_CONTEXT = 75
@@ -41,7 +43,7 @@ class Workspace:
         }
         command = [sys.executable, str(AGENT), "--resume", str(self.checkpoint), *flags]
         return subprocess.run(
-            command, cwd=self.app, env=env, capture_output=True, text=True, timeout=60
+            command, cwd=self.app, env=env, capture_output=True, text=True, timeout=CAP
         )
 
     def checkpoint_data(self) -> dict[str, Any]:
@@ -162,9 +164,10 @@ def test_fresh_context_exit_happens_once(workspace: Workspace) -> None:
     assert workspace.checkpoint_data()["step"] == 5
 
 
-def test_stall_happens_once_and_hangs_before_the_step(workspace: Workspace) -> None:
-    with pytest.raises(subprocess.TimeoutExpired):
-        subprocess.run(
+def test_stall_happens_once_and_hangs_before_the_step(workspace: Workspace, tmp_path: Path) -> None:
+    said = tmp_path / "stalled.out"
+    with said.open("w") as out:
+        stalled = subprocess.Popen(
             [sys.executable, str(AGENT), "--resume", str(workspace.checkpoint), "--stall-at", "2"],
             cwd=workspace.app,
             env={
@@ -174,9 +177,21 @@ def test_stall_happens_once_and_hangs_before_the_step(workspace: Workspace) -> N
                 "OVERNIGHT_LEDGER": str(workspace.ledger),
                 "PYTHONPATH": str(KIT_DIR),
             },
-            capture_output=True,
-            timeout=3,
+            stdout=out,
+            stderr=subprocess.STDOUT,
         )
+    try:
+        # Waited for (capped), not timed: a loaded machine may take seconds to reach step 2.
+        give_up = time.monotonic() + CAP
+        while "stalling at step 2" not in said.read_text():
+            assert stalled.poll() is None, said.read_text()
+            assert time.monotonic() < give_up, said.read_text()
+            time.sleep(0.05)
+        time.sleep(0.5)
+        assert stalled.poll() is None  # hangs there
+    finally:
+        stalled.kill()
+        stalled.wait()
     assert workspace.checkpoint_data()["step"] == 1
     resumed = workspace.run("--stall-at", "2", attempt=2, reason="agent stalled")
     assert resumed.returncode == 0, resumed.stderr

@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from activities.sandbox_setup import KIT_DIR
 from overnight.cli.demo import ledger_entries
 from overnight.cli.outside_world import ledger_url
+from tests.waits import CAP
 
 sys.path.insert(0, str(KIT_DIR))
 import overnight_agent  # noqa: E402  (the kit is a plain file, as agents see it)
@@ -239,7 +240,7 @@ def test_the_docs_shell_snippet_resumes_acts_once_and_saves_whole(tmp_path: Path
         "OVERNIGHT_LEDGER_URL": ledger_url(ledger),
     }
     for _ in range(2):
-        done = subprocess.run(["bash", "-c", script], env=env, capture_output=True, timeout=30)
+        done = subprocess.run(["bash", "-c", script], env=env, capture_output=True, timeout=CAP)
         assert done.returncode == 0, done.stderr
     assert json.loads(Path(kit.path).read_text()) == {"step": 5}  # each run resumed after 3, 4
     assert [entry["key"] for entry in ledger_entries(ledger)] == ["readme-step-4"]

@@ -14,6 +14,7 @@ import pytest
 
 from activities.providers.local import cgroup_plan, cgroups
 from activities.providers.local.cgroup_plan import Mount, cgroup_name, mounts, own_path
+from tests.waits import CAP
 
 HYBRID = """\
 31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755
@@ -121,7 +122,7 @@ def test_a_systemd_slice_is_limited_joined_frozen_and_killed_whole(
         cgroups.freeze("systemd", made.cgroup or "")
         assert cgroups.frozen("systemd", made.cgroup or "")
         assert cgroups.kill("systemd", made.cgroup or "", list(made.joins))
-        assert sleeper.wait(timeout=5) == -9
+        assert sleeper.wait(timeout=CAP) == -9
         assert cgroup_plan.discard("systemd", made.joins, made.systemd_slice)
         assert not Path(made.cgroup or "").exists()
     finally:
@@ -129,7 +130,7 @@ def test_a_systemd_slice_is_limited_joined_frozen_and_killed_whole(
             folder.rmdir()
 
 
-def _until(check: Callable[[], bool], timeout: float = 5) -> bool:
+def _until(check: Callable[[], bool], timeout: float = CAP) -> bool:
     give_up = time.monotonic() + timeout
     while not check():
         if time.monotonic() > give_up:

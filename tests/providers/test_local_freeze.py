@@ -23,6 +23,7 @@ from activities.providers.local.cgroup_plan import CGROUPS_ENV
 from activities.providers.local.convert import sandbox_info
 from activities.providers.local.engine import LocalEngine
 from activities.providers.local.mounts import shim_python
+from tests import waits
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
 
@@ -98,7 +99,7 @@ def ticks(engine: LocalEngine, sid: str) -> list[float]:
         return []
 
 
-def wait_for(check: object, timeout: float = 5) -> bool:
+def wait_for(check: object, timeout: float = waits.CAP) -> bool:
     give_up = time.monotonic() + timeout
     while time.monotonic() < give_up:
         if check():  # type: ignore[operator]
@@ -128,7 +129,7 @@ def test_a_fork_chain_sending_sigcont_runs_nothing_while_the_sandbox_is_paused(
     engine.wake(sid)
 
     assert during == [], f"{len(during)} ticks in a 3 s pause"
-    assert wait_for(lambda: any(t > woken_at for t in ticks(engine, sid)), timeout=3), (
+    assert wait_for(lambda: any(t > woken_at for t in ticks(engine, sid))), (
         "ticking did not resume after the wake"
     )
 
@@ -145,7 +146,7 @@ def test_a_kept_sandbox_full_of_processes_leaves_the_next_attempt_free_to_fork(
     assert engine.get(kept).uid == engine.get(fresh).uid, "one run, one user"
     engine.write_file(kept, "/workspace/fill.py", FILL.encode())
     engine.start_process(kept, "k-1", f"{shim_python()} /workspace/fill.py", cwd="/workspace")
-    assert wait_for(lambda: engine.host_path(kept, "/workspace/full").exists(), timeout=20)
+    assert wait_for(lambda: engine.host_path(kept, "/workspace/full").exists())
     made = int(engine.host_path(kept, "/workspace/full").read_text())
     assert 0 < made < CAP, f"{made} processes: the kept sandbox has no cap of {CAP}"
     engine.pause(kept)  # set aside, kept for a look, its processes held
@@ -206,7 +207,7 @@ def test_without_a_cgroup_the_lease_end_ends_the_agents(
     exit_file = engine.folder(sid) / "processes" / "k-1" / "exit.json"
 
     # Nobody asks the engine: the launcher pauses the sandbox, ending its agent.
-    assert wait_for(exit_file.exists, timeout=6)
+    assert wait_for(exit_file.exists)
     assert json.loads((engine.folder(sid) / "sandbox.json").read_text())["state"] == "paused"
     assert json.loads(exit_file.read_text())["reason"] == "paused"
 

@@ -23,6 +23,7 @@ from activities.providers.local.engine import LocalEngine
 from activities.providers.local.mounts import shim_python
 from activities.providers.local.procs import ProcessRecord
 from overnight.isolation import HostBind
+from tests.waits import CAP
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
 
@@ -41,7 +42,7 @@ def sandbox(engine: LocalEngine, **options: object) -> str:
     return name
 
 
-def wait_ended(engine: LocalEngine, sid: str, pid: str, timeout: float = 10) -> ProcessRecord:
+def wait_ended(engine: LocalEngine, sid: str, pid: str, timeout: float = CAP) -> ProcessRecord:
     give_up = time.monotonic() + timeout
     while True:
         record = engine.process(sid, pid)
@@ -63,7 +64,7 @@ def marked(marker: str) -> dict[int, str]:
     return {pid: state for pid, state in found.items() if state != "Z"}
 
 
-def wait_for(check: object, timeout: float = 5) -> bool:
+def wait_for(check: object, timeout: float = CAP) -> bool:
     give_up = time.monotonic() + timeout
     while time.monotonic() < give_up:
         if check():  # type: ignore[operator]
@@ -147,7 +148,7 @@ def test_the_lease_end_freezes_every_process_of_the_sandbox(engine: LocalEngine)
         return json.loads((engine.folder(name) / "sandbox.json").read_text())["state"] == "paused"
 
     # Nobody asks the engine: the agent's launcher pauses the sandbox at the lease end.
-    assert wait_for(paused, timeout=6)
+    assert wait_for(paused)
     assert cgroups.frozen(meta.freezer, meta.cgroup)
 
 

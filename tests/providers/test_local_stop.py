@@ -31,6 +31,7 @@ import pytest
 from activities.providers.local import cgroups
 from activities.providers.local.engine import LocalEngine
 from activities.providers.local.procs import pid_alive
+from tests.waits import CAP
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
 
@@ -70,7 +71,7 @@ def engine(tmp_path: Path) -> Iterator[LocalEngine]:
         engine.stop(meta.id)
 
 
-def wait_for(check: object, timeout: float = 5) -> bool:
+def wait_for(check: object, timeout: float = CAP) -> bool:
     give_up = time.monotonic() + timeout
     while time.monotonic() < give_up:
         if check():  # type: ignore[operator]
@@ -100,7 +101,7 @@ def test_stop_kills_a_process_that_joined_the_limit_cgroups_but_not_yet_the_free
 
         engine.stop(sid)
 
-        assert caught.wait(timeout=2) == -signal.SIGKILL
+        assert caught.wait(timeout=CAP) == -signal.SIGKILL  # (else it sleeps 300 s)
         assert still_in(list(meta.cgroups)) == set()
         assert [folder for folder in meta.cgroups if Path(folder).exists()] == []
     finally:
@@ -117,12 +118,12 @@ def test_a_stop_after_one_cut_short_kills_what_still_runs(engine: LocalEngine) -
     engine.write_file(sid, "/workspace/daemon.py", DAEMON.encode())
     engine.start_process(sid, "k-1", f"{sys.executable} daemon.py", cwd="/workspace")
     ticks = engine.host_path(sid, "/workspace/ticks")
-    assert wait_for(ticks.exists, timeout=30), "the daemon never ticked"
+    assert wait_for(ticks.exists), "the daemon never ticked"
     started = json.loads((engine.folder(sid) / "processes" / "k-1" / "process.json").read_text())
     # The agent's own shell has exited; its launcher is gone too (nothing else watches now),
     # and the stop that had marked the sandbox stopped died before it killed anything.
     os.kill(started["launcher_pid"], signal.SIGKILL)
-    assert wait_for(lambda: not pid_alive(started["launcher_pid"]), timeout=2)
+    assert wait_for(lambda: not pid_alive(started["launcher_pid"]))
     cut_short = dataclasses.replace(
         engine.get(sid), state="stopped", stop_reason="stopped", stopped_at=time.time()
     )

@@ -29,6 +29,7 @@ from activities.providers.local.provider import LocalProvider
 from activities.providers.protocol import ProviderError
 from activities.snapshots import answer_request
 from tests.providers.test_behaviour import request
+from tests.waits import CAP
 
 # Exchanges each pair of paths (a folder and a symlink beside it) as fast as it can, until
 # SIGTERM; then prints how many exchanges it made.
@@ -113,7 +114,7 @@ class Swapper:
 
     def stop(self) -> int:
         self.proc.send_signal(signal.SIGTERM)
-        out, _ = self.proc.communicate(timeout=10)
+        out, _ = self.proc.communicate(timeout=CAP)
         return int(out)
 
 
