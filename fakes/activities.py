@@ -273,6 +273,8 @@ class FakeWorld:
         self.search_attributes: list[str] | None = []
         self.create_errors: dict[int, ApplicationError] = {}
         self.create_holds: dict[int, Hold] = {}
+        # Pauses held (by sandbox id), each for its first pause only.
+        self.pause_holds: dict[str, Hold] = {}
         self.stop_error: ApplicationError | None = None
         # The next this many stops land on a worker SIGKILLed as they begin: no answer and no
         # heartbeat, ever (only Temporal's timeouts end the attempt).
@@ -322,6 +324,11 @@ class FakeWorld:
     def hold_create(self, attempt: int, *, shielded: bool = False) -> Hold:
         hold = Hold(shielded=shielded)
         self.create_holds[attempt] = hold
+        return hold
+
+    def hold_pause(self, sandbox_id: str) -> Hold:
+        hold = Hold(shielded=True)
+        self.pause_holds[sandbox_id] = hold
         return hold
 
     # -- reading the outcome --
@@ -543,6 +550,9 @@ class FakeWorld:
     @activity.defn(name=ActivityName.PAUSE_SANDBOX)
     async def pause_sandbox(self, request: SandboxRef) -> SandboxInfo:
         box = self._answering(request.sandbox_id)
+        hold = self.pause_holds.pop(request.sandbox_id, None)
+        if hold is not None:
+            await hold.wait()
         if self.pause_error is not None:
             raise self.pause_error
         if box.state in ("running", "starting"):

@@ -356,6 +356,8 @@ class AgentRun(RunMessages, RewindMessages):
             s.pending_counted = s.fail_fast and bool(reason)  # its restart was decided already
             await self._enter_attention(s, NeedsAttention(why, pending_restart=reason or why))
             return
+        if started is None:
+            return  # cancelled before the create began: the loop ends the run
         sandbox_started(s, started, workflow.now())
         host_steps.record_host(s, started)
         self._watch_until = None

@@ -21,7 +21,7 @@ with workflow.unsafe.imports_passed_through():
     from overnight.model_access import model_plan
     from workflows import host_steps
     from workflows.calls import routing, sandbox
-    from workflows.patches import GATEWAY_MODELS_PATCH
+    from workflows.patches import GATEWAY_MODELS_PATCH, NO_CREATE_AFTER_CANCEL_PATCH
     from workflows.pure import budget, model_books, workspace
     from workflows.pure.hosts import Route
     from workflows.pure.state import SupervisorState
@@ -40,9 +40,10 @@ async def create(
     restore: SnapshotRestore | None,
     lease_cost: int | None,
     publish: Publish | None = None,
-) -> AgentStarted:
-    """The new sandbox's agent started; ActivityError when it could not be made. `publish`:
-    the card is published again as a failed try's note comes in (what the run waits on)."""
+) -> AgentStarted | None:
+    """The new sandbox's agent started; None when the run was cancelled before a create began
+    (nothing made); ActivityError when it could not be made. `publish`: the card is published
+    again as a failed try's note comes in (what the run waits on)."""
     if not s.gateway_metered and model_plan(s.spec) is not None:
         # Its model calls through the worker's gateway, their spend counted there.
         s.gateway_metered = workflow.patched(GATEWAY_MODELS_PATCH)
@@ -59,9 +60,13 @@ async def _create(
     restore: SnapshotRestore | None,
     lease_cost: int | None,
     publish: Publish | None,
-) -> AgentStarted:
+) -> AgentStarted | None:
     tries = 0
     while True:
+        if s.cancel_requested and workflow.patched(NO_CREATE_AFTER_CANCEL_PATCH):
+            # A create started now would be cancelled before it began, and its handle would
+            # raise a bare CancelledError (not an ActivityError), failing the run.
+            return None
         route = host_steps.create_route(s)
         try:
             return await _create_on(s, route, reason, cost_cap, restore, lease_cost, publish)

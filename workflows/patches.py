@@ -170,3 +170,10 @@ ASK_AGAIN_PATCH = "admission-asks-unanswered-again"
 # reach) no longer holds the stall off. Asked only when a checkpoint's mark is the same as the
 # last one's, which no history recorded before holds (no checkpoint had one).
 PROGRESS_MARK_PATCH = "checkpoint-progress-mark"
+# Runs that meet this marker, cancelled before their next sandbox's create was started (the
+# `cancel` signal came while a restart set the last one aside, or while a pinned create asked
+# whether its host is lost), start no create and end cancelled. Before, the create was started
+# and cancelled in one workflow task: its activity never began, its handle raised a bare
+# CancelledError, and the run failed with it. Asked only when a cancel came first, which no
+# history recorded before holds (such runs failed).
+NO_CREATE_AFTER_CANCEL_PATCH = "no-create-after-cancel"

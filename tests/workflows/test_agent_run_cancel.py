@@ -216,6 +216,27 @@ async def test_cancel_signal_interrupts_a_long_sandbox_creation(
     assert world.running() == []
 
 
+async def test_cancel_while_a_restart_sets_the_old_sandbox_aside_makes_no_new_one(
+    client: Client, world: FakeWorld
+) -> None:
+    # The cancel lands while the restart pauses sandbox 1; the create of sandbox 2 comes after.
+    # Before, it was started and cancelled at once in one workflow task: the never-started
+    # activity's handle raised a bare CancelledError, and the run failed with it.
+    world.script(1, [exits(1)])
+    hold = world.hold_pause("box-1")
+    async with started_run(client, world, make_spec()) as handle:
+        await hold.started.wait()
+        await handle.signal("cancel", "test over")
+        hold.release.set()
+        result = await handle.result()
+        status = await status_of(handle)
+        await keep_history(handle, "cancel_before_create")
+
+    assert (result.outcome, status.state) == ("cancelled", "cancelled")
+    assert world.log == ["create box-1", "pause box-1"]  # no sandbox 2 was made
+    assert world.running() == []
+
+
 async def test_failed_stop_does_not_hide_that_the_agent_finished(
     client: Client, world: FakeWorld
 ) -> None:
