@@ -152,6 +152,11 @@ class GatewayBooks(_Model):
     repeats: int = Field(default=0, ge=0)
     last_body: str = ""
 
+    def news_beside(self, known: GatewayBooks | None) -> bool:
+        """Whether these books are news to a run that knows `known`: a look comes back early
+        for them (activities/observe.py), and the run looks again at once."""
+        return known is None or (self.usd, self.cap_refusals) != (known.usd, known.cap_refusals)
+
 
 class SandboxInfo(_Model):
     sandbox_id: str

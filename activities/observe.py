@@ -143,10 +143,7 @@ class _BooksWatch:
             return False
         self.next_at = now + self.every
         books = await self.read()
-        known = self.known
-        if books is None:
-            return False
-        return known is None or (books.usd, books.cap_refusals) != (known.usd, known.cap_refusals)
+        return books is not None and books.news_beside(self.known)
 
     async def read(self) -> GatewayBooks | None:
         if self.provider is None or self.run_id is None:

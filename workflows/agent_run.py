@@ -42,6 +42,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.messages import RunMessages
     from workflows.notify_steps import Notifier
     from workflows.patches import (
+        BOOKS_ARE_NEWS_PATCH,
         CANCELED_PATCH,
         LEAN_WRITES_PATCH,
         PROGRESS_MARK_PATCH,
@@ -111,6 +112,7 @@ class AgentRun(RunMessages, RewindMessages):
         self._notifier = Notifier()
         self._watch_until: datetime | None = None
         self._deadline_looks_lost = 0  # in a row (`_deadline_look_lost`)
+        self._books_news = False  # the last look brought grown gateway books
 
     # The input is a `RunSpec` (and, after continue-as-new, the carried `SupervisorState`), taken
     # raw and validated here: a payload that does not fit must fail the run at once as
@@ -171,7 +173,7 @@ class AgentRun(RunMessages, RewindMessages):
                     self._watch_until = None
                     continue  # it had progressed: the look missed it
                 if isinstance(decision, Watch):
-                    await self._watch(s, decision, quiet=is_quiet(seen))
+                    await self._watch(s, decision, quiet=self._quiet(seen))
                     continue
             if isinstance(decision, Finish):
                 decision = await done_steps.after_exit_zero(s, self._publish)
@@ -269,6 +271,7 @@ class AgentRun(RunMessages, RewindMessages):
             self._watch_until = None
         money.take_money(s, seen.money, workflow.now())
         take_refusals(s, s.sandbox_id, seen.egress_refused)
+        self._books_news = model_books.news(s, seen.gateway_books)
         model_books.take_books(s, seen.gateway_books)
         s.watch_token = seen.watch_token
         s.sandbox_paused = seen.sandbox_state == "paused"
@@ -294,6 +297,13 @@ class AgentRun(RunMessages, RewindMessages):
         if self._deadline_looks_lost >= DEADLINE_LOOKS_LOST_AT_MOST:
             return ObserveFailed(outcomes.describe(err))
         return None
+
+    def _quiet(self, seen: Look) -> bool:
+        """A look that saw nothing new. Grown gateway books are news: the look came back early
+        for them, and the agent may exit right after its model call (a CLI's last answer)."""
+        if not is_quiet(seen):
+            return False
+        return not (self._books_news and workflow.patched(BOOKS_ARE_NEWS_PATCH))
 
     async def _watch(self, s: SupervisorState, decision: Watch, *, quiet: bool) -> None:
         self._watch_until = decision.until

@@ -177,3 +177,9 @@ PROGRESS_MARK_PATCH = "checkpoint-progress-mark"
 # CancelledError, and the run failed with it. Asked only when a cancel came first, which no
 # history recorded before holds (such runs failed).
 NO_CREATE_AFTER_CANCEL_PATCH = "no-create-after-cancel"
+# Runs that meet this marker take a look that came back early because the gateway's books of
+# their model calls grew as news, not as a quiet look: they look again at once. Before, such a
+# look was waited out on a timer to the next wake (the stall deadline), and the agent's exit
+# right after its last model call went unseen until then. Asked only when a quiet look brought
+# grown books, which only runs whose calls go through the gateway have.
+BOOKS_ARE_NEWS_PATCH = "gateway-books-are-news"

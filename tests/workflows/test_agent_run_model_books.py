@@ -15,6 +15,7 @@ import uuid
 from typing import Any
 
 import pytest
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
 from fakes.activities import Books, FakeWorld, exits, progress
@@ -100,3 +101,25 @@ async def test_the_same_request_eight_times_at_the_gateway_restarts_the_agent_on
     assert restart.reason == (
         "model loop: the same model request 8 times in a row (counted at the gateway)"
     )
+
+
+async def test_a_look_back_early_with_grown_books_is_news_and_the_next_look_starts_at_once(
+    client: Client, world: FakeWorld
+) -> None:
+    # The look comes back as soon as the gateway booked a model call; the agent exits right
+    # after (a CLI's last answer). A quiet look back early is waited out on a timer to the
+    # next wake (the stall deadline), blind to the exit: grown books are not quiet.
+    world.script(1, [progress("cp-1"), Books(0.01), exits(0)])
+    async with started_run(client, world, metered_spec(stall_seconds=900)) as handle:
+        result = await handle.result()
+        history = await handle.fetch_history()
+        await keep_history(handle, "gateway_books_news")
+
+    assert (result.outcome, result.attempts, result.restarts) == ("finished", 1, 0)
+    assert len(world.observed) == 3  # the write, the books, the exit
+    waits = [
+        event.user_metadata.summary.data.decode()
+        for event in history.events
+        if event.event_type == EventType.EVENT_TYPE_TIMER_STARTED
+    ]
+    assert not any("quiet agent" in wait for wait in waits), waits

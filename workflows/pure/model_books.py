@@ -44,6 +44,12 @@ def take_books(state: SupervisorState, books: GatewayBooks | None) -> None:
     state.gateway_books[key] = books
 
 
+def news(state: SupervisorState, books: GatewayBooks | None) -> bool:
+    """Whether a look's books are news to the run (read before `take_books`): the look came
+    back early for them, so it is no quiet look."""
+    return books is not None and state.gateway_metered and books.news_beside(known(state))
+
+
 def known(state: SupervisorState) -> GatewayBooks | None:
     """What the run knows of the current sandbox's host's books (None: nothing yet)."""
     return state.gateway_books.get(host_key(state)) if state.gateway_metered else None
