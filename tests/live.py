@@ -40,6 +40,7 @@ from overnight.grants import Grants
 from overnight.models import RunSpec
 from overnight.worker.runner import serve
 from tests.conftest import scratch_root
+from tests.waits import CAP
 
 SCRIPTED_AGENT = Path(__file__).resolve().parent / "agents" / "scripted"
 SCRIPTED_COMMAND = "python3 /workspace/agent/main.py"
@@ -75,7 +76,7 @@ async def in_process_worker(
         )
     )
     waiter = asyncio.create_task(ready.wait())
-    await asyncio.wait({worker, waiter}, timeout=30, return_when=asyncio.FIRST_COMPLETED)
+    await asyncio.wait({worker, waiter}, timeout=CAP, return_when=asyncio.FIRST_COMPLETED)
     waiter.cancel()
     if worker.done():
         worker.result()

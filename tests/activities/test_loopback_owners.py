@@ -36,6 +36,7 @@ from overnight.grants import SPEC_REFUSED, Grants
 from overnight.models import RunSpec
 from overnight.worker.devserver import DevServer
 from tests.conftest import free_port
+from tests.waits import CAP
 
 
 def listening_ports_of(pid: int) -> set[int]:
@@ -64,7 +65,7 @@ def answers_namespaces(port: int) -> bool:
         return False
 
 
-def wait_listening(port: int, seconds: float = 20) -> None:
+def wait_listening(port: int, seconds: float = CAP) -> None:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         with socket.socket() as probe:

@@ -38,6 +38,7 @@ from tests.live import (
     scripted_spec,
     task_failures,
 )
+from tests.waits import CAP
 from tests.webhook_receiver import Receiver
 
 OVERNIGHT = Path(sys.executable).parent / "overnight"
@@ -291,7 +292,7 @@ async def test_a_secret_the_agent_prints_is_redacted_from_its_last_words_and_not
                 assert "calling the API with token=***" in record["output_tail"]
                 assert "RuntimeError: the API refused token ***" in record["output_tail"]
                 assert status["last_words"]["tail"].endswith("all done")
-            give_up = time.monotonic() + 30
+            give_up = time.monotonic() + CAP
             while len(receiver.accepted) < 4 and time.monotonic() < give_up:
                 await asyncio.sleep(0.2)
             seen = set()

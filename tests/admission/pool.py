@@ -20,6 +20,7 @@ from overnight.cli import client as api
 from overnight.grants import Grants
 from overnight.models import RunResult, RunSpec
 from overnight.worker.runner import serve
+from tests.waits import CAP
 from workflows.pure.admission_queue import Places
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -46,7 +47,7 @@ async def short_pool(
         )
     )
     waiter = asyncio.create_task(ready.wait())
-    await asyncio.wait({worker, waiter}, timeout=30, return_when=asyncio.FIRST_COMPLETED)
+    await asyncio.wait({worker, waiter}, timeout=CAP, return_when=asyncio.FIRST_COMPLETED)
     waiter.cancel()
     if worker.done():
         worker.result()

@@ -14,6 +14,7 @@ from bench.baseline import BASELINE_WORKFLOW, NaiveStatus
 from bench.baseline_worker import serve_baseline
 from fakes.provider import short_agents
 from tests.admission.pool import short_spec
+from tests.waits import CAP
 
 
 async def test_a_baseline_run_whose_agent_exits_0_finishes_and_answers_its_status(
@@ -32,7 +33,7 @@ async def test_a_baseline_run_whose_agent_exits_0_finishes_and_answers_its_statu
         )
     )
     try:
-        await asyncio.wait_for(ready.wait(), timeout=30)
+        await asyncio.wait_for(ready.wait(), timeout=CAP)
         spec = short_spec(tmp_path, "baseline", poll_seconds=1)
         handle = await dev_client.start_workflow(
             BASELINE_WORKFLOW, spec, id=spec.run_id, task_queue=queue, result_type=NaiveStatus

@@ -41,6 +41,7 @@ from overnight.constants import LABEL_ATTEMPT, LABEL_RUN
 from overnight.home import overnight_home
 from overnight.models import RunSpec
 from tests.live import in_process_worker, new_run_id, nothing_left_running, scripted_spec
+from tests.waits import CAP
 
 Ended = Literal["paused", "stopped"]
 
@@ -98,7 +99,7 @@ async def test_a_create_that_meets_its_sandbox_ended_does_not_wedge_the_run(
             async with in_process_worker(dev_client, "gone") as queue:
                 runs.append(run_id)
                 await api.start_run(dev_client, spec, task_queue=queue)
-                result = await asyncio.wait_for(api.wait_result(dev_client, run_id), timeout=40)
+                result = await asyncio.wait_for(api.wait_result(dev_client, run_id), timeout=CAP)
             used = LocalEngine(home).list_sandboxes({LABEL_RUN: run_id}, include_stopped=True)
 
     assert result.outcome == "finished"

@@ -31,6 +31,7 @@ from fakes.runtime import FakeRuntime
 from overnight.cli import client as api
 from tests.e2e.helpers import wait_for_status
 from tests.live import in_process_worker, new_run_id, nothing_left_running, scripted_spec
+from tests.waits import CAP
 
 LEASE_SECONDS = 60  # Runtime's shortest lease
 STEP_SECONDS = 1.5
@@ -66,7 +67,7 @@ async def test_final_checkpoint_survives_a_lease_end_reached_while_runtime_was_s
                     lambda s: (
                         s.checkpoint_summary is not None and s.checkpoint_summary.next == "step 2"
                     ),
-                    timeout=40,
+                    timeout=CAP,
                 )
                 sandbox_id = first.sandbox_id
                 assert sandbox_id is not None
@@ -103,7 +104,7 @@ def _state(engine: LocalEngine, sandbox_id: str) -> str | None:
     return None if meta is None else meta.state
 
 
-async def _until(condition: Callable[[], bool], what: str, timeout: float = 30) -> None:
+async def _until(condition: Callable[[], bool], what: str, timeout: float = CAP) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if await asyncio.to_thread(condition):

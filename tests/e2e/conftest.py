@@ -22,6 +22,7 @@ from activities.providers.local.provider import LocalProvider
 from overnight.constants import LABEL_RUN
 from overnight.worker.runner import serve
 from tests.live import granted
+from tests.waits import CAP
 
 # The session worker grants what the end-to-end tests ask for on purpose: binds inside the
 # session's temporary folder, unisolated runs (tests/e2e/test_isolated_runs.py) and these
@@ -39,7 +40,7 @@ async def task_queue(dev_client: Client) -> AsyncIterator[str]:
         serve(dev_client, task_queue=queue, ready=ready, stop=stop, grants=grants)
     )
     waiter = asyncio.create_task(ready.wait())
-    await asyncio.wait({worker, waiter}, timeout=30, return_when=asyncio.FIRST_COMPLETED)
+    await asyncio.wait({worker, waiter}, timeout=CAP, return_when=asyncio.FIRST_COMPLETED)
     waiter.cancel()
     if worker.done():
         worker.result()  # raises why the worker could not start

@@ -30,6 +30,7 @@ from overnight.models import RunSpec
 from overnight.worker.runner import serve
 from tests.e2e.helpers import agent_pids
 from tests.live import granted
+from tests.waits import CAP
 
 COUNTING_AGENT = Path(__file__).resolve().parent.parent / "agents" / "counting"
 
@@ -74,7 +75,7 @@ async def worker_on(client: Client, queue: str) -> AsyncIterator[None]:
         serve(client, task_queue=queue, ready=ready, stop=stop, grants=granted())
     )
     waiter = asyncio.create_task(ready.wait())
-    await asyncio.wait({worker, waiter}, timeout=30, return_when=asyncio.FIRST_COMPLETED)
+    await asyncio.wait({worker, waiter}, timeout=CAP, return_when=asyncio.FIRST_COMPLETED)
     waiter.cancel()
     if worker.done():
         worker.result()
@@ -136,7 +137,7 @@ def _in_frozen_cgroup(pid: int) -> bool:
     return False
 
 
-async def until(condition: Callable[[], bool], what: str, timeout: float = 30) -> None:
+async def until(condition: Callable[[], bool], what: str, timeout: float = CAP) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if await asyncio.to_thread(condition):

@@ -16,6 +16,7 @@ from overnight.cli import client as api
 from overnight.cli.demo import AGENT_DIR, DemoFiles, make_origin
 from overnight.cli.outside_world import host_ports_for, ledger_url
 from overnight.models import RunSpec, RunStatus
+from tests.waits import CAP
 
 
 def new_run_id(prefix: str) -> str:
@@ -45,7 +46,7 @@ def agent_spec(
 
 
 async def wait_for_status(
-    client: Client, run_id: str, ok: Callable[[RunStatus], bool], timeout: float = 30
+    client: Client, run_id: str, ok: Callable[[RunStatus], bool], timeout: float = CAP
 ) -> RunStatus:
     deadline = time.monotonic() + timeout
     last: RunStatus | None = None
@@ -77,7 +78,7 @@ def agent_pids(run_id: str) -> list[int]:
     return found
 
 
-async def wait_no_agent_processes(run_id: str, timeout: float = 10) -> list[int]:
+async def wait_no_agent_processes(run_id: str, timeout: float = CAP) -> list[int]:
     deadline = time.monotonic() + timeout
     while (pids := agent_pids(run_id)) and time.monotonic() < deadline:
         await asyncio.sleep(0.2)

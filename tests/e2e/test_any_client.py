@@ -24,6 +24,7 @@ from overnight.worker.devserver import DevServer
 from tests.e2e.helpers import agent_spec, wait_for_status
 from tests.e2e.test_cli_live import overnight
 from tests.e2e.test_stock_cli import temporal
+from tests.waits import CAP
 
 BAD_SHAPES: list[tuple[str, Any]] = [
     ("secret_env", {"TOKEN": "x"}),
@@ -42,7 +43,7 @@ def raw_spec(tmp_path: Path, **changes: Any) -> dict[str, Any]:
 async def failed_as_invalid_spec(client: Client, workflow_id: str) -> ApplicationError:
     handle = client.get_workflow_handle(workflow_id)
     with pytest.raises(WorkflowFailureError) as failed:
-        await asyncio.wait_for(handle.result(), timeout=20)
+        await asyncio.wait_for(handle.result(), timeout=CAP)
     cause = failed.value.cause
     assert isinstance(cause, ApplicationError), cause
     assert cause.type == "InvalidSpec" and cause.non_retryable

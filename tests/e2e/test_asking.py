@@ -29,6 +29,7 @@ from overnight.worker.devserver import DevServer
 from tests.e2e.counting import agent_frozen, until
 from tests.e2e.helpers import wait_for_status
 from tests.live import new_run_id, provider_world
+from tests.waits import CAP
 
 BIN = Path(sys.executable).parent
 ASKING_AGENT = Path(__file__).resolve().parent.parent / "agents" / "asking"
@@ -55,7 +56,7 @@ def asking_spec(run_id: str, root: Path, provider: str, **changes: Any) -> RunSp
     )
 
 
-async def listed_state(client: Client, run_id: str, state: str, timeout: float = 15) -> str | None:
+async def listed_state(client: Client, run_id: str, state: str, timeout: float = CAP) -> str | None:
     """The run's `OvernightState` as Temporal visibility lists it (eventually `state`)."""
     deadline = asyncio.get_running_loop().time() + timeout
     found: str | None = None
@@ -83,7 +84,7 @@ async def test_an_agent_asks_its_sandbox_pauses_and_the_stock_cli_answer_wakes_t
         waiting = await wait_for_status(
             dev_client, run_id, lambda s: s.state == "waiting_for_answer", timeout=60
         )
-        await until(lambda: agent_frozen(run_id), "the agent frozen by the pause", timeout=15)
+        await until(lambda: agent_frozen(run_id), "the agent frozen by the pause", timeout=CAP)
         listed = await listed_state(dev_client, run_id, "waiting_for_answer")
         billed_at_pause = fake.charged_micros(waiting.sandbox_id or "") if fake else 0
 
@@ -141,7 +142,7 @@ async def test_model_spend_past_the_budget_pauses_the_agent_and_an_extension_wak
         held = await wait_for_status(
             dev_client, run_id, lambda s: s.state == "needs_attention", timeout=60
         )
-        await until(lambda: agent_frozen(run_id), "the agent frozen by the pause", timeout=15)
+        await until(lambda: agent_frozen(run_id), "the agent frozen by the pause", timeout=CAP)
         await api.extend_budget(dev_client, run_id, BudgetExtension(spend_usd=5))
         result = await asyncio.wait_for(api.wait_result(dev_client, run_id), timeout=60)
 

@@ -44,6 +44,7 @@ from tests.e2e.coding_agent_runs import (
 )
 from tests.e2e.helpers import wait_for_status
 from tests.live import running_sandboxes
+from tests.waits import CAP
 
 GITHUB_TOKEN = "ghp_e2eCiRoundsToken0123456"
 FIXED = "fixed by the agent"
@@ -189,7 +190,7 @@ async def test_a_check_that_never_passes_needs_a_person_after_max_ci_rounds(
             lambda s: s.state in ("needs_attention", "finished", "failed"),
             timeout=240,
         )
-        requests = await fake_wait(fake.wait_for_requests, 3, timeout=10)
+        requests = await fake_wait(fake.wait_for_requests, 3, timeout=CAP)
         box_state = LocalEngine().get(waiting.sandbox_id or "").state
         await api.cancel_run(dev_client, run_id, "CI cannot pass")
         result = await run_result(dev_client, run_id, timeout=120)

@@ -15,6 +15,7 @@ from overnight.cli import client as api
 from overnight.models import RunStatus
 from overnight.worker.devserver import DevServer
 from tests.e2e.helpers import agent_spec, new_run_id, wait_for_status
+from tests.waits import CAP
 
 OVERNIGHT = Path(sys.executable).parent / "overnight"
 
@@ -81,7 +82,7 @@ async def test_cli_starts_shows_lists_extends_and_cancels_a_run(
 
     cancelled = await overnight(dev_server, "cancel", run_id, "--reason", "test over")
     assert cancelled.returncode == 0, cancelled.stderr
-    result = await asyncio.wait_for(api.wait_result(dev_client, run_id), timeout=30)
+    result = await asyncio.wait_for(api.wait_result(dev_client, run_id), timeout=CAP)
     assert result.outcome == "cancelled"
 
     late = await overnight(dev_server, "cancel", run_id)

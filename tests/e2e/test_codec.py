@@ -28,6 +28,7 @@ from overnight.worker.devserver import DevServer
 from overnight.worker.runner import serve
 from tests.e2e.helpers import agent_spec, new_run_id, wait_for_status
 from tests.live import granted, history_text
+from tests.waits import CAP
 
 OVERNIGHT = Path(sys.executable).parent / "overnight"
 KEY_A = f"a:{base64.b64encode(os.urandom(32)).decode()}"
@@ -53,7 +54,7 @@ async def codec_worker(client: Client, queue: str) -> AsyncIterator[None]:
         serve(client, task_queue=queue, ready=ready, stop=stop, grants=granted())
     )
     waiter = asyncio.create_task(ready.wait())
-    await asyncio.wait({worker, waiter}, timeout=30, return_when=asyncio.FIRST_COMPLETED)
+    await asyncio.wait({worker, waiter}, timeout=CAP, return_when=asyncio.FIRST_COMPLETED)
     waiter.cancel()
     if worker.done():
         worker.result()

@@ -36,6 +36,7 @@ from tests.e2e.coding_agent_runs import (
     start_coding_run,
 )
 from tests.e2e.helpers import new_run_id
+from tests.waits import CAP
 
 
 async def test_a_run_whose_cli_is_not_installed_fails_at_once_saying_the_fix(
@@ -59,7 +60,7 @@ async def test_a_run_whose_cli_is_not_installed_fails_at_once_saying_the_fix(
     began = time.monotonic()
     await api.start_run(dev_client, spec, task_queue=task_queue)
     with pytest.raises(WorkflowFailureError) as caught:
-        await asyncio.wait_for(api.wait_result(dev_client, run_id), timeout=30)
+        await asyncio.wait_for(api.wait_result(dev_client, run_id), timeout=CAP)
     cause = caught.value.cause
     assert isinstance(cause, ApplicationError) and cause.type == SPEC_REFUSED
     cli = agent_cli(kind)

@@ -31,6 +31,7 @@ from overnight.models import BudgetExtension
 from tests.e2e.counting import worker_on
 from tests.e2e.helpers import wait_for_status
 from tests.live import new_run_id, nothing_left_running, scripted_spec
+from tests.waits import CAP
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
 FILLS_ITS_DISK = """\
@@ -169,7 +170,7 @@ async def test_a_sandbox_taking_its_host_below_the_floor_pauses_and_its_run_need
         monkeypatch.setenv(MIN_FREE_ENV, "16")
         await api.extend_budget(dev_client, run_id, BudgetExtension(hours=1))
         going = await wait_for_status(
-            dev_client, run_id, lambda s: s.state == "running", timeout=30
+            dev_client, run_id, lambda s: s.state == "running", timeout=CAP
         )
         woken = engine.get(box.id)
         await api.cancel_run(dev_client, run_id, reason="floor test done")

@@ -28,6 +28,7 @@ from overnight.models import RunSpec
 from overnight.worker.runner import serve
 from tests.e2e.helpers import wait_for_status
 from tests.live import granted
+from tests.waits import CAP
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "from_your_code" / "run.py"
@@ -63,7 +64,7 @@ async def overnight_queue_worker(dev_client: Client) -> AsyncIterator[None]:
         serve(dev_client, task_queue=TASK_QUEUE, ready=ready, stop=stop, grants=granted())
     )
     waiter = asyncio.create_task(ready.wait())
-    await asyncio.wait({worker, waiter}, timeout=30, return_when=asyncio.FIRST_COMPLETED)
+    await asyncio.wait({worker, waiter}, timeout=CAP, return_when=asyncio.FIRST_COMPLETED)
     waiter.cancel()
     if worker.done():
         worker.result()
@@ -120,11 +121,11 @@ async def test_the_cancel_signal_completes_cancelled_and_temporals_cancel_ends_c
     await run_example.stop(dev_client, workflow_id, graceful=graceful)
 
     if graceful:
-        result = await asyncio.wait_for(api.wait_result(dev_client, workflow_id), timeout=30)
+        result = await asyncio.wait_for(api.wait_result(dev_client, workflow_id), timeout=CAP)
         assert result.outcome == "cancelled"
     else:
         with pytest.raises(WorkflowFailureError) as ended:
-            await asyncio.wait_for(handle.result(), timeout=30)
+            await asyncio.wait_for(handle.result(), timeout=CAP)
         assert isinstance(ended.value.cause, CancelledError)
     described = await handle.describe()
     expected = WorkflowExecutionStatus.COMPLETED if graceful else WorkflowExecutionStatus.CANCELED

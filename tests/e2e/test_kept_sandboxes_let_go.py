@@ -38,6 +38,7 @@ from tests.e2e.helpers import wait_for_status
 from tests.e2e.test_operator import overnight_cli
 from tests.live import new_run_id, scripted_spec
 from tests.sandbox_host_probe import held, wait_nothing_held
+from tests.waits import CAP
 
 IMAGES = disk_image.unavailable(Path("/tmp")) is None
 
@@ -253,7 +254,7 @@ async def _kept_with_a_frozen_agent(
     engine.get_or_create(name, labels={LABEL_RUN: run_id}, disk_mib=128)
     engine.run(name, "mkdir -p /workspace/app && echo kept > /workspace/app/note.txt")
     engine.start_process(name, f"{name}-1", "sleep 3600 & exec sleep 3600")
-    give_up = time.monotonic() + 30
+    give_up = time.monotonic() + CAP
     while not any("bwrap" in c for c in held(engine.folder(name)).processes.values()):
         assert time.monotonic() < give_up, held(engine.folder(name))
         await asyncio.sleep(0.1)

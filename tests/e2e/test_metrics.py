@@ -34,6 +34,7 @@ from overnight.worker.devserver import DevServer
 from overnight.worker.telemetry import METRICS_ADDRESS_ENV, RUNS_EVERY_ENV
 from tests.conftest import REPO_ROOT, free_ports, scratch_root
 from tests.e2e.helpers import agent_spec, new_run_id, wait_for_status
+from tests.waits import CAP
 
 RULES = REPO_ROOT / "deploy" / "prometheus" / "overnight-alerts.yml"
 DASHBOARD = REPO_ROOT / "deploy" / "grafana" / "overnight.json"
@@ -171,21 +172,21 @@ def dashboard_queries() -> list[tuple[str, str]]:
 
 
 def rules_loaded(prometheus: str) -> dict[str, Any]:
-    with urllib.request.urlopen(f"{prometheus}/api/v1/rules", timeout=10) as answer:
+    with urllib.request.urlopen(f"{prometheus}/api/v1/rules", timeout=CAP) as answer:
         body: dict[str, Any] = json.load(answer)
     return body
 
 
 def promql(prometheus: str, query: str) -> list[dict[str, object]]:
     url = f"{prometheus}/api/v1/query?{urllib.parse.urlencode({'query': query})}"
-    with urllib.request.urlopen(url, timeout=10) as answer:
+    with urllib.request.urlopen(url, timeout=CAP) as answer:
         body = json.load(answer)
     assert body["status"] == "success", body
     result: list[dict[str, object]] = body["data"]["result"]
     return result
 
 
-async def value_of(prometheus: str, query: str, want: float, timeout: float = 30) -> float:
+async def value_of(prometheus: str, query: str, want: float, timeout: float = CAP) -> float:
     """The query's single value once it is at least `want` (or what it was at the timeout)."""
     deadline = time.monotonic() + timeout
     value = float("nan")
@@ -289,8 +290,8 @@ async def test_prometheus_reads_what_the_runs_did(
 
     # The waiting run leaves the gauge once cancelled.
     await api.cancel_run(dev_client, stuck, "test over")
-    await asyncio.wait_for(api.wait_result(dev_client, stuck), timeout=30)
-    deadline = time.monotonic() + 20
+    await asyncio.wait_for(api.wait_result(dev_client, stuck), timeout=CAP)
+    deadline = time.monotonic() + CAP
     left = 'max(overnight_runs{state="needs_attention"})'
     while await value_of(prometheus, left, 0, timeout=1) > 0:
         assert time.monotonic() < deadline, "the cancelled run is still counted as waiting"

@@ -49,6 +49,7 @@ from tests.e2e.coding_agent_runs import (
     until,
 )
 from tests.e2e.helpers import agent_pids, wait_for_status
+from tests.waits import CAP
 
 
 # Every way an agent reads what it was given: its variables, every process's variables and
@@ -304,7 +305,7 @@ def _call(url: str, token: str | None) -> int:
         headers["x-api-key"] = token
     request = urllib.request.Request(url, data=body, method="POST", headers=headers)
     try:
-        with urllib.request.urlopen(request, timeout=30) as answer:
+        with urllib.request.urlopen(request, timeout=CAP) as answer:
             return int(answer.status)
     except urllib.error.HTTPError as error:
         return int(error.code)

@@ -23,6 +23,7 @@ from tests.chaos.stack import WorkerPool, worker_env
 from tests.conftest import free_port
 from tests.e2e.helpers import wait_for_status
 from tests.live import new_run_id, nothing_left_running, scripted_spec
+from tests.waits import CAP
 from tests.webhook_receiver import Receiver
 from workflows.notify_steps import notify_workflow_id
 
@@ -90,7 +91,7 @@ async def test_a_receiver_gets_one_signed_needs_attention_through_a_worker_kill_
             )
             # The first try found the receiver down: its retry workflow holds the notification.
             retry_id = notify_workflow_id(run_id, 1)
-            give_up = time.monotonic() + 30
+            give_up = time.monotonic() + CAP
             while not await notify_workflow_started(dev_client, retry_id):
                 assert time.monotonic() < give_up, "no retry workflow"
                 await asyncio.sleep(0.2)

@@ -27,6 +27,7 @@ from overnight.worker.devserver import DevServer
 from tests.e2e.helpers import agent_spec, new_run_id, wait_for_status
 from tests.e2e.test_web_ui import CHROMIUM, CHROMIUM_ARGS, UI_TIMEOUT_MS, _open_user_metadata
 from tests.live import in_process_worker, nothing_left_running, scripted_spec
+from tests.waits import CAP
 
 OVERNIGHT = Path(sys.executable).parent / "overnight"
 SECRET_NAME = "OVERNIGHT_OPERATOR_TEST_SECRET"
@@ -194,7 +195,7 @@ async def test_logs_follow_marks_a_fresh_context_start_in_the_same_sandbox(
         run_id, tmp_path, agent_env={"AGENT_FRESH_CONTEXT_AFTER": "2", "AGENT_STEP_DELAY": "0.3"}
     )
     await api.start_run(dev_client, spec, task_queue=task_queue)
-    await wait_for_status(dev_client, run_id, lambda s: s.attempt == 1, timeout=30)
+    await wait_for_status(dev_client, run_id, lambda s: s.attempt == 1, timeout=CAP)
     followed = await overnight_cli(dev_server, "logs", run_id, "--follow", timeout=90)
 
     assert followed.returncode == 0, followed.stderr
@@ -314,7 +315,7 @@ async def test_following_a_runtime_run_reads_only_running_sandboxes_and_wakes_no
             late = fake.slow(3, None, route=rf"GET /v1/sandboxes/{run_id}-1-[0-9a-f]+/processes$")
             runs.append(run_id)
             await api.start_run(dev_client, spec, task_queue=queue)
-            await wait_for_status(dev_client, run_id, lambda s: s.attempt == 1, timeout=30)
+            await wait_for_status(dev_client, run_id, lambda s: s.attempt == 1, timeout=CAP)
             # The follower has a key of its own, so its wakes are told from the worker's.
             cli_env = fake.environ(tmp_path / "config") | fake.add_key("follower-key")
             followed = await overnight_cli(

@@ -23,6 +23,7 @@ from tests.e2e.counting import agent_frozen, until
 from tests.e2e.helpers import wait_for_status
 from tests.e2e.test_asking import provider_world
 from tests.live import new_run_id
+from tests.waits import CAP
 
 OWN_WAY_AGENT = Path(__file__).resolve().parent.parent / "agents" / "own_checkpoint"
 
@@ -62,7 +63,7 @@ async def test_spend_reported_by_an_agent_saving_its_own_checkpoint_pauses_it_at
             dev_client, run_id, lambda s: s.state in ("needs_attention", "finished"), timeout=60
         )
         assert held.state == "needs_attention", f"the spend was never counted: {held}"
-        await until(lambda: agent_frozen(run_id), "the agent frozen by the pause", timeout=15)
+        await until(lambda: agent_frozen(run_id), "the agent frozen by the pause", timeout=CAP)
         await api.extend_budget(dev_client, run_id, BudgetExtension(spend_usd=5))
         result = await asyncio.wait_for(api.wait_result(dev_client, run_id), timeout=60)
 
@@ -95,10 +96,10 @@ async def test_a_wait_until_of_an_agent_saving_its_own_checkpoint_pauses_its_san
             dev_client,
             run_id,
             lambda s: s.state == "finished" or (s.talk is not None and s.talk.waiting_until),
-            timeout=30,
+            timeout=CAP,
         )
         assert paused.talk is not None and paused.talk.waiting_until, f"never paused: {paused}"
-        await until(lambda: agent_frozen(run_id), "the agent frozen by the pause", timeout=15)
+        await until(lambda: agent_frozen(run_id), "the agent frozen by the pause", timeout=CAP)
         result = await asyncio.wait_for(api.wait_result(dev_client, run_id), timeout=90)
 
     assert paused.talk.waiting_reason == "w"

@@ -27,6 +27,7 @@ from overnight.worker.reap_schedule import REAP_EVERY, REAP_SCHEDULE_ID, ensure_
 from overnight.worker.runner import serve
 from tests.e2e.test_retention import crashing_spec
 from tests.live import granted, new_run_id
+from tests.waits import CAP
 from workflows.reap_run import REAP_WORKFLOW
 
 
@@ -59,13 +60,13 @@ async def test_workers_set_up_the_hourly_reap_once_and_it_deletes_what_retention
             )
         )
         waiter = asyncio.create_task(ready.wait())
-        await asyncio.wait({worker, waiter}, timeout=30, return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait({worker, waiter}, timeout=CAP, return_when=asyncio.FIRST_COMPLETED)
         waiter.cancel()
         if worker.done():
             worker.result()  # raises why the worker could not start
         assert ready.is_set()
         stop.set()
-        await asyncio.wait_for(worker, timeout=30)
+        await asyncio.wait_for(worker, timeout=CAP)
         made_by_worker = await dev_client.get_schedule_handle(REAP_SCHEDULE_ID).describe()
         assert made_by_worker.schedule.spec.intervals[0].every == REAP_EVERY
         assert isinstance(made_by_worker.schedule.action, ScheduleActionStartWorkflow)

@@ -36,6 +36,7 @@ from tests.conftest import REPO_ROOT, scratch_root
 from tests.e2e.helpers import wait_for_status
 from tests.e2e.test_operator import overnight_cli
 from tests.live import new_run_id, scripted_spec
+from tests.waits import CAP
 
 RUNS = 20
 OPEN_RUNS = 3  # crash, then hold in their second attempt
@@ -152,14 +153,15 @@ async def test_twenty_runs_with_crashes_leave_on_disk_only_open_runs_and_retaine
     print(f"\n{RUNS} runs with a crash each settled in {settled:.1f} s")
 
 
-@pytest.mark.timeout(120)
+# A run and seven CLI calls, each a Python start (10+ s on a loaded machine): the default cap.
+@pytest.mark.timeout(300)
 async def test_logs_of_a_finished_runs_crashed_attempt_work_within_retention_and_say_why_not_after(
     dev_server: DevServer, dev_client: Client, task_queue: str, tmp_path: Path, runs: list[str]
 ) -> None:
     run_id = new_run_id("retlogs")
     runs.append(run_id)
     await api.start_run(dev_client, crashing_spec(run_id, tmp_path), task_queue=task_queue)
-    result = await asyncio.wait_for(api.wait_result(dev_client, run_id), timeout=60)
+    result = await asyncio.wait_for(api.wait_result(dev_client, run_id), timeout=CAP)
     assert (result.outcome, result.attempts) == ("finished", 2)
 
     # Within retention: the crashed attempt's whole output, read where it is kept paused.
@@ -263,7 +265,7 @@ async def test_a_worker_killed_in_the_middle_of_a_delete_leaves_a_folder_the_nex
             await asyncio.sleep(0.05)
         assert mark.exists(), (tmp_path / "worker.log").read_text()[-3000:]
         os.killpg(worker.pid, signal.SIGKILL)
-        worker.wait(timeout=10)
+        worker.wait(timeout=CAP)
     finally:
         if worker.poll() is None:
             os.killpg(worker.pid, signal.SIGKILL)

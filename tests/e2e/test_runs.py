@@ -24,6 +24,7 @@ from tests.e2e.helpers import (
     wait_for_status,
     wait_no_agent_processes,
 )
+from tests.waits import CAP
 
 OVERNIGHT = Path(sys.executable).parent / "overnight"
 SLOW_STEPS = {"AGENT_STEP_DELAY": "30"}  # the agent sits in its first step
@@ -47,7 +48,7 @@ async def test_cancel_mid_run_leaves_no_process_running(
     run_id = await _start_slow_run(dev_client, task_queue, tmp_path, "cancel", runs)
 
     await api.cancel_run(dev_client, run_id, "changed my mind")
-    result = await asyncio.wait_for(api.wait_result(dev_client, run_id), timeout=30)
+    result = await asyncio.wait_for(api.wait_result(dev_client, run_id), timeout=CAP)
 
     assert result.outcome == "cancelled"
     assert await wait_no_agent_processes(run_id) == []
@@ -68,7 +69,7 @@ async def test_extend_after_needs_attention_resumes_the_run(
     assert waiting.restarts_used == 0
 
     await api.extend_budget(dev_client, run_id, BudgetExtension(restarts=1))
-    result = await asyncio.wait_for(api.wait_result(dev_client, run_id), timeout=30)
+    result = await asyncio.wait_for(api.wait_result(dev_client, run_id), timeout=CAP)
 
     assert result.outcome == "finished"
     assert result.restarts == 1
@@ -106,5 +107,5 @@ async def test_reap_stops_an_orphan_left_by_a_terminated_workflow(
     assert agent_pids(still_running), "reap must leave a live run's sandbox alone"
 
     await api.cancel_run(dev_client, still_running)
-    await asyncio.wait_for(api.wait_result(dev_client, still_running), timeout=30)
+    await asyncio.wait_for(api.wait_result(dev_client, still_running), timeout=CAP)
     assert await wait_no_agent_processes(still_running) == []

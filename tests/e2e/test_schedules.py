@@ -23,6 +23,7 @@ from overnight.models import RunStatus
 from overnight.worker.devserver import DevServer
 from tests.e2e.helpers import agent_spec
 from tests.e2e.test_cli_live import OVERNIGHT, overnight
+from tests.waits import CAP
 
 T = TypeVar("T")
 
@@ -46,7 +47,7 @@ async def firings(client: Client, name: str) -> list[str]:
 
 
 async def until(
-    probe: Callable[[], Awaitable[T]], accept: Callable[[T], bool], timeout: float = 30
+    probe: Callable[[], Awaitable[T]], accept: Callable[[T], bool], timeout: float = CAP
 ) -> T:
     deadline = time.monotonic() + timeout
     while True:

@@ -26,6 +26,7 @@ from overnight.home import overnight_home
 from overnight.models import RunSpec
 from tests.conftest import scratch_root
 from tests.live import granted, in_process_worker, new_run_id, scripted_spec
+from tests.waits import CAP
 from tests.webhook_receiver import Receiver
 
 ALLOWED_SECRET = "GRANTS_E2E_TOKEN"  # allowed by the pattern GRANTS_E2E_*
@@ -103,7 +104,7 @@ async def test_a_spec_asking_for_what_the_worker_does_not_grant_fails_at_once_wi
     await api.start_run(dev_client, _spec(run_id, writable, **changes), task_queue=strict_queue)
     handle = dev_client.get_workflow_handle(run_id)
     with pytest.raises(WorkflowFailureError) as failed:
-        await asyncio.wait_for(handle.result(), timeout=20)
+        await asyncio.wait_for(handle.result(), timeout=CAP)
 
     assert time.monotonic() - began < 10
     cause = failed.value.cause

@@ -15,6 +15,7 @@ from temporalio.exceptions import CancelledError
 from overnight.cli import client as api
 from overnight.worker.devserver import DevServer
 from tests.e2e.helpers import agent_spec, new_run_id, wait_for_status, wait_no_agent_processes
+from tests.waits import CAP
 
 TEMPORAL = Path(sys.executable).parent / "temporal"
 
@@ -69,7 +70,7 @@ async def test_temporal_cli_queries_status_extends_budget_and_cancels_a_run(
     # status filter finds); the `cancel` signal is the graceful stop with outcome `cancelled`.
     await temporal(dev_server, "workflow", "cancel", "-w", run_id)
     with pytest.raises(WorkflowFailureError) as ended:
-        await asyncio.wait_for(api.wait_result(dev_client, run_id), timeout=30)
+        await asyncio.wait_for(api.wait_result(dev_client, run_id), timeout=CAP)
     assert isinstance(ended.value.cause, CancelledError)
     shown = json.loads(
         await temporal(dev_server, "workflow", "describe", "-w", run_id, "-o", "json")

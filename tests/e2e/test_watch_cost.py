@@ -26,6 +26,7 @@ from overnight.home import overnight_home
 from tests.e2e.counting import counting_spec, steps_done, worker_on
 from tests.e2e.helpers import wait_for_status
 from tests.live import new_run_id, nothing_left_running
+from tests.waits import CAP
 
 QUIET_MINUTE = 60.0
 QUIET_REQUEST_BUDGET = 3
@@ -68,7 +69,7 @@ async def test_a_quiet_watched_minute_costs_at_most_three_runtime_requests(
                 lambda s: (
                     s.checkpoint_summary is not None and s.checkpoint_summary.next == "step 2"
                 ),
-                timeout=40,
+                timeout=CAP,
             )
             sid = seen.sandbox_id
             assert sid is not None

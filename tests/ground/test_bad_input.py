@@ -41,6 +41,7 @@ from tests.live import (
     scripted_spec,
     task_failures,
 )
+from tests.waits import CAP
 
 # Nothing listens here: a command that wrongly connects fails with 1, not 2.
 NOWHERE = ["--address", "127.0.0.1:9"]
@@ -403,9 +404,9 @@ async def test_a_bad_checkpoint_never_replaces_the_last_good_one(
         runs.append(run_id)
         await api.start_run(dev_client, spec, task_queue=queue)
         refused = await wait_for_status(
-            dev_client, run_id, lambda s: s.checkpoint_rejected is not None, timeout=40
+            dev_client, run_id, lambda s: s.checkpoint_rejected is not None, timeout=CAP
         )
-        result = await asyncio.wait_for(api.wait_result(dev_client, run_id), timeout=40)
+        result = await asyncio.wait_for(api.wait_result(dev_client, run_id), timeout=CAP)
 
     assert why in (refused.checkpoint_rejected or ""), refused.checkpoint_rejected
     assert refused.checkpoint_summary is not None
@@ -471,7 +472,7 @@ async def test_bad_signal_and_update_payloads_are_refused_and_the_run_carries_on
         assert await task_failures(dev_client, run_id) == []
         # A cancel whose reason is no string (and comes with an extra argument) still cancels.
         await handle.signal("cancel", args=[{"reason": "not a string"}, 7])
-        result = await asyncio.wait_for(api.wait_result(dev_client, run_id), timeout=30)
+        result = await asyncio.wait_for(api.wait_result(dev_client, run_id), timeout=CAP)
 
     assert result.outcome == "cancelled"
     assert await task_failures(dev_client, run_id) == []

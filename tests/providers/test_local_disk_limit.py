@@ -38,6 +38,7 @@ from activities.providers.local.provider import LocalProvider
 from activities.providers.local.snapshots import LocalSnapshots
 from activities.providers.protocol import AgentLaunch, ProviderError, SandboxRequest, WatchRequest
 from overnight.constants import LABEL_RUN
+from tests.waits import CAP
 
 MIB = 1024 * 1024
 LIMIT_MIB = 64
@@ -291,7 +292,7 @@ def test_a_snapshot_is_restored_onto_a_new_sandboxs_image(
 
 async def _watch_until_paused(provider: LocalProvider, name: str, command: str) -> SandboxInfo:
     process = await provider.start_agent(name, AgentLaunch(f"{name}-1-0", command, "/workspace"))
-    give_up, token = time.monotonic() + 30, None
+    give_up, token = time.monotonic() + CAP, None
     while time.monotonic() < give_up:
         seen = await provider.watch(
             WatchRequest(

@@ -22,6 +22,7 @@ from overnight.coding_agents import (
 )
 from overnight.worker import agent_clis
 from overnight.worker.agent_clis import InstallError, check, install
+from tests.waits import CAP
 
 FAKE_NPM = """#!/bin/bash
 # install --prefix DIR ... SPEC: make the native binary the installer looks for.
@@ -118,7 +119,7 @@ def test_two_installers_at_once_install_once(
     for thread in threads:
         thread.start()
     for thread in threads:
-        thread.join(timeout=30)
+        thread.join(timeout=CAP)
 
     assert len(_calls(npm)) == 1
     assert sorted(result.fresh for result in results) == [False, True]
