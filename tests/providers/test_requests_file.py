@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -29,6 +30,7 @@ from activities.providers.runtime.settings import WatchSettings
 from activities.providers.runtime.watch_stream import exit_marker_path
 from fakes.runtime import FakeRuntime, Rules
 from overnight.agent_requests import MAX_REQUESTS_BYTES, requests_path
+from tests.waits import CAP
 
 CHECKPOINT = "/workspace/checkpoint.json"
 REQUESTS = requests_path(CHECKPOINT)
@@ -282,12 +284,21 @@ async def test_on_runtime_the_requests_file_costs_a_stat_per_new_watch_and_a_rea
 
 
 async def test_a_runtime_requests_file_written_before_the_watch_began_is_read_by_the_new_watch(
-    fake: FakeRuntime,
+    fake: FakeRuntime, tmp_path: Path
 ) -> None:
     provider = runtime_with(0)
     try:
         sid, pid = await runtime_agent(provider, "rq-early", KIT_THEN_OWN_SAVE)
-        await asyncio.sleep(1.0)  # the agent wrote both before anything watched
+        # The agent wrote both before anything watched: waited for on the fake's disk (a
+        # loaded machine may take seconds to run the agent's first command; a fixed sleep
+        # let the watch begin before either was written).
+        engine = LocalEngine(tmp_path / "runtime-home")
+        written = [engine.host_path(sid, path) for path in (REQUESTS, CHECKPOINT)]
+        began = time.monotonic()
+        while not all(path.is_file() for path in written):
+            assert time.monotonic() - began < CAP, "the agent never wrote its two files"
+            await asyncio.sleep(0.05)
+        print(f"\nthe agent's files were written {time.monotonic() - began:.2f} s after its start")
         seen = await observe(provider, look_input("runtime", sid, pid, None), 1)
         assert seen.requests is not None and seen.requests.requests is not None
         assert seen.requests.requests.usage is not None
