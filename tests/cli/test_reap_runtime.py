@@ -39,8 +39,17 @@ async def test_reap_stops_the_runtime_sandbox_of_a_terminated_run_and_spares_a_l
                 ids = [new_run_id("orphan"), new_run_id("alive")]
                 for run_id in ids:
                     runs.append(run_id)
+                    # Each run holds its one sandbox through the test: an agent slow to its
+                    # first checkpoint (30 s) met the helper's 10 s stall under load, and the
+                    # stalled attempt's sandbox is kept paused for `keep_failed_days` by
+                    # design, after the run ends too. No stall and no lease end here.
                     spec, _ = agent_spec(
-                        run_id, tmp_path, agent_env={"AGENT_STEP_DELAY": "30"}, provider="runtime"
+                        run_id,
+                        tmp_path,
+                        agent_env={"AGENT_STEP_DELAY": "30"},
+                        provider="runtime",
+                        stall_seconds=600,
+                        sandbox_timeout_seconds=600,
                     )
                     await api.start_run(dev_client, spec, task_queue=queue)
                 for run_id in ids:
@@ -67,5 +76,5 @@ async def test_reap_stops_the_runtime_sandbox_of_a_terminated_run_and_spares_a_l
 
                 await api.cancel_run(dev_client, alive, "test over")
                 result = await asyncio.wait_for(api.wait_result(dev_client, alive), timeout=60)
-                assert result.outcome == "cancelled"
+                assert (result.outcome, result.attempts, result.restarts) == ("cancelled", 1, 0)
                 assert running_sandboxes(alive, home) == []
