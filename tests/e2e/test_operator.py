@@ -11,6 +11,7 @@ import re
 import secrets
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -288,7 +289,37 @@ async def test_reading_a_paused_runtime_sandbox_wakes_it_says_so_and_pauses_it_a
             assert all(r.arg("waitMs") is not None for r in reads)
 
 
-@pytest.mark.timeout(180)
+# Where the scripted agent's attempt N waits for `-N` before it goes on (tests/agents/scripted).
+HOLD_UNTIL = "/workspace/let-go"
+
+
+async def _let_go_once_read(
+    fake: FakeRuntime,
+    runtime_home: Path,
+    run_id: str,
+    attempt: int,
+    follower: asyncio.Task[subprocess.CompletedProcess[str]],
+) -> None:
+    """Let the attempt's agent go on once the follower asked for its processes (the first
+    read of a running sandbox; it may be answered late, `fake.slow`), not before."""
+    processes = rf"/v1/sandboxes/{run_id}-{attempt}-[0-9a-f]+/processes$"
+    deadline = time.monotonic() + CAP
+    while not any(
+        r.headers.get("authorization") == "Bearer follower-key"
+        for r in fake.requests("GET", processes)
+    ):
+        if follower.done():
+            done = follower.result()
+            raise AssertionError(f"the follower ended before reading attempt {attempt}: {done}")
+        assert time.monotonic() < deadline, f"the follower never read attempt {attempt}"
+        await asyncio.sleep(0.1)
+    sandbox = fake.sandbox_named(f"{run_id}-{attempt}")
+    assert sandbox is not None
+    let_go = LocalEngine(runtime_home).workspace(sandbox).host_path(f"{HOLD_UNTIL}-{attempt}")
+    let_go.write_text("the follower is reading\n")
+
+
+@pytest.mark.timeout(300)
 async def test_following_a_runtime_run_reads_only_running_sandboxes_and_wakes_none(
     dev_server: DevServer, dev_client: Client, tmp_path: Path
 ) -> None:
@@ -300,8 +331,10 @@ async def test_following_a_runtime_run_reads_only_running_sandboxes_and_wakes_no
         "loud-crash",
         provider="runtime",
         budget=Budget(max_restarts=1),
-        # Attempt 2 runs long enough to be followed after attempt 1's late reads.
-        env={"AGENT_HOLD": "2", "AGENT_LATER_HOLD": "8"},
+        # Each attempt holds until the follower has begun reading it (`_let_go_once_read`):
+        # attempt 1 must be running when the follower first looks (it reads only running
+        # sandboxes), and attempt 2 must still run when the follower gets to it.
+        env={"AGENT_HOLD_UNTIL": HOLD_UNTIL},
     )
     with pytest.MonkeyPatch.context() as env:
         async with (
@@ -318,9 +351,12 @@ async def test_following_a_runtime_run_reads_only_running_sandboxes_and_wakes_no
             await wait_for_status(dev_client, run_id, lambda s: s.attempt == 1, timeout=CAP)
             # The follower has a key of its own, so its wakes are told from the worker's.
             cli_env = fake.environ(tmp_path / "config") | fake.add_key("follower-key")
-            followed = await overnight_cli(
-                dev_server, "logs", run_id, "--follow", env=cli_env, timeout=120
+            follower = asyncio.create_task(
+                overnight_cli(dev_server, "logs", run_id, "--follow", env=cli_env, timeout=150)
             )
+            for attempt in (1, 2):
+                await _let_go_once_read(fake, runtime_home, run_id, attempt, follower)
+            followed = await follower
             wakes, by_follower = fake.wakes, fake.wakes_by("follower-key")
             kept = LocalEngine(runtime_home).list_sandboxes(
                 {LABEL_RUN: run_id}, include_stopped=True

@@ -17,6 +17,8 @@ contract asks, to `$OVERNIGHT_CHECKPOINT`:
   print a line, hold (`AGENT_LATER_HOLD` seconds, default `AGENT_HOLD`), and finish (handing
   over `AGENT_FINISH_SUMMARY` and the JSON object `AGENT_FINISH_OUTPUTS` the way the kit's
   `finish()` does, when set). For the tests of what overnight keeps of an agent's output.
+  With `AGENT_HOLD_UNTIL` (a path), attempt N holds instead until `<path>-N` exists (a test
+  lets it go once it saw what it waits for; `HOLD_UNTIL_CAP` seconds at most).
 - `done-check`: one start of an agent whose work a done check judges: it notes the start's
   restart reason and what the kit's `done_check_failure()` says (the failed check, from
   `/workspace/.overnight/done-check.txt`) in its checkpoint, writes `fixed.txt` in its `cwd`
@@ -47,6 +49,8 @@ from pathlib import Path
 
 GOOD = {"step": 1, "done": ["good step"], "next": "the bad write", "notes": ["good checkpoint"]}
 HUGE_BYTES = 10 * 1024 * 1024
+# The longest an `AGENT_HOLD_UNTIL` hold lasts when nobody lets it go (a test that failed).
+HOLD_UNTIL_CAP = 600.0
 
 
 def write(path: Path, data: bytes) -> None:
@@ -125,12 +129,24 @@ def steps(path: Path, hold: float) -> int:
     return 0
 
 
+def hold_for(seconds: float, attempt: str) -> None:
+    """Hold `seconds`, or with `AGENT_HOLD_UNTIL` until the test lets this attempt go."""
+    until = os.environ.get("AGENT_HOLD_UNTIL")
+    if not until:
+        time.sleep(seconds)
+        return
+    released = Path(f"{until}-{attempt}")
+    give_up = time.monotonic() + HOLD_UNTIL_CAP
+    while not released.exists() and time.monotonic() < give_up:
+        time.sleep(0.1)
+
+
 def loud_crash(path: Path) -> int:
     attempt = os.environ["OVERNIGHT_ATTEMPT"]
     hold = float(os.environ.get("AGENT_HOLD", "0.5"))
     if attempt != "1":
         print(f"attempt {attempt}: picking up from the checkpoint", flush=True)
-        time.sleep(float(os.environ.get("AGENT_LATER_HOLD", hold)))
+        hold_for(float(os.environ.get("AGENT_LATER_HOLD", hold)), attempt)
         final: dict[str, object] = {"step": 2, "next": "done", "notes": ["recovered"]}
         if "AGENT_FINISH_SUMMARY" in os.environ:  # the kit's finish(), as plain file protocol
             handed = {
@@ -148,7 +164,7 @@ def loud_crash(path: Path) -> int:
     print(f"calling the API with token={secret}", flush=True)
     print("Traceback (most recent call last):", file=sys.stderr, flush=True)
     print(f"RuntimeError: the API refused token {secret}", file=sys.stderr, flush=True)
-    time.sleep(hold)
+    hold_for(hold, attempt)
     return 3
 
 
