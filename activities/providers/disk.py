@@ -46,10 +46,12 @@ class HostHeld:
     mounts: int
     # Why it holds them, for a paused sandbox that does ("" when it holds nothing, or runs).
     why: str = ""
+    # Loop devices its image backs (attached until their last user closes them).
+    loops: int = 0
 
     @property
     def nothing(self) -> bool:
-        return not self.processes and not self.mounts
+        return not self.processes and not self.mounts and not self.loops
 
 
 @dataclass(frozen=True)

@@ -90,6 +90,8 @@ def host_text(held: HostHeld) -> str:
         parts.append(f"{held.processes} process{plural} ({size_text(held.memory_bytes)} of memory)")
     if held.mounts:
         parts.append("its image mounted")
+    elif held.loops:
+        parts.append("its image's loop device attached")
     return ", ".join(parts) + (f": {held.why}" if held.why else "")
 
 
@@ -151,6 +153,7 @@ def _held_json(held: HostHeld) -> dict[str, Any]:
         "processes": held.processes,
         "memory_bytes": held.memory_bytes,
         "mounts": held.mounts,
+        "loops": held.loops,
         "why": held.why,
     }
 

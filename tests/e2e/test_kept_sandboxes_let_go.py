@@ -154,7 +154,7 @@ async def test_a_runs_kept_sandboxes_hold_nothing_on_the_host_once_it_ends_and_s
     code, shown, said = await _cli_without_server(dev_server, "disk", "--json")
     assert code == 0, said
     [box] = [s for s in json.loads(shown)["local"]["sandboxes"] if s["sandbox_id"] == stalled.name]
-    assert box["host"] == {"processes": 0, "memory_bytes": 0, "mounts": 0, "why": ""}
+    assert box["host"] == {"processes": 0, "memory_bytes": 0, "mounts": 0, "loops": 0, "why": ""}
 
 
 @pytest.mark.timeout(240)

@@ -18,13 +18,15 @@ import os
 import shutil
 import signal
 import socket
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from activities.providers.local import disk_image
+from activities.providers.local import disk_image, kept
 from activities.providers.local.disk_account import LocalDiskAccount
 from activities.providers.local.disk_limit import DISK_ENV
 from activities.providers.local.engine import LocalEngine
@@ -32,6 +34,7 @@ from activities.providers.local.launcher import EXIT_FILE, PROCESS_FILE
 from activities.providers.local.provider import LocalProvider
 from activities.providers.local.snapshots import LocalSnapshots
 from tests.sandbox_host_probe import MIB, held, wait_nothing_held
+from tests.waits import CAP
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
 IMAGES = disk_image.unavailable(Path("/tmp")) is None
@@ -214,3 +217,52 @@ def test_an_image_with_a_file_open_on_the_host_stays_mounted_until_it_is_closed(
     engine.let_go("open-1")
     assert held(folder).nothing and engine.get("open-1").released_at is not None
     assert engine.read_file("open-1", "/workspace/app/note.txt", 100).data == b"open\n"
+
+
+@contextlib.contextmanager
+def _loop_opened(loop: str, seconds: float) -> Iterator[subprocess.Popen[str]]:
+    """Another user of the image's loop device for `seconds` (as a mount namespace being torn
+    down, or a probe, is for a moment): the kernel detaches it only when its last user closes
+    it, whatever unmounted it before."""
+    code = (
+        f"import os, time\nfd = os.open('/dev/{loop}', os.O_RDONLY)\nprint('open', flush=True)\n"
+        f"time.sleep({seconds})\nos.close(fd)"
+    )
+    with subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True) as user:
+        try:
+            assert user.stdout is not None and user.stdout.readline() == "open\n"
+            yield user
+        finally:
+            user.kill()
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.skipif(not IMAGES, reason="no loop-mounted images here")
+def test_a_pause_returns_once_its_loop_device_is_detached_or_says_it_is_not(
+    engine: LocalEngine, host_port: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    engine.get_or_create("loop-1", disk_mib=128, host_ports=[host_port])
+    engine.run("loop-1", "echo here > /workspace/note.txt")
+    folder = engine.folder("loop-1")
+    [loop] = disk_image.loops_of(folder)
+
+    # Its loop device outlives the unmount by a moment (another user closing it): the pause
+    # waits for it.
+    with _loop_opened(loop, 1.5):
+        engine.pause("loop-1")
+        assert held(folder).nothing, held(folder)
+    assert engine.get("loop-1").loop_held is None
+
+    # One that stays attached past the wait's cap: the pause says so, and so does the
+    # account of what the sandbox holds.
+    engine.wake("loop-1")
+    [loop] = disk_image.loops_of(folder)
+    monkeypatch.setattr(kept, "LOOP_DETACH_SECONDS", 0.2)
+    with _loop_opened(loop, 60):
+        paused = engine.pause("loop-1")
+        assert paused.loop_held == f"{loop} still attached 0.2 s after the unmount"
+        assert engine.holds("loop-1").loops == 1 and not engine.holds("loop-1").mounts
+    # Closed, it is detached; woken, the sandbox has its files.
+    assert disk_image.wait_loops_gone(folder, CAP) == []
+    engine.wake("loop-1")
+    assert engine.run("loop-1", "cat /workspace/note.txt").stdout == "here\n"

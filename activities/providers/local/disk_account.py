@@ -63,7 +63,9 @@ class LocalDiskAccount:
             why = "its agent is alive in it, frozen, for its run to wake (the same process goes on)"
         elif meta.state == "paused" and found.mounts:
             why = "its image is mounted for a read (overnight reap unmounts it)"
-        return HostHeld(len(found.pids), found.memory_bytes, found.mounts, why)
+        elif meta.state == "paused" and found.loops:
+            why = f"its image's loop device is not detached yet ({meta.loop_held or 'a moment'})"
+        return HostHeld(len(found.pids), found.memory_bytes, found.mounts, why, found.loops)
 
     def _usage(self) -> DiskUsage:
         home = self.engine.home

@@ -26,6 +26,7 @@ import os
 import shutil
 import subprocess
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -231,6 +232,63 @@ def mounts_under(root: Path) -> list[Path]:
         if point == top or point.startswith(top.rstrip("/") + "/"):
             found.append(Path(point))
     return found
+
+
+def loops_of(folder: Path) -> list[str]:
+    """The loop devices (`loop3`) backed by `folder`'s image, mounted or not: one stays
+    attached after its last unmount until its last user closes it (a mount namespace still
+    being torn down, an open of the device), a moment later."""
+    image = os.fsencode(os.path.abspath(folder / IMAGE_FILE))
+    found = []
+    for backing in Path("/sys/block").glob("loop*/loop/backing_file"):
+        try:
+            text = backing.read_bytes().rstrip(b"\n")
+        except OSError:
+            continue
+        if text == image:
+            found.append(backing.parent.parent.name)
+    return sorted(found)
+
+
+def foreign_copies(loops: list[str]) -> list[str]:
+    """Those of `loops` mounted in the mount namespace of some live process but not in this
+    one: a copy that namespace took while the image was mounted (another sandbox's bubblewrap
+    setting up, an `unshare`; this host's mounts propagate to none). It lives as long as that
+    process does, which nothing the sandbox does can end."""
+    devices: dict[str, str] = {}
+    for name in loops:
+        try:
+            devices[(Path("/sys/block") / name / "dev").read_text().strip()] = name
+        except OSError:
+            continue
+    here = _mounted_devices("self")
+    copied: set[str] = set()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and len(copied) < len(devices):
+            copied |= _mounted_devices(entry) & devices.keys()
+    return sorted(devices[device] for device in copied - here)
+
+
+def _mounted_devices(pid: str) -> set[str]:
+    try:
+        table = Path(f"/proc/{pid}/mountinfo").read_text()
+    except OSError:
+        return set()
+    return {fields[2] for line in table.splitlines() if len(fields := line.split(" ")) > 2}
+
+
+def wait_loops_gone(folder: Path, timeout: float) -> list[str]:
+    """After the last unmount of `folder`'s image: wait up to `timeout` for its loop devices
+    to be detached (the kernel does it when its last user closes it, which lags the unmount
+    under load). Those still attached then, but for copies in other programs' namespaces."""
+    give_up = time.monotonic() + timeout
+    while True:
+        left = loops_of(folder)
+        if left:
+            left = sorted(set(left) - set(foreign_copies(left)))
+        if not left or time.monotonic() >= give_up:
+            return left
+        time.sleep(0.02)
 
 
 def in_use(folder: Path) -> tuple[int, int] | None:

@@ -305,6 +305,7 @@ class LocalEngine(GuestFiles, KeptSandboxes):
                     pause_reason=None,
                     released_at=None,
                     agents_ended_at=None,
+                    loop_held=None,
                 )
             )
 

@@ -10,7 +10,8 @@ read or a wake mounts its image again when it needs it.
 
 This module finds what is held (for `overnight disk`, the engine's decisions and the tests'
 own checks): its live launchers (one outlives its agent by a moment) and everything they
-started, the members of the sandbox's cgroups, and the mounts under its folder.
+started, the members of the sandbox's cgroups, the mounts under its folder and the loop devices
+its image backs.
 """
 
 from __future__ import annotations
@@ -33,10 +34,13 @@ class HostHolds:
     pids: tuple[int, ...]  # its launchers, their helpers, and every process in its cgroups
     memory_bytes: int  # their resident memory, summed
     mounts: int  # mount points under its folder (its image and the folders bound from it)
+    # Loop devices its image backs, but for copies in other programs' mount namespaces: one
+    # stays attached after the unmount until its last user closes it.
+    loops: int = 0
 
     @property
     def nothing(self) -> bool:
-        return not self.pids and not self.mounts
+        return not self.pids and not self.mounts and not self.loops
 
 
 def agents_alive(meta: SandboxMeta, procs_dir: Path) -> bool:
@@ -58,10 +62,12 @@ def holds(meta: SandboxMeta, folder: Path) -> HostHolds:
         if Path(path).is_dir():
             pids |= local_cgroups.members(path, below=meta.freezer != local_cgroups.CGROUP1)
     pids |= descendants(pids)
+    loops = disk_image.loops_of(folder)
     return HostHolds(
         pids=tuple(sorted(pids)),
         memory_bytes=sum(resident_bytes(pid) for pid in pids),
         mounts=len(disk_image.mounts_under(folder)),
+        loops=len(set(loops) - set(disk_image.foreign_copies(loops))) if loops else 0,
     )
 
 

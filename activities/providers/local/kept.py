@@ -31,6 +31,9 @@ RECORD_SECONDS = 5.0
 # helpers, then exits: tens of ms) before a sandbox letting go kills it, and then how long
 # the kill may take to land.
 LAUNCHER_EXIT_SECONDS = 5.0
+# How long the image's loop device may stay attached after its unmount (the kernel detaches
+# it when its last user closes it: a mount namespace being torn down, an open of the device).
+LOOP_DETACH_SECONDS = 10.0
 
 
 class KeptSandboxes:
@@ -113,12 +116,21 @@ class KeptSandboxes:
         if meta.state != "paused" or host_holds.agents_alive(meta, self._procs(meta.id)):
             return meta
         _end_launchers(self._procs(meta.id))
-        if meta.disk == "image" and not disk_image.detach_idle(self.folder(meta.id)):
+        folder = self.folder(meta.id)
+        if meta.disk == "image" and not disk_image.detach_idle(folder):
             return meta  # a file of it open on the host: kept mounted, let go of next time
         self.mounted_again.discard(meta.id)
-        if meta.released_at is not None:
+        # Let go when this returns: its loop device too, not a moment later.
+        left = []
+        if meta.disk == "image":
+            left = disk_image.wait_loops_gone(folder, LOOP_DETACH_SECONDS)
+        held = None
+        if left:
+            held = f"{', '.join(left)} still attached {LOOP_DETACH_SECONDS:g} s after the unmount"
+        if meta.released_at is not None and meta.loop_held == held:
             return meta
-        return self._save(dataclasses.replace(meta, released_at=time.time()))
+        released = meta.released_at or time.time()
+        return self._save(dataclasses.replace(meta, released_at=released, loop_held=held))
 
 
 def _end_launchers(procs_dir: Path) -> None:

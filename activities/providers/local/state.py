@@ -119,6 +119,9 @@ class SandboxMeta:
     # were ended for it, since no run wakes them (kept after its run ended).
     released_at: float | None = None
     agents_ended_at: float | None = None
+    # A sandbox that let go whose image's loop device was still attached when it gave up
+    # waiting (which, for how long): its host holds it until its last user closes it.
+    loop_held: str | None = None
 
     @classmethod
     def from_json(cls, value: Mapping[str, Any]) -> SandboxMeta:
