@@ -6,8 +6,8 @@ it keeps its agent (frozen), its launcher and helpers, and its image, and `overn
 account says why; kept after its run (`let_go`) it holds no process and no mount, its agents'
 records say `kept`, and its files are still read (the image mounted again, and unmounted again
 when the reader's provider closes), woken and run in. Paused with no live agent, it holds no
-mount either, nor the launcher of its ended agent (which outlives it by a moment). What the
-host held is found from /proc and /sys (tests/sandbox_host_probe.py).
+mount either, nor the launcher of its ended agent (which outlives it by a moment; nor does a
+stopped one). What the host held is found from /proc and /sys (tests/sandbox_host_probe.py).
 """
 
 from __future__ import annotations
@@ -160,13 +160,15 @@ def _children(pid: int, name: str) -> list[int]:
 
 
 @pytest.mark.timeout(120)
-def test_a_pause_just_after_an_agent_ended_leaves_no_launcher_behind(
-    engine: LocalEngine, host_port: int
+@pytest.mark.parametrize("end", ["pause", "stop"])
+def test_a_pause_or_stop_just_after_an_agent_ended_leaves_no_launcher_behind(
+    engine: LocalEngine, host_port: int, end: str
 ) -> None:
     """An agent's launcher lives on after it wrote how the agent ended (it ends the network
-    helpers, then itself): a pause then waits for it, and ends one that lingers, so the paused
-    sandbox holds no process when the pause returns. Here it lingers for sure: its slirp4netns
-    is stopped (the launcher waits on it), and once the exit is written, so is the launcher."""
+    helpers, then itself): a pause or a stop then waits for it, and ends one that lingers, so
+    the sandbox holds no process when either returns (a stopped one's folder is then in the
+    trash, but for its records). Here it lingers for sure: its slirp4netns is stopped (the
+    launcher waits on it), and once the exit is written, so is the launcher."""
     engine.get_or_create("late-1", disk_mib=128, host_ports=[host_port])
     go = engine.folder("late-1") / "workspace" / "go"
     engine.start_process(
@@ -180,7 +182,7 @@ def test_a_pause_just_after_an_agent_ended_leaves_no_launcher_behind(
         for pid in slirp:
             os.kill(pid, signal.SIGSTOP)
         go.touch()
-        give_up = time.monotonic() + 60
+        give_up = time.monotonic() + CAP
         while not (proc_dir / EXIT_FILE).exists():
             assert time.monotonic() < give_up
             time.sleep(0.01)
@@ -189,14 +191,17 @@ def test_a_pause_just_after_an_agent_ended_leaves_no_launcher_behind(
         with contextlib.suppress(ProcessLookupError):  # gone already: nothing to hold
             os.kill(launcher_pid, signal.SIGSTOP)
 
-        engine.pause("late-1")
+        if end == "pause":
+            engine.pause("late-1")
+        else:
+            engine.stop("late-1")
 
         assert held(engine.folder("late-1")).nothing, held(engine.folder("late-1"))
         record = engine.process("late-1", "late-1-1")
         assert record is not None and (record.state, record.exit_code) == ("exited", 3)
     finally:
         for pid in [*slirp, launcher_pid]:
-            if _stat(pid)[0] == "T":  # still stopped: a pause that failed left it so
+            if _stat(pid)[0] == "T":  # still stopped: a pause or stop that failed left it so
                 os.kill(pid, signal.SIGKILL)
 
 

@@ -62,7 +62,7 @@ from activities.providers.local.files import (
     write_json,
 )
 from activities.providers.local.guest_files import GuestFiles
-from activities.providers.local.kept import KeptSandboxes
+from activities.providers.local.kept import KeptSandboxes, end_launchers
 from activities.providers.local.mounts import RESOLV_CONF, SANDBOX_HOME
 from activities.providers.local.procs import ProcessRecord
 from activities.providers.local.state import (
@@ -471,6 +471,9 @@ class LocalEngine(GuestFiles, KeptSandboxes):
             )
         # On every stop, not only the first: one cut short (a killed worker) left them running.
         self._end_processes(meta)
+        # Their launchers too, which outlive their agents by a moment: none runs on once the
+        # stop returns, nor writes into a folder moved to the trash.
+        end_launchers(self._procs(meta.id))
         if meta.cgroups:
             # Again on every stop: one cut short (a killed worker) left them.
             local_cgroup_plan.discard(meta.freezer, meta.cgroups, meta.systemd_slice)

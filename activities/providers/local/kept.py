@@ -28,8 +28,8 @@ from activities.providers.protocol import ProviderError, SandboxNotFound
 # How long the launchers of ended agents may take to record the ends.
 RECORD_SECONDS = 5.0
 # How long a launcher may live on after recording its agent's end (it ends its network
-# helpers, then exits: tens of ms) before a sandbox letting go kills it, and then how long
-# the kill may take to land.
+# helpers, then exits: tens of ms) before a sandbox letting go, or stopping, kills it, and
+# then how long the kill may take to land.
 LAUNCHER_EXIT_SECONDS = 5.0
 # How long the image's loop device may stay attached after its unmount (the kernel detaches
 # it when its last user closes it: a mount namespace being torn down, an open of the device).
@@ -115,7 +115,7 @@ class KeptSandboxes:
         agent keeps it: its run may wake it, and it writes there)."""
         if meta.state != "paused" or host_holds.agents_alive(meta, self._procs(meta.id)):
             return meta
-        _end_launchers(self._procs(meta.id))
+        end_launchers(self._procs(meta.id))
         folder = self.folder(meta.id)
         if meta.disk == "image" and not disk_image.detach_idle(folder):
             return meta  # a file of it open on the host: kept mounted, let go of next time
@@ -133,11 +133,11 @@ class KeptSandboxes:
         return self._save(dataclasses.replace(meta, released_at=released, loop_held=held))
 
 
-def _end_launchers(procs_dir: Path) -> None:
-    """See that no launcher of the sandbox's ended agents lives on: each writes how its agent
-    ended, then ends its network helpers and exits. One still there after
-    `LAUNCHER_EXIT_SECONDS` is killed with everything it started: nothing it had left to do
-    is a record (see launcher)."""
+def end_launchers(procs_dir: Path) -> None:
+    """See that no launcher of the sandbox's ended agents lives on (a pause letting go, a
+    stop): each writes how its agent ended, then ends its network helpers and exits. One still
+    there after `LAUNCHER_EXIT_SECONDS` is killed with everything it started: nothing it had
+    left to do is a record (see launcher)."""
     give_up = time.monotonic() + LAUNCHER_EXIT_SECONDS
     while (pids := host_holds.launchers(procs_dir)) and time.monotonic() < give_up:
         time.sleep(0.02)
