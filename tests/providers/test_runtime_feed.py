@@ -23,11 +23,12 @@ from activities.providers.protocol import (
     Sighting,
     WatchRequest,
 )
-from activities.providers.runtime import agent_watch
+from activities.providers.runtime import agent_watch, watch_stream
 from activities.providers.runtime.provider import RuntimeProvider
 from activities.providers.runtime.settings import WatchSettings
 from activities.providers.runtime.watch_stream import WatchToken, exit_marker_path
 from fakes.runtime import FakeRuntime, Rules
+from tests.waits import CAP
 
 CHECKPOINT = "/workspace/checkpoint.json"
 
@@ -352,5 +353,48 @@ async def test_a_failing_events_route_fails_the_watch_retryably_instead_of_hangi
         # Raised as it met the failure (a few seconds of the SDK's retries), not at the end of
         # its 60 s window.
         assert raised.value.retryable and time.monotonic() - began < 30
+    finally:
+        await provider.aclose()
+
+
+@pytest.mark.parametrize("streams", [1, 0], ids=["stream", "feed"])
+async def test_a_zero_wait_watch_reports_an_exit_whose_event_is_still_batched(
+    fake: FakeRuntime, monkeypatch: pytest.MonkeyPatch, streams: int
+) -> None:
+    """A retried observe near its deadline waits zero seconds. Runtime hands a watch's changes
+    over only after its batch (`batchMs`, up to 60 s; the feed lists them only after that), so
+    the exit marker's event may not be there yet although the process is reported exited: the
+    short look asks the process once (after the sandbox), and sees the exit."""
+    monkeypatch.setattr(watch_stream, "WATCH_BATCH_MS", 60_000)  # the marker's event waits
+    provider = provider_with(streams=streams)
+    try:
+        sandbox_id = await new_sandbox(provider, "zero-1")
+        launch = AgentLaunch(
+            start_key="zero-1-1-0",
+            command="sleep 0.5; exit 3",
+            cwd="/workspace",
+            exit_marker=exit_marker_path(CHECKPOINT, "zero-1-1-0"),
+        )
+        agent = await provider.start_agent(sandbox_id, launch)
+        first = await provider.watch(
+            WatchRequest(sandbox_id, agent.process_id, CHECKPOINT, token=None, wait_seconds=5)
+        )
+        give_up = time.monotonic() + CAP
+        while (await provider.process(sandbox_id, agent.process_id)).state == "running":
+            assert time.monotonic() < give_up, "the agent never ended"
+            await asyncio.sleep(0.1)
+        before = fake.counts_by_route(sandbox_id)
+        seen = await provider.watch(
+            WatchRequest(
+                sandbox_id, agent.process_id, CHECKPOINT, token=first.token, wait_seconds=0
+            )
+        )
+        after = fake.counts_by_route(sandbox_id)
+        assert (seen.process.state, seen.process.exit_code) == ("exited", 3)
+        spent = {r: n - before.get(r, 0) for r, n in after.items() if n - before.get(r, 0)}
+        # One look at what the watch holds (by the stream's way; the feed's is in memory), the
+        # sandbox, the process.
+        expected = {"get": 1, "process": 1} | ({"watch_events": 1} if streams else {})
+        assert spent == expected, spent
     finally:
         await provider.aclose()

@@ -126,9 +126,16 @@ class RuntimeWatching:
                 # first look says whether the checkpoint changed).
                 return Sighting(await self.sandbox(sandbox_id), alive, False, None)
             info = None
-            if news.ended is None and not news.settled:
-                # A short look (no stream followed): whether it still runs is not known; a
-                # paused sandbox must not be taken for a running one. Ask, without waking.
+            # A short look (a retried observe near its deadline) can come before the exit
+            # marker's event: a watch hands a change over only after its batch (`batchMs`), the
+            # feed only after Runtime's read of the watch. So an exit that happened is not
+            # missed for want of time, such a look that saw none asks the process once (after
+            # the sandbox, so a paused one is not woken). A long wait asks nothing more.
+            short = wait < watch_stream.STREAM_AT_LEAST_SECONDS and not recheck
+            ask_process = short and news.ended is None and not news.agent_exited
+            if news.ended is None and (not news.settled or ask_process):
+                # No stream followed: whether it still runs is not known; a paused sandbox
+                # must not be taken for a running one. Ask, without waking.
                 info = await self.sandbox(sandbox_id)
             if news.ended is not None or (info is not None and info.state != "running"):
                 info = info or await self.sandbox(sandbox_id)
@@ -140,6 +147,8 @@ class RuntimeWatching:
             if news.agent_exited:
                 process = await self._exit_of(sandbox_id, process_id)
                 after = _unconfirmed_if_running(after, process)
+            elif ask_process:
+                process = await self._process_of(self._handle(sandbox_id), process_id)
             return Sighting(
                 info or running,
                 process,
