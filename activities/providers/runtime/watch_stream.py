@@ -184,8 +184,9 @@ async def next_news(
 ) -> tuple[WatchNews, WatchToken]:
     """Follow the stream until it says something that matters (a write only with
     `report_touch`), or `wait_seconds` pass. With little or no time left (a retried observe
-    near its deadline) what is already there is still read, in one request: an exit that
-    happened must never be missed for want of time to look."""
+    near its deadline) what the watch has delivered is still read, in one request. An exit
+    still held in the watch's batch (`batchMs`) is not delivered yet: the caller asks the
+    process after such a short read (agent_watch), so it is never missed for want of time."""
     if wait_seconds < STREAM_AT_LEAST_SECONDS:
         return await _pending_news(handle, watched, wait_seconds)
     seen = Touches()
