@@ -26,11 +26,12 @@ from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import (
     AddSearchAttributesRequest,
     ListSearchAttributesRequest,
+    ListSearchAttributesResponse,
 )
 from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.service import RPCError
+from temporalio.service import RPCError, RPCStatusCode
 
 from overnight.errors import OvernightError
 from overnight.worker.binaries import temporal_cli_path
@@ -43,6 +44,15 @@ _PROBE_TIMEOUT = 3.0
 _RETRY_INTERVAL = 0.2
 _STOP_GRACE_SECONDS = 15.0
 _LOG_TAIL_BYTES = 4000
+# A loaded dev server now and then answers an operator read "operation was canceled"
+# (CANCELLED, seen in CI): asked again, it answers. The SDK retries none of these itself.
+_TRANSIENT = {
+    RPCStatusCode.CANCELLED,
+    RPCStatusCode.UNAVAILABLE,
+    RPCStatusCode.DEADLINE_EXCEEDED,
+    RPCStatusCode.RESOURCE_EXHAUSTED,
+}
+_LIST_TRIES = 5
 # How long a held port is given to turn into a Temporal server (another invocation starting).
 HELD_GRACE_SECONDS = 2.5
 
@@ -172,15 +182,26 @@ async def server_answers(address: str, namespace: str) -> bool:
     return True
 
 
+async def list_search_attributes(client: Client, namespace: str) -> ListSearchAttributesResponse:
+    """The namespace's search attributes, asked again (a few times) after a transient answer."""
+    request = ListSearchAttributesRequest(namespace=namespace)
+    for attempt in range(1, _LIST_TRIES):
+        try:
+            return await client.operator_service.list_search_attributes(request)
+        except RPCError as error:
+            if error.status not in _TRANSIENT:
+                raise
+            await asyncio.sleep(_RETRY_INTERVAL * attempt)
+    return await client.operator_service.list_search_attributes(request)
+
+
 async def ensure_search_attributes(
     client: Client, namespace: str, wanted: Mapping[str, str]
 ) -> None:
     """Register any of `wanted` the server lacks. A failure is logged, never raised:
     overnight runs without its search attributes, the Web UI just shows less."""
     try:
-        listed = await client.operator_service.list_search_attributes(
-            ListSearchAttributesRequest(namespace=namespace)
-        )
+        listed = await list_search_attributes(client, namespace)
         known = set(listed.custom_attributes) | set(listed.system_attributes)
         missing = {
             name: indexed_value_type(kind) for name, kind in wanted.items() if name not in known

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 from temporalio.api.enums.v1 import IndexedValueType
-from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 from temporalio.client import Client
 from temporalio.worker import Worker
 
@@ -17,6 +16,7 @@ from overnight.constants import SEARCH_ATTRIBUTE_TYPES
 from overnight.worker.devserver import (
     DevServer,
     DevServerError,
+    list_search_attributes,
     server_answers,
     start_or_reuse,
     ui_answers,
@@ -26,9 +26,7 @@ from tests.workflows.trivial_workflows import Echo
 
 
 async def registered_search_attributes(client: Client, namespace: str) -> dict[str, str]:
-    listed = await client.operator_service.list_search_attributes(
-        ListSearchAttributesRequest(namespace=namespace)
-    )
+    listed = await list_search_attributes(client, namespace)
     return {
         name: IndexedValueType.Name(kind).removeprefix("INDEXED_VALUE_TYPE_")
         for name, kind in listed.custom_attributes.items()
