@@ -47,7 +47,13 @@ async def test_a_keep_the_origin_refuses_holds_the_run_until_overnight_push(
     shared_root: Path,  # noqa: F811
 ) -> None:
     run_id = new_run_id("keep-refused")
-    spec, files = agent_spec(run_id, shared_root, binds=[], keep_workspace=True)
+    # Steps 4 s apart: the first keep is made while the agent goes on, so it holds the same
+    # agent. Without a delay a first look could see checkpoint 1 with the agent already ended:
+    # a finish is decided before a held keep (pure/decide.py), so the final push's refusal
+    # held the run instead, its work safe as well (seen once in a CI-form run).
+    spec, files = agent_spec(
+        run_id, shared_root, binds=[], keep_workspace=True, agent_env={"AGENT_STEP_DELAY": "4"}
+    )
     takes_pushes(files.origin, False)
     runs.append(run_id)
     await api.start_run(dev_client, spec, task_queue=task_queue)
