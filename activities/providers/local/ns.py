@@ -21,10 +21,15 @@ import select
 import signal
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 # Rounds of SIGSTOP before giving up on a namespace that keeps making processes.
 STOP_ROUNDS = 20
+# How long a round waits for its processes to have taken the SIGSTOP.
+STOPPED_WAIT_SECONDS = 5.0
+# Stopped, traced, or no longer running at all (zombie, dead; None: gone).
+STOPPED_STATES = {"T", "t", "Z", "X", None}
 # Placeholders in an agent's argv for the pipes' write ends (numbers known only at launch).
 INFO_FD = "@INFO_FD@"
 STATUS_FD = "@STATUS_FD@"
@@ -52,9 +57,9 @@ def members(namespace: int) -> set[int]:
 def signal_namespace(namespace: int, sig: signal.Signals) -> int:
     """Send `sig` to every process of the namespace; how many got it.
 
-    For SIGSTOP it looks again until a round finds no process it had not stopped yet, so a
-    process forked while the others were being stopped is stopped too (a stopped process
-    cannot fork)."""
+    For SIGSTOP it waits until each process has stopped (a signal sent is taken only when its
+    process next runs: until then it runs, and may fork), then looks again until a round finds
+    no process it had not stopped yet, so one forked meanwhile is stopped too."""
     done: set[int] = set()
     for _ in range(STOP_ROUNDS if sig == signal.SIGSTOP else 1):
         fresh = members(namespace) - done
@@ -65,8 +70,30 @@ def signal_namespace(namespace: int, sig: signal.Signals) -> int:
                 os.kill(pid, sig)
             except (ProcessLookupError, PermissionError):
                 pass
+        if sig == signal.SIGSTOP:
+            _until_stopped(fresh)
         done |= fresh
     return len(done)
+
+
+def _until_stopped(pids: set[int]) -> None:
+    """Wait (capped: a loaded host may take a while to run each one) until every one of
+    `pids` is stopped or gone."""
+    give_up = time.monotonic() + STOPPED_WAIT_SECONDS
+    waiting = set(pids)
+    while waiting and time.monotonic() < give_up:
+        waiting = {pid for pid in waiting if _process_state(pid) not in STOPPED_STATES}
+        if waiting:
+            time.sleep(0.005)
+
+
+def _process_state(pid: int) -> str | None:
+    """The one-letter state /proc gives `pid`, or None when it is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[0]
 
 
 def kill_namespace(init_pid: int, namespace: int | None) -> None:
