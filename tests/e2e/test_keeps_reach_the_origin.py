@@ -53,14 +53,20 @@ ln -s /tmp/overnight-hidden-refs "$ORIGIN/refs/overnight"
 
 
 def attacking_spec(
-    root: Path, run_id: str, provider: str, attack: str, *, waits_for_keeps: bool = True
+    root: Path,
+    run_id: str,
+    provider: str,
+    attack: str,
+    *,
+    waits_for_keeps: bool = True,
+    hold: float = 0.5,
 ) -> RunSpec:
     spec = workspace_spec(root, run_id, provider=provider, waits_for_keeps=waits_for_keeps)
     (root / "agent" / "attack.sh").write_text(attack)
     return spec.model_copy(
         update={
             "command": "bash /workspace/agent/attack.sh && python3 /workspace/agent/main.py",
-            "env": {**spec.env, "STEPS": "2", "HOLD": "0.5", "ORIGIN": spec.repo},
+            "env": {**spec.env, "STEPS": "2", "HOLD": str(hold), "ORIGIN": spec.repo},
         }
     )
 
@@ -116,7 +122,9 @@ async def test_keeps_the_origin_does_not_hold_are_failed_and_said_never_pushed(
     run_id = new_run_id("hidden-refs")
     # The agent does not wait for its keeps: none reaches the origin (it would wait a minute
     # for each).
-    spec = attacking_spec(tmp_path, run_id, "local", HIDE_REFS, waits_for_keeps=False)
+    # Its steps 5 s apart: the first keep is made while it goes on. Ended at the first look,
+    # its finish is decided before the held keep, and its pushed branch ends it (CI-form run).
+    spec = attacking_spec(tmp_path, run_id, "local", HIDE_REFS, waits_for_keeps=False, hold=5)
     async with provider_world(dev_client, "local", tmp_path, "hidden") as (queue, _, runs):
         runs.append(run_id)
         # A keep the origin does not hold holds the run at once (issue 50): the work since the
