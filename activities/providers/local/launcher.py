@@ -75,11 +75,8 @@ def write_json(path: Path, value: dict[str, Any]) -> None:
 
 def proc_start_time(pid: int) -> str | None:
     """The kernel's start time of `pid` (Linux), to tell it from a later process reusing it."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return stat.rsplit(")", 1)[1].split()[19]
+    fields = local_ns.stat_fields(pid)
+    return None if fields is None else fields[19]
 
 
 def kill_group(pgid: int) -> None:

@@ -89,11 +89,18 @@ def _until_stopped(pids: set[int]) -> None:
 
 def _process_state(pid: int) -> str | None:
     """The one-letter state /proc gives `pid`, or None when it is gone."""
+    fields = stat_fields(pid)
+    return None if fields is None else fields[0]
+
+
+def stat_fields(pid: int) -> list[str] | None:
+    """`/proc/PID/stat`'s fields after the command name (the state first), or None when the
+    process is gone. Split after the last ")": a command name may hold spaces and ")"."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    return stat.rsplit(")", 1)[1].split()[0]
+    return stat.rsplit(")", 1)[1].split()
 
 
 def kill_namespace(init_pid: int, namespace: int | None) -> None:

@@ -33,6 +33,8 @@ from pathlib import Path
 
 from asyncinotify import InitFlags, Inotify, Mask, Watch
 
+from activities.providers.local import ns as local_ns
+
 log = logging.getLogger(__name__)
 
 # Events read per turn of the event loop, so a burst never holds the loop for long.
@@ -323,11 +325,8 @@ def _settle(waiter: asyncio.Future[None]) -> None:
 
 
 def _start_time(pid: int) -> str | None:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return stat.rsplit(")", 1)[1].split()[19]
+    fields = local_ns.stat_fields(pid)
+    return None if fields is None else fields[19]
 
 
 _HUBS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, WatchHub | None] = (
