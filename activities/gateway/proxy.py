@@ -35,6 +35,7 @@ logger = logging.getLogger(__name__)
 MAX_HEAD = 16 * 1024
 HEAD_SECONDS = 30.0
 CONNECT_SECONDS = 10.0
+CLOSE_SECONDS = 5.0
 CHUNK = 256 * 1024
 HOP_HEADERS = {"proxy-authorization", "proxy-connection", "connection", "keep-alive"}
 
@@ -73,20 +74,52 @@ class Proxy:
     def __init__(self, settings: Settings) -> None:
         self._settings = settings
         self.connections = 0
+        self._closing = False
+        self._running: set[asyncio.Task[object]] = set()
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
         no_delay(writer)
+        task = asyncio.current_task()
+        if task is not None:
+            self._running.add(task)
         try:
-            await self._handle(reader, writer)
+            if not self._closing:
+                await self._handle(reader, writer)
         except (ConnectionError, asyncio.IncompleteReadError, TimeoutError):
             pass
+        except asyncio.CancelledError:
+            if not self._closing:
+                raise
+            # Ended by `close`: a cancelled handler would be logged by asyncio's streams as
+            # an error ("Exception in callback ..."), one per open connection.
         except Exception:  # one connection's fault never stops the gateway
             logger.exception("gateway: a connection failed")
         finally:
+            self._running.discard(task)
             writer.close()
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
+
+    async def close(self) -> None:
+        """End every connection, those accepted as the listener closed included, before the
+        loop ends. `asyncio.run` cancels the tasks it finds once: an accept's task cancelled
+        before it ran leaves its socket unclosed, and a handler that starts after that is
+        left pending on a closed loop. So the handlers that run are cancelled, and the rest
+        (accepts, handlers not yet started: they see `_closing` and return) run out."""
+        self._closing = True
+        this = asyncio.current_task()
+        while True:
+            for _ in range(3):  # an accept's handler starts a few loop turns after it
+                await asyncio.sleep(0)
+            others = [task for task in asyncio.all_tasks() if task is not this]
+            if not others:
+                return
+            for task in self._running:
+                task.cancel()
+            _, pending = await asyncio.wait(others, timeout=CLOSE_SECONDS)
+            for task in pending:  # not one of ours, or deaf to its cancel: it ends now
+                task.cancel()
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:

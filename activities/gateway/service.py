@@ -205,7 +205,7 @@ class Gateway:
         self._stop = asyncio.Event()
         server = await asyncio.start_server(self.proxy.handle, sock=listening, limit=64 * 1024)
         ready.set()
-        async with server:
+        try:
             while not self._stop.is_set():
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._stop.wait(), FLUSH_SECONDS)
@@ -217,7 +217,15 @@ class Gateway:
                     self.model_book.flush()
                 except OSError:
                     logger.exception("gateway: cannot write the model routes' stats")
-        await self.models.close()
+        finally:
+            # Python 3.11's Server.close fails the accepts still in flight (an AssertionError
+            # in their task) and leaks their sockets: stop accepting, let them run, close.
+            self._loop.remove_reader(listening.fileno())
+            for _ in range(3):
+                await asyncio.sleep(0)
+            server.close()
+            await self.proxy.close()
+            await self.models.close()
 
 
 def listen_for_home(kept: int | None, drawn: Sequence[int] | None = None) -> socket.socket:
