@@ -53,6 +53,7 @@ from activities.gateway.tokens import (
     model_token_for,
     token_for,
 )
+from overnight.asyncio_servers import close_server
 from overnight.egress import EGRESS_ADDRESSES_ENV, AddressRule, parse_address_rules
 from overnight.home import overnight_home
 
@@ -218,12 +219,7 @@ class Gateway:
                 except OSError:
                     logger.exception("gateway: cannot write the model routes' stats")
         finally:
-            # Python 3.11's Server.close fails the accepts still in flight (an AssertionError
-            # in their task) and leaks their sockets: stop accepting, let them run, close.
-            self._loop.remove_reader(listening.fileno())
-            for _ in range(3):
-                await asyncio.sleep(0)
-            server.close()
+            await close_server(server, listening)
             await self.proxy.close()
             await self.models.close()
 

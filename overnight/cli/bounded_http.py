@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 from email.utils import formatdate
 from http import HTTPStatus
 
+from overnight.asyncio_servers import close_server
+
 # What a refused body is read and dropped for, at most, so that a client still sending it
 # reads the answer rather than a reset connection.
 DRAIN_BYTES = 1024 * 1024
@@ -131,7 +133,7 @@ class BoundedHttpServer:
 
     async def close(self) -> None:
         if self._server is not None:
-            self._server.close()
+            await close_server(self._server, self._sock)
             await self._server.wait_closed()
         # Cut every connection: its reads fail and it ends; one in the handler is cancelled.
         for writer in list(self._gauges.tasks.values()):
