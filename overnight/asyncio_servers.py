@@ -10,17 +10,18 @@ whatever runs then. Stopping the accepts first and letting those tasks run avoid
 from __future__ import annotations
 
 import asyncio
-import socket
 
 # Loop turns an accepted connection takes to reach its handler (accept task, transport,
 # connection_made).
 _SETUP_TURNS = 3
 
 
-async def close_server(server: asyncio.Server, listening: socket.socket) -> None:
-    """Stop `server` (which listens on `listening`) from accepting, let the connections it
-    has accepted reach their handler, then close it."""
-    asyncio.get_running_loop().remove_reader(listening.fileno())
+async def close_server(server: asyncio.Server) -> None:
+    """Stop `server` from accepting, let the connections it has accepted reach their handler,
+    then close it."""
+    loop = asyncio.get_running_loop()
+    for listening in server.sockets:
+        loop.remove_reader(listening.fileno())
     for _ in range(_SETUP_TURNS):
         await asyncio.sleep(0)
     server.close()

@@ -219,7 +219,7 @@ class Gateway:
                 except OSError:
                     logger.exception("gateway: cannot write the model routes' stats")
         finally:
-            await close_server(server, listening)
+            await close_server(server)
             await self.proxy.close()
             await self.models.close()
 

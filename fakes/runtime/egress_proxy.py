@@ -38,6 +38,7 @@ from urllib.parse import urlsplit
 
 from fakes.runtime.egress_secrets import EgressSecret, EgressSecrets
 from fakes.tls import CertAuthority
+from overnight.asyncio_servers import close_server
 
 MAX_HEAD_BYTES = 64 * 1024
 CHUNK = 64 * 1024
@@ -85,7 +86,7 @@ class EgressProxy:
 
     async def close(self) -> None:
         if self._server is not None:
-            self._server.close()
+            await close_server(self._server)
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)

@@ -56,6 +56,7 @@ from fakes.runtime.money import Billing, Prices
 from fakes.runtime.money_routes import MoneyControls
 from fakes.runtime.rules import Rules
 from fakes.runtime.virtual import VirtualAgents
+from overnight.asyncio_servers import close_server
 
 T = TypeVar("T")
 PROXY_VARIABLES = (
@@ -207,7 +208,7 @@ class FakeRuntime(Inspection, MoneyControls, VirtualAgents):
         try:
             await self._stopping.wait()
         finally:
-            server.close()
+            await close_server(server)
             for task in list(connections):
                 task.cancel()
             await asyncio.gather(*connections, return_exceptions=True)

@@ -133,7 +133,7 @@ class BoundedHttpServer:
 
     async def close(self) -> None:
         if self._server is not None:
-            await close_server(self._server, self._sock)
+            await close_server(self._server)
             await self._server.wait_closed()
         # Cut every connection: its reads fail and it ends; one in the handler is cancelled.
         for writer in list(self._gauges.tasks.values()):
