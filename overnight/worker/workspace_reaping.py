@@ -8,6 +8,12 @@ The repositories are found from the runs Temporal knows: a run that pushed a ref
 repository is listed once (`git ls-remote`), with the spec of one of its runs for its URL, and
 every run's refs found there are judged, those of runs Temporal no longer knows too. A
 repository no run Temporal knows names is not looked at (docs/operator.md: delete by hand).
+
+A local origin is a person's folder (a bare repository or a `git init` with a work tree), and
+a root worker is not its owner: git refuses such a repository (dubious ownership), so its refs
+were never deleted. Its git runs as the folder's owner (as the gateway's http-backend does:
+nothing it writes there, a rewritten `packed-refs`, becomes root's), trusting the folder
+(`safe.directory`, also read by the upload-pack and receive-pack it starts), with no gc there.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from temporalio.client import Client
 
 from activities.sandbox_setup import clone_source
 from overnight.errors import OvernightError
+from overnight.grants import local_repo_path
 from overnight.retention import RunEnd, ref_verdict
 from overnight.specs import redact_url, scrub_url
 from overnight.worker.run_history import run_spec
@@ -83,7 +90,7 @@ async def reap_refs(
     reaped: list[RefReaped] = []
     for name, (url, days) in (await repositories(client)).items():
         try:
-            refs = await asyncio.to_thread(_listed, url)
+            refs = await asyncio.to_thread(kept_refs, url)
         except OvernightError as err:
             # Not an entry: a repository gone for good would fail every reap, for ever.
             logger.warning("kept workspaces' refs in %s not looked at: %s", name, err)
@@ -102,35 +109,99 @@ async def reap_refs(
             continue
         failed = ""
         try:
-            await asyncio.to_thread(_deleted, url, [ref for ref, _, _ in doomed])
+            await asyncio.to_thread(delete_refs, url, [ref for ref, _, _ in doomed])
         except OvernightError as err:
             failed = str(err)
         reaped += [RefReaped(name, ref, run, why, not failed, failed) for ref, run, why in doomed]
     return reaped
 
 
-def _listed(url: str) -> list[str]:
+def kept_refs(url: str) -> list[str]:
+    """Every ref under `refs/overnight/` in the repository at `url`."""
     out = _git(url, "ls-remote", "--refs", "--", url, f"{REF_ROOT}/*")
     return [line.split("\t", 1)[1] for line in out.splitlines() if "\t" in line]
 
 
-def _deleted(url: str, refs: list[str]) -> None:
+def delete_refs(url: str, refs: list[str]) -> None:
     _git(url, "push", "--quiet", "--no-verify", "--delete", "--", url, *refs)
 
 
+# What git reads as its only configuration for a local origin: the folder trusted whoever owns
+# it, no hook, no gc of the person's repository after a delete (read by the upload-pack or
+# receive-pack git starts there too: a `-c` would not reach them).
+LOCAL_CONFIG = (
+    "[safe]\n\tdirectory = *\n[core]\n\thooksPath = /dev/null\n"
+    "[receive]\n\tautogc = false\n[gc]\n\tauto = 0\n"
+)
+
+
+@dataclass(frozen=True)
+class Owner:
+    uid: int
+    gid: int
+
+
+def owner_to_run_as(euid: int, folder_uid: int, folder_gid: int) -> Owner | None:
+    """Whom a local origin's git runs as: its folder's owner when the worker is root and
+    the folder is not root's (None: the worker itself)."""
+    return Owner(folder_uid, folder_gid) if euid == 0 and folder_uid != 0 else None
+
+
+def local_environment(home: str, config: str) -> dict[str, str]:
+    """A local origin's git environment: the worker's PATH and locale, `config` as its only
+    configuration (none of root's, which its owner could not read anyway)."""
+    kept = {name: os.environ[name] for name in ("PATH", "LANG", "LC_ALL") if name in os.environ}
+    return {
+        "PATH": os.defpath,
+        **kept,
+        "HOME": home,
+        "XDG_CONFIG_HOME": home,
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_CONFIG_GLOBAL": config,
+        "GIT_TERMINAL_PROMPT": "0",
+    }
+
+
 def _git(url: str, *args: str) -> str:
+    local = local_repo_path(url)
     with tempfile.TemporaryDirectory(prefix="overnight-reap-") as where:
-        subprocess.run(["git", "init", "--quiet", "--bare", where], capture_output=True)
-        done = subprocess.run(
+        env = {**os.environ, "GIT_TERMINAL_PROMPT": "0"}
+        owner = None
+        if local is not None:
+            config = os.path.join(where, "gitconfig")
+            with open(config, "w") as handle:
+                handle.write(LOCAL_CONFIG)
+            env = local_environment(where, config)
+            owner = _owner(local)
+            if owner is not None:  # its git works in this folder too
+                for path in (where, config):
+                    os.chown(path, owner.uid, owner.gid)
+        who: dict[str, Any] = {}
+        if owner is not None:
+            who = {"user": owner.uid, "group": owner.gid, "extra_groups": []}
+        bare = os.path.join(where, "repo.git")
+        subprocess.run(
+            ["git", "init", "--quiet", "--bare", bare], capture_output=True, env=env, **who
+        )
+        done: subprocess.CompletedProcess[str] = subprocess.run(
             ["git", "-c", "core.hooksPath=/dev/null", "-c", "protocol.ext.allow=never", *args],
-            cwd=where,
+            cwd=bare,
             capture_output=True,
             text=True,
             errors="replace",
             timeout=GIT_SECONDS,
-            env={**os.environ, "GIT_TERMINAL_PROMPT": "0"},
+            env=env,
+            **who,
         )
     if done.returncode != 0:
         why = scrub_url(done.stderr.strip()[-300:], url)
         raise OvernightError(f"git {args[0]} of {redact_url(url)} failed: {why}")
     return done.stdout
+
+
+def _owner(folder: str) -> Owner | None:
+    try:
+        found = os.stat(folder)
+    except OSError:
+        return None  # git says what is wrong with it
+    return owner_to_run_as(os.geteuid(), found.st_uid, found.st_gid)
