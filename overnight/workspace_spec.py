@@ -100,6 +100,20 @@ def find(kept: list[KeptWorkspace], number: int) -> KeptWorkspace | None:
     return next((record for record in kept if record.number == number), None)
 
 
+def kept_numbers(kept: list[KeptWorkspace]) -> str:
+    """The numbers of the kept checkpoints as runs of consecutive ones (`1..3, 5`): they are
+    the checkpoints the run saw, not every one the agent wrote (two written between two of the
+    run's looks are one), and the oldest records are forgotten."""
+    runs: list[list[int]] = []
+    for number in sorted({record.number for record in kept}):
+        if runs and number == runs[-1][-1] + 1:
+            runs[-1].append(number)
+        else:
+            runs.append([number])
+    said = [str(run[0]) if len(run) == 1 else f"{run[0]}..{run[-1]}" for run in runs]
+    return ", ".join(said) or "none yet"
+
+
 def rewind_refusal(
     keeping: bool, state: str, kept: list[KeptWorkspace], number: int, pending: bool
 ) -> str | None:
@@ -112,9 +126,7 @@ def rewind_refusal(
         return "a rewind is already under way"
     record = find(kept, number)
     if record is None:
-        known = [r.number for r in kept]
-        have = f"{known[0]}..{known[-1]}" if known else "none yet"
-        return f"the run has no checkpoint {number} (kept: {have})"
+        return f"the run has no checkpoint {number} (kept: {kept_numbers(kept)})"
     if record.outcome != "pushed" or record.commit is None:
         why = record.detail or record.outcome.replace("_", " ")
         return f"checkpoint {number}'s workspace was not kept ({why})"

@@ -33,7 +33,7 @@ from overnight.errors import OvernightError
 from overnight.grants import local_repo_path
 from overnight.models import RunStatus
 from overnight.specs import redact_url, scrub_url
-from overnight.workspace_spec import KeptWorkspace, find, latest_pushed
+from overnight.workspace_spec import KeptWorkspace, find, kept_numbers, latest_pushed
 
 Connect = Callable[[argparse.Namespace], Awaitable[Client]]
 REWIND_UPDATE = "rewind"
@@ -69,7 +69,8 @@ def add_parsers(commands: argparse._SubParsersAction, parser_class: type) -> Non
         type=int,
         metavar="N",
         help="checkpoint N's work alone, from the checkpoint kept before it (default: the "
-        "whole run's, to the latest)",
+        "whole run's, to the latest); N: the n-th checkpoint the run kept, as overnight status "
+        "lists them",
     )
     diff.add_argument("--repo", help="fetch from this URL or path (default: the spec's repo)")
     diff.add_argument("--stat", action="store_true", help="only which files, and how much")
@@ -144,9 +145,15 @@ def chosen(status: RunStatus, step: int | None) -> KeptWorkspace:
     if view is None:
         raise WorkspaceRefused(f"run {status.run_id} does not keep its workspace")
     record = latest_pushed(view.kept) if step is None else find(view.kept, step)
+    if record is None and step is None:
+        raise WorkspaceRefused(f"run {status.run_id} has no kept workspace yet")
     if record is None:
-        which = "no kept workspace yet" if step is None else f"no checkpoint {step}"
-        raise WorkspaceRefused(f"run {status.run_id} has {which}")
+        # N is the n-th checkpoint the run saw, not the agent's own count: say which exist.
+        raise WorkspaceRefused(
+            f"run {status.run_id} has no checkpoint {step} (kept: {kept_numbers(view.kept)}; "
+            f"numbered as the run saw them: checkpoints written between two of its looks are "
+            f"kept as one)"
+        )
     if record.outcome != "pushed" or record.commit is None or record.ref is None:
         why = record.detail or record.outcome
         raise WorkspaceRefused(f"checkpoint {record.number}'s workspace was not kept: {why}")
