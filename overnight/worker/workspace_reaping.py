@@ -194,9 +194,20 @@ def _git(url: str, *args: str) -> str:
             **who,
         )
     if done.returncode != 0:
-        why = scrub_url(done.stderr.strip()[-300:], url)
+        why = scrub_url(git_failure(done.stderr), url)
         raise OvernightError(f"git {args[0]} of {redact_url(url)} failed: {why}")
     return done.stdout
+
+
+def git_failure(stderr: str, limit: int = 300) -> str:
+    """What git said of its failure, in at most `limit` characters: its first `fatal:` or
+    `error:` line (the cause: "detected dubious ownership ..." is followed by a long hint),
+    else the end of what it printed."""
+    lines = stderr.strip().splitlines()
+    cause = next((line for line in lines if line.startswith(("fatal:", "error:"))), None)
+    if cause is None:
+        return stderr.strip()[-limit:]
+    return cause[:limit]
 
 
 def _owner(folder: str) -> Owner | None:

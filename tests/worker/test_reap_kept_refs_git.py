@@ -14,6 +14,7 @@ import pytest
 from overnight.worker.workspace_reaping import (
     Owner,
     delete_refs,
+    git_failure,
     kept_refs,
     owner_to_run_as,
 )
@@ -92,3 +93,16 @@ def test_a_local_origins_git_runs_as_its_owner_only_under_a_root_worker() -> Non
     assert owner_to_run_as(0, 0, 0) is None
     assert owner_to_run_as(PERSON, PERSON, PERSON) is None
     assert owner_to_run_as(1000, PERSON, PERSON) is None
+
+
+def test_a_failed_reap_says_gits_cause_not_the_end_of_its_hint() -> None:
+    said = (
+        "fatal: detected dubious ownership in repository at '/home/p/repo/.git'\n"
+        "To add an exception for this directory, call:\n\n"
+        + "\tgit config --global --add safe.directory /home/p/repo\n"
+        * 20
+    )
+    assert git_failure(said) == (
+        "fatal: detected dubious ownership in repository at '/home/p/repo/.git'"
+    )
+    assert git_failure("no cause named\n" + "x" * 400) == "x" * 300
