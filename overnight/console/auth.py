@@ -3,7 +3,8 @@
 A request is someone's in one of three ways, tried in this order:
 1. from a trusted proxy (its address in the allowed list) carrying the user header: that user,
    with the role the role header or the operators list gives (reader otherwise);
-2. `Authorization: Bearer <token>`: the operator's or the reader's token;
+2. `Authorization: Bearer <token>`: the operator's or the reader's token (a wrong one counts
+   against its address, and past the bound a token is not checked: 429; sign_in_limit.py);
 3. the session cookie the login form set (signed with the console's secret, HttpOnly,
    SameSite=Strict, bound to the token it was made from: a changed token ends it; signing
    out ends it in this process, a copy of the cookie too).
@@ -32,6 +33,7 @@ from starlette.requests import HTTPConnection, Request
 
 from overnight.console.context import console_of
 from overnight.console.settings import ConsoleSettings, Role
+from overnight.console.sign_in_limit import Refusal
 
 SESSION_COOKIE = "overnight_console"
 CSRF_FIELD = "csrf"
@@ -65,8 +67,13 @@ def identify(request: HTTPConnection) -> Viewer | None:
         scheme, _, given = header.partition(" ")
         if scheme.lower() != "bearer":
             return None
+        limiter, address = console_of(request).sign_ins, peer(request)
+        refused = limiter.refusal(address)
+        if refused is not None:
+            raise HTTPException(429, too_many(refused), headers=retry_after(refused))
         role = token_role(settings, given.strip())
         if role is None:
+            limiter.failed(address)  # checked and no call awaited since: no race past the bound
             return None
         return Viewer("token", role, "token", f"token:{fingerprint(given.strip())}")
     found = _from_session(request.cookies.get(SESSION_COOKIE), settings)
@@ -148,6 +155,21 @@ def _from_proxy(request: HTTPConnection, settings: ConsoleSettings) -> Viewer | 
         if said in ("operator", "reader"):
             role = "operator" if said == "operator" else "reader"
     return Viewer(user[:200], role, "proxy", f"proxy:{user}")
+
+
+def peer(request: HTTPConnection) -> str:
+    """The address the request came from: the connection's, never one a header claims."""
+    return request.client.host if request.client is not None else ""
+
+
+def too_many(refused: Refusal) -> str:
+    minutes = max(1, round(refused.retry_after / 60))
+    whose = "from your address" if refused.whose == "address" else "from many addresses"
+    return f"Too many wrong tokens {whose}: try again in {minutes} min."
+
+
+def retry_after(refused: Refusal) -> dict[str, str]:
+    return {"Retry-After": str(refused.retry_after)}
 
 
 def trusted_peer(settings: ConsoleSettings, host: str) -> bool:

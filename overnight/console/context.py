@@ -10,8 +10,10 @@ from dataclasses import dataclass, field
 from starlette.requests import HTTPConnection
 from temporalio.client import Client
 
+from overnight.console.limits import ReaderStreams
 from overnight.console.runs_source import RunsSource
 from overnight.console.settings import ConsoleSettings
+from overnight.console.sign_in_limit import SignInLimiter
 
 
 @dataclass
@@ -24,6 +26,10 @@ class ConsoleContext:
     # Set when the server is stopping: live streams end on it (else they would hold the
     # server's shutdown until its grace runs out).
     stopping: asyncio.Event = field(default_factory=asyncio.Event)
+    # The wrong tokens of the last minutes (overnight/console/sign_in_limit.py).
+    sign_ins: SignInLimiter = field(default_factory=SignInLimiter)
+    # The event streams each reader holds (overnight/console/limits.py).
+    streams: ReaderStreams = field(default_factory=ReaderStreams)
 
 
 def console_of(request: HTTPConnection) -> ConsoleContext:

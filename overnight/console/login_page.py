@@ -3,7 +3,9 @@
 The form sets the session cookie (overnight.console.auth): HttpOnly, SameSite=Strict, signed,
 `Secure` when the console is served over https. The form itself carries a CSRF token of its
 own, a random value also set as a cookie for `/login` only (double submit), so no other site
-can sign a browser in as someone else.
+can sign a browser in as someone else. A wrong token counts against the address it came from
+and everyone's (overnight/console/sign_in_limit.py): past the bound the form answers 429 with
+`Retry-After`, the token unchecked.
 """
 
 from __future__ import annotations
@@ -37,11 +39,20 @@ async def login(request: Request) -> Response:
     expected = request.cookies.get(LOGIN_CSRF_COOKIE, "")
     if not auth.same_origin(request) or not expected or not _same(form, "csrf", expected):
         raise HTTPException(403, "the sign-in form is stale or from another site: reload it")
-    settings = console_of(request).settings
+    context = console_of(request)
+    settings = context.settings
     token = _field(form, "token").strip()
-    role = auth.token_role(settings, token) if token else None
     target = _next(_field(form, "next"))
+    # From here to the failure counted, nothing is awaited: no race of requests past the bound.
+    limiter, address = context.sign_ins, auth.peer(request)
+    refused = limiter.refusal(address)
+    if refused is not None:
+        response = _form(request, target, refused=auth.too_many(refused), status=429)
+        response.headers.update(auth.retry_after(refused))
+        return response
+    role = auth.token_role(settings, token) if token else None
     if role is None:
+        limiter.failed(address)
         return _form(request, target, refused=REFUSED, status=401)
     response = RedirectResponse(target, status_code=303)
     response.set_cookie(

@@ -26,6 +26,7 @@ from temporalio.service import RPCError
 from overnight.cli.workspace import kept_before
 from overnight.console import auth, diff_view, events, run_actions, run_data, timeline
 from overnight.console.context import console_of
+from overnight.console.limits import ReadersStream
 from overnight.console.render import fragment, page
 from overnight.console.run_data import RunData
 from overnight.console.run_output import OutputLines, follow_output
@@ -139,8 +140,10 @@ async def diff_context(client: Any, data: RunData, asked: str | None) -> dict[st
 async def run_events(request: Request) -> Response:
     seen = await auth.viewer(request)
     run_id = request.path_params["run_id"]
-    token = auth.csrf_token(console_of(request).settings, seen)
-    return events.stream(_changes(request, run_id, seen.may_act, token))
+    context = console_of(request)
+    token = auth.csrf_token(context.settings, seen)
+    stream = events.stream(_changes(request, run_id, seen.may_act, token))
+    return ReadersStream(stream, context.streams, seen.session_id)
 
 
 async def _changes(request: Request, run_id: str, may_act: bool, csrf: str) -> AsyncIterator[str]:

@@ -27,6 +27,7 @@ from starlette.routing import BaseRoute, Route
 from overnight.console import events
 from overnight.console.auth import viewer
 from overnight.console.context import console_of
+from overnight.console.limits import ReadersStream
 from overnight.console.render import fragment, page
 from overnight.console.rows import RunRow
 from overnight.console.runs_order import GROUPS, STATES, RunFilters, group_of, ordered
@@ -80,14 +81,15 @@ def filter_choices(rows: Sequence[RunRow]) -> list[tuple[str, list[str]]]:
 
 
 async def runs_events(request: Request) -> Response:
-    await viewer(request)
+    seen = await viewer(request)
     filters = RunFilters.from_query(request.query_params)
     try:
         drawn = int(request.query_params.get("v", "-1"))
     except ValueError:
         drawn = -1
     context = console_of(request)
-    return events.stream(_changes(_runs(request), filters, drawn), context.stopping)
+    stream = events.stream(_changes(_runs(request), filters, drawn), context.stopping)
+    return ReadersStream(stream, context.streams, seen.session_id)
 
 
 async def _changes(runs: RunsSource, filters: RunFilters, drawn: int) -> AsyncIterator[str]:

@@ -77,11 +77,14 @@ async def http(
     headers: dict[str, str] | None = None,
     body: bytes = b"",
     host: str | None = None,
+    source: str | None = None,
 ) -> Answer:
-    """One HTTP/1.1 request written byte for byte to the console, and its whole answer."""
+    """One HTTP/1.1 request written byte for byte to the console, and its whole answer; from
+    the loopback address `source` when given (127.0.0.2 and on: another client's address)."""
     where = urlsplit(url)
     assert where.hostname is not None and where.port is not None
-    reader, writer = await asyncio.open_connection(where.hostname, where.port)
+    local = (source, 0) if source is not None else None
+    reader, writer = await asyncio.open_connection(where.hostname, where.port, local_addr=local)
     lines = [
         f"{method} {path} HTTP/1.1",
         f"Host: {where.netloc if host is None else host}",
@@ -560,14 +563,18 @@ async def test_a_huge_request_body_is_refused_before_it_is_read(console: Console
     assert answer == "reset" or answer.split()[1] == "413", answer
 
 
-async def _open_stream(url: str, path: str, token: str) -> tuple[int, asyncio.StreamWriter]:
-    """An event stream opened and held: its status, and the connection to close it with."""
+async def open_stream(
+    url: str, path: str, token: str = "", *, cookie: str = ""
+) -> tuple[int, asyncio.StreamWriter]:
+    """An event stream opened and held as the holder of `token` (or of the session `cookie`):
+    its status, and the connection to close it with."""
     where = urlsplit(url)
     reader, writer = await asyncio.open_connection(where.hostname, where.port)
+    who = f"Cookie: {auth.SESSION_COOKIE}={cookie}" if cookie else f"Authorization: Bearer {token}"
     writer.write(
         (
             f"GET {path} HTTP/1.1\r\nHost: {where.netloc}\r\nAccept: text/event-stream\r\n"
-            f"Authorization: Bearer {token}\r\n\r\n"
+            f"{who}\r\n\r\n"
         ).encode()
     )
     await writer.drain()
@@ -575,23 +582,30 @@ async def _open_stream(url: str, path: str, token: str) -> tuple[int, asyncio.St
     return int(status_line.split(b" ", 2)[1]), writer
 
 
+def reader_session(console: ConsoleServer) -> str:
+    """A reader's session cookie of its own (as the sign-in form makes one): one reader."""
+    return auth.session_cookie(console.context.settings, "reader", console.read_token, time.time())
+
+
 async def test_thousands_of_event_streams_are_bounded(console: ConsoleServer) -> None:
-    """A reader (or a stolen reader's token) opening event streams without end cannot make the
-    console hold them all: each run page's stream asks Temporal for the run's status every
-    2 s and follows its output, so past the bound a stream is refused (503), and a place is
-    free again when one closes."""
+    """Readers (or the holders of a stolen reader's token, each signed in on its own) opening
+    event streams without end cannot make the console hold them all: each run page's stream
+    asks Temporal for the run's status every 2 s and follows its output, so past the bound a
+    stream is refused (503), and a place is free again when one closes."""
     most = 64  # overnight.console.limits.MAX_EVENT_STREAMS
     held: list[asyncio.StreamWriter] = []
+    # One stream a reader: what is bounded here is everyone's streams together.
+    sessions = [reader_session(console) for _ in range(most + 2)]
     try:
-        for _ in range(most):
-            status, writer = await _open_stream(console.url, "/runs/events", console.read_token)
+        for cookie in sessions[:most]:
+            status, writer = await open_stream(console.url, "/runs/events", cookie=cookie)
             held.append(writer)
             assert status == 200
-        status, writer = await _open_stream(console.url, "/runs/events", console.read_token)
+        status, writer = await open_stream(console.url, "/runs/events", cookie=sessions[most])
         writer.close()
         assert status == 503
-        status, writer = await _open_stream(
-            console.url, "/runs/some-run/events", console.read_token
+        status, writer = await open_stream(
+            console.url, "/runs/some-run/events", cookie=sessions[most + 1]
         )
         writer.close()
         assert status == 503
@@ -599,7 +613,9 @@ async def test_thousands_of_event_streams_are_bounded(console: ConsoleServer) ->
 
         async def reopened() -> int:
             while True:  # the console sees the close when its stream notices the reader left
-                status, writer = await _open_stream(console.url, "/runs/events", console.read_token)
+                status, writer = await open_stream(
+                    console.url, "/runs/events", cookie=sessions[most]
+                )
                 if status == 200:
                     held.append(writer)
                     return status
