@@ -2,16 +2,21 @@
 protects the pages"). Pure: no I/O, the clock is given, so the tests run on a clock of their own.
 
 A wrong token (on the sign-in form or as `Authorization: Bearer`) is a failure, counted for its
-address and for everyone. Within `WINDOW_SECONDS`, past `PER_ADDRESS` failures from one address,
-or past `IN_ALL` from all addresses together (many addresses guessing at once), a token is
-refused unchecked until the oldest counted failure leaves the window. A right token is never
-counted, and nothing is refused to an address that has not failed while no ceiling is reached.
+address and for everyone. Within `WINDOW_SECONDS`, a token is refused unchecked until the
+counted failures that refuse it leave the window:
+- from an address past `PER_ADDRESS` failures (one guesser);
+- from an address that has failed at all, once `IN_ALL` failures are counted from everyone
+  (many addresses guessing at once: each then has one guess a window);
+- from any address once `HELD` failures are counted (a guesser with more addresses than that).
+So an address that has not failed is checked until the last bound, and a single guesser
+cannot lock people out of signing in: 100 wrong tokens from anywhere refuse only the addresses
+that sent them. A right token is never counted.
 
 A right token does not clear an address's failures: a reader holding the read token could
 otherwise clear them between guesses at the operator's.
 
 Memory is bounded: only failures within the window are kept, and a failure is counted only
-when a token was checked, which no refusal does; so at most `IN_ALL` failures (and addresses)
+when a token was checked, which no refusal does; so at most `HELD` failures (and addresses)
 are held, however many addresses an attacker has.
 """
 
@@ -28,8 +33,10 @@ from typing import Literal
 WINDOW_SECONDS = 15 * 60.0
 # A person who mistypes tries a few times; a guesser tries thousands.
 PER_ADDRESS = 10
-# Guesses from everyone at once: at most this many per window (9,600 a day).
+# Guesses from everyone at once: past this many a window, one guess per address.
 IN_ALL = 100
+# Failures held at most: past them every token is refused until they age (a botnet's guessing).
+HELD = 1000
 # IPv6 hands an attacker a /64 (2**64 addresses): one prefix counts as one address.
 IPV6_PREFIX = 64
 
@@ -50,11 +57,13 @@ class SignInLimiter:
         *,
         per_address: int = PER_ADDRESS,
         in_all: int = IN_ALL,
+        held_at_most: int = HELD,
         window: float = WINDOW_SECONDS,
     ) -> None:
         self.clock = clock
         self.per_address = per_address
         self.in_all = in_all
+        self.held_at_most = held_at_most
         self.window = window
         self._failures: deque[tuple[float, str]] = deque()
         self._by_address: dict[str, deque[float]] = {}
@@ -65,18 +74,22 @@ class SignInLimiter:
         mine = self._by_address.get(address_key(address))
         if mine is not None and len(mine) >= self.per_address:
             return Refusal(self._wait(mine[0], now), "address")
-        if len(self._failures) >= self.in_all:
+        if mine is not None and len(self._failures) >= self.in_all:
+            # It is checked again once clean (its newest failure gone) or below the ceiling.
+            below = self._failures[len(self._failures) - self.in_all][0]
+            return Refusal(self._wait(min(mine[-1], below), now), "everyone")
+        if len(self._failures) >= self.held_at_most:
             return Refusal(self._wait(self._failures[0][0], now), "everyone")
         return None
 
     def failed(self, address: str) -> None:
-        """A wrong token from `address`. Ask `refusal` first: a failure past a bound (one that
-        should not have been checked) is not kept, so the table never grows past `in_all`."""
-        now = self._expire()
-        key = address_key(address)
-        mine = self._by_address.get(key)
-        if len(self._failures) >= self.in_all or (mine and len(mine) >= self.per_address):
+        """A wrong token from `address`. Ask `refusal` first: a failure it would have refused
+        (one that should not have been checked) is not kept, so the table never grows past
+        `held_at_most`."""
+        if self.refusal(address) is not None:
             return
+        now = self.clock()
+        key = address_key(address)
         self._failures.append((now, key))
         self._by_address.setdefault(key, deque()).append(now)
 

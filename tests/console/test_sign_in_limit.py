@@ -12,6 +12,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from overnight.console.limits import ReadersStream, ReaderStreams
 from overnight.console.sign_in_limit import (
+    HELD,
     IN_ALL,
     PER_ADDRESS,
     WINDOW_SECONDS,
@@ -58,9 +59,9 @@ def test_an_address_is_refused_past_its_failures_until_the_oldest_leaves_the_win
     assert limiter.refusal("203.0.113.7") is None and limiter.held == 0
 
 
-def test_many_addresses_together_reach_a_ceiling_for_everyone() -> None:
+def test_past_the_ceiling_each_address_has_one_guess_a_window() -> None:
     """An attacker with many addresses, each under its own bound: past `IN_ALL` failures in
-    the window no token is checked, from an address that never failed either."""
+    the window an address that has failed is refused, one that has not is checked once."""
     clock = Clock()
     limiter = SignInLimiter(clock)
     per_address = PER_ADDRESS - 1
@@ -71,26 +72,45 @@ def test_many_addresses_together_reach_a_ceiling_for_everyone() -> None:
             if guess(limiter, address) is None:
                 failures += 1
         clock.now += 1
+    # The last address was refused once the ceiling was reached, after its first guesses.
     assert failures == IN_ALL
-    refused = limiter.refusal("192.0.2.1")
+    refused = limiter.refusal(addresses[0])
     assert refused is not None and refused.whose == "everyone"
+    # Checked again once the ceiling's oldest failure leaves the window.
     assert refused.retry_after == int(WINDOW_SECONDS) - len(addresses)
+    assert guess(limiter, "192.0.2.1") is None  # its one guess
+    assert limiter.refusal("192.0.2.1") == Refusal(int(WINDOW_SECONDS) - len(addresses), "everyone")
     clock.now = 1000.0 + WINDOW_SECONDS  # the first address's failures leave the window
-    assert limiter.refusal("192.0.2.1") is None
+    assert limiter.refusal(addresses[-1]) is None
 
 
-def test_a_right_token_from_an_address_that_has_not_failed_is_never_refused() -> None:
-    """Below the ceiling, however much others fail, an address with no failure is checked."""
+def test_one_guesser_past_the_ceiling_locks_nobody_else_out() -> None:
+    """Failures from everyone past `IN_ALL` refuse only the addresses that failed: a person who
+    has not mistyped signs in at the first try."""
     clock = Clock()
     limiter = SignInLimiter(clock)
-    for n in range(IN_ALL - 1):
+    for n in range(IN_ALL * 3):
         guess(limiter, f"198.51.100.{n % 50}")
+    assert limiter.refusal("192.0.2.1") is None
+    assert limiter.refusal("198.51.100.7") is not None
+
+
+def test_past_the_failures_held_every_token_is_refused_until_they_age() -> None:
+    """A guesser with more addresses than `HELD`: one guess each, then every address is
+    refused (people signed in stay in) until the oldest failure leaves the window."""
+    clock = Clock()
+    limiter = SignInLimiter(clock)
+    for n in range(HELD):
+        assert guess(limiter, f"10.0.{n >> 8}.{n & 255}") is None
+    refused = limiter.refusal("192.0.2.1")
+    assert refused == Refusal(int(WINDOW_SECONDS), "everyone")
+    clock.now += WINDOW_SECONDS
     assert limiter.refusal("192.0.2.1") is None
 
 
 def test_memory_is_bounded_whatever_the_number_of_addresses() -> None:
     """100,000 addresses (IPv4 and IPv6, each in its own /64) guessing: the limiter holds at
-    most `IN_ALL` failures, even when told of failures it would have refused."""
+    most `HELD` failures, even when told of failures it would have refused."""
     clock = Clock()
     limiter = SignInLimiter(clock)
     for n in range(100_000):
@@ -99,9 +119,9 @@ def test_memory_is_bounded_whatever_the_number_of_addresses() -> None:
         guess(limiter, address)
         limiter.failed(address)  # a caller that forgot to ask first
         clock.now += 0.001
-    assert limiter.held <= IN_ALL
-    assert len(limiter._failures) <= IN_ALL
-    assert sum(len(times) for times in limiter._by_address.values()) <= IN_ALL
+    assert limiter.held <= HELD
+    assert len(limiter._failures) <= HELD
+    assert sum(len(times) for times in limiter._by_address.values()) <= HELD
 
 
 def test_an_ipv6_prefix_counts_as_one_address() -> None:
