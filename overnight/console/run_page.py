@@ -142,7 +142,7 @@ async def run_events(request: Request) -> Response:
     run_id = request.path_params["run_id"]
     context = console_of(request)
     token = auth.csrf_token(context.settings, seen)
-    stream = events.stream(_changes(request, run_id, seen.may_act, token))
+    stream = events.stream(_changes(request, run_id, seen.may_act, token), context.stopping)
     return ReadersStream(stream, context.streams, seen.session_id)
 
 
