@@ -139,9 +139,12 @@ async def _follow(
             logs.say(str(why))
         # Then on from the end of what was shown: the agent's new lines, and later attempts.
     # The run's own news (needs you, a question, a pause) between its agent's lines.
-    news = asyncio.create_task(logs_news.watch(client, view, printer))
+    reads = logs_follow.Reads()
+    news = asyncio.create_task(logs_news.watch(client, view, printer, reads))
     try:
-        ended, reason = await logs_follow.follow(client, view, provider, start, printer, reload)
+        ended, reason = await logs_follow.follow(
+            client, view, provider, start, printer, reload, reads
+        )
     finally:
         news.cancel()
     told = f"{ended}: {reason}" if reason else ended

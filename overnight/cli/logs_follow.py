@@ -44,6 +44,50 @@ from overnight.cli.run_view import (
 )
 
 
+class Reads:
+    """The follower's passes over its agents' output, so that the run's news (logs_news.py)
+    can be printed after the output written before it: a question is asked after the lines
+    that lead to it, but the news of it can come before the follower's next read."""
+
+    # Attached: a pass ended this recently (else the follower waits for a paused sandbox or
+    # a new attempt, and the news is not held).
+    ATTACHED_SECONDS = FOLLOW_WAIT_SECONDS + 2 * LOOK_AROUND_SECONDS
+    # The longest a piece of news waits for a pass.
+    HOLD_SECONDS = 2 * FOLLOW_WAIT_SECONDS + LOOK_AROUND_SECONDS
+
+    def __init__(self) -> None:
+        self.begun = 0
+        self.ended = 0
+        self.ended_at = float("-inf")
+        self._pass_ended = asyncio.Event()
+
+    def begin(self) -> None:
+        self.begun += 1
+
+    def end(self) -> None:
+        self.ended = self.begun
+        self.ended_at = time.monotonic()
+        self._pass_ended.set()
+        self._pass_ended = asyncio.Event()
+
+    async def one_begun_now(self) -> None:
+        """Return once a pass that began after this call has ended (all written before it is
+        printed), at once when the follower is not reading, and after HOLD_SECONDS at most."""
+        reading = self.begun > self.ended
+        if not reading and time.monotonic() - self.ended_at > self.ATTACHED_SECONDS:
+            return
+        wanted = self.begun + 1
+        deadline = time.monotonic() + self.HOLD_SECONDS
+        while self.ended < wanted:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            try:
+                await asyncio.wait_for(self._pass_ended.wait(), left)
+            except TimeoutError:
+                return
+
+
 async def follow(
     client: Client,
     view: RunView,
@@ -51,9 +95,11 @@ async def follow(
     start: int,
     p: Printer,
     reload: Callable[[], Any],
+    reads: Reads | None = None,
 ) -> tuple[str, str | None]:
     """Follow from attempt `start` on, until the run ends; returns how it ended, and why
-    when it failed."""
+    when it failed. `reads` counts its passes over the output (for the run's news)."""
+    reads = reads or Reads()
     attempt = start
     announced: set[int] = set()
     while True:
@@ -67,7 +113,7 @@ async def follow(
             announced.add(attempt)
             p.event("attempt", attempt_header(view, attempt), attempt=attempt)
         try:
-            await _follow_attempt(client, view, provider, attempt, p, reload)
+            await _follow_attempt(client, view, provider, attempt, p, reload, reads)
         except CannotRead as why:
             say(str(why))
             tail = view.kept_tail(attempt)
@@ -91,6 +137,7 @@ async def _follow_attempt(
     attempt: int,
     p: Printer,
     reload: Callable[[], Any],
+    reads: Reads,
 ) -> None:
     """Print the attempt's agents as they write, until all ended, a newer attempt exists or
     the run ended. A sandbox woken for the read is read as it is, not followed."""
@@ -113,6 +160,7 @@ async def _follow_attempt(
                     _not_read(view, agents, ended, attempt, p)
                     return
                 continue
+            reads.begin()
             try:
                 agents = await box.forensics.agents(sid)
                 for agent in agents:
@@ -139,6 +187,8 @@ async def _follow_attempt(
             except (SandboxNotRunning, SandboxNotFound):
                 # Stopped or paused since its state was asked: the top of the loop sees how.
                 continue
+            finally:
+                reads.end()
             if box.woken:
                 return
             if time.monotonic() - looked >= LOOK_AROUND_SECONDS or len(ended) == len(agents):

@@ -20,6 +20,7 @@ from temporalio.client import Client
 
 from overnight.agent_text import terminal_line
 from overnight.cli.logs import Printer
+from overnight.cli.logs_follow import Reads
 from overnight.cli.run_view import RunView, query_status
 from overnight.models import RunStatus
 from overnight.status_lines import needs_you_line
@@ -70,13 +71,17 @@ def news(before: RunStatus | None, now: RunStatus) -> list[tuple[str, str]]:
     return [(now.state, terminal_line(f"=== {now.run_id} goes on: {going} ==="))]
 
 
-async def watch(client: Client, view: RunView, printer: Printer) -> None:
-    """Print the run's news as it comes, until cancelled (the follower's end)."""
+async def watch(client: Client, view: RunView, printer: Printer, reads: Reads) -> None:
+    """Print the run's news as it comes, until cancelled (the follower's end): each after
+    the agent's output written before it (`reads`: a question after the lines leading to it)."""
     last: RunStatus | None = None
     while True:
         status = await query_status(client, view.run_id)
         if status is not None:
-            for state, line in news(last, status):
+            told = news(last, status)
+            if told:
+                await reads.one_begun_now()
+            for state, line in told:
                 printer.event("state", line, state=state)
             last = view.status = status
         await asyncio.sleep(WATCH_EVERY_SECONDS)
