@@ -85,11 +85,10 @@ class StreamLimit:
             await self.app(scope, receive, send)
             return
         if self.open >= self.most:
-            refused = PlainTextResponse(
+            refused = stream_refused(
                 f"the console serves {self.most} live streams at once: the page works "
                 "without one (reload it to see what changed)",
                 503,
-                headers={"retry-after": str(RETRY_STREAM_SECONDS)},
             )
             await refused(scope, receive, send)
             return
@@ -137,11 +136,10 @@ class ReadersStream(Response):
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if not self.streams.take(self.reader):
-            refused = PlainTextResponse(
+            refused = stream_refused(
                 f"you hold {self.streams.most} live streams of this console already: close a "
                 "tab of it (the page works without one; reload it to see what changed)",
                 429,
-                headers={"retry-after": str(RETRY_STREAM_SECONDS)},
             )
             await refused(scope, receive, send)
             return
@@ -149,3 +147,8 @@ class ReadersStream(Response):
             await self.stream(scope, receive, send)
         finally:
             self.streams.give_back(self.reader)
+
+
+def stream_refused(text: str, status: int) -> PlainTextResponse:
+    """A live stream refused for now (too many held): the page works without it."""
+    return PlainTextResponse(text, status, headers={"retry-after": str(RETRY_STREAM_SECONDS)})
