@@ -54,9 +54,17 @@ class ConsoleServer(uvicorn.Server):
 
     async def serve_on(self, sock: socket.socket) -> None:
         await self.serve(sockets=[sock])
+        if self.force_exit and self.started:
+            # uvicorn skips the app's shutdown on a forced exit, and its task, holding the
+            # runs source, would stay pending in this loop (collected later, mid-something
+            # else, as "coroutine ignored GeneratorExit"). A bounded shutdown instead.
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(GRACE_SECONDS):
+                    await self.lifespan.shutdown()
 
     def stop(self) -> None:
-        if self.context.stopping.is_set():
+        """End the live streams, then shut down gracefully; a second call: at once."""
+        if self.should_exit:
             self.force_exit = True
         self.context.stopping.set()
         self.should_exit = True

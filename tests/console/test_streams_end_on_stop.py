@@ -5,13 +5,17 @@ reader leaves, and the server's shutdown waits out its grace for it."""
 from __future__ import annotations
 
 import asyncio
+import socket
 from urllib.parse import urlsplit
 
 import pytest
 from temporalio.client import Client
 
 from overnight.console import auth
-from tests.console.conftest import start_console
+from overnight.console.context import context_for
+from overnight.console.server import ConsoleServer
+from overnight.console.settings import settings_from
+from tests.console.conftest import start_console, tokens
 from tests.console.test_console_attacks import reader_session
 from tests.waits import CAP
 
@@ -39,3 +43,30 @@ async def test_a_stopping_console_ends_its_live_streams(dev_client: Client, path
         body = await asyncio.wait_for(reader.readuntil(LAST_CHUNK), CAP)
         assert body.endswith(LAST_CHUNK)
         writer.close()
+
+
+def _lifespans() -> list[asyncio.Task[object]]:
+    return [task for task in asyncio.all_tasks() if "LifespanOn.main" in repr(task.get_coro())]
+
+
+async def test_a_console_stopped_at_once_leaves_no_task_in_the_loop(dev_client: Client) -> None:
+    """A second stop (the second Ctrl-C) skips the graceful wait, not the app's shutdown: a
+    lifespan task left pending holds the runs source in the caller's loop, to be collected
+    later in the middle of something else."""
+    before = set(_lifespans())
+    sock = socket.create_server(("127.0.0.1", 0))
+    settings = settings_from(tokens(), address="127.0.0.1", port=sock.getsockname()[1])
+    server = ConsoleServer(context_for(dev_client, settings))
+    serving = asyncio.create_task(server.serve_on(sock))
+    try:
+        async with asyncio.timeout(CAP):
+            while not server.started:
+                assert not serving.done(), serving
+                await asyncio.sleep(0.05)
+        server.stop()
+        server.stop()
+        await asyncio.wait_for(serving, CAP)
+    finally:
+        sock.close()
+    assert server.force_exit
+    assert set(_lifespans()) - before == set()
