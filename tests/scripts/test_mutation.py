@@ -18,10 +18,16 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 MUTMUT = Path(sys.executable).parent / "mutmut"
 # What a copy of the project for mutmut leaves out: caches, and mutmut's own working folder.
 NOT_COPIED = shutil.ignore_patterns("__pycache__", "mutants", "artifacts", ".*_cache")
+# How long one mutmut command may take: a cap, not a bound. It runs at the lowest priority
+# (nice 19), so beside a loaded suite it gets what the other processes leave: a run that takes
+# 145 s on an idle machine took over 240 s beside the suite and one busy loop.
+MUTMUT_CAP = 600
 
 PROBE = '''"""Two comparisons, for mutmut to plant its bugs in."""
 
@@ -93,7 +99,7 @@ def mutmut(folder: Path, *args: str) -> str:
         env=env,
         capture_output=True,
         text=True,
-        timeout=240,
+        timeout=MUTMUT_CAP,
     )
     assert done.returncode == 0, (
         f"mutmut {' '.join(args)}:\n{done.stdout[-1500:]}{done.stderr[-1500:]}"
@@ -101,6 +107,8 @@ def mutmut(folder: Path, *args: str) -> str:
     return done.stdout
 
 
+@pytest.mark.long
+@pytest.mark.timeout(3 * MUTMUT_CAP)
 def test_mutmut_kills_the_mutant_a_test_catches_and_reports_the_one_it_misses(
     tmp_path: Path,
 ) -> None:
