@@ -9,25 +9,32 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import subprocess
-import time
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
+from activities.providers.local.engine import LocalEngine
 from activities.providers.local.provider import LocalProvider
 from fakes.model_api import FakeModelApi, ReadFile, Shell, WriteFile, text, tools
 from fakes.model_api.turns import Answer
 from overnight.cli import client as api
-from overnight.coding_agents import INSTALL_SCRIPT, agent_cli, install_problem
+from overnight.coding_agents import INSTALL_SCRIPT, agent_cli
 from overnight.constants import LABEL_RUN
 from overnight.grants import SPEC_REFUSED
-from overnight.home import overnight_home
+from overnight.home import HOME_ENV, overnight_home
 from overnight.models import RunSpec
 from overnight.worker.agent_clis import Installed
+from overnight.worker.devserver import DevServer
 from tests.agent_clis.conftest import agents_home, installed_cli  # noqa: F401 (fixtures)
+from tests.conftest import REPO_ROOT
 from tests.e2e.coding_agent_runs import (
     CREDENTIAL,
     FAKE_KEY,
@@ -39,17 +46,48 @@ from tests.e2e.helpers import new_run_id
 from tests.waits import CAP
 
 
+@asynccontextmanager
+async def worker_without_clis(dev_server: DevServer, home: Path) -> AsyncIterator[str]:
+    """`python worker.py` on a task queue of its own, its OVERNIGHT_HOME `home`, where no
+    coding agent's CLI is installed; yields the queue. (The session's workers share a home
+    into which other tests of the process may have installed both kinds.)"""
+    queue = new_run_id("no-clis")
+    env = {key: value for key, value in os.environ.items() if not key.startswith("TEMPORAL_")}
+    env |= {
+        "TEMPORAL_ADDRESS": dev_server.address,
+        "TEMPORAL_NAMESPACE": dev_server.namespace,
+        HOME_ENV: str(home),
+    }
+    home.mkdir(parents=True)
+    log_path = home / "worker.log"
+    with log_path.open("w") as log:
+        worker = subprocess.Popen(
+            [sys.executable, str(REPO_ROOT / "worker.py"), "--task-queue", queue],
+            cwd=REPO_ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        async with asyncio.timeout(CAP):
+            while "worker polling" not in log_path.read_text():
+                assert worker.poll() is None, log_path.read_text()
+                await asyncio.sleep(0.1)
+        yield queue
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        try:
+            await asyncio.to_thread(worker.wait, CAP)
+        except subprocess.TimeoutExpired:
+            worker.kill()
+
+
 async def test_a_run_whose_cli_is_not_installed_fails_at_once_saying_the_fix(
-    dev_client: Client, task_queue: str, runs: list[str]
+    dev_client: Client, dev_server: DevServer, runs: list[str], tmp_path: Path
 ) -> None:
-    missing = [
-        kind
-        for kind in ("codex", "claude-code")
-        if install_problem(agent_cli(kind), os.uname().machine) is not None
-    ]
-    if not missing:
-        pytest.skip("every kind is installed in this session's OVERNIGHT_HOME")
-    kind = missing[0]
+    home = tmp_path / "home-without-clis"
+    kind = "claude-code"
+    cli = agent_cli(kind)
     run_id = new_run_id("no-cli")
     runs.append(run_id)
     spec = RunSpec(
@@ -57,19 +95,26 @@ async def test_a_run_whose_cli_is_not_installed_fails_at_once_saying_the_fix(
         repo="https://example.com/app.git",
         agent={"kind": kind, "prompt": "Make the tests pass"},
     )
-    began = time.monotonic()
-    await api.start_run(dev_client, spec, task_queue=task_queue)
-    with pytest.raises(WorkflowFailureError) as caught:
-        await asyncio.wait_for(api.wait_result(dev_client, run_id), timeout=CAP)
+    async with worker_without_clis(dev_server, home) as queue:
+        await api.start_run(dev_client, spec, task_queue=queue)
+        with pytest.raises(WorkflowFailureError) as caught:
+            await asyncio.wait_for(api.wait_result(dev_client, run_id), timeout=CAP)
     cause = caught.value.cause
     assert isinstance(cause, ApplicationError) and cause.type == SPEC_REFUSED
-    cli = agent_cli(kind)
     assert cause.message == (
         f"spec: field agent: {kind} {cli.version} is not installed on this worker "
-        f"({cli.npm_spec} is not in {overnight_home() / 'agents'}): run {INSTALL_SCRIPT} there"
+        f"({cli.npm_spec} is not in {home / 'agents'}): run {INSTALL_SCRIPT} there"
     )
-    assert time.monotonic() - began < 20
-    assert await LocalProvider().list({LABEL_RUN: run_id}, include_stopped=True) == []
+    # At once: refused before the run scheduled any activity or timer, and no sandbox made.
+    kinds = {
+        EventType.Name(event.event_type)
+        async for event in dev_client.get_workflow_handle(run_id).fetch_history_events()
+    }
+    waits = {"EVENT_TYPE_ACTIVITY_TASK_SCHEDULED", "EVENT_TYPE_TIMER_STARTED"}
+    assert kinds & waits == set(), kinds
+    assert (
+        await LocalProvider(LocalEngine(home)).list({LABEL_RUN: run_id}, include_stopped=True) == []
+    )
 
 
 # ----- the real Claude Code CLI -----
