@@ -1,6 +1,7 @@
 """Helpers for tests that drive real runs on the session's dev server with an in-process worker.
 
 - `in_process_worker`: AgentRun plus the sandbox activities polling a task queue of their own.
+- `worker_process`: `python worker.py` on a task queue of its own, with variables of the test's.
 - `granted`: what the tests' workers let specs ask for (overnight/grants.py): writable binds
   inside the session's temporary folder (the origins), and what a test adds.
 - `scripted_spec`: a RunSpec for tests/agents/scripted (hostile and proving agents).
@@ -19,8 +20,13 @@ import base64
 import binascii
 import contextlib
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -38,8 +44,9 @@ from overnight.cli.outside_world import host_ports_for
 from overnight.constants import LABEL_RUN
 from overnight.grants import Grants
 from overnight.models import RunSpec
+from overnight.worker.devserver import DevServer
 from overnight.worker.runner import serve
-from tests.conftest import scratch_root
+from tests.conftest import REPO_ROOT, scratch_root
 from tests.waits import CAP
 
 SCRIPTED_AGENT = Path(__file__).resolve().parent / "agents" / "scripted"
@@ -86,6 +93,42 @@ async def in_process_worker(
     finally:
         stop.set()
         await asyncio.wait_for(worker, timeout=60)
+
+
+@asynccontextmanager
+async def worker_process(
+    dev_server: DevServer, queue: str, log_path: Path, env: Mapping[str, str]
+) -> AsyncIterator[None]:
+    """`python worker.py` polling `queue` for the block, connected to `dev_server`, with this
+    process's variables (no TEMPORAL_ or OTEL_ one) and `env`; its output in `log_path`.
+    Stopped with SIGTERM afterwards (killed if it does not end)."""
+    own = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("OTEL_", "TEMPORAL_"))
+    }
+    own |= {"TEMPORAL_ADDRESS": dev_server.address, "TEMPORAL_NAMESPACE": dev_server.namespace}
+    with log_path.open("w") as log:
+        worker = subprocess.Popen(
+            [sys.executable, str(REPO_ROOT / "worker.py"), "--task-queue", queue],
+            cwd=REPO_ROOT,
+            env=own | dict(env),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        deadline = time.monotonic() + 60
+        while "worker polling" not in log_path.read_text():
+            assert worker.poll() is None, log_path.read_text()
+            assert time.monotonic() < deadline, "the worker did not start polling"
+            await asyncio.sleep(0.1)
+        yield
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        try:
+            await asyncio.to_thread(worker.wait, 30)
+        except subprocess.TimeoutExpired:
+            worker.kill()
 
 
 def new_run_id(prefix: str) -> str:

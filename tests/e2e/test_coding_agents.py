@@ -8,12 +8,7 @@ before any sandbox exists."""
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
 import subprocess
-import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
@@ -34,7 +29,6 @@ from overnight.models import RunSpec
 from overnight.worker.agent_clis import Installed
 from overnight.worker.devserver import DevServer
 from tests.agent_clis.conftest import agents_home, installed_cli  # noqa: F401 (fixtures)
-from tests.conftest import REPO_ROOT
 from tests.e2e.coding_agent_runs import (
     CREDENTIAL,
     FAKE_KEY,
@@ -43,43 +37,8 @@ from tests.e2e.coding_agent_runs import (
     start_coding_run,
 )
 from tests.e2e.helpers import new_run_id
+from tests.live import worker_process
 from tests.waits import CAP
-
-
-@asynccontextmanager
-async def worker_without_clis(dev_server: DevServer, home: Path) -> AsyncIterator[str]:
-    """`python worker.py` on a task queue of its own, its OVERNIGHT_HOME `home`, where no
-    coding agent's CLI is installed; yields the queue. (The session's workers share a home
-    into which other tests of the process may have installed both kinds.)"""
-    queue = new_run_id("no-clis")
-    env = {key: value for key, value in os.environ.items() if not key.startswith("TEMPORAL_")}
-    env |= {
-        "TEMPORAL_ADDRESS": dev_server.address,
-        "TEMPORAL_NAMESPACE": dev_server.namespace,
-        HOME_ENV: str(home),
-    }
-    home.mkdir(parents=True)
-    log_path = home / "worker.log"
-    with log_path.open("w") as log:
-        worker = subprocess.Popen(
-            [sys.executable, str(REPO_ROOT / "worker.py"), "--task-queue", queue],
-            cwd=REPO_ROOT,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-    try:
-        async with asyncio.timeout(CAP):
-            while "worker polling" not in log_path.read_text():
-                assert worker.poll() is None, log_path.read_text()
-                await asyncio.sleep(0.1)
-        yield queue
-    finally:
-        worker.send_signal(signal.SIGTERM)
-        try:
-            await asyncio.to_thread(worker.wait, CAP)
-        except subprocess.TimeoutExpired:
-            worker.kill()
 
 
 async def test_a_run_whose_cli_is_not_installed_fails_at_once_saying_the_fix(
@@ -95,7 +54,11 @@ async def test_a_run_whose_cli_is_not_installed_fails_at_once_saying_the_fix(
         repo="https://example.com/app.git",
         agent={"kind": kind, "prompt": "Make the tests pass"},
     )
-    async with worker_without_clis(dev_server, home) as queue:
+    # A worker of its own: the session's share a home into which other tests of the process
+    # may have installed both kinds, and this one's home has no coding agent's CLI.
+    queue = new_run_id("no-clis")
+    home.mkdir()
+    async with worker_process(dev_server, queue, home / "worker.log", {HOME_ENV: str(home)}):
         await api.start_run(dev_client, spec, task_queue=queue)
         with pytest.raises(WorkflowFailureError) as caught:
             await asyncio.wait_for(api.wait_result(dev_client, run_id), timeout=CAP)

@@ -11,11 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import shutil
-import signal
 import subprocess
-import sys
 import time
 import urllib.parse
 import urllib.request
@@ -34,6 +31,7 @@ from overnight.worker.devserver import DevServer
 from overnight.worker.telemetry import METRICS_ADDRESS_ENV, RUNS_EVERY_ENV
 from tests.conftest import REPO_ROOT, free_ports, scratch_root
 from tests.e2e.helpers import agent_spec, new_run_id, wait_for_status
+from tests.live import worker_process
 from tests.waits import CAP
 
 RULES = REPO_ROOT / "deploy" / "prometheus" / "overnight-alerts.yml"
@@ -83,39 +81,12 @@ async def metrics_worker(
     """`python worker.py` on a task queue of its own, serving metrics; yields the queue."""
     queue = f"metrics-{new_run_id('q')[2:]}"
     env = {
-        key: value
-        for key, value in os.environ.items()
-        if not key.startswith(("OTEL_", "TEMPORAL_"))
-    }
-    env |= {
-        "TEMPORAL_ADDRESS": dev_server.address,
-        "TEMPORAL_NAMESPACE": dev_server.namespace,
         METRICS_ADDRESS_ENV: f"127.0.0.1:{ports[0]}",
         RUNS_EVERY_ENV: "0.5",
         WRITABLE_BIND_ROOTS_ENV: str(scratch_root()),
     }
-    log = (tmp_path / "worker.log").open("w")
-    worker = subprocess.Popen(
-        [sys.executable, str(REPO_ROOT / "worker.py"), "--task-queue", queue],
-        cwd=REPO_ROOT,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while "worker polling" not in (tmp_path / "worker.log").read_text():
-            assert worker.poll() is None, (tmp_path / "worker.log").read_text()
-            assert time.monotonic() < deadline, "the worker did not start polling"
-            await asyncio.sleep(0.1)
+    async with worker_process(dev_server, queue, tmp_path / "worker.log", env):
         yield queue
-    finally:
-        worker.send_signal(signal.SIGTERM)
-        try:
-            await asyncio.to_thread(worker.wait, 30)
-        except subprocess.TimeoutExpired:
-            worker.kill()
-        log.close()
 
 
 @pytest.fixture
