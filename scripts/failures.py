@@ -28,16 +28,17 @@ def why_lines(text: str) -> list[str]:
     return [line[:LINE_CHARS] for line in (said or lines)[-WHY_LINES:]]
 
 
-def failures(report: Path) -> list[str]:
-    out: list[str] = []
+def failures(report: Path) -> list[list[str]]:
+    """One block a failed or errored test: its kind, name and message, then its why lines."""
+    blocks: list[list[str]] = []
     for case in ET.parse(report).getroot().iter("testcase"):
         for kind in ("failure", "error"):
             for found in case.findall(kind):
                 name = f"{case.get('classname', '')}::{case.get('name', '')}"
                 message = (found.get("message") or "").splitlines()
-                out.append(f"{kind.upper()} {name}: {message[0][:LINE_CHARS] if message else ''}")
-                out += [f"    {line}" for line in why_lines(found.text or "")]
-    return out
+                head = f"{kind.upper()} {name}: {message[0][:LINE_CHARS] if message else ''}"
+                blocks.append([head, *(f"    {line}" for line in why_lines(found.text or ""))])
+    return blocks
 
 
 def main(argv: list[str]) -> int:
@@ -45,16 +46,13 @@ def main(argv: list[str]) -> int:
     if not report.is_file():
         print(f"no test report at {report}: pytest ended before writing it", file=sys.stderr)
         return 0
-    lines = failures(report)
-    if lines:
+    blocks = failures(report)
+    if blocks:
         print("== what failed (from the test report)", file=sys.stderr)
-        tests = 0
-        for line in lines:
-            tests += not line.startswith(" ")
-            if tests > MOST_TESTS:
-                print(f"... and more: {report}", file=sys.stderr)
-                break
-            print(line, file=sys.stderr)
+        for block in blocks[:MOST_TESTS]:
+            print("\n".join(block), file=sys.stderr)
+        if len(blocks) > MOST_TESTS:
+            print(f"... and {len(blocks) - MOST_TESTS} more", file=sys.stderr)
     return 0
 
 
