@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -141,22 +142,25 @@ def overnight_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         pytest.fail(leftovers.report(left, _timeline), pytrace=False)
 
 
-@pytest_asyncio.fixture(scope="session", loop_scope="session")
-async def dev_server(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[DevServer]:
-    # A session fixture that fails fails every later test of its process that needs it (pytest
-    # keeps the error): a second start, on other ports, before that.
+async def start_dev_server_twice(configs: Iterator[DevConfig]) -> DevServer:
+    """A dev server from the first of `configs` that starts, trying two. A session fixture
+    that fails fails every later test of its process that needs it (pytest keeps the error):
+    a second start, on other ports, before that."""
     failed: DevServerError | None = None
-    for _ in range(2):
-        config = dev_config_on_free_ports(tmp_path_factory.mktemp("dev-server"))
+    for config in itertools.islice(configs, 2):
         try:
             # Killed with pytest even if the session dies before its teardown.
-            server = await start_or_reuse(config, stop_with_parent=True)
-            break
+            return await start_or_reuse(config, stop_with_parent=True)
         except DevServerError as error:
             failed = error
-    else:
-        assert failed is not None
-        raise failed
+    assert failed is not None
+    raise failed
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def dev_server(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[DevServer]:
+    configs = (dev_config_on_free_ports(tmp_path_factory.mktemp("dev-server")) for _ in range(2))
+    server = await start_dev_server_twice(configs)
     try:
         yield server
     finally:

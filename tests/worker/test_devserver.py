@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 import uuid
 from datetime import timedelta
 from pathlib import Path
@@ -21,7 +22,7 @@ from overnight.worker.devserver import (
     start_or_reuse,
     ui_answers,
 )
-from tests.conftest import dev_config_on_free_ports
+from tests.conftest import dev_config_on_free_ports, start_dev_server_twice
 from tests.workflows.trivial_workflows import Echo
 
 
@@ -111,3 +112,19 @@ async def test_port_held_by_another_service_is_a_clear_error(tmp_path: Path) -> 
         with pytest.raises(DevServerError, match="in use but no Temporal server answers"):
             await start_or_reuse(config)
     assert not config.db_file.exists()  # nothing was started
+
+
+async def test_the_session_server_is_started_again_on_other_ports_when_its_first_start_fails(
+    tmp_path: Path,
+) -> None:
+    first = dev_config_on_free_ports(tmp_path / "first")
+    second = dev_config_on_free_ports(tmp_path / "second")
+    # The first's UI port taken between its draw and its bind (another test process drew it).
+    with socket.create_server(("127.0.0.1", first.ui_port)):
+        server = await start_dev_server_twice(iter([first, second]))
+    try:
+        assert server.config.address == second.address
+        assert await server_answers(second.address, second.namespace)
+    finally:
+        server.stop()
+    assert not first.db_file.exists()  # the first was never served
