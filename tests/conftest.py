@@ -23,6 +23,8 @@ import pytest_asyncio
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
+from xdist.remote import Producer
+from xdist.scheduler import LoadGroupScheduling
 
 from activities.providers.local import disk_image
 from activities.providers.local.disk_limit import DISK_ENV
@@ -33,6 +35,7 @@ from overnight.worker.devconfig import DevConfig, load_dev_config
 from overnight.worker.devserver import DevServer, DevServerError, start_or_reuse
 from tests import leftovers
 from tests.sandbox_cgroups import release_under
+from tests.xdist_scheduling import make_scheduler
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEV_CONFIG_FILE = REPO_ROOT / "temporal-dev.yaml"
@@ -58,6 +61,11 @@ def pytest_configure(config: pytest.Config) -> None:
             "group: the heavy tests would run side by side, each slower. Install the pytest "
             "that pyproject.toml allows (bash scripts/test does)."
         )
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Producer) -> LoadGroupScheduling | None:
+    """A test process lost (a test past its timeout) costs its test, not a hung run."""
+    return make_scheduler(config, log)
 
 
 def _xdist_can_group() -> bool:

@@ -2,7 +2,8 @@
 pyproject.toml sets, a timeout that comes while pytest itself is reporting between a test's
 phases (where nothing catches what pytest-timeout's signal method raises, an internal error
 that ended a whole CI run unsummarized) ends that test's process; xdist names the test, and
-the other tests run."""
+the other tests run. They run under the suite's own scheduling (`--dist loadgroup` with
+tests/xdist_scheduling.py): xdist's, after a lost process, hung a CI run for 90 minutes."""
 
 from __future__ import annotations
 
@@ -12,16 +13,28 @@ import sys
 import tomllib
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 
 # The report of test_slow_report's call takes 3 s to make: its 1 s timeout comes then.
-PLANTED_CONFTEST = """
+# The suite's scheduler, as tests/conftest.py plugs it in.
+SUITE_SCHEDULER = """
+from tests.xdist_scheduling import make_scheduler
+
+def pytest_xdist_make_scheduler(config, log):
+    return make_scheduler(config, log)
+"""
+PLANTED_CONFTEST = (
+    SUITE_SCHEDULER
+    + """
 import time
 
 def pytest_runtest_logreport(report):
     if report.when == "call" and report.nodeid.endswith("test_slow_report"):
         time.sleep(3)
 """
+)
 PLANTED_TESTS = "def test_slow_report():\n    pass\n" + "".join(
     f"def test_other_{n}():\n    pass\n" for n in range(8)
 )
@@ -33,22 +46,72 @@ def timeout_method() -> str:
     return method
 
 
-def test_a_timeout_while_pytest_reports_costs_that_test_only(tmp_path: Path) -> None:
-    (tmp_path / "pytest.ini").write_text("[pytest]\ntimeout = 1\n")
-    (tmp_path / "conftest.py").write_text(PLANTED_CONFTEST)
-    (tmp_path / "test_planted.py").write_text(PLANTED_TESTS)
+def run_planted(folder: Path, processes: int) -> str:
+    """pytest's output for the planted tests in `folder`, run as scripts/test runs the suite:
+    `processes` test processes, `--dist loadgroup`, pyproject.toml's timeout method, a 1 s
+    timeout. A run that hangs fails at the cap."""
+    (folder / "pytest.ini").write_text("[pytest]\ntimeout = 1\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    env["PYTHONPATH"] = str(REPO)  # the planted conftest imports the suite's scheduler
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-n", "2"]
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q"]
+        + ["-n", str(processes), "--dist", "loadgroup"]
         + ["-o", f"timeout_method={timeout_method()}"],
-        cwd=tmp_path,
+        cwd=folder,
         env=env,
         capture_output=True,
         text=True,
         timeout=120,
     )
-    out = done.stdout + done.stderr
+    return done.stdout + done.stderr
+
+
+def test_a_timeout_while_pytest_reports_costs_that_test_only(tmp_path: Path) -> None:
+    (tmp_path / "conftest.py").write_text(PLANTED_CONFTEST)
+    (tmp_path / "test_planted.py").write_text(PLANTED_TESTS)
+    out = run_planted(tmp_path, processes=2)
     assert "INTERNALERROR" not in out, out[-3000:]
     assert "crashed while running 'test_planted.py::test_slow_report'" in out, out[-3000:]
     # The 8 others and the slow one's own call passed; its process was lost after.
     assert "1 failed, 9 passed" in out, out[-3000:]
+
+
+# Two tests past their timeout: one alone, one inside a group; each takes its process down.
+PLANTED_LOST_PROCESSES = """
+import time
+import pytest
+
+def test_lost():
+    time.sleep(5)
+
+def test_after_lost():
+    pass
+
+@pytest.mark.xdist_group("heavy")
+def test_group_first():
+    pass
+
+@pytest.mark.xdist_group("heavy")
+def test_group_lost():
+    time.sleep(5)
+
+@pytest.mark.xdist_group("heavy")
+def test_group_last():
+    pass
+"""
+
+
+@pytest.mark.parametrize("processes", [1, 2])
+def test_a_lost_test_process_costs_its_test_and_the_run_ends(
+    tmp_path: Path, processes: int
+) -> None:
+    """xdist 3.8's own loadgroup hangs on this (its new process waits for a second test that
+    never comes, or gets finished units as empty work) and, with two processes, runs each
+    lost test again until its restarts are spent."""
+    (tmp_path / "conftest.py").write_text(SUITE_SCHEDULER)
+    (tmp_path / "test_planted.py").write_text(PLANTED_LOST_PROCESSES)
+    out = run_planted(tmp_path, processes)
+    assert "INTERNALERROR" not in out, out[-3000:]
+    for lost in ("test_planted.py::test_lost", "test_planted.py::test_group_lost@heavy"):
+        assert out.count(f"crashed while running '{lost}'") == 1, out[-3000:]
+    assert "2 failed, 3 passed" in out, out[-3000:]
