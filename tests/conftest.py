@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import itertools
 import os
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Generator, Iterator
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -33,7 +33,7 @@ from overnight.home import HOME_ENV
 from overnight.worker import binaries
 from overnight.worker.devconfig import DevConfig, load_dev_config
 from overnight.worker.devserver import DevServer, DevServerError, start_or_reuse
-from tests import leftovers
+from tests import hard_timeout, leftovers
 from tests.sandbox_cgroups import release_under
 from tests.xdist_scheduling import make_scheduler
 
@@ -55,6 +55,7 @@ HEAVY_GROUP = "heavy"
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    hard_timeout.remember_terminal()
     if getattr(config.option, "dist", "no") == "loadgroup" and not _xdist_can_group():
         raise pytest.UsageError(
             f"pytest {pytest.__version__} keeps node ids where xdist's loadgroup cannot add its "
@@ -85,6 +86,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if item.get_closest_marker("heavy") is not None:
             item.add_marker(pytest.mark.xdist_group(HEAVY_GROUP))
     items.sort(key=lambda item: item.get_closest_marker("long") is None)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, object, object]:
+    """A process whose interpreter lock is held for good still ends (tests/hard_timeout.py)."""
+    return (yield from hard_timeout.watch(item))
 
 
 def pytest_runtest_logstart(nodeid: str, location: tuple[str, int | None, str]) -> None:

@@ -115,3 +115,41 @@ def test_a_lost_test_process_costs_its_test_and_the_run_ends(
     for lost in ("test_planted.py::test_lost", "test_planted.py::test_group_lost@heavy"):
         assert out.count(f"crashed while running '{lost}'") == 1, out[-3000:]
     assert "2 failed, 3 passed" in out, out[-3000:]
+
+
+# The suite's second timeout, given 1 s after the test's own, and a test that keeps the
+# interpreter lock for 60 s (a libc sleep called through ctypes.PyDLL, which holds it).
+SUITE_HARD_TIMEOUT = """
+from tests import hard_timeout
+import pytest
+
+hard_timeout.GRACE_SECONDS = 1.0
+
+def pytest_configure(config):
+    hard_timeout.remember_terminal()
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item):
+    return (yield from hard_timeout.watch(item))
+"""
+PLANTED_LOCK_HOLDER = """
+import ctypes
+
+def test_holds_the_lock():
+    ctypes.PyDLL(None).sleep(60)
+
+def test_after():
+    pass
+"""
+
+
+def test_a_process_whose_lock_is_held_still_ends(tmp_path: Path) -> None:
+    """pytest-timeout's thread needs the interpreter lock to end the process; faulthandler's
+    watchdog does not: the stacks are printed, the test is named lost, the run goes on."""
+    (tmp_path / "conftest.py").write_text(SUITE_SCHEDULER + SUITE_HARD_TIMEOUT)
+    (tmp_path / "test_planted.py").write_text(PLANTED_LOCK_HOLDER)
+    out = run_planted(tmp_path, processes=1)
+    assert "Timeout (0:00:02)!" in out, out[-3000:]
+    assert "in test_holds_the_lock" in out, out[-3000:]
+    assert "crashed while running 'test_planted.py::test_holds_the_lock'" in out, out[-3000:]
+    assert "1 failed, 1 passed" in out, out[-3000:]
