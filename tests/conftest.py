@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import itertools
 import os
+import sys
+import time
 from collections.abc import AsyncIterator, Generator, Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -46,6 +48,7 @@ _scratch: list[Path] = []
 # first test's timeout (300 s).
 STARTUP_CAP = 120.0
 _timeline = leftovers.Timeline()
+_running: dict[str, float] = {}  # node id: when it started (monotonic)
 
 
 # The xdist group of the `heavy` tests (`--dist loadgroup`, scripts/test): one test process
@@ -96,6 +99,19 @@ def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, object, object
 
 def pytest_runtest_logstart(nodeid: str, location: tuple[str, int | None, str]) -> None:
     _timeline.began(nodeid)  # what started a process left running at the end (leftovers)
+    _running[nodeid] = time.monotonic()
+
+
+def pytest_runtest_logfinish(nodeid: str, location: tuple[str, int | None, str]) -> None:
+    _running.pop(nodeid, None)
+
+
+def pytest_keyboard_interrupt() -> None:
+    """What ran when the run was stopped (scripts/test's cap, or ^C): xdist's controller
+    hears every process's starts and ends, and says nothing of them when interrupted."""
+    now = time.monotonic()
+    for nodeid, began in sorted(_running.items(), key=lambda entry: entry[1]):
+        sys.stderr.write(f"still running when stopped, for {now - began:.0f} s: {nodeid}\n")
 
 
 def scratch_root() -> Path:
