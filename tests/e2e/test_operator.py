@@ -146,6 +146,8 @@ async def test_logs_follow_shows_the_demos_attempts_in_order_and_ends_with_the_r
         run_id, tmp_path, agent_env={"AGENT_DIE_AFTER": "4", "AGENT_STEP_DELAY": "0.5"}
     )
     await api.start_run(dev_client, spec, task_queue=task_queue)
+    # From attempt 1 on: a follower that begins on its own begins at the latest attempt, and
+    # on a loaded machine the CLI's own start can take longer than attempt 1 lives (CI form).
     follower = await asyncio.create_subprocess_exec(
         str(OVERNIGHT),
         "--address",
@@ -153,6 +155,8 @@ async def test_logs_follow_shows_the_demos_attempts_in_order_and_ends_with_the_r
         "logs",
         run_id,
         "--follow",
+        "--attempt",
+        "1",
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
