@@ -323,17 +323,21 @@ async def test_spend_past_the_budget_pauses_and_an_extension_wakes_the_same_cli_
 
 
 def _adapter_pids(run_id: str) -> list[int]:
-    """The run's live adapter processes (overnight's, which runs the CLI)."""
-    found = []
+    """The run's live adapter processes (overnight's, which runs the CLI). A process the
+    adapter is starting (git, the CLI) shows the adapter's command line until it executes its
+    own, long enough on a loaded machine to be seen (a CI-form run did): children of an
+    adapter are not adapters."""
+    found: dict[int, int] = {}  # pid: its parent's
     for pid in agent_pids(run_id):
         try:
             command = Path(f"/proc/{pid}/cmdline").read_bytes()
+            stat = Path(f"/proc/{pid}/stat").read_text()
         except OSError:
             continue
         script = command.split(b"\0")[1:2]  # python3's first argument (not a shell's -c)
         if script and script[0].endswith(b"/coding_agent.py"):
-            found.append(pid)
-    return found
+            found[pid] = int(stat.rpartition(")")[2].split()[1])  # after the name: state, ppid
+    return [pid for pid, parent in found.items() if parent not in found]
 
 
 async def test_ask_person_through_mcp_waits_for_the_answer_and_the_model_gets_it(
