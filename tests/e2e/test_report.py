@@ -35,7 +35,17 @@ async def test_report_sums_the_periods_runs_by_outcome_cause_spend_and_safety_ne
     going, failing = f"{token}-open", f"{token}-oob"
     runs.extend([*finished, going, failing])
     specs = [crashing_spec(r, tmp_path) for r in finished]
-    specs.append(crashing_spec(going, tmp_path, env={"AGENT_LATER_HOLD": "600"}))
+    # Its second attempt holds quietly: no stall or lease end may restart it (a fourth restart)
+    # however long a loaded machine takes to get to the report.
+    specs.append(
+        crashing_spec(
+            going,
+            tmp_path,
+            env={"AGENT_LATER_HOLD": "600"},
+            stall_seconds=1800,
+            sandbox_timeout_seconds=1800,
+        )
+    )
     # No restart allowed and nobody to extend it: out of budget after a few seconds.
     specs.append(
         crashing_spec(failing, tmp_path, budget=Budget(max_restarts=0), attention_hours=0.001)
