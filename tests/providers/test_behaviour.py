@@ -214,7 +214,8 @@ async def test_extend_moves_the_deadline(provider: Harness) -> None:
     sid = (await new_sandbox(provider)).sandbox_id
     await start(provider, sid, TICKER)
     provider.end_lease_in(sid, 1.5)
-    extended = await provider.provider.extend(sid, 3)
+    # Far past the first deadline: a loaded machine's late wake-up must not reach the new one.
+    extended = await provider.provider.extend(sid, 60)
     assert extended.state == "running"
     await asyncio.sleep(2.0)  # past the first deadline
     assert (await provider.provider.sandbox(sid)).state == "running"
