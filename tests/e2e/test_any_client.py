@@ -194,7 +194,10 @@ async def test_a_run_without_a_sandbox_yet_is_found_by_its_run_id(
         "AgentRun", raw, id=workflow_id, task_queue=f"nobody-{uuid.uuid4().hex[:6]}"
     )
     run_id = derive_run_id(workflow_id)
-    await asyncio.sleep(1)  # visibility is eventually consistent
+    # Visibility is eventually consistent: the CLI finds runs there (a cap, not a bound).
+    async with asyncio.timeout(CAP):
+        while not [w async for w in dev_client.list_workflows(f"WorkflowId = '{workflow_id}'")]:
+            await asyncio.sleep(0.2)
     asked = await overnight(dev_server, "cancel", run_id, "--reason", "found by its run id")
     assert (asked.returncode, asked.stdout) == (0, f"asked {run_id} to cancel\n"), asked.stderr
     history = [
