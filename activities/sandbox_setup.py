@@ -273,6 +273,12 @@ async def clone_and_switch(provider: SandboxProvider, sandbox_id: str, spec: Run
     switched = await provider.run(
         sandbox_id, branch_script(spec.branch), cwd=APP_DIR, timeout_seconds=GIT_TIMEOUT_SECONDS
     )
+    if switched.timed_out:
+        # Cut off at the sandbox's lease end (a run is never given more): its retry wakes the
+        # paused sandbox with a fresh lease. The branch is not to blame.
+        raise ProviderError(
+            f"switching to branch {spec.branch} timed out", kind=ErrorType.SETUP_FAILED
+        )
     if switched.exit_code != 0:
         raise non_retryable(
             ErrorType.SPEC_UNUSABLE,
