@@ -1,4 +1,5 @@
-"""overnight's coding-agent adapter: Claude Code or Codex as a run's agent, supervised.
+"""overnight's coding-agent adapter: a coding-agent CLI (Claude Code, Codex) as a run's agent,
+supervised.
 
     python3 /workspace/.overnight/kit/coding_agent.py \
         --config /workspace/.overnight/coding-agent.json
@@ -7,14 +8,14 @@ It runs in the sandbox as the run's agent and starts the CLI (its native binary,
 config) as its child, headless, reading the CLI's JSON lines as they come. Standard library
 only, Python 3.8 or newer, like the kit it speaks to the supervisor through
 (`overnight_agent`: `Checkpoint`, `ask`, `wait_until`, `report_usage`, `finish`,
-`fresh_context`). Its sibling modules: `coding_agent_clis` (the two CLIs), `coding_agent_spend`
-(model spend), `coding_agent_system` (processes, git, files), `coding_agent_mcp` (the MCP
-server the CLI is given, and its relay to this process).
+`fresh_context`). Its sibling modules: `clis` (one package per CLI kind: what is particular
+to each, its spend included, and the table of them), `coding_agent_system` (processes, git,
+files), `coding_agent_mcp` (the MCP server the CLI is given, and its relay to this process).
 
-**The config** (JSON): `kind` (`claude-code` | `codex`), `prompt`, `model` ("" = the CLI's
-default), `max_turns` (0 = none), `base_url` ("" = the vendor's), `cli` (the native binary's
-absolute path), `run_id`, `branch` (checked out in `cwd`), `cwd`, `checkpoint_path`,
-`loop_repeats` (8), `prices` (`{model: {input_per_mtok, output_per_mtok,
+**The config** (JSON): `kind` (a kind in `clis.CLIS`: `claude-code`, `codex`), `prompt`,
+`model` ("" = the CLI's default), `max_turns` (0 = none), `base_url` ("" = the vendor's), `cli`
+(the native binary's absolute path), `run_id`, `branch` (checked out in `cwd`), `cwd`,
+`checkpoint_path`, `loop_repeats` (8), `prices` (`{model: {input_per_mtok, output_per_mtok,
 cached_input_per_mtok}}`), `usage_backoff_seconds` (900), `api_backoff_seconds` ([30, 60, 120,
 300, 600]) and `session_store` (optional: a folder outside the sandbox where the CLI's session
 files are copied after each step and restored from at start). Credentials come in the
@@ -62,16 +63,14 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NoReturn
 
 if TYPE_CHECKING:
-    from overnight.agent_kit import coding_agent_clis as clis
+    from overnight.agent_kit import clis
     from overnight.agent_kit import coding_agent_mcp as mcp
-    from overnight.agent_kit import coding_agent_spend as spending
     from overnight.agent_kit import coding_agent_system as system
     from overnight.agent_kit import overnight_agent as kit
 else:  # in the sandbox: the kit's folder, where this file is
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import coding_agent_clis as clis
+    import clis
     import coding_agent_mcp as mcp
-    import coding_agent_spend as spending
     import coding_agent_system as system
     import overnight_agent as kit
 
@@ -204,8 +203,8 @@ class Adapter:
         self.head = self.git.head() if self.git.is_repo else ""
         if self.has_origin:
             self.pusher.start()
-        self.spend = spending.Spend(
-            os.path.join(self.state_dir, "spend.json"), config.kind, config.prices, config.model
+        self.spend = self.cli.count_spend(
+            os.path.join(self.state_dir, "spend.json"), config.prices, config.model
         )
         self.store = (
             system.SessionStore(config.session_store, self.cli.session_home)
@@ -231,7 +230,6 @@ class Adapter:
         self.session_lines: system.JsonLines | None = None
         self.reported: tuple[float, int, int] | None = None
         self.said: set[str] = set()  # notes said once
-        self.rollout_resets: float | None = None
         self._reset_process_state()
 
     # --- notes, checkpoint, log ---
@@ -470,7 +468,6 @@ class Adapter:
         self.steps_in_process = 0
         self.last_text = ""
         self.last_retry_save = 0.0
-        self.rollout_resets = None
         self.next_session_look = 0.0
 
     def run_cli(self, mode: str, prompt: str) -> Outcome:
@@ -532,20 +529,8 @@ class Adapter:
         path = self.cli.session_file(session) if session else ""
         offset = os.path.getsize(path) if path and os.path.exists(path) else 0
         if path:
-            self.session_lines = system.JsonLines(path, offset, self._needles())
-        if isinstance(self.cli, clis.ClaudeCode):
-            restored = self.cli.cost_state(path) if path and os.path.exists(path) else 0.0
-            self.spend.process_started(session, restored)
-        elif session and mode == "resume" and session not in self.spend.threads:
-            lines = system.JsonLines(path, 0, self._needles()).new() if path else iter(())
-            facts = clis.Codex.rollout_facts(lines)
-            self.spend.thread_totals(session, facts.get("totals") or {}, new=False)
-
-    def _needles(self) -> tuple[bytes, ...]:
-        """The session-file lines the adapter reads (spend, limits): the rest is not parsed."""
-        if self.config.kind == "claude-code":
-            return (b'"assistant"',)
-        return (b"token_count", b"turn_context")
+            self.session_lines = system.JsonLines(path, offset, self.cli.session_needles)
+        self.cli.process_starting(session, mode, path)
 
     def _pump(self, process: subprocess.Popen[bytes]) -> bool:
         """Handle what comes until the CLI's output ends (True) or it exited and its output
@@ -601,14 +586,15 @@ class Adapter:
             how = f"killed by signal {-returncode}" if returncode < 0 else f"exited {returncode}"
             tail = stderr_tail.strip().splitlines()
             outcome = Outcome("crash", how + (f": {tail[-1]}" if tail else ""), returncode)
-        if outcome.kind == clis.USAGE_LIMIT and self.rollout_resets is not None:
-            outcome.resets_at = self.rollout_resets  # Codex: exact, where its text is a clock time
+        if outcome.kind == clis.USAGE_LIMIT and self.cli.resets_at is not None:
+            outcome.resets_at = self.cli.resets_at  # exact, where its text is a clock time
         outcome.during = self.running_label
         return outcome
 
     # --- events ---
 
     def on_event(self, event: clis.Event) -> None:
+        self.cli.counted(event, self.session_id)
         if isinstance(event, clis.SessionStarted):
             self._session_started(event.session_id)
         elif isinstance(event, clis.ToolStarted):
@@ -627,8 +613,6 @@ class Adapter:
             if event.text.strip():
                 self.last_text = event.text
                 self.note(f"said: {event.text}")
-        elif isinstance(event, clis.ModelMessage):
-            self.spend.message(event.message_id, event.model, event.usage)
         elif isinstance(event, clis.LimitHit):
             self.limit = event
         elif isinstance(event, clis.Retrying):
@@ -639,26 +623,20 @@ class Adapter:
                 self.save(
                     f"model API {event.status}: the CLI retries ({event.attempt}/{event.most})"
                 )
-        elif isinstance(event, clis.TokenTotals):
-            if self.session_id:
-                self.spend.thread_totals(self.session_id, event.totals, new=False)
         elif isinstance(event, clis.Finished):
             self.finished = event
-            if self.config.kind == "claude-code":
-                self.spend.result(event.cost_usd, event.total_cost_usd, event.model_usage)
 
     def _session_started(self, session: str) -> None:
         if session == self.session_id:
             return
         known = self.session_id
-        if known and self.config.kind == "claude-code":
+        if known and self.cli.takes_session_ids:
             self.note(f"the CLI started session {session}, not {known}")
         self.state["session_id"] = session
         self.state["session_open"] = True
         if session not in self.state.setdefault("sessions", []):
             self.state["sessions"].append(session)
-        if self.config.kind == "codex":
-            self.spend.thread_totals(session, {}, new=True)
+        self.cli.session_started(session)
         self.session_lines = None
         self.save("working")
 
@@ -706,38 +684,21 @@ class Adapter:
         if isinstance(loop, dict) and int(loop["count"]) >= self.config.loop_repeats:
             self.stop_reason = "loop"
         elif (
-            self.config.kind == "codex"
+            self.cli.counts_turns
             and self.config.max_turns
             and self.steps_in_process >= self.config.max_turns
         ):
             self.stop_reason = clis.MAX_TURNS
 
     def _read_session(self) -> None:
-        """New lines of the session file: Claude's final usage per answer; Codex's token
-        counts and usage-limit windows."""
+        """New lines of the session file, for the kind to read (spend, limits)."""
         if self.session_lines is None and self.session_id:
             path = self.cli.session_file(self.session_id)
             if path and os.path.exists(path):
-                self.session_lines = system.JsonLines(path, 0, self._needles())
+                self.session_lines = system.JsonLines(path, 0, self.cli.session_needles)
         if self.session_lines is None:
             return
-        lines = self.session_lines.new()
-        if self.config.kind == "claude-code":
-            for line in lines:
-                message = line.get("message")
-                if line.get("type") != "assistant" or not isinstance(message, dict):
-                    continue
-                usage = message.get("usage")
-                if message.get("id") in self.spend.messages and isinstance(usage, dict):
-                    self.spend.message(str(message["id"]), str(message.get("model") or ""), usage)
-            return
-        facts = clis.Codex.rollout_facts(lines)
-        if "totals" in facts and self.session_id:
-            self.spend.thread_totals(self.session_id, facts["totals"], new=False)
-        if "resets_at" in facts:
-            self.rollout_resets = facts["resets_at"]
-        if facts.get("model") and not self.spend.model:
-            self.spend.model = str(facts["model"])
+        self.cli.session_lines(self.session_lines.new(), self.session_id)
 
     def _look_at_session(self) -> None:
         """While a tool call runs, store the session file again when it grew since the

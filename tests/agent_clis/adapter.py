@@ -124,10 +124,10 @@ class Workspace:
             git("clone", "-q", "-b", BRANCH, str(self.origin), str(self.app))
         # The sandbox sees origin at its path inside.
         git("remote", "set-url", "origin", self.inside("origin.git"), cwd=self.app)
+        # The kit as sandboxes get it: the whole folder, its packages too.
         kit = self.work / ".overnight" / "kit"
-        kit.mkdir(parents=True)
-        for source in KIT.glob("*.py"):
-            shutil.copy2(source, kit / source.name)
+        kit.parent.mkdir(parents=True)
+        shutil.copytree(KIT, kit, ignore=shutil.ignore_patterns("__pycache__"))
         self.answers.mkdir(parents=True)
         if self.sandbox.uid is not None:
             _chown_tree(self.work, self.sandbox.uid)

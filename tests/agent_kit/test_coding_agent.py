@@ -25,15 +25,18 @@ from tests.waits import CAP
 KIT = Path(__file__).resolve().parents[2] / "overnight" / "agent_kit"
 sys.path.insert(0, str(KIT))  # as in the sandbox: the adapter's modules are the kit's siblings
 
-import coding_agent_clis as clis  # noqa: E402
+import clis  # noqa: E402
 import coding_agent_mcp as mcp  # noqa: E402
-import coding_agent_spend as spending  # noqa: E402
 import coding_agent_system as system  # noqa: E402
+from clis.claude_code import cli as claude_cli  # noqa: E402
+from clis.claude_code.spend import ClaudeSpend  # noqa: E402
+from clis.codex.spend import CodexSpend  # noqa: E402
 from coding_agent import DONE_CHECK_LEAD  # noqa: E402
 
-MODULES = ["coding_agent", "coding_agent_clis", "coding_agent_mcp", "coding_agent_spend"]
-MODULES += ["coding_agent_system"]
-SIBLINGS = {"overnight_agent", *MODULES}
+# The adapter's modules, as paths in the kit: its own and every kind's.
+MODULES = ["coding_agent", "coding_agent_mcp", "coding_agent_system"]
+MODULES += sorted(str(p.relative_to(KIT))[:-3] for p in (KIT / "clis").rglob("*.py"))
+SIBLINGS = {"overnight_agent", "clis", *MODULES}
 STDLIB = set(sys.stdlib_module_names)
 
 
@@ -344,7 +347,7 @@ def test_a_relayed_call_without_the_adapter_says_so(tmp_path: Path) -> None:
 
 
 def test_claude_spend_keeps_what_a_killed_process_spent(tmp_path: Path) -> None:
-    spend = spending.Spend(str(tmp_path / "spend.json"), "claude-code", {}, "")
+    spend = ClaudeSpend(str(tmp_path / "spend.json"), {}, "")
     spend.process_started("s1", 0.0)
     spend.message("m1", "claude-test", {"input_tokens": 100, "output_tokens": 1})
     spend.message("m1", "claude-test", {"input_tokens": 100, "output_tokens": 20})  # final
@@ -359,12 +362,12 @@ def test_claude_spend_keeps_what_a_killed_process_spent(tmp_path: Path) -> None:
     spend.result(0.0008, 0.0016, {"claude-test": {"inputTokens": 100, "outputTokens": 20}})
     assert spend.total()[0] == pytest.approx(0.0032)
     spend.save()
-    again = spending.Spend(str(tmp_path / "spend.json"), "claude-code", {}, "")
+    again = ClaudeSpend(str(tmp_path / "spend.json"), {}, "")
     assert again.rates["claude-test"] == pytest.approx(4e-6)  # kept for the next process
 
 
 def test_claude_spend_is_never_less_than_the_clis_own_total_since_this_start() -> None:
-    spend = spending.Spend("/nonexistent/spend.json", "claude-code", {}, "")
+    spend = ClaudeSpend("/nonexistent/spend.json", {}, "")
     spend.process_started("s1", 1.0)  # restored $1 spent before this adapter: not ours
     spend.result(None, 1.5, {})
     assert spend.total()[0] == pytest.approx(0.5)
@@ -372,7 +375,7 @@ def test_claude_spend_is_never_less_than_the_clis_own_total_since_this_start() -
 
 def test_codex_spend_is_its_tokens_since_this_start_at_the_price_table() -> None:
     prices = {"gpt-6": {"input_per_mtok": 2.0, "cached_input_per_mtok": 0.5, "output_per_mtok": 8}}
-    spend = spending.Spend("/nonexistent/spend.json", "codex", prices, "gpt-6.2-sol")
+    spend = CodexSpend("/nonexistent/spend.json", prices, "gpt-6.2-sol")
     before = {"input_tokens": 1000, "cached_input_tokens": 0, "output_tokens": 100}
     spend.thread_totals("t1", before, new=False)  # resumed: spent before this process
     now = {"input_tokens": 3000, "cached_input_tokens": 1000, "output_tokens": 600}
@@ -380,7 +383,7 @@ def test_codex_spend_is_its_tokens_since_this_start_at_the_price_table() -> None
     usd, tokens_in, tokens_out = spend.total()
     assert (tokens_in, tokens_out) == (2000, 500)
     assert usd == pytest.approx((1000 * 2.0 + 1000 * 0.5 + 500 * 8) / 1e6)
-    unpriced = spending.Spend("/nonexistent/spend.json", "codex", {}, "gpt-x")
+    unpriced = CodexSpend("/nonexistent/spend.json", {}, "gpt-x")
     unpriced.thread_totals("t2", now, new=True)
     assert unpriced.total() == (0.0, 3000, 600) and unpriced.unpriced == {"gpt-x"}
 
@@ -411,7 +414,7 @@ def test_claude_results_are_classified_by_is_error_never_by_subtype() -> None:
 def test_a_reset_said_only_as_a_clock_time_is_its_next_occurrence() -> None:
     now = datetime.datetime(2026, 12, 2, 10, 0, tzinfo=datetime.UTC).timestamp()
     text = "You've hit your 5-hour limit · resets 9:06am (UTC)"
-    resets = clis._claude_reset_in_text(text, now)
+    resets = claude_cli.reset_in_text(text, now)
     assert resets == datetime.datetime(2026, 12, 3, 9, 6, tzinfo=datetime.UTC).timestamp()
     assert clis.next_clock_time("at 11pm", now, True) == now + 13 * 3600
     assert clis.next_clock_time("no time here", now, True) is None
