@@ -68,12 +68,11 @@ from activities.errors import ErrorType, non_retryable
 from activities.providers.protocol import WorkerMount
 from activities.sandbox_setup import KIT_DIR
 from overnight.addresses import plain_loopback_url
+from overnight.agent_kinds import agent_cli, npm_cpu
 from overnight.coding_agents import (
     RUNTIME_MACHINE,
-    agent_cli,
     install_folder,
     install_problem,
-    npm_cpu,
     sandbox_executable,
     sandbox_folder,
 )

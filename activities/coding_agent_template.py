@@ -35,12 +35,10 @@ from temporalio import activity
 
 from activities.providers.protocol import ProviderError, SandboxProvider, SandboxRequest
 from activities.providers.snapshot_protocol import SnapshotInfo, SnapshotProvider
+from overnight.agent_kinds import AgentCli, agent_cli, npm_cpu
 from overnight.coding_agents import (
     RUNTIME_MACHINE,
-    AgentCli,
-    agent_cli,
     install_folder,
-    npm_cpu,
     sandbox_executable,
     sandbox_folder,
 )

@@ -53,7 +53,7 @@ from bench.report import RESULTS_DIR, Row, machine, render_text, save_results
 from fakes.model_api import FakeModelApi, RecordedRequest, Script, Shell, text, tools
 from fakes.model_api.script import Choice
 from fakes.model_api.turns import Answer
-from overnight.coding_agents import AgentCli, agent_cli
+from overnight.agent_kinds import AgentCli, agent_cli
 from overnight.worker.agent_clis import InstallError, check, install
 from tests.agent_clis.clis import DRIVERS, Driver, Running, executable_name
 from tests.agent_clis.sandbox import Sandbox, bubblewrap_works

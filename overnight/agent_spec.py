@@ -10,15 +10,13 @@ The model is a contract (tests outside this repository write it): `kind`, `promp
 from __future__ import annotations
 
 import re
-from typing import Literal
 from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator
 
+from overnight.agent_kinds import AgentKind
 from overnight.model_base import _StrictInput
 
-# The coding-agent CLIs overnight runs (their pins: overnight/coding_agents.py).
-AgentKind = Literal["claude-code", "codex"]
 MAX_PROMPT_CHARS = 100_000
 MAX_TURNS = 10_000
 MAX_MODEL_CHARS = 200

@@ -1,5 +1,5 @@
-"""The coding-agent CLIs overnight runs (`RunSpec.agent.kind`): pinned versions and where
-they live. Pure constants and paths; installing is `overnight.worker.agent_clis`.
+"""Where the coding-agent CLIs (`overnight.agent_kinds`) are installed and how sandboxes see
+them. Pure constants and paths; installing is `overnight.worker.agent_clis`.
 
 Each CLI is installed once per worker from the npm registry, into
 `$OVERNIGHT_HOME/agents/<kind>-<version>/` (an npm prefix: `node_modules/...` under it), and
@@ -16,10 +16,9 @@ node) is needed only to install.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
-from overnight.agent_spec import AgentKind as AgentKind
+from overnight.agent_kinds import AgentCli, UnsupportedPlatform, npm_cpu
 from overnight.home import overnight_home
 
 AGENTS_FOLDER = "agents"  # under $OVERNIGHT_HOME
@@ -32,85 +31,6 @@ RUNTIME_AGENTS_ROOT = "/workspace/.overnight/agents"
 # Runtime's sandboxes are x86_64 (its image builds say TARGETARCH amd64).
 RUNTIME_MACHINE = "x86_64"
 INSTALL_SCRIPT = "bash scripts/install-agent-clis"  # the one command that installs them
-
-# `platform.machine()` -> npm's cpu name.
-NPM_CPU = {"x86_64": "x64", "amd64": "x64", "aarch64": "arm64", "arm64": "arm64"}
-RUST_TARGET = {"x64": "x86_64-unknown-linux-musl", "arm64": "aarch64-unknown-linux-musl"}
-
-
-@dataclass(frozen=True)
-class AgentCli:
-    """One pinned CLI: its npm package and version, and what `--version` prints."""
-
-    kind: AgentKind
-    package: str
-    version: str
-    version_line: str  # `<executable> --version` prints this (stripped)
-
-    @property
-    def npm_spec(self) -> str:
-        return f"{self.package}@{self.version}"
-
-    @property
-    def folder_name(self) -> str:
-        return f"{self.kind}-{self.version}"
-
-    def executable(self, cpu: str) -> Path:
-        """The native binary, relative to the install folder, for npm's `cpu` (x64, arm64)."""
-        if cpu not in RUST_TARGET:
-            raise UnsupportedPlatform(f"{self.kind} has no Linux build for cpu {cpu!r} here")
-        if self.kind == "claude-code":
-            return Path("node_modules/@anthropic-ai") / f"claude-code-linux-{cpu}" / "claude"
-        return (
-            Path("node_modules/@openai")
-            / f"codex-linux-{cpu}"
-            / "vendor"
-            / RUST_TARGET[cpu]
-            / "bin"
-            / "codex"
-        )
-
-    def run_environment(self, install_folder: str) -> dict[str, str]:
-        """Variables the native binary expects from its npm launcher (`install_folder` as
-        the process sees it: the host path, or the sandbox's mount)."""
-        if self.kind == "codex":
-            return {
-                "CODEX_MANAGED_BY_NPM": "1",
-                "CODEX_MANAGED_PACKAGE_ROOT": f"{install_folder}/node_modules/@openai/codex",
-            }
-        return {"DISABLE_AUTOUPDATER": "1"}
-
-
-class UnsupportedPlatform(Exception):
-    """This machine's CPU has no build of the CLI."""
-
-
-CLAUDE_CODE = AgentCli(
-    kind="claude-code",
-    package="@anthropic-ai/claude-code",
-    version="2.1.332",
-    version_line="2.1.332 (Claude Code)",
-)
-CODEX = AgentCli(
-    kind="codex",
-    package="@openai/codex",
-    version="0.171.0",
-    version_line="codex-cli 0.171.0",
-)
-AGENT_CLIS: dict[str, AgentCli] = {cli.kind: cli for cli in (CLAUDE_CODE, CODEX)}
-
-
-def agent_cli(kind: str) -> AgentCli:
-    try:
-        return AGENT_CLIS[kind]
-    except KeyError:
-        known = ", ".join(AGENT_CLIS)
-        raise ValueError(f"unknown agent kind {kind!r} (known: {known})") from None
-
-
-def npm_cpu(machine: str) -> str:
-    """npm's cpu name for `platform.machine()`; the machine name itself when unknown."""
-    return NPM_CPU.get(machine.lower(), machine)
 
 
 def agents_root(home: Path | None = None) -> Path:
@@ -131,7 +51,7 @@ def sandbox_folder(cli: AgentCli, provider: str = "local") -> str:
 
 def sandbox_executable(cli: AgentCli, machine: str, provider: str = "local") -> str:
     """The native binary's path as a sandbox sees it (`machine`: `platform.machine()`)."""
-    return f"{sandbox_folder(cli, provider)}/{cli.executable(npm_cpu(machine)).as_posix()}"
+    return f"{sandbox_folder(cli, provider)}/{cli.executable(npm_cpu(machine))}"
 
 
 def install_problem(cli: AgentCli, machine: str, home: Path | None = None) -> str | None:

@@ -20,16 +20,12 @@ from typing import Literal
 from urllib.parse import urlsplit
 
 from overnight.addresses import numeric_host
+from overnight.agent_kinds import AGENT_CLIS
 
 MAX_EGRESS = 64
 # What a run may reach without asking, besides its own repository's host and its coding
 # agent's model API: the package registries, unless the worker names others.
 DEFAULT_GRANTED = ("pypi.org", "files.pythonhosted.org", "registry.npmjs.org")
-# Each coding agent's model API, reached when its spec names no `base_url`.
-MODEL_UPSTREAMS: dict[str, tuple[str, ...]] = {
-    "claude-code": ("api.anthropic.com",),
-    "codex": ("api.openai.com", "chatgpt.com"),
-}
 EGRESS_ALLOW_ENV = "OVERNIGHT_EGRESS_ALLOW"
 EGRESS_ADDRESSES_ENV = "OVERNIGHT_EGRESS_ADDRESSES"
 ALLOW_OPEN_NETWORK_ENV = "OVERNIGHT_ALLOW_OPEN_NETWORK"
@@ -144,7 +140,7 @@ def implied(repo: str, agent_kind: str | None, agent_base_url: str | None) -> li
         if agent_base_url:
             found += [host for host in [host_of(agent_base_url)] if host]
         else:
-            found += MODEL_UPSTREAMS.get(agent_kind, ())
+            found += AGENT_CLIS[agent_kind].egress_hosts if agent_kind in AGENT_CLIS else ()
     return list(dict.fromkeys(found))
 
 

@@ -17,14 +17,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from overnight.agent_kinds import agent_cli
 from overnight.models import RunSpec
 
-# The key each CLI reads from its environment (Claude Code: `x-api-key`; Codex: the provider's
-# `env_key`, a bearer token).
-VENDOR_KEY_ENV = {"claude-code": "ANTHROPIC_API_KEY", "codex": "OPENAI_API_KEY"}
-# Claude Code's bearer tokens (a subscription's OAuth token, or a gateway's token): sent as
-# `Authorization: Bearer`, by the CLI to the gateway and by the gateway upstream.
-CLAUDE_BEARER_ENV = ("CLAUDE_CODE_OAUTH_TOKEN", "ANTHROPIC_AUTH_TOKEN")
 MODEL_URL_ENV = "OVERNIGHT_MODEL_URL"
 MODEL_TOKEN_ENV = "OVERNIGHT_MODEL_TOKEN"
 
@@ -48,16 +43,17 @@ def model_plan(spec: RunSpec) -> ModelPlan | None:
     if spec.provider != "local" or spec.isolation != "bubblewrap":
         return None
     if spec.agent is not None:
-        vendor = VENDOR_KEY_ENV[spec.agent.kind]
+        # The key its CLI reads from its environment (`AgentCli.key_env`).
+        cli = agent_cli(spec.agent.kind)
+        vendor = cli.key_env
         credential = spec.model_credential or (vendor if vendor in spec.secret_env else "")
         if credential:
             return ModelPlan(credential, spec.agent.base_url, vendor)
-        if spec.agent.kind == "claude-code":
-            # A subscription's OAuth token (or a bearer token): kept at the gateway too, the
-            # CLI given the sandbox's token in its place, sent as a bearer token both ways.
-            bearer = next((n for n in CLAUDE_BEARER_ENV if n in spec.secret_env), "")
-            if bearer:
-                return ModelPlan(bearer, spec.agent.base_url, bearer, "bearer")
+        # A subscription's OAuth token (or a bearer token): kept at the gateway too, the CLI
+        # given the sandbox's token in its place, sent as a bearer token both ways.
+        bearer = next((n for n in cli.bearer_envs if n in spec.secret_env), "")
+        if bearer:
+            return ModelPlan(bearer, spec.agent.base_url, bearer, "bearer")
         return None
     if not spec.model_credential:
         return None

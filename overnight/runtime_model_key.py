@@ -31,14 +31,11 @@ import ipaddress
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from overnight.agent_kinds import ANY_API_HOST, agent_cli
 from overnight.model_access import MODEL_TOKEN_ENV, MODEL_URL_ENV, model_plan
 from overnight.models import RunSpec
 
 SECRET_PREFIX = "OVERNIGHT_MODEL_KEY_"
-# The model API each coding agent's CLI calls when its spec names no base_url.
-VENDOR_HOSTS = {"claude-code": ("api.anthropic.com",), "codex": ("api.openai.com",)}
-# An agent of one's own may call either vendor.
-ANY_VENDOR = ("api.anthropic.com", "api.openai.com")
 
 
 @dataclass(frozen=True)
@@ -77,9 +74,9 @@ def runtime_key_plan(spec: RunSpec) -> RuntimeKeyPlan | None:
     if upstream is not None and upstream.hostname:
         hosts: tuple[str, ...] = (upstream.hostname.lower(),)
     elif spec.agent is not None:
-        hosts = VENDOR_HOSTS[spec.agent.kind]
+        hosts = agent_cli(spec.agent.kind).api_hosts
     else:
-        hosts = ANY_VENDOR
+        hosts = ANY_API_HOST  # an agent of one's own may call any kind's vendor
     return RuntimeKeyPlan(
         credential_env=local.credential_env,
         secret_name=secret_name(spec.run_id),

@@ -42,6 +42,7 @@ from typing import Any
 
 from temporalio.client import Client
 
+from overnight.agent_kinds import agent_cli
 from overnight.agent_text import terminal_line
 from overnight.cli import client as api
 from overnight.cli import render
@@ -68,17 +69,13 @@ from overnight.cli.demo_model import (
     start_fake_model_api,
 )
 from overnight.codec import data_converter
-from overnight.coding_agents import INSTALL_SCRIPT, agent_cli, install_problem
+from overnight.coding_agents import INSTALL_SCRIPT, install_problem
 from overnight.errors import SpecError
 from overnight.grants import Grants
 from overnight.models import RunResult, RunSpec, RunStatus
 from overnight.worker.devconfig import DevConfig
 
 KINDS = ("claude-code", "codex")  # what this demo plays (`overnight demo --agent`'s choices)
-# The variable each CLI takes its key from. The fake accepts any key; the worker copies this
-# one from its own environment (this process's, for the demo only) into the sandbox, as it
-# would a real one.
-CREDENTIALS = {"claude-code": "ANTHROPIC_API_KEY", "codex": "OPENAI_API_KEY"}
 FAKE_KEY = "sk-demo-fake-model-api"
 RESULT_TIMEOUT_SECONDS = 300
 PROMPT = (
@@ -105,7 +102,7 @@ def agent_spec(
             # pushes each step through the worker's gateway.
             "repo": repo,
             "agent": {"kind": kind, "prompt": PROMPT, "base_url": base_url},
-            "secret_env": [CREDENTIALS[kind]],
+            "secret_env": [agent_cli(kind).key_env],
             # The sandbox's network reaches the worker's loopback only on the fake's port.
             "host_ports": [port],
             "poll_seconds": 1,
@@ -172,7 +169,9 @@ async def run_agent_demo(
     converter = data_converter()
     server = await demo_server(config, config_path, port, out)
     ending = "kept" if keep_server else "stopped" if server.started_here else "reused"
-    credential = CREDENTIALS[kind]
+    # The fake accepts any key; the worker keeps this one from its own environment (this
+    # process's, for the demo only) at its gateway, as it would a real one.
+    credential = agent_cli(kind).key_env
     earlier_key = os.environ.get(credential)
     os.environ[credential] = FAKE_KEY  # this process's only: the worker below copies it
     try:

@@ -34,17 +34,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from overnight.coding_agents import (
-    AGENT_CLIS,
-    INSTALL_SCRIPT,
-    INSTALLED_MARKER,
-    AgentCli,
-    UnsupportedPlatform,
-    agent_cli,
-    agents_root,
-    install_folder,
-    npm_cpu,
-)
+from overnight.agent_kinds import AGENT_CLIS, AgentCli, UnsupportedPlatform, agent_cli, npm_cpu
+from overnight.coding_agents import INSTALL_SCRIPT, INSTALLED_MARKER, agents_root, install_folder
 
 MARKER = INSTALLED_MARKER
 PARTIAL_PREFIX = ".partial-"

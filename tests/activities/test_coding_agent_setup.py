@@ -24,13 +24,11 @@ from activities.providers.local.engine import LocalEngine
 from activities.providers.local.isolation import bwrap_problem
 from activities.providers.local.provider import LocalProvider
 from activities.sandbox import SandboxActivities
+from overnight.agent_kinds import AgentCli, agent_cli, npm_cpu
 from overnight.coding_agents import (
     INSTALL_SCRIPT,
     INSTALLED_MARKER,
-    AgentCli,
-    agent_cli,
     install_folder,
-    npm_cpu,
     sandbox_executable,
     sandbox_folder,
 )

@@ -15,7 +15,8 @@ import pytest
 from activities import coding_agent_setup as coding
 from activities.providers.local.engine import LocalEngine
 from activities.providers.local.isolation import bwrap_problem
-from overnight.coding_agents import agent_cli, install_folder, sandbox_executable, sandbox_folder
+from overnight.agent_kinds import agent_cli
+from overnight.coding_agents import install_folder, sandbox_executable, sandbox_folder
 from overnight.constants import LABEL_RUN
 from overnight.models import RunSpec
 from overnight.worker.agent_clis import Installed

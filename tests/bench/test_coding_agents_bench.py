@@ -23,7 +23,8 @@ from bench.coding_agents import (
     result_rows,
 )
 from bench.report import GROUPS, Row, save_results
-from overnight.coding_agents import INSTALL_SCRIPT, agent_cli
+from overnight.agent_kinds import agent_cli
+from overnight.coding_agents import INSTALL_SCRIPT
 from overnight.worker.agent_clis import check
 
 

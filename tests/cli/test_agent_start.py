@@ -7,15 +7,17 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
+from overnight.agent_kinds import agent_cli
 from overnight.cli import agents as agents_cli
-from overnight.coding_agents import INSTALL_SCRIPT, agent_cli
+from overnight.cli import client as api
+from overnight.cli import start_command
+from overnight.coding_agents import INSTALL_SCRIPT
 from overnight.home import HOME_ENV
 from overnight.models import RunSpec
 from tests.activities.test_coding_agent_setup import fake_install
@@ -108,9 +110,8 @@ def test_start_hands_that_spec_to_the_server(
             namespace="default",
         )
 
-    cli_main = sys.modules["overnight.cli.main"]
-    monkeypatch.setattr(cli_main.api, "start_run", start_run)
-    monkeypatch.setattr(cli_main, "_connect", connect)
+    monkeypatch.setattr(api, "start_run", start_run)
+    monkeypatch.setattr(start_command, "connect", connect)
     code, out, _ = run_cli(
         capsys,
         "start",

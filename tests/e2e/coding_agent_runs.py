@@ -24,9 +24,10 @@ from activities.providers.local.isolation import bwrap_problem
 from activities.providers.local.provider import LocalProvider
 from fakes.git_http import origin_fields
 from fakes.model_api import FakeModelApi
+from overnight.agent_kinds import agent_cli
 from overnight.cli import client as api
 from overnight.cli.demo import DemoFiles, make_origin
-from overnight.coding_agents import agent_cli, install_folder
+from overnight.coding_agents import install_folder
 from overnight.constants import LABEL_ATTEMPT, LABEL_RUN
 from overnight.local_services import serve_to_agents
 from overnight.models import RunResult, RunSpec

@@ -20,8 +20,9 @@ from activities.providers.local.engine import LocalEngine
 from activities.providers.local.provider import LocalProvider
 from fakes.model_api import FakeModelApi, ReadFile, Shell, WriteFile, text, tools
 from fakes.model_api.turns import Answer
+from overnight.agent_kinds import agent_cli
 from overnight.cli import client as api
-from overnight.coding_agents import INSTALL_SCRIPT, agent_cli
+from overnight.coding_agents import INSTALL_SCRIPT
 from overnight.constants import LABEL_RUN
 from overnight.grants import SPEC_REFUSED
 from overnight.home import HOME_ENV, overnight_home

@@ -29,9 +29,10 @@ from fakes.git_http import origin_fields
 from fakes.model_api import FakeModelApi, Shell, text, tools
 from fakes.runtime import FakeRuntime
 from fakes.tls import CertAuthority
+from overnight.agent_kinds import agent_cli
 from overnight.cli import client as api
 from overnight.cli.demo import make_origin
-from overnight.coding_agents import agent_cli, install_folder
+from overnight.coding_agents import install_folder
 from overnight.models import RunSpec
 from overnight.runtime_model_key import secret_name
 from overnight.worker.agent_clis import Installed
