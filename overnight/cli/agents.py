@@ -14,15 +14,13 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from overnight.agent_kinds import AGENT_CLIS
+from overnight.cli.commands import Command
 from overnight.cli.help_texts import JSON_HELP
-from overnight.coding_agents import AGENT_CLIS
 from overnight.errors import SpecError
 from overnight.models import RunSpec
 from overnight.specs import parse_spec
 
-# The credential a kind's CLI is given unless `--secret-env` names others (the worker copies
-# it from its own environment: OVERNIGHT_SECRET_ENV must allow it).
-DEFAULT_CREDENTIAL = {"claude-code": "ANTHROPIC_API_KEY", "codex": "OPENAI_API_KEY"}
 # The flags that only make sense with --agent (the spec file says all of it otherwise).
 AGENT_FLAGS = (
     "repo",
@@ -61,7 +59,7 @@ def add_start_arguments(start: argparse.ArgumentParser) -> None:
         action="append",
         metavar="NAME",
         help="a credential the worker copies into the sandbox (repeatable; default: "
-        + ", ".join(f"{v} for {k}" for k, v in DEFAULT_CREDENTIAL.items())
+        + ", ".join(f"{cli.key_env} for {kind}" for kind, cli in AGENT_CLIS.items())
         + ")",
     )
     group.add_argument("--bind", action="append", metavar="PATH", help="a host path, read-only")
@@ -118,7 +116,10 @@ def spec_fields(args: argparse.Namespace) -> dict[str, Any]:
         raw["run_id"] = args.run_id
     if args.branch:
         raw["branch"] = args.branch
-    raw["secret_env"] = list(dict.fromkeys(args.secret_env or [DEFAULT_CREDENTIAL[args.agent]]))
+    # The credential a kind's CLI is given unless `--secret-env` names others (the worker
+    # copies it from its own environment: OVERNIGHT_SECRET_ENV must allow it).
+    default = AGENT_CLIS[args.agent].key_env
+    raw["secret_env"] = list(dict.fromkeys(args.secret_env or [default]))
     binds: list[dict[str, Any]] = [{"path": _absolute(p)} for p in args.bind or []]
     binds += [{"path": _absolute(p), "writable": True} for p in args.writable_bind or []]
     if binds:
@@ -182,10 +183,7 @@ def _absolute(path: str) -> str:
 # --- overnight agents ---
 
 
-def add_parser(commands: argparse._SubParsersAction, parser_class: type) -> None:  # type: ignore[type-arg]
-    agents = commands.add_parser(
-        "agents", help="which coding agents this machine's worker can run, and what fixes the rest"
-    )
+def _arguments(agents: argparse.ArgumentParser) -> None:
     agents.add_argument("--json", action="store_true", help=JSON_HELP)
 
 
@@ -229,3 +227,13 @@ def readiness() -> list[dict[str, Any]]:
             }
         )
     return states
+
+
+COMMANDS = (
+    Command(
+        "agents",
+        "which coding agents this machine's worker can run, and what fixes the rest",
+        _arguments,
+        run,
+    ),
+)

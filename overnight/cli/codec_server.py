@@ -34,6 +34,7 @@ from google.protobuf.json_format import MessageToDict, ParseDict, ParseError
 from temporalio.api.common.v1 import Payload
 
 from overnight.cli.bounded_http import BoundedHttpServer, Limits, Request, Response
+from overnight.cli.commands import Command
 from overnight.codec import (
     CODEC_KEYS_ENV,
     KEY_ID_METADATA,
@@ -267,11 +268,7 @@ def origins_or_default(given: Sequence[str] | None) -> tuple[str, ...]:
     return tuple(origin.rstrip("/") for origin in given) if given else default_origins()
 
 
-def add_parser(commands: argparse._SubParsersAction, parser_class: type) -> None:  # type: ignore[type-arg]
-    server = commands.add_parser(
-        "codec-server",
-        help=f"decode encrypted payloads for the Web UI ({CODEC_KEYS_ENV}'s keys, over HTTP)",
-    )
+def _arguments(server: argparse.ArgumentParser) -> None:
     server.add_argument(
         "--port", type=int, default=DEFAULT_PORT, help=f"port to listen on (default {DEFAULT_PORT})"
     )
@@ -322,3 +319,13 @@ async def run(args: argparse.Namespace) -> int:
         )
         await stop.wait()
     return 0
+
+
+COMMANDS = (
+    Command(
+        "codec-server",
+        f"decode encrypted payloads for the Web UI ({CODEC_KEYS_ENV}'s keys, over HTTP)",
+        _arguments,
+        run,
+    ),
+)

@@ -17,6 +17,8 @@ from dataclasses import replace
 
 from temporalio.client import Client
 
+from overnight.cli.commands import Command
+from overnight.cli.connecting import connect
 from overnight.console.settings import (
     DEFAULT_ADDRESS,
     DEFAULT_PORT,
@@ -29,14 +31,7 @@ from overnight.console.settings import (
 from overnight.local_services import Declared
 
 
-def add_parser(commands: argparse._SubParsersAction, parser_class: type) -> None:  # type: ignore[type-arg]
-    console = commands.add_parser(
-        "console",
-        help="serve the web console of your runs (a page to look and act; docs/console.md)",
-        description="Serve the web console: every run, live; who needs you first; answer, "
-        f"extend, cancel. Who may look and act: {TOKEN_ENV} (operator), {READ_TOKEN_ENV} "
-        "(reader), or a signing-in proxy's header (docs/console.md).",
-    )
+def _arguments(console: argparse.ArgumentParser) -> None:
     console.add_argument(
         "--address",
         dest="listen_address",
@@ -101,3 +96,16 @@ async def run(args: argparse.Namespace, connect: Callable[[], Awaitable[Client]]
     with Declared("console"):
         await server.serve_on(sock)
     return 0
+
+
+COMMANDS = (
+    Command(
+        "console",
+        "serve the web console of your runs (a page to look and act; docs/console.md)",
+        _arguments,
+        lambda args: run(args, lambda: connect(args)),
+        description="Serve the web console: every run, live; who needs you first; answer, "
+        f"extend, cancel. Who may look and act: {TOKEN_ENV} (operator), {READ_TOKEN_ENV} "
+        "(reader), or a signing-in proxy's header (docs/console.md).",
+    ),
+)

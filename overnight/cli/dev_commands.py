@@ -6,19 +6,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from overnight.cli.commands import Command
 from overnight.isolation import Isolation
 
 
-def add_parsers(commands: argparse._SubParsersAction, parser_class: type) -> None:  # type: ignore[type-arg]
-    dev = commands.add_parser(
-        "dev", help="start the dev server (temporal-dev.yaml) and a worker", description=_PORTS
-    )
-    _server_arguments(dev)
-    demo = commands.add_parser(
-        "demo",
-        help="a run that recovers from a crash, end to end",
-        description=f"{_DEMO} {_PORTS}",
-    )
+def _demo_arguments(demo: argparse.ArgumentParser) -> None:
     demo.add_argument("--keep-server", action="store_true", help="leave the dev server running")
     demo.add_argument(
         "--isolation",
@@ -97,3 +89,21 @@ async def run_demo(args: argparse.Namespace) -> int:
     return await play(
         keep_server=args.keep_server, isolation=isolation, port=args.port, config_path=args.config
     )
+
+
+COMMANDS = (
+    Command(
+        "dev",
+        "start the dev server (temporal-dev.yaml) and a worker",
+        _server_arguments,
+        run_dev,
+        description=_PORTS,
+    ),
+    Command(
+        "demo",
+        "a run that recovers from a crash, end to end",
+        _demo_arguments,
+        run_demo,
+        description=f"{_DEMO} {_PORTS}",
+    ),
+)

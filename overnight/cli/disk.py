@@ -15,16 +15,14 @@ from typing import Any
 
 from activities.providers.disk import DiskUsage, HostHeld, SandboxDisk
 from activities.providers.registry import disk_for, open_configured
+from overnight.cli.commands import Command
 from overnight.cli.help_texts import JSON_HELP
 from overnight.cli.render import size_text
 from overnight.constants import LABEL_ATTEMPT, LABEL_KEEP_UNTIL, LABEL_RUN
 from overnight.retention import parse_label
 
 
-def add_parser(commands: argparse._SubParsersAction, parser_class: type) -> None:  # type: ignore[type-arg]
-    disk = commands.add_parser(
-        "disk", help="what local sandboxes and snapshots hold on this machine's disk"
-    )
+def _arguments(disk: argparse.ArgumentParser) -> None:
     disk.add_argument("--json", action="store_true", help=JSON_HELP)
 
 
@@ -160,3 +158,10 @@ def _held_json(held: HostHeld) -> dict[str, Any]:
 
 def _iso(when: Any) -> str | None:
     return None if when is None else str(when.isoformat())
+
+
+COMMANDS = (
+    Command(
+        "disk", "what local sandboxes and snapshots hold on this machine's disk", _arguments, run
+    ),
+)

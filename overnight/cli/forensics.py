@@ -26,6 +26,8 @@ from activities.providers.protocol import SandboxProvider
 from activities.providers.registry import open_configured
 from overnight.agent_text import terminal_line
 from overnight.cli import logs, logs_follow, logs_news
+from overnight.cli.commands import Command
+from overnight.cli.connecting import connect
 from overnight.cli.help_texts import JSON_HELP
 from overnight.cli.render import terminal_safe
 from overnight.cli.run_names import RUN_NAME_HELP
@@ -48,8 +50,7 @@ class BadInput(OvernightError):
     bad_input = True
 
 
-def add_parsers(commands: argparse._SubParsersAction, parser_class: type) -> None:  # type: ignore[type-arg]
-    read = commands.add_parser("logs", help="what the agent printed (stdout and stderr)")
+def _logs_arguments(read: argparse.ArgumentParser) -> None:
     read.add_argument("run_id", help=RUN_NAME_HELP)
     read.add_argument("--attempt", type=int, help="this attempt (default: the latest)")
     read.add_argument(
@@ -64,7 +65,9 @@ def add_parsers(commands: argparse._SubParsersAction, parser_class: type) -> Non
         "--json", action="store_true", help="one JSON document (--follow: one JSON event a line)"
     )
     read.add_argument("--raw", action="store_true", help=RAW_HELP)
-    look = commands.add_parser("inspect", help="list a sandbox's /workspace, or print a file")
+
+
+def _inspect_arguments(look: argparse.ArgumentParser) -> None:
     look.add_argument("run_id", help=RUN_NAME_HELP)
     look.add_argument(
         "path",
@@ -342,3 +345,19 @@ def _lookup(providers: dict[str, SandboxProvider]) -> Callable[[str], SandboxPro
         return found
 
     return lookup
+
+
+COMMANDS = (
+    Command(
+        "logs",
+        "what the agent printed (stdout and stderr)",
+        _logs_arguments,
+        lambda args: run_logs(args, connect),
+    ),
+    Command(
+        "inspect",
+        "list a sandbox's /workspace, or print a file",
+        _inspect_arguments,
+        lambda args: run_inspect(args, connect),
+    ),
+)

@@ -26,6 +26,8 @@ from temporalio.client import Client, WorkflowExecution, WorkflowHistory
 from temporalio.service import RPCError, RPCStatusCode
 
 from overnight.cli import render
+from overnight.cli.commands import Command
+from overnight.cli.connecting import connect
 from overnight.cli.help_texts import JSON_HELP
 from overnight.errors import OvernightError
 
@@ -218,11 +220,7 @@ def report_text(report: ReplayReport) -> str:
     )
 
 
-def add_parser(commands: argparse._SubParsersAction, parser_class: type) -> None:  # type: ignore[type-arg]
-    check = commands.add_parser(
-        "replay-check",
-        help="replay the namespace's open and recent runs against this code before a deploy",
-    )
+def _arguments(check: argparse.ArgumentParser) -> None:
     # Also accepted before the command (`overnight --namespace NS replay-check`).
     check.add_argument("--namespace", default=argparse.SUPPRESS, help="Temporal namespace")
     check.add_argument(
@@ -249,3 +247,13 @@ async def run(args: argparse.Namespace, connect: Connect) -> int:
     )
     print(render.json_document(report) if args.json else report_text(report), flush=True)
     return 0 if report.divergence is None else 1
+
+
+COMMANDS = (
+    Command(
+        "replay-check",
+        "replay the namespace's open and recent runs against this code before a deploy",
+        _arguments,
+        lambda args: run(args, connect),
+    ),
+)

@@ -29,6 +29,8 @@ from temporalio.client import (
 )
 from temporalio.common import SearchAttributeKey
 
+from overnight.cli.commands import Command
+from overnight.cli.connecting import connect
 from overnight.cli.help_texts import JSON_HELP
 from overnight.cli.report_totals import (
     EXPLAINED_CAUSES,
@@ -57,10 +59,7 @@ class ReportInputError(OvernightError):
     bad_input = True
 
 
-def add_parser(commands: argparse._SubParsersAction, parser_class: type) -> None:  # type: ignore[type-arg]
-    report = commands.add_parser(
-        "report", help="what the runs of a period came to: outcomes, restarts, spend, safety net"
-    )
+def _arguments(report: argparse.ArgumentParser) -> None:
     report.add_argument("--since", default="7d", help="how far back: 7d, 36h, 90m, 2w")
     report.add_argument(
         "--where", help="narrow it by a visibility query, e.g. \"TaskQueue = 'nightly'\""
@@ -182,3 +181,13 @@ def report_text(report: Report) -> str:
             f"({report.runs_blocked} run(s); `overnight status RUN` names the hosts)"
         )
     return "\n".join(lines)
+
+
+COMMANDS = (
+    Command(
+        "report",
+        "what the runs of a period came to: outcomes, restarts, spend, safety net",
+        _arguments,
+        lambda args: run(args, connect),
+    ),
+)

@@ -10,6 +10,8 @@ from datetime import UTC, datetime
 from temporalio.client import Client
 
 from overnight.cli import render, schedules
+from overnight.cli.commands import Command
+from overnight.cli.connecting import connect
 from overnight.cli.help_texts import JSON_HELP, TASK_QUEUE_HELP
 from overnight.constants import TASK_QUEUE
 from overnight.specs import load_spec
@@ -20,9 +22,9 @@ Connect = Callable[[argparse.Namespace], Awaitable[Client]]
 NAME_HELP = "the schedule's name (its id in Temporal)"
 
 
-def add_parser(commands: argparse._SubParsersAction, parser_class: type) -> None:  # type: ignore[type-arg]
-    schedule = commands.add_parser("schedule", help="runs on a Temporal Schedule (nightly...)")
-    verbs = schedule.add_subparsers(dest="verb", required=True, parser_class=parser_class)
+def _arguments(schedule: argparse.ArgumentParser) -> None:
+    # Its verbs parse as the command does (one line on a misuse, options in any order).
+    verbs = schedule.add_subparsers(dest="verb", required=True, parser_class=type(schedule))
     create = verbs.add_parser("create", help="create a schedule that starts a run of SPEC")
     create.add_argument("name", help=NAME_HELP)
     create.add_argument("spec", help="path to the RunSpec JSON file (without run_id)")
@@ -131,3 +133,13 @@ def _list_text(found: list[schedules.ScheduleInfo]) -> str:
 
 def _time(value: datetime) -> str:
     return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+COMMANDS = (
+    Command(
+        "schedule",
+        "runs on a Temporal Schedule (nightly...)",
+        _arguments,
+        lambda args: run(args, connect),
+    ),
+)

@@ -27,6 +27,8 @@ from temporalio.service import RPCError
 
 from activities.sandbox_setup import clone_source
 from overnight.agent_text import one_line, terminal_line
+from overnight.cli.commands import Command
+from overnight.cli.connecting import connect
 from overnight.cli.run_names import RUN_NAME_HELP
 from overnight.cli.terminal_output import raw_stdout, shown
 from overnight.errors import OvernightError
@@ -57,12 +59,7 @@ class WorkspaceRefused(OvernightError):
     bad_input = True
 
 
-def add_parsers(commands: argparse._SubParsersAction, parser_class: type) -> None:  # type: ignore[type-arg]
-    diff = commands.add_parser(
-        "diff",
-        help="what the agent changed: from where the run started to its last kept workspace "
-        "(--step N: from the checkpoint before N to N)",
-    )
+def _diff_arguments(diff: argparse.ArgumentParser) -> None:
     diff.add_argument("run_id", help=RUN_NAME_HELP)
     diff.add_argument(
         "--step",
@@ -80,9 +77,9 @@ def add_parsers(commands: argparse._SubParsersAction, parser_class: type) -> Non
         help="git's bytes as they are, control characters and all, for a program (git apply) "
         "or a file: refused on a terminal",
     )
-    rewind = commands.add_parser(
-        "rewind", help="go on from checkpoint N and the workspace kept with it"
-    )
+
+
+def _rewind_arguments(rewind: argparse.ArgumentParser) -> None:
     rewind.add_argument("run_id", help=RUN_NAME_HELP)
     rewind.add_argument(
         "--to",
@@ -309,3 +306,20 @@ def _git_bytes(where: str, *args: str, repo: str | None = None) -> bytes:
             why = scrub_url(why, repo)
         raise OvernightError(f"git {args[0]} failed: {one_line(why)}")
     return done.stdout
+
+
+COMMANDS = (
+    Command(
+        "diff",
+        "what the agent changed: from where the run started to its last kept workspace "
+        "(--step N: from the checkpoint before N to N)",
+        _diff_arguments,
+        lambda args: run_diff(args, connect),
+    ),
+    Command(
+        "rewind",
+        "go on from checkpoint N and the workspace kept with it",
+        _rewind_arguments,
+        lambda args: run_rewind(args, connect),
+    ),
+)
