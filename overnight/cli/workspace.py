@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import subprocess
 import sys
 import tempfile
@@ -34,24 +33,16 @@ from overnight.cli.terminal_output import raw_stdout, shown
 from overnight.errors import OvernightError
 from overnight.grants import local_repo_path
 from overnight.models import RunStatus
+from overnight.safe_git import git_command, no_prompt, run_git
 from overnight.specs import redact_url, scrub_url
 from overnight.workspace_spec import KeptWorkspace, find, kept_numbers, latest_pushed
 
 Connect = Callable[[argparse.Namespace], Awaitable[Client]]
 REWIND_UPDATE = "rewind"
 FETCH_SECONDS = 600
-# Options every git call here takes: nothing of the fetched repository runs.
-_SAFE = [
-    "-c",
-    "core.hooksPath=/dev/null",
-    "-c",
-    "protocol.ext.allow=never",
-    "-c",
-    "safe.directory=*",
-]
 # A local origin another user owns (a user's folder, read by root) is trusted by the
-# upload-pack a fetch starts there too: it is not given the `-c` above. (Only there: over ssh
-# it would be the server's command.)
+# upload-pack a fetch starts there too: it is not given git's own `-c` (overnight/safe_git.py).
+# (Only there: over ssh it would be the server's command.)
 _LOCAL_UPLOAD_PACK = "--upload-pack=git -c safe.directory=* upload-pack"
 
 
@@ -239,20 +230,12 @@ def _fetch(repo: str) -> list[str]:
 
 def _git_ok(where: str, *args: str) -> str | None:
     """git's output, or None when it failed (a question whose no is an answer)."""
-    done = subprocess.run(
-        ["git", *_SAFE, *args],
-        cwd=where,
-        capture_output=True,
-        text=True,
-        timeout=FETCH_SECONDS,
-        env={**os.environ, "GIT_TERMINAL_PROMPT": "0"},
-    )
+    done = run_git(*args, cwd=where, timeout=FETCH_SECONDS, any_owner=True, text=True)
     return done.stdout if done.returncode == 0 else None
 
 
 def _has(where: str, commit: str) -> bool:
-    probe = ["git", *_SAFE, "cat-file", "-e", f"{commit}^{{commit}}"]
-    return subprocess.run(probe, cwd=where, capture_output=True).returncode == 0
+    return _git_ok(where, "cat-file", "-e", f"{commit}^{{commit}}") is not None
 
 
 def _git(where: str, *args: str, repo: str | None = None) -> str:
@@ -265,11 +248,11 @@ def _git_head(where: str, most: int, *args: str) -> bytes:
     with (
         tempfile.TemporaryFile() as errors,
         subprocess.Popen(
-            ["git", *_SAFE, *args],
+            git_command(*args, any_owner=True),
             cwd=where,
             stdout=subprocess.PIPE,
             stderr=errors,
-            env={**os.environ, "GIT_TERMINAL_PROMPT": "0"},
+            env=no_prompt(),
         ) as git,
     ):
         assert git.stdout is not None
@@ -291,13 +274,7 @@ def _git_head(where: str, most: int, *args: str) -> bytes:
 
 
 def _git_bytes(where: str, *args: str, repo: str | None = None) -> bytes:
-    done = subprocess.run(
-        ["git", *_SAFE, *args],
-        cwd=where,
-        capture_output=True,
-        timeout=FETCH_SECONDS,
-        env={**os.environ, "GIT_TERMINAL_PROMPT": "0"},
-    )
+    done = run_git(*args, cwd=where, timeout=FETCH_SECONDS, any_owner=True)
     if done.returncode != 0:
         # What the origin said may be the agent's (a hook's message, a ref's name): one line,
         # and the command prints it through the same escaping as the rest.

@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import subprocess
 import tempfile
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -34,6 +33,7 @@ from activities.sandbox_setup import clone_source
 from overnight.errors import OvernightError
 from overnight.grants import local_repo_path
 from overnight.retention import RunEnd, ref_verdict
+from overnight.safe_git import no_prompt, run_git
 from overnight.specs import redact_url, scrub_url
 from overnight.worker.run_history import run_spec
 from overnight.workspace_spec import MEMO_KEY, REF_ROOT, owner_of_ref
@@ -165,7 +165,7 @@ def local_environment(home: str, config: str) -> dict[str, str]:
 def _git(url: str, *args: str) -> str:
     local = local_repo_path(url)
     with tempfile.TemporaryDirectory(prefix="overnight-reap-") as where:
-        env = {**os.environ, "GIT_TERMINAL_PROMPT": "0"}
+        env = no_prompt()
         owner = None
         if local is not None:
             config = os.path.join(where, "gitconfig")
@@ -176,23 +176,12 @@ def _git(url: str, *args: str) -> str:
             if owner is not None:  # its git works in this folder too
                 for path in (where, config):
                     os.chown(path, owner.uid, owner.gid)
-        who: dict[str, Any] = {}
-        if owner is not None:
-            who = {"user": owner.uid, "group": owner.gid, "extra_groups": []}
+        run_as = None if owner is None else (owner.uid, owner.gid)
         bare = os.path.join(where, "repo.git")
-        subprocess.run(
-            ["git", "init", "--quiet", "--bare", bare], capture_output=True, env=env, **who
+        run_git(
+            "init", "--quiet", "--bare", bare, cwd=None, timeout=GIT_SECONDS, env=env, run_as=run_as
         )
-        done: subprocess.CompletedProcess[str] = subprocess.run(
-            ["git", "-c", "core.hooksPath=/dev/null", "-c", "protocol.ext.allow=never", *args],
-            cwd=bare,
-            capture_output=True,
-            text=True,
-            errors="replace",
-            timeout=GIT_SECONDS,
-            env=env,
-            **who,
-        )
+        done = run_git(*args, cwd=bare, timeout=GIT_SECONDS, env=env, run_as=run_as, text=True)
     if done.returncode != 0:
         why = scrub_url(git_failure(done.stderr), url)
         raise OvernightError(f"git {args[0]} of {redact_url(url)} failed: {why}")
