@@ -32,6 +32,7 @@ from urllib.parse import urlsplit
 
 from overnight.addresses import IPAddress, Kind, is_forbidden, numeric_host
 from overnight.models import RunSpec
+from overnight.provider_traits import traits
 
 # How long the run's start waits for `base_url` to accept a connection.
 BASE_URL_CONNECT_SECONDS = 3.0
@@ -83,7 +84,7 @@ def base_url_problems(
         if forbidden is not None and forbidden.kind in _NEVER:
             return [f"{field}: {where} is {forbidden}, which is no model API: fix {name}"]
     if any(forbidden is not None and forbidden.this_host for _, forbidden in judged):
-        if spec.provider != "local":
+        if not traits(spec.provider).reaches_worker_loopback:
             return []  # the sandbox's own loopback, not the worker's: nothing to try here
         if port not in spec.host_ports:
             return [

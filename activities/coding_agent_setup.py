@@ -70,7 +70,6 @@ from activities.sandbox_setup import KIT_DIR
 from overnight.addresses import plain_loopback_url
 from overnight.agent_kinds import agent_cli, npm_cpu
 from overnight.coding_agents import (
-    RUNTIME_MACHINE,
     install_folder,
     install_problem,
     sandbox_executable,
@@ -84,6 +83,7 @@ from overnight.model_prices import PRICE_FIELDS as PRICE_FIELDS
 from overnight.model_prices import PRICES_ENV as PRICES_ENV
 from overnight.model_prices import load_prices
 from overnight.models import RunSpec
+from overnight.provider_traits import traits
 
 ADAPTER_CONFIG = "/workspace/.overnight/coding-agent.json"
 # The worker's agent kit, read-only in a local isolated sandbox; the adapter runs from here.
@@ -122,19 +122,20 @@ def refusals(spec: RunSpec, home: Path | None = None, machine: str | None = None
         return []
     found: list[str] = []
     machine = machine or platform.machine()
-    if spec.provider == "local" and spec.isolation != "bubblewrap":
+    kind = traits(spec.provider)
+    if kind.worker_isolates and spec.isolation != "bubblewrap":
         found.append(
             "field isolation: coding agents (agent) run only in isolated sandboxes "
             '("bubblewrap"): the CLI runs with its permission checks off, which on the '
             "worker's own host would let the model do anything the worker may"
         )
     cli = agent_cli(spec.agent.kind)
-    if spec.provider == "runtime" and npm_cpu(machine) != npm_cpu(RUNTIME_MACHINE):
+    if kind.machine and npm_cpu(machine) != npm_cpu(kind.machine):
         found.append(
-            f"field provider: Runtime sandboxes are {RUNTIME_MACHINE} and this worker's "
-            f"{cli.kind} install is for {machine}: the CLI a Runtime sandbox gets is uploaded "
-            f"from the worker's install; run runs with agent on Runtime from an {RUNTIME_MACHINE} "
-            "worker"
+            f"field provider: {kind.label} sandboxes are {kind.machine} and this worker's "
+            f"{cli.kind} install is for {machine}: the CLI a {kind.label} sandbox gets is "
+            f"uploaded from the worker's install; run runs with agent on {kind.label} from an "
+            f"{kind.machine} worker"
         )
         return found
     problem = install_problem(cli, machine, home)
@@ -160,7 +161,7 @@ def mounts(spec: RunSpec, home: Path | None = None) -> tuple[WorkerMount, ...]:
     """What a coding agent's local sandbox shows of the worker: its CLI and the kit
     read-only, the run's session store writable (none for a spec without `agent`, and on
     Runtime, which has no mounts: see `coding_agent_template` and `coding_agent_sessions`)."""
-    if spec.agent is None or spec.provider != "local":
+    if spec.agent is None or not traits(spec.provider).mounts_worker_folders:
         return ()
     cli = agent_cli(spec.agent.kind)
     return (
@@ -175,7 +176,8 @@ def mounts(spec: RunSpec, home: Path | None = None) -> tuple[WorkerMount, ...]:
 def adapter_command(spec: RunSpec | None = None) -> str:
     """The adapter from the read-only kit (local), or from the kit uploaded with every
     sandbox (Runtime, where nothing of the worker is mounted)."""
-    kit = KIT_MOUNT if spec is not None and spec.provider == "runtime" else KIT_READ_ONLY
+    mounted = spec is None or traits(spec.provider).mounts_worker_folders
+    kit = KIT_READ_ONLY if mounted else KIT_MOUNT
     return f"python3 {kit}/{ADAPTER_SCRIPT} --config {ADAPTER_CONFIG}"
 
 
@@ -200,8 +202,9 @@ def adapter_config(
     agent = spec.agent
     assert agent is not None
     cli = agent_cli(agent.kind)
-    if spec.provider == "runtime":
-        cli_path = sandbox_executable(cli, RUNTIME_MACHINE, "runtime")
+    kind = traits(spec.provider)
+    if kind.cli_from_template:
+        cli_path = sandbox_executable(cli, kind.machine, spec.provider)
         store = RUNTIME_SESSION_STORE
     else:
         cli_path = sandbox_executable(cli, machine or platform.machine())

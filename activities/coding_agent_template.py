@@ -36,13 +36,9 @@ from temporalio import activity
 from activities.providers.protocol import ProviderError, SandboxProvider, SandboxRequest
 from activities.providers.snapshot_protocol import SnapshotInfo, SnapshotProvider
 from overnight.agent_kinds import AgentCli, agent_cli, npm_cpu
-from overnight.coding_agents import (
-    RUNTIME_MACHINE,
-    install_folder,
-    sandbox_executable,
-    sandbox_folder,
-)
+from overnight.coding_agents import install_folder, sandbox_executable, sandbox_folder
 from overnight.models import RunSpec
+from overnight.provider_traits import traits
 
 LABEL_TEMPLATE = "overnight-cli-template"
 # Kept this long; a create after that makes it again (one upload).
@@ -108,7 +104,7 @@ class CliTemplates:
             raise ProviderError(f"provider {spec.provider} has no snapshots", retryable=False)
         snapshots: SnapshotProvider = provider
         cli = agent_cli(spec.agent.kind)
-        key = template_key(cli, npm_cpu(RUNTIME_MACHINE), spec)
+        key = template_key(cli, npm_cpu(traits(spec.provider).machine), spec)
         known = self._known.get(key)
         if known is not None and (await snapshots.snapshot_info(known)).state == "ready":
             return self._used(TemplateUse(known, key, built=False))
@@ -158,8 +154,8 @@ class CliTemplates:
             raise ProviderError(f"the CLI template {key} was not made in time; trying again")
         sid = sandbox.sandbox_id
         try:
-            sent = await _upload_install(provider, sid, cli, self._home)
-            await _check_version(provider, sid, cli)
+            sent = await _upload_install(provider, sid, cli, spec.provider, self._home)
+            await _check_version(provider, sid, cli, spec.provider)
             await provider.pause(sid)
             snap = await snapshots.snapshot(
                 sid,
@@ -193,11 +189,12 @@ async def _wait_for_template(snapshots: SnapshotProvider, key: str) -> SnapshotI
 
 
 async def _upload_install(
-    provider: SandboxProvider, sandbox_id: str, cli: AgentCli, home: Path | None
+    provider: SandboxProvider, sandbox_id: str, cli: AgentCli, kind: str, home: Path | None
 ) -> int:
-    """Every file of the worker's install into the template; the bytes sent."""
+    """Every file of the worker's install into the template of a `kind` provider's
+    sandboxes; the bytes sent."""
     source = install_folder(cli, home).resolve()
-    target = sandbox_folder(cli, "runtime")
+    target = sandbox_folder(cli, kind)
     sent = 0
     runnable: list[str] = []
     for relative in await asyncio.to_thread(carried_files, source):
@@ -215,12 +212,14 @@ async def _upload_install(
     return sent
 
 
-async def _check_version(provider: SandboxProvider, sandbox_id: str, cli: AgentCli) -> None:
-    """The uploaded binary runs in a Runtime sandbox and is the pinned version."""
-    executable = sandbox_executable(cli, RUNTIME_MACHINE, "runtime")
+async def _check_version(
+    provider: SandboxProvider, sandbox_id: str, cli: AgentCli, kind: str
+) -> None:
+    """The uploaded binary runs in the provider's sandbox and is the pinned version."""
+    executable = sandbox_executable(cli, traits(kind).machine, kind)
     env = " ".join(
         f"{name}={shlex.quote(value)}"
-        for name, value in cli.run_environment(sandbox_folder(cli, "runtime")).items()
+        for name, value in cli.run_environment(sandbox_folder(cli, kind)).items()
     )
     done = await provider.run(
         sandbox_id,

@@ -92,6 +92,7 @@ from overnight.host_settings import host_lost_seconds
 from overnight.hosts import host_bound
 from overnight.model_access import host_cap
 from overnight.models import RunSpec
+from overnight.provider_traits import traits
 
 
 class SandboxActivities:
@@ -204,10 +205,11 @@ class SandboxActivities:
         await self.aclose()
 
     async def host_provider(self) -> SandboxProvider | None:
-        """This host's local provider (None: this worker has none, e.g. a benchmark's)."""
-        if "local" not in self._providers and "local" not in self._factories:
-            return None
-        return await self._provider("local")
+        """This host's provider, whose sandboxes belong to it (None: this worker has none,
+        e.g. a benchmark's)."""
+        names = [*self._providers, *self._factories]
+        own = next((name for name in names if traits(name).host_bound), None)
+        return None if own is None else await self._provider(own)
 
     async def _provider(self, name: str) -> SandboxProvider:
         provider = self._providers.get(name)
@@ -317,7 +319,8 @@ class SandboxActivities:
                 restored = request.snapshot_id is not None
                 # Before the sandbox: Runtime gives every sandbox its placeholder.
                 await hold_model_key(provider, spec)
-                if spec.agent is not None and spec.provider == "runtime" and not restored:
+                from_template = traits(spec.provider).cli_from_template
+                if spec.agent is not None and from_template and not restored:
                     # The CLI comes with the sandbox: a copy of its template snapshot.
                     template = await self.cli_templates.snapshot_for(provider, spec)
                     request = replace(request, snapshot_id=template)
@@ -352,7 +355,7 @@ class SandboxActivities:
                 await provider.upload_dir(sid, str(setup.KIT_DIR), KIT_MOUNT)
                 if config is not None:  # a coding agent: overnight's adapter runs it
                     await provider.write_file(sid, coding.ADAPTER_CONFIG, config)
-                    if spec.provider == "runtime":  # its session, carried in (no mount)
+                    if not traits(spec.provider).mounts_worker_folders:  # carried in
                         store = coding.session_store(spec.run_id)
                         await sessions.push_sessions(provider, sid, store)
                 if input.checkpoint is not None:

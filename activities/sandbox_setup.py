@@ -35,6 +35,7 @@ from overnight.grants import Grants, allowed_names, local_repo_path
 from overnight.isolation import HostBind, is_under
 from overnight.model_access import kept_out, model_plan
 from overnight.models import RunSpec
+from overnight.provider_traits import traits
 from overnight.runtime_model_key import held_by_runtime
 from overnight.specs import redact_url, scrub_url
 
@@ -314,7 +315,7 @@ def repo_bind(spec: RunSpec) -> HostBind | None:
     """The spec's `repo` as a read-only bind when it is a folder on this machine that no bind
     of the spec shows: what a local sandbox its provider does not serve the origin to clones
     from (`SandboxRequest.origin_bind`)."""
-    if spec.provider != "local":
+    if not traits(spec.provider).mounts_worker_folders:
         return None
     repo = clone_source(spec.repo)
     if repo.startswith("file://"):

@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from overnight.grants import BadSetting
 from overnight.models import RunSpec
+from overnight.provider_traits import traits
 
 MAX_RUNS_ENV = "OVERNIGHT_MAX_RUNS"
 MAX_RUNS_PER_KEY_ENV = "OVERNIGHT_MAX_RUNS_PER_KEY"
@@ -75,7 +76,7 @@ class AdmissionSettings(_Model):
     def limits(self, provider: str) -> bool:
         """Whether a run on `provider` is counted by any limit here."""
         return self.max_runs is not None or (
-            self.max_runs_per_key is not None and provider == "runtime"
+            self.max_runs_per_key is not None and traits(provider).counted_per_key
         )
 
     def describe(self) -> str:
@@ -166,7 +167,8 @@ def terms_for(
     """What `spec` must ask for before it makes anything (None: nothing, it starts at once)."""
     if not settings.limits(spec.provider):
         return None
-    counted_key = key if spec.provider == "runtime" and settings.max_runs_per_key else None
+    counted = traits(spec.provider).counted_per_key
+    counted_key = key if counted and settings.max_runs_per_key else None
     return AdmissionTerms(
         workflow_id=admission_workflow_id(task_queue),
         task_queue=task_queue,

@@ -20,16 +20,15 @@ from pathlib import Path
 
 from overnight.agent_kinds import AgentCli, UnsupportedPlatform, npm_cpu
 from overnight.home import overnight_home
+from overnight.provider_traits import traits
 
 AGENTS_FOLDER = "agents"  # under $OVERNIGHT_HOME
 # In an install folder: what was installed (written last, so its presence means "whole").
 INSTALLED_MARKER = ".overnight-installed.json"
 SANDBOX_AGENTS_ROOT = "/overnight/agents"  # where a local sandbox sees the installed CLIs
-# Where a Runtime sandbox holds its copy (no mount there: the copy comes with the template
-# snapshot it starts from; files are written only under /workspace on Runtime).
-RUNTIME_AGENTS_ROOT = "/workspace/.overnight/agents"
-# Runtime's sandboxes are x86_64 (its image builds say TARGETARCH amd64).
-RUNTIME_MACHINE = "x86_64"
+# Where a sandbox whose CLI comes from a template snapshot holds its copy (no mount there;
+# files are written only under /workspace on Runtime).
+TEMPLATE_AGENTS_ROOT = "/workspace/.overnight/agents"
 INSTALL_SCRIPT = "bash scripts/install-agent-clis"  # the one command that installs them
 
 
@@ -45,7 +44,7 @@ def install_folder(cli: AgentCli, home: Path | None = None) -> Path:
 def sandbox_folder(cli: AgentCli, provider: str = "local") -> str:
     """Where a sandbox sees `install_folder(cli)`: mounted read-only in a local one, copied
     (from its template snapshot) into a Runtime one."""
-    root = RUNTIME_AGENTS_ROOT if provider == "runtime" else SANDBOX_AGENTS_ROOT
+    root = TEMPLATE_AGENTS_ROOT if traits(provider).cli_from_template else SANDBOX_AGENTS_ROOT
     return f"{root}/{cli.folder_name}"
 
 

@@ -48,6 +48,7 @@ from overnight.errors import OvernightError
 from overnight.isolation import is_under
 from overnight.models import RunSpec
 from overnight.notify_spec import DEFAULT_SECRET_ENV
+from overnight.provider_traits import traits
 from overnight.runtime_model_key import copied_key_refusal
 
 ALLOW_UNISOLATED_ENV = "OVERNIGHT_ALLOW_UNISOLATED"
@@ -236,7 +237,7 @@ def refusals(
     copied = copied_key_refusal(spec)  # no worker allows it: the spec must say so itself
     if copied:
         found.append(copied)
-    unisolated = spec.provider == "local" and spec.isolation == "none"
+    unisolated = traits(spec.provider).worker_isolates and spec.isolation == "none"
     if grants is not None and unisolated and not grants.allow_unisolated:
         found.append(
             'field isolation: "none" (the agent runs on the worker\'s host, unisolated) is not '

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import re
 
+from overnight.provider_traits import traits
+
 HOST_ENV = "OVERNIGHT_HOST"
 HOST_LOST_ENV = "OVERNIGHT_HOST_LOST_SECONDS"
 # A host whose queue has had no poller this long is taken as lost: its runs restart elsewhere
@@ -19,8 +21,6 @@ HOST_LOST_ENV = "OVERNIGHT_HOST_LOST_SECONDS"
 # live worker's idle long poll (the server refreshes a poller's last access at least a minute).
 DEFAULT_HOST_LOST_SECONDS = 180.0
 MIN_HOST_LOST_SECONDS = 5.0
-# Providers whose sandboxes belong to the host that made them (Runtime's are reached by any).
-HOST_BOUND_PROVIDERS = frozenset({"local"})
 HOST_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 HOST_NAME_RULE = "letters, digits, '.', '_' and '-' (1-128, not first)"
 # A spec names at most this many hosts its sandboxes may be made on (`RunSpec.hosts`).
@@ -38,7 +38,9 @@ def host_of_queue(queue: str) -> str:
 
 
 def host_bound(provider: str) -> bool:
-    return provider in HOST_BOUND_PROVIDERS
+    """Whether `provider`'s sandboxes belong to the host that made them (Runtime's are
+    reached by any)."""
+    return traits(provider).host_bound
 
 
 def check_spec_hosts(hosts: list[str], provider: str) -> None:

@@ -12,6 +12,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
+from overnight.provider_traits import traits
+
 # "bubblewrap": the default, refused where bwrap cannot run; "none": no isolation, on purpose.
 Isolation = Literal["bubblewrap", "none"]
 MAX_BINDS = 32
@@ -47,7 +49,7 @@ class HostBind(BaseModel):
 
 def check_binds(binds: list[HostBind], provider: str) -> None:
     """What a list of binds may not be, whatever its paths are (ValueError, one line)."""
-    if binds and provider != "local":
+    if binds and not traits(provider).mounts_worker_folders:
         raise ValueError("binds: host paths can be bound into local sandboxes only")
     seen: set[str] = set()
     for bind in binds:
@@ -59,7 +61,7 @@ def check_binds(binds: list[HostBind], provider: str) -> None:
 def check_host_ports(ports: list[int], provider: str) -> None:
     """What `host_ports` may not be (ValueError, one line): each a TCP port, once, and only
     for local sandboxes (a Runtime sandbox has no way to the worker's loopback)."""
-    if ports and provider != "local":
+    if ports and not traits(provider).reaches_worker_loopback:
         raise ValueError("host_ports: only local sandboxes reach ports on the worker's loopback")
     seen: set[int] = set()
     for port in ports:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from overnight.agent_kinds import agent_cli
 from overnight.models import RunSpec
+from overnight.provider_traits import traits
 
 MODEL_URL_ENV = "OVERNIGHT_MODEL_URL"
 MODEL_TOKEN_ENV = "OVERNIGHT_MODEL_TOKEN"
@@ -37,10 +38,13 @@ class ModelPlan:
     credential_header: str = "x-api-key"
 
 
-def model_plan(spec: RunSpec) -> ModelPlan | None:
+def model_plan(spec: RunSpec, *, gateway_reachable: bool = False) -> ModelPlan | None:
     """The run's model calls through the gateway; None when its sandboxes make them
-    themselves (no key named for the gateway, or a sandbox that reaches none)."""
-    if spec.provider != "local" or spec.isolation != "bubblewrap":
+    themselves (no key named for the gateway, or a sandbox that reaches none).
+    `gateway_reachable`: asked as if its sandboxes reached one (a provider's egress proxy
+    holding the key in the gateway's place follows the gateway's rule)."""
+    reaches = traits(spec.provider).reaches_worker_loopback and spec.isolation == "bubblewrap"
+    if not (reaches or gateway_reachable):
         return None
     if spec.agent is not None:
         # The key its CLI reads from its environment (`AgentCli.key_env`).

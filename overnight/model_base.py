@@ -9,6 +9,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from overnight.provider_traits import Provider as Provider
+
 RUN_ID_PATTERN = r"^[a-z0-9][a-z0-9-]{0,62}$"
 RUN_ID_PATTERN_OR_EMPTY = r"^([a-z0-9][a-z0-9-]{0,62})?$"
 ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
@@ -61,7 +63,6 @@ RunState = Literal[
     "cancelled",
     "failed",
 ]
-Provider = Literal["local", "runtime"]
 # Admission (overnight/admission.py): the order queued runs are let in, 1 first ... 5, and who
 # a run is for (a team or person, fairness across them); printable ASCII, at most 64 bytes as
 # Temporal's task-queue fairness keys are.

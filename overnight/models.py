@@ -97,6 +97,7 @@ from overnight.model_base import (
     RunState as RunState,
 )
 from overnight.notify_spec import MAX_WEBHOOKS, Webhook, webhooks_from_input
+from overnight.provider_traits import traits
 from overnight.pull_request_spec import PullRequestSpec, check_origin_for_pull_request
 from overnight.run_costs import SafetyNet
 from overnight.snapshot_spec import Recovery, SnapshotMode, check_snapshot_mode
@@ -366,7 +367,7 @@ class RunSpec(_StrictInput):
         if self.fresh_context_exit_code == 0:
             raise ValueError("fresh_context_exit_code may not be 0 (0 means finished)")
         check_agent_way(self.agent, self.agent_dir, self.command, self.fresh_context_exit_code)
-        if self.provider == "runtime":
+        if traits(self.provider).api_ranges:
             _within_runtime_limits(self)
         mode = check_snapshot_mode(self.provider, self.snapshot_mode)
         if self.recovery == "snapshot":

@@ -34,6 +34,7 @@ from urllib.parse import urlsplit
 from overnight.agent_kinds import ANY_API_HOST, agent_cli
 from overnight.model_access import MODEL_TOKEN_ENV, MODEL_URL_ENV, model_plan
 from overnight.models import RunSpec
+from overnight.provider_traits import traits
 
 SECRET_PREFIX = "OVERNIGHT_MODEL_KEY_"
 
@@ -62,10 +63,10 @@ def secret_name(run_id: str) -> str:
 def runtime_key_plan(spec: RunSpec) -> RuntimeKeyPlan | None:
     """The run's key as a Runtime egress secret; None when its sandboxes get no key this way
     (another provider, or a spec naming no key the gateway would hold)."""
-    if spec.provider != "runtime":
+    if not traits(spec.provider).egress_secrets:
         return None
     # The gateway's own rule, asked as if the run were a local isolated one.
-    local = model_plan(spec.model_copy(update={"provider": "local", "isolation": "bubblewrap"}))
+    local = model_plan(spec, gateway_reachable=True)
     if local is None:
         return None
     upstream = urlsplit(local.upstream) if local.upstream else None
@@ -90,9 +91,9 @@ def copied_key_refusal(spec: RunSpec) -> str | None:
     """One line naming the field and the fix when the spec's model key would be copied into
     its Runtime sandboxes (its model API reached over plain HTTP, or at an address Runtime's
     proxy does not carry) and the spec did not ask for that (`model_key_in_sandbox`)."""
-    if spec.provider != "runtime" or spec.model_key_in_sandbox:
+    if not traits(spec.provider).egress_secrets or spec.model_key_in_sandbox:
         return None
-    local = model_plan(spec.model_copy(update={"provider": "local", "isolation": "bubblewrap"}))
+    local = model_plan(spec, gateway_reachable=True)
     if local is None or not local.upstream:
         return None
     url = urlsplit(local.upstream)

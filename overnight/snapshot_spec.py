@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from typing import Literal, cast
 
+from overnight.provider_traits import traits
+
 Recovery = Literal["checkpoint", "snapshot"]
 SnapshotMode = Literal["memory", "disk"]
-# What each provider can capture.
-SNAPSHOT_MODES: dict[str, tuple[str, ...]] = {"local": ("disk",), "runtime": ("memory", "disk")}
 # Snapshots kept per run once a newer one is ready (the latest and the one before, in case the
 # latest cannot be restored).
 KEEP_SNAPSHOTS = 2
@@ -23,7 +23,7 @@ KEEP_SNAPSHOTS = 2
 def check_snapshot_mode(provider: str, mode: str | None) -> SnapshotMode:
     """The mode to use (the provider's first when none is given), or ValueError naming the
     field: "snapshot_mode: ..."."""
-    offered = SNAPSHOT_MODES.get(provider, ("disk",))
+    offered = traits(provider).snapshot_modes
     chosen = mode or offered[0]
     if chosen not in offered:
         raise ValueError(

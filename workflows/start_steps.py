@@ -11,6 +11,8 @@ from pydantic import ValidationError
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
+from overnight.hosts import host_bound
+
 with workflow.unsafe.imports_passed_through():
     from overnight.grants import SPEC_REFUSED, refusal_message
     from overnight.intake import InvalidInput, accept_spec
@@ -63,7 +65,7 @@ def begin(spec: Any, carried: Any, lean: bool) -> tuple[SupervisorState, bool]:
     s.fail_fast = workflow.patched(FAIL_FAST_PATCH)
     s.lease_end_either = workflow.patched(LEASE_END_EITHER_PATCH)
     # Only local runs ask it (a Runtime sandbox is never paused for the worker's disk).
-    s.host_floor_kept = accepted.provider == "local" and workflow.patched(HOST_FLOOR_PATCH)
+    s.host_floor_kept = host_bound(accepted.provider) and workflow.patched(HOST_FLOOR_PATCH)
     s.finish_pushes = workflow.patched(FINISHED_PUSHED_PATCH)
     s.progress_is_checkpoints = workflow.patched(PROGRESS_IS_CHECKPOINTS_PATCH)
     return s, True

@@ -33,6 +33,7 @@ from typing import IO, Any
 from urllib.parse import urlsplit
 
 from overnight.local_services import serve_to_agents
+from overnight.provider_traits import traits
 
 MAX_BODY = 64 * 1024
 _SWITCH = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
@@ -54,7 +55,7 @@ def host_ports_for(url: str | None, provider: str = "local") -> list[int]:
     """What a spec whose agent reaches the outside world at `url` lists as `host_ports`: its
     loopback port for a local sandbox (a network of its own reaches the worker's loopback
     only there), nothing for a provider whose sandboxes cannot reach the worker."""
-    if not url or provider != "local":
+    if not url or not traits(provider).reaches_worker_loopback:
         return []
     port = urlsplit(url).port
     return [port] if port is not None else []

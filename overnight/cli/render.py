@@ -16,6 +16,7 @@ from overnight.ci_rounds import ci_line
 from overnight.cli.client import ReapedSandbox, RunSummary
 from overnight.egress import refusal_words
 from overnight.models import BudgetExtension, RunResult, RunStatus
+from overnight.provider_traits import traits
 from overnight.status_lines import (
     age,
     done_check_line,
@@ -247,7 +248,8 @@ def reaped_text(reaped: Sequence[ReapedSandbox]) -> str:
             lines.append(released_line(entry))
             continue
         if not entry.stopped:
-            verb = "delete" if entry.kind != "sandbox" or entry.provider == "local" else "stop"
+            frees = entry.kind != "sandbox" or traits(entry.provider).stop_frees_files
+            verb = "delete" if frees else "stop"
             what = f"could not {verb} ({entry.detail})"
         elif entry.kind == "sandbox" and entry.freed_bytes is None:
             what = "stopped (a stopped sandbox keeps nothing)"

@@ -55,6 +55,7 @@ from activities.providers.registry import disk_for, supports_snapshots
 from overnight.constants import LABEL_KEEP_UNTIL, LABEL_RUN
 from overnight.errors import OvernightError
 from overnight.home import overnight_home
+from overnight.provider_traits import traits
 from overnight.retention import RunEnd, verdict
 from overnight.worker.gateway_reaping import reap_gateway_books
 from overnight.worker.run_history import run_spec
@@ -156,7 +157,7 @@ async def reap(
                 reaped += await _let_go(name, disk, sandbox, run_id, "its run is closed")
     reaped += await _reap_snapshots(runs, providers, include_paused=include_paused)
     reaped += await _reap_workspace_refs(runs, when, include_paused=include_paused)
-    if "local" in providers:
+    if any(traits(name).host_bound for name in providers):  # this host's stores and books
         reaped += await reap_sessions(runs)
         reaped += await reap_gateway_books_of(runs)
     return reaped

@@ -7,6 +7,8 @@ from datetime import timedelta
 
 from temporalio import workflow
 
+from overnight.provider_traits import traits
+
 with workflow.unsafe.imports_passed_through():
     from activities.models import ActivityName, CheckpointSalvage, ReadCheckpointInput
     from overnight.agent_requests import requests_path
@@ -67,7 +69,8 @@ async def read_checkpoint(
 def session_store_of(spec: RunSpec) -> str | None:
     """A coding agent on Runtime has its session carried to the worker's store after each
     checkpoint (no mount there). Such runs were refused before, so no history differs."""
-    return spec.run_id if spec.agent is not None and spec.provider == "runtime" else None
+    carried = spec.agent is not None and not traits(spec.provider).mounts_worker_folders
+    return spec.run_id if carried else None
 
 
 def requests_path_of(s: SupervisorState) -> str | None:

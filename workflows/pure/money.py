@@ -14,17 +14,18 @@ from datetime import datetime, timedelta
 
 from activities.models import DailyLimitRead, MoneyRead, SandboxCharge
 from overnight.models import DailyLimit
+from overnight.provider_traits import traits
 from workflows.pure import budget
 from workflows.pure.state import SupervisorState
 
 MONEY_READ_EVERY = timedelta(minutes=5)
 DAILY_WINDOW_RECHECK = timedelta(minutes=15)
-# Providers that keep an account overnight can read (the local provider only estimates).
-ACCOUNT_PROVIDERS = frozenset({"runtime"})
 
 
 def keeps_account(state: SupervisorState) -> bool:
-    return state.spec.provider in ACCOUNT_PROVIDERS
+    """Whether the run's provider keeps an account it can read (the local one only
+    estimates)."""
+    return traits(state.spec.provider).keeps_account
 
 
 def money_due(state: SupervisorState, now: datetime) -> bool:
