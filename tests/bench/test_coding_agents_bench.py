@@ -13,15 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from bench.coding_agents import (
-    AGENTS_HOME_ENV,
-    GROUP,
-    Sample,
-    adapter_available,
-    command,
-    measure,
-    result_rows,
-)
+from bench.coding_agents import AGENTS_HOME_ENV, adapter_available, measure
+from bench.coding_agents_rows import GROUP, result_rows
+from bench.coding_agents_samples import Sample
+from bench.coding_agents_task import command
 from bench.report import GROUPS, Row, save_results
 from overnight.agent_kinds import agent_cli
 from overnight.coding_agents import INSTALL_SCRIPT
