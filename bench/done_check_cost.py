@@ -49,7 +49,7 @@ from activities.sandbox import SandboxActivities
 from activities.sandbox_setup import APP_DIR
 from bench.report import RESULTS_DIR, Row, machine, render_text, save_results
 from bench.runtime_world import bench_spec, worker_env
-from bench.workspace_kept import make_origin
+from bench.workspace_world import make_origin
 from fakes.runtime import FakeRuntime
 from overnight.grants import Grants
 from overnight.home import HOME_ENV

@@ -16,6 +16,9 @@ wrote before its last checkpoint that its fresh sandbox did not have; the histor
 checkpoint say what keeping adds to a run's history.
 
 Rows (group `workspace`) go into bench/results/latest.json beside the suite's.
+
+The plan, the origin and the clean-up are bench/workspace_world.py; the crash runs
+bench/workspace_crashes.py.
 """
 
 from __future__ import annotations
@@ -24,89 +27,34 @@ import argparse
 import asyncio
 import json
 import os
-import shutil
 import statistics
-import subprocess
 import tempfile
 import time
 import uuid
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import ActivityEnvironment
 
 from activities import origin_refs
 from activities.models import CreateSandboxInput, ReadCheckpointInput
-from activities.providers.local import disk_image
 from activities.providers.local.engine import LocalEngine
 from activities.providers.local.provider import LocalProvider
 from activities.sandbox import SandboxActivities
 from activities.sandbox_setup import APP_DIR
 from activities.workspace import WorkspaceActivities
 from activities.workspace_models import KeepWorkspaceInput
-from bench.procs import dev_server
 from bench.report import RESULTS_DIR, Row, machine, render_text, save_results
-from fakes.git_http import origin_fields
-from overnight.cli import client as api
-from overnight.constants import LABEL_RUN
+from bench.workspace_crashes import measure_crashes
+from bench.workspace_world import MIB, QUICK, Plan, clean_up, make_origin
 from overnight.grants import Grants
 from overnight.home import HOME_ENV
 from overnight.isolation import HostBind
 from overnight.models import RunSpec
-from overnight.worker.runner import serve
 
-AGENT = Path(__file__).resolve().parent / "agents" / "pushes_at_end"
-MIB = 1024 * 1024
 # Per checkpoint, keeping may take at most this long on the 10 MB repository.
 KEEP_TARGET_SECONDS = 1.0
-
-
-@dataclass(frozen=True)
-class Plan:
-    sizes_mib: tuple[int, ...] = (10, 500)
-    keeps: int = 5
-    steps: int = 4
-    crash_at: int = 3
-    hold: float = 1.5
-
-
-QUICK = Plan(sizes_mib=(1, 5), keeps=2, steps=3, crash_at=2, hold=1.5)
-
-
-def _git(cwd: Path, *args: str) -> str:
-    ident = ["-c", "user.name=bench", "-c", "user.email=bench@example.invalid"]
-    done = subprocess.run(
-        ["git", "-c", "safe.directory=*", *ident, *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return done.stdout.strip()
-
-
-def make_origin(root: Path, size_mib: int) -> Path:
-    """A bare origin holding `size_mib` MiB of incompressible files (256 KiB each, at most)."""
-    work, origin = root / "seed", root / "origin.git"
-    work.mkdir(parents=True)
-    each = min(256 * 1024, size_mib * MIB // 8)
-    for i in range(size_mib * MIB // each):
-        folder = work / f"d{i % 50}"
-        folder.mkdir(exist_ok=True)
-        (folder / f"f{i}.bin").write_bytes(os.urandom(each))
-    _git(work, "init", "-q", "-b", "main")
-    _git(work, "add", "-A")
-    _git(work, "commit", "-q", "-m", "seed")
-    _git(root, "init", "-q", "--bare", "--shared=0777", "-b", "main", str(origin))
-    _git(work, "push", "-q", str(origin), "main")
-    shutil.rmtree(work)
-    for path in [root, *root.rglob("*")]:
-        path.chmod(0o777 if path.is_dir() else 0o666)
-    return origin
 
 
 async def measure_keeps(root: Path, size_mib: int, keeps: int) -> dict[str, Any]:
@@ -206,89 +154,6 @@ async def measure_keeps(root: Path, size_mib: int, keeps: int) -> dict[str, Any]
 
 async def _same(provider: LocalProvider) -> LocalProvider:
     return provider
-
-
-def crash_spec(root: Path, keep: bool, plan: Plan) -> RunSpec:
-    run_id = f"keepcrash-{'on' if keep else 'off'}-{uuid.uuid4().hex[:6]}"
-    origin = make_origin(root / run_id, 1)
-    return RunSpec.model_validate(
-        {
-            "run_id": run_id,
-            **origin_fields(origin, "local"),
-            "agent_dir": str(AGENT),
-            "command": "python3 /workspace/agent/main.py",
-            "env": {
-                "AGENT_STEPS": str(plan.steps),
-                "AGENT_CRASH_AT": str(plan.crash_at),
-                "AGENT_HOLD": str(plan.hold),
-            },
-            "poll_seconds": 1,
-            "stall_seconds": 120,
-            "sandbox_timeout_seconds": 600,
-            "keep_workspace": keep,
-        }
-    )
-
-
-async def crash_run(client: Client, queue: str, spec: RunSpec, plan: Plan) -> dict[str, Any]:
-    await api.start_run(client, spec, task_queue=queue)
-    result = await asyncio.wait_for(api.wait_result(client, spec.run_id), timeout=600)
-    final = json.loads(result.checkpoint or "{}")
-    found_again = final["found"].get("2", [])
-    wrote = [f"step-{k}.txt" for k in range(1, plan.crash_at + 1)]
-    lost = [name for name in wrote if name not in found_again]
-    history = await client.get_workflow_handle(spec.run_id).fetch_history()
-    # The crashed attempt's sandbox was kept paused for a look: not needed here.
-    engine = LocalEngine()
-    for meta in engine.list_sandboxes({LABEL_RUN: spec.run_id}, include_stopped=False):
-        await asyncio.to_thread(engine.stop, meta.id)
-    pushed = _git(Path(spec.repo), "ls-tree", "--name-only", spec.branch)
-    return {
-        "keep_workspace": spec.keep_workspace,
-        "attempts": result.attempts,
-        "lost_steps": len(lost),
-        "lost_seconds": round(len(lost) * plan.hold, 2),
-        "steps_on_branch": sum(1 for name in pushed.split() if name.startswith("step-")),
-        "history_events": len(history.events),
-        "checkpoints": plan.steps,
-    }
-
-
-async def measure_crashes(
-    root: Path, plan: Plan, server: tuple[str, str] | None
-) -> list[dict[str, Any]]:
-    """The crash run without, then with, keeping; on a dev server of its own unless given
-    (`server`: its address and namespace)."""
-    if server is not None:
-        address, namespace = server
-        client = await Client.connect(
-            address, namespace=namespace, data_converter=pydantic_data_converter
-        )
-        return await _crashes_on(client, root, plan)
-    (root / "dev").mkdir()
-    async with dev_server(root / "dev") as own:
-        client = await Client.connect(
-            own.address, namespace=own.namespace, data_converter=pydantic_data_converter
-        )
-        return await _crashes_on(client, root, plan)
-
-
-async def _crashes_on(client: Client, root: Path, plan: Plan) -> list[dict[str, Any]]:
-    queue = f"keepbench-{uuid.uuid4().hex[:8]}"
-    ready, stop = asyncio.Event(), asyncio.Event()
-    grants = Grants(writable_bind_roots=(str(root.resolve()),))
-    worker = asyncio.create_task(
-        serve(client, task_queue=queue, ready=ready, stop=stop, grants=grants)
-    )
-    try:
-        await asyncio.wait_for(ready.wait(), timeout=60)
-        return [
-            await crash_run(client, queue, crash_spec(root, keep, plan), plan)
-            for keep in (False, True)
-        ]
-    finally:
-        stop.set()
-        await asyncio.wait_for(worker, timeout=60)
 
 
 def _median(values: list[float]) -> float:
@@ -393,17 +258,6 @@ async def main(argv: list[str] | None = None) -> int:
     print(render_text(rows))
     print(f"wrote {json_path}")
     return 0 if all(row.passed is not False for row in rows) else 1
-
-
-def clean_up(root: Path) -> None:
-    """Stop every sandbox the bench made (the crashed attempts' are kept paused), detach
-    their disk images, and delete the scratch folder."""
-    for home in [root / "home", *root.glob("home-*")]:
-        engine = LocalEngine(home)
-        for meta in engine.list_sandboxes(include_stopped=False):
-            engine.stop(meta.id)
-        disk_image.detach(home)
-    shutil.rmtree(root, ignore_errors=True)
 
 
 def root_quick() -> Path:

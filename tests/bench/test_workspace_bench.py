@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.workspace_kept import QUICK, clean_up, measure, result_rows
+from bench.workspace_kept import measure, result_rows
+from bench.workspace_world import QUICK, clean_up
 from overnight.worker.devserver import DevServer
 
 MEASURE_SECONDS = 150
