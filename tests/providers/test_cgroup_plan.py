@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from activities.providers.local import cgroup_plan, cgroups
-from activities.providers.local.cgroup_plan import Mount, cgroup_name, mounts, own_path
+from activities.providers.local import cgroup_layout, cgroup_plan, cgroup_systemd, cgroups
+from activities.providers.local.cgroup_mounts import Mount, mounts, own_path
+from activities.providers.local.cgroup_plan import cgroup_name
 from tests.waits import CAP
 
 HYBRID = """\
@@ -59,14 +60,14 @@ def test_names_are_the_sandboxs_own_per_home_and_slices_are_escaped(tmp_path: Pa
     one, two = cgroup_name("run-1", tmp_path / "a"), cgroup_name("run-1", tmp_path / "b")
     assert one.startswith("run-1.") and one != two
     # A dash nests slices in systemd: escaped, the sandbox's slice is one under overnight.slice.
-    assert cgroup_plan.slice_name("run-1.ab") == "overnight-run\\x2d1.ab.slice"
+    assert cgroup_systemd.slice_name("run-1.ab") == "overnight-run\\x2d1.ab.slice"
 
 
 def test_the_workers_setting_names_a_kind(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(cgroup_plan.CGROUPS_ENV, "cgroup3")
+    monkeypatch.setenv(cgroup_layout.CGROUPS_ENV, "cgroup3")
     with pytest.raises(ValueError, match="OVERNIGHT_SANDBOX_CGROUPS"):
-        cgroup_plan.choice()
-    monkeypatch.setenv(cgroup_plan.CGROUPS_ENV, "none")
+        cgroup_layout.choice()
+    monkeypatch.setenv(cgroup_layout.CGROUPS_ENV, "none")
     assert cgroup_plan.plan("x", Path("/tmp"), vcpu=1, memory_mib=64, processes=8).freezer == "none"
 
 

@@ -19,7 +19,7 @@ import pytest
 
 from activities.models import SandboxInfo
 from activities.providers.local import cgroups, ns
-from activities.providers.local.cgroup_plan import CGROUPS_ENV
+from activities.providers.local.cgroup_layout import CGROUPS_ENV
 from activities.providers.local.convert import sandbox_info
 from activities.providers.local.engine import LocalEngine
 from activities.providers.local.mounts import shim_python
