@@ -8,7 +8,8 @@ Facts of Runtime's API that shape this module:
   seen it running: the watch).
 - Sandboxes pause at their lease end (`on_lease_end="pause"`, memory and files kept), so the
   last checkpoint can always be salvaged; `wake` carries one on with a fresh lease.
-- A command's timeout must fit the lease left (else 409 `lease_too_short`): `run` shortens it.
+- A command's timeout must fit the lease left (else 409 `lease_too_short`): `run` shortens it
+  (see `guest`, the calls inside a sandbox).
 - Pause, stop, wake and extend answer with the sandbox, which is what they return here.
 - A run's allow-list is the sandbox's network rules, sent with its create (see `network`).
 - A run's model key is an egress secret its sandboxes never hold (see `egress_secrets`).
@@ -23,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import math
 import os
-import re
 import weakref
 from typing import Any
 
@@ -31,27 +31,17 @@ import withruntime
 
 from activities.models import SandboxInfo
 from activities.providers.protocol import (
-    AgentLaunch,
-    CommandOutput,
-    FileRead,
-    ProcessInfo,
     ProviderError,
     SandboxNotFound,
     SandboxNotRunning,
     SandboxRequest,
 )
-from activities.providers.runtime import watch_stream
 from activities.providers.runtime.agent_watch import RuntimeWatching
-from activities.providers.runtime.convert import (
-    in_workspace,
-    lease_left,
-    process_info,
-    sandbox_info,
-    start_marker,
-)
+from activities.providers.runtime.convert import sandbox_info
 from activities.providers.runtime.egress_secrets import RuntimeEgressSecrets
 from activities.providers.runtime.errors import runtime_call
 from activities.providers.runtime.event_feed import EventFeed
+from activities.providers.runtime.guest import RuntimeGuest
 from activities.providers.runtime.money import RuntimeAccount
 from activities.providers.runtime.network import RuntimeNetwork, network_rules
 from activities.providers.runtime.request_count import count_requests
@@ -65,12 +55,15 @@ _Client = withruntime.AsyncRuntime
 # at once, and those 8.
 DOWNLOAD_CONNECTIONS = 8
 SDK_KEPT_FOR_CALLS = 8
-# A command is given at most the lease left minus this, so it never outlasts the lease.
-LEASE_SAFETY_SECONDS = 10
 
 
 class RuntimeProvider(
-    RuntimeWatching, RuntimeSnapshots, RuntimeAccount, RuntimeNetwork, RuntimeEgressSecrets
+    RuntimeGuest,
+    RuntimeWatching,
+    RuntimeSnapshots,
+    RuntimeAccount,
+    RuntimeNetwork,
+    RuntimeEgressSecrets,
 ):
     """`SandboxProvider` on Runtime. The key is read from the worker's `RUNTIME_API_KEY` only.
 
@@ -228,104 +221,6 @@ class RuntimeProvider(
             return SandboxInfo(sandbox_id=sandbox_id, state="missing")
         return sandbox_info(sandbox.info)
 
-    async def run(
-        self, sandbox_id: str, command: str, *, cwd: str | None = None, timeout_seconds: float = 600
-    ) -> CommandOutput:
-        async with runtime_call(sandbox_id, self._budget + timeout_seconds):
-            sandbox = await self._running(sandbox_id)
-            # Runtime refuses a command that would outlast the lease (409 lease_too_short).
-            left = lease_left(sandbox.info)
-            if left is not None:
-                if left - LEASE_SAFETY_SECONDS < 1:
-                    raise ProviderError(
-                        f"sandbox {sandbox_id} has {left:.0f} s of lease left: too little to "
-                        "run a command",
-                        kind="LeaseTooShort",
-                    )
-                timeout_seconds = min(timeout_seconds, left - LEASE_SAFETY_SECONDS)
-            # Over 60 s the SDK streams the output (NDJSON) instead of one JSON answer.
-            result = await sandbox.exec(
-                command, cwd=cwd, timeout_ms=max(1, math.ceil(timeout_seconds * 1000))
-            )
-        return CommandOutput(
-            exit_code=result.exit_code,
-            stdout=result.stdout,
-            stderr=result.stderr,
-            timed_out=result.timed_out,
-        )
-
-    async def start_agent(self, sandbox_id: str, launch: AgentLaunch) -> ProcessInfo:
-        marker = start_marker(launch.start_key)
-        async with runtime_call(sandbox_id, self._budget):
-            sandbox = await self._running(sandbox_id)
-            existing = _tagged(await sandbox.processes(), launch.start_key)
-            if existing is not None:
-                return process_info(existing)
-            command = launch.command
-            if launch.exit_marker is not None:
-                command = watch_stream.wrap_with_exit_marker(command, launch.exit_marker)
-            # Secrets travel only here, in this one spawn's environment.
-            process = await sandbox.spawn(
-                f"{marker}\n{command}", cwd=launch.cwd, env=dict(launch.env)
-            )
-        return process_info(process.info)
-
-    async def find_agent(self, sandbox_id: str, start_key: str) -> ProcessInfo | None:
-        async with runtime_call(sandbox_id, self._budget):
-            sandbox = await self._running(sandbox_id)
-            existing = _tagged(await sandbox.processes(), start_key)
-        return None if existing is None else process_info(existing)
-
-    async def process(self, sandbox_id: str, process_id: str) -> ProcessInfo:
-        try:
-            async with runtime_call(sandbox_id, self._budget):
-                sandbox = await self._get(sandbox_id)
-                if sandbox.state in ("paused", "pausing"):
-                    # Frozen with its sandbox; not asked of the guest, which would wake it.
-                    return ProcessInfo(process_id=process_id, state="running")
-                try:
-                    process = await sandbox.process(process_id)
-                except (withruntime.NotFoundError, withruntime.ConflictError):
-                    ended = sandbox.state in ("stopped", "stopping")
-                    return ProcessInfo(
-                        process_id=process_id, state="killed" if ended else "missing"
-                    )
-        except SandboxNotFound:
-            return ProcessInfo(process_id=process_id, state="missing")
-        return process_info(process.info)
-
-    async def read_file(
-        self, sandbox_id: str, path: str, max_bytes: int, *, seen_running: bool = False
-    ) -> FileRead:
-        """One request when `seen_running` (the caller has just watched it run), else two: the
-        state is checked first, because a read would wake a paused sandbox. The download is
-        streamed and given up past `max_bytes`, so an oversized file costs little."""
-        if not in_workspace(path):
-            return FileRead(status="outside")
-        async with runtime_call(sandbox_id, self._budget):
-            sandbox = self._handle(sandbox_id) if seen_running else await self._running(sandbox_id)
-            try:
-                return await _capped_read(sandbox, path, max_bytes)
-            except withruntime.NotFoundError:
-                return FileRead(status="missing")
-            except withruntime.ConflictError as error:
-                if error.code == "is_a_directory":
-                    return FileRead(status="missing")
-                raise
-            except withruntime.PermissionDeniedError:
-                # A path the sandbox refuses to serve (a link leading out of /workspace).
-                return FileRead(status="outside")
-
-    async def write_file(self, sandbox_id: str, path: str, data: bytes) -> None:
-        async with runtime_call(sandbox_id, self._budget):
-            sandbox = await self._running(sandbox_id)
-            await sandbox.files.write(path, data)
-
-    async def upload_dir(self, sandbox_id: str, local_dir: str, remote_dir: str) -> None:
-        async with runtime_call(sandbox_id, self._budget):
-            sandbox = await self._running(sandbox_id)
-            await sandbox.files.upload(local_dir, remote_dir)
-
     async def wake(self, sandbox_id: str) -> SandboxInfo:
         async with runtime_call(sandbox_id, self._budget):
             sandbox = await self._get(sandbox_id)
@@ -390,27 +285,3 @@ class RuntimeProvider(
         client = self._clients.pop(loop, None)
         if client is not None:
             await client.close()
-
-
-async def _capped_read(sandbox: withruntime.AsyncSandbox, path: str, max_bytes: int) -> FileRead:
-    pieces: list[bytes] = []
-    size = 0
-    async for piece in sandbox.files.read_stream(path):
-        pieces.append(piece)
-        size += len(piece)
-        if size > max_bytes:
-            # Refused once past the cap: the rest of an oversized file is never downloaded.
-            # One size for every oversized version, so the refusal is news only once.
-            return FileRead(status="too_large", size=max_bytes + 1)
-    data = b"".join(pieces)
-    return FileRead(status="ok", size=len(data), data=data)
-
-
-def _tagged(processes: list[dict[str, Any]], start_key: str) -> dict[str, Any] | None:
-    """The process whose command carries `start_key`'s marker: the whole key, not a prefix of
-    a longer one ("...-1" must not match "...-10")."""
-    tagged = re.compile(re.escape(start_marker(start_key)) + r"(?![A-Za-z0-9_.:-])")
-    for existing in processes:
-        if tagged.search(str(existing.get("command") or "")):
-            return existing
-    return None
