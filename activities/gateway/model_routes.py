@@ -8,7 +8,7 @@ Bearer`, tokens.py) must name a running sandbox whose record has a `model` entry
 (model_policy.py); the body's SHA-256 is counted for loop evidence; a streamed Chat
 Completions request is made to ask for its usage. Then it goes to the upstream with the
 worker's credential in the vendor's header (the sandbox's credential headers are never
-forwarded), retried there on 429/529/503 while nothing was sent back (model_policy.py); the
+forwarded: model_request.py), retried there on 429/529/503 while nothing was sent back (model_policy.py); the
 answer goes back as it comes, its usage read on the way (model_usage.py), priced by the
 worker's table (overnight/model_prices.py) and booked to the run (model_ledger.py) once it
 ends. Bodies and credentials are never logged.
@@ -18,9 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gzip
 import hashlib
-import json
 import logging
 import os
 import socket
@@ -32,7 +30,14 @@ from urllib.parse import urlsplit
 from activities.gateway import http_wire, model_forward, model_policy
 from activities.gateway.model_ledger import ModelBook
 from activities.gateway.model_origin import ModelOrigin
-from activities.gateway.model_usage import Api, SseEvents, UsageReader, ask_for_usage
+from activities.gateway.model_request import (
+    ModelRequest,
+    answer_headers,
+    model_asked,
+    token_of,
+    upstream_request,
+)
+from activities.gateway.model_usage import Api, SseEvents, UsageReader
 from activities.gateway.tokens import model_token_owner
 from overnight.model_prices import PriceTable, dearest, load_prices, price_of, usd_of
 
@@ -50,30 +55,10 @@ VENDOR_UPSTREAMS: dict[Api, str] = {
     "responses": "https://api.openai.com",
     "chat": "https://api.openai.com",
 }
-ANTHROPIC_VERSION = "2023-06-01"
 MAX_BODY = 64 * 1024 * 1024
 MAX_WHOLE_ANSWER = 32 * 1024 * 1024
 MAX_ERROR_BODY = 64 * 1024
 IDLE_SECONDS = 120.0
-# Request headers never forwarded: hop-by-hop, framing the gateway redoes, and anything that
-# may carry a credential (the sandbox's is a model token, not a key; none of its own may
-# reach the vendor) or choose the worker's account.
-_DROPPED = {"host", "connection", "keep-alive", "proxy-connection", "te", "trailer", "upgrade"}
-_DROPPED |= {"transfer-encoding", "content-length", "accept-encoding", "expect", "cookie"}
-_DROPPED |= {"openai-organization", "openai-project", "chatgpt-account-id"}
-_KEPT = {"anthropic-version", "anthropic-beta", "idempotency-key"}
-_SECRET_WORDS = ("auth", "key", "token", "secret", "cookie", "credential", "password")
-_ANSWER_DROPPED = {"connection", "keep-alive", "transfer-encoding", "content-length"}
-_ANSWER_DROPPED |= {"set-cookie", "trailer", "upgrade", "proxy-authenticate"}
-
-
-@dataclass
-class _Request:
-    api: Api
-    vendor_path: str
-    query: str
-    headers: dict[str, str]  # lower-cased
-    body: bytes
 
 
 @dataclass
@@ -142,8 +127,8 @@ class ModelRoutes:
             error = model_policy.error_body("chat", "not_found_error", f"no route {url.path}")
             await _send(writer, 404, [], error, keep)
             return keep
-        request = _Request(route[0], route[1], url.query, headers, body)
-        sandbox = model_token_owner(self.key, _token(headers))
+        request = ModelRequest(route[0], route[1], url.query, headers, body)
+        sandbox = model_token_owner(self.key, token_of(headers))
         origin = None if sandbox is None else self.lookup(sandbox)
         if sandbox is None or origin is None:
             await _send(writer, *model_policy.unauthorized(request.api), keep)
@@ -182,7 +167,7 @@ class ModelRoutes:
 
     async def _forward(
         self,
-        request: _Request,
+        request: ModelRequest,
         origin: ModelOrigin,
         sandbox: str,
         prices: PriceTable,
@@ -191,7 +176,7 @@ class ModelRoutes:
     ) -> bool:
         base = origin.upstream or VENDOR_UPSTREAMS[request.api]
         target = model_forward.target_of(base, request.vendor_path, request.query)
-        headers, body = _upstream_request(
+        headers, body = upstream_request(
             request,
             self.environ.get(origin.credential_env, "") if origin.credential_env else "",
             bearer=origin.credential_header == "bearer",
@@ -232,7 +217,7 @@ class ModelRoutes:
                 wait = model_policy.retry_wait(answer.status, named, data, attempt, waited)
                 why = f"{answer.status} {answer.reason}".strip()
                 if wait is None:
-                    return answer.status, answer.reason, _answer_headers(answer.headers), data
+                    return answer.status, answer.reason, answer_headers(answer.headers), data
             self.book.retried(run_id, why, time.time())
             logger.info(
                 "gateway: model API %s for run %s; trying again in %.1f s", why, run_id, wait
@@ -242,7 +227,7 @@ class ModelRoutes:
 
     async def _relay(
         self,
-        request: _Request,
+        request: ModelRequest,
         origin: ModelOrigin,
         sandbox: str,
         prices: PriceTable,
@@ -263,7 +248,7 @@ class ModelRoutes:
         # with its body.
         held = b""
         head = http_wire.answer_head(
-            answer.status, answer.reason, _answer_headers(answer.headers), answer.length, keep
+            answer.status, answer.reason, answer_headers(answer.headers), answer.length, keep
         )
         try:
             if framed:
@@ -297,7 +282,7 @@ class ModelRoutes:
 
     def _book(
         self,
-        request: _Request,
+        request: ModelRequest,
         origin: ModelOrigin,
         sandbox: str,
         prices: PriceTable,
@@ -312,7 +297,7 @@ class ModelRoutes:
         counted = usage.usage()
         if counted is None and answer.status >= 300:
             return  # an error answer: nothing used
-        model = usage.model or _model_asked(request)
+        model = usage.model or model_asked(request)
         price = price_of(prices, model)
         usd = usd_of(price if price is not None else dearest(prices), counted) if counted else 0.0
         line = {
@@ -335,77 +320,6 @@ class ModelRoutes:
             logger.exception("gateway: cannot book an answer of run %s ($%.6f)", origin.run_id, usd)
         if counted is None:
             logger.warning("gateway: an answer for run %s said no usage", origin.run_id)
-
-
-def _token(headers: Mapping[str, str]) -> str:
-    if headers.get("x-api-key"):
-        return headers["x-api-key"].strip()
-    scheme, _, value = headers.get("authorization", "").strip().partition(" ")
-    return value.strip() if scheme.lower() == "bearer" else ""
-
-
-def _upstream_request(
-    request: _Request, credential: str, *, bearer: bool = False
-) -> tuple[list[tuple[str, str]], bytes]:
-    """The headers and body sent upstream: the client's, less what may carry a credential,
-    plus the worker's credential in the vendor's header (`bearer`: a bearer token on the
-    Messages route too, a Claude subscription's)."""
-    headers = request.headers
-    body = request.body
-    sent = [(k, v) for k, v in headers.items() if _forwarded(k)]
-    if request.api == "chat":
-        body, sent = _with_usage_asked(body, sent)
-    sent.append(("accept-encoding", "identity"))  # the usage is read on the way
-    if request.api == "anthropic":
-        if "anthropic-version" not in headers:
-            sent.append(("anthropic-version", ANTHROPIC_VERSION))
-        if credential and not bearer:
-            sent.append(("x-api-key", credential))
-        elif credential:
-            sent.append(("authorization", f"Bearer {credential}"))
-    elif credential:
-        sent.append(("authorization", f"Bearer {credential}"))
-    return sent, body
-
-
-def _forwarded(name: str) -> bool:
-    if name in _DROPPED:
-        return False
-    if name in _KEPT:
-        return True
-    return not any(word in name for word in _SECRET_WORDS)
-
-
-def _with_usage_asked(
-    body: bytes, sent: list[tuple[str, str]]
-) -> tuple[bytes, list[tuple[str, str]]]:
-    encoding = next((v.lower() for k, v in sent if k == "content-encoding"), "identity")
-    try:
-        text = gzip.decompress(body) if encoding == "gzip" else body
-        if encoding not in ("gzip", "identity"):
-            return body, sent
-        value = json.loads(text)
-    except (ValueError, OSError, EOFError):
-        return body, sent
-    if not isinstance(value, dict) or not ask_for_usage(value):
-        return body, sent
-    kept = [(k, v) for k, v in sent if k != "content-encoding"]
-    return json.dumps(value, separators=(",", ":")).encode(), kept
-
-
-def _answer_headers(headers: list[tuple[str, str]]) -> list[tuple[str, str]]:
-    return [(k, v) for k, v in headers if k.lower() not in _ANSWER_DROPPED]
-
-
-def _model_asked(request: _Request) -> str:
-    with contextlib.suppress(ValueError, OSError, EOFError):
-        body = request.body
-        if request.headers.get("content-encoding", "").lower() == "gzip":
-            body = gzip.decompress(body)
-        value = json.loads(body)
-        if isinstance(value, dict):
-            return str(value.get("model") or "")
-    return ""
 
 
 async def _send(
