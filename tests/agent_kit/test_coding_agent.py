@@ -31,12 +31,13 @@ import coding_agent_system as system  # noqa: E402
 from clis.claude_code import cli as claude_cli  # noqa: E402
 from clis.claude_code.spend import ClaudeSpend  # noqa: E402
 from clis.codex.spend import CodexSpend  # noqa: E402
-from coding_agent import DONE_CHECK_LEAD  # noqa: E402
+from coding_agent_session import DONE_CHECK_LEAD  # noqa: E402
 
 # The adapter's modules, as paths in the kit: its own and every kind's.
-MODULES = ["coding_agent", "coding_agent_mcp", "coding_agent_system"]
+MODULES = sorted(p.stem for p in KIT.glob("coding_agent*.py"))
 MODULES += sorted(str(p.relative_to(KIT))[:-3] for p in (KIT / "clis").rglob("*.py"))
-SIBLINGS = {"overnight_agent", "clis", *MODULES}
+KIT_MODULES = {p.stem for p in KIT.glob("overnight_agent*.py")}
+SIBLINGS = {*KIT_MODULES, "clis", *MODULES}
 STDLIB = set(sys.stdlib_module_names)
 
 

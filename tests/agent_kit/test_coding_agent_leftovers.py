@@ -1,4 +1,4 @@
-"""What the coding-agent adapter ends after its CLI (coding_agent_system.end_cli), run in a
+"""What the coding-agent adapter ends after its CLI (coding_agent_leftovers.end_cli), run in a
 process that is not the root the adapter assumes: a program with children of its own, as a
 pytest worker is (a dev server, a child whose owner waits for it later, as asyncio's watcher
 thread does on a loaded machine).
@@ -25,9 +25,9 @@ KIT = Path(__file__).resolve().parents[2] / "overnight" / "agent_kit"
 
 HARNESS = r"""
 import json, os, subprocess, sys, time
-import coding_agent_system as system
+import coding_agent_leftovers as leftovers
 
-assert system.become_subreaper()
+assert leftovers.become_subreaper()
 # The program's own children, begun before the CLI: a server, and a child that has ended but
 # that its owner has not waited for yet.
 server = subprocess.Popen(["sleep", "600"])
@@ -38,21 +38,21 @@ time.sleep(0.05)  # the CLI begins clock ticks (10 ms) after them
 daemonize = "setsid sh -c 'echo $$ > daemon.pid; exec sleep 600' & "
 daemonize += "while [ ! -s daemon.pid ]; do sleep 0.01; done; exit 0"
 cli = subprocess.Popen(["sh", "-c", daemonize], start_new_session=True)
-ended = system.end_cli(cli, set)
+ended = leftovers.end_cli(cli, set)
 returncode = cli.wait()
 daemon = int(open("daemon.pid").read())
 # Begun after the first CLI: one of its leftovers that escaped (forked while they were ended),
 # ended at the next CLI's end.
 escaped = subprocess.Popen(["sleep", "600"])
 again = subprocess.Popen(["true"], start_new_session=True)
-ended_again = system.end_cli(again, set)
+ended_again = leftovers.end_cli(again, set)
 again.wait()
 print(json.dumps({
     "ended_again": ended_again,
-    "escaped_gone": system.started(escaped.pid) is None,
+    "escaped_gone": leftovers.started(escaped.pid) is None,
     "cli": returncode,
     "ended": ended,
-    "daemon_gone": system.started(daemon) is None,
+    "daemon_gone": leftovers.started(daemon) is None,
     "server": server.poll(),
     "early": early.wait(),
 }))

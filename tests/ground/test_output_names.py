@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from overnight.agent_kit import overnight_agent as kit
+from overnight.agent_kit import overnight_agent_requests as kit_requests
 from overnight.agent_requests import (
     MAX_OUTPUT_NAME_CHARS,
     OUTPUT_NAME,
@@ -129,12 +130,14 @@ def test_the_kits_finish_raises_at_once_for_a_name_the_supervisor_refuses(
     assert kit.MAX_OUTPUT_NAME_CHARS == MAX_OUTPUT_NAME_CHARS
     for name in ("pr", "a.b-c_d", "Next--Step", "-x", "x y", "é", "x" * 64, "x" * 65, ""):
         taken = output_name_refusal(name) is None
-        assert kit._is_output_name(name) == bool(isinstance(name, str) and OUTPUT_NAME.match(name))
+        assert kit_requests._is_output_name(name) == bool(
+            isinstance(name, str) and OUTPUT_NAME.match(name)
+        )
         if taken:
-            kit._check_output_names({name: "v"})
+            kit_requests._check_output_names({name: "v"})
         else:
             with pytest.raises(ValueError):
-                kit._check_output_names({name: "v"})
+                kit_requests._check_output_names({name: "v"})
     script = (
         "import json, sys\n"
         "from overnight_agent import finish\n"
