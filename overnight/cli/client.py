@@ -50,7 +50,7 @@ from overnight.errors import (
 )
 from overnight.models import Budget, BudgetExtension, RunResult, RunSpec, RunStatus
 from overnight.specs import load_spec, parse_spec, redact_url, run_summary
-from overnight.worker.reaping import ReapedSandbox as ReapedSandbox
+from overnight.worker.reap_entries import ReapedSandbox as ReapedSandbox
 from overnight.worker.reaping import reap as reap
 
 __all__ = [

@@ -27,7 +27,7 @@ from overnight.status_lines import (
     talk_lines,
     usd,
 )
-from overnight.worker.reaping import released_line
+from overnight.worker.reap_entries import released_line
 from overnight.workspace_spec import workspace_line
 
 # `overnight status` shows this many lines of the last words (`overnight logs` has the rest).

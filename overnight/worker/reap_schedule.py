@@ -31,7 +31,8 @@ from temporalio.service import RPCError
 
 from activities.models import ActivityName, ReapSummary
 from activities.providers.registry import open_configured
-from overnight.worker.reaping import ReapedSandbox, reap, released_line
+from overnight.worker.reap_entries import ReapedSandbox, released_line
+from overnight.worker.reaping import reap
 from workflows.reap_run import REAP_WORKFLOW
 
 REAP_SCHEDULE_ID = "overnight-reap"

@@ -32,6 +32,8 @@ needs the server to judge (closed runs' unlabelled sandboxes, snapshots, session
 kept workspaces' refs, Runtime's sandboxes) waits for a reap with it.
 
 The moment retention is judged at is `now` (a test lets time pass by giving a later one).
+What Temporal says of each run is asked once (overnight.worker.run_book); each thing taken is
+one entry (overnight.worker.reap_entries).
 """
 
 from __future__ import annotations
@@ -41,9 +43,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 
-from pydantic import BaseModel
 from temporalio.client import Client, WorkflowExecutionStatus
-from temporalio.service import RPCError, RPCStatusCode
 
 from activities.coding_agent_setup import SESSIONS_FOLDER
 from activities.models import SandboxInfo
@@ -53,79 +53,13 @@ from activities.providers.local.disk import TRASH
 from activities.providers.protocol import SandboxProvider
 from activities.providers.registry import disk_for, supports_snapshots
 from overnight.constants import LABEL_KEEP_UNTIL, LABEL_RUN
-from overnight.errors import OvernightError
 from overnight.home import overnight_home
 from overnight.provider_traits import traits
 from overnight.retention import RunEnd, verdict
 from overnight.worker.gateway_reaping import reap_gateway_books
-from overnight.worker.run_history import run_spec
+from overnight.worker.reap_entries import ReapedSandbox
+from overnight.worker.run_book import CLEAN_ENDINGS, RunBook
 from overnight.worker.workspace_reaping import reap_refs
-
-# A run that ended this way went through its own end: what it left paused it kept on purpose
-# and labelled (and its snapshots it deleted, unless `keep_sandboxes`).
-_CLEAN_ENDINGS = (WorkflowExecutionStatus.COMPLETED, WorkflowExecutionStatus.CANCELED)
-
-
-class ReapedSandbox(BaseModel):
-    provider: str
-    # A sandbox id, a snapshot id (`kind == "snapshot"`) or a trash entry (`kind == "trash"`).
-    sandbox_id: str
-    run_id: str
-    was: str
-    # Done: the sandbox stopped (deleted), the snapshot or trash entry deleted.
-    stopped: bool
-    detail: str = ""
-    kind: str = "sandbox"
-    # Why reap took it.
-    why: str = ""
-    # The bytes this freed on this machine's disk (local sandboxes, snapshots and trash).
-    freed_bytes: int | None = None
-    # `kind == "released"`: what a kept sandbox let go of on this host (it is kept).
-    processes: int | None = None
-    memory_bytes: int | None = None
-    mounts: int | None = None
-
-
-class RunBook:
-    """What Temporal says of each run, asked once per run."""
-
-    def __init__(self, client: Client) -> None:
-        self.client = client
-        self._ends: dict[str, RunEnd] = {}
-        self._statuses: dict[str, WorkflowExecutionStatus | None] = {}
-
-    async def status(self, run_id: str) -> WorkflowExecutionStatus | None:
-        if run_id not in self._statuses:
-            await self.end(run_id)
-        return self._statuses[run_id]
-
-    async def end(self, run_id: str) -> RunEnd:
-        found = self._ends.get(run_id)
-        if found is None:
-            found = self._ends[run_id] = await self._look(run_id)
-        return found
-
-    async def _look(self, run_id: str) -> RunEnd:
-        try:
-            described = await self.client.get_workflow_handle(run_id).describe()
-        except RPCError as err:
-            if err.status != RPCStatusCode.NOT_FOUND:
-                raise
-            self._statuses[run_id] = None
-            return RunEnd(known=False)
-        status = described.status
-        self._statuses[run_id] = status
-        if status == WorkflowExecutionStatus.RUNNING:
-            return RunEnd(open=True)
-        if status in _CLEAN_ENDINGS:
-            return RunEnd(clean=True, closed_at=described.close_time)
-        return RunEnd(closed_at=described.close_time, keep_failed_days=await self._keep(run_id))
-
-    async def _keep(self, run_id: str) -> int | None:
-        try:
-            return (await run_spec(self.client, run_id)).keep_failed_days
-        except (OvernightError, RPCError):
-            return None
 
 
 async def reap(
@@ -235,25 +169,6 @@ async def _let_go(
         held.mounts,
     )
     return [entry]
-
-
-def released_line(entry: ReapedSandbox) -> str:
-    """A kept sandbox that let go of what it held on this host (it stays, its files only)."""
-    of = f" of {entry.run_id}" if entry.run_id else ""
-    head = f"{entry.provider} sandbox {entry.sandbox_id}{of}"
-    if not entry.stopped:
-        return f"{head}: could not let go of its processes ({entry.detail}): {entry.why}"
-    held = []
-    if entry.processes:
-        plural = "es" if entry.processes != 1 else ""
-        memory = (entry.memory_bytes or 0) / (1024 * 1024)
-        held.append(f"{entry.processes} host process{plural} ({memory:.1f} MiB of memory)")
-    if entry.mounts:
-        held.append(f"{entry.mounts} mount{'s' if entry.mounts != 1 else ''}")
-    return (
-        f"{head}: let go of {' and '.join(held) or 'nothing'}: {entry.why}; kept, its files "
-        "only (mounted again when read)"
-    )
 
 
 async def _reap_workspace_refs(
@@ -384,7 +299,7 @@ async def _reap_snapshots(
             status = await runs.status(run_id)
             if status == WorkflowExecutionStatus.RUNNING:
                 continue
-            if status in _CLEAN_ENDINGS and not include_paused:
+            if status in CLEAN_ENDINGS and not include_paused:
                 continue
             entry = ReapedSandbox(
                 provider=provider_name,

@@ -20,7 +20,8 @@ from activities.gateway.refused import RefusalBook
 from activities.gateway.service import Gateway, folder_of, model_token
 from fakes.model_api import FakeModelApi, text
 from overnight.cli.render import reaped_text
-from overnight.worker.reaping import RunBook, reap_gateway_books_of
+from overnight.worker.reaping import reap_gateway_books_of
+from overnight.worker.run_book import RunBook
 from tests.activities.test_gateway_model_routes import KEY_ENV, asked, call
 
 LINE = {"usd": 0.25, "request_id": "msg_1"}

@@ -10,7 +10,7 @@ from overnight.cli import disk as disk_cli
 from overnight.cli.render import reaped_text, size_text
 from overnight.cli.run_view import deleted_text
 from overnight.constants import LABEL_ATTEMPT, LABEL_KEEP_UNTIL, LABEL_RUN
-from overnight.worker.reaping import ReapedSandbox
+from overnight.worker.reap_entries import ReapedSandbox
 
 MIB = 1024 * 1024
 UNTIL = "20261204T031500Z"

@@ -12,7 +12,8 @@ from temporalio.client import WorkflowExecutionStatus
 
 from activities.providers.local.disk import tree_bytes
 from overnight.cli.render import reaped_text
-from overnight.worker.reaping import RunBook, reap_sessions
+from overnight.worker.reaping import reap_sessions
+from overnight.worker.run_book import RunBook
 
 
 class Book:
