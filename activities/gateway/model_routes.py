@@ -8,10 +8,10 @@ Bearer`, tokens.py) must name a running sandbox whose record has a `model` entry
 (model_policy.py); the body's SHA-256 is counted for loop evidence; a streamed Chat
 Completions request is made to ask for its usage. Then it goes to the upstream with the
 worker's credential in the vendor's header (the sandbox's credential headers are never
-forwarded: model_request.py), retried there on 429/529/503 while nothing was sent back (model_policy.py); the
-answer goes back as it comes, its usage read on the way (model_usage.py), priced by the
-worker's table (overnight/model_prices.py) and booked to the run (model_ledger.py) once it
-ends. Bodies and credentials are never logged.
+forwarded: model_request.py), retried there on 429/529/503 while nothing was sent back
+(model_policy.py); the answer goes back as it comes, its usage read on the way
+(model_usage.py), priced by the worker's table (overnight/model_prices.py) and booked to the
+run (model_ledger.py) once it ends. Bodies and credentials are never logged.
 """
 
 from __future__ import annotations
