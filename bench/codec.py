@@ -47,9 +47,9 @@ from bench.crash import DIE_AFTER_STEP, FIRST_CRASH_SECONDS, crash_spec
 from bench.history import overnight_history_cost
 from bench.procs import dev_server, worker_process
 from bench.report import RESULTS_DIR, Row, finish, percentile
-from overnight.cli.demo import make_origin
 from overnight.codec import CODEC_KEYS_ENV, data_converter, parse_keys
 from overnight.constants import LABEL_RUN, WORKFLOW_TYPE
+from overnight.demo.sample_demo import make_origin
 from overnight.grants import WRITABLE_BIND_ROOTS_ENV
 from overnight.home import HOME_ENV
 from overnight.models import RunStatus

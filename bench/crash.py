@@ -41,9 +41,9 @@ from bench.baseline import BASELINE_WORKFLOW, NaiveStatus
 from bench.procs import worker_process
 from bench.report import Row, percentile, summarize
 from bench.timeline import activities
-from overnight.cli.demo import AGENT_DIR, DemoFiles, make_origin
-from overnight.cli.outside_world import host_ports_for, ledger_url
 from overnight.constants import LABEL_RUN, WORKFLOW_TYPE
+from overnight.demo.outside_world import host_ports_for, ledger_url
+from overnight.demo.sample_demo import AGENT_DIR, DemoFiles, make_origin
 from overnight.isolation import HostBind
 from overnight.models import RunSpec, RunStatus
 

@@ -40,7 +40,7 @@ from bench.procs import WorkerProcess
 from bench.provider_cost import CostSettings, ticker_spec
 from bench.runtime_world import Flight, Window, worker_env
 from fakes.runtime import FakeRuntime, Rules
-from overnight.cli.demo import make_origin
+from overnight.demo.sample_demo import make_origin
 
 
 @dataclass(frozen=True)

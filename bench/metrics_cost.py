@@ -68,8 +68,8 @@ from bench.history import (
 from bench.history_world import HealthyAgentWorld
 from bench.procs import dev_server
 from bench.report import RESULTS_DIR, Row, machine, percentile, render_text, save_results
-from overnight.cli.demo import make_origin
 from overnight.constants import WORKFLOW_TYPE
+from overnight.demo.sample_demo import make_origin
 from overnight.grants import WRITABLE_BIND_ROOTS_ENV
 from overnight.home import HOME_ENV
 from overnight.worker import binaries

@@ -42,7 +42,7 @@ from bench.fleet import (
 from bench.procs import WorkerProcess
 from bench.runtime_world import Flight, Window, bench_spec, worker_env
 from fakes.runtime import FakeRuntime
-from overnight.cli.demo import make_origin
+from overnight.demo.sample_demo import make_origin
 
 TICKER_DIR = Path(__file__).resolve().parent / "agents" / "ticker"
 KINDS = ("ticking", "quiet")

@@ -40,8 +40,8 @@ from bench.procs import WorkerProcess
 from bench.report import Row, percentile, summarize
 from bench.runtime_world import bench_spec, worker_env
 from fakes.runtime import FakeRuntime
-from overnight.cli.demo import AGENT_DIR, make_origin
-from overnight.cli.outside_world import ledger_url
+from overnight.demo.outside_world import ledger_url
+from overnight.demo.sample_demo import AGENT_DIR, make_origin
 
 
 async def measure_runtime_crash(

@@ -37,8 +37,8 @@ from bench.report import Row, summarize
 from bench.scale_results import Level, SystemScale, describe, scale_rows
 from bench.ticklag import tick_lags
 from fakes.provider import read_schedules
-from overnight.cli.demo import AGENT_DIR
 from overnight.constants import WORKFLOW_TYPE
+from overnight.demo.sample_demo import AGENT_DIR
 from overnight.models import RunSpec
 
 START_CONCURRENCY = 50

@@ -37,7 +37,7 @@ from bench.procs import dev_server
 from bench.report import RESULTS_DIR, Row, machine, render_text, save_results
 from fakes.git_http import origin_fields
 from overnight.cli import client as api
-from overnight.cli.demo import make_origin
+from overnight.demo.sample_demo import make_origin
 from overnight.grants import Grants
 from overnight.home import HOME_ENV
 from overnight.models import RunSpec

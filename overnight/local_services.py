@@ -7,7 +7,7 @@ Two things a worker cannot tell from a socket alone, so the processes say them:
   process's start time, so a file left by a process killed (or a reused pid) is ignored.
   Workers refuse every port such a process listens on (activities/loopback_owners.py).
 - `serve_to_agents(port)`: this process serves `port` to agents on purpose (the demo's ledger,
-  `overnight.cli.outside_world`). The worker in the same process honours it, and so do other
+  `overnight.demo.outside_world`). The worker in the same process honours it, and so do other
   workers when this process is also a declared service (the ports are in its declaration): a
   test or benchmark process that runs a worker and serves an agent's outside world.
 """

@@ -39,9 +39,9 @@ from temporalio.service import RPCError
 from activities.providers.local.engine import LocalEngine
 from fakes.git_http import origin_fields
 from fakes.runtime import FakeRuntime
-from overnight.cli.demo import make_origin
-from overnight.cli.outside_world import host_ports_for
 from overnight.constants import LABEL_RUN
+from overnight.demo.outside_world import host_ports_for
+from overnight.demo.sample_demo import make_origin
 from overnight.grants import Grants
 from overnight.models import RunSpec
 from overnight.worker.devserver import DevServer

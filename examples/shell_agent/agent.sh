@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # overnight's agent contract without Python: the sample agent's five steps in bash, coreutils,
-# git and curl. It does what examples/agent/main.py does on the agent kit, by hand:
+# git and curl. It does what overnight/demo/sample_agent/main.py does on the agent kit, by hand:
 #
 # - reads OVERNIGHT_RUN_ID, OVERNIGHT_ATTEMPT, OVERNIGHT_RESTART_REASON, OVERNIGHT_CHECKPOINT
 #   (and OVERNIGHT_FRESH_CONTEXT_EXIT_CODE);
@@ -8,7 +8,7 @@
 #   synced, renamed over the checkpoint (mv), the folder synced. The checkpoint is the kit's
 #   JSON (step, plan, next, notes, done, done_actions), and a restart continues after `step`;
 # - keys each outside action {run_id}-step-{n}, the same on every attempt, in the ledger
-#   service at OVERNIGHT_LEDGER_URL (overnight/cli/outside_world.py), which does an action once
+#   service at OVERNIGHT_LEDGER_URL (overnight/demo/outside_world.py), which does an action once
 #   per key (without a URL: the JSONL file OVERNIGHT_LEDGER, default next to the checkpoint);
 # - commits each step on the current branch, and pushes when there is an origin;
 # - exits 0 when done, OVERNIGHT_FRESH_CONTEXT_EXIT_CODE for a fresh context, 3 for a crash.

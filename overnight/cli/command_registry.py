@@ -1,6 +1,7 @@
 """Every `overnight` command, in the order `overnight --help` lists them: each command module's
-`COMMANDS` (overnight/cli/commands.py), gathered here. main.py builds its parser and
-dispatches from this list alone, so a command is named once, beside its code."""
+`COMMANDS` (overnight/cli/commands.py), gathered here (the demo's from its own package,
+overnight/demo/). main.py builds its parser and dispatches from this list alone, so a
+command is named once, beside its code."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from overnight.cli import (
     workspace,
 )
 from overnight.cli.commands import Command
+from overnight.demo import commands as demo_commands
 
 COMMANDS: tuple[Command, ...] = (
     *start_command.COMMANDS,
@@ -33,6 +35,7 @@ COMMANDS: tuple[Command, ...] = (
     *agents.COMMANDS,
     *workspace.COMMANDS,
     *dev_commands.COMMANDS,
+    *demo_commands.COMMANDS,
 )
 _BY_NAME = {command.name: command for command in COMMANDS}
 if len(_BY_NAME) != len(COMMANDS):  # a second command of one name would be shadowed

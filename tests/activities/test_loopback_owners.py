@@ -31,7 +31,7 @@ from activities.models import CreateSandboxInput, SpecCheckInput
 from activities.providers.local.engine import LocalEngine
 from activities.providers.local.provider import LocalProvider
 from activities.sandbox import SandboxActivities
-from overnight.cli.outside_world import host_ports_for, ledger_url
+from overnight.demo.outside_world import host_ports_for, ledger_url
 from overnight.grants import SPEC_REFUSED, Grants
 from overnight.models import RunSpec
 from overnight.worker.devserver import DevServer

@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 
 from activities.sandbox_setup import KIT_DIR
-from overnight.cli.demo import ledger_entries
-from overnight.cli.outside_world import ledger_url
+from overnight.demo.outside_world import ledger_url
+from overnight.demo.sample_demo import ledger_entries
 from tests.waits import CAP
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -15,9 +15,10 @@ from typing import Any
 import pytest
 
 from activities.sandbox_setup import KIT_DIR
+from overnight.demo.sample_demo import AGENT_DIR
 from tests.waits import CAP
 
-AGENT = Path(__file__).resolve().parents[2] / "examples" / "agent" / "main.py"
+AGENT = AGENT_DIR / "main.py"
 FRESH_CONTEXT = 75
 
 

@@ -20,8 +20,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from activities.sandbox_setup import KIT_DIR
-from overnight.cli.demo import ledger_entries
-from overnight.cli.outside_world import ledger_url
+from overnight.demo.outside_world import ledger_url
+from overnight.demo.sample_demo import ledger_entries
 from tests.waits import CAP
 
 sys.path.insert(0, str(KIT_DIR))

@@ -38,8 +38,8 @@ from temporalio.service import RPCError
 from activities.providers.local.engine import LocalEngine
 from fakes.runtime import FakeRuntime
 from overnight.cli import client as api
-from overnight.cli.demo import ledger_entries, make_origin
 from overnight.constants import LABEL_ATTEMPT, LABEL_RUN
+from overnight.demo.sample_demo import ledger_entries, make_origin
 from overnight.grants import WRITABLE_BIND_ROOTS_ENV
 from overnight.models import RunResult, RunStatus
 from tests.chaos.plan import STEPS, ChaosSize, RunPlan, plan_runs, run_spec

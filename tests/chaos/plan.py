@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Literal
 
 from fakes.git_http import origin_fields
-from overnight.cli.demo import AGENT_DIR
-from overnight.cli.outside_world import host_ports_for, ledger_url
+from overnight.demo.outside_world import host_ports_for, ledger_url
+from overnight.demo.sample_demo import AGENT_DIR
 from overnight.models import Budget, RunSpec
 
 AgentFault = Literal["crash", "stall", "fresh_context", "lease_end"]

@@ -17,8 +17,8 @@ from temporalio.client import Client, WorkflowFailureError
 
 from fakes.git_http import origin_fields
 from overnight.cli import client as api
-from overnight.cli.demo import make_origin
 from overnight.cli.logs_news import news
+from overnight.demo.sample_demo import make_origin
 from overnight.models import Budget, RunSpec, RunStatus
 from overnight.worker.devserver import DevServer
 from tests.cli.test_cli import OVERNIGHT

@@ -14,8 +14,8 @@ from typing import Any
 
 from temporalio.client import Client
 
-from overnight.cli.demo import make_origin
 from overnight.cli.start_look import WAIT_ENV, after_the_wait, verdict
+from overnight.demo.sample_demo import make_origin
 from overnight.grants import Grants
 from overnight.models import Budget, RunStatus
 from overnight.worker.devserver import DevServer

@@ -10,7 +10,7 @@ from temporalio.client import Client
 
 from fakes.git_http import origin_fields
 from overnight.cli import client as api
-from overnight.cli.demo import make_origin
+from overnight.demo.sample_demo import make_origin
 from overnight.models import RunSpec, RunStatus
 from tests.e2e.helpers import wait_for_status
 

@@ -29,7 +29,6 @@ from temporalio.client import Client
 from fakes.git_http import origin_fields
 from overnight.agent_text import one_line
 from overnight.cli import client as api
-from overnight.cli.demo import make_origin
 from overnight.console import auth, diff_view
 from overnight.console.render import CONTENT_SECURITY_POLICY
 from overnight.console.settings import (
@@ -40,6 +39,7 @@ from overnight.console.settings import (
     USER_HEADER_ENV,
     settings_from,
 )
+from overnight.demo.sample_demo import make_origin
 from overnight.models import RunSpec, RunStatus
 from tests.console.conftest import (
     UI_MS,

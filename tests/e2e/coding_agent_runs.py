@@ -26,9 +26,9 @@ from fakes.git_http import origin_fields
 from fakes.model_api import FakeModelApi
 from overnight.agent_kinds import agent_cli
 from overnight.cli import client as api
-from overnight.cli.demo import DemoFiles, make_origin
 from overnight.coding_agents import install_folder
 from overnight.constants import LABEL_ATTEMPT, LABEL_RUN
+from overnight.demo.sample_demo import DemoFiles, make_origin
 from overnight.local_services import serve_to_agents
 from overnight.models import RunResult, RunSpec
 from overnight.worker.agent_clis import Installed

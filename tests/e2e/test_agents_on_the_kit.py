@@ -17,8 +17,14 @@ import pytest
 from temporalio.client import Client
 
 from overnight.cli import client as api
-from overnight.cli.demo import AGENT_COMMAND, AGENT_DIR, demo_spec, ledger_entries, make_origin
-from overnight.cli.outside_world import ledger_url
+from overnight.demo.outside_world import ledger_url
+from overnight.demo.sample_demo import (
+    AGENT_COMMAND,
+    AGENT_DIR,
+    demo_spec,
+    ledger_entries,
+    make_origin,
+)
 from tests.e2e.helpers import new_run_id
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")

@@ -35,8 +35,8 @@ from fakes.model_api.turns import Answer
 from fakes.runtime import FakeRuntime
 from overnight.agent_kinds import agent_cli
 from overnight.cli import client as api
-from overnight.cli.demo import make_origin
 from overnight.coding_agents import install_folder
+from overnight.demo.sample_demo import make_origin
 from overnight.home import overnight_home
 from overnight.local_services import serve_to_agents
 from overnight.models import RunSpec

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 
-from overnight.cli.demo import run_demo
+from overnight.demo.sample_demo import run_demo
 from overnight.worker.devserver import DevServer
 from tests.cli.test_cli import OVERNIGHT
 from tests.cli.test_connect_messages import squatter

@@ -1,7 +1,7 @@
 """`overnight demo --agent claude-code` (and `codex`): the real CLI, killed once during a tool
 call, resumes its session in place (one attempt, no restart, the same session id before the
 kill and after it), and its run ends in a pull request on the fake GitHub, whose URL the demo
-prints last (overnight/cli/demo_agent.py). Through the command itself, the demo ends as the
+prints last (overnight/demo/agent_demo.py). Through the command itself, the demo ends as the
 plain demo does: the dev server it started is stopped and it says so, with no link to it. The
 finished run's card has no stale fields (issue 51) and `overnight report` names its causes."""
 
@@ -23,10 +23,10 @@ from temporalio.client import Client
 
 from activities.providers.local.isolation import bwrap_problem
 from overnight.agent_kinds import agent_cli
-from overnight.cli.demo_agent import run_agent_demo
 from overnight.cli.report import collect
 from overnight.cli.report_totals import EXPLAINED_CAUSES
 from overnight.coding_agents import install_folder
+from overnight.demo.agent_demo import run_agent_demo
 from overnight.worker.agent_clis import Installed
 from overnight.worker.devserver import DevServer
 from overnight.worker.runner import serve

@@ -22,7 +22,7 @@ from temporalio.client import Client
 
 from fakes.git_http import origin_fields
 from overnight.cli import client as api
-from overnight.cli.demo import make_origin
+from overnight.demo.sample_demo import make_origin
 from overnight.models import RunSpec
 from overnight.worker.devserver import DevServer
 from tests.e2e.newcomer_home import give_to_the_user, private_home

@@ -19,7 +19,7 @@ from temporalio.exceptions import ApplicationError
 
 from fakes.git_http import git_path, git_url, serve_on
 from overnight.cli import client as api
-from overnight.cli.demo import make_origin
+from overnight.demo.sample_demo import make_origin
 from overnight.errors import SPEC_UNUSABLE
 from overnight.isolation import HostBind
 from overnight.local_services import serve_to_agents

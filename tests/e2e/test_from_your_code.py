@@ -21,9 +21,9 @@ from temporalio.common import SearchAttributeKey
 from temporalio.exceptions import CancelledError
 
 from overnight.cli import client as api
-from overnight.cli.demo import demo_spec, ledger_entries, make_origin
-from overnight.cli.outside_world import ledger_url
 from overnight.constants import TASK_QUEUE
+from overnight.demo.outside_world import ledger_url
+from overnight.demo.sample_demo import demo_spec, ledger_entries, make_origin
 from overnight.models import RunSpec
 from overnight.worker.runner import serve
 from tests.e2e.helpers import wait_for_status

@@ -43,9 +43,9 @@ from fakes.model_api.recorded import RecordedRequest
 from fakes.model_api.turns import Answer
 from overnight.agent_kinds import agent_cli
 from overnight.cli import client as api
-from overnight.cli.demo import make_origin
 from overnight.coding_agents import install_folder
 from overnight.constants import LABEL_RUN
+from overnight.demo.sample_demo import make_origin
 from overnight.grants import SECRET_ENV_ENV, WRITABLE_BIND_ROOTS_ENV
 from overnight.home import HOME_ENV
 from overnight.model_prices import DEFAULT_PRICES, Usage, dearest, price_of, usd_of

@@ -13,8 +13,8 @@ from temporalio.client import Client
 
 from activities.providers.local.provider import LocalProvider
 from overnight.cli import client as api
-from overnight.cli.demo import ledger_entries
 from overnight.constants import LABEL_RUN
+from overnight.demo.sample_demo import ledger_entries
 from overnight.models import BudgetExtension
 from overnight.worker.devserver import DevServer
 from tests.e2e.helpers import (

@@ -31,8 +31,8 @@ from fakes.runtime import FakeRuntime
 from fakes.tls import CertAuthority
 from overnight.agent_kinds import agent_cli
 from overnight.cli import client as api
-from overnight.cli.demo import make_origin
 from overnight.coding_agents import install_folder
+from overnight.demo.sample_demo import make_origin
 from overnight.models import RunSpec
 from overnight.runtime_model_key import secret_name
 from overnight.worker.agent_clis import Installed

@@ -25,8 +25,8 @@ from activities.providers.local.snapshots import LocalSnapshots
 from fakes.git_http import origin_fields
 from fakes.runtime import FakeRuntime
 from overnight.cli import client as api
-from overnight.cli.demo import make_origin
 from overnight.constants import LABEL_RUN
+from overnight.demo.sample_demo import make_origin
 from overnight.home import overnight_home
 from overnight.models import RunSpec
 from tests.e2e.counting import worker_on

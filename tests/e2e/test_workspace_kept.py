@@ -19,8 +19,8 @@ from temporalio.client import Client
 
 from fakes.git_http import origin_fields
 from overnight.cli import client as api
-from overnight.cli.demo import make_origin
 from overnight.cli.workspace import WorkspaceRefused, diff_text, rewind_run
+from overnight.demo.sample_demo import make_origin
 from overnight.errors import OvernightError
 from overnight.models import RunSpec
 from overnight.worker.devserver import DevServer

@@ -22,9 +22,7 @@ CODE = ("overnight", "activities", "workflows")
 KIND_PLACES = (
     "overnight/agent_kinds.py",
     "overnight/agent_kit/clis/",
-    "overnight/cli/demo_agent.py",
-    "overnight/cli/demo_kill.py",
-    "overnight/cli/dev_commands.py",
+    "overnight/demo/",
 )
 
 

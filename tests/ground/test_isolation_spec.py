@@ -14,12 +14,12 @@ import pytest
 
 from activities.sandbox_setup import KIT_DIR, spec_binds
 from overnight.cli import client as api
-from overnight.cli.demo import ledger_entries
-from overnight.cli.outside_world import ledger_url
+from overnight.demo.outside_world import ledger_url
+from overnight.demo.sample_demo import AGENT_DIR, ledger_entries
 from overnight.errors import SpecError
 from overnight.models import RunSpec
 
-AGENT = Path(__file__).resolve().parents[2] / "examples" / "agent" / "main.py"
+AGENT = AGENT_DIR / "main.py"
 BASE: dict[str, Any] = {
     "run_id": "iso",
     "repo": "https://example.invalid/app.git",

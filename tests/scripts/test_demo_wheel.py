@@ -11,7 +11,7 @@ from pathlib import Path
 
 from setuptools import find_packages
 
-from overnight.cli import demo_model
+from overnight.demo import fake_model
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -47,5 +47,5 @@ def test_the_wheel_holds_every_fake_the_agent_demo_imports_or_runs() -> None:
 
 
 def test_the_demo_finds_the_fake_model_api_beside_overnights_packages() -> None:
-    assert demo_model.PACKAGES_HOME == REPO  # site-packages, in a wheel's install
-    assert (demo_model.FAKE_PACKAGE / "__main__.py").is_file()
+    assert fake_model.PACKAGES_HOME == REPO  # site-packages, in a wheel's install
+    assert (fake_model.FAKE_PACKAGE / "__main__.py").is_file()

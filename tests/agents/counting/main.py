@@ -3,7 +3,7 @@
 It makes `AGENT_STEPS` steps (default 8) of `AGENT_STEP_SECONDS` each (default 1), resuming
 after the step its checkpoint (`$OVERNIGHT_CHECKPOINT`, written atomically after every step)
 says it reached. Every step it *does* is an outside action: a POST to the outside world at
-`OVERNIGHT_LEDGER_URL` (overnight/cli/outside_world.py) under a key of its own for each time a
+`OVERNIGHT_LEDGER_URL` (overnight/demo/outside_world.py) under a key of its own for each time a
 step is done, so the ledger shows each step as many times as it was done (a redone step twice,
 a skipped one never). Without a ledger URL it acts on nothing.
 

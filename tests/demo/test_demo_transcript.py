@@ -7,7 +7,7 @@ import os
 import time
 from pathlib import Path
 
-from overnight.cli.demo_kill import TRANSCRIPT_TAIL_BYTES, _tail_of
+from overnight.demo.kill import TRANSCRIPT_TAIL_BYTES, _tail_of
 
 
 def test_a_transcripts_end_is_read_and_no_more(tmp_path: Path) -> None:

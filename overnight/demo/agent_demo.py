@@ -7,13 +7,13 @@ and GitHub. The pinned CLI (`bash scripts/install-agent-clis`, which scripts/dem
 first), overnight's adapter in an isolated local sandbox (bubblewrap), the local dev server
 and a worker in this process. The run's origin is a bare repository beside the state dir (as
 `overnight demo` makes it), served over smart HTTP as a GitHub repository would be, with a
-fake GitHub API beside it (overnight/cli/demo_github.py): the finished run's pull request is
+fake GitHub API beside it (overnight/demo/fake_github.py): the finished run's pull request is
 opened there. The model API is the scripted fake of `fakes/model_api`, started by the demo as
 its own process on a free loopback port (`python -m fakes.model_api --script FILE --port 0
 --log FILE`): its script is a small task of six answers (write greet.py, run it, fix it, a slow
 run, the run again, the final word), and its log shows which session each request came from.
 
-The kill (overnight/cli/demo_kill.py): while the CLI runs the script's slow tool call (a
+The kill (overnight/demo/kill.py): while the CLI runs the script's slow tool call (a
 `sleep`), the demo finds the CLI's native binary among the machine's processes and SIGKILLs
 it. The adapter sees the CLI die, ends the tool process it left behind and starts the CLI
 again on the same session, in the same sandbox: one attempt, no restart. The demo prints the
@@ -46,7 +46,22 @@ from overnight.agent_kinds import agent_cli
 from overnight.agent_text import terminal_line
 from overnight.cli import client as api
 from overnight.cli import render
-from overnight.cli.demo import (
+from overnight.codec import data_converter
+from overnight.coding_agents import INSTALL_SCRIPT, install_problem
+from overnight.demo.fake_github import (
+    demo_github,
+    pull_request_fields,
+    pull_request_line,
+    save_pull_request,
+)
+from overnight.demo.fake_model import (
+    SLOW_CHECK,
+    SLOW_PROCESS,
+    FakeModelApiProcess,
+    start_fake_model_api,
+)
+from overnight.demo.kill import Kill, kill_during_the_slow_call, sessions_of
+from overnight.demo.sample_demo import (
     _follow,
     _wait_ready,
     demo_grants,
@@ -55,21 +70,6 @@ from overnight.cli.demo import (
     kept_server_line,
     make_origin,
 )
-from overnight.cli.demo_github import (
-    demo_github,
-    pull_request_fields,
-    pull_request_line,
-    save_pull_request,
-)
-from overnight.cli.demo_kill import Kill, kill_during_the_slow_call, sessions_of
-from overnight.cli.demo_model import (
-    SLOW_CHECK,
-    SLOW_PROCESS,
-    FakeModelApiProcess,
-    start_fake_model_api,
-)
-from overnight.codec import data_converter
-from overnight.coding_agents import INSTALL_SCRIPT, install_problem
 from overnight.errors import SpecError
 from overnight.grants import Grants
 from overnight.models import RunResult, RunSpec, RunStatus
@@ -360,7 +360,7 @@ def checkpoint_lines(data: object) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m overnight.cli.demo_agent --agent KIND`: as `overnight demo --agent KIND`."""
+    """`python -m overnight.demo.agent_demo --agent KIND`: as `overnight demo --agent KIND`."""
     parser = argparse.ArgumentParser(
         prog="overnight demo --agent",
         description="A real coding agent's run, killed once mid-run and resumed in its session.",

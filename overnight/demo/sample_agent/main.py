@@ -10,7 +10,7 @@ the agent's `PYTHONPATH` in every sandbox; outside one, put `overnight/agent_kit
 - `action_key(n)`: its outside actions (opening the pull request, posting the summary) are
   keyed `{run_id}-step-{n}`, the same on every attempt, in a ledger outside the sandbox, which
   stands for the outside world: a service over the network (`OVERNIGHT_LEDGER_URL`, see
-  overnight/cli/outside_world.py) or a JSONL file the sandbox may write (`OVERNIGHT_LEDGER`); an
+  overnight/demo/outside_world.py) or a JSONL file the sandbox may write (`OVERNIGHT_LEDGER`); an
   action whose key is there already is skipped;
 - `fresh_context(summary)`: saves a summary note and asks for a fresh start (the run's
   fresh-context exit code, `OVERNIGHT_FRESH_CONTEXT_EXIT_CODE`);

@@ -1,14 +1,15 @@
-"""`overnight demo`: one run of the sample agent that crashes after opening its pull request,
-is restarted from its last checkpoint, and finishes with exactly two outside actions.
+"""`overnight demo`: one run of the sample agent (overnight/demo/sample_agent/main.py) that
+crashes after opening its pull request, is restarted from its last checkpoint, and finishes
+with exactly two outside actions.
 
 Everything is local: the dev server from temporal-dev.yaml (started or reused), a worker in
 this process on a task queue of its own, a bare git repository as the origin (bound writable
-into the sandboxes, so the agent can push), the outside world as a loopback service keeping the
-ledger of outside actions (overnight/cli/outside_world.py), and local sandboxes under the state dir,
-isolated with bubblewrap unless `--isolation none`. The origin and the ledger live beside the
-state dir, in `<OVERNIGHT_HOME>-demo/<run id>` (never inside it: no sandbox may see the state
-dir), and the demo's worker grants that folder's writable binds, and `isolation: "none"` when
-asked for it, besides what its environment grants (overnight/grants.py).
+into the sandboxes, so the agent can push), the outside world as a loopback service keeping
+the ledger of outside actions (overnight/demo/outside_world.py), and local sandboxes under the
+state dir, isolated with bubblewrap unless `--isolation none`. The origin and the ledger live
+beside the state dir, in `<OVERNIGHT_HOME>-demo/<run id>` (never inside it: no sandbox may see
+the state dir), and the demo's worker grants that folder's writable binds, and `isolation:
+"none"` when asked for it, besides what its environment grants (overnight/grants.py).
 """
 
 from __future__ import annotations
@@ -29,8 +30,8 @@ from temporalio.client import Client
 
 from overnight.cli import client as api
 from overnight.cli import render
-from overnight.cli.outside_world import host_ports_for, ledger_url
 from overnight.codec import data_converter
+from overnight.demo.outside_world import host_ports_for, ledger_url
 from overnight.errors import SpecError
 from overnight.grants import Grants
 from overnight.home import overnight_home
@@ -41,7 +42,8 @@ from overnight.worker.devconfig import DevConfig
 if TYPE_CHECKING:
     from overnight.worker.devserver import DevServer
 
-AGENT_DIR = Path(__file__).resolve().parents[2] / "examples" / "agent"
+# Shipped in the package (pyproject.toml's package data), so an installed wheel plays it too.
+AGENT_DIR = Path(__file__).resolve().parent / "sample_agent"
 AGENT_COMMAND = "python3 /workspace/agent/main.py --resume /workspace/checkpoint.json"
 DIE_AFTER_STEP = 4  # open the pull request
 RESULT_TIMEOUT_SECONDS = 120
