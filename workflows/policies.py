@@ -3,11 +3,17 @@
 Transient provider faults (network drops, 5xx, 429, overload) are absorbed here, by retries
 whose backoff grows to minutes; they never cost the run a restart. Only an observe that keeps
 failing past its bounded retries is taken as a dead sandbox.
+
+Each kind of call takes its options as one bundle (`ActivityOptions`, at the end): a call site
+in `workflows/calls/` passes `**policies.X.options()` and writes no timeout or retry of its
+own (tests/workflows/test_activity_options.py).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import timedelta
+from typing import TypedDict
 
 from temporalio.common import RetryPolicy
 
@@ -235,3 +241,130 @@ WATCH_CHECKS_RETRY = RetryPolicy(
     maximum_attempts=8,
     non_retryable_error_types=NON_RETRYABLE_TYPES,
 )
+
+
+# Each kind of call's options, as one bundle its call sites pass (`**X.options()`).
+
+
+class LocalActivityKwargs(TypedDict, total=False):
+    """The options a local activity takes: no heartbeat timeout."""
+
+    start_to_close_timeout: timedelta
+    retry_policy: RetryPolicy
+    schedule_to_close_timeout: timedelta
+
+
+class ActivityKwargs(LocalActivityKwargs, total=False):
+    """The options an activity takes."""
+
+    heartbeat_timeout: timedelta
+
+
+@dataclass(frozen=True)
+class ActivityOptions:
+    """One kind of call's timeouts and retry policy. An option left None is not passed at all,
+    so each call's command stays the one its recorded histories hold."""
+
+    start_to_close: timedelta
+    retry: RetryPolicy
+    heartbeat: timedelta | None = None
+    schedule_to_close: timedelta | None = None
+
+    def options(self) -> ActivityKwargs:
+        """Keyword arguments for the SDK's calls of an activity."""
+        kwargs = ActivityKwargs(start_to_close_timeout=self.start_to_close, retry_policy=self.retry)
+        if self.heartbeat is not None:
+            kwargs["heartbeat_timeout"] = self.heartbeat
+        if self.schedule_to_close is not None:
+            kwargs["schedule_to_close_timeout"] = self.schedule_to_close
+        return kwargs
+
+    def local_options(self) -> LocalActivityKwargs:
+        """Keyword arguments for the SDK's calls of a local activity (no heartbeat)."""
+        if self.heartbeat is not None:
+            raise ValueError("a local activity takes no heartbeat timeout")
+        kwargs = LocalActivityKwargs(
+            start_to_close_timeout=self.start_to_close, retry_policy=self.retry
+        )
+        if self.schedule_to_close is not None:
+            kwargs["schedule_to_close_timeout"] = self.schedule_to_close
+        return kwargs
+
+
+# Quick questions: the spec's check and the pool's settings are local activities (the worker
+# running the workflow answers), so is the search attributes' check in runs that meet
+# LEAN_WRITES_PATCH; a host's pollers and admission are asked of any worker.
+SPEC_CHECK = ActivityOptions(SPEC_CHECK_TIMEOUT, SPEC_CHECK_RETRY)
+POOL_SETTINGS = SPEC_CHECK  # the pool's settings are read as a spec is checked
+VISIBILITY_CHECK = ActivityOptions(VISIBILITY_CHECK_TIMEOUT, VISIBILITY_CHECK_RETRY)
+ADMISSION = ActivityOptions(ADMISSION_TIMEOUT, ADMISSION_RETRY)
+HOST_CHECK = ActivityOptions(HOST_CHECK_TIMEOUT, HOST_CHECK_RETRY)
+
+# A sandbox made, its agent started again.
+CREATE = ActivityOptions(CREATE_TIMEOUT, CREATE_RETRY, heartbeat=CREATE_HEARTBEAT)
+START_AGENT = ActivityOptions(ACTION_TIMEOUT, ACTION_RETRY, heartbeat=CREATE_HEARTBEAT)
+# A short call the run needs (answering the agent); waking or extending a sandbox heartbeats.
+ACTION = ActivityOptions(ACTION_TIMEOUT, ACTION_RETRY)
+SANDBOX_ACTION = ActivityOptions(ACTION_TIMEOUT, ACTION_RETRY, heartbeat=ACTION_HEARTBEAT)
+# A short best-effort call (a read, a cap, a delete): fewer tries; pausing, stopping, listing
+# sandboxes and freeing the run's store heartbeat.
+CLEANUP = ActivityOptions(ACTION_TIMEOUT, CLEANUP_RETRY)
+SANDBOX_CLEANUP = ActivityOptions(ACTION_TIMEOUT, CLEANUP_RETRY, heartbeat=ACTION_HEARTBEAT)
+
+PREPARE_DONE_CHECK = ActivityOptions(
+    PREPARE_DONE_CHECK_TIMEOUT, DONE_CHECK_RETRY, heartbeat=DONE_CHECK_HEARTBEAT
+)
+SNAPSHOT = ActivityOptions(SNAPSHOT_TIMEOUT, SNAPSHOT_RETRY, heartbeat=SNAPSHOT_HEARTBEAT)
+KEEP_WORKSPACE = ActivityOptions(
+    KEEP_WORKSPACE_TIMEOUT, KEEP_WORKSPACE_RETRY, heartbeat=KEEP_WORKSPACE_HEARTBEAT
+)
+CONFIRM_PUSHED = ActivityOptions(
+    CONFIRM_PUSHED_TIMEOUT, CONFIRM_PUSHED_RETRY, heartbeat=CONFIRM_PUSHED_HEARTBEAT
+)
+OPEN_PULL_REQUEST = ActivityOptions(
+    OPEN_PULL_REQUEST_TIMEOUT, OPEN_PULL_REQUEST_RETRY, heartbeat=OPEN_PULL_REQUEST_HEARTBEAT
+)
+WATCH_CHECKS = ActivityOptions(
+    WATCH_CHECKS_TIMEOUT, WATCH_CHECKS_RETRY, heartbeat=WATCH_CHECKS_HEARTBEAT
+)
+
+# The run's first try at its notifications; every target again, and one target, until the
+# delivery deadline (`OvernightNotify`).
+NOTIFY = ActivityOptions(NOTIFY_TIMEOUT, NOTIFY_RETRY)
+NOTIFY_AGAIN = ActivityOptions(NOTIFY_TIMEOUT, DELIVERY_RETRY, schedule_to_close=DELIVERY_DEADLINE)
+DELIVERY = ActivityOptions(DELIVERY_TIMEOUT, DELIVERY_RETRY, schedule_to_close=DELIVERY_DEADLINE)
+
+REAP = ActivityOptions(REAP_TIMEOUT, REAP_RETRY)
+
+
+def checkpoint_read(timeout: timedelta = ACTION_TIMEOUT) -> ActivityOptions:
+    """A checkpoint's copy off the sandbox, best effort; `timeout`: STALL_READ_TIMEOUT for the
+    read that confirms a stall."""
+    return ActivityOptions(timeout, CLEANUP_RETRY)
+
+
+def done_check(check_seconds: float) -> ActivityOptions:
+    """A done check whose own limit is `check_seconds`."""
+    return ActivityOptions(
+        done_check_timeout(check_seconds), DONE_CHECK_RETRY, heartbeat=DONE_CHECK_HEARTBEAT
+    )
+
+
+def observe_timeout(wait_seconds: float, *, at_deadline: bool = False) -> timedelta:
+    """An observe's attempt timeout: its wait plus its grace (the short one at the deadline)."""
+    grace = DEADLINE_OBSERVE_GRACE if at_deadline else OBSERVE_GRACE
+    return timedelta(seconds=wait_seconds) + grace
+
+
+def observe(
+    wait_seconds: float, *, poll_seconds: float, at_deadline: bool, bounded: bool
+) -> ActivityOptions:
+    """One look of at most `wait_seconds`. `bounded`: a look ending at the stall deadline with a
+    whole-look limit (runs that meet DEADLINE_LOOK_BOUNDED_PATCH), its retries included."""
+    whole = observe_timeout(wait_seconds, at_deadline=True) if bounded else None
+    return ActivityOptions(
+        observe_timeout(wait_seconds, at_deadline=at_deadline),
+        OBSERVE_RETRY,
+        heartbeat=observe_heartbeat(poll_seconds),
+        schedule_to_close=whole,
+    )

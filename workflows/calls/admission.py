@@ -23,8 +23,7 @@ async def request_admission(terms: AdmissionTerms, request: AdmissionRequest) ->
     await workflow.execute_activity(
         ActivityName.REQUEST_ADMISSION,
         AdmissionAsk(terms=terms, request=request),
-        start_to_close_timeout=policies.ADMISSION_TIMEOUT,
-        retry_policy=policies.ADMISSION_RETRY,
+        **policies.ADMISSION.options(),
         summary=f"ask for a place in the pool of {terms.task_queue} (priority {request.priority})",
     )
 
@@ -35,8 +34,7 @@ async def closed_workflows(ids: list[str]) -> list[str]:
         ActivityName.CLOSED_WORKFLOWS,
         WorkflowIds(ids=ids),
         result_type=WorkflowIds,
-        start_to_close_timeout=policies.ADMISSION_TIMEOUT,
-        retry_policy=policies.ADMISSION_RETRY,
+        **policies.ADMISSION.options(),
         summary=f"look for closed holders among {len(ids)}",
     )
     return found.ids
@@ -49,8 +47,7 @@ async def released_holders(ids: list[str], *, ask: bool) -> WorkflowIds:
         ActivityName.RELEASED_HOLDERS,
         HolderCheck(ids=ids, ask=ask),
         result_type=WorkflowIds,
-        start_to_close_timeout=policies.ADMISSION_TIMEOUT,
-        retry_policy=policies.ADMISSION_RETRY,
+        **policies.ADMISSION.options(),
         summary=f"ask {len(ids)} holder(s) whether they gave their place back",
     )
     return found
@@ -63,8 +60,7 @@ async def pool_settings() -> AdmissionSettings:
         ActivityName.POOL_SETTINGS,
         PoolSettingsInput(),
         result_type=AdmissionSettings,
-        start_to_close_timeout=policies.SPEC_CHECK_TIMEOUT,
-        retry_policy=policies.SPEC_CHECK_RETRY,
+        **policies.POOL_SETTINGS.local_options(),
         summary="read this worker's admission settings",
     )
     return settings

@@ -23,8 +23,6 @@ def start_watch(
             spec=s.spec, commit=commit, wait_seconds=wait_seconds, poll_seconds=poll_seconds
         ),
         result_type=ChecksSeen,
-        start_to_close_timeout=policies.WATCH_CHECKS_TIMEOUT,
-        heartbeat_timeout=policies.WATCH_CHECKS_HEARTBEAT,
-        retry_policy=policies.WATCH_CHECKS_RETRY,
+        **policies.WATCH_CHECKS.options(),
         summary=f"watch the CI checks of {commit[:12]} (round {s.ci_rounds_used})",
     )

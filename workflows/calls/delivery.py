@@ -30,9 +30,7 @@ async def confirm_pushed(s: SupervisorState, route: Route, previous: str | None)
         ActivityName.CONFIRM_PUSHED,
         ConfirmPushedInput(spec=s.spec, sandbox_id=s.sandbox_id, at=s.push_at, previous=previous),
         result_type=BranchPushed,
-        start_to_close_timeout=policies.CONFIRM_PUSHED_TIMEOUT,
-        heartbeat_timeout=policies.CONFIRM_PUSHED_HEARTBEAT,
-        retry_policy=policies.CONFIRM_PUSHED_RETRY,
+        **policies.CONFIRM_PUSHED.options(),
         summary=f"push the run's work to {s.spec.branch} (sandbox {s.attempt})",
     )
     return pushed
@@ -46,9 +44,7 @@ async def open_pull_request(s: SupervisorState, commit: str, facts: RunFacts) ->
         ActivityName.OPEN_PULL_REQUEST,
         OpenPullRequestInput(spec=s.spec, commit=commit, facts=facts),
         result_type=PullRequestOpened,
-        start_to_close_timeout=policies.OPEN_PULL_REQUEST_TIMEOUT,
-        heartbeat_timeout=policies.OPEN_PULL_REQUEST_HEARTBEAT,
-        retry_policy=policies.OPEN_PULL_REQUEST_RETRY,
+        **policies.OPEN_PULL_REQUEST.options(),
         summary=f"open the pull request of {s.spec.branch} into {s.spec.pull_request.base}",
     )
     return opened

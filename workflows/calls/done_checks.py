@@ -60,9 +60,7 @@ async def run_done_check(
             in_place=in_place,
         ),
         result_type=DoneCheck,
-        start_to_close_timeout=policies.done_check_timeout(spec.done_check_timeout_seconds),
-        heartbeat_timeout=policies.DONE_CHECK_HEARTBEAT,
-        retry_policy=policies.DONE_CHECK_RETRY,
+        **policies.done_check(spec.done_check_timeout_seconds).options(),
         summary=f"done check {where} in {place}: {shown_command(command)}",
     )
     return checked
@@ -97,9 +95,7 @@ async def prepare_done_check(
             lease_cost_micros=lease_cost_micros,
         ),
         result_type=DoneCheckSandbox,
-        start_to_close_timeout=policies.PREPARE_DONE_CHECK_TIMEOUT,
-        heartbeat_timeout=policies.DONE_CHECK_HEARTBEAT,
-        retry_policy=policies.DONE_CHECK_RETRY,
+        **policies.PREPARE_DONE_CHECK.options(),
         # Given up, it is waited for until it stopped, so the sweep after it sees its sandbox.
         cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
         summary=f"push the work and make done check sandbox {number} at it (round {round_number})",

@@ -17,8 +17,7 @@ async def send_first_try(note: Notification, what: str) -> SendResult:
         ActivityName.SEND_NOTIFICATION,
         note,
         result_type=SendResult,
-        start_to_close_timeout=policies.NOTIFY_TIMEOUT,
-        retry_policy=policies.NOTIFY_RETRY,
+        **policies.NOTIFY.options(),
         summary=f"notify: {what} ({note.event_id})",
     )
     return sent
@@ -30,9 +29,7 @@ async def send_again(note: Notification) -> SendResult:
         ActivityName.SEND_NOTIFICATION,
         note,
         result_type=SendResult,
-        start_to_close_timeout=policies.NOTIFY_TIMEOUT,
-        schedule_to_close_timeout=policies.DELIVERY_DEADLINE,
-        retry_policy=policies.DELIVERY_RETRY,
+        **policies.NOTIFY_AGAIN.options(),
         summary=f"notify {note.event_id}: every target",
     )
     return sent
@@ -43,8 +40,6 @@ async def deliver(note: Notification, target: str) -> None:
     await workflow.execute_activity(
         ActivityName.DELIVER_NOTIFICATION,
         DeliveryInput(notification=note, target=target),
-        start_to_close_timeout=policies.DELIVERY_TIMEOUT,
-        schedule_to_close_timeout=policies.DELIVERY_DEADLINE,
-        retry_policy=policies.DELIVERY_RETRY,
+        **policies.DELIVERY.options(),
         summary=f"notify {note.event_id}: {target}",
     )

@@ -3,8 +3,6 @@ that ends at the stall deadline keeps that deadline even when the worker watchin
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError, TimeoutType
 
@@ -49,11 +47,13 @@ def start_observe(
             known_model_books=model_books.known(s),
         ),
         result_type=Observation,
-        start_to_close_timeout=observe_timeout(wait, at_deadline=at_deadline),
-        schedule_to_close_timeout=deadline_look_timeout(wait, at_deadline=at_deadline),
-        heartbeat_timeout=policies.observe_heartbeat(spec.poll_seconds),
-        retry_policy=policies.OBSERVE_RETRY,
         summary=f"watch agent in sandbox {s.attempt}",
+        **policies.observe(
+            wait,
+            poll_seconds=spec.poll_seconds,
+            at_deadline=at_deadline,
+            bounded=deadline_look_bounded(at_deadline),
+        ).options(),
         **routed(route),
     )
 
@@ -62,14 +62,6 @@ def deadline_look_bounded(at_deadline: bool) -> bool:
     """Whether a look ending at the stall deadline has a whole-look time limit (runs that
     meet DEADLINE_LOOK_BOUNDED_PATCH)."""
     return at_deadline and workflow.patched(DEADLINE_LOOK_BOUNDED_PATCH)
-
-
-def deadline_look_timeout(wait_seconds: float, *, at_deadline: bool) -> timedelta | None:
-    """A look ending at the stall deadline, its retries included, ends this soon after it
-    (then `lost_at_deadline`); None: no whole-look limit (runs before the patch, other looks)."""
-    if not deadline_look_bounded(at_deadline):
-        return None
-    return observe_timeout(wait_seconds, at_deadline=True)
 
 
 def lost_at_deadline(err: ActivityError) -> bool:
@@ -83,8 +75,3 @@ def lost_at_deadline(err: ActivityError) -> bool:
     if isinstance(cause, ApplicationError):
         return not cause.non_retryable and cause.type not in policies.NON_RETRYABLE_TYPES
     return False
-
-
-def observe_timeout(wait_seconds: float, *, at_deadline: bool = False) -> timedelta:
-    grace = policies.DEADLINE_OBSERVE_GRACE if at_deadline else policies.OBSERVE_GRACE
-    return timedelta(seconds=wait_seconds) + grace

@@ -13,8 +13,7 @@ async def reap_sandboxes() -> ReapSummary:
     summary: ReapSummary = await workflow.execute_activity(
         ActivityName.REAP_SANDBOXES,
         result_type=ReapSummary,
-        start_to_close_timeout=policies.REAP_TIMEOUT,
-        retry_policy=policies.REAP_RETRY,
+        **policies.REAP.options(),
         summary="reap: delete sandboxes no run needs (past retention, closed runs')",
     )
     return summary

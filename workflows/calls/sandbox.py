@@ -36,8 +36,7 @@ async def check_spec(spec: RunSpec) -> SpecCheck:
         ActivityName.CHECK_SPEC,
         SpecCheckInput(spec=spec),
         result_type=SpecCheck,
-        start_to_close_timeout=policies.SPEC_CHECK_TIMEOUT,
-        retry_policy=policies.SPEC_CHECK_RETRY,
+        **policies.SPEC_CHECK.local_options(),
         summary="check the spec against this worker's grants",
     )
     return checked
@@ -80,9 +79,7 @@ def start_create_sandbox(
             model_booked_by_host=model_booked_by_host or {},
         ),
         result_type=AgentStarted,
-        start_to_close_timeout=policies.CREATE_TIMEOUT,
-        heartbeat_timeout=policies.CREATE_HEARTBEAT,
-        retry_policy=policies.CREATE_RETRY,
+        **policies.CREATE.options(),
         # Wait for a cancelled create to really stop, so cleanup sees the sandbox it made.
         cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
         summary=f"create sandbox {attempt}{why}",
@@ -134,9 +131,7 @@ async def start_agent(
             told=told,
         ),
         result_type=AgentStarted,
-        start_to_close_timeout=policies.ACTION_TIMEOUT,
-        heartbeat_timeout=policies.CREATE_HEARTBEAT,
-        retry_policy=policies.ACTION_RETRY,
+        **policies.START_AGENT.options(),
         cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
         summary=f"start agent again in sandbox {attempt} ({why})",
     )
@@ -161,8 +156,8 @@ async def _present_search_attributes(*, local: bool) -> list[str]:
             ActivityName.CHECK_SEARCH_ATTRIBUTES,
             SearchAttributeCheckInput(),
             result_type=SearchAttributeCheck,
-            start_to_close_timeout=policies.VISIBILITY_CHECK_TIMEOUT,
-            retry_policy=policies.VISIBILITY_CHECK_RETRY,
+            # A local activity's options, which an activity takes too.
+            **policies.VISIBILITY_CHECK.local_options(),
             summary="check which search attributes the namespace has",
         )
     except (ActivityError, ApplicationError) as err:

@@ -43,9 +43,7 @@ async def take_snapshot(
                 delete_ids=delete_ids,
             ),
             result_type=SnapshotTaken,
-            start_to_close_timeout=policies.SNAPSHOT_TIMEOUT,
-            heartbeat_timeout=policies.SNAPSHOT_HEARTBEAT,
-            retry_policy=policies.SNAPSHOT_RETRY,
+            **policies.SNAPSHOT.options(),
             summary=f"snapshot {s.snapshot_tries} of sandbox {s.attempt} ({why})",
         )
     )
@@ -62,8 +60,7 @@ async def delete_snapshots(s: SupervisorState, ids: list[str], why: str) -> bool
             ActivityName.DELETE_SNAPSHOTS,
             DeleteSnapshotsInput(provider=s.spec.provider, snapshot_ids=ids),
             result_type=SnapshotList,
-            start_to_close_timeout=policies.ACTION_TIMEOUT,
-            retry_policy=policies.CLEANUP_RETRY,
+            **policies.CLEANUP.options(),
             summary=f"delete {len(ids)} snapshot(s) ({why})",
         ),
         "delete the run's snapshots",

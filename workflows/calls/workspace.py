@@ -40,9 +40,7 @@ async def keep_workspace(s: SupervisorState, route: Route, number: int) -> Works
                 base=s.workspace_base,
             ),
             result_type=WorkspaceKeep,
-            start_to_close_timeout=policies.KEEP_WORKSPACE_TIMEOUT,
-            heartbeat_timeout=policies.KEEP_WORKSPACE_HEARTBEAT,
-            retry_policy=policies.KEEP_WORKSPACE_RETRY,
+            **policies.KEEP_WORKSPACE.options(),
             summary=f"keep the workspace at checkpoint {number} (sandbox {s.attempt})",
         )
     )
