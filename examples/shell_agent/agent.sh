@@ -146,7 +146,12 @@ act() { # STEP ACTION DETAIL -> status 0 when done now, 1 when its key shows it 
     [[ $item == "$key" ]] && return 1
   done
   if [[ -n $LEDGER_URL ]]; then
-    answer=$(post actions "{\"key\": $key, \"action\": $(json_string "$2"), \"detail\": $(json_string "$3")}")
+    # No answer is not "done before": end this attempt (set -e does not reach into an `if`),
+    # and its restart asks again with the same key.
+    answer=$(post actions "{\"key\": $key, \"action\": $(json_string "$2"), \"detail\": $(json_string "$3")}") || {
+      echo "the ledger did not answer for $key: ending this attempt" >&2
+      exit 1
+    }
   elif grep -qF "{\"key\": $key," "$LEDGER_FILE" 2>/dev/null; then
     answer='{"done": false}'
   else

@@ -138,6 +138,28 @@ def test_dying_after_the_pull_request_then_resuming_opens_it_once(shell: Shell) 
     )
 
 
+def test_a_ledger_that_does_not_answer_ends_the_attempt_and_the_restart_acts(
+    shell: Shell, tmp_path: Path
+) -> None:
+    """No answer from the outside world is not "done before": before, the agent took a failed
+    call for an action already done, recorded it as done and went on (seen under load, with
+    step 4 missing from the ledger of a finished run)."""
+    reached = shell.url
+    shell.url = "http://127.0.0.1:1/ledgers/nobody"  # refused: curl gives up after its retries
+    lost = shell.run()
+    assert lost.returncode == 1, lost.stderr
+    assert "the ledger did not answer for" in lost.stderr
+    saved = shell.checkpoint_data()
+    assert (saved["step"], saved["done_actions"]) == (3, [])
+    assert shell.ledger_keys() == []
+
+    shell.url = reached
+    resumed = shell.run(attempt=2, reason="agent crashed (exit 1)")
+    assert resumed.returncode == 0, resumed.stderr
+    assert shell.ledger_keys() == ["shell-test-step-4", "shell-test-step-5"]
+    assert shell.checkpoint_data()["done_actions"] == shell.ledger_keys()
+
+
 def test_the_shell_agent_resumes_from_a_checkpoint_the_kit_wrote(shell: Shell) -> None:
     kit = overnight_agent.Checkpoint(str(shell.checkpoint))
     kit.step, kit.next = 3, STEPS[3]

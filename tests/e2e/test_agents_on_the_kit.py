@@ -26,6 +26,7 @@ from overnight.demo.sample_demo import (
     make_origin,
 )
 from tests.e2e.helpers import new_run_id
+from tests.waits import CAP
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -49,7 +50,7 @@ async def test_each_example_agent_recovers_from_the_demo_crash_doing_each_outsid
     began = time.monotonic()
 
     await api.start_run(dev_client, spec, task_queue=task_queue)
-    result = await asyncio.wait_for(api.wait_result(dev_client, run_id), timeout=60)
+    result = await asyncio.wait_for(api.wait_result(dev_client, run_id), timeout=CAP)
 
     took = time.monotonic() - began
     status = await api.get_status(dev_client, run_id)
@@ -94,7 +95,7 @@ async def test_the_readmes_minimal_agent_runs_with_one_fresh_start_and_one_pull_
     runs.append(run_id)
 
     await api.start_run(dev_client, spec, task_queue=task_queue)
-    result = await asyncio.wait_for(api.wait_result(dev_client, run_id), timeout=60)
+    result = await asyncio.wait_for(api.wait_result(dev_client, run_id), timeout=CAP)
 
     status = await api.get_status(dev_client, run_id)
     assert (result.outcome, result.attempts, result.restarts) == ("finished", 1, 0)

@@ -545,8 +545,26 @@ async def test_process_output_is_followed_with_offsets_to_its_exit(
 ) -> None:
     fake.rules.stream_seconds = 0.3  # the follow ends with continue; the SDK follows again
     sandbox = await new_sandbox(rt)
-    process = await sandbox.spawn("printf 'a\\n'; sleep 0.6; printf 'bc\\n'; exit 3")
-    events = [event async for event in process.output()]
+    # The rest of its output waits until its first line was followed and the follow taken up
+    # again (a sleep did, and a loaded machine's late first follow saw both lines at once).
+    process = await sandbox.spawn(
+        "printf 'a\\n'; until [ -f /workspace/go ]; do sleep 0.05; done; printf 'bc\\n'; exit 3"
+    )
+
+    async def go_when_followed_again(seen_at: int) -> None:
+        give_up = time.monotonic() + CAP
+        while fake.request_count(route="output") <= seen_at and time.monotonic() < give_up:
+            await asyncio.sleep(0.05)
+        await sandbox.files.write("/workspace/go", b"")
+
+    events = []
+    going: asyncio.Task[None] | None = None
+    async for event in process.output():
+        events.append(event)
+        if going is None and event["type"] == "stdout":
+            going = asyncio.create_task(go_when_followed_again(fake.request_count(route="output")))
+    assert going is not None
+    await going
 
     output = [(e["type"], e["offset"], e["data"]) for e in events if e["type"] == "stdout"]
     assert output == [("stdout", 0, "a\n"), ("stdout", 2, "bc\n")]
