@@ -152,6 +152,17 @@ def safe_pull_request(url: str | None) -> str | None:
     return url
 
 
+def shown_state(data: RunData) -> str:
+    """The run's state as the page names it: its status's; when that cannot be read (an ended
+    run that no worker replayed in time), the outcome its result holds, which needs no
+    worker, else Temporal's word for how it closed."""
+    if data.status is not None:
+        return data.status.state
+    if data.result is not None:
+        return data.result.outcome
+    return data.workflow_status
+
+
 def checkpoint_notes(data: RunData) -> list[str]:
     """The checkpoint's notes (the last `MAX_NOTES`): from a finished run's result, else from
     the `checkpoint` query; the status' last note when neither has any. Text as the agent

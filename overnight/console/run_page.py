@@ -77,6 +77,7 @@ def facts_context(data: RunData) -> dict[str, Any]:
     return {
         "data": data,
         "run_id": data.run_id,
+        "state": run_data.shown_state(data),
         "status": status,
         "timeline": drawn,
         "bars": budget_bars(status) if status is not None else [],
@@ -99,7 +100,7 @@ def acts_context(data: RunData, may_act: bool) -> dict[str, Any]:
         "run_url": run_actions.run_url(data.run_id),
         "may_act": may_act,
         "open": data.open,
-        "state": status.state if status is not None else data.workflow_status,
+        "state": run_data.shown_state(data),
         "question": question,
         "attention": status.attention_reason if status is not None else None,
         "rewind_steps": steps,

@@ -12,7 +12,7 @@ from overnight.agent_requests import AgentTalk, RunOutputs
 from overnight.console.render import fragment
 from overnight.console.run_data import RunData, safe_pull_request
 from overnight.console.run_page import acts_context, facts_context
-from overnight.models import Budget, CheckpointSummary, RestartRecord, RunStatus
+from overnight.models import Budget, CheckpointSummary, RestartRecord, RunResult, RunStatus
 
 SCRIPT = "<script>document.title='pwned'</script>"
 LINK = "[Approve](https://evil.example/approve)"
@@ -35,6 +35,21 @@ def hostile_run(pr: str | None = None) -> RunData:
         pull_request_url=pr,
     )
     return RunData("r1", True, "running", None, status)
+
+
+def test_an_ended_run_whose_status_cannot_be_read_shows_its_outcome() -> None:
+    """Seen under load: no worker replayed the ended run within the query's 5 s, and the page
+    said `completed` (Temporal's word) where the run had `finished`."""
+    result = RunResult(
+        run_id="r1", outcome="finished", attempts=2, restarts=1, hours_used=0.1, spend_usd=0
+    )
+    ended = RunData("r1", False, "completed", None, None, status_problem="no worker answered")
+    html = fragment("_run_facts.html", facts_context(ended))
+    assert '<span class="state ended">completed</span>' in html  # no result: how it closed
+    ended.result = result
+    html = fragment("_run_facts.html", facts_context(ended))
+    assert '<span class="state ended">finished</span>' in html
+    assert "cannot be read now: no worker answered" in html
 
 
 def test_agent_text_in_the_facts_is_text_and_makes_no_tag_or_link() -> None:
