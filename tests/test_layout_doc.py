@@ -55,6 +55,29 @@ def test_every_path_the_layout_page_names_exists() -> None:
     assert missing_paths(REPO, LAYOUT.read_text(encoding="utf-8")) == []
 
 
+# What a newcomer adds, each of which the page's "Where new things go" must place.
+NEW_THINGS = ("provider", "coding agent kind", "activity", "workflow step", "CLI command")
+
+
+def where_new_things_go(text: str) -> dict[str, str]:
+    """Each entry of the page's "Where new things go": its thing, and what it says."""
+    section = text.split("## Where new things go", 1)[-1].split("\n## ", 1)[0]
+    entries = re.findall(r"^- \*\*A new ([^*]+)\*\*(.*?)(?=^- \*\*|\Z)", section, re.M | re.S)
+    return {thing.strip(): body for thing, body in entries}
+
+
+def test_the_layout_page_says_where_each_new_thing_goes() -> None:
+    entries = where_new_things_go(LAYOUT.read_text(encoding="utf-8"))
+    for thing in NEW_THINGS:
+        assert thing in entries, f"docs/layout.md does not say where a new {thing} goes"
+        assert NAMED.search(entries[thing]), f"the new {thing}'s entry names no path"
+
+
+def test_a_missing_entry_is_caught() -> None:
+    text = "## Where new things go\n\n- **A new provider**: `activities/providers/`.\n"
+    assert list(where_new_things_go(text)) == ["provider"]
+
+
 def test_a_new_package_or_a_renamed_module_is_caught(tmp_path: Path) -> None:
     (tmp_path / "workflows" / "pure").mkdir(parents=True)
     (tmp_path / "workflows" / "__init__.py").write_text("")

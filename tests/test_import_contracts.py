@@ -1,0 +1,47 @@
+"""A violation of the import contracts (`.importlinter`, which CI checks on the tree) fails
+them: a copy of the tree holds the decision core's contract, and the same copy with a planted
+import the core may not make (`os` in workflows/pure/) fails it, naming the import."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
+PACKAGES = ("overnight", "workflows", "activities")
+
+
+def lint_imports(root: Path, *contracts: str) -> subprocess.CompletedProcess[str]:
+    """`lint-imports` on the tree at `root` (its packages first on the path), no cache."""
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    chosen = [arg for contract in contracts for arg in ("--contract", contract)]
+    return subprocess.run(
+        [str(LINT_IMPORTS), "--no-cache", *chosen],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_a_planted_import_breaks_the_contract_it_crosses(tmp_path: Path) -> None:
+    for package in PACKAGES:
+        shutil.copytree(
+            REPO / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__")
+        )
+    shutil.copy(REPO / ".importlinter", tmp_path / ".importlinter")
+    kept = lint_imports(tmp_path, "pure-decisions")
+    assert kept.returncode == 0, kept.stdout + kept.stderr
+
+    (tmp_path / "workflows" / "pure" / "planted.py").write_text("import os\n")
+    broken = lint_imports(tmp_path, "pure-decisions")
+    assert broken.returncode == 1, broken.stdout + broken.stderr
+    assert "The decision core (workflows/pure/) does no I/O and knows no Temporal BROKEN" in (
+        " ".join(broken.stdout.split())
+    ), broken.stdout
+    assert "workflows.pure.planted -> os" in broken.stdout
