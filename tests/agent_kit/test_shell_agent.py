@@ -139,7 +139,7 @@ def test_dying_after_the_pull_request_then_resuming_opens_it_once(shell: Shell) 
 
 
 def test_a_ledger_that_does_not_answer_ends_the_attempt_and_the_restart_acts(
-    shell: Shell, tmp_path: Path
+    shell: Shell,
 ) -> None:
     """No answer from the outside world is not "done before": before, the agent took a failed
     call for an action already done, recorded it as done and went on (seen under load, with

@@ -33,7 +33,6 @@ class LeaseEndsInTheSwitch(LocalProvider):
 
     def __init__(self, engine: LocalEngine, branch: str) -> None:
         super().__init__(engine)
-        self.engine = engine
         self.switch = branch_script(branch)
         self.switches = 0
 
