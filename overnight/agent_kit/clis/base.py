@@ -259,5 +259,10 @@ class Cli:
     def session_lines(self, lines: Iterable[dict[str, Any]], session: str) -> None:
         """New lines of the session's file (those holding `session_needles`)."""
 
+    def unreported(self, returncode: int, stderr_tail: str) -> Finished | None:
+        """The outcome of a process that ended with no last word in its output, where the kind
+        says it otherwise (on stderr, by its exit code); None: a crash."""
+        return None
+
     def parse(self, line: dict[str, Any]) -> list[Event]:
         raise NotImplementedError
