@@ -1,7 +1,10 @@
 """One input model and one result model per sandbox activity.
 
 The workflow imports only this module (never a provider), and refers to activities by the
-names in `ActivityName`, so workflow code stays free of I/O imports.
+names in `ActivityName`, so workflow code stays free of I/O imports. The models of a few
+concerns live in modules of their own so that this one stays small (money, the checkpoint
+read, the create and start, the observation); they are re-exported here, where the
+workflows, the activities and the tests import them.
 """
 
 from __future__ import annotations
@@ -11,15 +14,27 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from activities.workspace_models import WorkspaceRestore, WorkspaceRestored
+from activities.checkpoint_models import CheckpointRead as CheckpointRead
+from activities.checkpoint_models import CheckpointSalvage as CheckpointSalvage
+from activities.checkpoint_models import CheckpointStatus as CheckpointStatus
+from activities.checkpoint_models import OutputTail as OutputTail
+from activities.checkpoint_models import ReadCheckpointInput as ReadCheckpointInput
+from activities.checkpoint_models import RequestsRead as RequestsRead
+from activities.money_models import DailyLimitRead as DailyLimitRead
+from activities.money_models import GatewayBooks as GatewayBooks
+from activities.money_models import MoneyRead as MoneyRead
+from activities.money_models import ReadDailyLimitInput as ReadDailyLimitInput
+from activities.money_models import SandboxCharge as SandboxCharge
+from activities.observe_models import Observation as Observation
+from activities.observe_models import ObserveInput as ObserveInput
+from activities.observe_models import ProcessState as ProcessState
+from activities.observe_models import SandboxState as SandboxState
+from activities.start_models import AgentStarted as AgentStarted
+from activities.start_models import CreateSandboxInput as CreateSandboxInput
+from activities.start_models import SnapshotRestore as SnapshotRestore
+from activities.start_models import StartAgentInput as StartAgentInput
 from overnight.admission import AdmissionTerms
-from overnight.agent_requests import AgentRequests
-from overnight.checkpoint_text import CheckpointFacts
 from overnight.models import Provider, RunSpec
-
-SandboxState = Literal["starting", "running", "paused", "stopped", "missing"]
-ProcessState = Literal["running", "exited", "killed", "missing"]
-CheckpointStatus = Literal["ok", "unchanged", "missing", "too_large", "unreadable", "outside"]
 
 
 class ActivityName:
@@ -104,60 +119,6 @@ class SandboxRef(_Model):
     keep_until: datetime | None = None
 
 
-class SandboxCharge(_Model):
-    """What the provider charged for one sandbox so far (Runtime's `GET /v1/usage`), money in
-    integer microdollars: settled charges, and money held against its lease not yet settled."""
-
-    sandbox_id: str
-    charged_micros: int = 0
-    held_micros: int = 0
-    running_seconds: float = 0
-
-
-class DailyLimitRead(_Model):
-    """The key's daily spending limit (Runtime's `GET /v1/limits`), in microdollars over the
-    last 24 hours; `limit_micros` None: no limit set."""
-
-    limit_micros: int | None = None
-    used_micros: int = 0
-    remaining_micros: int | None = None
-
-
-class MoneyRead(_Model):
-    """A look at what a sandbox cost and what the key may still spend (best effort: either
-    part is None when the provider cannot tell, or the read failed)."""
-
-    charge: SandboxCharge | None = None
-    daily: DailyLimitRead | None = None
-    # The provider keeps no account (local sandboxes): spend stays an estimate.
-    keeps_account: bool = True
-
-
-class ReadDailyLimitInput(_Model):
-    provider: Provider
-
-
-class GatewayBooks(_Model):
-    """What a host's gateway booked to a run's model calls (activities/gateway/model_ledger.py):
-    its figure of the run's model spend, and what the status says of the model API."""
-
-    usd: float = Field(default=0, ge=0)
-    answers: int = Field(default=0, ge=0)
-    # Upstream errors retried at the gateway, the last one and when (epoch seconds).
-    retries: int = Field(default=0, ge=0)
-    last_upstream_error: str = ""
-    last_upstream_error_at: float | None = None
-    # Requests refused at the cap, and how many in a row carried the same body (its SHA-256).
-    cap_refusals: int = Field(default=0, ge=0)
-    repeats: int = Field(default=0, ge=0)
-    last_body: str = ""
-
-    def news_beside(self, known: GatewayBooks | None) -> bool:
-        """Whether these books are news to a run that knows `known`: a look comes back early
-        for them (activities/observe.py), and the run looks again at once."""
-        return known is None or (self.usd, self.cap_refusals) != (known.usd, known.cap_refusals)
-
-
 class SandboxInfo(_Model):
     sandbox_id: str
     name: str = ""
@@ -180,106 +141,6 @@ class SandboxInfo(_Model):
     pause_reason: str | None = None
 
 
-class OutputTail(_Model):
-    """The last lines of an agent's output (~40 lines / 4 KiB), secret values redacted."""
-
-    text: str
-    # Earlier output was left out.
-    truncated: bool = False
-
-
-class SnapshotRestore(_Model):
-    """Make the new sandbox from this snapshot (when it is still ready) instead of clone +
-    upload + checkpoint."""
-
-    snapshot_id: str
-    mode: str = "disk"
-    # The agent's snapshot request it answered (answered again in the copy: a memory-mode
-    # agent restored inside `snapshot_here()` goes on).
-    request: int = 0
-    # Memory mode: the start key of the agent captured running (adopted when it runs).
-    adopt_start_key: str | None = None
-
-
-class CreateSandboxInput(_Model):
-    """Create sandbox `{run_id}-{attempt}` and start the agent in it, from `checkpoint`
-    (or from `restore`, a snapshot)."""
-
-    spec: RunSpec
-    attempt: int = Field(ge=1)
-    checkpoint: str | None = None
-    restart_reason: str = ""
-    # Runtime's own cap on the sandbox's lifetime cost: what is left of the spend budget.
-    max_total_cost_micros: int | None = Field(default=None, gt=0)
-    restore: SnapshotRestore | None = None
-    # What its first lease costs: the key's daily spending limit must still cover it, else
-    # the create is refused (`DailySpendingLimit`) before anything is made.
-    lease_cost_micros: int | None = Field(default=None, ge=0)
-    # The run keeps its sandboxes' hosts (workflows.pure.hosts): say this host's queue in the
-    # answer. Only then, so a run begun before never meets fields it does not know.
-    wants_host: bool = False
-    # The workspace kept at a checkpoint, put in the fresh clone (`RunSpec.keep_workspace`).
-    workspace: WorkspaceRestore | None = None
-    # The run's allowance for model calls (its spend budget less its sandboxes' cost; None: no
-    # budget) and what each host's gateway booked to it (by host queue, "" for a run's one
-    # worker): the sandbox's gateway caps it at the allowance less the other hosts' books.
-    model_allowance_usd: float | None = None
-    model_booked_by_host: dict[str, float] = Field(default_factory=dict)
-
-
-class AgentStarted(_Model):
-    sandbox_id: str
-    process_id: str
-    # False when a retried activity found the sandbox or the agent already there.
-    created: bool = True
-    # When the new sandbox's lease ends (None: no time limit, or not known).
-    lease_ends_at: datetime | None = None
-    # How the sandbox is isolated and limited, said plainly for the status and the Web UI
-    # card (the local provider fills it; e.g. "not isolated (isolation: none)").
-    isolation: str | None = None
-    # A start in the same sandbox: the last words of the agent it replaces (when asked).
-    previous_output: OutputTail | None = None
-    # The snapshot the sandbox was made from (None: from the checkpoint), and whether the
-    # agent captured running in it was adopted (memory mode) rather than started.
-    restored_from: str | None = None
-    adopted: bool = False
-    # The key's daily spending limit as read before the create (None: not read).
-    daily: DailyLimitRead | None = None
-    # A sandbox of a host-bound provider (local): the task queue of the host that made it,
-    # where every later activity on it goes, and that host's `OVERNIGHT_HOST_LOST_SECONDS`
-    # (overnight.hosts). None: any worker reaches it (Runtime), or a worker from before.
-    host_queue: str | None = None
-    host_lost_seconds: float | None = None
-    # Runs that keep their workspace: the commit the clone's branch was at, what became of
-    # the kept workspace it was given, and (a rewind) the checkpoint restored with it.
-    workspace_base: str | None = None
-    workspace_restored: WorkspaceRestored | None = None
-    checkpoint_restored: CheckpointRead | None = None
-
-
-class StartAgentInput(_Model):
-    """Start the agent again in an existing sandbox (a fresh-context start)."""
-
-    spec: RunSpec
-    sandbox_id: str
-    attempt: int = Field(ge=1)
-    fresh_start: int = Field(ge=0)
-    restart_reason: str = ""
-    # The agent's pause ended it (a sandbox with no cgroup to freeze): the how-many-th start
-    # after such a pause (0: a fresh-context start), in the start key.
-    resumed: int = Field(default=0, ge=0)
-    # The agent process that just ended (its last words are read before the new start).
-    output_of: str | None = None
-    secret_env: list[str] = Field(default_factory=list)
-    # A start after a failed done check: the how-many-th such start in this sandbox (0: none),
-    # in the start key.
-    done_round: int = Field(default=0, ge=0)
-    # A start after a failing CI check (overnight/ci_rounds.py): the round (0: none), in the
-    # start key, and what the agent is told, written to `DONE_CHECK_FILE` before it starts.
-    ci_round: int = Field(default=0, ge=0)
-    told: str = ""
-
-
 class RunDoneCheckInput(_Model):
     """Run one command of the done check in the sandbox (in `cwd`, with the spec's `env`), its
     time limited, its output's tail brought back redacted; on failure the tail is written for
@@ -300,119 +161,6 @@ class RunDoneCheckInput(_Model):
     commit: str | None = None
     # One of `done_when_in_place` (`index` is in that list).
     in_place: bool = False
-
-
-class CheckpointRead(_Model):
-    """The checkpoint file as found. `text` is set only when `status == "ok"`.
-
-    `digest` (sha256 of the raw bytes) is set whenever the bytes were read or could be
-    fingerprinted, so the workflow can ask for "only if changed" next time.
-    """
-
-    status: CheckpointStatus
-    digest: str | None = None
-    size: int = 0
-    text: str | None = None
-    detail: str = ""
-    # What the text says, read in the worker with limits (None: reads recorded before it was
-    # sent; the workflow then reads the text itself, with the same limits).
-    facts: CheckpointFacts | None = None
-
-
-class RequestsRead(_Model):
-    """The agent kit's requests file as found (activities.requests_file): what it asks, read
-    in the worker with the checkpoint's limits and redacted; its text stays in the worker.
-    `requests` is None when the file holds none (missing, unchanged, or refused whole: then
-    `refused` says why)."""
-
-    status: CheckpointStatus
-    digest: str | None = None
-    requests: AgentRequests | None = None
-    refused: str | None = None
-
-
-class ReadCheckpointInput(_Model):
-    provider: Provider
-    sandbox_id: str
-    checkpoint_path: str
-    max_bytes: int = Field(gt=0)
-    known_digest: str | None = None
-    # Wake a sandbox paused at its lease end to salvage its checkpoint (Runtime wakes it on
-    # the read anyway; asking says it is meant). Otherwise a paused sandbox is not read.
-    wake_paused: bool = False
-    # The agent process whose last words (the tail of its output) to read too, and the names
-    # of the run's secret variables, whose values are redacted from them in the worker.
-    output_of: str | None = None
-    secret_env: list[str] = Field(default_factory=list)
-    # The kit's requests file to read too (None: runs begun before it, which read none), and
-    # the digest of its version last seen.
-    requests_path: str | None = None
-    known_requests_digest: str | None = None
-    # A coding agent on Runtime: the run whose session store (on the worker) takes the
-    # session file the checkpoint names (activities.coding_agent_sessions); None: none.
-    session_store_of: str | None = None
-
-
-class CheckpointSalvage(CheckpointRead):
-    """What `read_checkpoint` salvages from a sandbox at an attempt's end: the checkpoint,
-    and (when asked, best effort) the agent's last words and the kit's requests file."""
-
-    output_tail: OutputTail | None = None
-    requests: RequestsRead | None = None
-
-
-class ObserveInput(_Model):
-    """Watch the agent until something changes or `wait_seconds` pass (a long poll)."""
-
-    provider: Provider
-    sandbox_id: str
-    process_id: str
-    checkpoint_path: str
-    max_checkpoint_bytes: int = Field(gt=0)
-    known_digest: str | None = None
-    wait_seconds: float = Field(ge=0)
-    # Kept for histories recorded before watching: providers pick their own look interval.
-    check_interval_seconds: float = Field(default=1.0, gt=0)
-    # Where the previous observe left the provider's watch (opaque), so nothing is missed.
-    watch_token: str | None = None
-    # A changed checkpoint is handed over at most this often (exits and stops at once).
-    report_every_seconds: float = Field(default=0, ge=0)
-    # Read what the sandbox has cost so far, and the key's daily limit, before answering.
-    read_money: bool = False
-    # The run's secret variables: their values are redacted from the checkpoint in the worker.
-    secret_env: list[str] = Field(default_factory=list)
-    # The kit's requests file, watched with the checkpoint (None: runs begun before it), and
-    # the digest of its version last seen.
-    requests_path: str | None = None
-    known_requests_digest: str | None = None
-    # As in ReadCheckpointInput: where a changed checkpoint's session file is carried to.
-    session_store_of: str | None = None
-    # The run whose model calls the sandbox's host booked: read them (None: runs begun before),
-    # news when they differ from what the run knows of that host's books.
-    model_books_of: str | None = None
-    known_model_books: GatewayBooks | None = None
-
-
-class Observation(_Model):
-    process_state: ProcessState
-    exit_code: int | None = None
-    sandbox_state: SandboxState
-    stop_reason: str | None = None
-    # Why the sandbox paused, when it is paused and its provider says (see SandboxInfo).
-    pause_reason: str | None = None
-    # None when the checkpoint did not change since `known_digest`.
-    checkpoint: CheckpointRead | None = None
-    lease_ends_at: datetime | None = None
-    watch_token: str | None = None
-    # When asked (`read_money`): the sandbox's charges and the key's daily limit.
-    money: MoneyRead | None = None
-    # The kit's requests file, when it changed since `known_requests_digest`.
-    requests: RequestsRead | None = None
-    # Connections the sandbox's network refused so far, per host asked for (None: its
-    # provider does not tell).
-    egress_refused: dict[str, int] | None = None
-    # What the sandbox's host's gateway booked to the run (when asked and it serves models).
-    gateway_books: GatewayBooks | None = None
 
 
 class SandboxSettled(SandboxInfo):
