@@ -44,9 +44,18 @@ def _gpt(input_: float, output: float, cached: float) -> dict[str, float]:
     return {"input_per_mtok": input_, "output_per_mtok": output, "cached_input_per_mtok": cached}
 
 
+# Gemini's rows have the same three fields: its cache has no writes priced per token.
+_gemini = _gpt
+
+
 # USD per million tokens at list prices. The Claude rows are the ones Claude Code 2.1.332
 # prices its own estimate with (its model catalogue's pricing tiers); none prices the
-# long-context rates some models charge past a prompt size.
+# long-context rates some models charge past a prompt size. The Gemini rows: Google's
+# "Gemini Developer API Pricing" (ai.google.dev/gemini-api/docs/pricing), read 2026-12-07 in
+# quotes of it dated 2026-01 to 2026-07: the paid Standard tier, text input, prompts up to
+# 200k tokens (2.5 Pro and 3 Pro charge more past that: $2.50 / $15 and $4 / $18), output
+# with its thinking tokens; `cached` is the "context caching price" of a cached token read
+# (the cache's storage per hour is not priced).
 DEFAULT_PRICES: PriceTable = {
     "gpt-5": _gpt(1.25, 10.0, 0.125),
     "gpt-5-codex": _gpt(1.25, 10.0, 0.125),
@@ -73,6 +82,10 @@ DEFAULT_PRICES: PriceTable = {
     "claude-mythos-5": _claude(10.0, 50.0, 1.0),
     "claude-mythos-5-1": _claude(10.0, 50.0, 0.25),
     "claude-mythos-5-2": _claude(8.0, 40.0, 0.2),
+    "gemini-2.5-pro": _gemini(1.25, 10.0, 0.125),
+    "gemini-2.5-flash": _gemini(0.30, 2.50, 0.03),
+    "gemini-2.5-flash-lite": _gemini(0.10, 0.40, 0.01),
+    "gemini-3-pro-preview": _gemini(2.0, 12.0, 0.20),
 }
 
 

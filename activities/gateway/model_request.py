@@ -3,7 +3,8 @@ caller's model token read from it, and the headers and body sent upstream in its
 client's, less anything that may carry a credential or choose the worker's account, plus the
 worker's own credential in the vendor's header; a streamed Chat Completions request made to
 ask for its usage. Also the answer's headers relayed back, and the model a request asked for
-(priced when the answer names none). Pure: model_routes does the I/O.
+(priced when the answer names none): its body's `model`, or the Gemini API's path's.
+Pure: model_routes does the I/O.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ ANTHROPIC_VERSION = "2023-06-01"
 _DROPPED = {"host", "connection", "keep-alive", "proxy-connection", "te", "trailer", "upgrade"}
 _DROPPED |= {"transfer-encoding", "content-length", "accept-encoding", "expect", "cookie"}
 _DROPPED |= {"openai-organization", "openai-project", "chatgpt-account-id"}
+_DROPPED |= {"x-goog-user-project"}  # bills a Google Cloud project of the caller's choice
 _KEPT = {"anthropic-version", "anthropic-beta", "idempotency-key"}
 _SECRET_WORDS = ("auth", "key", "token", "secret", "cookie", "credential", "password")
 _ANSWER_DROPPED = {"connection", "keep-alive", "transfer-encoding", "content-length"}
@@ -38,12 +40,23 @@ class ModelRequest:
     query: str
     headers: dict[str, str]  # lower-cased
     body: bytes
+    # The model the path names (the Gemini API's); "": the body's.
+    model: str = ""
+    # False: an answer that uses no tokens (Gemini's countTokens): neither booked nor counted
+    # as loop evidence.
+    metered: bool = True
+
+
+# The headers a caller's API key comes in, per vendor: Anthropic's, Google's.
+_KEY_HEADERS = ("x-api-key", "x-goog-api-key")
 
 
 def token_of(headers: Mapping[str, str]) -> str:
-    """The caller's model token: `x-api-key`, else a bearer `Authorization` ("" if none)."""
-    if headers.get("x-api-key"):
-        return headers["x-api-key"].strip()
+    """The caller's model token: `x-api-key` or `x-goog-api-key`, else a bearer
+    `Authorization` ("" if none)."""
+    for name in _KEY_HEADERS:
+        if headers.get(name, "").strip():
+            return headers[name].strip()
     scheme, _, value = headers.get("authorization", "").strip().partition(" ")
     return value.strip() if scheme.lower() == "bearer" else ""
 
@@ -52,8 +65,9 @@ def upstream_request(
     request: ModelRequest, credential: str, *, bearer: bool = False
 ) -> tuple[list[tuple[str, str]], bytes]:
     """The headers and body sent upstream: the client's, less what may carry a credential,
-    plus the worker's credential in the vendor's header (`bearer`: a bearer token on the
-    Messages route too, a Claude subscription's)."""
+    plus the worker's credential in the vendor's header: `x-api-key` (Messages),
+    `x-goog-api-key` (Gemini), `Authorization: Bearer` (OpenAI's); `bearer`: a bearer token
+    on the Messages and Gemini routes too (a Claude subscription's, an OAuth token)."""
     headers = request.headers
     body = request.body
     sent = [(k, v) for k, v in headers.items() if _forwarded(k)]
@@ -67,6 +81,8 @@ def upstream_request(
             sent.append(("x-api-key", credential))
         elif credential:
             sent.append(("authorization", f"Bearer {credential}"))
+    elif request.api == "gemini" and credential and not bearer:
+        sent.append(("x-goog-api-key", credential))
     elif credential:
         sent.append(("authorization", f"Bearer {credential}"))
     return sent, body
@@ -102,6 +118,8 @@ def answer_headers(headers: list[tuple[str, str]]) -> list[tuple[str, str]]:
 
 
 def model_asked(request: ModelRequest) -> str:
+    if request.model:
+        return request.model
     with contextlib.suppress(ValueError, OSError, EOFError):
         body = request.body
         if request.headers.get("content-encoding", "").lower() == "gzip":

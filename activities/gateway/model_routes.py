@@ -1,13 +1,14 @@
 """The gateway's model routes: a sandbox's model calls, forwarded with the worker's key and
-counted. `/model/v1/messages` (Anthropic Messages), `/model/v1/responses` (OpenAI Responses)
-and `/model/v1/chat/completions` (OpenAI Chat Completions), streamed or not.
+counted. `/model/v1/messages` (Anthropic Messages), `/model/v1/responses` (OpenAI Responses),
+`/model/v1/chat/completions` (OpenAI Chat Completions) and `/model/v1beta/models/{model}:
+{method}` (the Gemini API, model_gemini.py), streamed or not.
 
-For each request, in order: the caller's model token (`x-api-key` or `Authorization:
-Bearer`, tokens.py) must name a running sandbox whose record has a `model` entry
-(model_origin.py), else 401; a run whose booked spend reached its cap is refused at once
-(model_policy.py); the body's SHA-256 is counted for loop evidence; a streamed Chat
-Completions request is made to ask for its usage. Then it goes to the upstream with the
-worker's credential in the vendor's header (the sandbox's credential headers are never
+For each request, in order: the caller's model token (`x-api-key`, `x-goog-api-key` or
+`Authorization: Bearer`; the Gemini API's `?key=` too; tokens.py) must name a running sandbox
+whose record has a `model` entry (model_origin.py), else 401; a run whose booked spend reached
+its cap is refused at once (model_policy.py); the body's SHA-256 is counted for loop evidence;
+a streamed Chat Completions request is made to ask for its usage. Then it goes to the upstream
+with the worker's credential in the vendor's header (the sandbox's credential headers are never
 forwarded: model_request.py), retried there on 429/529/503 while nothing was sent back
 (model_policy.py); the answer goes back as it comes, its usage read on the way
 (model_usage.py), priced by the worker's table (overnight/model_prices.py) and booked to the
@@ -27,7 +28,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
-from activities.gateway import http_wire, model_forward, model_policy
+from activities.gateway import http_wire, model_forward, model_gemini, model_policy
 from activities.gateway.model_ledger import ModelBook
 from activities.gateway.model_origin import ModelOrigin
 from activities.gateway.model_request import (
@@ -37,7 +38,7 @@ from activities.gateway.model_request import (
     token_of,
     upstream_request,
 )
-from activities.gateway.model_usage import Api, SseEvents, UsageReader
+from activities.gateway.model_usage import Api, SseEvents, UsageReader, usage_needle
 from activities.gateway.tokens import model_token_owner
 from overnight.model_prices import PriceTable, dearest, load_prices, price_of, usd_of
 
@@ -54,6 +55,7 @@ VENDOR_UPSTREAMS: dict[Api, str] = {
     "anthropic": "https://api.anthropic.com",
     "responses": "https://api.openai.com",
     "chat": "https://api.openai.com",
+    "gemini": model_gemini.UPSTREAM,
 }
 MAX_BODY = 64 * 1024 * 1024
 MAX_WHOLE_ANSWER = 32 * 1024 * 1024
@@ -116,19 +118,26 @@ class ModelRoutes:
         keep = headers.get("connection", "").lower() != "close"
         url = urlsplit(target)
         route = PATHS.get(url.path.rstrip("/"))
+        # Errors before a route is known are in the shape of the API the path is under.
+        api: Api = route[0] if route else "chat"
+        api = "gemini" if model_gemini.is_gemini_path(url.path) else api
         try:
             body = await http_wire.read_body(reader, headers, MAX_BODY)
         except http_wire.BodyTooLarge:
-            api = route[0] if route else "chat"
             error = model_policy.error_body(api, "request_too_large", "over 64 MiB")
             await _send(writer, 413, [], error, False)
             return False
-        if route is None or method != "POST":
-            error = model_policy.error_body("chat", "not_found_error", f"no route {url.path}")
+        request = (
+            ModelRequest(route[0], route[1], url.query, headers, body)
+            if route
+            else model_gemini.gemini_request(url.path, url.query, headers, body)
+        )
+        if request is None or method != "POST":
+            error = model_policy.error_body(api, "not_found_error", f"no route {url.path}")
             await _send(writer, 404, [], error, keep)
             return keep
-        request = ModelRequest(route[0], route[1], url.query, headers, body)
-        sandbox = model_token_owner(self.key, token_of(headers))
+        token = model_gemini.caller_token(token_of(headers), request, url.query)
+        sandbox = model_token_owner(self.key, token)
         origin = None if sandbox is None else self.lookup(sandbox)
         if sandbox is None or origin is None:
             await _send(writer, *model_policy.unauthorized(request.api), keep)
@@ -149,7 +158,8 @@ class ModelRoutes:
                     writer, *model_policy.cap_reached(request.api, spent, origin.cap_usd), keep
                 )
                 return keep
-        self.book.body_seen(origin.run_id, hashlib.sha256(body).hexdigest())
+        if request.metered:
+            self.book.body_seen(origin.run_id, hashlib.sha256(body).hexdigest())
         return await self._forward(request, origin, sandbox, prices, writer, keep)
 
     async def close(self) -> None:
@@ -184,7 +194,7 @@ class ModelRoutes:
         answer = await self._answer(target, headers, body, origin.run_id)
         if isinstance(answer, str):
             error = model_policy.error_body(
-                request.api, "api_error", f"overnight gateway: {answer}"
+                request.api, "api_error", f"overnight gateway: {answer}", 502
             )
             await _send(writer, 502, [], error, keep)
             return keep
@@ -237,7 +247,7 @@ class ModelRoutes:
     ) -> bool:
         usage = UsageReader(request.api)
         streamed = "text/event-stream" in answer.header("content-type").lower()
-        events = SseEvents()
+        events = SseEvents(usage_needle(request.api))
         whole = b""
         ended = booked = False
         framed = answer.length is None
@@ -292,6 +302,8 @@ class ModelRoutes:
         complete: bool,
     ) -> None:
         self.answered += 1
+        if not request.metered:
+            return  # no tokens used (countTokens): nothing to book
         if whole:
             usage.body(whole)
         counted = usage.usage()

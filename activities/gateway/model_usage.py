@@ -12,20 +12,36 @@ in, counts out), no I/O.
 - **OpenAI Chat Completions**: the chunk with a `usage` (the last, when the request asked for
   it: `stream_options.include_usage`, which `ask_for_usage` adds), or a whole answer's
   `usage` (`prompt_tokens`, `prompt_tokens_details.cached_tokens`, `completion_tokens`).
+- **Gemini API** (`generateContent`, `streamGenerateContent`): the `usageMetadata` of the last
+  chunk carrying one (each chunk's counts are the answer's so far), or of a whole answer (one
+  object, or a stream's JSON array when no `alt=sse` was asked). `promptTokenCount` includes
+  the `cachedContentTokenCount` read from the cache; `toolUsePromptTokenCount` (a built-in
+  tool's prompt) is input too; `candidatesTokenCount` and `thoughtsTokenCount` are output, as
+  Google bills thinking. So the counts add up to its `totalTokenCount`.
 
-Only events whose data mentions `"usage"` are parsed: the text and tool deltas in between pass
-without being read.
+Only events whose data mentions `"usage"` (Gemini: `"usageMetadata"`) are parsed: the text and
+tool deltas in between pass without being read.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeGuard
 
 from overnight.model_prices import Usage
 
-Api = Literal["anthropic", "responses", "chat"]
+Api = Literal["anthropic", "responses", "chat", "gemini"]
+# What marks an event that may hold the usage, per API.
+_NEEDLES: dict[str, bytes] = {"gemini": b'"usageMetadata"'}
+# usageMetadata's counts -> the reader's names.
+_GEMINI_COUNTS = (
+    ("promptTokenCount", "input"),
+    ("cachedContentTokenCount", "cache_read"),
+    ("toolUsePromptTokenCount", "tool_input"),
+    ("candidatesTokenCount", "output"),
+    ("thoughtsTokenCount", "thoughts"),
+)
 # An event larger than this is passed on but not kept (usage events are small).
 MAX_EVENT = 1024 * 1024
 
@@ -88,11 +104,17 @@ class UsageReader:
                 response = value.get("response")
                 if isinstance(response, dict):
                     self._openai(response, "input_tokens", "output_tokens", "input_tokens_details")
+        elif self.api == "gemini":
+            self._gemini(value)
         else:
             self._openai(value, "prompt_tokens", "completion_tokens", "prompt_tokens_details")
 
     def body(self, data: bytes) -> None:
         """A whole (not streamed) answer's body."""
+        if self.api == "gemini":
+            for chunk in _json_chunks(data):
+                self._gemini(chunk)
+            return
         value = _json(data)
         if value is None:
             return
@@ -118,6 +140,12 @@ class UsageReader:
                 cache_write_1h_tokens=hour,
             )
         cached = min(count("cache_read", 0), count("input", 0))
+        if self.api == "gemini":
+            return Usage(
+                input_tokens=count("input", 0) - cached + count("tool_input", 0),
+                output_tokens=count("output", 0) + count("thoughts", 0),
+                cache_read_tokens=cached,
+            )
         return Usage(
             input_tokens=count("input", 0) - cached,
             output_tokens=count("output", 0),
@@ -152,8 +180,21 @@ class UsageReader:
         if isinstance(cached, dict):
             self._count("cache_read", cached.get("cached_tokens"))
 
+    def _gemini(self, value: dict[str, Any]) -> None:
+        self.model = self.model or str(value.get("modelVersion") or "")
+        self.answer_id = self.answer_id or str(value.get("responseId") or "")
+        usage = value.get("usageMetadata")
+        if not isinstance(usage, dict):
+            return
+        # Each chunk's usageMetadata is the answer's so far: the last one stands, whole.
+        counts = {name: usage.get(key) for key, name in _GEMINI_COUNTS}
+        kept = {name: n for name, n in counts.items() if _is_count(n)}
+        if kept:
+            self.seen = True
+            self.counts = kept
+
     def _count(self, name: str, value: object) -> None:
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        if not _is_count(value):
             return
         self.seen = True
         self.counts[name] = max(self.counts.get(name, 0), value)
@@ -173,6 +214,25 @@ def ask_for_usage(body: dict[str, Any]) -> bool:
         "include_usage": True,
     }
     return True
+
+
+def usage_needle(api: Api) -> bytes:
+    """What an event's data holds when it may carry `api`'s usage (SseEvents' needle)."""
+    return _NEEDLES.get(api, b'"usage"')
+
+
+def _is_count(value: object) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _json_chunks(data: bytes) -> list[dict[str, Any]]:
+    """A whole Gemini answer: one object, or a stream's array of them (no `alt=sse`)."""
+    try:
+        value = json.loads(data)
+    except ValueError:
+        return []
+    chunks = value if isinstance(value, list) else [value]
+    return [chunk for chunk in chunks if isinstance(chunk, dict)]
 
 
 def _json(data: bytes) -> dict[str, Any] | None:
