@@ -11,6 +11,9 @@ LAYOUT = REPO / "docs" / "layout.md"
 CODE = ("overnight", "workflows", "activities", "fakes")
 # Folders that are code without being packages (copied into sandboxes).
 CODE_FOLDERS = ("overnight/agent_kit",)
+# Folders of plug-ins, one package each: the page names the folder and what a plug-in holds,
+# so a new plug-in (a coding agent kind) is added without touching the page.
+PLUG_IN_FOLDERS = ("overnight/agent_kit/clis/",)
 TOP = ("overnight", "workflows", "activities", "fakes", "tests", "bench", "examples", "deploy")
 # `path/`, `path/file.py`, `file.py`, `file.md` in backticks (not commands, not dotted names).
 NAMED = re.compile(r"`([\w./-]+?(?:/|\.py|\.md|\.toml|\.yaml))`")
@@ -28,7 +31,16 @@ def package_folders(repo: Path) -> list[str]:
 
 def unnamed_folders(repo: Path, text: str) -> list[str]:
     named = set(NAMED.findall(text))
-    return [folder for folder in package_folders(repo) if folder not in named]
+    return [
+        folder for folder in package_folders(repo) if folder not in named and not _a_plug_in(folder)
+    ]
+
+
+def _a_plug_in(folder: str) -> bool:
+    return any(
+        folder.startswith(parent) and folder.count("/") == parent.count("/") + 1
+        for parent in PLUG_IN_FOLDERS
+    )
 
 
 def missing_paths(repo: Path, text: str) -> list[str]:
@@ -86,3 +98,13 @@ def test_a_new_package_or_a_renamed_module_is_caught(tmp_path: Path) -> None:
     text = "`workflows/` holds `workflows/pure/decide.py` and `calls.py`"
     assert unnamed_folders(tmp_path, text) == ["workflows/pure/"]
     assert missing_paths(tmp_path, text) == ["calls.py"]
+
+
+def test_a_new_kind_needs_no_entry_but_a_package_in_it_does(tmp_path: Path) -> None:
+    kit = tmp_path / "overnight" / "agent_kit" / "clis"
+    for folder in (kit / "newkind", kit / "newkind" / "parts"):
+        folder.mkdir(parents=True)
+        (folder / "__init__.py").write_text("")
+    (tmp_path / "overnight" / "__init__.py").write_text("")
+    text = "`overnight/` and `overnight/agent_kit/` with its kinds in `overnight/agent_kit/clis/`"
+    assert unnamed_folders(tmp_path, text) == ["overnight/agent_kit/clis/newkind/parts/"]
