@@ -1,8 +1,9 @@
-"""A loopback fake of the two model APIs the coding-agent CLIs speak, scripted per test.
+"""A loopback fake of the model APIs the coding-agent CLIs speak, scripted per test.
 
-Anthropic Messages (`POST /v1/messages`, Claude Code) and OpenAI Responses
-(`POST /v1/responses`, Codex), streamed as the smallest Server-Sent Event streams each CLI
-accepts (../shared/reference/coding-agents.md). A script is a list of turns (`turns.py`),
+Anthropic Messages (`POST /v1/messages`, Claude Code), OpenAI Responses
+(`POST /v1/responses`, Codex) and the Gemini API (`POST /v1beta/models/MODEL:
+streamGenerateContent`, Gemini CLI), streamed as the smallest Server-Sent Event streams each
+CLI accepts (../shared/reference/coding-agents.md). A script is a list of turns (`turns.py`),
 matched to requests in order or by a predicate (`script.py`); every request is logged
 (`recorded.py`). The server (`server.py`) is a context manager; `python -m fakes.model_api`
 serves a JSON script (`script_file.py`).

@@ -38,7 +38,8 @@ def main(argv: list[str] | None = None) -> int:
     ) as fake:
         print(
             f"fake model API on {fake.url}: ANTHROPIC_BASE_URL={fake.anthropic_base_url} "
-            f"codex base_url={fake.openai_base_url} ({script.pending} answers scripted)",
+            f"codex base_url={fake.openai_base_url} "
+            f"GOOGLE_GEMINI_BASE_URL={fake.gemini_base_url} ({script.pending} answers scripted)",
             flush=True,
         )
         stop.wait()

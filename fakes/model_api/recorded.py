@@ -1,10 +1,14 @@
 """One request the fake received, as tests read it: pure data and accessors, no I/O.
 
-Both APIs are read the same way:
+Every API is read the same way:
 - `session_id`: Claude Code's `X-Claude-Code-Session-Id` header; Codex's `session-id` header
-  (its thread id; also `thread-id` and the body's `prompt_cache_key`);
+  (its thread id; also `thread-id` and the body's `prompt_cache_key`); for Gemini, whose CLI
+  sends no session of its own, the `x-overnight-session-id` header (Gemini CLI sends the
+  headers of its `GEMINI_CLI_CUSTOM_HEADERS`, `name:value` pairs split at commas);
+- `model`: the body's `model`; for Gemini, the one in the path (`/v1beta/models/MODEL:...`);
 - `tool_results()`: the results the client sends back (Claude: `tool_result` blocks in user
-  messages; Codex: `function_call_output` / `custom_tool_call_output` items), in order;
+  messages; Codex: `function_call_output` / `custom_tool_call_output` items; Gemini:
+  `functionResponse` parts of `contents`, whose `response` holds `output` or `error`), in order;
 - `last_tool_results()`: those after the model's last message, i.e. the answers to the calls
   of the previous turn;
 - `text()`: every text the request carries (prompts, tool results), for "the next request
@@ -19,6 +23,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fakes.model_api.turns import Api
+
+GEMINI_SESSION_HEADER = "x-overnight-session-id"
 
 
 @dataclass(frozen=True)
@@ -51,27 +57,35 @@ class RecordedRequest:
     def session_id(self) -> str:
         if self.api == "anthropic":
             return self.headers.get("x-claude-code-session-id", "")
+        if self.api == "gemini":
+            return self.headers.get(GEMINI_SESSION_HEADER, "")
         return self.headers.get("session-id") or self.headers.get("thread-id", "")
 
     @property
     def model(self) -> str:
+        if self.api == "gemini":
+            return gemini_model(self.path)
         return str(self._body_dict().get("model", ""))
 
     @property
     def tool_names(self) -> list[str]:
-        names = []
-        for tool in self._body_dict().get("tools") or []:
-            if isinstance(tool, dict) and tool.get("name"):
-                names.append(str(tool["name"]))
-        return names
+        tools = [tool for tool in self._body_dict().get("tools") or [] if isinstance(tool, dict)]
+        if self.api == "gemini":  # [{"functionDeclarations": [{"name", ...}]}]
+            tools = [
+                declaration
+                for tool in tools
+                for declaration in tool.get("functionDeclarations") or []
+                if isinstance(declaration, dict)
+            ]
+        return [str(tool["name"]) for tool in tools if tool.get("name")]
 
     # --- content ---
 
     def items(self) -> list[dict[str, Any]]:
         """The conversation as sent: Claude's `messages`, Codex's `input` items, Chat
-        Completions' `messages`."""
+        Completions' `messages`, Gemini's `contents`."""
         body = self._body_dict()
-        key = "input" if self.api == "openai" else "messages"
+        key = {"openai": "input", "gemini": "contents"}.get(self.api, "messages")
         value = body.get(key)
         if isinstance(value, str):
             return [{"role": "user", "content": value}]
@@ -84,6 +98,11 @@ class RecordedRequest:
         """The tool results after the model's last turn (empty when the last thing sent is
         not a tool result)."""
         items = self.items()
+        if self.api == "gemini":
+            last_content = items[-1] if items else None
+            if last_content is None or last_content.get("role") != "user":
+                return []
+            return list(_tool_results(self.api, [last_content]))
         if self.api == "chat":
             answers: list[dict[str, Any]] = []
             for item in reversed(items):
@@ -111,6 +130,8 @@ class RecordedRequest:
 
     def text(self) -> str:
         """Every text in the conversation, joined by newlines."""
+        if self.api == "gemini":
+            return "\n".join(_gemini_texts(self.items()))
         return "\n".join(_texts(self.items()))
 
     def _body_dict(self) -> dict[str, Any]:
@@ -134,7 +155,48 @@ class RecordedRequest:
         }
 
 
+def gemini_model(path: str) -> str:
+    """The model of a Gemini API path: `/v1beta/models/MODEL:METHOD` (or `.../MODEL`)."""
+    _, found, rest = path.partition("/models/")
+    return rest.split(":", 1)[0] if found else ""
+
+
+def _gemini_parts(items: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    for content in items:
+        for part in content.get("parts") or []:
+            if isinstance(part, dict):
+                yield part
+
+
+def _gemini_responses(items: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    for part in _gemini_parts(items):
+        if isinstance(part.get("functionResponse"), dict):
+            yield part["functionResponse"]
+
+
+def _gemini_result(response: dict[str, Any]) -> ToolResult:
+    value = response.get("response")
+    value = value if isinstance(value, dict) else {"output": value}
+    is_error = "error" in value and "output" not in value
+    output = value.get("error" if is_error else "output", value)
+    text = output if isinstance(output, str) else json.dumps(output)
+    return ToolResult(str(response.get("id", "")), text, is_error)
+
+
+def _gemini_texts(items: list[dict[str, Any]]) -> Iterator[str]:
+    """Texts of `contents`: `text` parts and the tool results."""
+    for part in _gemini_parts(items):
+        if isinstance(part.get("text"), str):
+            yield part["text"]
+        elif isinstance(part.get("functionResponse"), dict):
+            yield _gemini_result(part["functionResponse"]).output
+
+
 def _tool_results(api: Api, items: list[dict[str, Any]]) -> Iterator[ToolResult]:
+    if api == "gemini":
+        for response in _gemini_responses(items):
+            yield _gemini_result(response)
+        return
     if api == "anthropic":
         for message in items:
             content = message.get("content")

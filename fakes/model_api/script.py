@@ -1,4 +1,4 @@
-"""Which turn answers which request: pure logic (a lock, no I/O), shared by both APIs.
+"""Which turn answers which request: pure logic (a lock, no I/O), shared by every API.
 
 A script is a list of turns used in order. Each request takes the first turn still pending
 whose `when` accepts it (a turn without `when` accepts any request), so a turn with a

@@ -1,20 +1,22 @@
-"""`FakeModelApi`: the scripted fake of both model APIs on a loopback port, in threads.
+"""`FakeModelApi`: the scripted fake of the model APIs on a loopback port, in threads.
 
     with FakeModelApi([tools(Shell("ls")), text("done")]) as fake:
         env = {"ANTHROPIC_BASE_URL": fake.anthropic_base_url}   # Claude Code
         base_url = fake.openai_base_url                          # Codex's provider base_url
+        env = {"GOOGLE_GEMINI_BASE_URL": fake.gemini_base_url}  # Gemini CLI
         ...
         assert fake.session_ids() == [session_id]
 
 It serves `POST /v1/messages` (Anthropic Messages, `?beta=true` or not),
-`POST /v1/responses` (OpenAI Responses) and `POST /v1/chat/completions` (OpenAI Chat
-Completions), each request answered by the script's next turn (`script.Script`), rendered
-for its API (`anthropic.py`, `openai.py`, `chat.py`). Answers are streamed; a fake made with
-`honour_stream=True` gives a request that does not ask for a stream (`"stream": true`) the
-whole answer as JSON, as the real APIs do (the CLIs' tests were written against a fake that
-streams every answer, which is the default). Every request is
-logged (`requests()`, `wait_for()`), with its headers, its parsed body, which turn answered
-it and the tool calls that turn made. Other paths get a 404 and are listed in `unrouted`
+`POST /v1/responses` (OpenAI Responses), `POST /v1/chat/completions` (OpenAI Chat
+Completions) and `POST /v1beta/models/MODEL:streamGenerateContent` / `:generateContent` (the
+Gemini API), each request answered by the script's next turn (`script.Script`), rendered
+for its API (`routes.py`). Answers are streamed; a fake made with `honour_stream=True` gives
+a request that does not ask for a stream (`"stream": true`) the whole answer as JSON, as the
+real APIs do (the CLIs' tests were written against a fake that streams every answer, which
+is the default); a Gemini request gets what its method asks for. Every request is logged
+(`requests()`, `wait_for()`), with its headers, its parsed body, which turn answered it and
+the tool calls that turn made. Other paths get a 404 and are listed in `unrouted`
 (a CLI asking for something the fake does not serve, such as `/v1/models`).
 
 Each connection has its own thread, so a held stream or a slow answer never stalls another
@@ -40,18 +42,11 @@ from types import TracebackType
 from typing import IO, Any
 from urllib.parse import urlsplit
 
-from fakes.model_api import anthropic, chat, openai
 from fakes.model_api.recorded import RecordedRequest
 from fakes.model_api.reply import Reply
+from fakes.model_api.routes import render, route
 from fakes.model_api.script import Script
 from fakes.model_api.turns import Answer, Api
-
-ROUTES: dict[str, Api] = {
-    "/v1/messages": "anthropic",
-    "/v1/responses": "openai",
-    "/v1/chat/completions": "chat",
-}
-RENDERERS = {"anthropic": anthropic.render, "openai": openai.render, "chat": chat.render}
 
 
 class FakeModelApi:
@@ -141,6 +136,11 @@ class FakeModelApi:
         """For Codex's `model_providers.NAME.base_url` (the client adds `/responses`)."""
         return self.url + "/v1"
 
+    @property
+    def gemini_base_url(self) -> str:
+        """For Gemini CLI's `GOOGLE_GEMINI_BASE_URL` (the client adds `/v1beta/models/...`)."""
+        return self.url
+
     # --- the log ---
 
     def requests(self, api: Api | None = None) -> list[RecordedRequest]:
@@ -208,16 +208,7 @@ class FakeModelApi:
 
     def _answer(self, request: RecordedRequest) -> Reply:
         choice = self.script.choose(request)
-        body = request.body if isinstance(request.body, dict) else {}
-        options = body.get("stream_options")
-        reply = RENDERERS[request.api](
-            choice.turn,
-            request.number,
-            request.model,
-            self._clock(),
-            streamed=not self.honour_stream or body.get("stream") is True,
-            include_usage=isinstance(options, dict) and options.get("include_usage") is True,
-        )
+        reply = render(request, choice.turn, self._clock(), honour_stream=self.honour_stream)
         self._update(
             request,
             turn_index=choice.index,
@@ -284,7 +275,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:  # noqa: N802 (the http.server name)
         body = self._read_body()
-        api = ROUTES.get(urlsplit(self.path).path.rstrip("/"))
+        api = route(self.path)
         if api is None:
             self._not_found()
             return

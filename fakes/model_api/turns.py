@@ -1,22 +1,26 @@
 """What the fake model answers, one turn per request: pure data, no I/O.
 
-A turn is written once and rendered for either API (`anthropic.py`, `openai.py`), so one
-script can drive Claude Code and Codex alike:
+A turn is written once and rendered for any API (`anthropic.py`, `openai.py`, `gemini.py`),
+so one script can drive Claude Code, Codex and Gemini CLI alike:
 
 - `ToolCalls(calls)`: the model calls tools (one or more in one message), optionally after a
   `text`. A call is `Shell(command)` (Claude's `Bash {command}`, Codex's
-  `exec_command {cmd}`), `WriteFile(path, content)` (Claude's `Write`, Codex's `apply_patch`
-  adding the file), `ReadFile(path)` (Claude's `Read`, Codex's `exec_command cat`) or
-  `ToolCall(name, arguments)`, passed as written to whichever API serves it. `McpTool(server,
-  tool, arguments)` calls a tool of an MCP server the CLI was given (Claude's
-  `mcp__SERVER__TOOL`; Codex's `TOOL` in the namespace `mcp__SERVER`, which Codex offers only
-  after a `ToolSearch(query)`: it defers every MCP tool behind its `tool_search`).
+  `exec_command {cmd}`, Gemini CLI's `run_shell_command {command}`), `WriteFile(path,
+  content)` (Claude's `Write`, Codex's `apply_patch` adding the file, Gemini CLI's
+  `write_file {file_path, content}`), `ReadFile(path)` (Claude's `Read`, Codex's
+  `exec_command cat`, Gemini CLI's `read_file {file_path}`) or `ToolCall(name, arguments)`,
+  passed as written to whichever API serves it. `McpTool(server, tool, arguments)` calls a
+  tool of an MCP server the CLI was given (Claude's `mcp__SERVER__TOOL`; Gemini CLI's
+  `mcp_SERVER_TOOL`; Codex's `TOOL` in the namespace `mcp__SERVER`, which Codex offers only
+  after a `ToolSearch(query)`: it defers every MCP tool behind its `tool_search`; Gemini CLI
+  has no such tool).
 - `Text(text)`: the model's final answer (`end_turn`; a Codex `message` item).
 - `ApiError(status, code, message, headers)`: an error answer in the API's shape; the helpers
   `overloaded()` (Anthropic's 529), `rate_limited(retry_after)` (429) and `server_error()`.
 - `UsageLimit(resets_at, window)`: the subscription's usage window is spent: Claude's 429 with
-  the `anthropic-ratelimit-unified-*` headers the CLI turns into its `rate_limit_event`, or
-  Codex's 429 `usage_limit_reached` with `x-codex-primary-*` headers.
+  the `anthropic-ratelimit-unified-*` headers the CLI turns into its `rate_limit_event`,
+  Codex's 429 `usage_limit_reached` with `x-codex-primary-*` headers, or Gemini's 429
+  `RESOURCE_EXHAUSTED` on a daily quota (whatever the window: its quotas are per day).
 
 Every turn may also carry `delay_seconds` (the answer waits that long first), `headers`
 (extra response headers, e.g. rate-limit headers on a good answer), `cut_after` (a streamed
@@ -37,8 +41,9 @@ from typing import TYPE_CHECKING, Any, Literal
 if TYPE_CHECKING:
     from fakes.model_api.recorded import RecordedRequest
 
-# "chat": OpenAI Chat Completions (`POST /v1/chat/completions`), for clients other than the CLIs.
-Api = Literal["anthropic", "openai", "chat"]
+# "chat": OpenAI Chat Completions (`POST /v1/chat/completions`), for clients other than the CLIs;
+# "gemini": the Gemini API (`POST /v1beta/models/{model}:streamGenerateContent`), Gemini CLI.
+Api = Literal["anthropic", "openai", "chat", "gemini"]
 Predicate = Callable[["RecordedRequest"], bool]
 
 
@@ -64,19 +69,25 @@ class ToolCall:
 
 @dataclass(frozen=True)
 class Shell:
-    """Run a shell command: Claude's `Bash`, Codex's `exec_command`."""
+    """Run a shell command: Claude's `Bash`, Codex's `exec_command`, Gemini CLI's
+    `run_shell_command`."""
 
     command: str
 
     def for_api(self, api: Api) -> ToolCall:
         if api == "anthropic":
             return ToolCall("Bash", {"command": self.command, "description": "run a command"})
+        if api == "gemini":
+            return ToolCall(
+                "run_shell_command", {"command": self.command, "description": "run a command"}
+            )
         return ToolCall("exec_command", {"cmd": self.command})
 
 
 @dataclass(frozen=True)
 class WriteFile:
-    """Create a file with `content`: Claude's `Write`, Codex's `apply_patch` (Add File)."""
+    """Create a file with `content`: Claude's `Write`, Codex's `apply_patch` (Add File),
+    Gemini CLI's `write_file`."""
 
     path: str
     content: str
@@ -84,6 +95,8 @@ class WriteFile:
     def for_api(self, api: Api) -> ToolCall:
         if api == "anthropic":
             return ToolCall("Write", {"file_path": self.path, "content": self.content})
+        if api == "gemini":
+            return ToolCall("write_file", {"file_path": self.path, "content": self.content})
         lines = self.content.split("\n")
         if lines and lines[-1] == "":
             lines.pop()
@@ -97,13 +110,15 @@ class WriteFile:
 
 @dataclass(frozen=True)
 class ReadFile:
-    """Read a file: Claude's `Read`, Codex's `exec_command cat`."""
+    """Read a file: Claude's `Read`, Codex's `exec_command cat`, Gemini CLI's `read_file`."""
 
     path: str
 
     def for_api(self, api: Api) -> ToolCall:
         if api == "anthropic":
             return ToolCall("Read", {"file_path": self.path})
+        if api == "gemini":
+            return ToolCall("read_file", {"file_path": self.path})
         return ToolCall("exec_command", {"cmd": f"cat {json.dumps(self.path)}"})
 
 
@@ -118,6 +133,8 @@ class McpTool:
     def for_api(self, api: Api) -> ToolCall:
         if api == "anthropic":
             return ToolCall(f"mcp__{self.server}__{self.tool}", self.arguments)
+        if api == "gemini":  # its `mcp_SERVER_TOOL` (Gemini CLI's own name for it)
+            return ToolCall(f"mcp_{self.server}_{self.tool}", self.arguments)
         return ToolCall(self.tool, self.arguments, namespace=f"mcp__{self.server}")
 
 
