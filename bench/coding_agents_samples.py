@@ -17,8 +17,9 @@ from typing import Any, Literal
 from bench.coding_agents_task import TASK, TaskModel, cost
 from fakes.model_api import FakeModelApi, RecordedRequest
 from overnight.agent_kinds import AgentCli, agent_cli
-from tests.agent_clis.clis import DRIVERS, Driver, Running, executable_name
+from tests.agent_clis.clis import Driver, Running, executable_name
 from tests.agent_clis.sandbox import Sandbox, bubblewrap_works
+from tests.kinds import KIND_FACTS
 
 ResumeBy = Literal["adapter", "cli"]
 Way = Literal["overnight", "naive"]
@@ -153,7 +154,7 @@ def measure_naive(kind: str, folder: Path, root: Path, calls: int, crash_at: int
     started: list[Running] = []
     try:
         with FakeModelApi(model) as fake:
-            driver = DRIVERS[kind](sandbox, fake)
+            driver = KIND_FACTS[kind].driver(sandbox, fake)
             first = driver.start(driver.first(TASK))
             started.append(first)
             _drain(first)
@@ -192,7 +193,7 @@ def measure_overnight(
         with FakeModelApi(model) as fake:
             ws.write_config(fake, prompt=TASK)
             adapter = Adapter.start(ws, environment(fake, kind, ws))
-            driver = DRIVERS[kind](ws.sandbox, fake)
+            driver = KIND_FACTS[kind].driver(ws.sandbox, fake)
             _wait_for_call_running(fake, model, driver, adapter.tree, 0)
             cli = adapter.cli_pid()
             (ws.work / ".crashed").touch()
@@ -232,7 +233,7 @@ def _resume_by_cli(kind: str, folder: Path, root: Path, calls: int, crash_at: in
     started: list[Running] = []
     try:
         with FakeModelApi(model) as fake:
-            driver = DRIVERS[kind](sandbox, fake)
+            driver = KIND_FACTS[kind].driver(sandbox, fake)
             first = driver.start(driver.first(TASK))
             started.append(first)
             _drain(first)

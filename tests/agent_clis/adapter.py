@@ -38,6 +38,7 @@ from tests.agent_clis.clis import (
     remember,
 )
 from tests.agent_clis.sandbox import Sandbox
+from tests.kinds import KIND_FACTS, facts
 from tests.waits import CAP
 
 REPO = Path(__file__).resolve().parents[2]
@@ -45,8 +46,13 @@ KIT = REPO / "overnight" / "agent_kit"
 BRANCH = "agent/adapter-test"
 RUN_ID = "adapter-test"
 STORE_INSIDE = "/overnight-session-store"
-# Codex's default model at its pinned version is gpt-6.2-sol (no price of its own here).
-PRICES = {"gpt-6": {"input_per_mtok": 1.0, "output_per_mtok": 10.0}}
+# The default models of the kinds that report no dollars of their own (no price of their own
+# here): $1 in and $10 out a million tokens.
+PRICES = {
+    kind.priced_model: {"input_per_mtok": 1.0, "output_per_mtok": 10.0}
+    for kind in KIND_FACTS.values()
+    if kind.priced_model
+}
 
 
 def git(*args: str, cwd: Path | None = None) -> str:
@@ -222,11 +228,8 @@ def environment(fake: FakeModelApi, kind: str, ws: Workspace, **extra: str) -> d
         "OVERNIGHT_ANSWERS_DIR": ws.inside(".overnight/answers"),
         "PYTHONPATH": ws.inside(".overnight/kit"),
     }
-    if kind == "claude-code":
-        env["ANTHROPIC_API_KEY"] = FAKE_KEY
-        env["CLAUDE_CODE_MAX_RETRIES"] = "1"
-    else:
-        env["OPENAI_API_KEY"] = FAKE_KEY
+    env[facts(kind).credential_env] = FAKE_KEY
+    env.update(facts(kind).adapter_env)
     env.update(extra)
     return {k: v for k, v in env.items() if v is not None}
 
@@ -272,7 +275,7 @@ class Adapter:
         return [pid for pid in self.tree() if executable_name(pid) == name]
 
     def cli_pid(self, timeout: float = CAP) -> int:
-        name = self.ws.sandbox.cli.kind.replace("claude-code", "claude")
+        name = facts(self.ws.sandbox.cli.kind).binary
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             for pid in self.tree():

@@ -1,10 +1,10 @@
-"""Driving the two real CLIs headless against the fake model API, in a `Sandbox`.
+"""Driving the real CLIs headless against the fake model API, in a `Sandbox`.
 
-`Driver` knows one CLI's command line (first run and resume), its settings (Claude Code's
-variables, Codex's `config.toml` as ../shared/reference/coding-agents.md gives them), where it
-keeps its session, and how its output says it finished. `Running` is one process of it: its
-output lines, its pid (inside bubblewrap: the CLI's own, found among bwrap's descendants), a
-SIGKILL of the CLI alone.
+`Driver` knows one CLI's command line (first run and resume), its settings, where it keeps its
+session, and how its output says it finished: each kind's subclass is in its module of
+tests/kinds/ (its `KindFacts.driver`). `Running` is one process of it: its output lines, its
+pid (inside bubblewrap: the CLI's own, found among bwrap's descendants), a SIGKILL of the CLI
+alone.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ FAKE_KEY = "sk-fake-model-api"
 
 
 class Driver:
-    """One CLI kind's way of being run (see the subclasses)."""
+    """One CLI kind's way of being run (its subclass: tests/kinds/<kind>.py)."""
 
     binary_name = ""
 
@@ -61,134 +61,14 @@ class Driver:
         """The session id and final text its output ends with (AssertionError if none)."""
         raise NotImplementedError
 
+    def usage_limit_reported(self, finished: Finished, resets_at: int) -> None:
+        """That its output (or session) says it met a usage limit resetting at `resets_at`
+        (AssertionError if not)."""
+        raise NotImplementedError
+
     def start(self, argv: list[str]) -> Running:
         command, env = self.sandbox.command(argv, self.env())
         return Running(self, command, env)
-
-
-class ClaudeCode(Driver):
-    binary_name = "claude"
-
-    def first(self, prompt: str) -> list[str]:
-        return [self.sandbox.executable_inside, "-p", prompt, *self._flags()]
-
-    def resume(self, session_id: str, prompt: str) -> list[str]:
-        return [
-            self.sandbox.executable_inside,
-            "--resume",
-            session_id,
-            "-p",
-            prompt,
-            *self._flags(),
-        ]
-
-    def _flags(self) -> list[str]:
-        return [
-            "--output-format",
-            "stream-json",
-            "--verbose",
-            "--dangerously-skip-permissions",
-            "--max-turns",
-            "20",
-        ]
-
-    def env(self) -> dict[str, str]:
-        credential = "CLAUDE_CODE_OAUTH_TOKEN" if self.subscription else "ANTHROPIC_API_KEY"
-        env = {
-            "ANTHROPIC_BASE_URL": self.fake.anthropic_base_url,
-            credential: FAKE_KEY,
-            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-            "CLAUDE_CODE_MAX_RETRIES": "2",
-        }
-        if self.sandbox.uid is None and os.geteuid() == 0:
-            env["IS_SANDBOX"] = "1"  # root: --dangerously-skip-permissions refuses otherwise
-        return env
-
-    def session_files(self) -> list[Path]:
-        return sorted((self.sandbox.home / ".claude" / "projects").glob("*/*.jsonl"))
-
-    def finished(self, lines: list[dict[str, Any]]) -> tuple[str, str]:
-        results = [line for line in lines if line.get("type") == "result"]
-        assert results, f"no result line in {lines[-3:]}"
-        result = results[-1]
-        assert result.get("subtype") == "success" and result.get("is_error") is False, result
-        return str(result["session_id"]), str(result.get("result", ""))
-
-
-class Codex(Driver):
-    binary_name = "codex"
-
-    def first(self, prompt: str) -> list[str]:
-        return [self.sandbox.executable_inside, "exec", *self._flags(), prompt]
-
-    def resume(self, session_id: str, prompt: str) -> list[str]:
-        return [
-            self.sandbox.executable_inside,
-            "exec",
-            "resume",
-            *self._flags(),
-            session_id,
-            prompt,
-        ]
-
-    def _flags(self) -> list[str]:
-        return ["--json", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox"]
-
-    @property
-    def codex_home(self) -> Path:
-        return self.sandbox.home / ".codex"
-
-    def env(self) -> dict[str, str]:
-        self._write_config()
-        return {"CODEX_HOME": f"{self.sandbox.home_inside}/.codex", "FAKE_API_KEY": FAKE_KEY}
-
-    def _write_config(self) -> None:
-        self.codex_home.mkdir(exist_ok=True)
-        config = self.codex_home / "config.toml"
-        config.write_text(
-            "\n".join(
-                [
-                    'model = "gpt-5.5-codex"',
-                    'model_provider = "fake"',
-                    "[model_providers.fake]",
-                    'name = "fake"',
-                    f'base_url = "{self.fake.openai_base_url}"',
-                    'wire_api = "responses"',
-                    'env_key = "FAKE_API_KEY"',
-                    "request_max_retries = 2",
-                    "stream_max_retries = 2",
-                    "stream_idle_timeout_ms = 60000",
-                    "[analytics]",
-                    "enabled = false",
-                    "[features]",
-                    "plugins = false",
-                    "",
-                ]
-            ),
-            encoding="utf-8",
-        )
-        if self.sandbox.uid is not None:
-            for path in (self.codex_home, config):
-                os.chown(path, self.sandbox.uid, self.sandbox.uid)
-
-    def session_files(self) -> list[Path]:
-        return sorted((self.codex_home / "sessions").glob("*/*/*/rollout-*.jsonl"))
-
-    def finished(self, lines: list[dict[str, Any]]) -> tuple[str, str]:
-        kinds = [line.get("type") for line in lines]
-        assert "turn.completed" in kinds and "turn.failed" not in kinds, lines[-3:]
-        thread = [line["thread_id"] for line in lines if line.get("type") == "thread.started"]
-        messages = [
-            line["item"].get("text", "")
-            for line in lines
-            if line.get("type") == "item.completed"
-            and line.get("item", {}).get("type") == "agent_message"
-        ]
-        assert thread and messages, lines[-3:]
-        return str(thread[0]), str(messages[-1])
-
-
-DRIVERS: dict[str, type[Driver]] = {"claude-code": ClaudeCode, "codex": Codex}
 
 
 @dataclass

@@ -8,7 +8,6 @@ through the MCP server. A few seconds each; one install of each CLI per session.
 from __future__ import annotations
 
 import os
-import re
 import signal
 import time
 from collections.abc import Callable
@@ -33,15 +32,14 @@ from overnight.agent_kit.coding_agent import LOOP_EXIT_CODE
 from overnight.agent_spec import LOOP_EXIT_CODE as SUPERVISOR_LOOP_EXIT_CODE
 from overnight.worker.agent_clis import Installed
 from tests.agent_clis.adapter import BRANCH, Adapter, Workspace, environment, wait_until
-from tests.agent_clis.clis import DRIVERS, Driver
+from tests.agent_clis.clis import Driver
 from tests.agent_clis.conftest import measure
 from tests.agent_clis.sandbox import Sandbox, bubblewrap_works
+from tests.kinds import KIND_FACTS, facts
 from tests.waits import CAP
 
-KINDS = ["claude-code", "codex"]
 
-
-@pytest.fixture(params=KINDS)
+@pytest.fixture(params=sorted(KIND_FACTS))
 def kind(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
@@ -78,7 +76,7 @@ def _start(adapters: list[Adapter], ws: Workspace, fake: FakeModelApi, **env: st
 
 
 def _driver(ws: Workspace, fake: FakeModelApi) -> Driver:
-    return DRIVERS[ws.sandbox.cli.kind](ws.sandbox, fake)
+    return facts(ws.sandbox.cli.kind).driver(ws.sandbox, fake)
 
 
 def test_the_loop_exit_code_is_overnights() -> None:
@@ -120,7 +118,7 @@ def test_a_three_tool_call_task_finishes_with_its_work_on_the_origin(
     assert found["finish"]["summary"] == "All three done."
     usage = found["usage"]
     assert usage["input_tokens"] >= 400 and usage["output_tokens"] >= 80
-    if kind == "claude-code":
+    if facts(kind).reports_own_usd:
         assert usage["usd"] > 0  # the CLI's own dollars
     else:  # tokens at the price table: 400 in at $1/M, 80 out at $10/M
         assert usage["usd"] == pytest.approx(0.0012)
@@ -171,8 +169,9 @@ def test_a_sigkill_of_the_cli_during_a_tool_call_resumes_the_same_session(
     assert (ws.app / "first.txt").read_text() == "first\n"  # no tool call done twice
     notes = " ".join(ws.checkpoint()["notes"])
     assert "crashed (killed by signal 9)" in notes
-    if kind == "claude-code":  # its tool's shell outlives it (Codex's dies with it)
-        assert "during Bash `echo started" in notes and "ended what it left: " in notes
+    if facts(kind).tool_outlives_cli:  # (Claude Code's does; Codex's dies with it)
+        assert f"during {facts(kind).shell_tool} `echo started" in notes
+        assert "ended what it left: " in notes
         assert "sleep (pid " in notes
     assert ws.checkpoint()["step"] == 1  # the interrupted call never completed
     redone = len(requests) - len({r.turn_index for r in requests})
@@ -192,8 +191,8 @@ def test_a_sigkill_of_the_cli_during_a_tool_call_resumes_the_same_session(
 def test_529s_after_the_clis_own_retries_are_waited_out_in_the_same_session(
     make_workspace: Callable[..., Workspace], adapters: list[Adapter], kind: str
 ) -> None:
-    if kind != "claude-code":
-        pytest.skip("Codex's own retries of a 529 take minutes at its default settings")
+    if not facts(kind).retries_quickly:
+        pytest.skip(f"{kind}'s own retries of a 529 take minutes at its default settings")
     ws = make_workspace()
     script = [
         overloaded(times=4),
@@ -225,9 +224,8 @@ def test_a_usage_limit_waits_for_its_reset_then_the_same_session_goes_on(
         tools(Shell("echo after the reset"), label="after"),
         text("Done after the wait.", label="final"),
     ]
-    extra = {}
-    if kind == "claude-code":  # subscription mode: the CLI says when the window resets
-        extra = {"ANTHROPIC_API_KEY": None, "CLAUDE_CODE_OAUTH_TOKEN": "sk-ant-oat-fake"}
+    # (Claude Code: its subscription mode, where the CLI says when the window resets.)
+    extra = dict(facts(kind).usage_limit_env)
     with FakeModelApi(script) as fake:
         ws.write_config(fake)
         adapter = _start(adapters, ws, fake, **extra)  # type: ignore[arg-type]
@@ -260,7 +258,7 @@ def test_the_same_tool_call_again_and_again_is_a_loop(
         code, out, err = _start(adapters, ws, fake).wait()
     assert code == LOOP_EXIT_CODE, out[-2000:] + err[-2000:]
     checkpoint = ws.checkpoint()
-    name = "Bash" if kind == "claude-code" else "shell"
+    name = facts(kind).shell_tool
     assert f"loop: {name} `pytest -q` 8 times in a row" in checkpoint["notes"]
     # Stopped at the 8th (the CLI may have done one more before its SIGKILL).
     assert checkpoint["step"] in (8, 9)
@@ -282,9 +280,10 @@ def test_max_turns_is_a_fresh_context_and_the_next_start_a_seeded_session(
         code, out, err = _start(adapters, ws, fake).wait()
         assert code == 75, out[-2000:] + err[-2000:]
         checkpoint = ws.checkpoint()
-        # Claude Code stops itself (--max-turns); the adapter stops Codex after its 2nd call,
-        # and a call it was quick to start meanwhile may complete.
-        assert checkpoint["step"] == 2 or (kind == "codex" and checkpoint["step"] == 3)
+        # A CLI that stops itself (Claude Code: --max-turns) is at step 2; one the adapter
+        # stops after its 2nd call (Codex) may complete a call it was quick to start meanwhile.
+        stops_itself = facts(kind).stops_at_max_turns
+        assert checkpoint["step"] == 2 or (not stops_itself and checkpoint["step"] == 3)
         assert "max turns (2) reached" in checkpoint["notes"][-1]
         first_session = fake.session_ids()[0]
 
@@ -308,7 +307,7 @@ def test_ask_person_through_mcp_waits_for_the_answer_and_the_model_gets_it(
     ws = make_workspace()
     ask = McpTool("overnight", "ask_person", {"question": "Ship it?", "choices": ["yes", "no"]})
     script = [tools(ask, label="ask"), text("Shipping.", label="final")]
-    if kind == "codex":  # Codex offers MCP tools only through its tool search
+    if facts(kind).mcp_through_tool_search:  # (Codex offers MCP tools only so)
         script.insert(0, tools(ToolSearch("ask a person"), label="search"))
     with FakeModelApi(script) as fake:
         ws.write_config(fake)
@@ -326,16 +325,13 @@ def test_ask_person_through_mcp_waits_for_the_answer_and_the_model_gets_it(
     assert len(answered) == 1 and "yes" in answered[0].output
     assert "ask" not in ws.requests()
     assert [s["label"] for s in ws.steps()][-1].startswith(
-        "mcp__overnight__ask_person" if kind == "claude-code" else "overnight.ask_person"
+        facts(kind).mcp_step("overnight", "ask_person")
     )
 
 
 def stored_result(store: Path, kind: str, call_id: str) -> bool:
     """Whether the session store's copy of the transcript holds the result of `call_id`."""
-    if kind == "claude-code":
-        needle = re.compile(rf'"tool_use_id":\s*"{re.escape(call_id)}"')
-    else:
-        needle = re.compile(rf'"function_call_output".*"call_id":\s*"{re.escape(call_id)}"')
+    needle = facts(kind).tool_result_stored(call_id)
     for path in store.rglob("*.jsonl"):
         try:
             if needle.search(path.read_text(errors="replace")):

@@ -1,7 +1,8 @@
 """The coding-agent adapter's `progress_mark` (overnight/agent_kit/coding_agent.py), with the
-real Claude Code CLI in bubblewrap: it says new work only. A model API the CLI cannot reach at
-all (its port closed) has the adapter rewrite its checkpoint at each try, a new `next` each
-time, with the same mark: no progress, so the run meets its stall. (A model API that answers
+real CLIs in bubblewrap (those whose own retries end in seconds: Claude Code): it says new
+work only. A model API the CLI cannot reach at all (its port closed) has the adapter rewrite
+its checkpoint at each try, a new `next` each time, with the same mark: no progress, so the
+run meets its stall. (A model API that answers
 529s has the adapter wait as told, and each of those waits moves the mark, `waits`: the API is
 there, and no restart would end its trouble. That run is test_coding_agent.py's
 `test_529s_after_the_clis_own_retries_are_waited_out_in_the_same_session`.)"""
@@ -16,6 +17,7 @@ import pytest
 from fakes.model_api import FakeModelApi
 from tests.agent_clis.adapter import Adapter, Workspace, environment, wait_until
 from tests.agent_clis.test_coding_agent import adapters, kind, make_workspace  # noqa: F401
+from tests.kinds import facts
 
 
 def backoffs(ws: Workspace) -> list[dict[str, object]]:
@@ -27,8 +29,8 @@ def test_a_model_api_out_of_reach_rewrites_the_checkpoint_with_the_same_mark(
     adapters: list[Adapter],  # noqa: F811
     kind: str,  # noqa: F811
 ) -> None:
-    if kind != "claude-code":
-        pytest.skip("Codex's own retries of an unreachable API take minutes at its defaults")
+    if not facts(kind).retries_quickly:
+        pytest.skip(f"{kind}'s own retries of an unreachable API take minutes at its defaults")
     ws = make_workspace()
     with FakeModelApi([]) as fake:
         ws.write_config(fake)

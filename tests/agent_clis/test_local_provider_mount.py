@@ -21,6 +21,7 @@ from overnight.constants import LABEL_RUN
 from overnight.models import RunSpec
 from overnight.worker.agent_clis import Installed
 from tests.agent_clis.conftest import measure
+from tests.kinds import KIND_FACTS
 
 pytestmark = pytest.mark.skipif(bwrap_problem() is not None, reason=str(bwrap_problem()))
 
@@ -43,7 +44,7 @@ def engine(tmp_path: Path) -> Iterator[LocalEngine]:
         made.stop(meta.id)
 
 
-@pytest.mark.parametrize("kind", ["claude-code", "codex"])
+@pytest.mark.parametrize("kind", sorted(KIND_FACTS))
 def test_the_cli_is_mounted_read_only_and_runs_from_there(
     kind: str, engine: LocalEngine, installed_cli: Callable[[str], Installed]
 ) -> None:

@@ -16,17 +16,14 @@ import pytest
 from fakes.model_api import FakeModelApi, ReadFile, Shell, WriteFile, text, tools, usage_limit
 from overnight.agent_kinds import agent_cli
 from overnight.worker.agent_clis import Installed
-from tests.agent_clis.clis import DRIVERS, Driver, Running, executable_name
+from tests.agent_clis.clis import Driver, Running, executable_name
 from tests.agent_clis.conftest import measure
 from tests.agent_clis.sandbox import Sandbox, bubblewrap_works
+from tests.kinds import KIND_FACTS, facts
 from tests.waits import CAP
 
-KINDS = ["claude-code", "codex"]
-# What the resumed CLI sends for the call its kill interrupted (../shared/reference).
-INTERRUPTED = {"claude-code": "Tool call interrupted", "codex": "aborted"}
 
-
-@pytest.fixture(params=KINDS)
+@pytest.fixture(params=sorted(KIND_FACTS))
 def kind(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
@@ -59,7 +56,7 @@ def test_a_three_tool_call_task_finishes(
         text("All three done.", label="final"),
     ]
     with FakeModelApi(script) as fake:
-        driver = DRIVERS[kind](sandbox, fake)
+        driver = facts(kind).driver(sandbox, fake)
         running = driver.start(driver.first("Write notes.txt, count it, read it back."))
         processes.append(running)
         finished = running.wait(timeout=120)
@@ -99,7 +96,7 @@ def test_sigkill_during_a_tool_call_resumes_the_same_session(
         text("Resumed; done.", label="final"),
     ]
     with FakeModelApi(script) as fake:
-        driver = DRIVERS[kind](sandbox, fake)
+        driver = facts(kind).driver(sandbox, fake)
         running = driver.start(driver.first("Write first.txt, then wait."))
         processes.append(running)
         sleep_call = _wait_for_tool_running(fake, driver, sandbox)
@@ -129,8 +126,10 @@ def test_sigkill_during_a_tool_call_resumes_the_same_session(
     first_call = requests[0].call_ids[0]
     results = after.tool_results()
     assert [r.call_id for r in results] == [first_call, sleep_call]  # each once, in order
-    assert not results[0].is_error and INTERRUPTED[kind] not in results[0].output
-    assert INTERRUPTED[kind] in results[1].output
+    # What the resumed CLI sends for the call its kill interrupted (../shared/reference).
+    interrupted = facts(kind).interrupted
+    assert not results[0].is_error and interrupted not in results[0].output
+    assert interrupted in results[1].output
     measure(
         f"{kind}: SIGKILL to the resumed CLI's first model request (s)",
         after.received_at - killed_at,
@@ -143,33 +142,18 @@ def test_sigkill_during_a_tool_call_resumes_the_same_session(
 def test_a_usage_limit_reaches_the_cli_with_its_reset_time(
     kind: str, sandbox: Sandbox, processes: list[Running]
 ) -> None:
-    """The fake's usage limit is what the CLI reads as one (not retried): Claude Code in
-    subscription mode prints its `rate_limit_event` with the reset time; Codex fails the turn
-    and records the reset in its rollout's `rate_limits`."""
+    """The fake's usage limit is what the CLI reads as one (not retried), and says so its
+    own way (its driver's `usage_limit_reported`, tests/kinds/): Claude Code in subscription
+    mode prints its `rate_limit_event` with the reset time; Codex fails the turn and records
+    the reset in its rollout's `rate_limits`."""
     resets_at = int(time.time()) + 5 * 3600
     with FakeModelApi([usage_limit(resets_at)]) as fake:
-        driver = DRIVERS[kind](sandbox, fake, subscription=True)
+        driver = facts(kind).driver(sandbox, fake, subscription=True)
         running = driver.start(driver.first("Anything."))
         processes.append(running)
         finished = running.wait(timeout=60)
     assert finished.returncode == 1 and len(fake.requests()) == 1, finished.describe()
-    if kind == "claude-code":
-        events = [line for line in finished.lines if line.get("type") == "rate_limit_event"]
-        info = events[0]["rate_limit_info"]
-        assert (info["status"], info["resetsAt"], info["rateLimitType"]) == (
-            "rejected",
-            resets_at,
-            "five_hour",
-        )
-        result = finished.lines[-1]
-        # "success" with is_error: only is_error says it failed.
-        assert result["type"] == "result" and result["is_error"] is True
-        assert result["api_error_status"] == 429 and "5-hour limit" in result["result"]
-    else:
-        failed = [line for line in finished.lines if line.get("type") == "turn.failed"]
-        assert "usage limit" in failed[0]["error"]["message"]
-        assert driver.session_mentions(f'"resets_at":{resets_at}')
-        assert driver.session_mentions("usage_limit_exceeded")
+    driver.usage_limit_reported(finished, resets_at)
 
 
 def _wait_for_tool_running(fake: FakeModelApi, driver: Driver, sandbox: Sandbox) -> str:

@@ -34,20 +34,19 @@ from overnight.models import RunResult, RunSpec
 from overnight.worker.agent_clis import Installed
 from tests.agent_clis.clis import executable_name, parent
 from tests.e2e.helpers import agent_pids, new_run_id
+from tests.kinds import KIND_FACTS, facts
 from tests.live import granted, in_process_worker
 
 ADAPTER = Path(__file__).resolve().parents[2] / "overnight" / "agent_kit" / "coding_agent.py"
-CREDENTIAL = "ANTHROPIC_API_KEY"
-SUBSCRIPTION = "CLAUDE_CODE_OAUTH_TOKEN"  # Claude Code's subscription mode (usage windows)
-CODEX_CREDENTIAL = "OPENAI_API_KEY"
+# Claude Code's (the runs' default kind): its key, and its subscription mode's (usage windows).
+CREDENTIAL = facts("claude-code").credential_env
+SUBSCRIPTION = facts("claude-code").subscription_env
 FAKE_KEY = "sk-fake-model-api"
-CREDENTIALS = {"claude-code": CREDENTIAL, "codex": CODEX_CREDENTIAL}
 # The adapter's backoffs, short (worker settings: activities/coding_agent_setup.py).
 QUICK_BACKOFFS = {
     "OVERNIGHT_MODEL_API_BACKOFF_SECONDS": "0.5",
     "OVERNIGHT_USAGE_BACKOFF_SECONDS": "1",
 }
-CLI_BINARY = {"claude-code": "claude", "codex": "codex"}
 
 T = TypeVar("T")
 
@@ -55,7 +54,12 @@ T = TypeVar("T")
 @pytest_asyncio.fixture(loop_scope="session")
 async def agents_queue(dev_client: Client) -> AsyncIterator[str]:
     """A worker granting the CLIs' credentials (and the origins' writable binds)."""
-    secrets = [CREDENTIAL, SUBSCRIPTION, CODEX_CREDENTIAL]
+    secrets = [
+        name
+        for kind in KIND_FACTS.values()
+        for name in (kind.credential_env, kind.subscription_env)
+        if name
+    ]
     async with in_process_worker(dev_client, "agents", grants=granted(secret_env=secrets)) as queue:
         yield queue
 
@@ -81,11 +85,6 @@ def claude_code(installed_cli: Callable[[str], Installed]) -> Installed:
 
 
 @pytest.fixture
-def codex(installed_cli: Callable[[str], Installed]) -> Installed:
-    return link_install(installed_cli, "codex")
-
-
-@pytest.fixture
 def credential(monkeypatch: pytest.MonkeyPatch) -> None:
     """The fake's key in the worker's environment, and the adapter's short backoffs."""
     monkeypatch.setenv(CREDENTIAL, FAKE_KEY)
@@ -93,20 +92,20 @@ def credential(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setenv(name, value)
 
 
-@pytest.fixture(params=["claude-code", "codex"])
+@pytest.fixture(params=sorted(KIND_FACTS))
 def kind(
     request: pytest.FixtureRequest,
     installed_cli: Callable[[str], Installed],
     credential: None,
     monkeypatch: pytest.MonkeyPatch,
 ) -> Iterator[str]:
-    """Either CLI, installed for this worker, with its credential set. A link it made goes
+    """Each CLI, installed for this worker, with its credential set. A link it made goes
     afterwards: the not-installed test wants a kind this worker lacks (Codex)."""
     name = str(request.param)
     place = install_folder(agent_cli(name))
     made = not place.exists()
     link_install(installed_cli, name)
-    monkeypatch.setenv(CREDENTIALS[name], FAKE_KEY)
+    monkeypatch.setenv(facts(name).credential_env, FAKE_KEY)
     yield name
     if made and place.is_symlink():
         place.unlink()
@@ -125,12 +124,12 @@ def coding_spec(
     """A coding-agent run of `kind` against `fake` (its port served to the sandbox), on the
     origin of `files`, watched closely (one-second polls)."""
     serve_to_agents(fake.port)  # the worker in this process vouches for the fake's port
-    base_url = fake.anthropic_base_url if kind == "claude-code" else fake.openai_base_url
+    base_url = facts(kind).base_url(fake)
     fields: dict[str, Any] = {
         "run_id": run_id,
         **origin_fields(files.origin, "local"),
         "agent": {"kind": kind, "prompt": prompt, "base_url": base_url},
-        "secret_env": [credential or CREDENTIALS[kind]],
+        "secret_env": [credential or facts(kind).credential_env],
         "host_ports": [fake.port],
         "poll_seconds": 1,
         "stall_seconds": 120,
@@ -191,7 +190,7 @@ async def until(probe: Callable[[], Any], timeout: float = 180, what: str = "") 
 def cli_pids(run_id: str, kind: str = "claude-code") -> list[int]:
     """The run's live CLI processes on the host: the topmost running the CLI's binary among
     the processes carrying the run's id in their environment (the adapter passes its own on)."""
-    name = CLI_BINARY[kind]
+    name = facts(kind).binary
     return [
         pid
         for pid in agent_pids(run_id)
@@ -222,13 +221,10 @@ async def adapter_log(sandbox_id: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in lines if line.strip()]
 
 
-SESSION_FILES = {"claude-code": ".claude/projects/*/*.jsonl", "codex": ".codex/sessions/**/*.jsonl"}
-
-
 def session_mentions(sandbox_id: str, text: str, kind: str = "claude-code") -> bool:
     """Whether the CLI's session file in the sandbox (as written so far) holds `text`."""
     home = LocalProvider().engine.folder(sandbox_id) / "home"
-    for path in home.glob(SESSION_FILES[kind]):
+    for path in home.glob(facts(kind).session_files):
         try:
             if text in path.read_text(encoding="utf-8", errors="replace"):
                 return True

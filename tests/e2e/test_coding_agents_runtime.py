@@ -42,9 +42,10 @@ from overnight.local_services import serve_to_agents
 from overnight.models import RunSpec
 from overnight.worker.agent_clis import Installed
 from tests.agent_clis.conftest import agents_home, installed_cli, measure  # noqa: F401
+from tests.kinds import facts
 from tests.live import granted, in_process_worker, new_run_id, nothing_left_running
 
-CREDENTIAL = "ANTHROPIC_API_KEY"
+CREDENTIAL = facts("claude-code").credential_env
 FAKE_KEY = "sk-fake-model-api"
 NOTES = "/workspace/app/notes.txt"
 # Claude Code ends a bare `sleep` at once; this one runs.

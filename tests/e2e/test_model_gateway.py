@@ -49,6 +49,7 @@ from tests.e2e.coding_agent_runs import (
     until,
 )
 from tests.e2e.helpers import agent_pids, wait_for_status
+from tests.kinds import facts
 from tests.waits import CAP
 
 
@@ -150,7 +151,7 @@ async def test_a_hostile_cli_finds_the_key_nowhere_and_its_spend_is_counted_at_t
     assert "env:0" in dumped and "environ:0" in dumped and "cmdline:0" in dumped, dumped
     assert "files:[]" in dumped, dumped
     # What it was given instead: the sandbox's token, as its CLI's key and for the kit.
-    vendor = "ANTHROPIC_API_KEY" if kind == "claude-code" else "OPENAI_API_KEY"
+    vendor = facts(kind).credential_env
     assert f"{vendor}=ovn-" in dumped and "OVERNIGHT_MODEL_TOKEN=ovn-" in dumped, dumped
     # Nothing the CLI sent carried the key; every call reached the fake with it, from the
     # gateway.

@@ -37,9 +37,10 @@ from overnight.models import RunSpec
 from overnight.runtime_model_key import secret_name
 from overnight.worker.agent_clis import Installed
 from tests.agent_clis.conftest import agents_home, installed_cli, measure  # noqa: F401
+from tests.kinds import facts
 from tests.live import granted, in_process_worker, new_run_id, nothing_left_running
 
-CREDENTIAL = "ANTHROPIC_API_KEY"
+CREDENTIAL = facts("claude-code").credential_env
 PREFIX = "sk-overnight-held-"
 KEY = PREFIX + secrets.token_hex(16)
 VENDOR = "api.anthropic.com"
