@@ -68,7 +68,7 @@ from activities.errors import ErrorType, non_retryable
 from activities.providers.protocol import WorkerMount
 from activities.sandbox_setup import KIT_DIR
 from overnight.addresses import plain_loopback_url
-from overnight.agent_kinds import agent_cli, npm_cpu
+from overnight.agent_kinds import AgentCli, agent_cli, npm_cpu
 from overnight.coding_agents import (
     install_folder,
     install_problem,
@@ -115,7 +115,20 @@ LOOP_EXIT_CODE = 76
 Backoffs = tuple[float, list[float]]
 
 
-def refusals(spec: RunSpec, home: Path | None = None, machine: str | None = None) -> list[str]:
+def spec_cli(spec: RunSpec) -> AgentCli | None:
+    """The spec's coding agent's CLI (None for a spec without `agent`). A create or a start
+    looks it up once and hands it to the helpers below (their `cli`; not given, they look it
+    up themselves)."""
+    return None if spec.agent is None else agent_cli(spec.agent.kind)
+
+
+def refusals(
+    spec: RunSpec,
+    home: Path | None = None,
+    machine: str | None = None,
+    *,
+    cli: AgentCli | None = None,
+) -> list[str]:
     """What this worker cannot give the spec's coding agent, one `field <name>: why (what to
     do)` each (none for a spec without `agent`)."""
     if spec.agent is None:
@@ -129,7 +142,7 @@ def refusals(spec: RunSpec, home: Path | None = None, machine: str | None = None
             '("bubblewrap"): the CLI runs with its permission checks off, which on the '
             "worker's own host would let the model do anything the worker may"
         )
-    cli = agent_cli(spec.agent.kind)
+    cli = _cli_of(spec, cli)
     if kind.machine and npm_cpu(machine) != npm_cpu(kind.machine):
         found.append(
             f"field provider: {kind.label} sandboxes are {kind.machine} and this worker's "
@@ -144,10 +157,10 @@ def refusals(spec: RunSpec, home: Path | None = None, machine: str | None = None
     return found
 
 
-def refuse_unless_runnable(spec: RunSpec) -> None:
+def refuse_unless_runnable(spec: RunSpec, cli: AgentCli | None = None) -> None:
     """Raise the run's non-retryable `SpecRefused` error when this worker cannot run the
     spec's coding agent (`refusals`)."""
-    found = refusals(spec)
+    found = refusals(spec, cli=cli)
     if found:
         raise ApplicationError(refusal_message(found), type=SPEC_REFUSED, non_retryable=True)
 
@@ -157,13 +170,15 @@ def session_store(run_id: str, home: Path | None = None) -> Path:
     return (home if home is not None else overnight_home()) / SESSIONS_FOLDER / run_id
 
 
-def mounts(spec: RunSpec, home: Path | None = None) -> tuple[WorkerMount, ...]:
+def mounts(
+    spec: RunSpec, home: Path | None = None, *, cli: AgentCli | None = None
+) -> tuple[WorkerMount, ...]:
     """What a coding agent's local sandbox shows of the worker: its CLI and the kit
     read-only, the run's session store writable (none for a spec without `agent`, and on
     Runtime, which has no mounts: see `coding_agent_template` and `coding_agent_sessions`)."""
     if spec.agent is None or not traits(spec.provider).mounts_worker_folders:
         return ()
-    cli = agent_cli(spec.agent.kind)
+    cli = _cli_of(spec, cli)
     return (
         WorkerMount(source=str(install_folder(cli, home)), target=sandbox_folder(cli)),
         WorkerMount(source=str(KIT_DIR), target=KIT_READ_ONLY),
@@ -181,12 +196,12 @@ def adapter_command(spec: RunSpec | None = None) -> str:
     return f"python3 {kit}/{ADAPTER_SCRIPT} --config {ADAPTER_CONFIG}"
 
 
-def adapter_env(spec: RunSpec) -> dict[str, str]:
+def adapter_env(spec: RunSpec, cli: AgentCli | None = None) -> dict[str, str]:
     """What the CLI's native binary expects from its npm launcher (the adapter passes its
     environment on to the CLI)."""
     if spec.agent is None:
         return {}
-    cli = agent_cli(spec.agent.kind)
+    cli = _cli_of(spec, cli)
     return cli.run_environment(sandbox_folder(cli, spec.provider))
 
 
@@ -195,13 +210,15 @@ def adapter_config(
     prices: Mapping[str, Mapping[str, float]],
     machine: str | None = None,
     backoffs: Backoffs | None = None,
+    *,
+    cli: AgentCli | None = None,
 ) -> dict[str, Any]:
     """The adapter's config (the JSON at `ADAPTER_CONFIG`). Holds no secret: credentials
     reach the CLI through the environment (`secret_env`)."""
     usage_backoff, api_backoff = backoffs or (USAGE_BACKOFF_SECONDS, list(API_BACKOFF_SECONDS))
     agent = spec.agent
     assert agent is not None
-    cli = agent_cli(agent.kind)
+    cli = _cli_of(spec, cli)
     kind = traits(spec.provider)
     if kind.cli_from_template:
         cli_path = sandbox_executable(cli, kind.machine, spec.provider)
@@ -229,14 +246,27 @@ def adapter_config(
 
 
 def config_bytes(
-    spec: RunSpec, environ: Mapping[str, str] | None = None, base_url: str = ""
+    spec: RunSpec,
+    environ: Mapping[str, str] | None = None,
+    base_url: str = "",
+    *,
+    cli: AgentCli | None = None,
 ) -> bytes:
     """The adapter's config as written; `base_url`: the gateway the CLI's calls go through
     (activities/model_calls.py), over the spec's own."""
-    config = adapter_config(spec, model_prices(environ), backoffs=worker_backoffs(environ))
+    prices, backoffs = model_prices(environ), worker_backoffs(environ)
+    config = adapter_config(spec, prices, backoffs=backoffs, cli=cli)
     if base_url:
         config["base_url"] = base_url
     return (json.dumps(config, indent=2, sort_keys=True) + "\n").encode()
+
+
+def _cli_of(spec: RunSpec, cli: AgentCli | None) -> AgentCli:
+    """The CLI the caller looked up (`spec_cli`), else the spec's, looked up here."""
+    if cli is not None:
+        return cli
+    assert spec.agent is not None
+    return agent_cli(spec.agent.kind)
 
 
 def worker_backoffs(environ: Mapping[str, str] | None = None) -> Backoffs:

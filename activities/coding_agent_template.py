@@ -97,13 +97,16 @@ class CliTemplates:
         self._locks: dict[str, asyncio.Lock] = {}
         self.uses: list[TemplateUse] = []  # for tests and the log
 
-    async def snapshot_for(self, provider: SandboxProvider, spec: RunSpec) -> str:
-        """The id of a ready template snapshot for the spec's CLI, made first if missing."""
+    async def snapshot_for(
+        self, provider: SandboxProvider, spec: RunSpec, cli: AgentCli | None = None
+    ) -> str:
+        """The id of a ready template snapshot for the spec's CLI (`cli`, looked up by the
+        create; not given, looked up here), made first if missing."""
         assert spec.agent is not None
         if not isinstance(provider, SnapshotProvider):
             raise ProviderError(f"provider {spec.provider} has no snapshots", retryable=False)
         snapshots: SnapshotProvider = provider
-        cli = agent_cli(spec.agent.kind)
+        cli = cli if cli is not None else agent_cli(spec.agent.kind)
         key = template_key(cli, npm_cpu(traits(spec.provider).machine), spec)
         known = self._known.get(key)
         if known is not None and (await snapshots.snapshot_info(known)).state == "ready":

@@ -1,16 +1,17 @@
 """The sandbox activities: thin steps from one model to another, through a provider.
 
-`SandboxActivities.from_env(client)` holds the providers: `local` always, `runtime` built on
-first use inside the worker's event loop (its client belongs to that loop), from the worker's
-`RUNTIME_API_KEY`; and the worker's grants (activities.grants: what a spec may ask for), which
-`check_spec` answers at a run's start and the steps that make or start agents check again.
-Provider failures become activity errors in one place (`activities.errors.activity_errors`);
-long steps heartbeat (`activities.heartbeat`).
+`SandboxActivities` makes, starts and watches agents (its lifecycle's steps are
+`activities.sandbox_lifecycle`'s), and holds what every activity group of the worker shares:
+the providers (`activities.provider_pool`: `local` always, `runtime` built on first use from
+the worker's `RUNTIME_API_KEY`), the worker's grants (activities.grants: what a spec may ask
+for), which `check_spec` answers at a run's start and the steps that make or start agents
+check again, and its settings. `activities.worker_activities` builds the other groups on
+them and gives the worker its list. Provider failures become activity errors in one place
+(`activities.errors.activity_errors`); long steps heartbeat (`activities.heartbeat`).
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -24,29 +25,20 @@ from temporalio.client import Client
 from activities import coding_agent_sessions as sessions
 from activities import coding_agent_setup as coding
 from activities import sandbox_setup as setup
-from activities import workspace
-from activities.admission import AdmissionActivities, worker_admission, worker_key
-from activities.base_url_check import base_url_problems
-from activities.branch_push import BranchPushActivities
+from activities import spec_check, workspace
+from activities.admission import worker_admission, worker_key
+from activities.agent_launch import agent_launch
 from activities.checkpoints import read_checkpoint
-from activities.ci_checks import CiActivities
 from activities.coding_agent_template import CliTemplates
-from activities.daily_limit import DailyLimitActivities
-from activities.done_checks import DoneCheckActivities
-from activities.done_sandbox import DoneSandboxActivities
 from activities.errors import ErrorType, activity_errors, non_retryable
 from activities.grants import (
     own_loopback_ports,
     refuse_unless_allowed,
-    spec_refusals,
-    unset_secrets,
     worker_grants,
 )
 from activities.heartbeat import auto_heartbeat, hand_over_on_shutdown
-from activities.host_check import HostCheckActivities
-from activities.kit_requests import KitRequestActivities
 from activities.last_words import read_last_words
-from activities.model_calls import ModelCallActivities, model_wiring
+from activities.model_calls import model_wiring
 from activities.models import (
     ActivityName,
     AgentStarted,
@@ -62,24 +54,17 @@ from activities.models import (
     StartAgentInput,
 )
 from activities.observe import observe
-from activities.providers import registry
+from activities.provider_pool import ProviderPool
 from activities.providers.money import ensure_daily_room, read_money
-from activities.providers.protocol import (
-    AgentLaunch,
-    SandboxProvider,
-)
+from activities.providers.protocol import SandboxProvider
 from activities.providers.registry import ProviderFactory
-from activities.providers.runtime.watch_stream import exit_marker_path
-from activities.pull_request import PullRequestActivities
-from activities.repo_check import repo_refusals
 from activities.requests_file import read_requests
 from activities.retry_notes import tell_run
 from activities.runtime_model_key import hold_model_key, keyed_launch
 from activities.sandbox_lifecycle import LifecycleActivities, settle
 from activities.search_attributes import SearchAttributeCache
-from activities.snapshots import SnapshotActivities, start_restored, usable_restore
-from activities.workspace import WorkspaceActivities
-from overnight.admission import AdmissionSettings, admission_refusals, terms_for
+from activities.snapshots import start_restored, usable_restore
+from overnight.admission import AdmissionSettings
 from overnight.constants import (
     AGENT_MOUNT,
     KIT_MOUNT,
@@ -91,12 +76,12 @@ from overnight.grants import Grants
 from overnight.host_settings import host_lost_seconds
 from overnight.hosts import host_bound
 from overnight.model_access import host_cap
-from overnight.models import RunSpec
 from overnight.provider_traits import traits
 
 
 class SandboxActivities:
-    """The activities, registered under `ActivityName` names (see `all()`)."""
+    """The sandbox's activities, registered under `ActivityName` names (`own()`, and
+    `lifecycle.all()`), and what every group shares: `providers`, `grants`, the settings."""
 
     def __init__(
         self,
@@ -113,41 +98,21 @@ class SandboxActivities:
         once (overnight/admission.py); without them, the worker's environment says.
         `host_queue`: this host's own task queue (overnight.hosts), which the local sandboxes
         made here name as theirs (None: they name none, and any worker is sent their steps)."""
-        self._client = client
-        self._host_queue = host_queue
-        self._host_checks = HostCheckActivities(client)
+        self.client = client
+        self.host_queue = host_queue
+        self.heartbeat_seconds = heartbeat_seconds
+        self.providers = ProviderPool(providers, factories)
         self._grants = worker_grants() if grants is None else grants
         self._admission = worker_admission() if admission is None else admission
         self._key = worker_key()
-        self._providers: dict[str, SandboxProvider] = dict(providers or {})
-        self._factories = dict(factories or {})
-        self._heartbeat_seconds = heartbeat_seconds
-        self._building = asyncio.Lock()
         self._search_attributes = SearchAttributeCache(client)
         # Coding agents on Runtime: the CLI template snapshots this worker knows.
         self.cli_templates = CliTemplates()
         # Pause, stop, wake, extend, list: activities of their own (activities.sandbox_lifecycle).
-        self.lifecycle = LifecycleActivities(self._provider)
+        self.lifecycle = LifecycleActivities(self.providers.get)
         target = client.service_client.config.target_host if client is not None else None
-        self._own_ports = own_loopback_ports(target)
-
-    @classmethod
-    def from_env(
-        cls,
-        client: Client | None,
-        grants: Grants | None = None,
-        admission: AdmissionSettings | None = None,
-        host_queue: str | None = None,
-    ) -> SandboxActivities:
-        providers, factories = registry.worker_providers()
-        return cls(
-            client,
-            providers=providers,
-            factories=factories,
-            grants=grants,
-            admission=admission,
-            host_queue=host_queue,
-        )
+        # The worker's own loopback ports (its server, metrics...), which no spec may reach.
+        self.own_ports = own_loopback_ports(target)
 
     @property
     def grants(self) -> Grants:
@@ -157,29 +122,10 @@ class SandboxActivities:
     def admission(self) -> AdmissionSettings:
         return self._admission
 
-    def all(self) -> list[Callable[..., Any]]:
-        from activities.notify.activities import NotifyActivities
-
+    def own(self) -> list[Callable[..., Any]]:
+        """The sandbox's own activities, but for its lifecycle's (`lifecycle.all()`); the
+        worker registers them with every other group's (`activities.worker_activities`)."""
         return [
-            *NotifyActivities(self._client, grants=self._grants).all(),
-            *SnapshotActivities(self._provider, self._heartbeat_seconds).all(),
-            *DailyLimitActivities(self._provider).all(),
-            *KitRequestActivities(self._provider).all(),
-            *DoneCheckActivities(self._provider, self._heartbeat_seconds).all(),
-            *DoneSandboxActivities(
-                self._provider,
-                self._heartbeat_seconds,
-                grants=self._grants,
-                own_ports=self._own_ports,
-            ).all(),
-            *self.lifecycle.all(),
-            *ModelCallActivities(self._provider, self._host_queue).all(),
-            *AdmissionActivities(self._client, self._admission).all(),
-            *self._host_checks.all(),
-            *WorkspaceActivities(self._provider, self._heartbeat_seconds).all(),
-            *BranchPushActivities(self._provider, self._heartbeat_seconds).all(),
-            *PullRequestActivities().all(),
-            *CiActivities().all(),
             self.create_sandbox,
             self.start_agent,
             self.observe_agent,
@@ -189,9 +135,7 @@ class SandboxActivities:
         ]
 
     async def aclose(self) -> None:
-        providers, self._providers = list(self._providers.values()), {}
-        for provider in providers:
-            await provider.aclose()
+        await self.providers.aclose()
 
     async def __aenter__(self) -> SandboxActivities:
         return self
@@ -204,71 +148,17 @@ class SandboxActivities:
     ) -> None:
         await self.aclose()
 
-    async def host_provider(self) -> SandboxProvider | None:
-        """This host's provider, whose sandboxes belong to it (None: this worker has none,
-        e.g. a benchmark's)."""
-        names = [*self._providers, *self._factories]
-        own = next((name for name in names if traits(name).host_bound), None)
-        return None if own is None else await self._provider(own)
-
-    async def _provider(self, name: str) -> SandboxProvider:
-        provider = self._providers.get(name)
-        if provider is not None:
-            return provider
-        async with self._building:
-            if name not in self._providers:
-                factory = self._factories.get(name)
-                if factory is None:
-                    raise non_retryable(ErrorType.INVALID_REQUEST, f"no provider {name!r}")
-                with activity_errors():
-                    self._providers[name] = factory()
-            return self._providers[name]
-
     # ----- starting agents -----
 
     @activity.defn(name=ActivityName.CHECK_SPEC)
     async def check_spec(self, input: SpecCheckInput) -> SpecCheck:
-        """What in the spec this worker's grants do not allow (a local activity at a run's
-        start): a result, not an error, so the run fails once, as `SpecRefused`; and what the
-        run must ask its pool for before it makes anything (admission)."""
-        found = await asyncio.to_thread(
-            spec_refusals, input.spec, self._grants, None, self._own_ports
+        """What in the spec this worker will not or cannot do, and what the run must ask its
+        pool for (`activities.spec_check`)."""
+        spec = input.spec
+        holds_work = await self.providers.holds_work(spec.provider)
+        return await spec_check.check_spec(
+            spec, self._grants, self.own_ports, self._admission, self._key, holds_work
         )
-        # And what it cannot give a coding agent (its CLI not installed here, ...).
-        found += await asyncio.to_thread(coding.refusals, input.spec)
-        # What only the start looks at: a credential unset here, a model API nothing answers
-        # at (later, a create names the first, and the adapter backs off from the second).
-        found += unset_secrets(input.spec, self._grants)
-        holds_work = await self._holds_work(input.spec.provider)
-        if holds_work:
-            # A local repo that is none: its clone would fail at every create (a provider of
-            # virtual agents clones nothing).
-            found += await asyncio.to_thread(repo_refusals, input.spec)
-        if not found:
-            # Tried from the worker only for a spec it would run: never a host port refused
-            # above (activities/base_url_check.py says what else it never tries).
-            found += await asyncio.to_thread(base_url_problems, input.spec)
-        queue = activity.info().task_queue if activity.in_activity() else None
-        terms = queue and terms_for(input.spec, self._admission, queue, self._key)
-        found += admission_refusals(input.spec, self._admission)
-        # Only a pinned spec's answer says it: a run begun before never meets the field.
-        lost_after = host_lost_seconds() if input.spec.hosts else None
-        return SpecCheck(
-            refusals=found,
-            admission=terms or None,
-            host_lost_seconds=lost_after,
-            holds_work=holds_work,
-        )
-
-    async def _holds_work(self, name: str) -> bool:
-        """False only for a provider that says its agents are virtual (`holds_no_work`)."""
-        provider = self._providers.get(name)
-        if provider is None and name in self._factories:
-            try:
-                provider = await self._provider(name)
-            except Exception:
-                return True  # the create will say what is wrong with it
-        return not getattr(provider, "holds_no_work", False)
 
     @activity.defn(name=ActivityName.CREATE_SANDBOX)
     async def create_sandbox(self, input: CreateSandboxInput) -> AgentStarted:
@@ -276,23 +166,24 @@ class SandboxActivities:
             return await self._create_sandbox(input)
         except Exception as error:
             # A try that failed with another to follow: the run's card says what it waits on.
-            await tell_run(self._client, error, "create sandbox", input.attempt)
+            await tell_run(self.client, error, "create sandbox", input.attempt)
             raise
 
     async def _create_sandbox(self, input: CreateSandboxInput) -> AgentStarted:
         spec = input.spec
         # Again here, before anything is made: a run begun before the check, a worker with
         # other grants, or a create scheduled by some other workflow.
-        refuse_unless_allowed(spec, self._grants, self._own_ports)
-        coding.refuse_unless_runnable(spec)
+        refuse_unless_allowed(spec, self._grants, self.own_ports)
+        cli = coding.spec_cli(spec)  # looked up once, for every step below that needs it
+        coding.refuse_unless_runnable(spec, cli)
         env = setup.agent_env(spec, attempt=input.attempt, restart_reason=input.restart_reason)
-        env |= coding.adapter_env(spec)
+        env |= coding.adapter_env(spec, cli)
         if spec.agent is None and not Path(spec.agent_dir).expanduser().is_dir():
             raise non_retryable(
                 ErrorType.SPEC_UNUSABLE,
                 f"field agent_dir: {spec.agent_dir} is not a folder on this worker",
             )
-        provider = await self._provider(spec.provider)
+        provider = await self.providers.get(spec.provider)
         request = replace(
             setup.spec_request(
                 spec,
@@ -301,13 +192,13 @@ class SandboxActivities:
                 labels={LABEL_RUN: spec.run_id, LABEL_ATTEMPT: str(input.attempt)},
                 max_total_cost_micros=input.max_total_cost_micros,
             ),
-            mounts=coding.mounts(spec),
+            mounts=coding.mounts(spec, cli=cli),
             model=setup.model_access(
                 spec,
-                host_cap(input.model_allowance_usd, input.model_booked_by_host, self._host_queue),
+                host_cap(input.model_allowance_usd, input.model_booked_by_host, self.host_queue),
             ),
         )
-        async with auto_heartbeat(self._heartbeat_seconds):
+        async with auto_heartbeat(self.heartbeat_seconds):
             with activity_errors():
                 daily = None
                 if not activity.in_activity() or activity.info().attempt == 1:
@@ -322,7 +213,7 @@ class SandboxActivities:
                 from_template = traits(spec.provider).cli_from_template
                 if spec.agent is not None and from_template and not restored:
                     # The CLI comes with the sandbox: a copy of its template snapshot.
-                    template = await self.cli_templates.snapshot_for(provider, spec)
+                    template = await self.cli_templates.snapshot_for(provider, spec, cli)
                     request = replace(request, snapshot_id=template)
                 sandbox, created = await setup.running_sandbox(provider, request)
                 sid = sandbox.sandbox_id
@@ -330,8 +221,8 @@ class SandboxActivities:
                 env |= model_env
                 config = None
                 if spec.agent is not None:
-                    config = coding.config_bytes(spec, base_url=model_url)
-                launch = keyed_launch(spec, _launch(spec, input.attempt, 0, env))
+                    config = coding.config_bytes(spec, base_url=model_url, cli=cli)
+                launch = keyed_launch(spec, agent_launch(spec, input.attempt, 0, env))
                 if restored and input.restore is not None:
                     # Files (and, in memory mode, the agent) come back from the snapshot.
                     process, adopted = await start_restored(
@@ -376,19 +267,20 @@ class SandboxActivities:
 
     def _host_of(self, input: CreateSandboxInput) -> dict[str, Any]:
         """Where a sandbox made here is reached: this host's queue, for a local one."""
-        if not input.wants_host or self._host_queue is None or not host_bound(input.spec.provider):
+        if not input.wants_host or self.host_queue is None or not host_bound(input.spec.provider):
             return {}
-        return {"host_queue": self._host_queue, "host_lost_seconds": host_lost_seconds()}
+        return {"host_queue": self.host_queue, "host_lost_seconds": host_lost_seconds()}
 
     @activity.defn(name=ActivityName.START_AGENT)
     async def start_agent(self, input: StartAgentInput) -> AgentStarted:
         spec = input.spec
-        refuse_unless_allowed(spec, self._grants, self._own_ports)
-        coding.refuse_unless_runnable(spec)
+        refuse_unless_allowed(spec, self._grants, self.own_ports)
+        cli = coding.spec_cli(spec)  # looked up once, as at a create
+        coding.refuse_unless_runnable(spec, cli)
         env = setup.agent_env(spec, attempt=input.attempt, restart_reason=input.restart_reason)
-        env |= coding.adapter_env(spec)
-        provider = await self._provider(spec.provider)
-        launch = _launch(
+        env |= coding.adapter_env(spec, cli)
+        provider = await self.providers.get(spec.provider)
+        launch = agent_launch(
             spec,
             input.attempt,
             input.fresh_start,
@@ -408,7 +300,7 @@ class SandboxActivities:
             await hold_model_key(provider, spec)  # again: the worker's key may have changed
             if spec.agent is not None:
                 # As the worker means it, whatever the agent did to it meanwhile.
-                config = coding.config_bytes(spec, base_url=model_url)
+                config = coding.config_bytes(spec, base_url=model_url, cli=cli)
                 await provider.write_file(input.sandbox_id, coding.ADAPTER_CONFIG, config)
             if input.told:
                 # A failing CI check, told where a done check's failure is (its reason says).
@@ -424,8 +316,8 @@ class SandboxActivities:
     async def observe_agent(self, input: ObserveInput) -> Observation:
         """A long poll: back as soon as the agent or its sandbox stops, or the checkpoint
         changes, else after `wait_seconds`."""
-        provider = await self._provider(input.provider)
-        async with auto_heartbeat(self._heartbeat_seconds):
+        provider = await self.providers.get(input.provider)
+        async with auto_heartbeat(self.heartbeat_seconds):
             with activity_errors():
                 # A worker shutting down hands the watch over at once (a retry elsewhere, from
                 # the same watch token), rather than after the heartbeat timeout.
@@ -447,7 +339,7 @@ class SandboxActivities:
 
     @activity.defn(name=ActivityName.READ_CHECKPOINT)
     async def read_checkpoint(self, input: ReadCheckpointInput) -> CheckpointSalvage:
-        provider = await self._provider(input.provider)
+        provider = await self.providers.get(input.provider)
         with activity_errors():
             if input.wake_paused:
                 await settle(provider, input.sandbox_id, provider.wake(input.sandbox_id))
@@ -493,30 +385,6 @@ class SandboxActivities:
         """Answered from the worker's cache (one server call per worker every few minutes);
         runs call it as a local activity."""
         return SearchAttributeCheck(present=await self._search_attributes.present())
-
-
-def _launch(
-    spec: RunSpec,
-    attempt: int,
-    fresh_start: int,
-    env: dict[str, str],
-    *,
-    resumed: int = 0,
-    done_round: int = 0,
-    ci_round: int = 0,
-) -> AgentLaunch:
-    start_key = f"{spec.run_id}-{attempt}-{fresh_start}" + (f"-p{resumed}" if resumed else "")
-    if done_round:
-        start_key += f"-d{done_round}"
-    if ci_round:
-        start_key += f"-c{ci_round}"
-    return AgentLaunch(
-        start_key=start_key,
-        command=coding.adapter_command(spec) if spec.agent is not None else spec.command,
-        cwd=spec.cwd,
-        env=env,
-        exit_marker=exit_marker_path(spec.checkpoint_path, start_key),
-    )
 
 
 def _wait_left(wait_seconds: float) -> float:

@@ -13,7 +13,7 @@ from temporalio.worker import Worker
 from activities.errors import activity_errors
 from activities.providers.local.provider import LocalProvider
 from activities.providers.protocol import SandboxProvider
-from activities.sandbox import SandboxActivities
+from activities.worker_activities import WorkerActivities
 from bench.baseline import (
     BASELINE_TASK_QUEUE,
     GET_PROCESS,
@@ -49,7 +49,7 @@ async def serve_baseline(
 ) -> None:
     """Run the baseline's worker until `stop` is set, like `overnight.worker.runner.serve`."""
     providers = providers or {"local": LocalProvider()}
-    async with SandboxActivities(client, providers=providers) as sandbox_activities:
+    async with WorkerActivities(client, providers=providers) as sandbox_activities:
         worker = Worker(
             client,
             task_queue=task_queue,

@@ -1,4 +1,4 @@
-"""The notification activities, registered with the sandbox activities (`SandboxActivities.all`).
+"""The notification activities, registered by the worker (`WorkerActivities.all`).
 
 `send_notification`: the first try at a state change, to every target at once; it never
 raises for a receiver (the run must not care), it says which targets it did not reach.

@@ -1,6 +1,6 @@
 """The one list of sandbox providers: name -> how to build one, its forensics, what it offers.
 
-The worker (`SandboxActivities.from_env`), the CLI (`reap`, `disk`, `logs`, `inspect`) and the
+The worker (`WorkerActivities.from_env`), the CLI (`reap`, `disk`, `logs`, `inspect`) and the
 benchmarks all read providers from here, so a new provider is one package beside `local/`
 and `runtime/` plus one entry below. Imports are lazy: the Runtime SDK loads only where a
 Runtime provider is used.

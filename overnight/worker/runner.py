@@ -89,7 +89,7 @@ async def serve(
     `admission`, how many runs the pool lets go at once, too (overnight/admission.py)."""
     # Imported here so that modules needing only the client (the CLI) do not load providers.
     from activities.gateway.service import Gateway
-    from activities.sandbox import SandboxActivities
+    from activities.worker_activities import WorkerActivities
     from overnight.worker.moved_away import stop_moved_away
     from overnight.worker.reap_schedule import ReapActivities, ensure_reap_schedule
 
@@ -99,21 +99,21 @@ async def serve(
         _warn_if_local_runs_cannot_be_isolated()
         _tell_local_disks()
         _tell_coding_agents()
-        sandbox_activities = SandboxActivities.from_env(
+        worker_activities = WorkerActivities.from_env(
             client, grants=grants, admission=admission, host_queue=own_queue
         )
     else:
-        sandbox_activities = SandboxActivities(
+        worker_activities = WorkerActivities(
             client, providers=providers, grants=grants, admission=admission, host_queue=own_queue
         )
-    logger.info("what specs may ask for here: %s", sandbox_activities.grants.describe())
+    logger.info("what specs may ask for here: %s", worker_activities.grants.describe())
     # This host's sandboxes' only way out (activities/gateway): up before any sandbox is made.
     gateway = Gateway(overnight_home())
     gateway.start()
-    logger.info("admission: %s", sandbox_activities.admission.describe())
+    logger.info("admission: %s", worker_activities.admission.describe())
     # Declared, so other workers on this machine keep its ports (metrics) from their specs.
-    async with sandbox_activities, Declared("worker"):
-        activities = [*sandbox_activities.all(), ReapActivities(client).reap_sandboxes]
+    async with worker_activities, Declared("worker"):
+        activities = [*worker_activities.all(), ReapActivities(client).reap_sandboxes]
         worker = Worker(
             client,
             task_queue=task_queue,
@@ -147,7 +147,7 @@ async def serve(
         async def before_host_queue() -> None:
             # Queries of the runs need a workflow worker: the shared one is polling by now.
             try:
-                provider = await sandbox_activities.host_provider()
+                provider = await worker_activities.host_provider()
                 await stop_moved_away(client, provider, own_queue)
             except Exception:  # serve this host's runs even if the look failed
                 logger.exception("could not look for agents of runs that moved away")

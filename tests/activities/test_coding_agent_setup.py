@@ -302,6 +302,30 @@ async def test_a_coding_agents_sandbox_sees_its_cli_and_kit_read_only_and_its_se
     assert json.loads(engine.host_path(sid, coding.ADAPTER_CONFIG).read_text()) == config
 
 
+@needs_bwrap
+async def test_a_create_and_a_start_each_look_the_cli_up_once(
+    acts: SandboxActivities, home: Path, repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake_install(home, agent_cli("claude-code"))
+    looked_up: list[str] = []
+
+    def counted(kind: str) -> AgentCli:
+        looked_up.append(kind)
+        return agent_cli(kind)
+
+    # The refusal, the environment, the mounts and the config all take the one row.
+    monkeypatch.setattr(coding, "agent_cli", counted)
+    monkeypatch.setenv("FAKE_KEY", "sk-fake")
+    spec = agent_spec(repo, secret_env=["FAKE_KEY"])
+    started = await ActivityEnvironment().run(
+        acts.create_sandbox, CreateSandboxInput(spec=spec, attempt=1, checkpoint="{}")
+    )
+    assert looked_up == ["claude-code"]
+    again = StartAgentInput(spec=spec, sandbox_id=started.sandbox_id, attempt=1, fresh_start=1)
+    await ActivityEnvironment().run(acts.start_agent, again)
+    assert looked_up == ["claude-code", "claude-code"]
+
+
 def test_on_runtime_the_adapter_runs_from_the_uploaded_kit_and_the_cli_from_its_template(
     home: Path,
 ) -> None:

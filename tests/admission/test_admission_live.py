@@ -20,7 +20,7 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 from temporalio.service import RPCError
 from temporalio.worker import Worker
 
-from activities.sandbox import SandboxActivities
+from activities.worker_activities import WorkerActivities
 from fakes.provider import most_at_once, read_events, short_agents
 from overnight.admission import (
     ADMISSION_WORKFLOW,
@@ -296,7 +296,7 @@ async def _listed_state(client: Client, run_id: str, state: str) -> bool:
 @contextlib.asynccontextmanager
 async def _activity_worker(client: Client, queue: str, boxes: Path) -> AsyncIterator[None]:
     """The pool's remote activities, in this process (the workflows run in subprocesses)."""
-    activities = SandboxActivities(
+    activities = WorkerActivities(
         client,
         providers={"local": short_agents(boxes)},
         grants=Grants(),

@@ -18,7 +18,7 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
 
-from activities.sandbox import SandboxActivities
+from activities.worker_activities import WorkerActivities
 from fakes.provider import short_agents
 from overnight.grants import Grants
 from overnight.worker.workflow_runner import shared_module_runner
@@ -29,7 +29,7 @@ from workflows.notify_run import NotifyRun
 
 async def main(address: str, queue: str, state_dir: str) -> None:
     client = await Client.connect(address, data_converter=pydantic_data_converter)
-    activities = SandboxActivities(
+    activities = WorkerActivities(
         client, providers={"local": short_agents(Path(state_dir))}, grants=Grants()
     )
     worker = Worker(

@@ -34,7 +34,7 @@ from activities.providers.protocol import (
 from activities.providers.runtime.convert import start_marker
 from activities.providers.runtime.provider import RuntimeProvider
 from activities.providers.runtime.watch_stream import exit_marker_path
-from activities.sandbox import SandboxActivities
+from activities.worker_activities import WorkerActivities
 from fakes.runtime import FakeRuntime
 from overnight.constants import LABEL_ATTEMPT, LABEL_RUN
 from tests.workflows.retry_workflows import ActivityCall, RetriedActivity
@@ -149,7 +149,7 @@ async def list_through_a_worker(
         activity=ActivityName.LIST_SANDBOXES,
         arg=ListSandboxesInput(provider="runtime", run_id=run_id).model_dump(),
     )
-    async with SandboxActivities(providers={"runtime": provider}) as activities:
+    async with WorkerActivities(providers={"runtime": provider}) as activities:
         async with Worker(
             env.client,
             task_queue=task_queue,
