@@ -14,21 +14,11 @@ from overnight.agent_text import terminal_safe as terminal_safe  # its home is a
 from overnight.checkpoint_text import parse
 from overnight.ci_rounds import ci_line
 from overnight.cli.client import ReapedSandbox, RunSummary
-from overnight.egress import refusal_words
 from overnight.models import BudgetExtension, RunResult, RunStatus
 from overnight.provider_traits import traits
-from overnight.status_lines import (
-    age,
-    done_check_line,
-    money_line,
-    needs_you_line,
-    safety_net_line,
-    snapshot_line,
-    talk_lines,
-    usd,
-)
+from overnight.status_lines import age, safety_net_line, usd
 from overnight.worker.reap_entries import released_line
-from overnight.workspace_spec import workspace_line
+from workflows.pure.status_facts import Fact, Row, lay_out, status_facts
 
 # `overnight status` shows this many lines of the last words (`overnight logs` has the rest).
 STATUS_TAIL_LINES = 10
@@ -57,79 +47,63 @@ def budget_left(status: RunStatus) -> str:
     return ", ".join(parts)
 
 
+def _plain(text: str) -> str:
+    """Ids marked as code (`snap-1`) shown plain: a terminal shows no code spans."""
+    return text.replace("`", "")
+
+
+def _step(text: str) -> str:
+    """The agent's next step on one line; `-` when it wrote none, or an empty one."""
+    return terminal_line(text) if text else "-"
+
+
+def _as_is(text: str) -> str:
+    return text
+
+
+# `overnight status`'s lines below its first, in order: the facts each shows, under what label
+# and how (agent text folded onto its line: a newline in it would print a line that looks like
+# one of these). Facts the card shows too are made in workflows/pure/status_facts.py.
+STATUS_ROWS: tuple[Row, ...] = (
+    ("next step", "step", _step),
+    ("last note", "last note", terminal_line),
+    ("budget left", "budget left", _as_is),
+    ("last progress", "last progress", _as_is),
+    ("stall watch", "stall watch", _as_is),
+    ("waited", "waited", _as_is),
+    ("charged", "charged", _as_is),
+    ("lease ends", "lease ends", _as_is),
+    ("sandbox", "sandbox", _as_is),
+    ("network", "network", terminal_line),
+    ("snapshot", "snapshot", _plain),
+    ("failed", "failed", terminal_line),
+    ("cancelled", "cancelled", terminal_line),
+    ("needs you", "needs you", terminal_line),
+    ("talk", None, terminal_line),
+    ("restarts", "restarts", _as_is),
+    ("safety net", "safety net", _as_is),
+    ("done check", "done check", terminal_line),
+    ("workspace", "workspace", lambda text: terminal_line(_plain(text))),
+    ("pushed", "pushed", lambda commit: f"{commit}, on the origin"),
+    ("pull request", "pull request", terminal_line),
+    ("CI", "CI", terminal_line),
+    ("Web UI", "Web UI", _as_is),
+)
+
+
+def _status_line(label: str, text: str) -> str:
+    return f"  {label + ':':<14} {text}"
+
+
 def status_text(status: RunStatus, *, now: datetime, ui_url: str | None) -> str:
-    summary = status.checkpoint_summary
     lines = [
         f"{status.run_id}: {status.state}, attempt {status.attempt}"
         + (f" (sandbox {status.sandbox_id}" if status.sandbox_id else "")
         + (f" on host {status.host}" if status.sandbox_id and status.host else "")
         + (")" if status.sandbox_id else ""),
-        f"  step:          {terminal_line(summary.next) if summary and summary.next else '-'}",
     ]
-    # Agent text (its next step and notes, a question, outputs, why it is paused) is folded
-    # onto its line: a newline in it would print a line that looks like one of these.
-    if summary and summary.last_note:
-        lines.append(f"  last note:     {terminal_line(summary.last_note)}")
-    lines += [
-        f"  budget left:   {budget_left(status)} (spent {usd(status.spend_usd)})",
-        f"  last progress: {age(status.last_progress_at, now)}",
-    ]
-    from workflows.pure.stall_watch import stall_coming  # the card's words too
-
-    coming = stall_coming(status, now)
-    if coming:
-        lines.append(f"  stall watch:   {coming}")
-    if status.wait_hours_used > 0:
-        lines.append(
-            f"  waited:        {status.wait_hours_used:.1f} of {status.budget.max_wait_hours:g} h"
-            " (paused for the agent's questions and waits)"
-        )
-    money = money_line(status)
-    if money:
-        lines.append(f"  charged:       {money}")
-    if status.lease_ends_at is not None and status.state in ("running", "restarting"):
-        woken = f", woken {status.lease_resumes}x at its end" if status.lease_resumes else ""
-        lines.append(f"  lease ends:    {until(status.lease_ends_at, now)}{woken}")
-    if status.isolation:
-        lines.append(f"  sandbox:       {status.isolation}")
-    blocked = refusal_words(status.egress_refused)
-    if blocked:
-        lines.append(f"  network:       {terminal_line(blocked)}")
-    snapshot = snapshot_line(status, now)
-    if snapshot:
-        lines.append(f"  snapshot:      {snapshot.replace('`', '')}")
-    if status.failure:
-        lines.append(f"  failed:        {terminal_line(status.failure)}")
-    if status.cancel_reason:
-        lines.append(f"  cancelled:     {terminal_line(status.cancel_reason)}")
-    needs_you = needs_you_line(status)
-    if needs_you:
-        lines.append(f"  needs you:     {terminal_line(needs_you)}")
-    lines += [
-        f"  {terminal_line(label) + ':':<14} {terminal_line(text)}"
-        for label, text in talk_lines(status)
-    ]
-    if status.restarts:
-        last = status.restarts[-1]
-        lines.append(f"  restarts:      {len(status.restarts)}, last: {terminal_line(last.reason)}")
-    net = safety_net_line(status.safety_net)
-    if net:
-        lines.append(f"  safety net:    {net}")
-    done = done_check_line(status)
-    if done:
-        lines.append(f"  done check:    {terminal_line(done)}")
-    kept = workspace_line(status.workspace)
-    if kept:
-        lines.append(f"  workspace:     {terminal_line(kept.replace('`', ''))}")
-    if status.pushed_commit:
-        lines.append(f"  pushed:        {status.pushed_commit[:12]}, on the origin")
-    if status.pull_request_url:
-        lines.append(f"  pull request:  {terminal_line(status.pull_request_url)}")
-    checks = ci_line(status.ci)
-    if checks:
-        lines.append(f"  CI:            {terminal_line(checks)}")
-    if ui_url:
-        lines.append(f"  Web UI:        {ui_url}")
+    facts = status_facts(status, now) + _status_only_facts(status, now, ui_url)
+    lines += lay_out(facts, STATUS_ROWS, _status_line)
     words = status.last_words
     if words is not None and words.tail:
         shown = words.tail.splitlines()[-STATUS_TAIL_LINES:]
@@ -140,6 +114,28 @@ def status_text(status: RunStatus, *, now: datetime, ui_url: str | None) -> str:
         )
         lines += [f"    | {line}" for line in shown]
     return terminal_safe("\n".join(lines))
+
+
+def _status_only_facts(status: RunStatus, now: datetime, ui_url: str | None) -> list[Fact]:
+    """What `overnight status` shows and the card does not, or says otherwise."""
+    summary = status.checkpoint_summary
+    facts = [Fact("budget left", f"{budget_left(status)} (spent {usd(status.spend_usd)})")]
+    if summary and summary.last_note:
+        facts.append(Fact("last note", summary.last_note))
+    if status.wait_hours_used > 0:
+        waited = f"{status.wait_hours_used:.1f} of {status.budget.max_wait_hours:g} h"
+        facts.append(Fact("waited", f"{waited} (paused for the agent's questions and waits)"))
+    if status.lease_ends_at is not None and status.state in ("running", "restarting"):
+        woken = f", woken {status.lease_resumes}x at its end" if status.lease_resumes else ""
+        facts.append(Fact("lease ends", f"{until(status.lease_ends_at, now)}{woken}"))
+    if status.restarts:
+        last = status.restarts[-1]
+        facts.append(
+            Fact("restarts", f"{len(status.restarts)}, last: {terminal_line(last.reason)}")
+        )
+    if ui_url:
+        facts.append(Fact("Web UI", ui_url))
+    return facts
 
 
 def until(moment: datetime, now: datetime) -> str:

@@ -4,24 +4,11 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from overnight.ci_rounds import ci_line
-from overnight.egress import refusal_words
 from overnight.hosts import host_of_queue
 from overnight.models import RunStatus
 from overnight.output_tail import markdown_block, markdown_inline
 from overnight.retry_note import note_line
-from overnight.status_lines import (
-    done_check_block,
-    done_check_line,
-    moment,
-    money_line,
-    needs_you_line,
-    safety_net_line,
-    snapshot_line,
-    talk_lines,
-    usd,
-)
-from overnight.workspace_spec import workspace_line
+from overnight.status_lines import done_check_block, usd
 from workflows.pure import ci, delivery, kit_requests, model_books
 from workflows.pure.budget import (
     charged_usd,
@@ -34,8 +21,9 @@ from workflows.pure.checkpoint import kept_facts
 from workflows.pure.egress import refused_totals
 from workflows.pure.hosts import shown_host
 from workflows.pure.safety_net import summary as safety_net_summary
-from workflows.pure.stall_watch import stall_coming, stalls_at
+from workflows.pure.stall_watch import stalls_at
 from workflows.pure.state import SupervisorState
+from workflows.pure.status_facts import Fact, Row, lay_out, status_facts
 from workflows.pure.workspace import view as workspace_view
 
 # The card shows this many of the last words' lines (`overnight logs` shows the rest).
@@ -113,80 +101,55 @@ def build_status(state: SupervisorState, now: datetime) -> RunStatus:
     )
 
 
+def _as_is(text: str) -> str:
+    return text
+
+
+def _link(url: str) -> str:
+    return f"<{markdown_inline(url)}>"
+
+
+# The card's lines below its title, in order: the facts each shows, under what label and how.
+# Text the agent may have written (its question, outputs, why a checkpoint was kept, a
+# restart's reason) is shown as written, never as a link or emphasis. Facts `overnight status`
+# shows too are made in status_facts.py.
+CARD_ROWS: tuple[Row, ...] = (
+    ("attempt", "attempt", _as_is),
+    ("next step", "next step", markdown_inline),
+    ("budget", "restarts", _as_is),
+    ("last progress", "last progress", _as_is),
+    ("stall watch", "stall watch", _as_is),
+    ("network", "network", _as_is),
+    ("charged", "charged", _as_is),
+    ("lease ends", "lease ends", _as_is),
+    ("sandbox", "sandbox", _as_is),
+    ("snapshot", "snapshot", _as_is),
+    ("safety net", "safety net", _as_is),
+    ("workspace", "workspace", markdown_inline),
+    ("pushed", "pushed", lambda commit: f"`{commit}`, on the origin"),
+    ("pull request", "pull request", _link),
+    ("CI", "CI", markdown_inline),
+    ("failed", "failed", markdown_inline),
+    ("cancelled", "cancelled", markdown_inline),
+    ("waiting on", "waiting on", markdown_inline),
+    ("needs you", "needs attention", markdown_inline),
+    ("talk", None, markdown_inline),
+    ("checkpoint kept", "checkpoint kept", markdown_inline),
+    ("last restart", "last restart", _as_is),
+    ("done check", "done check", markdown_inline),
+)
+
+
+def _card_line(label: str, text: str) -> str:
+    return f"- **{label}** {text}"
+
+
 def render_card(status: RunStatus, now: datetime) -> str:
     """A short Markdown card for `workflow.set_current_details`."""
     live = status.state not in ENDED_STATES
-    budget = status.budget
-    hours_left = max(0.0, budget.max_hours - status.hours_used)
-    restarts = f"{status.restarts_used}/{budget.max_restarts}"
-    spend = usd(status.spend_usd)
-    if budget.max_spend_usd is not None:
-        spend += f" of {usd(budget.max_spend_usd)}"
-    lines = [
-        f"### overnight run `{status.run_id}`: **{status.state}**",
-        "",
-        f"- **attempt** {status.attempt} · **sandbox** `{status.sandbox_id or '-'}`"
-        + (f" · **host** `{status.host}`" if status.host else ""),
-        f"- **next step** {_next_step(status)}",
-        f"- **restarts** {restarts} · **hours** {status.hours_used:.2f} used, "
-        f"{hours_left:.2f} left · **waits** {status.wait_hours_used:.2f} of "
-        f"{budget.max_wait_hours:g} h · **spend** {spend}",
-        f"- **last progress** {moment(status.last_progress_at, now, live=live)}",
-    ]
-    coming = stall_coming(status, now)
-    if coming and status.stalls_at is not None:
-        # Written at a wake and read later: the moment too, which stays true.
-        lines.append(f"- **stall watch** {coming} ({status.stalls_at:%H:%M:%S} UTC)")
-    blocked = refusal_words(status.egress_refused)
-    if blocked is not None:
-        lines.append(f"- **network** {blocked}")
-    money = money_line(status)
-    if money:
-        lines.append(f"- **charged** {money}")
-    if status.lease_ends_at is not None and live:
-        woken = f" (woken {status.lease_resumes}x at its end)" if status.lease_resumes else ""
-        lines.append(f"- **lease ends** {status.lease_ends_at:%H:%M:%S} UTC{woken}")
-    if status.isolation:
-        lines.append(f"- **sandbox** {status.isolation}")
-    snapshot = snapshot_line(status, now, live=live)
-    if snapshot:
-        lines.append(f"- **snapshot** {snapshot}")
-    net = safety_net_line(status.safety_net)
-    if net:
-        lines.append(f"- **safety net** {net}")
-    kept = workspace_line(status.workspace)
-    if kept:
-        lines.append(f"- **workspace** {markdown_inline(kept)}")
-    if status.pushed_commit:
-        lines.append(f"- **pushed** `{status.pushed_commit[:12]}`, on the origin")
-    if status.pull_request_url:
-        lines.append(f"- **pull request** <{markdown_inline(status.pull_request_url)}>")
-    checks = ci_line(status.ci)
-    if checks:
-        lines.append(f"- **CI** {markdown_inline(checks)}")
-    # Below, text the agent may have written (its question, outputs, why a checkpoint was
-    # kept, a restart's reason) is shown as written, never as a link or emphasis.
-    if status.failure:
-        lines.append(f"- **failed** {markdown_inline(status.failure)}")
-    if status.cancel_reason:
-        lines.append(f"- **cancelled** {markdown_inline(status.cancel_reason)}")
-    if status.waiting_on:
-        lines.append(f"- **waiting on** {markdown_inline(status.waiting_on)}")
-    needs_you = needs_you_line(status)
-    if needs_you:
-        lines.append(f"- **needs attention** {markdown_inline(needs_you)}")
-    lines += [
-        f"- **{markdown_inline(label)}** {markdown_inline(text)}"
-        for label, text in talk_lines(status)
-    ]
-    if status.checkpoint_rejected:
-        lines.append(f"- **checkpoint kept** {markdown_inline(status.checkpoint_rejected)}")
-    if status.restarts:
-        last = status.restarts[-1]
-        lines.append(f"- **last restart** attempt {last.attempt}: {markdown_inline(last.reason)}")
-    done = done_check_line(status)
-    if done:
-        lines.append(f"- **done check** {markdown_inline(done)}")
+    facts = status_facts(status, now, live=live, stamped=True) + _card_only_facts(status, live)
+    lines = [f"### overnight run `{status.run_id}`: **{status.state}**", ""]
+    lines += lay_out(facts, CARD_ROWS, _card_line)
     words = status.last_words
     if words is not None and words.tail:
         tail = "\n".join(words.tail.splitlines()[-CARD_TAIL_LINES:])
@@ -203,12 +166,41 @@ def render_card(status: RunStatus, now: datetime) -> str:
     return "\n".join(lines)
 
 
+def _card_only_facts(status: RunStatus, live: bool) -> list[Fact]:
+    """What the card shows and `overnight status` does not, or says otherwise. The attempt's
+    and the budget's lines say several facts each: the first one's label is the row's."""
+    budget = status.budget
+    hours_left = max(0.0, budget.max_hours - status.hours_used)
+    spend = usd(status.spend_usd)
+    if budget.max_spend_usd is not None:
+        spend += f" of {usd(budget.max_spend_usd)}"
+    facts = [
+        Fact(
+            "attempt",
+            f"{status.attempt} · **sandbox** `{status.sandbox_id or '-'}`"
+            + (f" · **host** `{status.host}`" if status.host else ""),
+        ),
+        Fact(
+            "budget",
+            f"{status.restarts_used}/{budget.max_restarts} · **hours** "
+            f"{status.hours_used:.2f} used, {hours_left:.2f} left · **waits** "
+            f"{status.wait_hours_used:.2f} of {budget.max_wait_hours:g} h · **spend** {spend}",
+        ),
+    ]
+    if status.lease_ends_at is not None and live:
+        woken = f" (woken {status.lease_resumes}x at its end)" if status.lease_resumes else ""
+        facts.append(Fact("lease ends", f"{status.lease_ends_at:%H:%M:%S} UTC{woken}"))
+    if status.waiting_on:
+        facts.append(Fact("waiting on", status.waiting_on))
+    if status.checkpoint_rejected:
+        facts.append(Fact("checkpoint kept", status.checkpoint_rejected))
+    if status.restarts:
+        last = status.restarts[-1]
+        facts.append(
+            Fact("last restart", f"attempt {last.attempt}: {markdown_inline(last.reason)}")
+        )
+    return facts
+
+
 def _rounded(value: float | None) -> float | None:
     return None if value is None else round(value, 4)
-
-
-def _next_step(status: RunStatus) -> str:
-    summary = status.checkpoint_summary
-    if summary is None or summary.next is None:
-        return "-"
-    return markdown_inline(summary.next)
