@@ -33,25 +33,30 @@ STEP_OUT_AFTER = timedelta(minutes=5)
 async def admitted(s: SupervisorState, publish: Callable[[SupervisorState], None]) -> bool:
     """Wait in `queued` for a place when the run must ask for one. False: it was cancelled
     while it waited (nothing was made; the caller ends the run, which gives the turn back)."""
-    terms = s.admission
-    if terms is None or s.admitted or not workflow.patched(ADMISSION_PATCH):
+    terms = s.pool.admission
+    if terms is None or s.pool.admitted or not workflow.patched(ADMISSION_PATCH):
         return True
     s.state = "queued"
     # Time in the queue is not the run's time: `max_hours` counts from its admission, as it
     # leaves out time waiting for a person (budget.hours_used).
-    s.attention_since = workflow.now()
+    s.attention.attention_since = workflow.now()
     publish(s)
     request = request_for(terms, workflow.info().workflow_id, s.spec)
     await admission.request_admission(terms, request)
-    await workflow.wait_condition(lambda: s.admitted or s.cancel_requested)
-    s.attention_seconds += (workflow.now() - s.attention_since).total_seconds()
-    s.attention_since = None
+    await workflow.wait_condition(lambda: s.pool.admitted or s.cancel_requested)
+    s.attention.attention_seconds += (workflow.now() - s.attention.attention_since).total_seconds()
+    s.attention.attention_since = None
     return not s.cancel_requested
 
 
 def holds_place(s: SupervisorState) -> bool:
     """The run holds a place it may give back for a long wait."""
-    return s.wait_budget_kept and s.admission is not None and s.admitted and not s.stepped_out
+    return (
+        s.kit.wait_budget_kept
+        and s.pool.admission is not None
+        and s.pool.admitted
+        and not s.pool.stepped_out
+    )
 
 
 def step_out_at(s: SupervisorState, paused_since: datetime | None) -> datetime | None:
@@ -64,47 +69,49 @@ def step_out_at(s: SupervisorState, paused_since: datetime | None) -> datetime |
 async def step_out(s: SupervisorState) -> None:
     """Paused for long, the run gives its place back (its sandbox stays paused: on Runtime a
     paused sandbox costs nothing; locally it keeps its disk) and asks again before it wakes."""
-    terms = s.admission
+    terms = s.pool.admission
     if terms is None or not holds_place(s):
         return
     # Before the signal: the admission workflow asks the run (`in_pool`) whether it is out.
-    s.stepped_out = True
-    s.admitted = False
+    s.pool.stepped_out = True
+    s.pool.admitted = False
     await _release(terms)
 
 
 async def back_in(s: SupervisorState, publish: Callable[[SupervisorState], None]) -> bool:
     """A run that gave its place back waits in `queued` for one again, its sandbox paused,
     before it wakes. False: it was cancelled meanwhile."""
-    terms = s.admission
-    if not s.stepped_out or terms is None:
+    terms = s.pool.admission
+    if not s.pool.stepped_out or terms is None:
         return True
-    s.stepped_out = False
-    s.admitted = False
+    s.pool.stepped_out = False
+    s.pool.admitted = False
     before = s.state
     s.state = "queued"
     # The queue's time is neither run time nor a wait of the agent's (as the first queue's).
-    counting = s.attention_since is None
+    counting = s.attention.attention_since is None
     if counting:
-        s.attention_since = workflow.now()
+        s.attention.attention_since = workflow.now()
     publish(s)
     request = request_for(terms, workflow.info().workflow_id, s.spec)
     await admission.request_admission(terms, request)
-    await workflow.wait_condition(lambda: s.admitted or s.cancel_requested)
-    if counting and s.attention_since is not None:
-        s.attention_seconds += (workflow.now() - s.attention_since).total_seconds()
-        s.attention_since = None
+    await workflow.wait_condition(lambda: s.pool.admitted or s.cancel_requested)
+    if counting and s.attention.attention_since is not None:
+        s.attention.attention_seconds += (
+            workflow.now() - s.attention.attention_since
+        ).total_seconds()
+        s.attention.attention_since = None
     s.state = before
     return not s.cancel_requested
 
 
 async def give_back(s: SupervisorState) -> None:
     """The run is ending: its place, or its turn in the queue, goes back to the pool. Once."""
-    terms = s.admission
+    terms = s.pool.admission
     if terms is None:
         return
-    s.admission = None
-    s.admitted = False
+    s.pool.admission = None
+    s.pool.admitted = False
     await _release(terms)
 
 

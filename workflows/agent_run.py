@@ -120,7 +120,7 @@ class AgentRun(RunMessages, RewindMessages):
             self._publish(s)
             if s.cancel_requested:
                 return await self._end(s, "cancelled")
-            if s.rewind_to is not None:
+            if s.workspace.rewind_to is not None:
                 await workspace_steps.rewind(s, self._restart)
                 continue
             if workflow.info().is_continue_as_new_suggested():
@@ -208,7 +208,7 @@ class AgentRun(RunMessages, RewindMessages):
         s.state = "starting" if s.attempt == 0 else "restarting"
         s.attempt += 1
         self._publish(s)
-        cost_cap = budget.spend_left_micros(s, workflow.now()) if s.lease_keeping else None
+        cost_cap = budget.spend_left_micros(s, workflow.now()) if s.sandbox.lease_keeping else None
         restore = restore_for(s)
         lease_cost = money.next_lease_micros(s) if money.keeps_account(s) else None
         try:
@@ -236,7 +236,9 @@ class AgentRun(RunMessages, RewindMessages):
                 await hopeless_steps.fail_run(s, failed, self._publish, self._notifier)
             why = f"could not create sandbox {s.attempt}: {outcomes.describe(err)}"
             await end_steps.sweep(s, stop=True, paused_too=False, why="half-made sandbox")
-            s.pending_counted = s.fail_fast and bool(reason)  # its restart was decided already
+            s.attempts.pending_counted = s.fail_fast and bool(
+                reason
+            )  # its restart was decided already
             held = NeedsAttention(why, pending_restart=reason or why)
             await set_aside_steps.enter_attention(s, held, self, self._looks, self._notifier)
             return
@@ -256,7 +258,7 @@ class AgentRun(RunMessages, RewindMessages):
         if isinstance(woken, str):
             # The key's daily limit refused the fresh lease: the same agent waits, paused.
             budget.close_sandbox_spend(s, decision.paused_at)
-            s.sandbox_paused = True
+            s.sandbox.sandbox_paused = True
             held = money_steps.daily_attention(s, woken, None)
             await set_aside_steps.enter_attention(
                 s, held, self, self._looks, self._notifier, daily=True, keep_sandbox=True
@@ -287,13 +289,13 @@ class AgentRun(RunMessages, RewindMessages):
             reason=reason,
             at=now,
             sandbox_id=s.sandbox_id,
-            last_progress_at=s.last_progress_at,
+            last_progress_at=s.progress.last_progress_at,
         )
-        s.restarts.append(record)
+        s.attempts.restarts.append(record)
         if counted:
-            s.restarts_used += 1
+            s.attempts.restarts_used += 1
         model_books.mark_loop_acted(s, reason)
-        s.pending_restart = None
+        s.attempts.pending_restart = None
         await set_aside_steps.set_aside(s, self._looks, why=reason, ended=reason, salvaged=salvaged)
         record_restart(s, record)
         s.state = "restarting"

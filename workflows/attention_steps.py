@@ -29,11 +29,11 @@ class Unanswered:
 async def wait_for_person(
     s: SupervisorState, messages: RunMessages
 ) -> Decision | Unanswered | None:
-    assert s.attention_since is not None
-    deadline = s.attention_since + timedelta(hours=s.spec.attention_hours)
+    assert s.attention.attention_since is not None
+    deadline = s.attention.attention_since + timedelta(hours=s.spec.attention_hours)
     left = deadline - workflow.now()
     wait, summary = left, "waiting for a person: extend_budget or cancel"
-    if s.daily_window_wait:
+    if s.attention.daily_window_wait:
         wait = min(left, money.DAILY_WINDOW_RECHECK)
         summary = "waiting for the key's daily spending window (or extend_budget, cancel)"
     try:
@@ -43,7 +43,7 @@ async def wait_for_person(
             timeout_summary=summary,
         )
     except TimeoutError:
-        if s.daily_window_wait and workflow.now() < deadline:
+        if s.attention.daily_window_wait and workflow.now() < deadline:
             if not await money_steps.daily_window_open(s):
                 return None
             messages.budget_changed = True  # room again: resume as after an extension
@@ -54,14 +54,14 @@ async def wait_for_person(
     messages.budget_changed = False
     decision = decide_resume(s, workflow.now())
     if isinstance(decision, NeedsAttention):
-        s.attention_reason = decision.reason
-        s.daily_window_wait = False
+        s.attention.attention_reason = decision.reason
+        s.attention.daily_window_wait = False
         return None
-    s.attention_seconds += (workflow.now() - s.attention_since).total_seconds()
-    s.attention_since = None
-    s.attention_reason = None
-    s.daily_window_wait = False
-    s.pending_counted = False
+    s.attention.attention_seconds += (workflow.now() - s.attention.attention_since).total_seconds()
+    s.attention.attention_since = None
+    s.attention.attention_reason = None
+    s.attention.daily_window_wait = False
+    s.attempts.pending_counted = False
     s.state = "restarting"
     return decision
 
@@ -69,13 +69,13 @@ async def wait_for_person(
 async def give_up(s: SupervisorState, notifier: Notifier) -> NoReturn:
     """Nobody came within `attention_hours`: the run fails (its sandboxes stay paused)."""
     why = (
-        f"run {s.spec.run_id} is out of budget ({s.attention_reason}) and nobody "
+        f"run {s.spec.run_id} is out of budget ({s.attention.attention_reason}) and nobody "
         f"extended it within {s.spec.attention_hours:g} h"
     )
-    if s.question is not None:
+    if s.kit.question is not None:
         why = (
             f"run {s.spec.run_id}: nobody answered its agent's question within "
-            f"{2 * s.spec.attention_hours:g} h ({s.question.question[:200]})"
+            f"{2 * s.spec.attention_hours:g} h ({s.kit.question.question[:200]})"
         )
     notifier.tell(s, "failed", why)
     await notifier.settle()

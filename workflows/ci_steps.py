@@ -39,9 +39,9 @@ def watching(s: SupervisorState) -> bool:
     """The run's finish waits on its pull request's CI (asked once, at its first watch)."""
     if not ci.wanted(s):
         return False
-    if s.ci_watching is None:
-        s.ci_watching = workflow.patched(CI_ROUNDS_PATCH)
-    return s.ci_watching
+    if s.ci.ci_watching is None:
+        s.ci.ci_watching = workflow.patched(CI_ROUNDS_PATCH)
+    return s.ci.ci_watching
 
 
 async def watch(s: SupervisorState, publish: Publish) -> Decision | None:
@@ -49,19 +49,19 @@ async def watch(s: SupervisorState, publish: Publish) -> Decision | None:
     `CiRound`, or a person needed (None: cancelled meanwhile)."""
     if not watching(s):
         return Finish()
-    s.delivery_waits = None
-    if s.ci_told is not None:  # a failure waited for a person, who extended the run
+    s.delivery.delivery_waits = None
+    if s.ci.ci_told is not None:  # a failure waited for a person, who extended the run
         waited = ci.verdict(s, workflow.now())
         assert waited is not None
         return _decided(s, waited)
     await _step_aside(s)
     ci.begin_watch(s, workflow.now())
     publish(s)
-    assert s.pushed_commit is not None
+    assert s.delivery.pushed_commit is not None
     while True:
         began = workflow.now()
         wait = ci.window_seconds(s, began, policies.WATCH_CHECKS_WINDOW)
-        seen = await _look(s, s.pushed_commit, wait)
+        seen = await _look(s, s.delivery.pushed_commit, wait)
         if seen is None:
             ci.end_watch(s, workflow.now())
             return None
@@ -117,7 +117,9 @@ async def start_again(s: SupervisorState, decision: CiRound, publish: Publish) -
     assert s.sandbox_id is not None
     if not await admission_steps.back_in(s, publish):
         return None
-    if (s.paused_in_place or s.sandbox_paused) and not await kit_request_steps.wake_in_place(
+    if (
+        s.sandbox.paused_in_place or s.sandbox.sandbox_paused
+    ) and not await kit_request_steps.wake_in_place(
         s, "a CI check failed: the agent starts again on it", agent_ended=True
     ):
         return "sandbox paused while CI ran could not be woken"
@@ -128,9 +130,9 @@ async def start_again(s: SupervisorState, decision: CiRound, publish: Publish) -
             s.spec,
             s.sandbox_id,
             s.attempt,
-            s.process_fresh_start,
+            s.attempts.process_fresh_start,
             ended,
-            ci_round=s.ci_rounds_used,
+            ci_round=s.ci.ci_rounds_used,
             ci_reason=decision.reason,
             told=decision.told,
             route=host_steps.current_route(s),
@@ -146,9 +148,9 @@ async def start_again(s: SupervisorState, decision: CiRound, publish: Publish) -
 async def _step_aside(s: SupervisorState) -> None:
     """Pause the sandbox where it stands (the agent has ended; its session and work stay in
     it) and give the admission place back while CI runs."""
-    if s.sandbox_id is not None and not s.sandbox_paused:
+    if s.sandbox_id is not None and not s.sandbox.sandbox_paused:
         await kit_request_steps.pause_in_place(s, "its pull request's CI runs")
-    if s.sandbox_paused:
+    if s.sandbox.sandbox_paused:
         await admission_steps.step_out(s)
 
 
@@ -158,7 +160,7 @@ def _decided(s: SupervisorState, verdict: CiRound | str) -> Decision:
 
 def _person(s: SupervisorState, reason: str) -> NeedsAttention:
     """A person decides; any extension acts on CI again (`delivery.DeliverAgain`)."""
-    s.delivery_waits = "checks"
+    s.delivery.delivery_waits = "checks"
     return NeedsAttention(reason, in_place=True)
 
 

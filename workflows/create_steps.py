@@ -44,9 +44,9 @@ async def create(
     """The new sandbox's agent started; None when the run was cancelled before a create began
     (nothing made); ActivityError when it could not be made. `publish`: the card is published
     again as a failed try's note comes in (what the run waits on)."""
-    if not s.gateway_metered and model_plan(s.spec) is not None:
+    if not s.money.gateway_metered and model_plan(s.spec) is not None:
         # Its model calls through the worker's gateway, their spend counted there.
-        s.gateway_metered = workflow.patched(GATEWAY_MODELS_PATCH)
+        s.money.gateway_metered = workflow.patched(GATEWAY_MODELS_PATCH)
     try:
         return await _create(s, reason, cost_cap, restore, lease_cost, publish)
     finally:
@@ -93,18 +93,18 @@ async def _create_on(
     handle = sandbox.start_create_sandbox(
         s.spec,
         s.attempt,
-        s.checkpoint,
+        s.progress.checkpoint,
         reason,
         cost_cap,
         restore=restore,
         lease_cost_micros=lease_cost,
-        wants_host=s.host_routing,
+        wants_host=s.hosts.host_routing,
         route=route,
         workspace=workspace.restore_for(s),
         model_allowance_usd=_model_allowance(s),
         model_booked_by_host=model_books.booked_by_host(s),
     )
-    s.model_cap_budget = s.budget.max_spend_usd
+    s.money.model_cap_budget = s.budget.max_spend_usd
     try:
         await _wait_publishing(s, handle, publish)
     except asyncio.CancelledError:
@@ -141,6 +141,6 @@ async def _wait_publishing(
 
 
 def _model_allowance(s: SupervisorState) -> float | None:
-    if not s.gateway_metered:
+    if not s.money.gateway_metered:
         return None
     return model_books.allowance_usd(s, budget.sandbox_spend_usd(s, workflow.now()))

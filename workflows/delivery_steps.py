@@ -47,11 +47,11 @@ async def deliver(s: SupervisorState, publish: Publish) -> Decision | None:
     """The agent exited 0 and its checks passed (or a person extended a run whose delivery
     waits): `Finish` once the work is on the origin (and proposed, and its CI passed), else
     what follows (None: cancelled while it waited on CI)."""
-    if not s.finish_pushes:
+    if not s.delivery.finish_pushes:
         return Finish()
     s.state = "finishing"
     publish(s)
-    if s.pushed_commit is None:
+    if s.delivery.pushed_commit is None:
         waits = await _push(s)
         if waits is not None:
             return waits
@@ -59,7 +59,7 @@ async def deliver(s: SupervisorState, publish: Publish) -> Decision | None:
         waits = await _pull_request(s)
         if waits is not None:
             return waits
-    s.delivery_waits = None
+    s.delivery.delivery_waits = None
     if ci_steps.watching(s):  # finished only once its pull request's checks pass
         return await ci_steps.watch(s, publish)
     return Finish()
@@ -68,42 +68,49 @@ async def deliver(s: SupervisorState, publish: Publish) -> Decision | None:
 async def _push(s: SupervisorState) -> Decision | None:
     """Push the work to the run's branch (None: the origin holds it)."""
     assert s.sandbox_id is not None
-    if (s.paused_in_place or s.sandbox_paused) and not await kit_request_steps.wake_in_place(
+    if (
+        s.sandbox.paused_in_place or s.sandbox.sandbox_paused
+    ) and not await kit_request_steps.wake_in_place(
         s, "push the run's work to its branch", agent_ended=True
     ):
         return _waits(s, "push", "the sandbox holding it could not be woken for its push")
-    target = done.check_lease_target(s.lease_ends_at, PUSH_LEASE_SECONDS, workflow.now())
-    if s.lease_keeping and target is not None:
+    target = done.check_lease_target(s.sandbox.lease_ends_at, PUSH_LEASE_SECONDS, workflow.now())
+    if s.sandbox.lease_keeping and target is not None:
         await lease_steps.extend_lease(s, target, "push the run's work")
-    if s.push_at is None:
-        s.push_at = workflow.now()
-    previous = s.done_commit or workspace.previous_commit(s)
+    if s.delivery.push_at is None:
+        s.delivery.push_at = workflow.now()
+    previous = s.done.done_commit or workspace.previous_commit(s)
     pushed = await outcomes.outcome(
         delivery_calls.confirm_pushed(s, host_steps.current_route(s), previous)
     )
     if isinstance(pushed, ActivityError):
         said = _said(pushed)
         if outcomes.error_type(pushed) in _GONE:
-            s.delivery_waits, s.push_at = None, None  # a new sandbox makes a commit of its own
+            s.delivery.delivery_waits, s.delivery.push_at = (
+                None,
+                None,
+            )  # a new sandbox makes a commit of its own
             return restart_within_budget(s, said, workflow.now())
         workflow.logger.warning("the run's work was not pushed: %s", said)
         return _waits(s, "push", said)
-    s.pushed_commit = pushed.commit
+    s.delivery.pushed_commit = pushed.commit
     workflow.logger.info("the run's work is on the origin: %s at %s", pushed.ref, pushed.commit)
     return None
 
 
 async def _pull_request(s: SupervisorState) -> Decision | None:
     """Open or update the branch's pull request (None: it is open)."""
-    assert s.pushed_commit is not None
+    assert s.delivery.pushed_commit is not None
     facts = delivery.run_facts(s, workflow.now())
-    opened = await outcomes.outcome(delivery_calls.open_pull_request(s, s.pushed_commit, facts))
+    opened = await outcomes.outcome(
+        delivery_calls.open_pull_request(s, s.delivery.pushed_commit, facts)
+    )
     if isinstance(opened, ActivityError):
         said = _said(opened)
         workflow.logger.warning("no pull request: %s", said)
         return _waits(s, "pull_request", said)
-    s.pull_request_url = opened.url
-    s.pull_request_commit = s.pushed_commit
+    s.delivery.pull_request_url = opened.url
+    s.delivery.pull_request_commit = s.delivery.pushed_commit
     return None
 
 
@@ -111,9 +118,9 @@ def _waits(s: SupervisorState, what: str, said: str) -> NeedsAttention:
     """A person is needed; the sandbox is paused where it stands (never stopped: the work
     may be only there), and an extension tries again (`delivery.DeliverAgain`)."""
     if what == "push":
-        s.delivery_waits = "push"
+        s.delivery.delivery_waits = "push"
         return NeedsAttention(delivery.push_reason(said), in_place=True)
-    s.delivery_waits = "pull_request"
+    s.delivery.delivery_waits = "pull_request"
     return NeedsAttention(delivery.pull_request_reason(said), in_place=True)
 
 

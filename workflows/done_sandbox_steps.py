@@ -39,8 +39,8 @@ async def fresh_round(
     """Run `done_when` against the pushed work in a new check sandbox, appending each check to
     `checks` (a failed one ends the round); the check sandbox is stopped on every way out."""
     assert s.sandbox_id is not None
-    s.check_sandboxes_made += 1
-    number = s.check_sandboxes_made
+    s.done.check_sandboxes_made += 1
+    number = s.done.check_sandboxes_made
     now = workflow.now()
     prepared = await interruptible(
         s,
@@ -51,7 +51,9 @@ async def fresh_round(
             round_number,
             at=now,
             previous=_previous_commit(s),
-            max_total_cost_micros=budget.spend_left_micros(s, now) if s.lease_keeping else None,
+            max_total_cost_micros=budget.spend_left_micros(s, now)
+            if s.sandbox.lease_keeping
+            else None,
             lease_cost_micros=money.next_lease_micros(s) if money.keeps_account(s) else None,
             route=host_steps.current_route(s),
         ),
@@ -64,12 +66,12 @@ async def fresh_round(
             return None
         return f"done check sandbox {number} could not be made ready: {prepared}"
     if prepared.commit is not None:
-        s.done_commit = prepared.commit
+        s.done.done_commit = prepared.commit
         workspace_steps.note_refs_pushed(s)
     if prepared.sandbox_id is None:
         checks.append(done.unchecked(s, round_number, prepared.problem, workflow.now()))
         return True
-    s.check_sandbox_id = prepared.sandbox_id
+    s.done.check_sandbox_id = prepared.sandbox_id
     made_at = workflow.now()
     try:
         return await _checks(s, prepared, round_number, checks, publish)
@@ -143,13 +145,13 @@ async def _close(s: SupervisorState, sandbox_id: str, made_at: datetime) -> None
         why="done check round over",
         route=host_steps.current_route(s),
     )
-    s.check_sandbox_id = None
+    s.done.check_sandbox_id = None
     done.close_check_spend(s, (workflow.now() - made_at).total_seconds())
 
 
 def _previous_commit(s: SupervisorState) -> str | None:
     """The run's latest commit on the origin, whose objects a push need not send again."""
-    return s.done_commit or workspace.previous_commit(s)
+    return s.done.done_commit or workspace.previous_commit(s)
 
 
 async def interruptible(

@@ -40,14 +40,14 @@ async def after_exit_zero(s: SupervisorState, publish: Publish) -> Decision | No
     if not done.wanted(s) or not workflow.patched(DONE_CHECKS_PATCH):
         return Finish()
     assert s.sandbox_id is not None
-    if s.sandbox_paused and not await kit_request_steps.wake_in_place(
+    if s.sandbox.sandbox_paused and not await kit_request_steps.wake_in_place(
         s, "the agent finished: its done check", agent_ended=True
     ):
         why = "sandbox paused as its agent finished could not be woken for the done check"
         return restart_within_budget(s, why, workflow.now())
-    round_number = s.done_checks_used + 1
+    round_number = s.done.done_checks_used + 1
     checks: list[DoneCheck] = []
-    s.done_results = checks  # the status shows the round as it goes
+    s.done.done_results = checks  # the status shows the round as it goes
     fresh = bool(s.spec.done_when) and workflow.patched(DONE_CHECKS_FRESH_PATCH)
     for check in done.in_place_checks(s, fresh):
         target = done.lease_target(s, workflow.now())
@@ -73,7 +73,7 @@ async def after_exit_zero(s: SupervisorState, publish: Publish) -> Decision | No
             return restart_within_budget(s, outcome, workflow.now())
     failed = done.record_round(s, checks)
     if failed is not None:
-        workflow.logger.info("done check failed: %s", s.done_pending)
+        workflow.logger.info("done check failed: %s", s.done.done_pending)
     return after_done_checks(s, workflow.now())
 
 
@@ -102,21 +102,23 @@ async def start_again(s: SupervisorState, decision: DoneRound) -> str | None:
     the failed check (the file `DONE_CHECK_FILE` holds its output); why a restart from the
     checkpoint is needed instead when it could not be (None: it runs)."""
     assert s.sandbox_id is not None
-    if (s.paused_in_place or s.sandbox_paused) and not await kit_request_steps.wake_in_place(
+    if (
+        s.sandbox.paused_in_place or s.sandbox.sandbox_paused
+    ) and not await kit_request_steps.wake_in_place(
         s, "budget extended: the agent starts again on its done check", agent_ended=True
     ):
         return "sandbox paused for its done check could not be woken"
-    s.done_rounds += 1
-    s.done_pending = None
+    s.done.done_rounds += 1
+    s.done.done_pending = None
     ended = s.process_id
     started = await outcomes.outcome(
         sandbox.start_agent(
             s.spec,
             s.sandbox_id,
             s.attempt,
-            s.process_fresh_start,
+            s.attempts.process_fresh_start,
             ended,
-            done_round=s.done_rounds,
+            done_round=s.done.done_rounds,
             done_reason=decision.reason,
             route=host_steps.current_route(s),
         )

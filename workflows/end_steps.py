@@ -90,7 +90,8 @@ async def sweep_ended(s: SupervisorState, *, why: str) -> None:
         if box.sandbox_id == s.sandbox_id or box.state not in ("running", "starting", "paused"):
             continue
         set_aside = box.state == "paused" or (
-            box.sandbox_id in s.paused_sandboxes and workflow.patched(KEEP_WOKEN_ASIDE_PATCH)
+            box.sandbox_id in s.sandbox.paused_sandboxes
+            and workflow.patched(KEEP_WOKEN_ASIDE_PATCH)
         )
         if set_aside and until is not None:
             kept = f"{why}; kept for a look for {days} day(s)"

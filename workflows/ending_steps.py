@@ -40,7 +40,7 @@ async def end(
             # Cancelled while its work waits for the origin: its sandbox is kept paused,
             # as a failed attempt's is (for `keep_failed_days`), never stopped.
             await money_steps.end_sandbox(s, stop=False, why=f"{why}; its work is only here")
-            s.paused_sandboxes.append(s.sandbox_id)
+            s.sandbox.paused_sandboxes.append(s.sandbox_id)
             s.sandbox_id = None
         else:
             await money_steps.end_sandbox(s, stop=not keep, why=why)

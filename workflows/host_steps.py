@@ -55,7 +55,7 @@ def create_route(s: SupervisorState) -> hosts.Route:
 def sweep_routes(s: SupervisorState) -> list[hosts.Route]:
     """Where to look for the run's sandboxes at a sweep: each host it made one on and has not
     lost, or (no host known: a run on Runtime, or from before) the run's own queue."""
-    queues = hosts.live_host_queues(s) if s.host_routing else []
+    queues = hosts.live_host_queues(s) if s.hosts.host_routing else []
     return [queue_route(s, q) for q in queues] or [hosts.ANY_WORKER]
 
 
@@ -67,45 +67,45 @@ def box_route(s: SupervisorState, sandbox_id: str, listed_on: hosts.Route) -> ho
 
 def record_host(s: SupervisorState, started: AgentStarted) -> None:
     """A create's answer: the host queue its sandbox is reached on, if it names one."""
-    if not s.host_routing or started.host_queue is None:
+    if not s.hosts.host_routing or started.host_queue is None:
         return
-    s.sandbox_hosts[started.sandbox_id] = started.host_queue
-    if started.host_queue in s.lost_hosts:
-        s.lost_hosts.remove(started.host_queue)  # it came back, and made this one
+    s.hosts.sandbox_hosts[started.sandbox_id] = started.host_queue
+    if started.host_queue in s.hosts.lost_hosts:
+        s.hosts.lost_hosts.remove(started.host_queue)  # it came back, and made this one
     if started.host_lost_seconds is not None:
-        s.host_lost_seconds = started.host_lost_seconds
-    s.host_unseen_since.pop(started.host_queue, None)
+        s.hosts.host_lost_seconds = started.host_lost_seconds
+    s.hosts.host_unseen_since.pop(started.host_queue, None)
 
 
 def host_seen(s: SupervisorState, queue: str | None) -> None:
     """A step on `queue` was taken: its host is there."""
     if queue is not None:
-        s.host_unseen_since.pop(queue, None)
+        s.hosts.host_unseen_since.pop(queue, None)
 
 
 async def host_lost(s: SupervisorState, queue: str) -> str | None:
     """A step on `queue` waited unstarted: why its host is lost (then marked so), or None
     (not yet: the step is to be sent again)."""
-    if queue in s.lost_hosts:
+    if queue in s.hosts.lost_hosts:
         return hosts.lost_reason_again(queue)
     now = workflow.now()
     # The step began to wait one `host_wait` ago (each try waits that long, then times out).
-    since = s.host_unseen_since.setdefault(queue, now - hosts.host_wait(s))
+    since = s.hosts.host_unseen_since.setdefault(queue, now - hosts.host_wait(s))
     seen = await host_check.check_host(queue)
     if seen is None:
         return None
-    if s.host_lost_seconds is None:  # no create has said it yet: the next wait is sized by it
-        s.host_lost_seconds = seen.lost_after_seconds
+    if s.hosts.host_lost_seconds is None:  # no create has said it yet: the next wait is sized by it
+        s.hosts.host_lost_seconds = seen.lost_after_seconds
     now = workflow.now()
     if seen.last_poll_at is not None and seen.last_poll_at > since:
         # A worker polled the queue since the step began to wait (a busy host, or one back
         # just now): it is there.
-        s.host_unseen_since.pop(queue, None)
+        s.hosts.host_unseen_since.pop(queue, None)
         return None
     if not hosts.is_lost(seen, since, now):
         workflow.logger.warning("host queue %s unpolled since %s; waiting", queue, since)
         return None
-    s.lost_hosts.append(queue)
+    s.hosts.lost_hosts.append(queue)
     reason = hosts.lost_reason(queue, seen, now)
     workflow.logger.warning("%s", reason)
     return reason

@@ -21,7 +21,7 @@ async def extend_lease(s: SupervisorState, until: datetime, why: str = "agent pr
     assert s.sandbox_id is not None
     # Marked first: a failed extension is not retried on every look (the lease then ends, the
     # sandbox pauses, and the run wakes it).
-    s.lease_extended_at = workflow.now()
+    s.sandbox.lease_extended_at = workflow.now()
     # Past the key's daily spending limit the extension is refused: the lease then ends, the
     # sandbox pauses, and waking it waits for the daily window.
     rate = budget.micros_per_second(s.spec) if money.keeps_account(s) else None
@@ -39,7 +39,7 @@ async def extend_lease(s: SupervisorState, until: datetime, why: str = "agent pr
         return
     metrics.lease_extension("failed" if info is None else "extended")
     if info is not None and info.lease_ends_at is not None:
-        s.lease_ends_at = info.lease_ends_at
+        s.sandbox.lease_ends_at = info.lease_ends_at
 
 
 async def wake_after_lease(s: SupervisorState, paused_at: datetime) -> bool | str:
@@ -63,13 +63,13 @@ async def wake_after_lease(s: SupervisorState, paused_at: datetime) -> bool | st
     metrics.lease_end_wake("woken")
     now = workflow.now()
     # Frozen time is neither the agent's stall nor compute spend.
-    if s.last_progress_at is not None:
-        s.last_progress_at = min(now, s.last_progress_at + (now - paused_at))
+    if s.progress.last_progress_at is not None:
+        s.progress.last_progress_at = min(now, s.progress.last_progress_at + (now - paused_at))
     budget.close_sandbox_spend(s, paused_at)
-    s.sandbox_started_at = now
-    s.lease_ends_at = info.lease_ends_at
-    s.lease_extended_at = now
-    s.sandbox_paused = False
-    s.lease_resumes += 1
+    s.sandbox.sandbox_started_at = now
+    s.sandbox.lease_ends_at = info.lease_ends_at
+    s.sandbox.lease_extended_at = now
+    s.sandbox.sandbox_paused = False
+    s.sandbox.lease_resumes += 1
     workflow.logger.info("sandbox %s woken after its lease end", s.sandbox_id)
     return await after_wake(s, info, was_paused=True)

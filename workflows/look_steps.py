@@ -43,7 +43,7 @@ DEADLINE_LOOKS_LOST_AT_MOST = 30
 
 def interrupted(s: SupervisorState) -> bool:
     """A message the loop acts on at once: a cancel, or a rewind."""
-    return s.cancel_requested or s.rewind_to is not None
+    return s.cancel_requested or s.workspace.rewind_to is not None
 
 
 class Looks:
@@ -100,13 +100,13 @@ class Looks:
         take_refusals(s, s.sandbox_id, seen.egress_refused)
         self.books_news = model_books.news(s, seen.gateway_books)
         model_books.take_books(s, seen.gateway_books)
-        s.watch_token = seen.watch_token
-        s.sandbox_paused = seen.sandbox_state == "paused"
+        s.sandbox.watch_token = seen.watch_token
+        s.sandbox.sandbox_paused = seen.sandbox_state == "paused"
         # A paused sandbox's reported end is judged beside the run's record (lease.lease_ended),
         # not over it; a wake brings the fresh lease's end.
-        paused_kept = s.lease_end_either and seen.sandbox_state == "paused"
+        paused_kept = s.sandbox.lease_end_either and seen.sandbox_state == "paused"
         if seen.lease_ends_at is not None and not paused_kept:
-            s.lease_ends_at = seen.lease_ends_at
+            s.sandbox.lease_ends_at = seen.lease_ends_at
         return seen
 
     async def _deadline_look_lost(

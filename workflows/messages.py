@@ -46,15 +46,19 @@ class RunMessages:
     # From the pool's admission workflow: the run, queued, may start (workflows/admission_steps).
     @workflow.signal(name=ADMITTED_SIGNAL)
     def admitted_signal(self, *_args: Any) -> None:
-        if self._s is not None and self._s.admission is not None and not self._s.stepped_out:
-            self._s.admitted = True
+        if (
+            self._s is not None
+            and self._s.pool.admission is not None
+            and not self._s.pool.stepped_out
+        ):
+            self._s.pool.admitted = True
 
     # Asked by the pool's admission workflow before it frees a place on a `release` signal,
     # which anyone may send naming any run: only a run that is in no pool has its place freed.
     @workflow.query(name=IN_POOL_QUERY)
     def in_pool(self) -> bool:
         s = self._s
-        return s is not None and s.admission is not None and not s.stepped_out
+        return s is not None and s.pool.admission is not None and not s.pool.stepped_out
 
     # From the create activity: a try failed and another follows (overnight/retry_note.py); the
     # create step shows it on the card. Runs begun before fail-fast ignore it, as do late ones.
@@ -103,18 +107,18 @@ class RunMessages:
     # stock `temporal workflow update execute --name answer --input '"yes"'` works too.
     @workflow.update(name="answer")
     def answer(self, text: Any) -> str:
-        assert self._s is not None and self._s.question is not None
+        assert self._s is not None and self._s.kit.question is not None
         kit_requests.record_answer(self._s, text)
-        return f"answered {self._s.question.id}"
+        return f"answered {self._s.kit.question.id}"
 
     @answer.validator
     def _validate_answer(self, text: Any) -> None:
         s = self._s
-        if s is None or s.question is None or s.answer_given is not None:
+        if s is None or s.kit.question is None or s.kit.answer_given is not None:
             raise ValueError("no question is waiting for an answer")
         if not isinstance(text, str):
             raise ValueError("the answer must be text")
-        refusal = choice_refusal(s.question, text)
+        refusal = choice_refusal(s.kit.question, text)
         if refusal is not None:
             raise ValueError(refusal)
 
@@ -139,7 +143,7 @@ class RunMessages:
     # its notes. A query records nothing: histories replay as before.
     @workflow.query(name=CHECKPOINT_QUERY)
     def checkpoint_text(self) -> str | None:
-        return self._s.checkpoint if self._s is not None else None
+        return self._s.progress.checkpoint if self._s is not None else None
 
     @workflow.query(name="status")
     def status(self) -> RunStatus:

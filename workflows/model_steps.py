@@ -28,4 +28,4 @@ async def follow_budget(s: SupervisorState) -> None:
         model_books.booked_by_host(s),
         host_steps.current_route(s),
     )
-    s.model_cap_budget = s.budget.max_spend_usd
+    s.money.model_cap_budget = s.budget.max_spend_usd

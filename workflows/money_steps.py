@@ -57,5 +57,5 @@ async def daily_window_open(s: SupervisorState) -> bool:
         return False
     now = workflow.now()
     money.take_daily(s, read.daily, now)
-    s.money_read_at = now
+    s.money.money_read_at = now
     return money.daily_room(s, read.daily)

@@ -29,7 +29,7 @@ SAFETY_NET_PATCH = "safety-net-cost"
 # the pool's admission workflow for a place and wait in `queued` before anything is made, and
 # give it back on every way out (workflows/admission_steps.py).
 ADMISSION_PATCH = "admission-queue"
-# Runs begun with this marker mark a question and a wait acted on apart (`SupervisorState.
+# Runs begun with this marker mark a question and a wait acted on apart (`SupervisorState.kit.
 # wait_handled`): with one mark, a checkpoint holding an answered question and a far wait
 # alternated between them, answering and pausing again for the hours left, for ever.
 TALK_MARKS_APART_PATCH = "talk-marks-apart"
@@ -74,7 +74,7 @@ DEADLINE_LOOK_BOUNDED_PATCH = "deadline-look-bounded"
 # start; histories recorded before it replay waiting for a person, or restarting.
 FAIL_FAST_PATCH = "fail-fast-hopeless"
 # Runs begun with this marker take a paused sandbox as paused by its lease end when either its
-# provider's lease end or the run's own record of it has come (`SupervisorState.
+# provider's lease end or the run's own record of it has come (`SupervisorState.sandbox.
 # lease_end_either`): an extension that landed on a sandbox just paused at its lease end moved
 # the provider's end past now, and the pause was taken for someone else's (issue #36).
 LEASE_END_EITHER_PATCH = "lease-end-either-record"
@@ -183,3 +183,8 @@ NO_CREATE_AFTER_CANCEL_PATCH = "no-create-after-cancel"
 # right after its last model call went unseen until then. Asked only when a quiet look brought
 # grown books, which only runs whose calls go through the gateway have.
 BOOKS_ARE_NEWS_PATCH = "gateway-books-are-news"
+# Runs begun with this marker carry their state on continue-as-new grouped by concern
+# (`SupervisorState`'s groups, workflows/pure/state_shape.py); runs begun before it carry it
+# flat, one key per field, as every run did: a worker of the code before it reads only that
+# shape, and their chains never change shape midway. Both shapes are read.
+STATE_GROUPED_PATCH = "state-grouped"

@@ -27,7 +27,7 @@ class RewindMessages:
     @workflow.update(name=REWIND_UPDATE)
     def rewind(self, to: Any) -> str:
         assert self._s is not None
-        self._s.rewind_to = int(to)
+        self._s.workspace.rewind_to = int(to)
         return f"rewinding to checkpoint {to}: a new sandbox from its workspace and checkpoint"
 
     @rewind.validator
@@ -37,8 +37,8 @@ class RewindMessages:
             raise ValueError("the run has not started yet")
         if isinstance(to, bool) or not isinstance(to, int) or to < 1:
             raise ValueError("the checkpoint to rewind to is a whole number, 1 or more")
-        keeping = s.spec.keep_workspace and s.workspace_keeping is not False
-        pending = s.rewind_to is not None or s.rewinding is not None
-        refusal = rewind_refusal(keeping, s.state, s.workspace_kept, to, pending)
+        keeping = s.spec.keep_workspace and s.workspace.workspace_keeping is not False
+        pending = s.workspace.rewind_to is not None or s.workspace.rewinding is not None
+        refusal = rewind_refusal(keeping, s.state, s.workspace.workspace_kept, to, pending)
         if refusal is not None:
             raise ValueError(refusal)

@@ -41,14 +41,14 @@ async def fresh_start(s: SupervisorState) -> str | LookAgain | None:
     """Start the agent again with a fresh context; why a restart is needed instead when it
     could not be started (None: it runs)."""
     assert s.sandbox_id is not None
-    s.fresh_starts_used += 1
+    s.attempts.fresh_starts_used += 1
     ended = s.process_id
     started = await outcomes.outcome(
         sandbox.start_agent(
             s.spec,
             s.sandbox_id,
             s.attempt,
-            s.fresh_starts_used,
+            s.attempts.fresh_starts_used,
             ended,
             route=host_steps.current_route(s),
         )
@@ -58,7 +58,7 @@ async def fresh_start(s: SupervisorState) -> str | LookAgain | None:
         if outcomes.error_type(started) == NOT_RUNNING and workflow.patched(
             FRESH_START_LOOKS_AGAIN_PATCH
         ):
-            s.fresh_starts_used -= 1
+            s.attempts.fresh_starts_used -= 1
             workflow.logger.info("fresh start put off, looking again: %s", why)
             return LookAgain(why)
         return f"could not start the agent again: {why}"
@@ -67,8 +67,8 @@ async def fresh_start(s: SupervisorState) -> str | LookAgain | None:
         s, started.previous_output, f"context window full (exit {exit_code})", workflow.now()
     )
     s.process_id = started.process_id
-    s.process_fresh_start = s.fresh_starts_used
-    s.last_progress_at = workflow.now()
+    s.attempts.process_fresh_start = s.attempts.fresh_starts_used
+    s.progress.last_progress_at = workflow.now()
     return None
 
 
@@ -80,15 +80,15 @@ async def after_wake(s: SupervisorState, woken: SandboxInfo, *, was_paused: bool
     if not workflow.patched(PAUSE_ENDS_AGENTS_PATCH):
         return True  # histories recorded before: the dead agent is seen as before
     assert s.sandbox_id is not None
-    s.pause_resumes += 1
+    s.sandbox.pause_resumes += 1
     started = await outcomes.best_effort(
         sandbox.start_agent(
             s.spec,
             s.sandbox_id,
             s.attempt,
-            s.process_fresh_start,
+            s.attempts.process_fresh_start,
             s.process_id,
-            resumed=s.pause_resumes,
+            resumed=s.sandbox.pause_resumes,
             route=host_steps.current_route(s),
         ),
         "start the agent again",
@@ -97,5 +97,5 @@ async def after_wake(s: SupervisorState, woken: SandboxInfo, *, was_paused: bool
         return False
     workflow.logger.info("agent started again after its sandbox's pause ended it")
     s.process_id = started.process_id
-    s.last_progress_at = workflow.now()
+    s.progress.last_progress_at = workflow.now()
     return True

@@ -27,16 +27,16 @@ async def salvage_checkpoint(s: SupervisorState, looks: Looks, why: str, ended: 
         return
     # A sandbox may have paused at its lease end since the run last looked (its worker
     # died, the read was retried late): salvaging wakes it, whatever the last look said.
-    wake = s.lease_keeping
+    wake = s.sandbox.lease_keeping
     read = await checkpoints.read_checkpoint(
         s.spec,
         s.sandbox_id,
-        s.seen_digest,
+        s.progress.seen_digest,
         why,
         wake_paused=wake,
         output_of=s.process_id,
         requests_path=checkpoints.requests_path_of(s),
-        known_requests_digest=s.requests_digest,
+        known_requests_digest=s.kit.requests_digest,
         route=host_steps.current_route(s),
     )
     looks.take_checkpoint(s, read)
@@ -57,11 +57,11 @@ async def set_aside(
         await salvage_checkpoint(s, looks, why, ended)
     safety_net.noticed(s, workflow.now())
     await money_steps.end_sandbox(s, stop=False, why=why)
-    s.paused_sandboxes.append(s.sandbox_id)
+    s.sandbox.paused_sandboxes.append(s.sandbox_id)
     s.sandbox_id = None
     s.process_id = None
-    s.lease_ends_at = None
-    s.watch_token = None
+    s.sandbox.lease_ends_at = None
+    s.sandbox.watch_token = None
 
 
 async def enter_attention(
@@ -76,10 +76,10 @@ async def enter_attention(
 ) -> None:
     """`daily`: held only by the key's daily spending limit (goes on by itself when its
     window reopens); `keep_sandbox`: the sandbox is already paused and will be woken."""
-    s.attention_reason = decision.reason
-    s.pending_restart = decision.pending_restart
-    s.attention_since = workflow.now()
-    s.daily_window_wait = daily
+    s.attention.attention_reason = decision.reason
+    s.attempts.pending_restart = decision.pending_restart
+    s.attention.attention_since = workflow.now()
+    s.attention.daily_window_wait = daily
     messages.budget_changed = False
     ended = decision.pending_restart or decision.reason
     if decision.in_place and s.sandbox_id is not None:

@@ -26,14 +26,14 @@ async def progress_read(s: SupervisorState) -> bool:
     is not woken: the read must change nothing."""
     if s.sandbox_id is None or not workflow.patched(STALL_CONFIRMED_PATCH):
         return False
-    before = s.last_progress_at
+    before = s.progress.last_progress_at
     read = await checkpoints.read_checkpoint(
         s.spec,
         s.sandbox_id,
-        s.seen_digest,
+        s.progress.seen_digest,
         "is the agent stalled? a last look at its checkpoint",
         requests_path=checkpoints.requests_path_of(s),
-        known_requests_digest=s.requests_digest,
+        known_requests_digest=s.kit.requests_digest,
         route=host_steps.current_route(s),
         timeout=policies.STALL_READ_TIMEOUT,
     )
@@ -43,4 +43,4 @@ async def progress_read(s: SupervisorState) -> bool:
     if refused:
         workflow.logger.warning("checkpoint not taken: %s", refused)
     asked = read is not None and take_requests_file(s, read.requests)
-    return asked or (taken and s.last_progress_at != before)
+    return asked or (taken and s.progress.last_progress_at != before)

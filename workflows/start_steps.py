@@ -32,6 +32,7 @@ with workflow.unsafe.imports_passed_through():
         REQUESTS_FILE_PATCH,
         RUN_ID_MATCH_PATCH,
         SAFETY_NET_PATCH,
+        STATE_GROUPED_PATCH,
         TALK_MARKS_APART_PATCH,
         WAIT_BUDGET_PATCH,
     )
@@ -52,22 +53,24 @@ def begin(spec: Any, carried: Any, lean: bool) -> tuple[SupervisorState, bool]:
     if kept is not None:
         return kept, False
     s = SupervisorState(spec=accepted, budget=accepted.budget, started_at=workflow.now())
-    s.lease_keeping = lean or workflow.patched(LEASE_KEEPING_PATCH)
+    s.sandbox.lease_keeping = lean or workflow.patched(LEASE_KEEPING_PATCH)
     s.notifying = lean or workflow.patched(NOTIFY_PATCH)
-    s.agent_requests = workflow.patched(AGENT_REQUESTS_PATCH)
-    s.safety_net_kept = workflow.patched(SAFETY_NET_PATCH)
-    s.talk_marks_apart = workflow.patched(TALK_MARKS_APART_PATCH)
-    s.wait_budget_kept = workflow.patched(WAIT_BUDGET_PATCH)
-    s.requests_file = workflow.patched(REQUESTS_FILE_PATCH)
+    s.kit.agent_requests = workflow.patched(AGENT_REQUESTS_PATCH)
+    s.net.safety_net_kept = workflow.patched(SAFETY_NET_PATCH)
+    s.kit.talk_marks_apart = workflow.patched(TALK_MARKS_APART_PATCH)
+    s.kit.wait_budget_kept = workflow.patched(WAIT_BUDGET_PATCH)
+    s.kit.requests_file = workflow.patched(REQUESTS_FILE_PATCH)
     # Only coding agents' runs ask it (no run begun before `agent` existed has one).
-    s.loop_exit = accepted.agent is not None and workflow.patched(LOOP_EXIT_PATCH)
-    s.host_routing = workflow.patched(HOST_QUEUES_PATCH)
+    s.attempts.loop_exit = accepted.agent is not None and workflow.patched(LOOP_EXIT_PATCH)
+    s.hosts.host_routing = workflow.patched(HOST_QUEUES_PATCH)
     s.fail_fast = workflow.patched(FAIL_FAST_PATCH)
-    s.lease_end_either = workflow.patched(LEASE_END_EITHER_PATCH)
+    s.sandbox.lease_end_either = workflow.patched(LEASE_END_EITHER_PATCH)
     # Only local runs ask it (a Runtime sandbox is never paused for the worker's disk).
-    s.host_floor_kept = host_bound(accepted.provider) and workflow.patched(HOST_FLOOR_PATCH)
-    s.finish_pushes = workflow.patched(FINISHED_PUSHED_PATCH)
-    s.progress_is_checkpoints = workflow.patched(PROGRESS_IS_CHECKPOINTS_PATCH)
+    s.sandbox.host_floor_kept = host_bound(accepted.provider) and workflow.patched(HOST_FLOOR_PATCH)
+    s.delivery.finish_pushes = workflow.patched(FINISHED_PUSHED_PATCH)
+    s.progress.progress_is_checkpoints = workflow.patched(PROGRESS_IS_CHECKPOINTS_PATCH)
+    # What it hands on at continue-as-new is grouped; a run begun before goes on flat.
+    s.grouped = workflow.patched(STATE_GROUPED_PATCH)
     return s, True
 
 
@@ -91,8 +94,8 @@ async def refuse_unless_granted(s: SupervisorState) -> None:
         workflow.logger.warning("spec refused by the worker: %s", message)
         s.state, s.failure = "failed", message  # what `status` says of it (no command)
         raise ApplicationError(message, type=SPEC_REFUSED, non_retryable=True)
-    s.admission = checked.admission
+    s.pool.admission = checked.admission
     if not checked.holds_work:
-        s.finish_pushes = False  # virtual agents (a fake provider's): no work to push
+        s.delivery.finish_pushes = False  # virtual agents (a fake provider's): no work to push
     if checked.host_lost_seconds is not None:
-        s.host_lost_seconds = checked.host_lost_seconds
+        s.hosts.host_lost_seconds = checked.host_lost_seconds

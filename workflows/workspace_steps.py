@@ -27,9 +27,13 @@ Publish = Callable[[SupervisorState], None]
 
 def keeping(s: SupervisorState) -> bool:
     """Whether the run keeps its workspace: asked once, at its first checkpoint."""
-    if s.workspace_keeping is None and s.spec.keep_workspace and s.checkpoint_digest is not None:
-        s.workspace_keeping = workflow.patched(WORKSPACE_KEPT_PATCH)
-    return bool(s.workspace_keeping)
+    if (
+        s.workspace.workspace_keeping is None
+        and s.spec.keep_workspace
+        and s.progress.checkpoint_digest is not None
+    ):
+        s.workspace.workspace_keeping = workflow.patched(WORKSPACE_KEPT_PATCH)
+    return bool(s.workspace.workspace_keeping)
 
 
 async def keep_if_changed(s: SupervisorState, *, running: bool = True, hold: bool = False) -> None:
@@ -46,7 +50,7 @@ async def keep_if_changed(s: SupervisorState, *, running: bool = True, hold: boo
     if entry.outcome not in ("pushed", "skipped"):
         workflow.logger.warning("workspace not kept at checkpoint %d: %s", number, entry.detail)
     if entry.outcome == workspace.HELD_OUTCOME and hold and workflow.patched(KEEP_HELD_PATCH):
-        s.keep_waits = number
+        s.workspace.keep_waits = number
     if entry.outcome == "pushed":
         note_refs_pushed(s)
 
@@ -59,8 +63,8 @@ async def keep_again(s: SupervisorState, publish: Publish) -> str | None:
         return None
     if not await kit_request_steps.wake_in_place(s, "keep the workspace again", agent_ended=False):
         return "sandbox paused for its failed keep could not be woken"
-    s.keep_waits = None
-    s.workspace_digest = None  # the checkpoint as it stands is kept again
+    s.workspace.keep_waits = None
+    s.workspace.workspace_digest = None  # the checkpoint as it stands is kept again
     s.state = "running"
     await keep_if_changed(s, hold=True)
     return None
@@ -70,19 +74,19 @@ def note_refs_pushed(s: SupervisorState) -> None:
     """The run pushed a ref of its own (a kept workspace, or the work its done check ran
     against): `overnight reap` finds the runs whose refs it may delete by this memo (the
     repository without its credentials: a memo is listed with the run). Set once."""
-    if not s.workspace_memo:
+    if not s.workspace.workspace_memo:
         workflow.upsert_memo({MEMO_KEY: _memo(s.spec)})
-        s.workspace_memo = True
+        s.workspace.workspace_memo = True
 
 
 async def rewind(s: SupervisorState, restart: Restart) -> None:
-    """Go on from kept checkpoint `s.rewind_to` in a new sandbox (a new attempt, not counted
-    against the restarts): its workspace and its checkpoint put back by the create."""
-    number, s.rewind_to = s.rewind_to, None
-    target = None if number is None else find(s.workspace_kept, number)
+    """Go on from kept checkpoint `s.workspace.rewind_to` in a new sandbox (a new attempt, not
+    counted against the restarts): its workspace and its checkpoint put back by the create."""
+    number, s.workspace.rewind_to = s.workspace.rewind_to, None
+    target = None if number is None else find(s.workspace.workspace_kept, number)
     if target is None or target.commit is None:
         return  # the validator let it through; the record fell out of the kept ones since
-    s.rewinding = target
+    s.workspace.rewinding = target
     await restart(s, f"rewound to checkpoint {number} (asked by a person)", counted=False)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from datetime import UTC, datetime
 
@@ -75,7 +76,9 @@ async def test_week_long_run_continues_as_new_and_keeps_every_history_short(
     for state in carried:
         assert state.started_at == first.started_at
         assert (state.budget, state.attempt, state.sandbox_id) == (extended, 1, "box-1")
-        assert state.checkpoint is not None and state.checkpoint.startswith('{"next": "step')
+        assert state.progress.checkpoint is not None and state.progress.checkpoint.startswith(
+            '{"next": "step'
+        )
     hours = [
         budget.hours_used(state, _ended_at(history))
         for state, history in zip(carried, runs[:-1], strict=True)
@@ -94,6 +97,9 @@ def _carried_state(history: WorkflowHistory) -> SupervisorState:
     event = history.events[-1]
     assert event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW
     payloads = event.workflow_execution_continued_as_new_event_attributes.input.payloads
+    # A run begun with STATE_GROUPED_PATCH hands its state on grouped by concern.
+    shape = json.loads(payloads[1].data)
+    assert shape["grouped"] is True and "checkpoint" in shape["progress"]
     _, state = pydantic_data_converter.payload_converter.from_payloads(
         payloads, [RunSpec, SupervisorState]
     )

@@ -68,22 +68,24 @@ def test_a_new_mark_or_none_at_all_is_progress_and_the_rule_needs_its_marker() -
         assert (taken, refused) == (True, None)
 
     take(adapter_checkpoint(1, "working"), later(1))
-    assert s.last_progress_at == later(1)
+    assert s.progress.last_progress_at == later(1)
     take(adapter_checkpoint(1, "the CLI retries (1/10)"), later(2))  # the same work
-    assert s.last_progress_at == later(1) and marker_asked == [True]
-    assert s.checkpoint is not None and "retries (1/10)" in s.checkpoint  # taken all the same
+    assert s.progress.last_progress_at == later(1) and marker_asked == [True]
+    assert (
+        s.progress.checkpoint is not None and "retries (1/10)" in s.progress.checkpoint
+    )  # taken all the same
     take(adapter_checkpoint(2, "working"), later(3))  # a new step
-    assert s.last_progress_at == later(3)
+    assert s.progress.last_progress_at == later(3)
     take(json.dumps({"next": "a kit agent's note", "notes": []}), later(4))  # no mark
-    assert s.last_progress_at == later(4)
+    assert s.progress.last_progress_at == later(4)
     take(json.dumps({"next": "another note", "notes": []}), later(5))
-    assert s.last_progress_at == later(5)
+    assert s.progress.last_progress_at == later(5)
     # A history recorded before the marker (it answers False) counts every change as before.
     take(adapter_checkpoint(3, "working"), later(6))
     take(adapter_checkpoint(3, "the CLI retries (2/10)"), later(7), lambda: False)
-    assert s.last_progress_at == later(7)
+    assert s.progress.last_progress_at == later(7)
     take(adapter_checkpoint(3, "the CLI retries (3/10)"), later(8), None)
-    assert s.last_progress_at == later(8)
+    assert s.progress.last_progress_at == later(8)
     assert marker_asked == [True]  # asked only when the marks were the same
 
 

@@ -40,7 +40,7 @@ def looped() -> Observation:
 
 def test_exit_76_of_a_coding_agent_is_a_loop_restart_naming_its_note() -> None:
     state = running(spec=agent_spec(), loop_exit=True)
-    state.checkpoint = note("list the files", "step 3 done", LOOP_NOTE)
+    state.progress.checkpoint = note("list the files", "step 3 done", LOOP_NOTE)
     assert decide(state, looped(), T0) == Restart(f"agent looped: {LOOP_NOTE}")
 
 

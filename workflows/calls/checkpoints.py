@@ -74,4 +74,4 @@ def session_store_of(spec: RunSpec) -> str | None:
 
 def requests_path_of(s: SupervisorState) -> str | None:
     """The kit's requests file beside the checkpoint, for runs that read it (else None)."""
-    return requests_path(s.spec.checkpoint_path) if s.requests_file else None
+    return requests_path(s.spec.checkpoint_path) if s.kit.requests_file else None

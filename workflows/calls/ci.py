@@ -24,5 +24,5 @@ def start_watch(
         ),
         result_type=ChecksSeen,
         **policies.WATCH_CHECKS.options(),
-        summary=f"watch the CI checks of {commit[:12]} (round {s.ci_rounds_used})",
+        summary=f"watch the CI checks of {commit[:12]} (round {s.ci.ci_rounds_used})",
     )

@@ -24,11 +24,13 @@ with workflow.unsafe.imports_passed_through():
 async def confirm_pushed(s: SupervisorState, route: Route, previous: str | None) -> BranchPushed:
     """Push the work of the current sandbox to the run's branch; raises `ActivityError` when
     it could not be (its cause says why: `PushRefused`, `PushFailed`, `SandboxGone`, ...)."""
-    assert s.sandbox_id is not None and s.push_at is not None
+    assert s.sandbox_id is not None and s.delivery.push_at is not None
     pushed: BranchPushed = await on_host(
         route,
         ActivityName.CONFIRM_PUSHED,
-        ConfirmPushedInput(spec=s.spec, sandbox_id=s.sandbox_id, at=s.push_at, previous=previous),
+        ConfirmPushedInput(
+            spec=s.spec, sandbox_id=s.sandbox_id, at=s.delivery.push_at, previous=previous
+        ),
         result_type=BranchPushed,
         **policies.CONFIRM_PUSHED.options(),
         summary=f"push the run's work to {s.spec.branch} (sandbox {s.attempt})",

@@ -36,7 +36,7 @@ async def take_snapshot(
                 provider=spec.provider,
                 sandbox_id=s.sandbox_id,
                 run_id=spec.run_id,
-                number=s.snapshot_tries,
+                number=s.snapshot.snapshot_tries,
                 mode=spec.snapshot_mode or "disk",
                 retention_days=spec.snapshot_retention_days,
                 request=decision.request,
@@ -44,7 +44,7 @@ async def take_snapshot(
             ),
             result_type=SnapshotTaken,
             **policies.SNAPSHOT.options(),
-            summary=f"snapshot {s.snapshot_tries} of sandbox {s.attempt} ({why})",
+            summary=f"snapshot {s.snapshot.snapshot_tries} of sandbox {s.attempt} ({why})",
         )
     )
     if isinstance(taken, ActivityError):

@@ -37,7 +37,7 @@ async def keep_workspace(s: SupervisorState, route: Route, number: int) -> Works
                 checkpoint_path=spec.checkpoint_path,
                 max_checkpoint_bytes=spec.max_checkpoint_bytes,
                 previous=workspace.previous_commit(s),
-                base=s.workspace_base,
+                base=s.workspace.workspace_base,
             ),
             result_type=WorkspaceKeep,
             **policies.KEEP_WORKSPACE.options(),

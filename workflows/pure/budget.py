@@ -7,7 +7,8 @@ from datetime import datetime, timedelta
 
 from overnight.models import Budget, BudgetExtension, RunSpec
 from workflows.pure import kit_requests, model_books
-from workflows.pure.state import ChargeFigure, SupervisorState
+from workflows.pure.state import SupervisorState
+from workflows.pure.state_groups import ChargeFigure
 
 SECONDS_PER_HOUR = 3600.0
 MICROS_PER_USD = 1_000_000
@@ -20,14 +21,14 @@ def hourly_rate_usd(spec: RunSpec) -> float:
 
 
 def hours_used(state: SupervisorState, now: datetime) -> float:
-    waited = state.attention_seconds
-    if state.attention_since is not None:
-        waited += max(0.0, (now - state.attention_since).total_seconds())
+    waited = state.attention.attention_seconds
+    if state.attention.attention_since is not None:
+        waited += max(0.0, (now - state.attention.attention_since).total_seconds())
     # Paused for a question or a wait: not run time either; nor waiting on the pull
     # request's CI (workflows/pure/ci.py), its sandbox paused.
-    waited += kit_requests.waited_seconds(state, now) + state.ci_waited_seconds
-    if state.ci_waiting_since is not None:
-        waited += max(0.0, (now - state.ci_waiting_since).total_seconds())
+    waited += kit_requests.waited_seconds(state, now) + state.ci.ci_waited_seconds
+    if state.ci.ci_waiting_since is not None:
+        waited += max(0.0, (now - state.ci.ci_waiting_since).total_seconds())
     active = (now - state.started_at).total_seconds() - waited
     return max(0.0, active) / SECONDS_PER_HOUR
 
@@ -40,7 +41,7 @@ def wait_hours_used(state: SupervisorState, now: datetime) -> float:
 def wait_room_hours(state: SupervisorState, now: datetime) -> float:
     """How long the agent's next pause may last: what is left of the wait budget (runs begun
     before it had one: the run hours left, as they were clipped then)."""
-    if state.wait_budget_kept:
+    if state.kit.wait_budget_kept:
         return max(0.0, state.budget.max_wait_hours - wait_hours_used(state, now))
     return state.budget.max_hours - hours_used(state, now)
 
@@ -54,27 +55,29 @@ def snapshot_storage_usd(state: SupervisorState, now: datetime) -> float:
     """What the run's snapshots have cost to keep (the deleted ones' share is closed)."""
     rate = state.spec.rates.snapshot_gib_hour_usd
     held = 0.0
-    for record in state.snapshots:
+    for record in state.snapshot.snapshots:
         hours = max(0.0, (now - record.taken_at).total_seconds()) / SECONDS_PER_HOUR
         held += (record.size_bytes or 0) / 2**30 * hours * rate
-    return state.closed_snapshot_spend_usd + held
+    return state.snapshot.closed_snapshot_spend_usd + held
 
 
 def close_snapshot_spend(state: SupervisorState, snapshot_ids: list[str], now: datetime) -> None:
     """Fold deleted snapshots' storage into the closed share and forget them."""
-    gone = [r for r in state.snapshots if r.snapshot_id in snapshot_ids]
+    gone = [r for r in state.snapshot.snapshots if r.snapshot_id in snapshot_ids]
     if not gone:
         return
     before = snapshot_storage_usd(state, now)
-    state.snapshots = [r for r in state.snapshots if r.snapshot_id not in snapshot_ids]
-    state.closed_snapshot_spend_usd += before - snapshot_storage_usd(state, now)
+    state.snapshot.snapshots = [
+        r for r in state.snapshot.snapshots if r.snapshot_id not in snapshot_ids
+    ]
+    state.snapshot.closed_snapshot_spend_usd += before - snapshot_storage_usd(state, now)
 
 
 def estimated_spend_usd(state: SupervisorState, now: datetime) -> float:
     """Sandbox lifetimes x `rates`, plus snapshot storage: what the run would cost by the
     estimate alone."""
-    spend = state.closed_spend_usd
-    if state.snapshots or state.closed_snapshot_spend_usd:
+    spend = state.money.closed_spend_usd
+    if state.snapshot.snapshots or state.snapshot.closed_snapshot_spend_usd:
         spend += snapshot_storage_usd(state, now)
     return spend + _current_segment_usd(state, now)
 
@@ -89,32 +92,32 @@ def sandbox_spend_usd(state: SupervisorState, now: datetime) -> float:
     """Each sandbox's provider figure (charged + held) where one was read, plus the estimate
     of the time since that read; the estimate where none was."""
     spend = estimated_spend_usd(state, now)
-    for figure in state.charges.values():
+    for figure in state.money.charges.values():
         spend += figure.micros / MICROS_PER_USD - figure.estimated_usd
     return spend
 
 
 def charged_usd(state: SupervisorState) -> float | None:
     """The provider's own figures, summed (None: it has given none)."""
-    if not state.charges:
+    if not state.money.charges:
         return None
-    return sum(figure.micros for figure in state.charges.values()) / MICROS_PER_USD
+    return sum(figure.micros for figure in state.money.charges.values()) / MICROS_PER_USD
 
 
 def record_charge(
     state: SupervisorState, sandbox_id: str, charged_micros: int, held_micros: int, now: datetime
 ) -> None:
     """Take the provider's figure for the current sandbox (read at `now`)."""
-    estimate = state.sandbox_spent_before_usd + _current_segment_usd(state, now)
-    state.charges[sandbox_id] = ChargeFigure(
+    estimate = state.money.sandbox_spent_before_usd + _current_segment_usd(state, now)
+    state.money.charges[sandbox_id] = ChargeFigure(
         micros=charged_micros + held_micros, estimated_usd=estimate, read_at=now
     )
 
 
 def _current_segment_usd(state: SupervisorState, now: datetime) -> float:
-    if state.sandbox_started_at is None:
+    if state.sandbox.sandbox_started_at is None:
         return 0.0
-    lifetime = max(0.0, (now - state.sandbox_started_at).total_seconds())
+    lifetime = max(0.0, (now - state.sandbox.sandbox_started_at).total_seconds())
     return lifetime / SECONDS_PER_HOUR * hourly_rate_usd(state.spec)
 
 
@@ -139,14 +142,14 @@ def spend_left_micros(state: SupervisorState, now: datetime) -> int | None:
 
 
 def restarts_left(state: SupervisorState) -> int:
-    return max(0, state.budget.max_restarts - state.restarts_used)
+    return max(0, state.budget.max_restarts - state.attempts.restarts_used)
 
 
 def budget_deadline(state: SupervisorState, now: datetime) -> datetime:
     """When hours or spend will run out if nothing changes."""
     hours_left = state.budget.max_hours - hours_used(state, now)
     deadline = now + timedelta(hours=max(0.0, hours_left))
-    if state.budget.max_spend_usd is not None and state.sandbox_started_at is not None:
+    if state.budget.max_spend_usd is not None and state.sandbox.sandbox_started_at is not None:
         rate = hourly_rate_usd(state.spec)
         if rate > 0:
             usd_left = state.budget.max_spend_usd - spend_usd(state, now)
@@ -171,9 +174,9 @@ def extended(budget: Budget, extension: BudgetExtension) -> Budget:
 def close_sandbox_spend(state: SupervisorState, now: datetime) -> None:
     """Fold the current sandbox's lifetime into the closed spend (it has been paused or stopped)."""
     segment = _current_segment_usd(state, now)
-    state.closed_spend_usd += segment
-    state.sandbox_spent_before_usd += segment
-    state.sandbox_started_at = None
+    state.money.closed_spend_usd += segment
+    state.money.sandbox_spent_before_usd += segment
+    state.sandbox.sandbox_started_at = None
 
 
 def lease_cost_micros(spec: RunSpec, seconds: float) -> int:

@@ -35,54 +35,61 @@ ENDED_STATES = ("finished", "cancelled", "failed")
 
 def build_status(state: SupervisorState, now: datetime) -> RunStatus:
     sandbox = state.sandbox_id
-    if sandbox is None and state.paused_sandboxes:
-        sandbox = state.paused_sandboxes[-1]
+    if sandbox is None and state.sandbox.paused_sandboxes:
+        sandbox = state.sandbox.paused_sandboxes[-1]
     return RunStatus(
         run_id=state.spec.run_id,
         state=state.state,
         attempt=state.attempt,
         sandbox_id=sandbox,
         process_id=state.process_id,
-        restarts_used=state.restarts_used,
-        fresh_starts_used=state.fresh_starts_used,
+        restarts_used=state.attempts.restarts_used,
+        fresh_starts_used=state.attempts.fresh_starts_used,
         budget=state.budget,
         hours_used=round(hours_used(state, now), 4),
         wait_hours_used=round(wait_hours_used(state, now), 4),
         spend_usd=round(spend_usd(state, now), 4),
         spend_charged_usd=_rounded(charged_usd(state)),
         spend_estimated_usd=round(estimated_spend_usd(state, now), 4),
-        daily_limit=state.daily_limit,
-        waiting_for_daily_window=state.daily_window_wait and state.state == "needs_attention",
+        daily_limit=state.money.daily_limit,
+        waiting_for_daily_window=state.attention.daily_window_wait
+        and state.state == "needs_attention",
         started_at=state.started_at,
-        last_progress_at=state.last_checkpoint_at
-        if state.progress_is_checkpoints
-        else state.last_progress_at,
+        last_progress_at=state.progress.last_checkpoint_at
+        if state.progress.progress_is_checkpoints
+        else state.progress.last_progress_at,
         stalls_at=stalls_at(state),
         stall_seconds=state.spec.stall_seconds,
-        checkpoint_bytes=len(state.checkpoint.encode()) if state.checkpoint else 0,
-        checkpoint_summary=kept_facts(state.checkpoint, state.checkpoint_facts).summary,
-        checkpoint_rejected=state.checkpoint_rejected,
-        attention_reason=state.attention_reason if state.state == "needs_attention" else None,
-        restarts=list(state.restarts),
-        lease_ends_at=None if state.state in ENDED_STATES else state.lease_ends_at,
-        lease_resumes=state.lease_resumes,
-        isolation=state.isolation,
+        checkpoint_bytes=len(state.progress.checkpoint.encode())
+        if state.progress.checkpoint
+        else 0,
+        checkpoint_summary=kept_facts(
+            state.progress.checkpoint, state.progress.checkpoint_facts
+        ).summary,
+        checkpoint_rejected=state.progress.checkpoint_rejected,
+        attention_reason=state.attention.attention_reason
+        if state.state == "needs_attention"
+        else None,
+        restarts=list(state.attempts.restarts),
+        lease_ends_at=None if state.state in ENDED_STATES else state.sandbox.lease_ends_at,
+        lease_resumes=state.sandbox.lease_resumes,
+        isolation=state.sandbox.isolation,
         host=shown_host(state, sandbox),
-        lost_hosts=[host_of_queue(q) for q in state.lost_hosts],
-        sandbox_hosts={box: host_of_queue(q) for box, q in state.sandbox_hosts.items()},
-        last_words=state.last_words,
-        latest_snapshot=state.snapshots[-1] if state.snapshots else None,
-        snapshots=list(state.snapshots),
-        snapshots_taken=state.snapshots_taken,
-        snapshot_failures=state.snapshot_failures,
-        snapshot_pause_seconds=round(state.snapshot_pause_seconds, 3),
-        snapshot_error=state.snapshot_error,
-        restored_from=state.restored_from,
+        lost_hosts=[host_of_queue(q) for q in state.hosts.lost_hosts],
+        sandbox_hosts={box: host_of_queue(q) for box, q in state.hosts.sandbox_hosts.items()},
+        last_words=state.attempts.last_words,
+        latest_snapshot=state.snapshot.snapshots[-1] if state.snapshot.snapshots else None,
+        snapshots=list(state.snapshot.snapshots),
+        snapshots_taken=state.snapshot.snapshots_taken,
+        snapshot_failures=state.snapshot.snapshot_failures,
+        snapshot_pause_seconds=round(state.snapshot.snapshot_pause_seconds, 3),
+        snapshot_error=state.snapshot.snapshot_error,
+        restored_from=state.snapshot.restored_from,
         spend_model_usd=round(model_books.model_spend_usd(state), 4),
-        spend_model_source="gateway" if state.gateway_metered else "agent",
+        spend_model_source="gateway" if state.money.gateway_metered else "agent",
         spend_model_reported_usd=_rounded(model_books.reported_apart(state)),
         model_api=model_books.upstream_line(state, now),
-        model_calls_capped=sum(b.cap_refusals for b in state.gateway_books.values()),
+        model_calls_capped=sum(b.cap_refusals for b in state.money.gateway_books.values()),
         talk=kit_requests.talk_view(state),
         outputs=delivery.shown_outputs(state),
         safety_net=safety_net_summary(state, now),
@@ -91,12 +98,12 @@ def build_status(state: SupervisorState, now: datetime) -> RunStatus:
         waiting_on=note_line(state.waiting_on)
         if state.waiting_on is not None
         else ci.waiting_line(state),
-        done_checks_used=state.done_checks_used,
-        done_checks=list(state.done_results),
+        done_checks_used=state.done.done_checks_used,
+        done_checks=list(state.done.done_results),
         workspace=workspace_view(state),
         egress_refused=refused_totals(state),
-        pushed_commit=state.pushed_commit,
-        pull_request_url=state.pull_request_url,
+        pushed_commit=state.delivery.pushed_commit,
+        pull_request_url=state.delivery.pull_request_url,
         ci=ci.view(state),
     )
 

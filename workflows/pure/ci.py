@@ -42,12 +42,15 @@ class Passed:
 def wanted(state: SupervisorState) -> bool:
     """The run's finish waits for its pull request's checks to pass."""
     wanted_pr = state.spec.pull_request
-    return state.finish_pushes and wanted_pr is not None and wanted_pr.until_checks_pass
+    return state.delivery.finish_pushes and wanted_pr is not None and wanted_pr.until_checks_pass
 
 
 def pull_request_behind(state: SupervisorState) -> bool:
     """A CI round pushed new work: the pull request's body is brought up to date with it."""
-    return bool(state.ci_watching) and state.pull_request_commit != state.pushed_commit
+    return (
+        bool(state.ci.ci_watching)
+        and state.delivery.pull_request_commit != state.delivery.pushed_commit
+    )
 
 
 def poll_seconds(state: SupervisorState) -> float:
@@ -57,32 +60,37 @@ def poll_seconds(state: SupervisorState) -> float:
 
 
 def begin_watch(state: SupervisorState, now: datetime) -> None:
-    assert state.pushed_commit is not None
-    if state.ci_waiting_since is None:
-        state.ci_waiting_since = now
+    assert state.delivery.pushed_commit is not None
+    if state.ci.ci_waiting_since is None:
+        state.ci.ci_waiting_since = now
     view = _view_of(state)
-    if view.commit != state.pushed_commit:
-        view.commit, view.state, view.pending, view.passed = state.pushed_commit, "pending", [], []
+    if view.commit != state.delivery.pushed_commit:
+        view.commit, view.state, view.pending, view.passed = (
+            state.delivery.pushed_commit,
+            "pending",
+            [],
+            [],
+        )
 
 
 def end_watch(state: SupervisorState, now: datetime) -> None:
-    if state.ci_waiting_since is not None:
-        state.ci_waited_seconds += max(0.0, (now - state.ci_waiting_since).total_seconds())
-    state.ci_waiting_since = None
+    if state.ci.ci_waiting_since is not None:
+        state.ci.ci_waited_seconds += max(0.0, (now - state.ci.ci_waiting_since).total_seconds())
+    state.ci.ci_waiting_since = None
 
 
 def waited_seconds(state: SupervisorState, now: datetime) -> float:
     """Time spent waiting on CI so far (not run time)."""
-    waited = state.ci_waited_seconds
-    if state.ci_waiting_since is not None:
-        waited += max(0.0, (now - state.ci_waiting_since).total_seconds())
+    waited = state.ci.ci_waited_seconds
+    if state.ci.ci_waiting_since is not None:
+        waited += max(0.0, (now - state.ci.ci_waiting_since).total_seconds())
     return waited
 
 
 def watch_deadline(state: SupervisorState) -> datetime:
     """When checks still pending need a person: `attention_hours` after the watch began."""
-    assert state.ci_waiting_since is not None
-    return state.ci_waiting_since + timedelta(hours=state.spec.attention_hours)
+    assert state.ci.ci_waiting_since is not None
+    return state.ci.ci_waiting_since + timedelta(hours=state.spec.attention_hours)
 
 
 def window_seconds(state: SupervisorState, now: datetime, most: timedelta) -> float:
@@ -90,8 +98,8 @@ def window_seconds(state: SupervisorState, now: datetime, most: timedelta) -> fl
     ends = watch_deadline(state)
     view = _view_of(state)
     if view.state == "none" or view.polls == 0:
-        assert state.ci_waiting_since is not None
-        first = state.ci_waiting_since + timedelta(seconds=ci_rounds.FIRST_REPORT_SECONDS)
+        assert state.ci.ci_waiting_since is not None
+        first = state.ci.ci_waiting_since + timedelta(seconds=ci_rounds.FIRST_REPORT_SECONDS)
         ends = min(ends, first) if first > now else ends
     return max(0.0, min(most.total_seconds(), (ends - now).total_seconds()))
 
@@ -112,12 +120,12 @@ def after_look(
         first = seen.failing[0]
         view.failing = ci_rounds.shown_tail(first)
         others = [check.name for check in seen.failing[1:]]
-        state.ci_told = ci_rounds.told_text(first, seen.commit, others)
-        state.ci_failed = [*state.ci_failed, ci_rounds.failing_line(first)][-MAX_FAILED_KEPT:]
+        state.ci.ci_told = ci_rounds.told_text(first, seen.commit, others)
+        state.ci.ci_failed = [*state.ci.ci_failed, ci_rounds.failing_line(first)][-MAX_FAILED_KEPT:]
         return verdict(state, now)
     view.state = "none" if seen.verdict == "none" else "pending"
-    assert state.ci_waiting_since is not None
-    waited = (now - state.ci_waiting_since).total_seconds()
+    assert state.ci.ci_waiting_since is not None
+    waited = (now - state.ci.ci_waiting_since).total_seconds()
     if now >= watch_deadline(state):
         return ci_rounds.still_pending_reason(seen.commit, view.pending, state.spec.attention_hours)
     if view.state == "none" and waited >= ci_rounds.FIRST_REPORT_SECONDS:
@@ -128,52 +136,52 @@ def after_look(
 def verdict(state: SupervisorState, now: datetime) -> CiRound | str | None:
     """After a failing look, or a person's extension while it waits: a `CiRound` when the
     agent may try again, else why a person is needed (None: no failure waits)."""
-    if state.ci_told is None:
+    if state.ci.ci_told is None:
         return None
     view = _view_of(state)
     most = state.budget.max_ci_rounds
-    if state.ci_rounds_used >= most:
-        return ci_rounds.exhausted_reason(view.failing, state.ci_rounds_used, most)
+    if state.ci.ci_rounds_used >= most:
+        return ci_rounds.exhausted_reason(view.failing, state.ci.ci_rounds_used, most)
     out_of_budget = budget.exhausted_reason(state, now)
     if out_of_budget is not None:
         return out_of_budget
     assert view.failing is not None
-    reason = ci_rounds.restart_reason(view.failing, state.ci_rounds_used + 1)
-    return CiRound(reason=reason, told=state.ci_told)
+    reason = ci_rounds.restart_reason(view.failing, state.ci.ci_rounds_used + 1)
+    return CiRound(reason=reason, told=state.ci.ci_told)
 
 
 def started_again(state: SupervisorState) -> None:
     """The agent was started again for the failure: a new round, its work to push again."""
-    state.ci_rounds_used += 1
-    state.ci_told = None
-    state.pushed_commit = None
-    state.push_at = None
+    state.ci.ci_rounds_used += 1
+    state.ci.ci_told = None
+    state.delivery.pushed_commit = None
+    state.delivery.push_at = None
     view = _view_of(state)
-    view.rounds_used = state.ci_rounds_used
+    view.rounds_used = state.ci.ci_rounds_used
     view.state = "pending"
 
 
 def view(state: SupervisorState) -> CiView | None:
     """What the status and the result show (None: the run watches no CI)."""
-    if not wanted(state) or state.ci_watching is False:
+    if not wanted(state) or state.ci.ci_watching is False:
         return None
-    shown = (state.ci_view or CiView()).model_copy(deep=True)
-    shown.rounds_used = state.ci_rounds_used
+    shown = (state.ci.ci_view or CiView()).model_copy(deep=True)
+    shown.rounds_used = state.ci.ci_rounds_used
     shown.max_rounds = state.budget.max_ci_rounds
     return shown
 
 
 def waiting_line(state: SupervisorState) -> str | None:
     """What a run waiting on CI waits on, in one line (None: it does not)."""
-    shown = state.ci_view
-    if state.ci_waiting_since is None or shown is None or shown.commit is None:
+    shown = state.ci.ci_view
+    if state.ci.ci_waiting_since is None or shown is None or shown.commit is None:
         return None
     pending = f": {', '.join(shown.pending[:5])}" if shown.pending else ""
-    rounds = f"round {state.ci_rounds_used} of {state.budget.max_ci_rounds}"
+    rounds = f"round {state.ci.ci_rounds_used} of {state.budget.max_ci_rounds}"
     return f"CI checks of {shown.commit[:12]} ({rounds}), pending{pending}"
 
 
 def _view_of(state: SupervisorState) -> CiView:
-    if state.ci_view is None:
-        state.ci_view = CiView()
-    return state.ci_view
+    if state.ci.ci_view is None:
+        state.ci.ci_view = CiView()
+    return state.ci.ci_view

@@ -167,13 +167,14 @@ def decide(state: SupervisorState, seen: Look, now: datetime) -> Decision:
             return _after_lease_end(state, seen, now)
         return restart_within_budget(state, "sandbox was paused from outside", now)
     if seen.process_state == "exited" and seen.exit_code == spec.fresh_context_exit_code:
-        if state.fresh_starts_used < spec.max_fresh_starts:
+        if state.attempts.fresh_starts_used < spec.max_fresh_starts:
             out_of_budget = exhausted_reason(state, now)
             return FreshStart() if out_of_budget is None else NeedsAttention(out_of_budget)
         return restart_within_budget(
             state, f"fresh-context starts used up ({spec.max_fresh_starts})", now
         )
-    if seen.process_state == "exited" and seen.exit_code == LOOP_EXIT_CODE and state.loop_exit:
+    loop_exit = seen.exit_code == LOOP_EXIT_CODE and state.attempts.loop_exit
+    if seen.process_state == "exited" and loop_exit:
         return restart_within_budget(state, loop_reason(state), now)
     if seen.process_state == "exited":
         hopeless_exit = hopeless.after_exit(state, seen.exit_code)
@@ -205,7 +206,7 @@ def decide(state: SupervisorState, seen: Look, now: datetime) -> Decision:
     if out_of_budget is not None:
         # Spend ran out under a running agent: it is paused where it stands (an extension
         # wakes it, nothing redone). Hours running out sets it aside as before.
-        in_place = state.agent_requests and hours_left > 0
+        in_place = state.kit.agent_requests and hours_left > 0
         return NeedsAttention(out_of_budget, in_place=in_place)
     target = lease.extension_target(state, now)
     if target is not None:
@@ -218,7 +219,7 @@ def decide(state: SupervisorState, seen: Look, now: datetime) -> Decision:
 
 def _below_host_floor(state: SupervisorState, pause_reason: str | None) -> bool:
     reason = pause_reason or ""
-    return state.host_floor_kept and reason.startswith(HOST_FLOOR_PREFIX)
+    return state.sandbox.host_floor_kept and reason.startswith(HOST_FLOOR_PREFIX)
 
 
 def _after_lease_end(state: SupervisorState, seen: Observation, now: datetime) -> Decision:
@@ -238,7 +239,7 @@ def _after_lease_end(state: SupervisorState, seen: Observation, now: datetime) -
 def decide_resume(state: SupervisorState, now: datetime) -> Decision:
     """After a budget extension (or the daily spending window reopening): go on from the
     checkpoint, or keep waiting if still short."""
-    if state.daily_window_wait:
+    if state.attention.daily_window_wait:
         return _resume_after_daily_limit(state, now)
     if delivery.waiting(state):
         # The agent finished; its push or pull request waits: tried again, whatever the budget.
@@ -248,7 +249,7 @@ def decide_resume(state: SupervisorState, now: datetime) -> Decision:
         return KeepAgain()
     if done.waiting_for_person(state):
         return after_done_checks(state, now)
-    if state.paused_in_place and state.sandbox_id is not None:
+    if state.sandbox.paused_in_place and state.sandbox_id is not None:
         out_of_budget = exhausted_reason(state, now)
         if out_of_budget is not None:
             return NeedsAttention(out_of_budget, in_place=True)
@@ -256,8 +257,8 @@ def decide_resume(state: SupervisorState, now: datetime) -> Decision:
         if isinstance(asked, kit_requests.WaitOverBudget):
             return NeedsAttention(wait_exhausted_reason(state, now), in_place=True)
         return WakeInPlace()
-    reason = state.pending_restart
-    if reason is not None and state.pending_counted:
+    reason = state.attempts.pending_restart
+    if reason is not None and state.attempts.pending_counted:
         # Counted once already: an extension of any kind tries its create again.
         out_of_budget = exhausted_reason(state, now)
         if out_of_budget is not None:
@@ -288,11 +289,12 @@ def _resume_after_daily_limit(state: SupervisorState, now: datetime) -> Decision
     its lease end (the same agent goes on), or make the sandbox the limit refused. Neither
     counts as a restart (a restart that was due was counted when it was decided)."""
     out_of_budget = exhausted_reason(state, now)
+    pending = state.attempts.pending_restart
     if out_of_budget is not None:
-        return NeedsAttention(out_of_budget, pending_restart=state.pending_restart)
+        return NeedsAttention(out_of_budget, pending_restart=pending)
     if state.sandbox_id is not None:
-        return WakeAfterLease(paused_at=state.lease_ends_at or now)
-    return Restart(state.pending_restart or "daily spending window reopened", counted=False)
+        return WakeAfterLease(paused_at=state.sandbox.lease_ends_at or now)
+    return Restart(pending or "daily spending window reopened", counted=False)
 
 
 def _stall_reason(state: SupervisorState) -> str:
@@ -310,9 +312,9 @@ def is_stall(decision: Decision | None) -> bool:
 
 
 def stall_deadline_of(state: SupervisorState) -> datetime | None:
-    if state.last_progress_at is None:
+    if state.progress.last_progress_at is None:
         return None
-    return state.last_progress_at + timedelta(seconds=state.spec.stall_seconds)
+    return state.progress.last_progress_at + timedelta(seconds=state.spec.stall_seconds)
 
 
 def next_wake(state: SupervisorState, now: datetime) -> datetime:
@@ -328,14 +330,15 @@ def next_wake(state: SupervisorState, now: datetime) -> datetime:
         # And once at half of it, so the card says the stall is coming (runs begun with the
         # marker: the wake is a look more in their history).
         coming = stall_watch.seen_coming_at(state)
-        if state.progress_is_checkpoints and coming is not None and coming > now:
+        if state.progress.progress_is_checkpoints and coming is not None and coming > now:
             wake = min(wake, coming)
     # In time to extend the lease, and (a safety net for a missed pause) just after its end.
     point = lease.extension_point(state)
     if point is not None and point > now:
         wake = min(wake, point)
-    if state.lease_keeping and state.lease_ends_at is not None and state.lease_ends_at > now:
-        wake = min(wake, state.lease_ends_at + lease.LEASE_END_TOLERANCE)
+    ends = state.sandbox.lease_ends_at
+    if state.sandbox.lease_keeping and ends is not None and ends > now:
+        wake = min(wake, ends + lease.LEASE_END_TOLERANCE)
     capture = snapshot.next_capture_at(state, now)
     if capture is not None:
         wake = min(wake, capture)
@@ -348,8 +351,9 @@ def restart_within_budget(state: SupervisorState, reason: str, now: datetime) ->
     if out_of_budget is not None:
         return NeedsAttention(out_of_budget, pending_restart=reason)
     if restarts_left(state) <= 0:
+        used = state.attempts.restarts_used
         return NeedsAttention(
-            f"restart budget used up ({state.restarts_used} of {state.budget.max_restarts})",
+            f"restart budget used up ({used} of {state.budget.max_restarts})",
             pending_restart=reason,
         )
     return Restart(reason)
@@ -357,13 +361,13 @@ def restart_within_budget(state: SupervisorState, reason: str, now: datetime) ->
 
 def is_loop(state: SupervisorState, reason: str) -> bool:
     """A restart for a coding agent's loop (its reason as `decide` first words it)."""
-    return state.loop_exit and reason.startswith(LOOP_REASON)
+    return state.attempts.loop_exit and reason.startswith(LOOP_REASON)
 
 
 def loop_reason(state: SupervisorState) -> str:
     """A coding agent's loop, as its adapter's last note names it (the checkpoint read as the
     adapter exited)."""
-    summary = kept_facts(state.checkpoint, state.checkpoint_facts).summary
+    summary = kept_facts(state.progress.checkpoint, state.progress.checkpoint_facts).summary
     note = summary.last_note if summary is not None else None
     if note:
         return f"{LOOP_REASON}: {note}"

@@ -57,9 +57,11 @@ def lease_target(state: SupervisorState, now: datetime) -> datetime | None:
     """Where to move the lease end before a check so the check fits inside it (None: it fits,
     or the run keeps no lease). A check is bounded (under an hour), so it is given its time
     even when the budget ends sooner: the budget is judged after the round."""
-    if not state.lease_keeping:
+    if not state.sandbox.lease_keeping:
         return None
-    return check_lease_target(state.lease_ends_at, state.spec.done_check_timeout_seconds, now)
+    return check_lease_target(
+        state.sandbox.lease_ends_at, state.spec.done_check_timeout_seconds, now
+    )
 
 
 def check_lease_target(
@@ -92,44 +94,50 @@ def unchecked(state: SupervisorState, round_number: int, problem: str, now: date
 def close_check_spend(state: SupervisorState, seconds: float) -> None:
     """A check sandbox's lifetime, at the spec's rates, into the run's spend (no provider
     figure is read for it: the estimate, like any sandbox without one)."""
-    state.closed_spend_usd += (
+    state.money.closed_spend_usd += (
         max(0.0, seconds) / budget.SECONDS_PER_HOUR * budget.hourly_rate_usd(state.spec)
     )
 
 
 def record_round(state: SupervisorState, checks: list[DoneCheck]) -> DoneCheck | None:
     """Keep a round's checks; its failed one (None: all passed), counted."""
-    state.done_results = list(checks)
+    state.done.done_results = list(checks)
     failed = next((check for check in checks if not check.passed), None)
     if failed is None:
-        state.done_pending = None
+        state.done.done_pending = None
         return None
-    state.done_checks_used += 1
-    state.done_pending = failure_reason(failed, state.spec.done_check_timeout_seconds)
+    state.done.done_checks_used += 1
+    state.done.done_pending = failure_reason(failed, state.spec.done_check_timeout_seconds)
     return failed
 
 
 def verdict(state: SupervisorState, now: datetime) -> DoneRound | str | None:
     """After a round, or a person's extension while its failure waits: None when the checks
     passed, a `DoneRound` when the agent may try again, else why a person is needed."""
-    if state.done_pending is None:
+    if state.done.done_pending is None:
         return None
-    if state.done_checks_used >= state.budget.max_done_checks:
-        last = next((check for check in reversed(state.done_results) if not check.passed), None)
+    if state.done.done_checks_used >= state.budget.max_done_checks:
+        last = next(
+            (check for check in reversed(state.done.done_results) if not check.passed), None
+        )
         if last is None:  # a run carried over without its results: the reason says enough
-            return f"done checks used up: {state.done_pending}"
+            return f"done checks used up: {state.done.done_pending}"
         return exhausted_reason(
             last,
-            state.done_checks_used,
+            state.done.done_checks_used,
             state.budget.max_done_checks,
             state.spec.done_check_timeout_seconds,
         )
     out_of_budget = budget.exhausted_reason(state, now)
     if out_of_budget is not None:
         return out_of_budget
-    return DoneRound(state.done_pending)
+    return DoneRound(state.done.done_pending)
 
 
 def waiting_for_person(state: SupervisorState) -> bool:
     """A failed round waits for a person, its sandbox paused where it stands."""
-    return state.done_pending is not None and state.paused_in_place and state.sandbox_id is not None
+    return (
+        state.done.done_pending is not None
+        and state.sandbox.paused_in_place
+        and state.sandbox_id is not None
+    )

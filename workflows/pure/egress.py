@@ -17,7 +17,7 @@ def take_refusals(
     from a worker that lost its book, keeps the larger figure)."""
     if sandbox_id is None or not counts:
         return
-    kept = state.egress_refused.setdefault(sandbox_id, {})
+    kept = state.sandbox.egress_refused.setdefault(sandbox_id, {})
     for host, count in counts.items():
         if count > kept.get(host, 0):
             kept[host] = count
@@ -26,6 +26,6 @@ def take_refusals(
 def refused_totals(state: SupervisorState) -> dict[str, int]:
     """Refused connections of the whole run, per host asked for, most first."""
     total: Counter[str] = Counter()
-    for counts in state.egress_refused.values():
+    for counts in state.sandbox.egress_refused.values():
         total.update(counts)
     return dict(sorted(total.items(), key=lambda item: (-item[1], item[0])))

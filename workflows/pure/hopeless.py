@@ -47,7 +47,12 @@ class FailRun:
 
 def after_create_failed(s: SupervisorState, error_type: str | None, message: str) -> FailRun | None:
     """The first sandbox could not be made, for good: the run fails with why."""
-    if not s.fail_fast or s.attempt != 1 or s.restarts or error_type not in HOPELESS_CREATE_TYPES:
+    if (
+        not s.fail_fast
+        or s.attempt != 1
+        or s.attempts.restarts
+        or error_type not in HOPELESS_CREATE_TYPES
+    ):
         return None
     kept = error_type if error_type in (SPEC_REFUSED, "InvalidSpec") else SPEC_UNUSABLE
     return FailRun(f"run {s.spec.run_id} cannot start: {_one_line(message)}; {AGAIN}", kept)
@@ -56,9 +61,13 @@ def after_create_failed(s: SupervisorState, error_type: str | None, message: str
 def after_exit(s: SupervisorState, exit_code: int | None) -> FailRun | None:
     """The agent exited 126/127 at its first start in this sandbox, having written nothing:
     its command is not there (or not executable), and a new sandbox would find the same."""
-    if not s.fail_fast or exit_code not in NOT_RUNNABLE_EXIT_CODES or s.process_fresh_start:
+    if (
+        not s.fail_fast
+        or exit_code not in NOT_RUNNABLE_EXIT_CODES
+        or s.attempts.process_fresh_start
+    ):
         return None
-    if s.last_progress_at != s.sandbox_started_at:
+    if s.progress.last_progress_at != s.sandbox.sandbox_started_at:
         return None  # it checkpointed since it started: it ran, and then something failed
     what = "was not found" if exit_code == 127 else "cannot be executed"
     command = _one_line(s.spec.command)[:120] if s.spec.agent is None else "the coding agent"
@@ -73,7 +82,7 @@ def failure_text(s: SupervisorState, failed: FailRun) -> str:
     """The run's one line, with the agent's last output line when it was asked for and read."""
     if not failed.with_output:
         return failed.reason
-    words = s.last_words
+    words = s.attempts.last_words
     last = ""
     if words is not None and words.tail:
         lines = [line.strip() for line in words.tail.splitlines() if line.strip()]

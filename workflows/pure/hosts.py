@@ -45,42 +45,42 @@ ANY_WORKER = Route()
 
 def route_for(s: SupervisorState, sandbox_id: str | None) -> Route:
     """The route of a step on `sandbox_id` (its host's queue, if the run knows it)."""
-    if not s.host_routing or sandbox_id is None:
+    if not s.hosts.host_routing or sandbox_id is None:
         return ANY_WORKER
-    queue = s.sandbox_hosts.get(sandbox_id)
+    queue = s.hosts.sandbox_hosts.get(sandbox_id)
     if queue is None:
         return ANY_WORKER
-    return Route(task_queue=queue, schedule_to_start=host_wait(s), lost=queue in s.lost_hosts)
+    return Route(task_queue=queue, schedule_to_start=host_wait(s), lost=queue in s.hosts.lost_hosts)
 
 
 def create_queue(s: SupervisorState, task_queue: str) -> str | None:
     """The queue a create goes to: None (any worker, any host) unless the spec pins the run to
     hosts; then the first of them the run has not lost, or, all lost, the first again (a lost
     host may be back)."""
-    if not s.host_routing or not s.spec.hosts:
+    if not s.hosts.host_routing or not s.spec.hosts:
         return None
     queues = [host_queue(task_queue, host) for host in s.spec.hosts]
-    live = [queue for queue in queues if queue not in s.lost_hosts]
+    live = [queue for queue in queues if queue not in s.hosts.lost_hosts]
     return (live or queues)[0]
 
 
 def host_wait(s: SupervisorState) -> timedelta:
-    lost_after = timedelta(seconds=s.host_lost_seconds or DEFAULT_HOST_LOST_SECONDS)
+    lost_after = timedelta(seconds=s.hosts.host_lost_seconds or DEFAULT_HOST_LOST_SECONDS)
     return min(HOST_WAIT_MAX, max(HOST_WAIT_MIN, lost_after / 3))
 
 
 def live_host_queues(s: SupervisorState) -> list[str]:
     """The queues of the hosts this run made sandboxes on and has not lost, in order."""
     seen: list[str] = []
-    for queue in s.sandbox_hosts.values():
-        if queue not in seen and queue not in s.lost_hosts:
+    for queue in s.hosts.sandbox_hosts.values():
+        if queue not in seen and queue not in s.hosts.lost_hosts:
             seen.append(queue)
     return seen
 
 
 def shown_host(s: SupervisorState, sandbox_id: str | None) -> str | None:
     """The host of the sandbox the status shows (None: not host-bound, or not known)."""
-    queue = None if sandbox_id is None else s.sandbox_hosts.get(sandbox_id)
+    queue = None if sandbox_id is None else s.hosts.sandbox_hosts.get(sandbox_id)
     return None if queue is None else host_of_queue(queue)
 
 

@@ -81,13 +81,13 @@ TalkDecision = AskPerson | PauseUntil | DeliverAnswer | WaitOverBudget
 def request_due(state: SupervisorState, now: datetime, room_hours: float) -> TalkDecision | None:
     """The agent's request the run has not acted on in this sandbox yet, if any. A wait is
     clipped to `room_hours` (`budget.wait_room_hours`)."""
-    if not state.agent_requests or state.sandbox_id is None:
+    if not state.kit.agent_requests or state.sandbox_id is None:
         return None
     asked = requests_now(state)
     if asked is None:
         return None
-    if asked.ask is not None and handled_key(state, asked.ask.id) != state.request_handled:
-        known = state.answers.get(asked.ask.id)
+    if asked.ask is not None and handled_key(state, asked.ask.id) != state.kit.request_handled:
+        known = state.kit.answers.get(asked.ask.id)
         if known is not None:
             return DeliverAnswer(asked.ask.id, known)
         return AskPerson(asked.ask)
@@ -96,7 +96,7 @@ def request_due(state: SupervisorState, now: datetime, room_hours: float) -> Tal
         until = min(wait.until, now + timedelta(hours=max(0.0, room_hours)))
         if until - now >= LEAST_PAUSE:
             return PauseUntil(wait, until)
-        if state.wait_budget_kept and wait.until - now >= LEAST_PAUSE:
+        if state.kit.wait_budget_kept and wait.until - now >= LEAST_PAUSE:
             return WaitOverBudget(wait)
     return None
 
@@ -108,94 +108,96 @@ def handled_key(state: SupervisorState, request_id: str) -> str:
 def wait_mark(state: SupervisorState) -> str | None:
     """The mark of the last wait acted on: its own, or (runs begun before they were kept
     apart) the one mark it shares with questions."""
-    return state.wait_handled if state.talk_marks_apart else state.request_handled
+    return state.kit.wait_handled if state.kit.talk_marks_apart else state.kit.request_handled
 
 
 def mark_wait(state: SupervisorState, request_id: str) -> None:
-    if state.talk_marks_apart:
-        state.wait_handled = handled_key(state, request_id)
+    if state.kit.talk_marks_apart:
+        state.kit.wait_handled = handled_key(state, request_id)
     else:
-        state.request_handled = handled_key(state, request_id)
+        state.kit.request_handled = handled_key(state, request_id)
 
 
 def unmark_wait(state: SupervisorState) -> None:
     """The wait was cut short by its budget: acted on again once the budget is extended."""
-    state.wait_handled = None
+    state.kit.wait_handled = None
 
 
 def requests_now(state: SupervisorState) -> AgentRequests | None:
     """What the agent asks now: its checkpoint's `overnight` key and (runs begun since it was
     read) its requests file, the file's request where both hold one of a kind."""
-    facts = state.checkpoint_facts
+    facts = state.progress.checkpoint_facts
     in_checkpoint = facts.requests if facts is not None else None
-    if not state.requests_file:
+    if not state.kit.requests_file:
         return in_checkpoint
-    return merged(state.file_requests, in_checkpoint)
+    return merged(state.kit.file_requests, in_checkpoint)
 
 
 def take_requests(state: SupervisorState) -> None:
     """What a newly taken checkpoint (or requests file) reports: model spend and results."""
-    asked = requests_now(state) if state.agent_requests else None
+    asked = requests_now(state) if state.kit.agent_requests else None
     if asked is None:
         return
-    state.request_refused = asked.refused
+    state.kit.request_refused = asked.refused
     if asked.finish is not None:
-        state.outputs = asked.finish
-    if not state.requests_file:
+        state.kit.outputs = asked.finish
+    if not state.kit.requests_file:
         _take_usage(state, asked.usage)
         return
-    facts = state.checkpoint_facts
-    for usage in usages(state.file_requests, facts.requests if facts is not None else None):
+    facts = state.progress.checkpoint_facts
+    for usage in usages(state.kit.file_requests, facts.requests if facts is not None else None):
         _take_usage(state, usage)
 
 
 def _take_usage(state: SupervisorState, usage: ModelUsage | None) -> None:
     if usage is None:
         return
-    known = state.model_usage.get(usage.stream)
+    known = state.money.model_usage.get(usage.stream)
     if known is not None and known.usd >= usage.usd:
         return  # cumulative: an older report (or the same one again) adds nothing
-    state.model_usage[usage.stream] = usage
-    while len(state.model_usage) > MAX_STREAMS:
-        oldest = next(iter(state.model_usage))
-        state.model_usd_folded += state.model_usage.pop(oldest).usd
+    state.money.model_usage[usage.stream] = usage
+    while len(state.money.model_usage) > MAX_STREAMS:
+        oldest = next(iter(state.money.model_usage))
+        state.money.model_usd_folded += state.money.model_usage.pop(oldest).usd
 
 
 def model_usd(state: SupervisorState) -> float:
-    return state.model_usd_folded + sum(usage.usd for usage in state.model_usage.values())
+    return state.money.model_usd_folded + sum(
+        usage.usd for usage in state.money.model_usage.values()
+    )
 
 
 def record_answer(state: SupervisorState, answer: str) -> None:
-    assert state.question is not None
-    state.answer_given = answer
-    state.answers[state.question.id] = answer
-    while len(state.answers) > MAX_ANSWERS:
-        state.answers.pop(next(iter(state.answers)))
+    assert state.kit.question is not None
+    state.kit.answer_given = answer
+    state.kit.answers[state.kit.question.id] = answer
+    while len(state.kit.answers) > MAX_ANSWERS:
+        state.kit.answers.pop(next(iter(state.kit.answers)))
 
 
 def waited_seconds(state: SupervisorState, now: datetime) -> float:
     """Time paused for a question or a wait so far (not run time)."""
-    waited = state.waited_seconds
-    if state.waiting_since is not None:
-        waited += max(0.0, (now - state.waiting_since).total_seconds())
+    waited = state.kit.waited_seconds
+    if state.kit.waiting_since is not None:
+        waited += max(0.0, (now - state.kit.waiting_since).total_seconds())
     return waited
 
 
 def talk_view(state: SupervisorState) -> AgentTalk | None:
     """What the status shows of it (None for runs that do not speak the kit's protocol)."""
-    if not state.agent_requests:
+    if not state.kit.agent_requests:
         return None
-    question = state.question if state.answer_given is None else None
-    wait = state.wait
+    question = state.kit.question if state.kit.answer_given is None else None
+    wait = state.kit.wait
     return AgentTalk(
         question=question.question if question is not None else None,
         choices=list(question.choices) if question is not None else [],
-        asked_at=state.waiting_since if question is not None else None,
-        waiting_until=state.waiting_until if wait is not None else None,
+        asked_at=state.kit.waiting_since if question is not None else None,
+        waiting_until=state.kit.waiting_until if wait is not None else None,
         waiting_reason=wait.reason if wait is not None else None,
-        model_input_tokens=sum(u.input_tokens for u in state.model_usage.values()),
-        model_output_tokens=sum(u.output_tokens for u in state.model_usage.values()),
-        refused=state.request_refused,
+        model_input_tokens=sum(u.input_tokens for u in state.money.model_usage.values()),
+        model_output_tokens=sum(u.output_tokens for u in state.money.model_usage.values()),
+        refused=state.kit.request_refused,
     )
 
 

@@ -34,26 +34,28 @@ def margin(state: SupervisorState) -> timedelta:
 
 def extension_point(state: SupervisorState) -> datetime | None:
     """When the next look must happen so the lease can still be extended in time."""
-    if not state.lease_keeping or state.lease_ends_at is None:
+    if not state.sandbox.lease_keeping or state.sandbox.lease_ends_at is None:
         return None
-    return state.lease_ends_at - margin(state)
+    return state.sandbox.lease_ends_at - margin(state)
 
 
 def progressed_since_extension(state: SupervisorState) -> bool:
-    since = state.lease_extended_at
-    return state.last_progress_at is not None and (since is None or state.last_progress_at > since)
+    since = state.sandbox.lease_extended_at
+    return state.progress.last_progress_at is not None and (
+        since is None or state.progress.last_progress_at > since
+    )
 
 
 def extension_target(state: SupervisorState, now: datetime) -> datetime | None:
     """Where to move the lease end now, or None when it should be left as it is."""
     point = extension_point(state)
-    if point is None or state.lease_ends_at is None or now < point:
+    if point is None or state.sandbox.lease_ends_at is None or now < point:
         return None
     if not progressed_since_extension(state):
         return None  # a stalled agent's sandbox is not kept
     lease = timedelta(seconds=state.spec.sandbox_timeout_seconds)
     target = min(now + min(lease, MAX_AHEAD), budget_deadline(state, now))
-    if target - state.lease_ends_at < min(LEAST_EXTENSION, margin(state)):
+    if target - state.sandbox.lease_ends_at < min(LEAST_EXTENSION, margin(state)):
         return None
     return target
 
@@ -61,7 +63,7 @@ def extension_target(state: SupervisorState, now: datetime) -> datetime | None:
 def lease_ended(state: SupervisorState, reported_end: datetime | None, now: datetime) -> bool:
     """Whether a sandbox found paused was paused by its lease end (not by someone)."""
     end = _lease_end(state, reported_end)
-    return state.lease_keeping and end is not None and end <= now + LEASE_END_TOLERANCE
+    return state.sandbox.lease_keeping and end is not None and end <= now + LEASE_END_TOLERANCE
 
 
 def frozen_since(state: SupervisorState, reported_end: datetime | None, now: datetime) -> datetime:
@@ -75,7 +77,7 @@ def _lease_end(state: SupervisorState, reported_end: datetime | None) -> datetim
     """The provider's lease end, else the run's record; with `lease_end_either`, whichever
     came first: an extension that landed just after the lease end paused the sandbox moved
     the provider's end, not the pause."""
-    recorded = state.lease_ends_at
-    if state.lease_end_either and reported_end is not None and recorded is not None:
+    recorded = state.sandbox.lease_ends_at
+    if state.sandbox.lease_end_either and reported_end is not None and recorded is not None:
         return min(reported_end, recorded)
     return reported_end or recorded

@@ -29,40 +29,40 @@ def host_key(state: SupervisorState) -> str:
     """The current sandbox's host queue ("": any worker reaches it, a run's one worker)."""
     if state.sandbox_id is None:
         return ""
-    return state.sandbox_hosts.get(state.sandbox_id, "")
+    return state.hosts.sandbox_hosts.get(state.sandbox_id, "")
 
 
 def take_books(state: SupervisorState, books: GatewayBooks | None) -> None:
     """Keep what the current sandbox's host's gateway booked (its figure only grows: an older
     answer, a retried look's, never lowers it)."""
-    if books is None or not state.gateway_metered:
+    if books is None or not state.money.gateway_metered:
         return
     key = host_key(state)
-    known = state.gateway_books.get(key)
+    known = state.money.gateway_books.get(key)
     if known is not None and known.usd > books.usd:
         books = books.model_copy(update={"usd": known.usd, "answers": known.answers})
-    state.gateway_books[key] = books
+    state.money.gateway_books[key] = books
 
 
 def news(state: SupervisorState, books: GatewayBooks | None) -> bool:
     """Whether a look's books are news to the run (read before `take_books`): the look came
     back early for them, so it is no quiet look."""
-    return books is not None and state.gateway_metered and books.news_beside(known(state))
+    return books is not None and state.money.gateway_metered and books.news_beside(known(state))
 
 
 def known(state: SupervisorState) -> GatewayBooks | None:
     """What the run knows of the current sandbox's host's books (None: nothing yet)."""
-    return state.gateway_books.get(host_key(state)) if state.gateway_metered else None
+    return state.money.gateway_books.get(host_key(state)) if state.money.gateway_metered else None
 
 
 def gateway_usd(state: SupervisorState) -> float:
-    return sum(books.usd for books in state.gateway_books.values())
+    return sum(books.usd for books in state.money.gateway_books.values())
 
 
 def model_spend_usd(state: SupervisorState) -> float:
     """The model spend the budget counts: the gateway's, once the run's calls go through one;
     else what the agent reported."""
-    if state.gateway_metered:
+    if state.money.gateway_metered:
         return gateway_usd(state)
     return kit_requests.model_usd(state)
 
@@ -75,18 +75,20 @@ def allowance_usd(state: SupervisorState, sandbox_usd: float) -> float | None:
 
 
 def booked_by_host(state: SupervisorState) -> dict[str, float]:
-    return {host: books.usd for host, books in state.gateway_books.items()}
+    return {host: books.usd for host, books in state.money.gateway_books.items()}
 
 
 def cap_due(state: SupervisorState) -> bool:
     """The spend budget changed since the gateway's cap was set from it (an extension)."""
-    return state.gateway_metered and state.model_cap_budget != state.budget.max_spend_usd
+    return (
+        state.money.gateway_metered and state.money.model_cap_budget != state.budget.max_spend_usd
+    )
 
 
 def reported_apart(state: SupervisorState) -> float | None:
     """The agent's own report when it differs from the gateway's figure by more than
     DIFFERENCE_SHOWN (None: no gateway, or close enough)."""
-    if not state.gateway_metered:
+    if not state.money.gateway_metered:
         return None
     reported, booked = kit_requests.model_usd(state), gateway_usd(state)
     if abs(reported - booked) <= DIFFERENCE_SHOWN * max(reported, booked, 0.01):
@@ -98,7 +100,7 @@ def upstream_line(state: SupervisorState, now: datetime) -> str | None:
     """The model API's trouble, as the gateway retried it ("model API: 529 at 03:12 UTC,
     4 retries at the gateway"); None when nothing recent."""
     latest: GatewayBooks | None = None
-    for books in state.gateway_books.values():
+    for books in state.money.gateway_books.values():
         if books.last_upstream_error_at is None:
             continue
         if latest is None or books.last_upstream_error_at > (latest.last_upstream_error_at or 0):
@@ -108,7 +110,7 @@ def upstream_line(state: SupervisorState, now: datetime) -> str | None:
     if now.timestamp() - latest.last_upstream_error_at > UPSTREAM_ERROR_SHOWN_SECONDS:
         return None
     at = datetime.fromtimestamp(latest.last_upstream_error_at, tz=now.tzinfo)
-    retries = sum(books.retries for books in state.gateway_books.values())
+    retries = sum(books.retries for books in state.money.gateway_books.values())
     return (
         f"model API: {latest.last_upstream_error} at {at:%H:%M} UTC, "
         f"{retries} retr{'y' if retries == 1 else 'ies'} at the gateway"
@@ -121,7 +123,7 @@ def loop_seen(state: SupervisorState) -> str | None:
     books = known(state)
     if books is None or books.repeats < GATEWAY_LOOP_REPEATS or not books.last_body:
         return None
-    if books.last_body == state.gateway_loop_acted:
+    if books.last_body == state.money.gateway_loop_acted:
         return None
     return (
         f"{GATEWAY_LOOP_REASON}: the same model request {books.repeats} times in a row "
@@ -133,4 +135,4 @@ def mark_loop_acted(state: SupervisorState, reason: str) -> None:
     """A restart for a loop seen at the gateway: that body's repeats are not acted on again."""
     books = known(state)
     if books is not None and reason.startswith(GATEWAY_LOOP_REASON):
-        state.gateway_loop_acted = books.last_body
+        state.money.gateway_loop_acted = books.last_body

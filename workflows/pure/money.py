@@ -32,14 +32,14 @@ def money_due(state: SupervisorState, now: datetime) -> bool:
     """Whether the next observe should bring back charges and the daily limit."""
     if not keeps_account(state):
         return False
-    return state.money_read_at is None or now - state.money_read_at >= MONEY_READ_EVERY
+    return state.money.money_read_at is None or now - state.money.money_read_at >= MONEY_READ_EVERY
 
 
 def take_money(state: SupervisorState, money: MoneyRead | None, now: datetime) -> None:
     """What an observe read: the current sandbox's figure and the key's daily limit."""
     if money is None:
         return
-    state.money_read_at = now
+    state.money.money_read_at = now
     if money.charge is not None and money.charge.sandbox_id == state.sandbox_id:
         take_charge(state, money.charge, now)
     if money.daily is not None:
@@ -52,7 +52,7 @@ def take_charge(state: SupervisorState, charge: SandboxCharge, now: datetime) ->
 
 
 def take_daily(state: SupervisorState, daily: DailyLimitRead, now: datetime) -> None:
-    state.daily_limit = DailyLimit(
+    state.money.daily_limit = DailyLimit(
         limit_usd=_usd(daily.limit_micros),
         used_usd=daily.used_micros / budget.MICROS_PER_USD,
         remaining_usd=_usd(daily.remaining_micros),

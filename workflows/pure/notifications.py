@@ -20,8 +20,8 @@ def notification(
     budget = s.budget
     spent = spend_usd(s, now)
     used = hours_used(s, now)
-    summary = kept_facts(s.checkpoint, s.checkpoint_facts).summary
-    words = s.last_words
+    summary = kept_facts(s.progress.checkpoint, s.progress.checkpoint_facts).summary
+    words = s.attempts.last_words
     return Notification(
         event_id=f"{s.spec.run_id}-{s.notifications_sent}",
         event=event,
@@ -30,7 +30,7 @@ def notification(
         reason=_with_outputs(reason, s) if event == "finished" else reason,
         at=now,
         attempt=s.attempt,
-        restarts_used=s.restarts_used,
+        restarts_used=s.attempts.restarts_used,
         budget=budget,
         budget_left=BudgetLeft(
             restarts=restarts_left(s),
@@ -45,8 +45,8 @@ def notification(
         output_tail=words.tail if words is not None else None,
         output_attempt=words.attempt if words is not None else None,
         outputs=shown_outputs(s) if event == "finished" else None,
-        pushed_commit=s.pushed_commit if event == "finished" else None,
-        pull_request_url=s.pull_request_url if event == "finished" else None,
+        pushed_commit=s.delivery.pushed_commit if event == "finished" else None,
+        pull_request_url=s.delivery.pull_request_url if event == "finished" else None,
         webhooks=list(s.spec.notify),
         secret_env=list(s.spec.secret_env),
     )
@@ -59,8 +59,8 @@ def _with_outputs(reason: str, s: SupervisorState) -> str:
     said = [outputs.summary] if outputs is not None and outputs.summary else []
     if outputs is not None:
         said += [f"{name}: {value}" for name, value in outputs.values.items()]
-    if s.pull_request_url:
-        said.append(f"pull request: {s.pull_request_url}")
+    if s.delivery.pull_request_url:
+        said.append(f"pull request: {s.delivery.pull_request_url}")
     return "; ".join([reason, *said])
 
 

@@ -28,9 +28,9 @@ def note_last_words(
     """Keep the last words of the agent that just ended (the current process)."""
     if tail is None:
         return
-    s.last_words = LastWords(
+    s.attempts.last_words = LastWords(
         attempt=s.attempt,
-        fresh_start=s.process_fresh_start,
+        fresh_start=s.attempts.process_fresh_start,
         reason=reason,
         at=now,
         tail=tail.text,
@@ -46,16 +46,16 @@ def note_started_again(
     the new process followed, its progress counted from now."""
     note_last_words(s, started.previous_output, f"finished (exit 0), then {reason}", now)
     s.process_id = started.process_id
-    s.last_progress_at = now
+    s.progress.last_progress_at = now
     s.state = "running"
 
 
 def record_restart(s: SupervisorState, record: RestartRecord) -> None:
     """Give a restart record its attempt's last words (if read), keeping tails bounded."""
-    words = s.last_words
+    words = s.attempts.last_words
     if words is not None and words.attempt == record.attempt:
         record.output_tail = words.tail
-    for old in s.restarts[:-TAILS_KEPT]:
+    for old in s.attempts.restarts[:-TAILS_KEPT]:
         old.output_tail = None
 
 
@@ -76,25 +76,25 @@ def take_checkpoint(
     if read is None or read.status == "unchanged":
         return False, None
     if read.digest is not None:
-        s.seen_digest = read.digest
+        s.progress.seen_digest = read.digest
     verdict = judge(
-        read, previous_was_json=s.checkpoint_is_json, max_bytes=s.spec.max_checkpoint_bytes
+        read, previous_was_json=s.progress.checkpoint_is_json, max_bytes=s.spec.max_checkpoint_bytes
     )
     if not verdict.accepted:
         if verdict.reason:
-            s.checkpoint_rejected = verdict.reason
+            s.progress.checkpoint_rejected = verdict.reason
         return False, verdict.reason
     said = facts(read)
-    before = kept_facts(s.checkpoint, s.checkpoint_facts).progress_mark
+    before = kept_facts(s.progress.checkpoint, s.progress.checkpoint_facts).progress_mark
     same_work = said.progress_mark is not None and said.progress_mark == before
-    s.checkpoint = read.text
-    s.checkpoint_digest = read.digest
-    s.checkpoint_is_json = verdict.is_json
-    s.checkpoint_facts = said
-    s.checkpoint_rejected = None
+    s.progress.checkpoint = read.text
+    s.progress.checkpoint_digest = read.digest
+    s.progress.checkpoint_is_json = verdict.is_json
+    s.progress.checkpoint_facts = said
+    s.progress.checkpoint_rejected = None
     if not (same_work and by_progress_mark is not None and by_progress_mark()):
-        s.last_progress_at = now
-        s.last_checkpoint_at = now
+        s.progress.last_progress_at = now
+        s.progress.last_checkpoint_at = now
     kit_requests.take_requests(s)
     return True, None
 
@@ -102,14 +102,14 @@ def take_checkpoint(
 def take_requests_file(s: SupervisorState, read: RequestsRead | None) -> bool:
     """Take a newly read requests file (runs that read it). One refused whole (too large, not
     JSON) leaves what the last good one asked, and says why. Returns whether it was news."""
-    if not s.requests_file or read is None or read.status == "unchanged":
+    if not s.kit.requests_file or read is None or read.status == "unchanged":
         return False
-    s.requests_digest = read.digest
+    s.kit.requests_digest = read.digest
     if read.status in ("ok", "missing"):
-        s.file_requests = read.requests
+        s.kit.file_requests = read.requests
     kit_requests.take_requests(s)
     if read.refused is not None:
-        s.request_refused = read.refused
+        s.kit.request_refused = read.refused
     return True
 
 
@@ -118,25 +118,25 @@ def sandbox_started(s: SupervisorState, started: AgentStarted, now: datetime) ->
     safety_net.restarted(s, now)
     s.sandbox_id = started.sandbox_id
     s.process_id = started.process_id
-    s.process_fresh_start = 0
-    s.sandbox_started_at = now
-    s.sandbox_spent_before_usd = 0
+    s.attempts.process_fresh_start = 0
+    s.sandbox.sandbox_started_at = now
+    s.money.sandbox_spent_before_usd = 0
     if started.daily is not None:
         money.take_daily(s, started.daily, now)
-    s.last_progress_at = now
-    s.lease_ends_at = started.lease_ends_at
-    s.lease_extended_at = now
-    s.watch_token = None
-    s.sandbox_paused = False
-    s.isolation = started.isolation
-    s.restored_from = started.restored_from
+    s.progress.last_progress_at = now
+    s.sandbox.lease_ends_at = started.lease_ends_at
+    s.sandbox.lease_extended_at = now
+    s.sandbox.watch_token = None
+    s.sandbox.sandbox_paused = False
+    s.sandbox.isolation = started.isolation
+    s.snapshot.restored_from = started.restored_from
     # The new sandbox holds the last good checkpoint: that is not news.
-    s.seen_digest = s.checkpoint_digest
+    s.progress.seen_digest = s.progress.checkpoint_digest
     # Its requests file is its own agent's (the last sandbox's asked for the last agent).
-    s.file_requests = None
-    s.requests_digest = None
+    s.kit.file_requests = None
+    s.kit.requests_digest = None
     # A failed keep held the sandbox set aside, not this one (it starts from the last kept).
-    s.keep_waits = None
+    s.workspace.keep_waits = None
     s.state = "running"
 
 
@@ -144,20 +144,20 @@ def run_result(s: SupervisorState, now: datetime) -> RunResult:
     return RunResult(
         run_id=s.spec.run_id,
         outcome="finished" if s.state == "finished" else "cancelled",
-        checkpoint=s.checkpoint,
+        checkpoint=s.progress.checkpoint,
         attempts=s.attempt,
-        restarts=s.restarts_used,
+        restarts=s.attempts.restarts_used,
         hours_used=round(budget.hours_used(s, now), 4),
         spend_usd=round(budget.spend_usd(s, now), 4),
         outputs=delivery.shown_outputs(s),
         spend_model_usd=round(model_books.model_spend_usd(s), 4),
-        spend_model_source="gateway" if s.gateway_metered else "agent",
+        spend_model_source="gateway" if s.money.gateway_metered else "agent",
         safety_net=safety_net.summary(s, now),
-        checkpoint_json=parsed_for_result(s.checkpoint, s.checkpoint_is_json),
-        done_checks=list(s.done_results),
-        done_checks_used=s.done_checks_used,
+        checkpoint_json=parsed_for_result(s.progress.checkpoint, s.progress.checkpoint_is_json),
+        done_checks=list(s.done.done_results),
+        done_checks_used=s.done.done_checks_used,
         egress_refused=refused_totals(s),
-        pushed_commit=s.pushed_commit,
-        pull_request_url=s.pull_request_url,
+        pushed_commit=s.delivery.pushed_commit,
+        pull_request_url=s.delivery.pull_request_url,
         ci=ci.view(s),
     )

@@ -59,35 +59,39 @@ def cause_of(reason: str) -> RestartCause:
 
 def noticed(state: SupervisorState, now: datetime) -> None:
     """The current sandbox is being set aside: note the work lost since the last save."""
-    if not state.safety_net_kept or state.sandbox_id is None or state.net_noticed_at is not None:
+    if (
+        not state.net.safety_net_kept
+        or state.sandbox_id is None
+        or state.net.net_noticed_at is not None
+    ):
         return
     ran_until = now
-    if state.sandbox_paused and state.lease_ends_at is not None:
-        ran_until = min(now, state.lease_ends_at)
-    saved = state.last_progress_at or state.sandbox_started_at or now
-    state.net_lost_seconds = max(0.0, (ran_until - saved).total_seconds())
-    state.net_noticed_at = now
-    state.net_attention_seconds_at_notice = state.attention_seconds
+    if state.sandbox.sandbox_paused and state.sandbox.lease_ends_at is not None:
+        ran_until = min(now, state.sandbox.lease_ends_at)
+    saved = state.progress.last_progress_at or state.sandbox.sandbox_started_at or now
+    state.net.net_lost_seconds = max(0.0, (ran_until - saved).total_seconds())
+    state.net.net_noticed_at = now
+    state.net.net_attention_seconds_at_notice = state.attention.attention_seconds
 
 
 def restarted(state: SupervisorState, now: datetime) -> None:
     """A new sandbox runs the agent: the pending restart's cost is complete."""
-    if state.net_noticed_at is None:
+    if state.net.net_noticed_at is None:
         return
-    waited = state.attention_seconds - state.net_attention_seconds_at_notice
-    setup = max(0.0, (now - state.net_noticed_at).total_seconds() - waited)
-    reason = state.restarts[-1].reason if state.restarts else "restart"
-    cost = restart_cost(state, state.attempt, reason, state.net_lost_seconds, setup)
-    totals = state.net_totals
+    waited = state.attention.attention_seconds - state.net.net_attention_seconds_at_notice
+    setup = max(0.0, (now - state.net.net_noticed_at).total_seconds() - waited)
+    reason = state.attempts.restarts[-1].reason if state.attempts.restarts else "restart"
+    cost = restart_cost(state, state.attempt, reason, state.net.net_lost_seconds, setup)
+    totals = state.net.net_totals
     totals.restarts += 1
     totals.lost_seconds = round(totals.lost_seconds + cost.lost_seconds, 3)
     totals.setup_seconds = round(totals.setup_seconds + cost.setup_seconds, 3)
     totals.usd = round(totals.usd + cost.usd, 9)
     totals.by_cause[cost.cause] = totals.by_cause.get(cost.cause, 0) + 1
     totals.recent = [*totals.recent, cost][-RECENT_COSTS:]
-    state.net_noticed_at = None
-    state.net_lost_seconds = 0.0
-    state.net_attention_seconds_at_notice = 0.0
+    state.net.net_noticed_at = None
+    state.net.net_lost_seconds = 0.0
+    state.net.net_attention_seconds_at_notice = 0.0
 
 
 def restart_cost(
@@ -106,10 +110,10 @@ def restart_cost(
 
 def summary(state: SupervisorState, now: datetime) -> SafetyNet | None:
     """The run's figures as of `now` (None for runs begun before they were kept)."""
-    if not state.safety_net_kept:
+    if not state.net.safety_net_kept:
         return None
     sandbox = sandbox_usd(state, now)
-    totals = state.net_totals
+    totals = state.net.net_totals
     share = round(totals.usd / sandbox, 4) if sandbox > 0 else None
     return totals.model_copy(update={"sandbox_usd": round(sandbox, 9), "share": share})
 
@@ -119,6 +123,6 @@ def sandbox_usd(state: SupervisorState, now: datetime) -> float:
     provider's charges where read, the estimate elsewhere), never the model spend an agent
     reports, which the safety net is no share of."""
     spend = estimated_spend_usd(state, now)
-    for figure in state.charges.values():
+    for figure in state.money.charges.values():
         spend += figure.micros / MICROS_PER_USD - figure.estimated_usd
     return spend

@@ -38,9 +38,9 @@ def requested(checkpoint: str | None) -> int:
 
 def kept_request(state: SupervisorState) -> int:
     """The snapshot request in the kept checkpoint, as read with it (else read now)."""
-    if state.checkpoint_facts is not None:
-        return state.checkpoint_facts.snapshot_request
-    return requested(state.checkpoint)
+    if state.progress.checkpoint_facts is not None:
+        return state.progress.checkpoint_facts.snapshot_request
+    return requested(state.progress.checkpoint)
 
 
 def _wanted(state: SupervisorState) -> int | None:
@@ -48,22 +48,27 @@ def _wanted(state: SupervisorState) -> int | None:
     if not snapshot_recovery(state) or state.sandbox_id is None or state.process_id is None:
         return None
     asked = kept_request(state)
-    if asked > state.snapshot_request_done:
+    if asked > state.snapshot.snapshot_request_done:
         return asked
-    changed = state.checkpoint_digest not in (None, state.snapshot_checkpoint_digest)
+    changed = state.progress.checkpoint_digest not in (
+        None,
+        state.snapshot.snapshot_checkpoint_digest,
+    )
     if state.spec.snapshot_on_checkpoint and changed:
         return 0
     return None
 
 
 def earliest_capture(state: SupervisorState) -> datetime | None:
-    if state.snapshot_last_try_at is None:
+    if state.snapshot.snapshot_last_try_at is None:
         return None
-    return state.snapshot_last_try_at + timedelta(seconds=state.spec.snapshot_every_seconds)
+    return state.snapshot.snapshot_last_try_at + timedelta(
+        seconds=state.spec.snapshot_every_seconds
+    )
 
 
 def capture_due(state: SupervisorState, now: datetime) -> TakeSnapshot | None:
-    if state.sandbox_paused:
+    if state.sandbox.sandbox_paused:
         return None
     wanted = _wanted(state)
     if wanted is None:
@@ -84,9 +89,9 @@ def next_capture_at(state: SupervisorState, now: datetime) -> datetime | None:
 
 def restore_for(state: SupervisorState) -> SnapshotRestore | None:
     """What a restart makes its sandbox from: the latest ready snapshot (None: the checkpoint)."""
-    if not snapshot_recovery(state) or not state.snapshots:
+    if not snapshot_recovery(state) or not state.snapshot.snapshots:
         return None
-    latest = state.snapshots[-1]
+    latest = state.snapshot.snapshots[-1]
     return SnapshotRestore(
         snapshot_id=latest.snapshot_id,
         mode=latest.mode,
@@ -98,5 +103,5 @@ def restore_for(state: SupervisorState) -> SnapshotRestore | None:
 def superseded(state: SupervisorState) -> list[str]:
     """Snapshots to delete once the next one is ready (the last `KEEP_SNAPSHOTS` are kept)."""
     keep = KEEP_SNAPSHOTS - 1
-    old = state.snapshots[:-keep] if keep else state.snapshots
+    old = state.snapshot.snapshots[:-keep] if keep else state.snapshot.snapshots
     return [record.snapshot_id for record in old]

@@ -3,8 +3,8 @@ the run takes, the status and the card say so ("no checkpoint for 13 min: stalls
 before the restart that would cost the work since its last one. Pure.
 
 The stall clock starts at a checkpoint taken, and again at a new sandbox, a fresh start or a
-wake (`SupervisorState.last_progress_at`); the restart comes `stall_seconds` after it, unless
-a last look finds a checkpoint after all (workflows/stall_steps.py).
+wake (`SupervisorState.progress.last_progress_at`); the restart comes `stall_seconds` after
+it, unless a last look finds a checkpoint after all (workflows/stall_steps.py).
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ WAKE_LEAD_SECONDS = 300.0
 def stalls_at(state: SupervisorState) -> datetime | None:
     """When a running agent is restarted as stalled unless a checkpoint comes first; None when
     no agent is watched for it."""
-    if state.state != "running" or state.last_progress_at is None:
+    if state.state != "running" or state.progress.last_progress_at is None:
         return None
-    return state.last_progress_at + timedelta(seconds=state.spec.stall_seconds)
+    return state.progress.last_progress_at + timedelta(seconds=state.spec.stall_seconds)
 
 
 def seen_coming_at(state: SupervisorState) -> datetime | None:

@@ -37,13 +37,13 @@ HELD_OUTCOME = "failed"
 
 def held(s: SupervisorState) -> bool:
     """A failed keep holds the run, its sandbox paused where it stands."""
-    return s.keep_waits is not None and s.sandbox_id is not None
+    return s.workspace.keep_waits is not None and s.sandbox_id is not None
 
 
 def held_reason(s: SupervisorState) -> str:
     """Why the run waits for a person: the keep that failed, in its own words."""
-    number = s.keep_waits
-    entry = next((k for k in reversed(s.workspace_kept) if k.number == number), None)
+    number = s.workspace.keep_waits
+    entry = next((k for k in reversed(s.workspace.workspace_kept) if k.number == number), None)
     said = entry.detail if entry is not None and entry.detail else "the push failed"
     return (
         f"the workspace kept at checkpoint {number} could not be pushed to the origin: {said} "
@@ -54,22 +54,22 @@ def held_reason(s: SupervisorState) -> str:
 def due(s: SupervisorState) -> bool:
     """The kept checkpoint changed since the last keep, and there is a sandbox to keep."""
     return (
-        bool(s.workspace_keeping)
+        bool(s.workspace.workspace_keeping)
         and s.sandbox_id is not None
-        and s.checkpoint_digest is not None
-        and s.checkpoint_digest != s.workspace_digest
+        and s.progress.checkpoint_digest is not None
+        and s.progress.checkpoint_digest != s.workspace.workspace_digest
     )
 
 
 def number_next(s: SupervisorState) -> int:
     """Number the checkpoint about to be kept (counted whatever the keep's outcome)."""
-    s.workspace_count += 1
-    s.workspace_digest = s.checkpoint_digest
-    return s.workspace_count
+    s.workspace.workspace_count += 1
+    s.workspace.workspace_digest = s.progress.checkpoint_digest
+    return s.workspace.workspace_count
 
 
 def previous_commit(s: SupervisorState) -> str | None:
-    latest = latest_pushed(s.workspace_kept)
+    latest = latest_pushed(s.workspace.workspace_kept)
     return None if latest is None else latest.commit
 
 
@@ -85,50 +85,56 @@ def record(s: SupervisorState, number: int, kept: WorkspaceKeep, now: datetime) 
         has_checkpoint=kept.has_checkpoint,
         detail=kept.detail[:300],
     )
-    s.workspace_kept = [*s.workspace_kept, entry][-MAX_KEPT_RECORDS:]
+    s.workspace.workspace_kept = [*s.workspace.workspace_kept, entry][-MAX_KEPT_RECORDS:]
     # Said until the next problem (later keeps that pushed show beside it).
     if kept.outcome not in ("pushed", "skipped"):
-        s.workspace_problem = f"checkpoint {number}: {entry.detail or kept.outcome}"
+        s.workspace.workspace_problem = f"checkpoint {number}: {entry.detail or kept.outcome}"
     return entry
 
 
 def restore_for(s: SupervisorState) -> WorkspaceRestore | None:
     """What a new sandbox starts from: the rewind's target, else the latest kept workspace."""
-    if not s.workspace_keeping:
+    if not s.workspace.workspace_keeping:
         return None
-    target = s.rewinding or latest_pushed(s.workspace_kept)
+    target = s.workspace.rewinding or latest_pushed(s.workspace.workspace_kept)
     if target is None or target.ref is None or target.commit is None:
         return None
-    return WorkspaceRestore(ref=target.ref, commit=target.commit, rewind=s.rewinding is not None)
+    return WorkspaceRestore(
+        ref=target.ref, commit=target.commit, rewind=s.workspace.rewinding is not None
+    )
 
 
 def take_started(s: SupervisorState, started: AgentStarted, now: datetime) -> None:
     """What a create said of the workspace: the run's base (its first sandbox's), whether the
     kept workspace was put back, and a rewind's checkpoint, taken as the run's."""
-    if s.workspace_base is None and started.workspace_base is not None:
-        s.workspace_base = started.workspace_base
+    if s.workspace.workspace_base is None and started.workspace_base is not None:
+        s.workspace.workspace_base = started.workspace_base
     restored = started.workspace_restored
-    target, s.rewinding = s.rewinding, None
+    target, s.workspace.rewinding = s.workspace.rewinding, None
     if restored is None:
         return
     if restored.status != "restored":
         what = f"rewind to checkpoint {target.number}" if target else f"sandbox {s.attempt}"
-        s.workspace_problem = f"{what} started without the kept workspace: {restored.detail}"
+        s.workspace.workspace_problem = (
+            f"{what} started without the kept workspace: {restored.detail}"
+        )
         return
     if target is None:
         return
-    s.rewinds += 1
+    s.workspace.rewinds += 1
     if started.checkpoint_restored is not None:
         take_checkpoint(s, started.checkpoint_restored, now)
-        s.workspace_digest = s.checkpoint_digest  # not news: it is the one kept there
+        s.workspace.workspace_digest = (
+            s.progress.checkpoint_digest
+        )  # not news: it is the one kept there
 
 
 def view(s: SupervisorState) -> WorkspaceView | None:
-    if not s.spec.keep_workspace or s.workspace_keeping is False:
+    if not s.spec.keep_workspace or s.workspace.workspace_keeping is False:
         return None
     return WorkspaceView(
-        base=s.workspace_base,
-        kept=list(s.workspace_kept),
-        problem=s.workspace_problem,
-        rewinds=s.rewinds,
+        base=s.workspace.workspace_base,
+        kept=list(s.workspace.workspace_kept),
+        problem=s.workspace.workspace_problem,
+        rewinds=s.workspace.rewinds,
     )

@@ -22,7 +22,8 @@ from overnight.status_lines import (
 from overnight.workspace_spec import KeptWorkspace
 from tests.workflows.pure.test_decide import T0, later, running, spec
 from workflows.pure.card import CARD_TAIL_LINES, build_status, render_card
-from workflows.pure.state import ChargeFigure, SupervisorState
+from workflows.pure.state import SupervisorState
+from workflows.pure.state_groups import ChargeFigure
 
 QUEUE = "overnight@host-b"
 
@@ -114,8 +115,8 @@ def test_the_status_says_what_the_run_knows() -> None:
     assert (status.run_id, status.state, status.attempt) == ("pure", "needs_attention", 3)
     assert (status.sandbox_id, status.process_id) == ("pure-3", "agent-3-1")
     assert (status.restarts_used, status.fresh_starts_used) == (2, 1)
-    assert status.budget == state.budget and status.restarts == state.restarts
-    assert (status.daily_limit, status.waiting_for_daily_window) == (state.daily_limit, True)
+    assert status.budget == state.budget and status.restarts == state.attempts.restarts
+    assert (status.daily_limit, status.waiting_for_daily_window) == (state.money.daily_limit, True)
     assert (status.started_at, status.last_progress_at) == (T0, T0)
     assert status.checkpoint_bytes == 50  # bytes, not characters: é is two
     assert status.checkpoint_summary is not None
@@ -126,8 +127,11 @@ def test_the_status_says_what_the_run_knows() -> None:
     assert status.isolation == "bubblewrap, own network"
     assert (status.host, status.lost_hosts) == ("host-b", ["host-a"])
     assert status.sandbox_hosts == {"pure-2": "host-a", "pure-3": "host-b"}
-    assert status.last_words == state.last_words
-    assert status.latest_snapshot == state.snapshots[-1] and status.snapshots == state.snapshots
+    assert status.last_words == state.attempts.last_words
+    assert (
+        status.latest_snapshot == state.snapshot.snapshots[-1]
+        and status.snapshots == state.snapshot.snapshots
+    )
     assert (status.snapshots_taken, status.snapshot_failures) == (2, 1)
     assert (status.snapshot_error, status.restored_from) == ("disk full", "snap-1")
     assert status.talk is not None and status.talk.question == "Merge?"
@@ -135,7 +139,7 @@ def test_the_status_says_what_the_run_knows() -> None:
     assert status.safety_net is not None and status.safety_net.sandbox_usd > 123
     assert status.failure == "run pure cannot start"
     assert status.waiting_on == "create sandbox, try 2 of 5: busy"
-    assert status.workspace is not None and status.workspace.kept == state.workspace_kept
+    assert status.workspace is not None and status.workspace.kept == state.workspace.workspace_kept
     assert status.egress_refused == {"evil.example": 2}
 
 

@@ -15,6 +15,7 @@ from overnight.agent_kit import overnight_agent
 from overnight.ci_rounds import CiView, FailingCheck
 from overnight.models import BudgetExtension, RunSpec
 from overnight.workspace_spec import KeptWorkspace
+from tests.workflows.pure.fields import put
 from workflows.pure import budget, ci, workspace
 from workflows.pure.card import build_status, render_card
 from workflows.pure.decide import DeliverAgain, KeepAgain, NeedsAttention, decide, decide_resume
@@ -41,10 +42,13 @@ def spec(**overrides: Any) -> RunSpec:
 def state(**fields: Any) -> SupervisorState:
     run = spec(**fields.pop("spec", {}))
     s = SupervisorState(spec=run, budget=run.budget, started_at=T0, attempt=1)
-    s.finish_pushes, s.ci_watching, s.pushed_commit, s.sandbox_id = True, True, PUSHED, "box-1"
-    for name, value in fields.items():
-        setattr(s, name, value)
-    return s
+    s.delivery.finish_pushes, s.ci.ci_watching, s.delivery.pushed_commit, s.sandbox_id = (
+        True,
+        True,
+        PUSHED,
+        "box-1",
+    )
+    return put(s, **fields)
 
 
 def seen(verdict: str, **fields: Any) -> ChecksSeen:
@@ -88,9 +92,14 @@ def test_a_failing_check_is_a_round_told_its_name_and_log_tail() -> None:
     view = ci.view(s)
     assert view is not None and view.failing is not None
     assert len(view.failing.log_tail) == ci_rounds.SHOWN_TAIL_CHARS
-    assert s.ci_failed == ["tests (failure): 1 failed"]
+    assert s.ci.ci_failed == ["tests (failure): 1 failed"]
     ci.started_again(s)
-    assert (s.ci_rounds_used, s.ci_told, s.pushed_commit, s.push_at) == (1, None, None, None)
+    assert (s.ci.ci_rounds_used, s.ci.ci_told, s.delivery.pushed_commit, s.delivery.push_at) == (
+        1,
+        None,
+        None,
+        None,
+    )
 
 
 def test_past_max_ci_rounds_a_person_is_needed_and_an_extension_gives_a_round() -> None:
@@ -109,9 +118,9 @@ def test_past_max_ci_rounds_a_person_is_needed_and_an_extension_gives_a_round() 
 def test_a_run_out_of_hours_needs_a_person_rather_than_a_round() -> None:
     s = state(spec={"budget": {"max_hours": 1}})
     ci.begin_watch(s, T0 + timedelta(hours=2))
-    s.ci_waiting_since = None  # the watch is over; two hours of run time are used
-    s.ci_told = "told"
-    s.ci_view = CiView(commit=PUSHED, state="failing", failing=TESTS)
+    s.ci.ci_waiting_since = None  # the watch is over; two hours of run time are used
+    s.ci.ci_told = "told"
+    s.ci.ci_view = CiView(commit=PUSHED, state="failing", failing=TESTS)
     verdict = ci.verdict(s, T0 + timedelta(hours=2))
     assert isinstance(verdict, str) and verdict.startswith("hours budget")
 
@@ -134,7 +143,7 @@ def test_a_watch_window_ends_at_the_first_report_and_the_deadline() -> None:
     ci.begin_watch(s, T0)
     most = timedelta(minutes=10)
     assert ci.window_seconds(s, T0 + timedelta(minutes=14), most) == 60
-    s.ci_view = CiView(commit=PUSHED, state="pending", polls=4)
+    s.ci.ci_view = CiView(commit=PUSHED, state="pending", polls=4)
     assert ci.window_seconds(s, T0 + timedelta(minutes=14), most) == 600
     assert ci.window_seconds(s, T0 + timedelta(minutes=55), most) == 300
     assert ci.window_seconds(s, T0 + timedelta(hours=2), most) == 0
@@ -151,13 +160,13 @@ def test_waiting_on_ci_is_not_run_time_and_the_status_says_what_it_waits_on() ->
     assert status.waiting_on == f"CI checks of {PUSHED[:12]} (round 0 of 3), pending"
     assert f"**CI** pending on {PUSHED[:12]} (round 0 of 3)" in render_card(status, now)
     ci.end_watch(s, now)
-    assert s.ci_waited_seconds == 7200 and budget.hours_used(s, now + timedelta(hours=1)) == 2
+    assert s.ci.ci_waited_seconds == 7200 and budget.hours_used(s, now + timedelta(hours=1)) == 2
 
 
 def test_the_pull_request_is_brought_up_to_date_after_a_round() -> None:
     s = state(pull_request_commit=PUSHED)
     assert not ci.pull_request_behind(s)
-    s.pushed_commit = "c" * 40
+    s.delivery.pushed_commit = "c" * 40
     assert ci.pull_request_behind(s)
     assert not ci.pull_request_behind(state(ci_watching=None, pull_request_commit=None))
 

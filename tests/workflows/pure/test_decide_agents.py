@@ -36,7 +36,7 @@ def kit_agent(requests: dict[str, Any] | None = None, **overrides: Any) -> Super
     """A run of an agent that speaks the kit's protocol, its checkpoint holding `requests`."""
     state = running(agent_requests=True, wait_budget_kept=True, **overrides)
     if requests is not None:
-        state.checkpoint_facts = facts_of(json.dumps({"step": 1, "overnight": requests}))
+        state.progress.checkpoint_facts = facts_of(json.dumps({"step": 1, "overnight": requests}))
     return state
 
 
@@ -54,7 +54,7 @@ def test_a_question_or_a_wait_from_the_agent_is_acted_on_at_once() -> None:
 def test_a_wait_pauses_the_sandbox_for_what_is_left_of_the_wait_budget() -> None:
     far = later(hours=30).isoformat()
     state = kit_agent({"wait": {"id": "w1", "until": far}}, budget=Budget(max_wait_hours=2))
-    state.waited_seconds = 1800.0
+    state.kit.waited_seconds = 1800.0
     decision = decide(state, working(), later(hours=1))
     assert isinstance(decision, PauseUntil) and decision.until == later(hours=2, minutes=30)
 
@@ -62,12 +62,12 @@ def test_a_wait_pauses_the_sandbox_for_what_is_left_of_the_wait_budget() -> None
 def test_a_wait_past_its_used_up_budget_needs_a_person_in_place() -> None:
     far = later(hours=30).isoformat()
     state = kit_agent({"wait": {"id": "w1", "until": far}}, budget=Budget(max_wait_hours=1))
-    state.waited_seconds = 3600.0
+    state.kit.waited_seconds = 3600.0
     assert decide(state, working(), later(hours=1)) == NeedsAttention(
         "wait budget used up (1.00 of 1 h paused for questions and waits)", in_place=True
     )
     # A pause still under way counts up to now.
-    state.waited_seconds, state.waiting_since = 1800.0, later(minutes=30)
+    state.kit.waited_seconds, state.kit.waiting_since = 1800.0, later(minutes=30)
     assert decide(state, working(), later(hours=1, minutes=15)) == NeedsAttention(
         "wait budget used up (1.25 of 1 h paused for questions and waits)", in_place=True
     )
@@ -120,7 +120,7 @@ def test_a_loop_with_no_note_is_named_by_its_exit_code() -> None:
     reason = f"agent looped (exit {LOOP_EXIT_CODE}: the same tool call over and over)"
     assert decide(state, exited(LOOP_EXIT_CODE), later(minutes=5)) == Restart(reason)
     # The facts taken with the checkpoint are read, not the text again.
-    state.checkpoint_facts = facts_of(json.dumps({"notes": ["kept note"]}))
+    state.progress.checkpoint_facts = facts_of(json.dumps({"notes": ["kept note"]}))
     assert loop_reason(state) == "agent looped: kept note"
 
 

@@ -40,8 +40,8 @@ def test_a_run_paused_in_place_and_still_short_waits_on_in_place() -> None:
 def test_a_run_paused_in_place_whose_agent_waits_past_its_wait_budget_waits_on_in_place() -> None:
     until = later(hours=8).isoformat()
     state = in_place(budget=Budget(max_spend_usd=10, max_hours=10, max_wait_hours=1))
-    state.waited_seconds = 3600.0
-    state.checkpoint_facts = facts_of(
+    state.kit.waited_seconds = 3600.0
+    state.progress.checkpoint_facts = facts_of(
         json.dumps({"overnight": {"wait": {"id": "w1-a", "until": until, "reason": "window"}}})
     )
     decision = decide_resume(state, later(hours=1))
@@ -49,7 +49,7 @@ def test_a_run_paused_in_place_whose_agent_waits_past_its_wait_budget_waits_on_i
         "wait budget used up (1.00 of 1 h paused for questions and waits)", in_place=True
     )
     # A pause still under way counts up to now.
-    state.waited_seconds, state.waiting_since = 1800.0, later(minutes=30)
+    state.kit.waited_seconds, state.kit.waiting_since = 1800.0, later(minutes=30)
     assert decide_resume(state, later(hours=1, minutes=15)) == NeedsAttention(
         "wait budget used up (1.25 of 1 h paused for questions and waits)", in_place=True
     )

@@ -14,6 +14,7 @@ from pydantic import ValidationError
 from overnight.agent_requests import RunOutputs
 from overnight.models import RestartRecord, RunSpec
 from overnight.workspace_spec import KeptWorkspace
+from tests.workflows.pure.fields import put
 from workflows.pure import delivery
 from workflows.pure.card import build_status, render_card
 from workflows.pure.decide import DeliverAgain, WakeInPlace, decide_resume
@@ -41,9 +42,7 @@ def spec(**overrides: Any) -> RunSpec:
 def state(**fields: Any) -> SupervisorState:
     run = spec(**fields.pop("spec", {}))
     s = SupervisorState(spec=run, budget=run.budget, started_at=T0, attempt=1)
-    for name, value in fields.items():
-        setattr(s, name, value)
-    return s
+    return put(s, **fields)
 
 
 FINISHED = RunOutputs(summary="added it", values={"commit": AGENTS, "branch": "agent/x"})
@@ -54,11 +53,11 @@ def test_a_run_that_pushes_names_no_commit_before_the_origin_holds_one() -> None
     shown = delivery.shown_outputs(s)
     assert shown is not None and shown.values == {"branch": "agent/x"}
     assert shown.summary == "added it"
-    s.pushed_commit = PUSHED
+    s.delivery.pushed_commit = PUSHED
     shown = delivery.shown_outputs(s)
     assert shown is not None and shown.values == {"commit": PUSHED, "branch": "agent/x"}
     # The run's own record is the agent's word, untouched.
-    assert s.outputs is not None and s.outputs.values["commit"] == AGENTS
+    assert s.kit.outputs is not None and s.kit.outputs.values["commit"] == AGENTS
 
 
 def test_a_run_begun_before_the_marker_shows_the_agents_outputs_as_they_were() -> None:
@@ -98,10 +97,10 @@ def test_an_extension_of_a_run_whose_delivery_waits_tries_it_again_whatever_the_
     s.budget = s.budget.model_copy(update={"max_hours": 0.001})  # spent
     later = T0 + timedelta(hours=2)
     assert delivery.waiting(s) and decide_resume(s, later) == DeliverAgain()
-    s.delivery_waits = "pull_request"
+    s.delivery.delivery_waits = "pull_request"
     assert decide_resume(s, later) == DeliverAgain()
     # Nothing waits: a sandbox paused in place is woken as before.
-    s.delivery_waits = None
+    s.delivery.delivery_waits = None
     s.budget = s.budget.model_copy(update={"max_hours": 24})
     assert decide_resume(s, T0) == WakeInPlace()
     # No sandbox to deliver from: not waiting (the run goes on as before).
@@ -121,7 +120,7 @@ def test_a_pull_request_is_wanted_once_when_the_spec_asks() -> None:
     assert not delivery.wants_pull_request(state())
     asked = state(spec={"pull_request": {}})
     assert delivery.wants_pull_request(asked)
-    asked.pull_request_url = "https://github.com/octo/app/pull/1"
+    asked.delivery.pull_request_url = "https://github.com/octo/app/pull/1"
     assert not delivery.wants_pull_request(asked)
 
 
@@ -163,7 +162,7 @@ def test_the_pull_requests_facts_are_the_runs_without_output_tails() -> None:
     assert [(r.reason, r.output_tail) for r in facts.restarts] == [("agent crashed (exit 1)", None)]
     assert [k.number for k in facts.kept] == [1]
     assert facts.hours_used == pytest.approx(1.0)
-    assert state().outputs is None and delivery.run_facts(state(), T0).summary == ""
+    assert state().kit.outputs is None and delivery.run_facts(state(), T0).summary == ""
 
 
 @pytest.mark.parametrize(

@@ -26,7 +26,7 @@ def test_an_agent_that_died_in_a_sandbox_paused_for_its_disk_needs_attention_too
 
 def test_an_extension_after_a_full_disk_restarts_from_the_checkpoint() -> None:
     state = running()
-    state.pending_restart = REASON
+    state.attempts.pending_restart = REASON
     assert decide_resume(state, later(minutes=5)) == Restart(REASON)
 
 

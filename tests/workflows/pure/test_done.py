@@ -79,7 +79,7 @@ def test_every_check_passing_finishes_the_run() -> None:
     )
     assert failed is None
     assert after_done_checks(s, NOW) == Finish()
-    assert (s.done_checks_used, s.done_pending) == (0, None)
+    assert (s.done.done_checks_used, s.done.done_pending) == (0, None)
 
 
 def test_a_failed_check_starts_the_agent_again_naming_the_check() -> None:
@@ -88,13 +88,15 @@ def test_a_failed_check_starts_the_agent_again_naming_the_check() -> None:
     assert failed is not None and failed.command == "pytest -q"
     decision = after_done_checks(s, NOW)
     assert decision == DoneRound("done check failed: `pytest -q` (exit 2)")
-    assert s.done_checks_used == 1
+    assert s.done.done_checks_used == 1
 
 
 def test_a_timed_out_check_says_it_was_ended_at_its_limit() -> None:
     s = finished_agent(spec=spec(done_check_timeout_seconds=30))
     done.record_round(s, [check("pytest -q", passed=False, timed_out=True, exit_code=124)])
-    assert s.done_pending == "done check failed: `pytest -q` (timed out after 30 s and was ended)"
+    assert (
+        s.done.done_pending == "done check failed: `pytest -q` (timed out after 30 s and was ended)"
+    )
 
 
 def test_the_round_that_uses_the_last_failed_round_needs_a_person_in_place() -> None:
@@ -121,14 +123,14 @@ def test_hours_used_up_after_a_failed_round_need_a_person_with_the_failure_kept(
     decision = after_done_checks(s, NOW)
     assert isinstance(decision, NeedsAttention) and decision.in_place
     assert decision.reason.startswith("hours budget used up")
-    assert s.done_pending is not None
+    assert s.done.done_pending is not None
 
 
 def test_an_extension_while_a_failure_waits_starts_the_agent_again_with_it() -> None:
     s = finished_agent(spec=spec(budget=Budget(max_done_checks=1)))
     done.record_round(s, [check("pytest -q", passed=False)])
     assert isinstance(after_done_checks(s, NOW), NeedsAttention)
-    s.paused_in_place = True
+    s.sandbox.paused_in_place = True
     # Only hours: still out of failed rounds.
     s.budget = budget.extended(s.budget, BudgetExtension(hours=1))
     still = decide_resume(s, NOW)
@@ -141,8 +143,8 @@ def test_a_paused_in_place_run_without_a_pending_failure_wakes_as_before() -> No
     s = finished_agent(paused_in_place=True)
     assert decide_resume(s, NOW) == WakeInPlace()
     s.sandbox_id = None
-    s.paused_in_place = False
-    s.done_pending = "done check failed: `x` (exit 1)"
+    s.sandbox.paused_in_place = False
+    s.done.done_pending = "done check failed: `x` (exit 1)"
     assert isinstance(decide_resume(s, NOW), Restart)
 
 
@@ -150,10 +152,10 @@ def test_a_lease_shorter_than_a_check_is_extended_to_hold_it() -> None:
     s = finished_agent(lease_ends_at=NOW + timedelta(minutes=5))
     target = done.lease_target(s, NOW)
     assert target == NOW + timedelta(seconds=600) + done.CHECK_LEASE_MARGIN
-    s.lease_ends_at = NOW + timedelta(hours=1)
+    s.sandbox.lease_ends_at = NOW + timedelta(hours=1)
     assert done.lease_target(s, NOW) is None
-    s.lease_keeping = False
-    s.lease_ends_at = NOW
+    s.sandbox.lease_keeping = False
+    s.sandbox.lease_ends_at = NOW
     assert done.lease_target(s, NOW) is None
 
 
@@ -263,7 +265,7 @@ def test_work_that_could_not_be_checked_is_a_failed_round_saying_why() -> None:
     why = "the work was not checked: the origin has no such ref"
     failed = done.record_round(s, [done.unchecked(s, 1, why, NOW)])
     assert failed is not None and failed.command == "pytest -q" and failed.exit_code is None
-    assert s.done_pending == f"done check failed: `pytest -q` ({why})"
+    assert s.done.done_pending == f"done check failed: `pytest -q` ({why})"
     assert done_check_line(build_status(s, NOW)) == (
         f"round 1: `pytest -q` failed ({why}) · 1 of 3 failed rounds used"
     )
@@ -304,10 +306,10 @@ def test_each_check_sandboxs_life_adds_to_the_spend_and_none_is_below_nothing() 
     s = finished_agent(closed_spend_usd=1.0)
     done.close_check_spend(s, 1800)
     done.close_check_spend(s, 1800)
-    assert s.closed_spend_usd == pytest.approx(1.0 + budget.hourly_rate_usd(s.spec))
+    assert s.money.closed_spend_usd == pytest.approx(1.0 + budget.hourly_rate_usd(s.spec))
     done.close_check_spend(s, 0)
     done.close_check_spend(s, -5)  # a clock that went back: nothing
-    assert s.closed_spend_usd == pytest.approx(1.0 + budget.hourly_rate_usd(s.spec))
+    assert s.money.closed_spend_usd == pytest.approx(1.0 + budget.hourly_rate_usd(s.spec))
 
 
 def test_used_up_rounds_of_a_run_carried_over_without_its_results_say_the_failure() -> None:
@@ -315,7 +317,7 @@ def test_used_up_rounds_of_a_run_carried_over_without_its_results_say_the_failur
         done_checks_used=3, done_pending="done check failed: `pytest -q` (exit 1)", done_results=[]
     )
     assert done.verdict(s, NOW) == "done checks used up: done check failed: `pytest -q` (exit 1)"
-    s.done_results = [check("pytest -q", passed=True)]
+    s.done.done_results = [check("pytest -q", passed=True)]
     assert done.verdict(s, NOW) == "done checks used up: done check failed: `pytest -q` (exit 1)"
 
 

@@ -12,7 +12,7 @@ def test_each_sandbox_keeps_its_own_counts_and_the_run_sums_them() -> None:
     s = running()
     take_refusals(s, "box-1", {"evil.example": 2, "pypi.org": 1})
     take_refusals(s, "box-2", {"evil.example": 3})
-    assert s.egress_refused == {
+    assert s.sandbox.egress_refused == {
         "box-1": {"evil.example": 2, "pypi.org": 1},
         "box-2": {"evil.example": 3},
     }
@@ -23,7 +23,7 @@ def test_a_sandboxs_counts_only_grow_a_smaller_report_keeps_the_larger() -> None
     s = running()
     take_refusals(s, "box-1", {"a.example": 5, "b.example": 1})
     take_refusals(s, "box-1", {"a.example": 2, "b.example": 4, "c.example": 1})
-    assert s.egress_refused == {"box-1": {"a.example": 5, "b.example": 4, "c.example": 1}}
+    assert s.sandbox.egress_refused == {"box-1": {"a.example": 5, "b.example": 4, "c.example": 1}}
 
 
 def test_no_sandbox_or_no_counts_changes_nothing() -> None:
@@ -31,9 +31,9 @@ def test_no_sandbox_or_no_counts_changes_nothing() -> None:
     take_refusals(s, None, {"a.example": 1})
     take_refusals(s, "box-1", {})
     take_refusals(s, "box-1", None)
-    assert s.egress_refused == {}
+    assert s.sandbox.egress_refused == {}
     take_refusals(s, "box-1", {"a.example": 0})  # a host asked for and never refused
-    assert s.egress_refused == {"box-1": {}}
+    assert s.sandbox.egress_refused == {"box-1": {}}
 
 
 def test_the_most_refused_host_comes_first_and_ties_go_by_name() -> None:

@@ -21,14 +21,14 @@ def _held() -> Observation:
 
 def test_a_sandbox_paused_below_its_hosts_floor_needs_attention_where_it_stands() -> None:
     state = running()
-    state.host_floor_kept = True
+    state.sandbox.host_floor_kept = True
     assert decide(state, _held(), later(minutes=3)) == NeedsAttention(REASON, in_place=True)
 
 
 def test_an_extension_wakes_the_same_agent() -> None:
     state = running()
-    state.host_floor_kept = True
-    state.paused_in_place = True
+    state.sandbox.host_floor_kept = True
+    state.sandbox.paused_in_place = True
     assert decide_resume(state, later(minutes=5)) == WakeInPlace()
 
 

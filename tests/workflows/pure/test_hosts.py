@@ -9,6 +9,7 @@ from pydantic import ValidationError
 
 from activities.host_models import HostSeen
 from tests.workflows.harness import make_spec
+from tests.workflows.pure.fields import put
 from workflows.pure import hosts
 from workflows.pure.state import SupervisorState
 
@@ -18,7 +19,7 @@ NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
 def _state(**changes: object) -> SupervisorState:
     spec = make_spec()
     s = SupervisorState(spec=spec, budget=spec.budget, started_at=NOW)
-    return s.model_copy(update=changes)
+    return put(s, **changes)
 
 
 def _seen(last_poll_at: datetime | None, lost_after: float = 180) -> HostSeen:
@@ -48,7 +49,7 @@ def test_the_wait_is_bounded_and_a_lost_host_is_not_sent_to() -> None:
     assert hosts.host_wait(s) == timedelta(seconds=60)  # default 180 s / 3
     assert hosts.route_for(s, "b").lost
     assert hosts.live_host_queues(s) == []
-    s.host_lost_seconds = 5
+    s.hosts.host_lost_seconds = 5
     assert hosts.host_wait(s) == hosts.HOST_WAIT_MIN
 
 
@@ -82,9 +83,9 @@ def test_the_live_hosts_are_those_the_run_made_sandboxes_on_once_each_but_the_lo
 def test_a_pinned_create_goes_to_the_first_allowed_host_not_lost() -> None:
     s = _state(host_routing=True, spec=make_spec(hosts=["a", "b"]))
     assert hosts.create_queue(s, "q") == "q@a"
-    s.lost_hosts = ["q@a"]
+    s.hosts.lost_hosts = ["q@a"]
     assert hosts.create_queue(s, "q") == "q@b"
-    s.lost_hosts = ["q@a", "q@b"]
+    s.hosts.lost_hosts = ["q@a", "q@b"]
     assert hosts.create_queue(s, "q") == "q@a"  # all lost: the first may be back
     assert hosts.create_queue(_state(host_routing=True), "q") is None  # not pinned: any host
 

@@ -156,7 +156,7 @@ def test_a_stalled_agents_lease_is_left_to_end() -> None:
 
 def test_an_agent_that_never_checkpointed_earns_no_extension() -> None:
     state = kept(extended_at=None)
-    state.last_progress_at = None
+    state.progress.last_progress_at = None
     assert not lease.progressed_since_extension(state)
     assert lease.extension_target(state, EXTENSION_POINT) is None
 

@@ -15,7 +15,8 @@ from activities.models import DailyLimitRead, MoneyRead, SandboxCharge
 from overnight.models import Budget, Rates, SnapshotRecord
 from tests.workflows.pure.test_decide import DEFAULT_RATE, T0, later, running, spec
 from workflows.pure import budget, money
-from workflows.pure.state import ChargeFigure, SupervisorState
+from workflows.pure.state import SupervisorState
+from workflows.pure.state_groups import ChargeFigure
 
 GIB = 2**30
 
@@ -47,9 +48,9 @@ def test_a_wait_for_a_person_that_just_began_takes_no_time_off_the_hours() -> No
 def test_closing_a_sandbox_folds_its_lifetime_into_the_closed_spend() -> None:
     state = running(closed_spend_usd=0.5, sandbox_spent_before_usd=0.1)
     budget.close_sandbox_spend(state, later(hours=1))
-    assert state.closed_spend_usd == pytest.approx(0.5 + DEFAULT_RATE)
-    assert state.sandbox_spent_before_usd == pytest.approx(0.1 + DEFAULT_RATE)
-    assert state.sandbox_started_at is None
+    assert state.money.closed_spend_usd == pytest.approx(0.5 + DEFAULT_RATE)
+    assert state.money.sandbox_spent_before_usd == pytest.approx(0.1 + DEFAULT_RATE)
+    assert state.sandbox.sandbox_started_at is None
     # Between sandboxes, time costs nothing.
     assert budget.spend_usd(state, later(hours=5)) == pytest.approx(0.5 + DEFAULT_RATE)
 
@@ -87,16 +88,16 @@ def test_deleting_the_only_snapshot_keeps_what_it_cost() -> None:
     rate = spec().rates.snapshot_gib_hour_usd
     state = running(sandbox_started_at=None, closed_snapshot_spend_usd=1.0, snapshots=[snapshot(1)])
     budget.close_snapshot_spend(state, ["snap-1"], later(hours=3))
-    assert state.snapshots == []
-    assert state.closed_snapshot_spend_usd == pytest.approx(1.0 + 3 * rate)
+    assert state.snapshot.snapshots == []
+    assert state.snapshot.closed_snapshot_spend_usd == pytest.approx(1.0 + 3 * rate)
     assert budget.snapshot_storage_usd(state, later(hours=10)) == pytest.approx(1.0 + 3 * rate)
 
 
 def test_deleting_a_snapshot_the_run_does_not_hold_changes_nothing() -> None:
     state = running(sandbox_started_at=None, snapshots=[snapshot(1)])
     budget.close_snapshot_spend(state, ["snap-9"], later(hours=3))
-    assert [r.snapshot_id for r in state.snapshots] == ["snap-1"]
-    assert state.closed_snapshot_spend_usd == 0
+    assert [r.snapshot_id for r in state.snapshot.snapshots] == ["snap-1"]
+    assert state.snapshot.closed_snapshot_spend_usd == 0
 
 
 # ---- the provider's figures ------------------------------------------------------------------
@@ -122,7 +123,7 @@ def test_charged_is_none_until_the_provider_gave_a_figure_then_their_sum() -> No
 def test_a_charge_read_is_recorded_beside_the_estimate_up_to_the_read() -> None:
     state = on_runtime(sandbox_spent_before_usd=0.25)
     budget.record_charge(state, "box-1", 300_000, 50_000, later(hours=1))
-    figure = state.charges["box-1"]
+    figure = state.money.charges["box-1"]
     assert figure.micros == 350_000
     assert figure.estimated_usd == pytest.approx(0.25 + DEFAULT_RATE)
     assert figure.read_at == later(hours=1)
@@ -166,11 +167,11 @@ def test_a_money_read_records_the_current_sandboxs_charge_and_the_daily_limit() 
         ),
     )
     money.take_money(state, seen, later(hours=1))
-    assert state.money_read_at == later(hours=1)
-    assert state.charges["box-1"].micros == 80_000
-    assert state.charges["box-1"].read_at == later(hours=1)
-    assert state.daily_limit is not None
-    assert state.daily_limit.model_dump() == {
+    assert state.money.money_read_at == later(hours=1)
+    assert state.money.charges["box-1"].micros == 80_000
+    assert state.money.charges["box-1"].read_at == later(hours=1)
+    assert state.money.daily_limit is not None
+    assert state.money.daily_limit.model_dump() == {
         "limit_usd": 5.0,
         "used_usd": 1.25,
         "remaining_usd": 3.75,
@@ -182,22 +183,29 @@ def test_a_charge_for_another_sandbox_is_not_taken_for_the_current_one() -> None
     state = on_runtime()
     seen = MoneyRead(charge=SandboxCharge(sandbox_id="box-0", charged_micros=60_000))
     money.take_money(state, seen, later(hours=1))
-    assert state.charges == {} and state.daily_limit is None
-    assert state.money_read_at == later(hours=1)
+    assert state.money.charges == {} and state.money.daily_limit is None
+    assert state.money.money_read_at == later(hours=1)
 
 
 def test_a_failed_money_read_changes_nothing() -> None:
     state = on_runtime()
     money.take_money(state, None, later(hours=1))
-    assert state.money_read_at is None and state.charges == {} and state.daily_limit is None
+    assert (
+        state.money.money_read_at is None
+        and state.money.charges == {}
+        and state.money.daily_limit is None
+    )
 
 
 def test_a_key_without_a_daily_limit_reads_as_none_left_unlimited() -> None:
     state = on_runtime()
     money.take_daily(state, DailyLimitRead(used_micros=500_000), later(hours=1))
-    assert state.daily_limit is not None
-    assert (state.daily_limit.limit_usd, state.daily_limit.remaining_usd) == (None, None)
-    assert state.daily_limit.used_usd == 0.5
+    assert state.money.daily_limit is not None
+    assert (state.money.daily_limit.limit_usd, state.money.daily_limit.remaining_usd) == (
+        None,
+        None,
+    )
+    assert state.money.daily_limit.used_usd == 0.5
 
 
 def test_the_daily_limit_has_room_while_it_covers_one_more_lease() -> None:

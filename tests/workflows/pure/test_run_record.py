@@ -36,7 +36,7 @@ from workflows.pure.state import SupervisorState
 def test_the_last_words_of_the_agent_that_ended_are_kept_with_which_start_it_was() -> None:
     s = running(attempt=2, process_fresh_start=3)
     note_last_words(s, OutputTail(text="bye", truncated=True), "agent crashed (exit 1)", later())
-    assert s.last_words == LastWords(
+    assert s.attempts.last_words == LastWords(
         attempt=2, fresh_start=3, reason="agent crashed (exit 1)", at=later(), tail="bye",
         truncated=True,
     )  # fmt: skip
@@ -46,7 +46,7 @@ def test_no_tail_read_keeps_the_last_words_known() -> None:
     known = LastWords(attempt=1, reason="finished", at=T0, tail="earlier")
     s = running(last_words=known)
     note_last_words(s, None, "agent crashed (exit 1)", later())
-    assert s.last_words == known
+    assert s.attempts.last_words == known
 
 
 def record(attempt: int, tail: str | None = None) -> RestartRecord:
@@ -66,8 +66,8 @@ def test_a_restart_carries_the_last_words_of_its_own_attempt_only() -> None:
 
 def test_only_the_newest_restarts_keep_their_tails() -> None:
     s = running(restarts=[record(n, f"tail {n}") for n in range(1, TAILS_KEPT + 3)])
-    record_restart(s, s.restarts[-1])
-    tails = [r.output_tail for r in s.restarts]
+    record_restart(s, s.attempts.restarts[-1])
+    tails = [r.output_tail for r in s.attempts.restarts]
     assert tails == [None, None] + [f"tail {n}" for n in range(3, TAILS_KEPT + 3)]
 
 
@@ -78,13 +78,15 @@ def test_a_good_checkpoint_is_taken_as_progress() -> None:
     s = running(checkpoint_rejected="the last one was too large")
     read = checkpoint_ok(note("write the parser", "read the spec"))
     assert take_checkpoint(s, read, later(minutes=5)) == (True, None)
-    assert (s.checkpoint, s.checkpoint_digest, s.seen_digest) == (
+    assert (s.progress.checkpoint, s.progress.checkpoint_digest, s.progress.seen_digest) == (
         read.text,
         read.digest,
         read.digest,
     )
-    assert s.checkpoint_is_json and s.checkpoint_facts == facts_of(read.text)
-    assert s.checkpoint_rejected is None and s.last_progress_at == later(minutes=5)
+    assert s.progress.checkpoint_is_json and s.progress.checkpoint_facts == facts_of(read.text)
+    assert s.progress.checkpoint_rejected is None and s.progress.last_progress_at == later(
+        minutes=5
+    )
 
 
 def test_nothing_read_or_nothing_new_changes_nothing() -> None:
@@ -102,8 +104,8 @@ def test_a_refused_checkpoint_keeps_the_last_good_one_and_says_why_once_seen() -
     take_checkpoint(s, good, later())
     taken, why = take_checkpoint(s, checkpoint_too_large(5000), later(minutes=5))
     assert (taken, why) == (False, "checkpoint is 5000 bytes, over the 1000 cap")
-    assert s.checkpoint_rejected == why and s.seen_digest == "too_large:5000"
-    assert (s.checkpoint, s.last_progress_at) == (good.text, later())
+    assert s.progress.checkpoint_rejected == why and s.progress.seen_digest == "too_large:5000"
+    assert (s.progress.checkpoint, s.progress.last_progress_at) == (good.text, later())
 
 
 def test_the_run_holds_its_checkpoints_to_its_own_cap_and_shape() -> None:
@@ -119,14 +121,14 @@ def test_a_read_that_says_nothing_leaves_the_last_refusal_standing() -> None:
     s = running(checkpoint_rejected="too large")
     not_read = CheckpointRead(status="unreadable")  # no digest: the sandbox was not read
     assert take_checkpoint(s, not_read, later()) == (False, None)
-    assert s.checkpoint_rejected == "too large" and s.seen_digest is None
+    assert s.progress.checkpoint_rejected == "too large" and s.progress.seen_digest is None
 
 
 def test_a_checkpoint_taken_reports_the_agents_spend_and_results() -> None:
     s = running(agent_requests=True)
     said = {"overnight": {"usage": {"stream": "a", "usd": 1.5}, "finish": {"summary": "done"}}}
     take_checkpoint(s, checkpoint_ok(json.dumps(said)), later())
-    assert s.model_usage["a"].usd == 1.5 and s.outputs == RunOutputs(summary="done")
+    assert s.money.model_usage["a"].usd == 1.5 and s.kit.outputs == RunOutputs(summary="done")
 
 
 # ---- the kit's requests file -----------------------------------------------------------------
@@ -144,32 +146,32 @@ def test_a_new_requests_file_is_taken_and_its_spend_counted() -> None:
     s = file_run()
     read = RequestsRead(status="ok", digest="d1", requests=usage(2.0))
     assert take_requests_file(s, read) is True
-    assert (s.requests_digest, s.file_requests) == ("d1", usage(2.0))
-    assert s.model_usage["a"].usd == 2.0 and s.request_refused is None
+    assert (s.kit.requests_digest, s.kit.file_requests) == ("d1", usage(2.0))
+    assert s.money.model_usage["a"].usd == 2.0 and s.kit.request_refused is None
 
 
 def test_a_requests_file_gone_asks_nothing_any_more() -> None:
     s = file_run(file_requests=usage(2.0))
     assert take_requests_file(s, RequestsRead(status="missing", digest=None)) is True
-    assert s.file_requests is None
+    assert s.kit.file_requests is None
 
 
 def test_a_requests_file_refused_whole_keeps_what_the_last_good_one_asked() -> None:
     s = file_run(file_requests=usage(2.0))
     read = RequestsRead(status="too_large", digest="d2", refused="requests file over 512 KiB")
     assert take_requests_file(s, read) is True
-    assert (s.file_requests, s.requests_digest) == (usage(2.0), "d2")
-    assert s.request_refused == "requests file over 512 KiB"
+    assert (s.kit.file_requests, s.kit.requests_digest) == (usage(2.0), "d2")
+    assert s.kit.request_refused == "requests file over 512 KiB"
 
 
 def test_no_news_from_the_requests_file_or_a_run_that_does_not_read_it() -> None:
     read = RequestsRead(status="ok", digest="d1", requests=usage(2.0))
     old = running(agent_requests=True)
-    assert take_requests_file(old, read) is False and old.file_requests is None
+    assert take_requests_file(old, read) is False and old.kit.file_requests is None
     s = file_run(requests_digest="d0")
     assert take_requests_file(s, None) is False
     assert take_requests_file(s, RequestsRead(status="unchanged", digest="d1")) is False
-    assert s.requests_digest == "d0"
+    assert s.kit.requests_digest == "d0"
 
 
 # ---- a new sandbox ---------------------------------------------------------------------------
@@ -200,23 +202,30 @@ def test_a_new_sandbox_starts_afresh_with_the_last_good_checkpoint() -> None:
         ),
     )
     sandbox_started(s, started, later(minutes=2))
-    assert (s.sandbox_id, s.process_id, s.process_fresh_start) == ("box-2", "agent-2-0", 0)
-    assert s.sandbox_started_at == s.last_progress_at == s.lease_extended_at == later(minutes=2)
-    assert (s.sandbox_spent_before_usd, s.lease_ends_at) == (0, later(hours=1))
-    assert (s.watch_token, s.sandbox_paused) == (None, False)
-    assert (s.isolation, s.restored_from) == ("bubblewrap", "snap-1")
-    assert s.seen_digest == "good"  # the new sandbox holds it: not news
-    assert (s.file_requests, s.requests_digest) == (None, None)
+    assert (s.sandbox_id, s.process_id, s.attempts.process_fresh_start) == ("box-2", "agent-2-0", 0)
+    assert (
+        s.sandbox.sandbox_started_at
+        == s.progress.last_progress_at
+        == s.sandbox.lease_extended_at
+        == later(minutes=2)
+    )
+    assert (s.money.sandbox_spent_before_usd, s.sandbox.lease_ends_at) == (0, later(hours=1))
+    assert (s.sandbox.watch_token, s.sandbox.sandbox_paused) == (None, False)
+    assert (s.sandbox.isolation, s.snapshot.restored_from) == ("bubblewrap", "snap-1")
+    assert s.progress.seen_digest == "good"  # the new sandbox holds it: not news
+    assert (s.kit.file_requests, s.kit.requests_digest) == (None, None)
     assert s.state == "running"
-    assert s.daily_limit is not None and s.daily_limit.remaining_usd == 4.0
-    assert s.net_totals.restarts == 1 and s.net_noticed_at is None  # the restart's cost closed
+    assert s.money.daily_limit is not None and s.money.daily_limit.remaining_usd == 4.0
+    assert (
+        s.net.net_totals.restarts == 1 and s.net.net_noticed_at is None
+    )  # the restart's cost closed
 
 
 def test_a_sandbox_started_without_a_daily_read_keeps_the_last_one() -> None:
     known = DailyLimit(limit_usd=5, used_usd=1, remaining_usd=4, read_at=T0)
     s = running(daily_limit=known)
     sandbox_started(s, AgentStarted(sandbox_id="box-2", process_id="p"), later())
-    assert s.daily_limit == known
+    assert s.money.daily_limit == known
 
 
 # ---- the result ------------------------------------------------------------------------------

@@ -23,7 +23,7 @@ def crash_and_restart(state: SupervisorState, *, noticed: float, running_at: flo
     """What AgentRun does, in order: the restart's record, the set-aside (the sandbox's spend
     closed), the new sandbox's start; times in minutes after T0."""
     reason = "agent crashed (exit 3)"
-    state.restarts.append(
+    state.attempts.restarts.append(
         RestartRecord(attempt=state.attempt, reason=reason, at=later(minutes=noticed))
     )
     safety_net.noticed(state, later(minutes=noticed))
@@ -32,8 +32,8 @@ def crash_and_restart(state: SupervisorState, *, noticed: float, running_at: flo
     state.attempt += 1
     state.sandbox_id = f"box-{state.attempt}"
     safety_net.restarted(state, later(minutes=running_at))
-    state.sandbox_started_at = later(minutes=running_at)
-    state.last_progress_at = later(minutes=running_at)
+    state.sandbox.sandbox_started_at = later(minutes=running_at)
+    state.progress.last_progress_at = later(minutes=running_at)
 
 
 def test_a_crash_costs_the_work_since_the_checkpoint_and_the_setup_by_hand() -> None:
@@ -59,7 +59,7 @@ def test_a_crash_costs_the_work_since_the_checkpoint_and_the_setup_by_hand() -> 
 def test_two_restarts_add_up() -> None:
     state = kept(progress_at=later(minutes=10))
     crash_and_restart(state, noticed=25, running_at=26)  # 900 s + 60 s
-    state.last_progress_at = later(minutes=40)
+    state.progress.last_progress_at = later(minutes=40)
     crash_and_restart(state, noticed=41, running_at=41.25)  # 60 s + 15 s
     net = safety_net.summary(state, later(hours=1))
     assert net is not None
@@ -70,11 +70,11 @@ def test_two_restarts_add_up() -> None:
 
 def test_a_wait_for_a_person_between_noticed_and_restarted_is_no_setup() -> None:
     state = kept(progress_at=later(minutes=10))
-    state.restarts.append(
+    state.attempts.restarts.append(
         RestartRecord(attempt=1, reason="agent stalled 15 min", at=later(minutes=25))
     )
     safety_net.noticed(state, later(minutes=25))
-    state.attention_seconds += 8 * 3600  # out of restarts: 8 h until a person extended it
+    state.attention.attention_seconds += 8 * 3600  # out of restarts: 8 h until a person extended it
     state.attempt = 2
     safety_net.restarted(state, later(hours=8, minutes=26))
     net = safety_net.summary(state, later(hours=9))
@@ -87,7 +87,7 @@ def test_a_sandbox_paused_at_its_lease_end_loses_only_the_time_it_ran() -> None:
     state = kept(
         progress_at=later(minutes=10), sandbox_paused=True, lease_ends_at=later(minutes=20)
     )
-    state.restarts.append(
+    state.attempts.restarts.append(
         RestartRecord(attempt=1, reason="agent stalled 15 min", at=later(hours=2))
     )
     safety_net.noticed(state, later(hours=2))
@@ -105,7 +105,7 @@ def test_no_restart_no_cost_and_runs_begun_before_have_no_figure() -> None:
     # Nothing noticed before a run's first sandbox: its start is no restart.
     state = kept()
     safety_net.restarted(state, later(minutes=1))
-    assert state.net_totals.restarts == 0
+    assert state.net.net_totals.restarts == 0
 
 
 def test_a_set_aside_without_a_restart_after_it_costs_nothing() -> None:
@@ -113,7 +113,7 @@ def test_a_set_aside_without_a_restart_after_it_costs_nothing() -> None:
     safety_net.noticed(state, later(minutes=25))  # out of budget; then cancelled
     net = safety_net.summary(state, later(hours=1))
     assert net is not None and net.restarts == 0 and net.usd == 0
-    assert state.net_lost_seconds == 900  # pending, never charged
+    assert state.net.net_lost_seconds == 900  # pending, never charged
 
 
 def test_the_share_is_left_out_while_the_sandboxes_cost_nothing() -> None:
@@ -147,11 +147,11 @@ def test_causes(reason: str, cause: str) -> None:
 
 def test_the_share_is_of_the_sandboxes_figure_charges_included_model_spend_never() -> None:
     from overnight.models import RunSpec
-    from workflows.pure.state import ChargeFigure
+    from workflows.pure.state_groups import ChargeFigure
 
     base = running().spec.model_dump()
     state = kept(spec=RunSpec(**{**base, "provider": "runtime"}))
-    state.charges["box-1"] = ChargeFigure(
+    state.money.charges["box-1"] = ChargeFigure(
         micros=50_000, estimated_usd=0.04, read_at=later(hours=0.5)
     )
     now = later(hours=1)
@@ -163,37 +163,37 @@ def test_the_share_is_of_the_sandboxes_figure_charges_included_model_spend_never
 def test_nothing_is_noticed_without_a_sandbox_or_in_a_run_begun_before() -> None:
     between = kept(sandbox_id=None)
     safety_net.noticed(between, later(minutes=5))
-    assert between.net_noticed_at is None
+    assert between.net.net_noticed_at is None
     before = running()
     safety_net.noticed(before, later(minutes=5))
-    assert before.net_noticed_at is None and before.net_lost_seconds == 0
+    assert before.net.net_noticed_at is None and before.net.net_lost_seconds == 0
 
 
 def test_a_failure_noticed_twice_counts_from_the_first_time() -> None:
     state = kept(progress_at=later(minutes=10))
     safety_net.noticed(state, later(minutes=25))
     safety_net.noticed(state, later(minutes=40))
-    assert (state.net_noticed_at, state.net_lost_seconds) == (later(minutes=25), 900)
+    assert (state.net.net_noticed_at, state.net.net_lost_seconds) == (later(minutes=25), 900)
 
 
 def test_a_running_sandbox_loses_all_its_time_since_the_save_whatever_its_lease() -> None:
     # Its lease was to end at 22:20, but it was extended and it never paused.
     state = kept(progress_at=later(minutes=10), lease_ends_at=later(minutes=20))
     safety_net.noticed(state, later(minutes=30))
-    assert state.net_lost_seconds == 1200
+    assert state.net.net_lost_seconds == 1200
 
 
 def test_with_no_checkpoint_taken_the_work_lost_is_since_the_sandbox_started() -> None:
     state = kept(last_progress_at=None)
     safety_net.noticed(state, later(minutes=7))
-    assert state.net_lost_seconds == 420
+    assert state.net.net_lost_seconds == 420
 
 
 def test_noticed_at_the_last_save_loses_nothing_and_an_instant_restart_has_no_setup() -> None:
     state = kept(progress_at=later(minutes=10))
     safety_net.noticed(state, later(minutes=10))
     safety_net.restarted(state, later(minutes=10))
-    [cost] = state.net_totals.recent
+    [cost] = state.net.net_totals.recent
     assert (cost.lost_seconds, cost.setup_seconds, cost.usd) == (0, 0, 0)
 
 
@@ -201,14 +201,14 @@ def test_a_wait_for_a_person_before_the_failure_takes_nothing_off_its_setup() ->
     state = kept(progress_at=later(minutes=10), attention_seconds=3600.0)
     safety_net.noticed(state, later(hours=2))
     safety_net.restarted(state, later(hours=2, minutes=1))
-    assert state.net_totals.setup_seconds == 60
+    assert state.net.net_totals.setup_seconds == 60
 
 
 def test_a_restart_with_no_record_of_why_is_counted_as_a_restart() -> None:
     state = kept(progress_at=later(minutes=10))
     safety_net.noticed(state, later(minutes=20))
     safety_net.restarted(state, later(minutes=21))
-    [cost] = state.net_totals.recent
+    [cost] = state.net.net_totals.recent
     assert (cost.reason, cost.cause) == ("restart", "other")
 
 
@@ -216,20 +216,20 @@ def test_restarts_of_one_cause_are_counted_together() -> None:
     state = kept(progress_at=later(minutes=10))
     crash_and_restart(state, noticed=20, running_at=21)
     crash_and_restart(state, noticed=30, running_at=31)
-    assert state.net_totals.by_cause == {"crashed": 2}
+    assert state.net.net_totals.by_cause == {"crashed": 2}
 
 
 def test_the_figures_are_kept_to_the_millisecond_and_the_billionth_of_a_dollar() -> None:
     state = kept(progress_at=later(minutes=10))
-    state.restarts.append(RestartRecord(attempt=1, reason="agent crashed (exit 3)", at=T0))
+    state.attempts.restarts.append(RestartRecord(attempt=1, reason="agent crashed (exit 3)", at=T0))
     noticed, running_at = later(minutes=25, seconds=0.2504), later(minutes=25.5, seconds=0.001)
     safety_net.noticed(state, noticed)  # 900.2504 s lost
     budget.close_sandbox_spend(state, noticed)
     safety_net.restarted(state, running_at)  # 29.7506 s of setup
-    state.sandbox_started_at = running_at
-    [cost] = state.net_totals.recent
+    state.sandbox.sandbox_started_at = running_at
+    [cost] = state.net.net_totals.recent
     assert (cost.lost_seconds, cost.setup_seconds, cost.usd) == (900.25, 29.751, 0.020666689)
-    totals = state.net_totals
+    totals = state.net.net_totals
     assert (totals.lost_seconds, totals.setup_seconds, totals.usd) == (900.25, 29.751, 0.020666689)
     net = safety_net.summary(state, later(hours=1))
     assert net is not None and (net.sandbox_usd, net.share) == (0.079338876, 0.2605)

@@ -16,6 +16,7 @@ from workflows.pure.card import build_status, render_card
 from workflows.pure.decide import TakeSnapshot, Watch, decide
 from workflows.pure.snapshot import capture_due, next_capture_at, requested, restore_for, superseded
 from workflows.pure.state import SupervisorState
+from workflows.pure.state_groups import ProgressState, SandboxState
 
 T0 = datetime(2026, 11, 30, 12, tzinfo=UTC)
 RUNNING = Observation(process_state="running", sandbox_state="running")
@@ -29,11 +30,11 @@ def state(checkpoint: str | None = None, **spec: object) -> SupervisorState:
         attempt=1,
         sandbox_id="box-1",
         process_id="p-1",
-        sandbox_started_at=T0,
-        last_progress_at=T0,
+        sandbox=SandboxState(sandbox_started_at=T0),
+        progress=ProgressState(last_progress_at=T0),
     )
-    s.checkpoint = checkpoint
-    s.checkpoint_digest = None if checkpoint is None else str(hash(checkpoint))
+    s.progress.checkpoint = checkpoint
+    s.progress.checkpoint_digest = None if checkpoint is None else str(hash(checkpoint))
     return s
 
 
@@ -53,9 +54,9 @@ def test_the_agents_request_is_read_from_its_checkpoint() -> None:
 def test_a_request_is_answered_once_and_the_interval_holds_the_next() -> None:
     s = state(json.dumps({"snapshot_request": 1}))
     assert decide(s, RUNNING, T0) == TakeSnapshot(request=1)
-    s.snapshot_request_done, s.snapshot_last_try_at = 1, T0
+    s.snapshot.snapshot_request_done, s.snapshot.snapshot_last_try_at = 1, T0
     assert capture_due(s, T0 + timedelta(seconds=1)) is None
-    s.checkpoint = json.dumps({"snapshot_request": 2})
+    s.progress.checkpoint = json.dumps({"snapshot_request": 2})
     soon = T0 + timedelta(seconds=5)
     assert capture_due(s, soon) is None
     assert next_capture_at(s, soon) == T0 + timedelta(seconds=600)
@@ -69,13 +70,13 @@ def test_automatic_captures_need_a_declaration_and_a_new_checkpoint() -> None:
     assert capture_due(s, T0) is None
     s = state("{}", snapshot_on_checkpoint=True)
     assert capture_due(s, T0) == TakeSnapshot(request=0)
-    s.snapshot_checkpoint_digest = s.checkpoint_digest
+    s.snapshot.snapshot_checkpoint_digest = s.progress.checkpoint_digest
     assert capture_due(s, T0 + timedelta(hours=1)) is None
 
 
 def test_no_capture_of_a_paused_sandbox_or_in_checkpoint_mode() -> None:
     s = state(json.dumps({"snapshot_request": 1}))
-    s.sandbox_paused = True
+    s.sandbox.sandbox_paused = True
     assert capture_due(s, T0) is None
     s = state(json.dumps({"snapshot_request": 1}))
     s.spec = make_spec()
@@ -85,7 +86,10 @@ def test_no_capture_of_a_paused_sandbox_or_in_checkpoint_mode() -> None:
 def test_a_restart_restores_the_latest_ready_snapshot_or_none() -> None:
     s = state()
     assert restore_for(s) is None
-    s.snapshots = [record(1), record(2).model_copy(update={"fresh_start": 2, "request": 4})]
+    s.snapshot.snapshots = [
+        record(1),
+        record(2).model_copy(update={"fresh_start": 2, "request": 4}),
+    ]
     restore = restore_for(s)
     assert restore is not None and restore.snapshot_id == "snap-2" and restore.request == 4
     assert restore.adopt_start_key == f"{s.spec.run_id}-1-2"
@@ -94,9 +98,9 @@ def test_a_restart_restores_the_latest_ready_snapshot_or_none() -> None:
 def test_the_latest_two_are_kept_once_a_newer_one_is_ready() -> None:
     s = state()
     assert superseded(s) == []
-    s.snapshots = [record(1)]
+    s.snapshot.snapshots = [record(1)]
     assert superseded(s) == []
-    s.snapshots = [record(1), record(2)]
+    s.snapshot.snapshots = [record(1), record(2)]
     assert superseded(s) == ["snap-1"]
 
 
@@ -104,18 +108,18 @@ def test_snapshot_storage_counts_in_the_spend_estimate_and_stays_after_deletion(
     s = state()
     later = T0 + timedelta(hours=10)
     without = budget.spend_usd(s, later)
-    s.snapshots = [record(1), record(2)]
+    s.snapshot.snapshots = [record(1), record(2)]
     rate = s.spec.rates.snapshot_gib_hour_usd
     assert budget.spend_usd(s, later) - without == pytest.approx(2 * 10 * rate)
     budget.close_snapshot_spend(s, ["snap-1"], later)
-    assert [r.snapshot_id for r in s.snapshots] == ["snap-2"]
+    assert [r.snapshot_id for r in s.snapshot.snapshots] == ["snap-2"]
     assert budget.spend_usd(s, later) - without == pytest.approx(2 * 10 * rate)
 
 
 def test_the_status_and_card_show_the_latest_snapshot_and_its_age() -> None:
     s = state()
-    s.snapshots = [record(1, at=T0)]
-    s.snapshots_taken, s.snapshot_pause_seconds = 1, 1.5
+    s.snapshot.snapshots = [record(1, at=T0)]
+    s.snapshot.snapshots_taken, s.snapshot.snapshot_pause_seconds = 1, 1.5
     now = T0 + timedelta(minutes=7)
     status = build_status(s, now)
     assert status.latest_snapshot is not None and status.latest_snapshot.snapshot_id == "snap-1"
@@ -137,17 +141,17 @@ def test_a_capture_held_back_is_due_at_the_end_of_the_interval_and_none_is_when_
     None
 ):
     s = state(json.dumps({"snapshot_request": 2}))
-    s.snapshot_request_done, s.snapshot_last_try_at = 1, T0
+    s.snapshot.snapshot_request_done, s.snapshot.snapshot_last_try_at = 1, T0
     due_at = T0 + timedelta(seconds=600)
     assert next_capture_at(s, due_at - timedelta(seconds=1)) == due_at
     assert next_capture_at(s, due_at) is None  # due now: nothing to wait for
-    s.snapshot_request_done = 2  # answered: nothing wanted
+    s.snapshot.snapshot_request_done = 2  # answered: nothing wanted
     assert next_capture_at(s, T0 + timedelta(seconds=5)) is None
 
 
 def test_a_restart_restores_the_newest_of_several_in_its_own_mode() -> None:
     s = state()
     newest = record(3).model_copy(update={"mode": "memory"})
-    s.snapshots = [record(1), record(2), newest]
+    s.snapshot.snapshots = [record(1), record(2), newest]
     restore = restore_for(s)
     assert restore is not None and (restore.snapshot_id, restore.mode) == ("snap-3", "memory")

@@ -79,7 +79,7 @@ def test_last_progress_is_the_last_checkpoint_taken_not_a_new_sandbox() -> None:
     assert taken
     assert build_status(state, later(minutes=3)).last_progress_at == later(minutes=2)
     # A new sandbox starts the stall clock again; the last progress stays where it was.
-    state.last_progress_at = later(minutes=5)
+    state.progress.last_progress_at = later(minutes=5)
     assert build_status(state, later(minutes=6)).last_progress_at == later(minutes=2)
     # A run begun before the marker says the stall clock's start, as it did.
     old = running(progress_is_checkpoints=False, last_progress_at=later(minutes=5))

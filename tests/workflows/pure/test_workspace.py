@@ -18,7 +18,7 @@ NOW = datetime(2026, 12, 2, tzinfo=UTC)
 def state(**fields: object) -> SupervisorState:
     spec = make_spec(keep_workspace=True)
     s = SupervisorState(spec=spec, budget=spec.budget, started_at=NOW, **fields)  # type: ignore[arg-type]
-    s.workspace_keeping, s.sandbox_id, s.checkpoint_digest = True, "box-1", "d1"
+    s.workspace.workspace_keeping, s.sandbox_id, s.progress.checkpoint_digest = True, "box-1", "d1"
     return s
 
 
@@ -33,10 +33,10 @@ def test_one_keep_per_checkpoint_change() -> None:
     assert workspace.due(s)
     assert workspace.number_next(s) == 1
     assert not workspace.due(s)  # taken for this checkpoint, whatever its outcome
-    s.checkpoint_digest = "d2"
+    s.progress.checkpoint_digest = "d2"
     assert workspace.due(s) and workspace.number_next(s) == 2
     s.sandbox_id = None
-    s.checkpoint_digest = "d3"
+    s.progress.checkpoint_digest = "d3"
     assert not workspace.due(s)
 
 
@@ -44,12 +44,15 @@ def test_records_are_bounded_and_a_problem_is_said_until_the_next() -> None:
     s = state()
     for number in range(1, MAX_KEPT_RECORDS + 6):
         workspace.record(s, number, pushed(number), NOW)
-    assert len(s.workspace_kept) == MAX_KEPT_RECORDS and s.workspace_kept[0].number == 6
+    assert (
+        len(s.workspace.workspace_kept) == MAX_KEPT_RECORDS
+        and s.workspace.workspace_kept[0].number == 6
+    )
     over = WorkspaceKeep(outcome="over_limit", bytes=5, detail="too big")
     workspace.record(s, 999, over, NOW)
-    assert s.workspace_problem == "checkpoint 999: too big"
+    assert s.workspace.workspace_problem == "checkpoint 999: too big"
     workspace.record(s, 1000, pushed(1000), NOW)
-    assert s.workspace_problem == "checkpoint 999: too big"
+    assert s.workspace.workspace_problem == "checkpoint 999: too big"
     assert workspace.previous_commit(s) == f"{1000:040x}"
 
 
@@ -60,18 +63,20 @@ def test_a_new_sandbox_starts_from_the_latest_pushed_or_the_rewinds_target() -> 
     workspace.record(s, 2, WorkspaceKeep(outcome="failed"), NOW)
     restore = workspace.restore_for(s)
     assert restore is not None and restore.commit == f"{1:040x}" and not restore.rewind
-    s.rewinding = KeptWorkspace(
+    s.workspace.rewinding = KeptWorkspace(
         number=1, outcome="pushed", at=NOW, ref="refs/overnight/r/1", commit="c" * 40
     )
     restore = workspace.restore_for(s)
     assert restore is not None and restore.rewind and restore.commit == "c" * 40
-    s.workspace_keeping = False
+    s.workspace.workspace_keeping = False
     assert workspace.restore_for(s) is None
 
 
 def test_a_rewinds_create_takes_its_checkpoint_as_not_news() -> None:
     s = state()
-    s.rewinding = KeptWorkspace(number=2, outcome="pushed", at=NOW, ref="x", commit="c" * 40)
+    s.workspace.rewinding = KeptWorkspace(
+        number=2, outcome="pushed", at=NOW, ref="x", commit="c" * 40
+    )
     text = '{"next": "step 3"}'
     started = AgentStarted(
         sandbox_id="box-2",
@@ -81,8 +86,16 @@ def test_a_rewinds_create_takes_its_checkpoint_as_not_news() -> None:
         checkpoint_restored=CheckpointRead(status="ok", digest="d-two", size=len(text), text=text),
     )
     workspace.take_started(s, started, NOW)
-    assert (s.checkpoint, s.checkpoint_digest, s.workspace_digest) == (text, "d-two", "d-two")
-    assert s.rewinding is None and s.rewinds == 1 and s.workspace_base == "b" * 40
+    assert (s.progress.checkpoint, s.progress.checkpoint_digest, s.workspace.workspace_digest) == (
+        text,
+        "d-two",
+        "d-two",
+    )
+    assert (
+        s.workspace.rewinding is None
+        and s.workspace.rewinds == 1
+        and s.workspace.workspace_base == "b" * 40
+    )
 
 
 def test_a_restore_that_could_not_be_made_is_said() -> None:
@@ -91,7 +104,7 @@ def test_a_restore_that_could_not_be_made_is_said() -> None:
     started = AgentStarted(sandbox_id="box-2", process_id="p", workspace_restored=skipped)
     s.attempt = 2
     workspace.take_started(s, started, NOW)
-    assert s.workspace_problem == (
+    assert s.workspace.workspace_problem == (
         "sandbox 2 started without the kept workspace: the branch has moved past it"
     )
 
@@ -115,15 +128,15 @@ def test_a_keep_is_recorded_with_what_it_kept_its_attempt_and_a_short_detail() -
         1234,
         True,
     )
-    assert entry.detail == "d" * 300 and s.workspace_kept == [entry]
+    assert entry.detail == "d" * 300 and s.workspace.workspace_kept == [entry]
 
 
 def test_a_skipped_keep_is_no_problem_and_a_failed_one_without_detail_says_its_outcome() -> None:
     s = state()
     workspace.record(s, 1, WorkspaceKeep(outcome="skipped", detail="nothing changed"), NOW)
-    assert s.workspace_problem is None
+    assert s.workspace.workspace_problem is None
     workspace.record(s, 2, WorkspaceKeep(outcome="failed"), NOW)
-    assert s.workspace_problem == "checkpoint 2: failed"
+    assert s.workspace.workspace_problem == "checkpoint 2: failed"
 
 
 def test_with_nothing_pushed_there_is_no_previous_commit_and_nothing_to_start_from() -> None:
@@ -131,39 +144,45 @@ def test_with_nothing_pushed_there_is_no_previous_commit_and_nothing_to_start_fr
     workspace.record(s, 1, WorkspaceKeep(outcome="failed", detail="push refused"), NOW)
     assert workspace.previous_commit(s) is None and workspace.restore_for(s) is None
     # A record that says pushed but names no commit is nothing to start from either.
-    s.workspace_kept = [KeptWorkspace(number=2, outcome="pushed", at=NOW, ref="refs/overnight/r/2")]
+    s.workspace.workspace_kept = [
+        KeptWorkspace(number=2, outcome="pushed", at=NOW, ref="refs/overnight/r/2")
+    ]
     assert workspace.restore_for(s) is None
 
 
 def test_the_runs_base_is_its_first_sandboxs() -> None:
     s = state()
     workspace.take_started(s, AgentStarted(sandbox_id="b1", process_id="p"), NOW)
-    assert s.workspace_base is None
+    assert s.workspace.workspace_base is None
     first = AgentStarted(sandbox_id="b2", process_id="p", workspace_base="a" * 40)
     workspace.take_started(s, first, NOW)
     later_one = AgentStarted(sandbox_id="b3", process_id="p", workspace_base="b" * 40)
     workspace.take_started(s, later_one, NOW)
-    assert s.workspace_base == "a" * 40
+    assert s.workspace.workspace_base == "a" * 40
 
 
 def test_a_rewind_that_could_not_be_made_says_which_checkpoint() -> None:
     s = state()
-    s.rewinding = KeptWorkspace(number=2, outcome="pushed", at=NOW, ref="x", commit="c" * 40)
+    s.workspace.rewinding = KeptWorkspace(
+        number=2, outcome="pushed", at=NOW, ref="x", commit="c" * 40
+    )
     failed = WorkspaceRestored(status="failed", detail="the ref is gone")
     workspace.take_started(
         s, AgentStarted(sandbox_id="box-2", process_id="p", workspace_restored=failed), NOW
     )
-    assert s.workspace_problem == (
+    assert s.workspace.workspace_problem == (
         "rewind to checkpoint 2 started without the kept workspace: the ref is gone"
     )
-    assert s.rewinding is None and s.rewinds == 0
+    assert s.workspace.rewinding is None and s.workspace.rewinds == 0
 
 
 def test_rewinds_are_counted_and_the_rewound_checkpoint_is_progress_now() -> None:
     s = state()
     later = datetime(2026, 12, 2, 1, tzinfo=UTC)
     for n, digest in ((1, "d-one"), (2, "d-two")):
-        s.rewinding = KeptWorkspace(number=n, outcome="pushed", at=NOW, ref="x", commit="c" * 40)
+        s.workspace.rewinding = KeptWorkspace(
+            number=n, outcome="pushed", at=NOW, ref="x", commit="c" * 40
+        )
         text = f'{{"next": "step {n}"}}'
         started = AgentStarted(
             sandbox_id=f"box-{n}",
@@ -174,7 +193,7 @@ def test_rewinds_are_counted_and_the_rewound_checkpoint_is_progress_now() -> Non
             ),
         )
         workspace.take_started(s, started, later)
-    assert s.rewinds == 2 and s.last_progress_at == later
+    assert s.workspace.rewinds == 2 and s.progress.last_progress_at == later
 
 
 def test_the_status_shows_the_base_the_keeps_the_problem_and_the_rewinds() -> None:
@@ -184,9 +203,9 @@ def test_the_status_shows_the_base_the_keeps_the_problem_and_the_rewinds() -> No
     assert view is not None
     assert (view.base, view.kept, view.problem, view.rewinds) == (
         "b" * 40,
-        s.workspace_kept,
+        s.workspace.workspace_kept,
         "checkpoint 3: failed",
         2,
     )
-    s.workspace_keeping = False
+    s.workspace.workspace_keeping = False
     assert workspace.view(s) is None
