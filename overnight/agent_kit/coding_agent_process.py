@@ -142,8 +142,8 @@ class CliProcess(Steps):
 
     def _outcome(self, returncode: int, stderr_tail: str) -> Outcome:
         finished = self.finished
-        if finished is None and not self.stop_reason:
-            finished = self.cli.unreported(returncode, stderr_tail)
+        if not self.stop_reason:
+            finished = self.cli.process_ended(returncode, stderr_tail, finished)
         if self.stop_reason:
             outcome = Outcome(self.stop_reason, returncode=returncode)
         elif finished is not None and (finished.outcome != clis.SUCCESS or returncode == 0):

@@ -146,7 +146,7 @@ def test_a_sigkill_of_the_cli_during_a_tool_call_resumes_the_same_session(
         wait_until(
             lambda: (
                 (ws.app / "started.txt").exists()
-                and driver.session_mentions(sleep_call)
+                and driver.call_recorded(sleep_call)
                 and bool(adapter.named("sleep"))
             ),
             what="the sleep call running and in the session file",
@@ -164,11 +164,12 @@ def test_a_sigkill_of_the_cli_during_a_tool_call_resumes_the_same_session(
     assert left == []  # the killed CLI's tool, ended before the resume
     assert fake.session_ids() == [requests[0].session_id]  # the same session throughout
     assert len(requests) == 3  # no model turn redone
-    results = requests[2].tool_results()
-    assert [r.call_id for r in results] == [requests[0].call_ids[0], sleep_call]
+    driver.resumed_after_kill(
+        requests[2], requests[0].call_ids[0], sleep_call, facts(kind).interrupted
+    )
     assert (ws.app / "first.txt").read_text() == "first\n"  # no tool call done twice
     notes = " ".join(ws.checkpoint()["notes"])
-    assert "crashed (killed by signal 9)" in notes
+    assert "crashed (killed by signal 9" in notes  # (and its stderr's last line, if any)
     if facts(kind).tool_outlives_cli:  # (Claude Code's does; Codex's dies with it)
         assert f"during {facts(kind).shell_tool} `echo started" in notes
         assert "ended what it left: " in notes
@@ -242,7 +243,8 @@ def test_a_usage_limit_waits_for_its_reset_then_the_same_session_goes_on(
         requests = fake.requests()
     assert code == 0, out[-2000:] + err[-2000:]
     assert [r.label for r in requests] == ["limited", "after", "final"]
-    assert len(fake.session_ids()) == 1
+    # (A session whose first answer never came is not on disk for some: a seeded new one.)
+    assert len(fake.session_ids()) == (1 if facts(kind).keeps_unanswered_session else 2)
     assert "wait" not in ws.requests()
 
 

@@ -44,6 +44,9 @@ class KindFacts:
     stops_at_max_turns: bool
     # Whether it offers MCP tools only through its tool search.
     mcp_through_tool_search: bool
+    # Whether a session whose first model call failed can be resumed (else the adapter
+    # seeds a new session: its file is written only once an answer came).
+    keeps_unanswered_session: bool = True
     # Variables the adapter tests add to its environment.
     adapter_env: tuple[tuple[str, str], ...] = ()
     # What the adapter's environment changes for it to say when a usage limit resets

@@ -259,10 +259,13 @@ class Cli:
     def session_lines(self, lines: Iterable[dict[str, Any]], session: str) -> None:
         """New lines of the session's file (those holding `session_needles`)."""
 
-    def unreported(self, returncode: int, stderr_tail: str) -> Finished | None:
-        """The outcome of a process that ended with no last word in its output, where the kind
-        says it otherwise (on stderr, by its exit code); None: a crash."""
-        return None
+    def process_ended(
+        self, returncode: int, stderr_tail: str, finished: Finished | None
+    ) -> Finished | None:
+        """The last word of a process that ended, from what its output said (`finished`, None
+        when nothing) and what only its stderr or exit code say: a failure said nowhere else,
+        a usage limit's end. None: a crash."""
+        return finished
 
     def parse(self, line: dict[str, Any]) -> list[Event]:
         raise NotImplementedError
