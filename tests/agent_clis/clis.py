@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fakes.model_api import FakeModelApi, RecordedRequest
+from fakes.model_api import FakeModelApi
 from tests.agent_clis.sandbox import Sandbox
 from tests.waits import CAP
 
@@ -67,22 +67,6 @@ class Driver:
         """That its output (or session) says it met a usage limit resetting at `resets_at`
         (AssertionError if not)."""
         raise NotImplementedError
-
-    def call_recorded(self, call_id: str) -> bool:
-        """Whether its session file records the running call `call_id` (a kill after that
-        loses nothing of it)."""
-        return self.session_mentions(call_id)
-
-    def resumed_after_kill(
-        self, request: RecordedRequest, done_call: str, killed_call: str, interrupted: str
-    ) -> None:
-        """That the resumed session's first request carries the result of the call done
-        before the kill and says the killed call was `interrupted`, each once, in order
-        (../shared/reference/coding-agents.md)."""
-        results = request.tool_results()
-        assert [r.call_id for r in results] == [done_call, killed_call]
-        assert not results[0].is_error and interrupted not in results[0].output
-        assert interrupted in results[1].output
 
     def start(self, argv: list[str]) -> Running:
         command, env = self.sandbox.command(argv, self.env())

@@ -146,7 +146,7 @@ def test_a_sigkill_of_the_cli_during_a_tool_call_resumes_the_same_session(
         wait_until(
             lambda: (
                 (ws.app / "started.txt").exists()
-                and driver.call_recorded(sleep_call)
+                and facts(kind).call_in_session(driver.session_mentions, sleep_call)
                 and bool(adapter.named("sleep"))
             ),
             what="the sleep call running and in the session file",
@@ -164,9 +164,7 @@ def test_a_sigkill_of_the_cli_during_a_tool_call_resumes_the_same_session(
     assert left == []  # the killed CLI's tool, ended before the resume
     assert fake.session_ids() == [requests[0].session_id]  # the same session throughout
     assert len(requests) == 3  # no model turn redone
-    driver.resumed_after_kill(
-        requests[2], requests[0].call_ids[0], sleep_call, facts(kind).interrupted
-    )
+    facts(kind).resumed_after_kill(requests[2], requests[0].call_ids[0], sleep_call)
     assert (ws.app / "first.txt").read_text() == "first\n"  # no tool call done twice
     notes = " ".join(ws.checkpoint()["notes"])
     assert "crashed (killed by signal 9" in notes  # (and its stderr's last line, if any)

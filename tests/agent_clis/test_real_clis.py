@@ -99,7 +99,7 @@ def test_sigkill_during_a_tool_call_resumes_the_same_session(
         driver = facts(kind).driver(sandbox, fake)
         running = driver.start(driver.first("Write first.txt, then wait."))
         processes.append(running)
-        sleep_call = _wait_for_tool_running(fake, driver, sandbox)
+        sleep_call = _wait_for_tool_running(fake, driver, sandbox, kind)
         cli = running.cli_pid()
         # started.txt is written just before the shell execs sleep: wait for the exec.
         deadline = time.monotonic() + CAP
@@ -124,7 +124,8 @@ def test_sigkill_during_a_tool_call_resumes_the_same_session(
     assert len(requests) == 3  # no model turn redone
     after = requests[2]
     first_call = requests[0].call_ids[0]
-    driver.resumed_after_kill(after, first_call, sleep_call, facts(kind).interrupted)
+    # What the resumed CLI sends for the call its kill interrupted (../shared/reference).
+    facts(kind).resumed_after_kill(after, first_call, sleep_call, said=True)
     measure(
         f"{kind}: SIGKILL to the resumed CLI's first model request (s)",
         after.received_at - killed_at,
@@ -152,14 +153,17 @@ def test_a_usage_limit_reaches_the_cli_with_its_reset_time(
     driver.usage_limit_reported(finished, resets_at)
 
 
-def _wait_for_tool_running(fake: FakeModelApi, driver: Driver, sandbox: Sandbox) -> str:
+def _wait_for_tool_running(fake: FakeModelApi, driver: Driver, sandbox: Sandbox, kind: str) -> str:
     """Wait until the sleep call runs and the CLI's session file records it (Claude Code
     writes its session a little after a tool starts: killed before that, the resumed session
     has lost the call and the result before it). Its call id."""
     fake.wait_for_answers(2, timeout=60)
     sleep_call = fake.requests()[1].call_ids[0]
+    recorded = facts(kind).call_in_session
     deadline = time.monotonic() + CAP
-    while not ((sandbox.work / "started.txt").exists() and driver.call_recorded(sleep_call)):
+    while not (
+        (sandbox.work / "started.txt").exists() and recorded(driver.session_mentions, sleep_call)
+    ):
         assert time.monotonic() < deadline, "the sleep call never ran, or was never recorded"
         time.sleep(0.02)
     return sleep_call

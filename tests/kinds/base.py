@@ -11,7 +11,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from fakes.model_api import FakeModelApi
+from fakes.model_api import FakeModelApi, RecordedRequest
 from tests.agent_clis.clis import Driver
 
 
@@ -44,6 +44,9 @@ class KindFacts:
     stops_at_max_turns: bool
     # Whether it offers MCP tools only through its tool search.
     mcp_through_tool_search: bool
+    # Whether its session file records a call while it runs (else only once it ended: a
+    # call its kill interrupted is not in the resumed session).
+    records_running_calls: bool = True
     # Whether a session whose first model call failed can be resumed (else the adapter
     # seeds a new session: its file is written only once an answer came).
     keeps_unanswered_session: bool = True
@@ -57,6 +60,28 @@ class KindFacts:
     # The start of its default model's name, priced in the adapter tests' table (at $1 in and
     # $10 out a million tokens: tests/agent_clis/adapter.py) when it reports no dollars.
     priced_model: str = ""
+
+    def call_in_session(self, mentions: Callable[[str], bool], call_id: str) -> bool:
+        """Whether a running call is as recorded as it will be while it runs: in the session
+        file (`mentions`), or, for a kind that records a call only when it ends, at once."""
+        return not self.records_running_calls or mentions(call_id)
+
+    def resumed_after_kill(
+        self, request: RecordedRequest, done_call: str, killed_call: str, *, said: bool = False
+    ) -> None:
+        """That the resumed session's first request carries the result of the call done
+        before the kill, each once and in order, and what its kind records of the killed call:
+        said to be `interrupted` (checked when `said`), or, where a call is recorded only when
+        it ends, nothing."""
+        results = request.tool_results()
+        called = [r.call_id for r in results]
+        if not self.records_running_calls:
+            assert done_call in called and killed_call not in called, called
+            return
+        assert called == [done_call, killed_call]
+        if said:
+            assert not results[0].is_error and self.interrupted not in results[0].output
+            assert self.interrupted in results[1].output
 
     def mcp_step(self, server: str, tool: str) -> str:
         return self.mcp_step_label.format(server=server, tool=tool)
