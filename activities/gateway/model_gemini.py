@@ -38,7 +38,7 @@ def gemini_request(
     if not colon or method not in METHODS or not MODEL.match(model):
         return None
     return ModelRequest(
-        "gemini",
+        "generate_content",
         f"/v1beta/models/{model}:{method}",
         forwarded_query(query),
         headers,
@@ -66,4 +66,4 @@ def is_gemini_path(path: str) -> bool:
 
 def caller_token(token: str, request: ModelRequest, query: str) -> str:
     """The caller's model token: the one its headers carry, else (Gemini) its `?key=`."""
-    return token or (query_token(query) if request.api == "gemini" else "")
+    return token or (query_token(query) if request.api == "generate_content" else "")

@@ -155,7 +155,7 @@ def error_body(api: str, kind: str, message: str, code: int = 0) -> bytes:
     """An error in the vendor's shape: Anthropic's `{"type": "error", "error": {...}}`,
     OpenAI's `{"error": {...}}` (both its APIs), Google's `{"error": {"code", "message",
     "status"}}` (`code`: the answer's HTTP status; 0: the kind's, else 500)."""
-    if api == "gemini":
+    if api == "generate_content":
         code = code or _KIND_CODES.get(kind, 500)
         status = GOOGLE_STATUS.get(code, "UNKNOWN")
         return json.dumps({"error": {"code": code, "message": message, "status": status}}).encode()

@@ -81,7 +81,7 @@ def upstream_request(
             sent.append(("x-api-key", credential))
         elif credential:
             sent.append(("authorization", f"Bearer {credential}"))
-    elif request.api == "gemini" and credential and not bearer:
+    elif request.api == "generate_content" and credential and not bearer:
         sent.append(("x-goog-api-key", credential))
     elif credential:
         sent.append(("authorization", f"Bearer {credential}"))

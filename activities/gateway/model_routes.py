@@ -55,7 +55,7 @@ VENDOR_UPSTREAMS: dict[Api, str] = {
     "anthropic": "https://api.anthropic.com",
     "responses": "https://api.openai.com",
     "chat": "https://api.openai.com",
-    "gemini": model_gemini.UPSTREAM,
+    "generate_content": model_gemini.UPSTREAM,
 }
 MAX_BODY = 64 * 1024 * 1024
 MAX_WHOLE_ANSWER = 32 * 1024 * 1024
@@ -120,7 +120,7 @@ class ModelRoutes:
         route = PATHS.get(url.path.rstrip("/"))
         # Errors before a route is known are in the shape of the API the path is under.
         api: Api = route[0] if route else "chat"
-        api = "gemini" if model_gemini.is_gemini_path(url.path) else api
+        api = "generate_content" if model_gemini.is_gemini_path(url.path) else api
         try:
             body = await http_wire.read_body(reader, headers, MAX_BODY)
         except http_wire.BodyTooLarge:

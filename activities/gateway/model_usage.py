@@ -31,9 +31,10 @@ from typing import Any, Literal, TypeGuard
 
 from overnight.model_prices import Usage
 
-Api = Literal["anthropic", "responses", "chat", "gemini"]
+# The wire APIs (generate_content: the Gemini API's generateContent, Google's models).
+Api = Literal["anthropic", "responses", "chat", "generate_content"]
 # What marks an event that may hold the usage, per API.
-_NEEDLES: dict[str, bytes] = {"gemini": b'"usageMetadata"'}
+_NEEDLES: dict[str, bytes] = {"generate_content": b'"usageMetadata"'}
 # usageMetadata's counts -> the reader's names.
 _GEMINI_COUNTS = (
     ("promptTokenCount", "input"),
@@ -104,14 +105,14 @@ class UsageReader:
                 response = value.get("response")
                 if isinstance(response, dict):
                     self._openai(response, "input_tokens", "output_tokens", "input_tokens_details")
-        elif self.api == "gemini":
+        elif self.api == "generate_content":
             self._gemini(value)
         else:
             self._openai(value, "prompt_tokens", "completion_tokens", "prompt_tokens_details")
 
     def body(self, data: bytes) -> None:
         """A whole (not streamed) answer's body."""
-        if self.api == "gemini":
+        if self.api == "generate_content":
             for chunk in _json_chunks(data):
                 self._gemini(chunk)
             return
@@ -140,7 +141,7 @@ class UsageReader:
                 cache_write_1h_tokens=hour,
             )
         cached = min(count("cache_read", 0), count("input", 0))
-        if self.api == "gemini":
+        if self.api == "generate_content":
             return Usage(
                 input_tokens=count("input", 0) - cached + count("tool_input", 0),
                 output_tokens=count("output", 0) + count("thoughts", 0),

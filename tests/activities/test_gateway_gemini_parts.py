@@ -13,8 +13,8 @@ from overnight.model_prices import Usage
 
 
 def test_the_last_usage_metadata_of_a_stream_stands_whole() -> None:
-    reader = UsageReader("gemini")
-    events = SseEvents(usage_needle("gemini"))
+    reader = UsageReader("generate_content")
+    events = SseEvents(usage_needle("generate_content"))
     first = {"usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 7}}
     last = {
         "usageMetadata": {
@@ -38,10 +38,10 @@ def test_the_last_usage_metadata_of_a_stream_stands_whole() -> None:
 def test_a_whole_answer_or_a_json_array_stream_is_read_and_none_says_no_usage() -> None:
     chunk = {"usageMetadata": {"promptTokenCount": 8, "candidatesTokenCount": 2}}
     for body in (chunk, [{"usageMetadata": {"promptTokenCount": 8}}, chunk]):
-        reader = UsageReader("gemini")
+        reader = UsageReader("generate_content")
         reader.body(json.dumps(body).encode())
         assert reader.usage() == Usage(input_tokens=8, output_tokens=2)
-    reader = UsageReader("gemini")
+    reader = UsageReader("generate_content")
     reader.body(b'{"totalTokens": 31}')
     assert reader.usage() is None
 
