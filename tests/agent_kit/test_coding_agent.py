@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from overnight.agent_kinds import AGENT_CLIS
 from tests.waits import CAP
 
 KIT = Path(__file__).resolve().parents[2] / "overnight" / "agent_kit"
@@ -178,7 +179,7 @@ SUCCESS = ["result", {"subtype": "success", "is_error": False, "result": "ok"}]
 def test_a_config_it_cannot_run_is_one_line_and_exit_2(tmp_path: Path) -> None:
     code, out, _ = _adapter(tmp_path, [[SUCCESS]], kind="aider")
     assert code == 2 and out.strip().splitlines() == [
-        "coding-agent: kind must be one of claude-code, codex, not 'aider'"
+        f"coding-agent: kind must be one of {', '.join(AGENT_CLIS)}, not 'aider'"
     ]
     code, out, _ = _adapter(tmp_path, [[SUCCESS]], cli="/nowhere/claude")
     assert code == 2 and "not an executable at '/nowhere/claude'" in out

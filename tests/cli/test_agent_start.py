@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from overnight.agent_kinds import agent_cli
+from overnight.agent_kinds import AGENT_CLIS, agent_cli
 from overnight.cli import agents as agents_cli
 from overnight.cli import client as api
 from overnight.cli import start_command
@@ -145,7 +145,7 @@ def test_start_hands_that_spec_to_the_server(
             ["--agent", "codex", "--repo", "r", "--prompt", "x", "--prompt-file", "f"],
             "(one of them)",
         ),
-        (["--agent", "gemini", "--repo", "r", "--prompt", "x"], "invalid choice: 'gemini'"),
+        (["--agent", "aider", "--repo", "r", "--prompt", "x"], "invalid choice: 'aider'"),
         (
             ["--repo", "r", "--prompt", "x"],
             "start takes a spec file, --many TASKS.jsonl or --agent",
@@ -193,8 +193,8 @@ def test_overnight_agents_says_what_is_missing_and_the_fix(
     monkeypatch.setattr("activities.providers.local.isolation.bwrap_problem", lambda: None)
     code, out, _ = run_cli(capsys, "agents")
     lines = out.strip().splitlines()
-    assert code == 1 and len(lines) == 2
-    for line, kind in zip(lines, ("claude-code", "codex"), strict=True):
+    assert code == 1 and len(lines) == len(AGENT_CLIS)
+    for line, kind in zip(lines, AGENT_CLIS, strict=True):
         cli = agent_cli(kind)
         assert line == (
             f"{kind} {cli.version}: not available: {cli.npm_spec} is not installed in "
@@ -203,14 +203,15 @@ def test_overnight_agents_says_what_is_missing_and_the_fix(
 
     binary = fake_install(tmp_path, agent_cli("claude-code"))
     code, out, _ = run_cli(capsys, "agents")
-    first, second = out.strip().splitlines()
+    first, second, *_ = out.strip().splitlines()
     assert code == 1 and first == f"claude-code 2.1.332: ready ({binary})"
     assert second.startswith("codex 0.171.0: not available")
 
-    fake_install(tmp_path, agent_cli("codex"))
+    for kind in list(AGENT_CLIS)[1:]:
+        fake_install(tmp_path, agent_cli(kind))
     code, out, _ = run_cli(capsys, "agents", "--json")
     states = json.loads(out)
-    assert code == 0 and [s["ready"] for s in states] == [True, True]
+    assert code == 0 and [s["ready"] for s in states] == [True] * len(AGENT_CLIS)
     assert states[0]["executable"] == str(binary)
 
 
@@ -220,7 +221,7 @@ def test_overnight_agents_says_a_broken_install_and_no_sandbox(
     monkeypatch.setenv(HOME_ENV, str(tmp_path))
     binary = fake_install(tmp_path, agent_cli("codex"))
     binary.write_text("#!/bin/sh\necho 'codex-cli 0.0.1'\n")
-    [_, codex] = agents_cli.readiness()
+    codex = agents_cli.readiness()[list(AGENT_CLIS).index("codex")]
     assert not codex["ready"] and codex["fix"] == f"{INSTALL_SCRIPT} --force"
     assert "codex-cli 0.0.1" in codex["line"]
 
@@ -228,7 +229,7 @@ def test_overnight_agents_says_a_broken_install_and_no_sandbox(
     monkeypatch.setattr(
         "activities.providers.local.isolation.bwrap_problem", lambda: "bwrap is not installed"
     )
-    [claude, _] = agents_cli.readiness()
+    claude = agents_cli.readiness()[list(AGENT_CLIS).index("claude-code")]
     assert not claude["ready"] and "coding agents run only in isolated sandboxes" in claude["line"]
     assert "bubblewrap" in claude["fix"]
     assert os.environ[HOME_ENV] == str(tmp_path)

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from overnight.agent_kinds import AGENT_CLIS
 from overnight.agent_spec import MAX_PROMPT_CHARS
 from overnight.errors import SpecError
 from overnight.intake import InvalidInput, accept_spec
@@ -101,7 +102,7 @@ def test_both_ways_or_neither_is_refused_naming_the_fields(
 @pytest.mark.parametrize(
     ("agent", "field", "words"),
     [
-        ({"kind": "gemini", "prompt": "x"}, "agent.kind", "'claude-code' or 'codex'"),
+        ({"kind": "aider", "prompt": "x"}, "agent.kind", f"or {list(AGENT_CLIS)[-1]!r}"),
         ({"prompt": "x"}, "agent.kind", "required"),
         ({"kind": "codex"}, "agent.prompt", "required"),
         ({"kind": "codex", "prompt": ""}, "agent.prompt", "at least 1"),
