@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 # The kinds of `AGENT_CLIS`, for the spec's model (a test holds the two the same).
-AgentKind = Literal["claude-code", "codex"]
+AgentKind = Literal["claude-code", "codex", "gemini"]
 
 # `platform.machine()` -> npm's cpu name.
 NPM_CPU = {"x86_64": "x64", "amd64": "x64", "aarch64": "arm64", "arm64": "arm64"}
@@ -95,7 +95,18 @@ CODEX = AgentCli(
     api_hosts=("api.openai.com",),
     other_hosts=("chatgpt.com",),
 )
-AGENT_CLIS: dict[str, AgentCli] = {cli.kind: cli for cli in (CLAUDE_CODE, CODEX)}
+GEMINI = AgentCli(
+    kind="gemini",
+    package="@google/gemini-cli",
+    version="0.61.0",
+    version_line="0.61.0",
+    # Plain JavaScript for the sandbox's node (its first line: #!/usr/bin/env node).
+    binary="node_modules/@google/gemini-cli/bundle/gemini.js",
+    launcher_env=(),
+    key_env="GEMINI_API_KEY",
+    api_hosts=("generativelanguage.googleapis.com",),
+)
+AGENT_CLIS: dict[str, AgentCli] = {cli.kind: cli for cli in (CLAUDE_CODE, CODEX, GEMINI)}
 # Every kind's model API hosts: what an agent of one's own may call.
 ANY_API_HOST: tuple[str, ...] = tuple(
     dict.fromkeys(host for cli in AGENT_CLIS.values() for host in cli.api_hosts)

@@ -2,11 +2,12 @@
 file write carried back as tool results, a resumed session that sends its earlier turns again,
 a 503 and a 429 retried, a daily quota that ends the run.
 
-The CLI is `OVERNIGHT_TEST_GEMINI_JS` (its `bundle/gemini.js`, run with `node`), by default
-the copy installed under /tmp/gem. Each run has its own `GEMINI_CLI_HOME` (its settings: the
-API-key auth, no telemetry, no usage statistics), `TMPDIR` and workspace; the fake is its
-`GOOGLE_GEMINI_BASE_URL`, and `GEMINI_CLI_CUSTOM_HEADERS` gives it the `x-overnight-session-id`
-header the fake reads as the session (the CLI sends none of its own).
+The CLI is the pinned one, installed once per session by overnight's installer
+(tests/agent_clis/conftest.py), its `bundle/gemini.js` run with `node`. Each run has its own
+`GEMINI_CLI_HOME` (its settings: the API-key auth, no telemetry, no usage statistics),
+`TMPDIR` and workspace; the fake is its `GOOGLE_GEMINI_BASE_URL`, and
+`GEMINI_CLI_CUSTOM_HEADERS` gives it the `x-overnight-session-id` header the fake reads as the
+session (the CLI sends none of its own).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import shutil
 import subprocess
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,19 +36,22 @@ from fakes.model_api import (
     tools,
     usage_limit,
 )
+from overnight.worker.agent_clis import Installed
+from tests.agent_clis.conftest import agents_home, installed_cli  # noqa: F401 (fixtures)
 from tests.waits import CAP
 
-GEMINI_JS = Path(
-    os.environ.get(
-        "OVERNIGHT_TEST_GEMINI_JS", "/tmp/gem/node_modules/@google/gemini-cli/bundle/gemini.js"
-    )
-)
 MODEL = "gemini-2.5-flash"
 SETTINGS = {
     "security": {"auth": {"selectedType": "gemini-api-key"}},
     "telemetry": {"enabled": False},
     "privacy": {"usageStatisticsEnabled": False},
 }
+
+
+@pytest.fixture
+def gemini_js(installed_cli: Callable[[str], Installed]) -> Path:  # noqa: F811
+    """The pinned Gemini CLI's script, installed for the session."""
+    return installed_cli("gemini").executable
 
 
 @dataclass
@@ -70,11 +75,11 @@ class Run:
 class GeminiCli:
     """One workspace and home of the CLI, pointed at `fake`; `session` is the header's id."""
 
-    def __init__(self, root: Path, fake: FakeModelApi) -> None:
+    def __init__(self, root: Path, fake: FakeModelApi, script: Path) -> None:
         node = shutil.which("node")
         assert node, "node is not on PATH"
-        assert GEMINI_JS.is_file(), f"no Gemini CLI at {GEMINI_JS} (OVERNIGHT_TEST_GEMINI_JS)"
         self.node = node
+        self.script = script
         self.home, self.work, self.tmp = root / "home", root / "work", root / "tmp"
         for folder in (self.home / ".gemini", self.work, self.tmp):
             folder.mkdir(parents=True)
@@ -94,7 +99,7 @@ class GeminiCli:
             "GEMINI_CLI_CUSTOM_HEADERS": f"x-overnight-session-id:{self.session}",
             "TMPDIR": str(self.tmp),
         }
-        command = [self.node, str(GEMINI_JS), *arguments, "-m", MODEL, "-o", "stream-json"]
+        command = [self.node, str(self.script), *arguments, "-m", MODEL, "-o", "stream-json"]
         started = time.monotonic()
         done = subprocess.run(
             [*command, "--approval-mode", "yolo"],
@@ -113,7 +118,7 @@ class GeminiCli:
         return sorted((self.home / ".gemini" / "tmp").glob("*/chats/session-*.jsonl"))
 
 
-def test_a_shell_call_and_a_write_are_carried_back(tmp_path: Path) -> None:
+def test_a_shell_call_and_a_write_are_carried_back(tmp_path: Path, gemini_js: Path) -> None:
     script = [
         tools(Shell("printf shelled > a.txt && cat a.txt"), label="shell"),
         tools(
@@ -126,7 +131,7 @@ def test_a_shell_call_and_a_write_are_carried_back(tmp_path: Path) -> None:
         text("done", label="final", input_tokens=300, output_tokens=5),
     ]
     with FakeModelApi(script) as fake:
-        cli = GeminiCli(tmp_path, fake)
+        cli = GeminiCli(tmp_path, fake, gemini_js)
         run = cli.run("-p", "Write a.txt with the shell, then b.txt.")
         requests = fake.requests()
 
@@ -171,13 +176,13 @@ def test_a_shell_call_and_a_write_are_carried_back(tmp_path: Path) -> None:
     ]
 
 
-def test_a_resumed_session_sends_its_earlier_turns_again(tmp_path: Path) -> None:
+def test_a_resumed_session_sends_its_earlier_turns_again(tmp_path: Path, gemini_js: Path) -> None:
     script = [
         text("noted: banana", label="first"),
         text("banana it is", label="resumed", when=carries("noted: banana")),
     ]
     with FakeModelApi(script) as fake:
-        cli = GeminiCli(tmp_path, fake)
+        cli = GeminiCli(tmp_path, fake, gemini_js)
         first = cli.run("--session-id", cli.session, "-p", "Remember banana.")
         assert first.returncode == 0, first.describe()
         resumed = cli.run("--resume", cli.session, "-p", "Which fruit?")
@@ -201,13 +206,13 @@ def test_a_resumed_session_sends_its_earlier_turns_again(tmp_path: Path) -> None
 
 
 @pytest.mark.long
-def test_a_503_and_a_429_are_retried(tmp_path: Path) -> None:
+def test_a_503_and_a_429_are_retried(tmp_path: Path, gemini_js: Path) -> None:
     overloaded = ApiError(
         status=503, code="UNAVAILABLE", message="The model is overloaded.", label="503"
     )
     script = [overloaded, rate_limited(1, label="429"), text("after retries", label="ok")]
     with FakeModelApi(script) as fake:
-        run = GeminiCli(tmp_path, fake).run("-p", "Say something.")
+        run = GeminiCli(tmp_path, fake, gemini_js).run("-p", "Say something.")
         requests = fake.requests()
 
     assert run.returncode == 0, run.describe()
@@ -221,9 +226,9 @@ def test_a_503_and_a_429_are_retried(tmp_path: Path) -> None:
     assert "Attempt 1 failed with status 503" in run.stderr
 
 
-def test_a_spent_daily_quota_ends_the_run(tmp_path: Path) -> None:
+def test_a_spent_daily_quota_ends_the_run(tmp_path: Path, gemini_js: Path) -> None:
     with FakeModelApi([usage_limit(resets_in=3600, label="limit")]) as fake:
-        run = GeminiCli(tmp_path, fake).run("-p", "Say something.")
+        run = GeminiCli(tmp_path, fake, gemini_js).run("-p", "Say something.")
         requests = fake.requests()
 
     assert [r.label for r in requests] == ["limit"]  # not retried

@@ -35,8 +35,9 @@ from .base import (
 )
 from .claude_code import ClaudeCode
 from .codex import Codex
+from .gemini import Gemini
 
-CLIS: dict[str, type[Cli]] = {cli.kind: cli for cli in (ClaudeCode, Codex)}
+CLIS: dict[str, type[Cli]] = {cli.kind: cli for cli in (ClaudeCode, Codex, Gemini)}
 
 __all__ = [
     "API_ERROR",
@@ -53,6 +54,7 @@ __all__ = [
     "Codex",
     "Event",
     "Finished",
+    "Gemini",
     "LimitHit",
     "ModelMessage",
     "Retrying",
