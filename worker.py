@@ -17,9 +17,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from overnight.constants import TASK_QUEUE
-from overnight.errors import OvernightError
-from overnight.own_packages import shadowed_packages
+from overnight.core.constants import TASK_QUEUE
+from overnight.core.errors import OvernightError
+from overnight.core.own_packages import shadowed_packages
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -33,7 +33,7 @@ from activities.admission_models import (
 )
 from activities.errors import ErrorType, non_retryable
 from activities.models import ActivityName
-from overnight.admission import (
+from overnight.core.admission import (
     ADMISSION_WORKFLOW,
     IN_POOL_QUERY,
     REQUEST_SIGNAL,
@@ -41,7 +41,7 @@ from overnight.admission import (
     key_fingerprint,
     parse_admission,
 )
-from overnight.constants import WORKFLOW_TYPE
+from overnight.core.constants import WORKFLOW_TYPE
 
 # Describes in flight at once while looking for closed holders.
 DESCRIBES_AT_ONCE = 16

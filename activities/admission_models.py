@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from overnight.admission import AdmissionRequest, AdmissionTerms
+from overnight.core.admission import AdmissionRequest, AdmissionTerms
 
 
 class _Model(BaseModel):

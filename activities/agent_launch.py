@@ -12,7 +12,7 @@ from __future__ import annotations
 from activities import coding_agent_setup as coding
 from activities.providers.protocol import AgentLaunch
 from activities.providers.runtime.watch_stream import exit_marker_path
-from overnight.models import RunSpec
+from overnight.core.models import RunSpec
 
 
 def agent_launch(

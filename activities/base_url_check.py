@@ -9,7 +9,7 @@ scanner of the worker. So:
 
 - the host is resolved here (`getaddrinfo`, every spelling of a number read as the C library
   reads it: `127.1`, `2130706433`, `0177.0.0.1`, `0x7f.1`, `[::ffff:127.0.0.1]`) and each
-  address judged by `overnight.addresses`, never the name as written;
+  address judged by `overnight.core.addresses`, never the name as written;
 - an address of the worker's own (loopback or unspecified, however carried) is, for a local
   sandbox, reached only on a port in the spec's `host_ports`: any other port is refused with
   one message for every spelling, before any connection. A Runtime sandbox has no way to the
@@ -30,9 +30,9 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
-from overnight.addresses import IPAddress, Kind, is_forbidden, numeric_host
-from overnight.models import RunSpec
-from overnight.provider_traits import traits
+from overnight.core.addresses import IPAddress, Kind, is_forbidden, numeric_host
+from overnight.core.models import RunSpec
+from overnight.core.provider_traits import traits
 
 # How long the run's start waits for `base_url` to accept a connection.
 BASE_URL_CONNECT_SECONDS = 3.0

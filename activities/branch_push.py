@@ -38,7 +38,7 @@ from activities.heartbeat import auto_heartbeat
 from activities.models import ActivityName
 from activities.providers.protocol import SandboxNotFound, SandboxNotRunning, SandboxProvider
 from activities.work_push import PUSH_SECONDS, PushOutcome, push_work
-from overnight.workspace_spec import MAX_WORKSPACE_MIB, size_text
+from overnight.core.workspace_spec import MAX_WORKSPACE_MIB, size_text
 
 ProviderGetter = Callable[[str], Awaitable[SandboxProvider]]
 

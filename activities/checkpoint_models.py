@@ -8,9 +8,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from overnight.agent_requests import AgentRequests
-from overnight.checkpoint_text import CheckpointFacts
-from overnight.models import Provider
+from overnight.core.agent_requests import AgentRequests
+from overnight.core.checkpoint_text import CheckpointFacts
+from overnight.core.models import Provider
 
 CheckpointStatus = Literal["ok", "unchanged", "missing", "too_large", "unreadable", "outside"]
 

@@ -7,7 +7,7 @@ its absence is never news (the last good copy stays).
 
 The text is agent bytes. Before it leaves the worker every value of the run's `secret_env`
 in it is replaced by `***` (the status, the result and the history never hold one), and what
-it says is read here with limits (`CheckpointRead.facts`, overnight.checkpoint_text), so the
+it says is read here with limits (`CheckpointRead.facts`, overnight.core.checkpoint_text), so the
 workflow parses nothing an agent wrote.
 """
 
@@ -29,9 +29,9 @@ from activities.providers.protocol import (
     SandboxNotRunning,
     SandboxProvider,
 )
-from overnight.checkpoint_text import CheckpointFacts, facts_of, parse
-from overnight.models import CheckpointSummary
-from overnight.output_tail import holds_secret, redact, secret_values, with_json_forms
+from overnight.core.checkpoint_text import CheckpointFacts, facts_of, parse
+from overnight.core.models import CheckpointSummary
+from overnight.core.output_tail import holds_secret, redact, secret_values, with_json_forms
 
 # The most a checkpoint's text may take in a payload (as JSON): Temporal refuses payloads
 # over 2 MB, and the run's state carries the checkpoint beside a few KiB of its own.

@@ -1,4 +1,5 @@
-"""A pull request's CI, watched: the `watch_checks` activity (CI rounds, overnight/ci_rounds.py).
+"""A pull request's CI, watched: the `watch_checks` activity (CI rounds,
+overnight/core/ci_rounds.py).
 
 One call watches the check runs and commit statuses GitHub reports on the pushed commit
 (activities/github/checks.py) for up to `wait_seconds`, polling every `poll_seconds`, and
@@ -37,7 +38,7 @@ from activities.github import (
 )
 from activities.heartbeat import auto_heartbeat
 from activities.models import ActivityName
-from overnight.ci_rounds import FailingCheck
+from overnight.core.ci_rounds import FailingCheck
 
 CHECKS_UNREADABLE = "ChecksUnreadable"
 GITHUB_UNAVAILABLE = "GitHubUnavailable"

@@ -67,23 +67,23 @@ from temporalio.exceptions import ApplicationError
 from activities.errors import ErrorType, non_retryable
 from activities.providers.protocol import WorkerMount
 from activities.sandbox_setup import KIT_DIR
-from overnight.addresses import plain_loopback_url
-from overnight.agent_kinds import AgentCli, agent_cli, npm_cpu
-from overnight.coding_agents import (
+from overnight.core.addresses import plain_loopback_url
+from overnight.core.agent_kinds import AgentCli, agent_cli, npm_cpu
+from overnight.core.coding_agents import (
     install_folder,
     install_problem,
     sandbox_executable,
     sandbox_folder,
 )
-from overnight.constants import KIT_MOUNT
-from overnight.grants import SPEC_REFUSED, refusal_message
-from overnight.home import overnight_home
-from overnight.model_prices import DEFAULT_PRICES as DEFAULT_PRICES
-from overnight.model_prices import PRICE_FIELDS as PRICE_FIELDS
-from overnight.model_prices import PRICES_ENV as PRICES_ENV
-from overnight.model_prices import load_prices
-from overnight.models import RunSpec
-from overnight.provider_traits import traits
+from overnight.core.constants import KIT_MOUNT
+from overnight.core.grants import SPEC_REFUSED, refusal_message
+from overnight.core.home import overnight_home
+from overnight.core.model_prices import DEFAULT_PRICES as DEFAULT_PRICES
+from overnight.core.model_prices import PRICE_FIELDS as PRICE_FIELDS
+from overnight.core.model_prices import PRICES_ENV as PRICES_ENV
+from overnight.core.model_prices import load_prices
+from overnight.core.models import RunSpec
+from overnight.core.provider_traits import traits
 
 ADAPTER_CONFIG = "/workspace/.overnight/coding-agent.json"
 # The worker's agent kit, read-only in a local isolated sandbox; the adapter runs from here.
@@ -304,7 +304,7 @@ def _seconds_setting(source: Mapping[str, str], name: str, default: list[float])
 
 
 def model_prices(environ: Mapping[str, str] | None = None) -> dict[str, dict[str, float]]:
-    """The price table (overnight/model_prices.py): the defaults, with the worker's
+    """The price table (overnight/core/model_prices.py): the defaults, with the worker's
     `OVERNIGHT_MODEL_PRICES` file over them. A file that cannot be read refuses the run
     (non-retryable), naming it."""
     try:

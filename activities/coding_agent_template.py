@@ -35,10 +35,10 @@ from temporalio import activity
 
 from activities.providers.protocol import ProviderError, SandboxProvider, SandboxRequest
 from activities.providers.snapshot_protocol import SnapshotInfo, SnapshotProvider
-from overnight.agent_kinds import AgentCli, agent_cli, npm_cpu
-from overnight.coding_agents import install_folder, sandbox_executable, sandbox_folder
-from overnight.models import RunSpec
-from overnight.provider_traits import traits
+from overnight.core.agent_kinds import AgentCli, agent_cli, npm_cpu
+from overnight.core.coding_agents import install_folder, sandbox_executable, sandbox_folder
+from overnight.core.models import RunSpec
+from overnight.core.provider_traits import traits
 
 LABEL_TEMPLATE = "overnight-cli-template"
 # Kept this long; a create after that makes it again (one upload).

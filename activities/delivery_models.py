@@ -9,11 +9,11 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from overnight.ci_rounds import FailingCheck
-from overnight.done_check import DoneCheck
-from overnight.models import RestartRecord, RunSpec
-from overnight.run_costs import SafetyNet
-from overnight.workspace_spec import KeptWorkspace
+from overnight.core.ci_rounds import FailingCheck
+from overnight.core.done_check import DoneCheck
+from overnight.core.models import RestartRecord, RunSpec
+from overnight.core.run_costs import SafetyNet
+from overnight.core.workspace_spec import KeptWorkspace
 
 
 class _Model(BaseModel):
@@ -41,7 +41,7 @@ class BranchPushed(_Model):
 
 
 class RunFacts(_Model):
-    """What the pull request's body says of the run (overnight/pull_request_body.py), as
+    """What the pull request's body says of the run (overnight/core/pull_request_body.py), as
     the workflow knows it at its finish."""
 
     run_id: str

@@ -29,7 +29,7 @@ from activities.errors import activity_errors
 from activities.heartbeat import auto_heartbeat
 from activities.models import ActivityName, RunDoneCheckInput
 from activities.providers.protocol import CommandOutput, ProviderError, SandboxProvider
-from overnight.done_check import (
+from overnight.core.done_check import (
     DONE_CHECK_FILE,
     FAILED_TAIL_BYTES,
     FAILED_TAIL_LINES,
@@ -42,7 +42,7 @@ from overnight.done_check import (
     failure_file_text,
     outcome,
 )
-from overnight.output_tail import cut_tail, redact, secret_values
+from overnight.core.output_tail import cut_tail, redact, secret_values
 
 logger = logging.getLogger(__name__)
 

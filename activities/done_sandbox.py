@@ -52,11 +52,11 @@ from activities.sandbox_setup import (
     sandbox_origin,
     spec_request,
 )
-from overnight.constants import LABEL_CHECK, LABEL_RUN
-from overnight.done_check import failure_file_text
-from overnight.grants import Grants
-from overnight.models import RunSpec
-from overnight.workspace_spec import check_ref_name, size_text
+from overnight.core.constants import LABEL_CHECK, LABEL_RUN
+from overnight.core.done_check import failure_file_text
+from overnight.core.grants import Grants
+from overnight.core.models import RunSpec
+from overnight.core.workspace_spec import check_ref_name, size_text
 
 ProviderGetter = Callable[[str], Awaitable[SandboxProvider]]
 

@@ -6,7 +6,7 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from overnight.models import RunSpec
+from overnight.core.models import RunSpec
 
 
 class _Model(BaseModel):

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from temporalio.exceptions import ApplicationError
 
 from activities.providers.protocol import ProviderError
-from overnight.errors import SPEC_UNUSABLE
+from overnight.core.errors import SPEC_UNUSABLE
 
 
 class ErrorType:
@@ -30,7 +30,7 @@ class ErrorType:
     MISSING_CREDENTIALS = "MissingCredentials"
     INVALID_REQUEST = "InvalidRequest"
     SETUP_FAILED = "SandboxSetupFailed"
-    # What the spec asks cannot be had here and no retry changes it (overnight.errors).
+    # What the spec asks cannot be had here and no retry changes it (overnight.core.errors).
     SPEC_UNUSABLE = SPEC_UNUSABLE
     # The attempt's sandbox already ended (e.g. its time limit passed while a create was being
     # retried); its name is taken for good, so the workflow must go on with the next attempt.

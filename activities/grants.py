@@ -1,5 +1,5 @@
 """The worker's grants, read from its environment here and nowhere else, and the check of a
-spec against them (overnight/grants.py decides; this module supplies what it needs to know
+spec against them (overnight/core/grants.py decides; this module supplies what it needs to know
 of the machine: the settings, the state directory, where each path really leads).
 
 Read in activities only (the workflow asks the `check_spec` activity): worker settings never
@@ -15,7 +15,7 @@ from pathlib import Path
 from temporalio.exceptions import ApplicationError
 
 from activities.loopback_owners import FIXED_OWNER, OwnServices
-from overnight.grants import (
+from overnight.core.grants import (
     SPEC_REFUSED,
     Grants,
     parse_grants,
@@ -23,8 +23,8 @@ from overnight.grants import (
     refusals,
     spec_paths,
 )
-from overnight.home import overnight_home
-from overnight.models import RunSpec
+from overnight.core.home import overnight_home
+from overnight.core.models import RunSpec
 
 
 def worker_grants(environ: Mapping[str, str] | None = None) -> Grants:

@@ -1,4 +1,4 @@
-"""`check_host`: whether a host's task queue still has a poller (many hosts, overnight.hosts).
+"""`check_host`: whether a host's task queue still has a poller (many hosts, overnight.core.hosts).
 
 Asked on the shared queue by a run whose activity on its sandbox's host queue waited too long
 to start. One DescribeTaskQueue (activity pollers) answers it; the answer is kept for a few
@@ -23,7 +23,7 @@ from temporalio.client import Client
 from activities.errors import ErrorType, non_retryable
 from activities.host_models import HostCheckInput, HostSeen
 from activities.models import ActivityName
-from overnight.host_settings import host_lost_seconds
+from overnight.core.host_settings import host_lost_seconds
 
 CACHE_SECONDS = 2.0
 

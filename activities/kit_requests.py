@@ -1,7 +1,7 @@
 """The activity that answers the agent: the answer to its question (or the end of its wait)
 written into its sandbox, where the kit's `ask()` / `wait_until()` finds it.
 
-One file per request id (overnight.agent_requests.answer_path): the kit reads it only once it
+One file per request id (overnight.core.agent_requests.answer_path): the kit reads it only once it
 parses whole and names the request, so a half-written file is never taken for an answer.
 """
 
@@ -16,7 +16,7 @@ from temporalio import activity
 from activities.errors import activity_errors
 from activities.models import ActivityName, AnswerAgentInput
 from activities.providers.protocol import SandboxProvider
-from overnight.agent_requests import answer_path
+from overnight.core.agent_requests import answer_path
 
 ProviderGetter = Callable[[str], Awaitable[SandboxProvider]]
 

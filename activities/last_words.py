@@ -14,7 +14,7 @@ from activities.gateway.service import redacted_tokens
 from activities.models import OutputTail
 from activities.providers.protocol import ProviderError, SandboxProvider
 from activities.providers.registry import forensics_for
-from overnight.output_tail import cut_tail, secret_values, window_bytes
+from overnight.core.output_tail import cut_tail, secret_values, window_bytes
 
 logger = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ processes through /proc/PID/fd. A port is refused when its listener belongs to:
   listens on the frontend's port, and every process of the same program (a cluster's other
   services). Its HTTP API, Web UI and internal ports are refused as its frontend is;
 - this worker's own process (its metrics endpoint, an in-process codec server), except the
-  ports it serves to agents on purpose (`overnight.local_services.serve_to_agents`);
+  ports it serves to agents on purpose (`overnight.core.local_services.serve_to_agents`);
 - a process that declared itself one of overnight's services (`local_services.Declared`: the
   codec server, other workers of the same `$OVERNIGHT_HOME`), except the ports its declaration
   says it serves to agents.
@@ -24,7 +24,7 @@ import os
 from collections.abc import Collection, Iterable
 from pathlib import Path
 
-from overnight.local_services import declarations, served_to_agents
+from overnight.core.local_services import declarations, served_to_agents
 
 _LISTEN = "0A"
 _LOOPBACK = ("localhost", "127.0.0.1", "::1", "0.0.0.0", "::")

@@ -1,4 +1,4 @@
-"""A sandbox's model calls through the worker's gateway (overnight/model_access.py,
+"""A sandbox's model calls through the worker's gateway (overnight/core/model_access.py,
 docs/gateway.md): what its agent is given for them at each start, and the cap set again when
 the run's spend budget grows.
 """
@@ -13,8 +13,8 @@ from temporalio import activity
 from activities.errors import activity_errors
 from activities.models import ActivityName, SetModelCapInput
 from activities.providers.protocol import ProviderError, SandboxProvider, ServesModels
-from overnight.model_access import host_cap, model_plan, sandbox_model_env
-from overnight.models import RunSpec
+from overnight.core.model_access import host_cap, model_plan, sandbox_model_env
+from overnight.core.models import RunSpec
 
 ProviderGetter = Callable[[str], Awaitable[SandboxProvider]]
 

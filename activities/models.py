@@ -33,8 +33,8 @@ from activities.start_models import AgentStarted as AgentStarted
 from activities.start_models import CreateSandboxInput as CreateSandboxInput
 from activities.start_models import SnapshotRestore as SnapshotRestore
 from activities.start_models import StartAgentInput as StartAgentInput
-from overnight.admission import AdmissionTerms
-from overnight.models import Provider, RunSpec
+from overnight.core.admission import AdmissionTerms
+from overnight.core.models import Provider, RunSpec
 
 
 class ActivityName:
@@ -115,7 +115,7 @@ class SandboxRef(_Model):
     # A pause or stop at a sandbox's end: read what it was charged afterwards.
     read_charge: bool = False
     # A pause at its run's end: the sandbox is kept for a look until then (labelled so that
-    # `overnight reap` deletes it after; overnight.retention).
+    # `overnight reap` deletes it after; overnight.core.retention).
     keep_until: datetime | None = None
 
 
@@ -144,7 +144,7 @@ class SandboxInfo(_Model):
 class RunDoneCheckInput(_Model):
     """Run one command of the done check in the sandbox (in `cwd`, with the spec's `env`), its
     time limited, its output's tail brought back redacted; on failure the tail is written for
-    the agent too (`overnight.done_check.DONE_CHECK_FILE`), on success that file removed."""
+    the agent too (`overnight.core.done_check.DONE_CHECK_FILE`), on success that file removed."""
 
     provider: Provider
     sandbox_id: str
@@ -210,7 +210,7 @@ class RunStoreRef(_Model):
 
     provider: Provider
     run_id: str
-    # The Runtime egress secret holding the run's model key (overnight/runtime_model_key.py),
+    # The Runtime egress secret holding the run's model key (overnight/core/runtime_model_key.py),
     # erased too; "" for none.
     egress_secret: str = ""
 
@@ -279,7 +279,7 @@ class SnapshotList(_Model):
 
 
 class SpecCheckInput(_Model):
-    """Ask the worker whether it allows `spec` (its grants: overnight/grants.py)."""
+    """Ask the worker whether it allows `spec` (its grants: overnight/core/grants.py)."""
 
     spec: RunSpec
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from overnight.models import Provider
+from overnight.core.models import Provider
 
 
 class _Model(BaseModel):

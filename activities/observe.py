@@ -32,7 +32,7 @@ from activities.providers.protocol import (
     Sighting,
     WatchRequest,
 )
-from overnight import metrics
+from overnight.core import metrics
 
 
 async def observe(

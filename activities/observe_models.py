@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from activities.checkpoint_models import CheckpointRead, RequestsRead
 from activities.money_models import GatewayBooks, MoneyRead
-from overnight.models import Provider
+from overnight.core.models import Provider
 
 SandboxState = Literal["starting", "running", "paused", "stopped", "missing"]
 ProcessState = Literal["running", "exited", "killed", "missing"]

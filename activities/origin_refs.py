@@ -27,8 +27,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from overnight.asyncio_children import end_child
-from overnight.specs import scrub_url
+from overnight.core.asyncio_children import end_child
+from overnight.core.specs import scrub_url
 
 # One look at the origin is killed past this; a keep looks at most LOOKS times.
 LS_REMOTE_SECONDS = 60
@@ -188,7 +188,7 @@ async def ref_on_origin(repo: str, ref: str, credential: str = "") -> str | None
         try:
             out, err = await asyncio.wait_for(process.communicate(), LS_REMOTE_SECONDS)
         except TimeoutError:
-            await end_child(process)  # never process.kill(): see overnight/asyncio_children.py
+            await end_child(process)  # never process.kill(): see overnight/core/asyncio_children.py
             raise OriginUnreadable(f"git ls-remote took over {LS_REMOTE_SECONDS} s") from None
     if process.returncode != 0:
         words = err.decode(errors="replace").strip()[-300:] or f"exit {process.returncode}"

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from activities.errors import ErrorType, activity_errors, non_retryable
 from activities.providers.protocol import SandboxProvider
 from activities.providers.registry import ProviderFactory
-from overnight.provider_traits import traits
+from overnight.core.provider_traits import traits
 
 
 class ProviderPool:

@@ -4,7 +4,7 @@ Run once the run's branch on the origin holds its final commit (activities/branc
 the one open pull request of the branch into `pull_request.base` is found first and brought
 up to date, or opened when there is none (activities/github/pulls.py: GitHub has no
 idempotency key for a pull request, so the branch is the key, and a retried or replayed step
-never opens two). Its title and body are the ground's (overnight/pull_request_body.py), from
+never opens two). Its title and body are the ground's (overnight/core/pull_request_body.py), from
 the run's facts the workflow sends and the repository's pull request template, with a link to
 the run in the Temporal Web UI (`OVERNIGHT_UI_URL`, or the dev server's beside the worker's).
 
@@ -39,8 +39,8 @@ from activities.github import (
 )
 from activities.heartbeat import auto_heartbeat
 from activities.models import ActivityName
-from overnight.connect import UI_URL_ENV, default_ui_base, web_ui_url
-from overnight.pull_request_body import PullRequestFacts, pull_request_text
+from overnight.core.connect import UI_URL_ENV, default_ui_base, web_ui_url
+from overnight.core.pull_request_body import PullRequestFacts, pull_request_text
 
 PULL_REQUEST_REFUSED = "PullRequestRefused"
 GITHUB_UNAVAILABLE = "GitHubUnavailable"

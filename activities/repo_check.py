@@ -16,8 +16,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from overnight.grants import local_repo_path
-from overnight.models import RunSpec
+from overnight.core.grants import local_repo_path
+from overnight.core.models import RunSpec
 
 # How long git may take to say; a slow disk is not the spec's fault, so past this nothing is said.
 GIT_SECONDS = 30.0

@@ -1,4 +1,4 @@
-"""Reading the agent kit's requests file (overnight.agent_requests.requests_path) through a
+"""Reading the agent kit's requests file (overnight.core.agent_requests.requests_path) through a
 provider, with the checkpoint's rules.
 
 The file is agent bytes, read like the checkpoint: without following a link, only a regular
@@ -23,9 +23,9 @@ from activities.providers.protocol import (
     SandboxNotRunning,
     SandboxProvider,
 )
-from overnight.agent_requests import MAX_REQUESTS_BYTES, requests_in
-from overnight.checkpoint_text import parse
-from overnight.output_tail import secret_values
+from overnight.core.agent_requests import MAX_REQUESTS_BYTES, requests_in
+from overnight.core.checkpoint_text import parse
+from overnight.core.output_tail import secret_values
 
 # The digest a missing file is known by: its going is news once, then not again (nor is its
 # absence news to a run that has seen none yet).

@@ -1,5 +1,5 @@
 """The create activity tells its run of a failed try that another will follow
-(overnight/retry_note.py: what the card shows while the run waits). Best effort: a note that
+(overnight/core/retry_note.py: what the card shows while the run waits). Best effort: a note that
 cannot be sent within a few seconds is dropped, never a reason for the try to fail otherwise.
 """
 
@@ -13,7 +13,7 @@ from temporalio import activity
 from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 
-from overnight.retry_note import MESSAGE_CHARS, RETRY_NOTE_SIGNAL, RetryNote, next_try_delay
+from overnight.core.retry_note import MESSAGE_CHARS, RETRY_NOTE_SIGNAL, RetryNote, next_try_delay
 
 SEND_TIMEOUT_SECONDS = 5
 # A try ended by its worker's shutdown is handed over, not failed (activities.heartbeat).

@@ -1,6 +1,6 @@
-"""A run's model key as a Runtime egress secret (overnight/runtime_model_key.py, docs/gateway.md
-"On Runtime"): stored before its sandbox is made and before each start of its agent, the
-agent's launch made to read the placeholder, and erased at the run's end.
+"""A run's model key as a Runtime egress secret (overnight/core/runtime_model_key.py,
+docs/gateway.md "On Runtime"): stored before its sandbox is made and before each start of its agent,
+the agent's launch made to read the placeholder, and erased at the run's end.
 
 Every step is safe to repeat: a store replaces the run's one secret (its placeholder kept),
 an erase of one already gone is no error.
@@ -14,8 +14,8 @@ from dataclasses import replace
 
 from activities.errors import ErrorType, non_retryable
 from activities.providers.protocol import AgentLaunch, HoldsEgressSecrets, SandboxProvider
-from overnight.models import RunSpec
-from overnight.runtime_model_key import keyed_command, keyed_env, runtime_key_plan
+from overnight.core.models import RunSpec
+from overnight.core.runtime_model_key import keyed_command, keyed_env, runtime_key_plan
 
 
 async def hold_model_key(

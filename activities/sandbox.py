@@ -64,19 +64,19 @@ from activities.runtime_model_key import hold_model_key, keyed_launch
 from activities.sandbox_lifecycle import LifecycleActivities, settle
 from activities.search_attributes import SearchAttributeCache
 from activities.snapshots import start_restored, usable_restore
-from overnight.admission import AdmissionSettings
-from overnight.constants import (
+from overnight.core.admission import AdmissionSettings
+from overnight.core.constants import (
     AGENT_MOUNT,
     KIT_MOUNT,
     LABEL_ATTEMPT,
     LABEL_RUN,
 )
-from overnight.done_check import DONE_CHECK_FILE
-from overnight.grants import Grants
-from overnight.host_settings import host_lost_seconds
-from overnight.hosts import host_bound
-from overnight.model_access import host_cap
-from overnight.provider_traits import traits
+from overnight.core.done_check import DONE_CHECK_FILE
+from overnight.core.grants import Grants
+from overnight.core.host_settings import host_lost_seconds
+from overnight.core.hosts import host_bound
+from overnight.core.model_access import host_cap
+from overnight.core.provider_traits import traits
 
 
 class SandboxActivities:
@@ -95,8 +95,8 @@ class SandboxActivities:
         host_queue: str | None = None,
     ):
         """`grants`: what specs may ask for; `admission`: how many runs this pool lets go at
-        once (overnight/admission.py); without them, the worker's environment says.
-        `host_queue`: this host's own task queue (overnight.hosts), which the local sandboxes
+        once (overnight/core/admission.py); without them, the worker's environment says.
+        `host_queue`: this host's own task queue (overnight.core.hosts), which the local sandboxes
         made here name as theirs (None: they name none, and any worker is sent their steps)."""
         self.client = client
         self.host_queue = host_queue

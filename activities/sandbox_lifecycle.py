@@ -41,9 +41,9 @@ from activities.providers.protocol import (
     SandboxProvider,
 )
 from activities.runtime_model_key import drop_model_key
-from overnight import metrics, retention
-from overnight.constants import LABEL_KEEP_UNTIL, LABEL_RUN
-from overnight.home import overnight_home
+from overnight.core import metrics, retention
+from overnight.core.constants import LABEL_KEEP_UNTIL, LABEL_RUN
+from overnight.core.home import overnight_home
 
 ProviderGetter = Callable[[str], Awaitable[SandboxProvider]]
 

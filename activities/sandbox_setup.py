@@ -29,15 +29,15 @@ from activities.providers.protocol import (
     SandboxRequest,
     ServesGit,
 )
-from overnight.constants import KIT_MOUNT, SNAPSHOT_ANSWER
-from overnight.done_check import DONE_CHECK_FILE, DONE_CHECK_FILE_ENV
-from overnight.grants import Grants, allowed_names, local_repo_path
-from overnight.isolation import HostBind, is_under
-from overnight.model_access import kept_out, model_plan
-from overnight.models import RunSpec
-from overnight.provider_traits import traits
-from overnight.runtime_model_key import held_by_runtime
-from overnight.specs import redact_url, scrub_url
+from overnight.core.constants import KIT_MOUNT, SNAPSHOT_ANSWER
+from overnight.core.done_check import DONE_CHECK_FILE, DONE_CHECK_FILE_ENV
+from overnight.core.grants import Grants, allowed_names, local_repo_path
+from overnight.core.isolation import HostBind, is_under
+from overnight.core.model_access import kept_out, model_plan
+from overnight.core.models import RunSpec
+from overnight.core.provider_traits import traits
+from overnight.core.runtime_model_key import held_by_runtime
+from overnight.core.specs import redact_url, scrub_url
 
 # The agent kit's folder on the worker, uploaded to KIT_MOUNT in every sandbox.
 KIT_DIR = Path(overnight.__file__).resolve().parent / "agent_kit"
@@ -201,7 +201,7 @@ def spec_request(
 
 def model_access(spec: RunSpec, cap_usd: float | None) -> ModelAccess | None:
     """The run's model calls as the gateway serves its agent's sandbox
-    (overnight/model_access.py), capped at `cap_usd` on its host; a done check's sandbox
+    (overnight/core/model_access.py), capped at `cap_usd` on its host; a done check's sandbox
     gets none."""
     plan = model_plan(spec)
     if plan is None:

@@ -18,7 +18,7 @@ from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
-from overnight.constants import SEARCH_ATTRIBUTE_TYPES
+from overnight.core.constants import SEARCH_ATTRIBUTE_TYPES
 
 # How long a worker trusts its answer: attributes registered later reach new runs within this.
 TTL_SECONDS = 300.0

@@ -35,7 +35,7 @@ from activities.providers.protocol import AgentLaunch, ProcessInfo, ProviderErro
 from activities.providers.protocol import SandboxRequest as Request
 from activities.providers.registry import supports_snapshots
 from activities.providers.snapshot_protocol import SnapshotProvider
-from overnight.constants import LABEL_RUN, LABEL_SNAPSHOT, SNAPSHOT_ANSWER
+from overnight.core.constants import LABEL_RUN, LABEL_SNAPSHOT, SNAPSHOT_ANSWER
 
 ProviderGetter = Callable[[str], Awaitable[SandboxProvider]]
 logger = logging.getLogger(__name__)

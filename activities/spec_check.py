@@ -15,10 +15,10 @@ from activities.grants import spec_refusals, unset_secrets
 from activities.loopback_owners import OwnServices
 from activities.models import SpecCheck
 from activities.repo_check import repo_refusals
-from overnight.admission import AdmissionSettings, admission_refusals, terms_for
-from overnight.grants import Grants
-from overnight.host_settings import host_lost_seconds
-from overnight.models import RunSpec
+from overnight.core.admission import AdmissionSettings, admission_refusals, terms_for
+from overnight.core.grants import Grants
+from overnight.core.host_settings import host_lost_seconds
+from overnight.core.models import RunSpec
 
 
 async def check_spec(

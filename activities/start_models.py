@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from activities.checkpoint_models import CheckpointRead, OutputTail
 from activities.money_models import DailyLimitRead
 from activities.workspace_models import WorkspaceRestore, WorkspaceRestored
-from overnight.models import RunSpec
+from overnight.core.models import RunSpec
 
 
 class _Model(BaseModel):
@@ -77,7 +77,7 @@ class AgentStarted(_Model):
     daily: DailyLimitRead | None = None
     # A sandbox of a host-bound provider (local): the task queue of the host that made it,
     # where every later activity on it goes, and that host's `OVERNIGHT_HOST_LOST_SECONDS`
-    # (overnight.hosts). None: any worker reaches it (Runtime), or a worker from before.
+    # (overnight.core.hosts). None: any worker reaches it (Runtime), or a worker from before.
     host_queue: str | None = None
     host_lost_seconds: float | None = None
     # Runs that keep their workspace: the commit the clone's branch was at, what became of
@@ -104,7 +104,7 @@ class StartAgentInput(_Model):
     # A start after a failed done check: the how-many-th such start in this sandbox (0: none),
     # in the start key.
     done_round: int = Field(default=0, ge=0)
-    # A start after a failing CI check (overnight/ci_rounds.py): the round (0: none), in the
+    # A start after a failing CI check (overnight/core/ci_rounds.py): the round (0: none), in the
     # start key, and what the agent is told, written to `DONE_CHECK_FILE` before it starts.
     ci_round: int = Field(default=0, ge=0)
     told: str = ""

@@ -20,7 +20,7 @@ from activities import origin_refs
 from activities.providers.protocol import SandboxProvider
 from activities.sandbox_setup import clone_source, origin_scrubber, sandbox_origin
 from activities.workspace_git import keep_script, said
-from overnight.models import RunSpec
+from overnight.core.models import RunSpec
 
 # The push in the agent's sandbox: killed past this.
 PUSH_SECONDS = 300

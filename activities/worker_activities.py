@@ -31,8 +31,8 @@ from activities.pull_request import PullRequestActivities
 from activities.sandbox import SandboxActivities
 from activities.snapshots import SnapshotActivities
 from activities.workspace import WorkspaceActivities
-from overnight.admission import AdmissionSettings
-from overnight.grants import Grants
+from overnight.core.admission import AdmissionSettings
+from overnight.core.grants import Grants
 
 
 class WorkerActivities:

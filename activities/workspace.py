@@ -39,8 +39,8 @@ from activities.workspace_models import (
     WorkspaceRestore,
     WorkspaceRestored,
 )
-from overnight.models import RunSpec
-from overnight.workspace_spec import ref_name, size_text
+from overnight.core.models import RunSpec
+from overnight.core.workspace_spec import ref_name, size_text
 
 ProviderGetter = Callable[[str], Awaitable[SandboxProvider]]
 

@@ -8,8 +8,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from overnight.model_base import Provider
-from overnight.workspace_spec import KeepOutcome
+from overnight.core.model_base import Provider
+from overnight.core.workspace_spec import KeepOutcome
 
 
 class _Model(BaseModel):

@@ -29,7 +29,7 @@ with workflow.unsafe.imports_passed_through():
         SandboxRef,
         SandboxSettled,
     )
-    from overnight.models import Provider, RestartRecord, RunSpec
+    from overnight.core.models import Provider, RestartRecord, RunSpec
     from workflows import policies
 
 BASELINE_TASK_QUEUE = "overnight-bench-baseline"

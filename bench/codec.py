@@ -1,6 +1,6 @@
 """What payload encryption costs: `python -m bench.codec [--quick]`.
 
-The codec (overnight.codec, `OVERNIGHT_CODEC_KEYS`) changes the bytes of every payload, never
+The codec (overnight.core.codec, `OVERNIGHT_CODEC_KEYS`) changes the bytes of every payload, never
 how many events, activities or timers a run makes, so it must cost no billable action and no
 time to notice a crash. Measured here, codec off (the baseline column) against codec on, in the
 same run:
@@ -47,12 +47,12 @@ from bench.crash import DIE_AFTER_STEP, FIRST_CRASH_SECONDS, crash_spec
 from bench.history import overnight_history_cost
 from bench.procs import dev_server, worker_process
 from bench.report import RESULTS_DIR, Row, finish, percentile
-from overnight.codec import CODEC_KEYS_ENV, data_converter, parse_keys
-from overnight.constants import LABEL_RUN, WORKFLOW_TYPE
+from overnight.core.codec import CODEC_KEYS_ENV, data_converter, parse_keys
+from overnight.core.constants import LABEL_RUN, WORKFLOW_TYPE
+from overnight.core.grants import WRITABLE_BIND_ROOTS_ENV
+from overnight.core.home import HOME_ENV
+from overnight.core.models import RunStatus
 from overnight.demo.sample_demo import make_origin
-from overnight.grants import WRITABLE_BIND_ROOTS_ENV
-from overnight.home import HOME_ENV
-from overnight.models import RunStatus
 
 MODES = ("off", "on")
 # Crash-to-noticed with the codec on may be at most this much above off (sampling noise).

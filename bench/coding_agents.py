@@ -60,7 +60,7 @@ from bench.coding_agents_samples import (
     new_sandbox,
 )
 from bench.report import RESULTS_DIR, machine, render_text, save_results
-from overnight.agent_kinds import agent_cli
+from overnight.core.agent_kinds import agent_cli
 from overnight.worker.agent_clis import InstallError, check, install
 
 KINDS = ("claude-code", "codex")

@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from bench.coding_agents_task import TASK, TaskModel, cost
 from fakes.model_api import FakeModelApi, RecordedRequest
-from overnight.agent_kinds import AgentCli, agent_cli
+from overnight.core.agent_kinds import AgentCli, agent_cli
 from tests.agent_clis.clis import Driver, Running, executable_name
 from tests.agent_clis.sandbox import Sandbox, bubblewrap_works
 from tests.kinds import KIND_FACTS

@@ -46,8 +46,8 @@ from bench.report import RESULTS_DIR, Row, finish, percentile
 from overnight.console.context import context_for
 from overnight.console.server import ConsoleServer
 from overnight.console.settings import READ_TOKEN_ENV, TOKEN_ENV, settings_from
-from overnight.constants import WORKFLOW_TYPE
-from overnight.home import HOME_ENV
+from overnight.core.constants import WORKFLOW_TYPE
+from overnight.core.home import HOME_ENV
 
 TARGET_SECONDS = 1.0
 BROWSERS = 10

@@ -3,7 +3,7 @@ it does not.
 
 The console reads a run's visibility entry (search attributes and row memo) and, naively,
 its `status` query. A seeded run is an `AgentRun` workflow started with the memo and the
-search attributes a real run publishes (overnight/run_row.py, workflows/visibility.py), on a
+search attributes a real run publishes (overnight/core/run_row.py, workflows/visibility.py), on a
 task queue served by `StandInRun` (registered under the name `AgentRun`): it holds still and
 answers `status` from its input, so the naive view's queries are answered as a real worker
 answers them, without a sandbox or an agent. A thousand start in seconds.
@@ -20,8 +20,8 @@ from temporalio import workflow
 from temporalio.client import Client
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
-from overnight.constants import ROW_MEMO_KEY
-from overnight.run_row import RowMemo
+from overnight.core.constants import ROW_MEMO_KEY
+from overnight.core.run_row import RowMemo
 from workflows.visibility import (
     AGENT_KEY,
     LABELS_KEY,

@@ -41,11 +41,11 @@ from bench.baseline import BASELINE_WORKFLOW, NaiveStatus
 from bench.procs import worker_process
 from bench.report import Row, percentile, summarize
 from bench.timeline import activities
-from overnight.constants import LABEL_RUN, WORKFLOW_TYPE
+from overnight.core.constants import LABEL_RUN, WORKFLOW_TYPE
+from overnight.core.isolation import HostBind
+from overnight.core.models import RunSpec, RunStatus
 from overnight.demo.outside_world import host_ports_for, ledger_url
 from overnight.demo.sample_demo import AGENT_DIR, DemoFiles, make_origin
-from overnight.isolation import HostBind
-from overnight.models import RunSpec, RunStatus
 
 AGENT_COMMAND = "python3 /workspace/agent/main.py --resume /workspace/checkpoint.json"
 DIE_AFTER_STEP = 2

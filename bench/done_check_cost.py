@@ -51,9 +51,9 @@ from bench.report import RESULTS_DIR, Row, machine, render_text, save_results
 from bench.runtime_world import bench_spec, worker_env
 from bench.workspace_world import make_origin
 from fakes.runtime import FakeRuntime
-from overnight.grants import Grants
-from overnight.home import HOME_ENV
-from overnight.models import RunSpec
+from overnight.core.grants import Grants
+from overnight.core.home import HOME_ENV
+from overnight.core.models import RunSpec
 
 CHECK = "test -f work.txt"
 WORK = "echo edited >> d1/f1.bin && echo done > work.txt"

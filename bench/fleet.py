@@ -22,8 +22,8 @@ from temporalio.service import RPCError
 from activities.providers.local.engine import LocalEngine
 from bench.baseline import BASELINE_WORKFLOW
 from bench.procs import WorkerProcess
-from overnight.constants import LABEL_RUN, WORKFLOW_TYPE
-from overnight.models import RunSpec
+from overnight.core.constants import LABEL_RUN, WORKFLOW_TYPE
+from overnight.core.models import RunSpec
 
 WORKFLOWS = {"overnight": WORKFLOW_TYPE, "baseline": BASELINE_WORKFLOW}
 SYSTEMS = ("overnight", "baseline")

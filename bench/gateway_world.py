@@ -23,7 +23,7 @@ from activities.gateway.service import Gateway
 from activities.providers.local.engine import LocalEngine
 from activities.providers.local.netns import RELAY
 from bench.report import REPO_ROOT
-from overnight.egress import parse_address_rules
+from overnight.core.egress import parse_address_rules
 
 NAME = "bench.test"
 SERVER_READY_SECONDS = 10.0

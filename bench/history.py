@@ -38,8 +38,8 @@ from bench.baseline import BASELINE_WORKFLOW, NaiveAgentRun
 from bench.history_world import HealthyAgentWorld
 from bench.report import Row
 from bench.scale import HEARTBEAT_REQUESTS
-from overnight.constants import SEARCH_ATTRIBUTE_TYPES, WORKFLOW_TYPE
-from overnight.models import RunSpec
+from overnight.core.constants import SEARCH_ATTRIBUTE_TYPES, WORKFLOW_TYPE
+from overnight.core.models import RunSpec
 from overnight.worker import binaries
 from overnight.worker.devserver import indexed_value_type
 from workflows.agent_run import AgentRun

@@ -47,7 +47,7 @@ from activities.models import (
 )
 from activities.notify.models import Notification, SendResult
 from bench.baseline import GET_PROCESS, ProcessRef, ProcessSeen
-from overnight.constants import SEARCH_ATTRIBUTE_TYPES
+from overnight.core.constants import SEARCH_ATTRIBUTE_TYPES
 
 # Notes kept in the checkpoint, so it grows to a realistic size and then stays there.
 NOTES_KEPT = 20

@@ -56,6 +56,8 @@ class Rolled:
 @contextlib.contextmanager
 def code_before(folder: Path) -> Iterator[Path]:
     """A checkout of the commit before host queues, removed afterwards."""
+    # The path hosts.py was added at: it moved to overnight/core/ later, and the commit adding
+    # that path is the move, not host queues.
     added = subprocess.run(
         ["git", "log", "--diff-filter=A", "--format=%H", "--", "overnight/hosts.py"],
         cwd=REPO_ROOT,

@@ -32,9 +32,9 @@ from bench.fleet import SYSTEMS, BenchRun, end_runs, start_runs, wait_up, worker
 from bench.procs import WorkerProcess, dev_server
 from bench.provider_cost import CostSettings, ticker_spec
 from bench.report import RESULTS_DIR, Row, machine, render_text, save_results
+from overnight.core.grants import WRITABLE_BIND_ROOTS_ENV
+from overnight.core.home import HOME_ENV
 from overnight.demo.sample_demo import make_origin
-from overnight.grants import WRITABLE_BIND_ROOTS_ENV
-from overnight.home import HOME_ENV
 
 GROUP = "localwatch"
 PER = 1000

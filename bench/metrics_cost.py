@@ -68,10 +68,10 @@ from bench.history import (
 from bench.history_world import HealthyAgentWorld
 from bench.procs import dev_server
 from bench.report import RESULTS_DIR, Row, machine, percentile, render_text, save_results
-from overnight.constants import WORKFLOW_TYPE
+from overnight.core.constants import WORKFLOW_TYPE
+from overnight.core.grants import WRITABLE_BIND_ROOTS_ENV
+from overnight.core.home import HOME_ENV
 from overnight.demo.sample_demo import make_origin
-from overnight.grants import WRITABLE_BIND_ROOTS_ENV
-from overnight.home import HOME_ENV
 from overnight.worker import binaries
 from overnight.worker.devserver import DevServer
 from overnight.worker.telemetry import METRICS_ADDRESS_ENV, RUNS_EVERY_ENV

@@ -39,7 +39,7 @@ from activities.gateway.service import model_token, spend_of
 from bench.model_routes_client import Timings, request_bytes, run
 from bench.procs import cpu_seconds
 from bench.report import RESULTS_DIR, Row, machine, percentile, render_text, save_results
-from overnight.model_prices import DEFAULT_PRICES, Usage, usd_of
+from overnight.core.model_prices import DEFAULT_PRICES, Usage, usd_of
 
 GROUP = "modelroutes"
 MEDIAN_TARGET_MS, P99_TARGET_MS = 2.0, 10.0

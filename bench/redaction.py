@@ -4,7 +4,7 @@ Every checkpoint a run copies is redacted in the worker before it enters history
 (activities/checkpoints.py), the largest one a run accepts being 256 KiB. Measured here on such
 a checkpoint (prose notes and a base64 blob, three secrets), in the same run: the baseline
 looks for each secret as written only (the naive rule, and overnight's before base64, hex and
-percent-encoded spellings), overnight for every spelling (overnight.output_tail.redact); and
+percent-encoded spellings), overnight for every spelling (overnight.core.output_tail.redact); and
 the whole checkpoint read (`checkpoint_from`: redaction, the JSON's escapes, the facts).
 Best of `repeats`, in milliseconds.
 """
@@ -22,7 +22,7 @@ from collections.abc import Callable
 from activities.checkpoints import checkpoint_from
 from activities.providers.protocol import FileRead
 from bench.report import Row, render_text
-from overnight.output_tail import REDACTED, redact, with_json_forms
+from overnight.core.output_tail import REDACTED, redact, with_json_forms
 
 CHECKPOINT_BYTES = 256 * 1024
 SECRETS = ("sk-live-0123456789abcdefABCDEF", "ghp_" + "x1Y2z3" * 6, "p@ss w/ord+é&1234")

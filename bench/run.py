@@ -28,8 +28,8 @@ from bench.report import RESULTS_DIR, SUITE, Row, machine, render_text, save_res
 from bench.runtime_crash import measure_runtime_crash
 from bench.runtime_fleet import FleetSettings, measure_runtime_fleet
 from bench.scale import ScaleSettings, measure_scale
-from overnight.grants import WRITABLE_BIND_ROOTS_ENV
-from overnight.home import HOME_ENV
+from overnight.core.grants import WRITABLE_BIND_ROOTS_ENV
+from overnight.core.home import HOME_ENV
 
 METRICS = SUITE
 
@@ -242,7 +242,7 @@ async def _server(
     options: Options, state_dir: Path
 ) -> AsyncIterator[tuple[Client, str, int | None]]:
     # The bench's workers (here and in child processes) bind the origins under `state_dir`
-    # writable: a grant of the worker's (overnight/grants.py), for the stack's life only.
+    # writable: a grant of the worker's (overnight/core/grants.py), for the stack's life only.
     before = os.environ.get(WRITABLE_BIND_ROOTS_ENV)
     os.environ[WRITABLE_BIND_ROOTS_ENV] = str(state_dir.resolve())
     try:

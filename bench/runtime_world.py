@@ -25,7 +25,7 @@ from typing import Any
 from fakes.git_http import origin_fields
 from fakes.runtime import FakeRuntime, Served
 from fakes.runtime.server import PROXY_VARIABLES
-from overnight.models import RunSpec
+from overnight.core.models import RunSpec
 
 SAMPLE_SECONDS = 0.02
 WATCH_GAP_SECONDS = 1.0

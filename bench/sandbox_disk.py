@@ -30,7 +30,7 @@ from activities.providers.local.disk_limit import DISK_ENV, MIB
 from activities.providers.local.engine import LocalEngine
 from activities.providers.protocol import WorkerMount
 from bench.report import RESULTS_DIR, Row, machine, render_text, save_results
-from overnight.home import HOME_ENV
+from overnight.core.home import HOME_ENV
 
 # What the limit may add to a create or a stop, in seconds.
 ADDED_TARGET = 0.25

@@ -23,7 +23,7 @@ from typing import Any
 
 from activities.providers.local.engine import LocalEngine
 from bench.report import RESULTS_DIR, Row, machine, render_text, save_results
-from overnight.home import HOME_ENV
+from overnight.core.home import HOME_ENV
 
 # Added start-up a sandbox process may pay for its own network, in seconds (a crash's
 # recovery starts one agent and about a dozen commands).

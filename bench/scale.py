@@ -37,9 +37,9 @@ from bench.report import Row, summarize
 from bench.scale_results import Level, SystemScale, describe, scale_rows
 from bench.ticklag import tick_lags
 from fakes.provider import read_schedules
-from overnight.constants import WORKFLOW_TYPE
+from overnight.core.constants import WORKFLOW_TYPE
+from overnight.core.models import RunSpec
 from overnight.demo.sample_demo import AGENT_DIR
-from overnight.models import RunSpec
 
 START_CONCURRENCY = 50
 # A level whose runs are not all up by then is measured as it is (and fails).

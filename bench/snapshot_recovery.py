@@ -37,10 +37,10 @@ from bench.procs import dev_server
 from bench.report import RESULTS_DIR, Row, machine, render_text, save_results
 from fakes.git_http import origin_fields
 from overnight.cli import client as api
+from overnight.core.grants import Grants
+from overnight.core.home import HOME_ENV
+from overnight.core.models import RunSpec
 from overnight.demo.sample_demo import make_origin
-from overnight.grants import Grants
-from overnight.home import HOME_ENV
-from overnight.models import RunSpec
 from overnight.worker.runner import serve
 
 WARM_AGENT = Path(__file__).resolve().parent.parent / "tests" / "agents" / "warm"

@@ -26,7 +26,7 @@ from temporalio.service import RPCError
 
 from bench.timeline import activities, next_workflow_task_start, unix
 from fakes.provider import AgentSchedule, version_of
-from overnight.constants import WORKFLOW_TYPE
+from overnight.core.constants import WORKFLOW_TYPE
 
 FETCH_CONCURRENCY = 20
 

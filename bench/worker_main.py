@@ -27,7 +27,7 @@ from activities.providers.registry import PROVIDERS
 from bench.baseline_worker import serve_baseline
 from bench.counting import CountingEngine, dump_counts
 from fakes.provider import FakeProvider, VirtualCheckpoints
-from overnight.codec import data_converter
+from overnight.core.codec import data_converter
 from overnight.worker.runner import serve
 
 # Room beyond the runs themselves: creates, reads and cleanups run beside the long polls.

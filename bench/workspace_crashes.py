@@ -19,9 +19,9 @@ from bench.procs import dev_server
 from bench.workspace_world import AGENT, Plan, git, make_origin
 from fakes.git_http import origin_fields
 from overnight.cli import client as api
-from overnight.constants import LABEL_RUN
-from overnight.grants import Grants
-from overnight.models import RunSpec
+from overnight.core.constants import LABEL_RUN
+from overnight.core.grants import Grants
+from overnight.core.models import RunSpec
 from overnight.worker.runner import serve
 
 

@@ -48,10 +48,10 @@ from activities.workspace_models import KeepWorkspaceInput
 from bench.report import RESULTS_DIR, Row, machine, render_text, save_results
 from bench.workspace_crashes import measure_crashes
 from bench.workspace_world import MIB, QUICK, Plan, clean_up, make_origin
-from overnight.grants import Grants
-from overnight.home import HOME_ENV
-from overnight.isolation import HostBind
-from overnight.models import RunSpec
+from overnight.core.grants import Grants
+from overnight.core.home import HOME_ENV
+from overnight.core.isolation import HostBind
+from overnight.core.models import RunSpec
 
 # Per checkpoint, keeping may take at most this long on the 10 MB repository.
 KEEP_TARGET_SECONDS = 1.0

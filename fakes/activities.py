@@ -51,7 +51,7 @@ from activities.models import (
 )
 from activities.notify.models import DeliveryInput, Notification, SendResult
 from fakes.delivery import FakeDelivery
-from overnight.constants import LABEL_ATTEMPT, LABEL_RUN
+from overnight.core.constants import LABEL_ATTEMPT, LABEL_RUN
 
 # ---- script steps: what the agent and its sandbox do between two looks ------------------
 

@@ -29,7 +29,7 @@ from activities.delivery_models import (
 )
 from activities.models import ActivityName
 from activities.work_push import PushOutcome
-from overnight.ci_rounds import FailingCheck
+from overnight.core.ci_rounds import FailingCheck
 
 if TYPE_CHECKING:
     from fakes.activities import FakeWorld

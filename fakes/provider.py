@@ -40,7 +40,7 @@ from activities.providers.protocol import (
     Sighting,
     WatchRequest,
 )
-from overnight.constants import LABEL_RUN
+from overnight.core.constants import LABEL_RUN
 
 EVENTS = "events.jsonl"
 Box = dict[str, Any]  # a sandbox's record: JSON, so the files' store can keep it

@@ -37,11 +37,11 @@ from temporalio.contrib.pydantic import pydantic_data_converter  # noqa: E402
 
 from bench.procs import dev_server  # noqa: E402
 from overnight.cli import client as api  # noqa: E402
+from overnight.core.grants import WRITABLE_BIND_ROOTS_ENV  # noqa: E402
+from overnight.core.home import HOME_ENV  # noqa: E402
+from overnight.core.models import BudgetExtension, RunSpec  # noqa: E402
 from overnight.demo.outside_world import host_ports_for, ledger_url  # noqa: E402
 from overnight.demo.sample_demo import AGENT_DIR, make_origin  # noqa: E402
-from overnight.grants import WRITABLE_BIND_ROOTS_ENV  # noqa: E402
-from overnight.home import HOME_ENV  # noqa: E402
-from overnight.models import BudgetExtension, RunSpec  # noqa: E402
 from overnight.worker.telemetry import METRICS_ADDRESS_ENV, RUNS_EVERY_ENV  # noqa: E402
 from scripts.dashboard_page import render  # noqa: E402
 

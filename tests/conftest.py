@@ -31,7 +31,7 @@ from xdist.scheduler import LoadGroupScheduling
 from activities.providers.local import disk_image
 from activities.providers.local.disk_limit import DISK_ENV
 from bench import procs
-from overnight.home import HOME_ENV
+from overnight.core.home import HOME_ENV
 from overnight.worker import binaries
 from overnight.worker.devconfig import DevConfig, load_dev_config
 from overnight.worker.devserver import DevServer, DevServerError, start_or_reuse

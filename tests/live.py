@@ -2,7 +2,7 @@
 
 - `in_process_worker`: AgentRun plus the sandbox activities polling a task queue of their own.
 - `worker_process`: `python worker.py` on a task queue of its own, with variables of the test's.
-- `granted`: what the tests' workers let specs ask for (overnight/grants.py): writable binds
+- `granted`: what the tests' workers let specs ask for (overnight/core/grants.py): writable binds
   inside the session's temporary folder (the origins), and what a test adds.
 - `scripted_spec`: a RunSpec for tests/agents/scripted (hostile and proving agents).
 - `history_text`: a workflow's whole history as searchable text, payloads decoded.
@@ -39,11 +39,11 @@ from temporalio.service import RPCError
 from activities.providers.local.engine import LocalEngine
 from fakes.git_http import origin_fields
 from fakes.runtime import FakeRuntime
-from overnight.constants import LABEL_RUN
+from overnight.core.constants import LABEL_RUN
+from overnight.core.grants import Grants
+from overnight.core.models import RunSpec
 from overnight.demo.outside_world import host_ports_for
 from overnight.demo.sample_demo import make_origin
-from overnight.grants import Grants
-from overnight.models import RunSpec
 from overnight.worker.devserver import DevServer
 from overnight.worker.runner import serve
 from tests.conftest import REPO_ROOT, scratch_root

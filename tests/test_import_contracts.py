@@ -1,6 +1,7 @@
 """A violation of the import contracts (`.importlinter`, which CI checks on the tree) fails
 them: a copy of the tree holds the decision core's contract, and the same copy with a planted
-import the core may not make (`os` in workflows/pure/) fails it, naming the import."""
+import the core may not make (`os` in workflows/pure/) fails it, naming the import; a module
+planted at `overnight/`'s root, given no floor, fails the package's exhaustive contract."""
 
 from __future__ import annotations
 
@@ -29,12 +30,17 @@ def lint_imports(root: Path, *contracts: str) -> subprocess.CompletedProcess[str
     )
 
 
-def test_a_planted_import_breaks_the_contract_it_crosses(tmp_path: Path) -> None:
+def copy_tree(root: Path) -> None:
+    """The packages and the contracts, as lint-imports reads them, at `root`."""
     for package in PACKAGES:
         shutil.copytree(
-            REPO / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__")
+            REPO / package, root / package, ignore=shutil.ignore_patterns("__pycache__")
         )
-    shutil.copy(REPO / ".importlinter", tmp_path / ".importlinter")
+    shutil.copy(REPO / ".importlinter", root / ".importlinter")
+
+
+def test_a_planted_import_breaks_the_contract_it_crosses(tmp_path: Path) -> None:
+    copy_tree(tmp_path)
     kept = lint_imports(tmp_path, "pure-decisions")
     assert kept.returncode == 0, kept.stdout + kept.stderr
 
@@ -45,3 +51,16 @@ def test_a_planted_import_breaks_the_contract_it_crosses(tmp_path: Path) -> None
         " ".join(broken.stdout.split())
     ), broken.stdout
     assert "workflows.pure.planted -> os" in broken.stdout
+
+
+def test_a_module_at_overnight_s_root_must_be_given_its_floor(tmp_path: Path) -> None:
+    """The ground's modules go in overnight/core/; the root holds only the roof's packages and
+    the users' paths, each named in the contract."""
+    copy_tree(tmp_path)
+    kept = lint_imports(tmp_path, "overnight-package")
+    assert kept.returncode == 0, kept.stdout + kept.stderr
+
+    (tmp_path / "overnight" / "planted.py").write_text("")
+    broken = lint_imports(tmp_path, "overnight-package")
+    assert broken.returncode == 1, broken.stdout + broken.stderr
+    assert "overnight.planted" in broken.stdout and "exhaustive" in broken.stdout

@@ -36,7 +36,7 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError, FailureError
 
 with workflow.unsafe.imports_passed_through():
-    from overnight.admission import (
+    from overnight.core.admission import (
         ADMISSION_WORKFLOW,
         ADMITTED_SIGNAL,
         PLACES_QUERY,

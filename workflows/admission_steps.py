@@ -1,5 +1,5 @@
 """AgentRun's admission steps: before its first sandbox, a run on a pool that limits runs
-(overnight/admission.py) asks the pool's `OvernightAdmission` workflow for a place and waits in
+(overnight/core/admission.py) asks the pool's `OvernightAdmission` workflow for a place and waits in
 state `queued`, with nothing made and nothing spent, until the pool lets it in (the `admitted`
 signal); on every way out it gives its place back. Paused for its agent longer than
 `STEP_OUT_AFTER` (a question, a wait), it gives the place back meanwhile and queues again,
@@ -18,7 +18,7 @@ from temporalio import workflow
 from temporalio.exceptions import FailureError
 
 with workflow.unsafe.imports_passed_through():
-    from overnight.admission import RELEASE_SIGNAL, AdmissionTerms, request_for
+    from overnight.core.admission import RELEASE_SIGNAL, AdmissionTerms, request_for
     from workflows.calls import admission
     from workflows.patches import ADMISSION_PATCH
     from workflows.pure.state import SupervisorState

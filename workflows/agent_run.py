@@ -15,8 +15,8 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
-    from overnight.agent_spec import LOOP_REASON
-    from overnight.models import RestartRecord, RunResult
+    from overnight.core.agent_spec import LOOP_REASON
+    from overnight.core.models import RestartRecord, RunResult
     from workflows import (
         admission_steps,
         attention_steps,

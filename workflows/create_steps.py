@@ -18,7 +18,7 @@ from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from activities.models import AgentStarted, SnapshotRestore
-    from overnight.model_access import model_plan
+    from overnight.core.model_access import model_plan
     from workflows import host_steps
     from workflows.calls import routing, sandbox
     from workflows.patches import GATEWAY_MODELS_PATCH, NO_CREATE_AFTER_CANCEL_PATCH

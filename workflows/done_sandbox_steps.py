@@ -19,7 +19,7 @@ from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from activities.done_sandbox_models import DoneCheckSandbox
-    from overnight.done_check import DoneCheck
+    from overnight.core.done_check import DoneCheck
     from workflows import end_steps, host_steps, workspace_steps
     from workflows.calls import done_checks, outcomes, sandbox_lifecycle
     from workflows.pure import budget, done, money, workspace

@@ -16,7 +16,7 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
-    from overnight.done_check import DoneCheck
+    from overnight.core.done_check import DoneCheck
     from workflows import done_sandbox_steps, host_steps, kit_request_steps, lease_steps
     from workflows.calls import done_checks, outcomes, sandbox
     from workflows.patches import DONE_CHECKS_FRESH_PATCH, DONE_CHECKS_PATCH

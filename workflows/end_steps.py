@@ -11,8 +11,8 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from activities.models import SandboxInfo
-    from overnight import retention
-    from overnight.runtime_model_key import runtime_key_plan
+    from overnight.core import retention
+    from overnight.core.runtime_model_key import runtime_key_plan
     from workflows import admission_steps, host_steps
     from workflows.calls import sandbox_lifecycle
     from workflows.patches import (

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from overnight.models import RunResult
+    from overnight.core.models import RunResult
     from workflows import end_steps, money_steps, set_aside_steps, snapshot_steps
     from workflows.look_steps import Looks
     from workflows.notify_steps import Notifier

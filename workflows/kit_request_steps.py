@@ -13,7 +13,7 @@ from datetime import timedelta
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from overnight.output_tail import markdown_inline
+    from overnight.core.output_tail import markdown_inline
     from workflows import admission_steps, attention_steps, host_steps, model_steps
     from workflows.calls import kit_requests as kit_requests_calls
     from workflows.calls import sandbox_lifecycle

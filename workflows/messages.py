@@ -14,10 +14,10 @@ from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from overnight.admission import ADMITTED_SIGNAL, IN_POOL_QUERY
-    from overnight.agent_requests import choice_refusal
-    from overnight.models import Budget, BudgetExtension, RunStatus
-    from overnight.retry_note import RETRY_NOTE_SIGNAL, RetryNote
+    from overnight.core.admission import ADMITTED_SIGNAL, IN_POOL_QUERY
+    from overnight.core.agent_requests import choice_refusal
+    from overnight.core.models import Budget, BudgetExtension, RunStatus
+    from overnight.core.retry_note import RETRY_NOTE_SIGNAL, RetryNote
     from workflows.pure import budget, delivery, kit_requests, workspace
     from workflows.pure.card import build_status
     from workflows.pure.state import SupervisorState
@@ -60,7 +60,7 @@ class RunMessages:
         s = self._s
         return s is not None and s.pool.admission is not None and not s.pool.stepped_out
 
-    # From the create activity: a try failed and another follows (overnight/retry_note.py); the
+    # From the create activity: a try failed and another follows (overnight/core/retry_note.py); the
     # create step shows it on the card. Runs begun before fail-fast ignore it, as do late ones.
     @workflow.signal(name=RETRY_NOTE_SIGNAL)
     def activity_retrying(self, note: Any = None, *_extra: Any) -> None:

@@ -14,8 +14,8 @@ from __future__ import annotations
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from overnight import metrics as names
-    from overnight.models import RunStatus
+    from overnight.core import metrics as names
+    from overnight.core.models import RunStatus
 
 # A restart's reason (workflows.pure.decide and agent_run write them) -> a cause with few values.
 # First match wins; anything else is `other`.

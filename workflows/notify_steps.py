@@ -22,7 +22,7 @@ from temporalio.exceptions import (
 
 with workflow.unsafe.imports_passed_through():
     from activities.notify.models import Notification, NotifyRetry
-    from overnight.notify_spec import NotifyEvent
+    from overnight.core.notify_spec import NotifyEvent
     from workflows.calls import notify
     from workflows.pure.notifications import notification
     from workflows.pure.state import SupervisorState

@@ -11,10 +11,10 @@ RUN_ID_MATCH_PATCH = "run-id-matches-workflow-id"
 # Runs begun with this marker end a Temporal cancellation as Canceled, not Completed.
 CANCELED_PATCH = "temporal-cancel-ends-canceled"
 # Runs begun with this marker first ask their worker whether it grants what the spec asks for
-# (overnight/grants.py), and fail at once as `SpecRefused` if not, before anything is made.
+# (overnight/core/grants.py), and fail at once as `SpecRefused` if not, before anything is made.
 SPEC_CHECK_PATCH = "worker-grants-spec-check"
 # Runs that end with this marker keep the paused sandboxes of their failed attempts for
-# `keep_failed_days`, labelled with when they may go (overnight.retention), instead of stopping
+# `keep_failed_days`, labelled with when they may go (overnight.core.retention), instead of stopping
 # them; histories recorded before it replay stopping them.
 RETENTION_PATCH = "failed-sandboxes-kept"
 # Runs begun with this marker act on the agent kit's requests (ask, wait_until, usage, finish:
@@ -25,7 +25,7 @@ AGENT_REQUESTS_PATCH = "agent-kit-requests"
 # Runs begun with this marker keep what their restarts cost (workflows.pure.safety_net) for the
 # status, the card and the result; runs begun before it report no figure (not a partial one).
 SAFETY_NET_PATCH = "safety-net-cost"
-# Runs begun with this marker, on a worker whose pool limits runs (overnight/admission.py), ask
+# Runs begun with this marker, on a worker whose pool limits runs (overnight/core/admission.py), ask
 # the pool's admission workflow for a place and wait in `queued` before anything is made, and
 # give it back on every way out (workflows/admission_steps.py).
 ADMISSION_PATCH = "admission-queue"
@@ -44,13 +44,13 @@ PAUSE_ENDS_AGENTS_PATCH = "pause-ends-agents-start-again"
 # `admission_steps.STEP_OUT_AFTER` gives its admission place back and queues again to wake.
 WAIT_BUDGET_PATCH = "wait-budget"
 # Runs begun with this marker read the agent kit's requests from their own file beside the
-# checkpoint (overnight.agent_requests.requests_path), watched and read with it, as well as
+# checkpoint (overnight.core.agent_requests.requests_path), watched and read with it, as well as
 # from the checkpoint's `overnight` key (the file wins where both say something): an agent that
 # saves its checkpoint its own way no longer drops them. Histories recorded before it replay
 # reading the checkpoint alone.
 REQUESTS_FILE_PATCH = "agent-requests-file"
 # Runs of a coding agent (`RunSpec.agent`) begun with this marker take the adapter's exit
-# code 76 (`overnight.agent_spec.LOOP_EXIT_CODE`) as a loop: a restart whose reason is the loop
+# code 76 (`overnight.core.agent_spec.LOOP_EXIT_CODE`) as a loop: a restart whose reason is the loop
 # its checkpoint's last note names, a cause of its own. Asked only by runs with `agent`.
 LOOP_EXIT_PATCH = "coding-agent-loop-exit"
 # Runs begun with this marker send every step on a local sandbox after its create to the task
@@ -107,17 +107,17 @@ KEEP_WOKEN_ASIDE_PATCH = "keep-woken-set-aside"
 # sandboxes ended; histories recorded before it replay leaving it to `overnight reap`.
 RUN_STORE_FREED_PATCH = "run-store-freed"
 # Runs begun with this marker take a local sandbox paused because its host went below the
-# worker's floor of free space (`overnight.constants.HOST_FLOOR_PREFIX`) as needing attention
+# worker's floor of free space (`overnight.core.constants.HOST_FLOOR_PREFIX`) as needing attention
 # with the sandbox paused where it stands (an extension wakes the same agent); runs begun
 # before take it as paused from outside (a restart).
 HOST_FLOOR_PATCH = "host-floor-in-place"
 # Runs begun with this marker whose spec sends its model calls through the worker's gateway
-# (overnight/model_access.py) count the gateway's figure of their model spend, and set the
+# (overnight/core/model_access.py) count the gateway's figure of their model spend, and set the
 # gateway's cap again when their spend budget is extended (workflows/model_steps.py); runs
 # begun before count what their agent reported, as they did.
 GATEWAY_MODELS_PATCH = "gateway-model-calls"
 # Runs of an agent of one's own on Runtime whose model key is an egress secret
-# (overnight/runtime_model_key.py) that end with this marker erase it at their end
+# (overnight/core/runtime_model_key.py) that end with this marker erase it at their end
 # (`free_run_store`), as a coding agent's run does; histories recorded before it replay
 # without the call.
 RUNTIME_KEY_FREED_PATCH = "runtime-model-key-freed"
@@ -144,7 +144,7 @@ KEEP_HELD_PATCH = "keep-failure-held"
 PROGRESS_IS_CHECKPOINTS_PATCH = "progress-is-checkpoints"
 # Runs begun with this marker publish what the console lists them by (issue 52): their
 # owner, agent kind and labels as search attributes with their first upsert, and their row
-# (overnight/run_row.py) in the memo under the lean rule of workflows/pure/row.py; histories
+# (overnight/core/run_row.py) in the memo under the lean rule of workflows/pure/row.py; histories
 # recorded before it replay without (workflows/visibility.py).
 ROW_PATCH = "console-row"
 

@@ -13,7 +13,7 @@ from typing import Any
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from overnight.workspace_spec import rewind_refusal
+    from overnight.core.workspace_spec import rewind_refusal
     from workflows.pure.state import SupervisorState
 
 REWIND_UPDATE = "rewind"

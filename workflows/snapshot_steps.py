@@ -10,7 +10,7 @@ from __future__ import annotations
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from overnight.models import SnapshotRecord
+    from overnight.core.models import SnapshotRecord
     from workflows import host_steps
     from workflows.calls import snapshots
     from workflows.pure import budget

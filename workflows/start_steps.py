@@ -1,7 +1,7 @@
 """A run's first steps: its input accepted (or refused as `InvalidSpec`), the behaviours its
 patch markers give a run that begins here rather than carries on after continue-as-new, and
 its worker's word on what the spec asks for (isolation none, secrets, binds, host ports:
-overnight/grants.py), before anything is made."""
+overnight/core/grants.py), before anything is made."""
 
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ from pydantic import ValidationError
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
-from overnight.hosts import host_bound
+from overnight.core.hosts import host_bound
 
 with workflow.unsafe.imports_passed_through():
-    from overnight.grants import SPEC_REFUSED, refusal_message
-    from overnight.intake import InvalidInput, accept_spec
-    from overnight.specs import describe_errors
+    from overnight.core.grants import SPEC_REFUSED, refusal_message
+    from overnight.core.intake import InvalidInput, accept_spec
+    from overnight.core.specs import describe_errors
     from workflows.calls import sandbox
     from workflows.patches import (
         AGENT_REQUESTS_PATCH,

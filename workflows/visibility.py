@@ -9,7 +9,7 @@ upserts an hour, not 60 (the `status` query and the card always have the exact t
 
 Runs begun with `ROW_PATCH` publish what the console lists them by: their owner, agent kind
 and labels as search attributes, once, in their first upsert (no event of their own), and
-their row (overnight/run_row.py) in the memo, written by workflows/pure/row.py's lean rule.
+their row (overnight/core/run_row.py) in the memo, written by workflows/pure/row.py's lean rule.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from temporalio import workflow
 from temporalio.common import SearchAttributeKey, SearchAttributeUpdate
 
 with workflow.unsafe.imports_passed_through():
-    from overnight.constants import (
+    from overnight.core.constants import (
         ROW_MEMO_KEY,
         SA_AGENT,
         SA_LABELS,
@@ -31,8 +31,8 @@ with workflow.unsafe.imports_passed_through():
         SA_SANDBOX,
         SA_STATE,
     )
-    from overnight.models import RunSpec, RunStatus
-    from overnight.run_row import RowMemo
+    from overnight.core.models import RunSpec, RunStatus
+    from overnight.core.run_row import RowMemo
     from workflows.metrics import RunMetrics
     from workflows.patches import LEAN_WRITES_PATCH, ROW_PATCH
     from workflows.pure.row import row_due, row_of

@@ -12,9 +12,9 @@ from collections.abc import Awaitable, Callable
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from overnight.models import RunSpec
-    from overnight.specs import redact_url
-    from overnight.workspace_spec import MEMO_KEY, REF_ROOT, find
+    from overnight.core.models import RunSpec
+    from overnight.core.specs import redact_url
+    from overnight.core.workspace_spec import MEMO_KEY, REF_ROOT, find
     from workflows import admission_steps, host_steps, kit_request_steps
     from workflows.calls import workspace as workspace_calls
     from workflows.patches import KEEP_HELD_PATCH, WORKSPACE_KEPT_PATCH

@@ -7,6 +7,6 @@ addresses. Who asks is told by the token in the proxy URL the sandbox is given (
 `sandbox:token` pair, bound to the sandbox, void once the sandbox stops). Refusals are
 counted per sandbox and host name for the run's status.
 
-The rules are the ground's (`overnight/egress.py`, `overnight/addresses.py`); this package is
-the I/O: the listener, name resolution, the tokens' key, the book of refusals.
+The rules are the ground's (`overnight/core/egress.py`, `overnight/core/addresses.py`); this package
+is the I/O: the listener, name resolution, the tokens' key, the book of refusals.
 """

@@ -24,7 +24,7 @@ from activities.gateway import git_forward
 from activities.gateway.git_push import BadPush, read_head, refusal_answer, refused
 from activities.gateway.http_wire import iter_body
 from activities.gateway.origin import Origin
-from overnight.asyncio_children import end_child, kill_child
+from overnight.core.asyncio_children import end_child, kill_child
 
 ROUTE = "/git/"
 SERVICES = ("git-upload-pack", "git-receive-pack")
@@ -210,7 +210,7 @@ async def _backend(
 async def _ended(process: asyncio.subprocess.Process) -> None:
     """Wait for the backend's end: one that answered ends on its own as its output ends
     (killed only if it has not within EXIT_SECONDS). Never `process.kill()`: see
-    overnight/asyncio_children.py."""
+    overnight/core/asyncio_children.py."""
     try:
         await asyncio.wait_for(process.wait(), EXIT_SECONDS)
     except TimeoutError:

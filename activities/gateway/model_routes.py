@@ -11,7 +11,7 @@ a streamed Chat Completions request is made to ask for its usage. Then it goes t
 with the worker's credential in the vendor's header (the sandbox's credential headers are never
 forwarded: model_request.py), retried there on 429/529/503 while nothing was sent back
 (model_policy.py); the answer goes back as it comes, its usage read on the way
-(model_usage.py), priced by the worker's table (overnight/model_prices.py) and booked to the
+(model_usage.py), priced by the worker's table (overnight/core/model_prices.py) and booked to the
 run (model_ledger.py) once it ends. Bodies and credentials are never logged.
 """
 
@@ -40,7 +40,7 @@ from activities.gateway.model_request import (
 )
 from activities.gateway.model_usage import Api, SseEvents, UsageReader, usage_needle
 from activities.gateway.tokens import model_token_owner
-from overnight.model_prices import PriceTable, dearest, load_prices, price_of, usd_of
+from overnight.core.model_prices import PriceTable, dearest, load_prices, price_of, usd_of
 
 logger = logging.getLogger(__name__)
 

@@ -29,7 +29,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeGuard
 
-from overnight.model_prices import Usage
+from overnight.core.model_prices import Usage
 
 # The wire APIs (generate_content: the Gemini API's generateContent, Google's models).
 Api = Literal["anthropic", "responses", "chat", "generate_content"]

@@ -27,8 +27,8 @@ from activities.gateway.origin import Origin
 from activities.gateway.refused import RefusalBook
 from activities.gateway.resolve import Address, Resolver
 from activities.gateway.tokens import PROXY_USER_PREFIX, verify
-from overnight.addresses import is_forbidden
-from overnight.egress import AddressRule, EgressError, allows, normal_host, worker_allows
+from overnight.core.addresses import is_forbidden
+from overnight.core.egress import AddressRule, EgressError, allows, normal_host, worker_allows
 
 logger = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ import os
 import socket
 from pathlib import Path
 
-from overnight.egress import literal_address
+from overnight.core.egress import literal_address
 
 HOSTS_ENV = "OVERNIGHT_GATEWAY_HOSTS"
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address

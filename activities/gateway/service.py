@@ -53,9 +53,9 @@ from activities.gateway.tokens import (
     model_token_for,
     token_for,
 )
-from overnight.asyncio_servers import close_server
-from overnight.egress import EGRESS_ADDRESSES_ENV, AddressRule, parse_address_rules
-from overnight.home import overnight_home
+from overnight.core.asyncio_servers import close_server
+from overnight.core.egress import EGRESS_ADDRESSES_ENV, AddressRule, parse_address_rules
+from overnight.core.home import overnight_home
 
 logger = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 from activities.github.client import GitHubClient, path_part
 from activities.github.repo_url import GitHubRepo
-from overnight.output_tail import cut_tail
+from overnight.core.output_tail import cut_tail
 
 ChecksVerdict = Literal["pending", "success", "failure", "none"]
 FAILED_CONCLUSIONS = frozenset(

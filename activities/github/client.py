@@ -30,7 +30,7 @@ from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
 from activities.github.retry import RetryRules, Wait, backoff, is_rate_limit, wait_for_answer
-from overnight.output_tail import redact
+from overnight.core.output_tail import redact
 
 TOKEN_ENV = "OVERNIGHT_GITHUB_TOKEN"
 API_URL_ENV = "OVERNIGHT_GITHUB_API_URL"

@@ -22,8 +22,8 @@ from activities.grants import worker_grants
 from activities.models import ActivityName
 from activities.notify import send as notify
 from activities.notify.models import DeliveryInput, Notification, SendResult
-from overnight.connect import UI_URL_ENV, default_ui_base, web_ui_url
-from overnight.grants import Grants
+from overnight.core.connect import UI_URL_ENV, default_ui_base, web_ui_url
+from overnight.core.grants import Grants
 
 logger = logging.getLogger(__name__)
 

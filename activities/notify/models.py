@@ -11,9 +11,9 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from overnight.agent_requests import RunOutputs
-from overnight.models import Budget, RunState
-from overnight.notify_spec import NotifyEvent, Webhook
+from overnight.core.agent_requests import RunOutputs
+from overnight.core.models import Budget, RunState
+from overnight.core.notify_spec import NotifyEvent, Webhook
 
 
 class _Model(BaseModel):

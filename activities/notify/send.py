@@ -16,7 +16,7 @@ check the body and refuse an old timestamp (a replay). The JSON body carries the
 repeats it for receivers that key on the header, which is not signed. Every value of the run's
 `secret_env` found in this worker's environment is replaced by `***` in the body, whatever field
 it is in. The JSON body is data, each value in its own field, escaped for no page; the Slack
-text escapes agent text by Slack's rules (overnight.agent_text).
+text escapes agent text by Slack's rules (overnight.core.agent_text).
 """
 
 from __future__ import annotations
@@ -35,10 +35,10 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from activities.notify.models import Notification
-from overnight.agent_text import slack_block, slack_inline
-from overnight.grants import SECRET_ENV_ENV, Grants
-from overnight.notify_spec import DEFAULT_SECRET_ENV, NotifyFormat, check_url
-from overnight.output_tail import redact, secret_values
+from overnight.core.agent_text import slack_block, slack_inline
+from overnight.core.grants import SECRET_ENV_ENV, Grants
+from overnight.core.notify_spec import DEFAULT_SECRET_ENV, NotifyFormat, check_url
+from overnight.core.output_tail import redact, secret_values
 
 URL_ENV = "OVERNIGHT_NOTIFY_URL"
 FORMAT_ENV = "OVERNIGHT_NOTIFY_FORMAT"
@@ -164,7 +164,7 @@ def slack_text(note: Notification, web_ui: str | None, secrets: Sequence[str] = 
     if left.spend_usd is not None:
         budget += f", ${left.spend_usd:.2f}"
     # The reason (a question, a summary), the next step and the output are agent text: each is
-    # kept on its line (or in its code block) and shows as written (overnight.agent_text).
+    # kept on its line (or in its code block) and shows as written (overnight.core.agent_text).
     headline = f"*overnight run `{slack_inline(note.run_id)}` {_HEADLINES[note.event]}*"
     lines = [
         f"{headline}: {inline(note.reason)}",

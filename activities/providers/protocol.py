@@ -11,7 +11,7 @@ from dataclasses import KW_ONLY, dataclass, field
 from typing import Literal, Protocol, runtime_checkable
 
 from activities.models import GatewayBooks, ProcessState, SandboxInfo
-from overnight.isolation import HostBind
+from overnight.core.isolation import HostBind
 
 
 @dataclass(frozen=True)
@@ -273,7 +273,7 @@ class ServesModels(Protocol):
 class HoldsEgressSecrets(Protocol):
     """A provider whose sandboxes use secrets they never hold: its own proxy, outside them,
     puts the value into their HTTPS requests to the secret's hosts (Runtime's egress secrets;
-    overnight/runtime_model_key.py)."""
+    overnight/core/runtime_model_key.py)."""
 
     async def hold_egress_secret(self, name: str, value: str, hosts: Sequence[str]) -> None:
         """Store (or replace) the secret `name`, bound to `hosts`."""

@@ -38,7 +38,7 @@ from urllib.parse import urlsplit
 
 from fakes.runtime.egress_secrets import EgressSecret, EgressSecrets
 from fakes.tls import CertAuthority
-from overnight.asyncio_servers import close_server
+from overnight.core.asyncio_servers import close_server
 
 MAX_HEAD_BYTES = 64 * 1024
 CHUNK = 64 * 1024

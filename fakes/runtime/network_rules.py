@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from overnight.addresses import is_forbidden, numeric_host
+from overnight.core.addresses import is_forbidden, numeric_host
 
 FIELDS = ("internet", "allow", "deny", "connect")
 # The `X-Runtime-Egress` words of a refusal.

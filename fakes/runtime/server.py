@@ -56,7 +56,7 @@ from fakes.runtime.money import Billing, Prices
 from fakes.runtime.money_routes import MoneyControls
 from fakes.runtime.rules import Rules
 from fakes.runtime.virtual import VirtualAgents
-from overnight.asyncio_servers import close_server
+from overnight.core.asyncio_servers import close_server
 
 T = TypeVar("T")
 PROXY_VARIABLES = (

@@ -82,7 +82,7 @@ else:  # in the sandbox: the kit's folder, where this file is
     from coding_agent_session import RESUME_PROMPT
     from coding_agent_waits import Waits
 
-LOOP_EXIT_CODE = 76  # overnight.agent_spec.LOOP_EXIT_CODE
+LOOP_EXIT_CODE = 76  # overnight.core.agent_spec.LOOP_EXIT_CODE
 CONFIG_EXIT_CODE = 2
 FAILED_EXIT_CODE = 1
 MAX_FAILURES = 5  # CLI failures in a row with no tool call completed: the adapter gives up

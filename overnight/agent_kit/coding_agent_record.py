@@ -39,7 +39,7 @@ else:  # in the sandbox: sibling modules
     import overnight_agent as kit
 
 MAX_NOTES = 40
-# Its word on its work, in the checkpoint (overnight.checkpoint_text.PROGRESS_KEY).
+# Its word on its work, in the checkpoint (overnight.core.checkpoint_text.PROGRESS_KEY).
 PROGRESS_MARK = "progress_mark"
 NOTE_CHARS = 300
 

@@ -33,7 +33,7 @@ def restart_reason() -> str:
 
 # A failed done check (the spec's `done_when`): overnight started this agent again, in the same
 # sandbox, with a restart reason beginning DONE_CHECK_REASON and the check's command and the
-# tail of its output in DONE_CHECK_FILE (overnight.done_check).
+# tail of its output in DONE_CHECK_FILE (overnight.core.done_check).
 # A failing CI check of the run's pull request (`pull_request.until_checks_pass`) is told the
 # same way: a restart reason beginning CI_CHECK_REASON, the check and its log's tail in the file.
 DONE_CHECK_FILE = "/workspace/.overnight/done-check.txt"

@@ -34,7 +34,7 @@ REQUESTS_FILE = ".overnight-requests.json"
 ANSWERS_DIR = "/workspace/.overnight/answers"
 # What this process has asked, as last written (None: nothing yet).
 _requests: dict[str, Any] | None = None
-# The supervisor's limits (overnight.agent_requests): it refuses a question over them, and
+# The supervisor's limits (overnight.core.agent_requests): it refuses a question over them, and
 # clips the rest to them, as the kit does before writing.
 MAX_QUESTION_CHARS = 4000
 MAX_CHOICES = 20
@@ -116,7 +116,7 @@ def report_usage(
     _set_request("usage", usage)
 
 
-# What the supervisor refuses of an output's name (overnight.agent_requests): one that is not
+# What the supervisor refuses of an output's name (overnight.core.agent_requests): one that is not
 # 1-64 ASCII letters, digits, `_`, `.` and `-` (beginning with a letter or digit), or one of the
 # labels its card and status show (in any case, with `-`, `_` or `.` for a space).
 MAX_OUTPUT_NAME_CHARS = 64

@@ -14,12 +14,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from overnight.agent_kinds import AGENT_CLIS
 from overnight.cli.commands import Command
 from overnight.cli.help_texts import JSON_HELP
-from overnight.errors import SpecError
-from overnight.models import RunSpec
-from overnight.specs import parse_spec
+from overnight.core.agent_kinds import AGENT_CLIS
+from overnight.core.errors import SpecError
+from overnight.core.models import RunSpec
+from overnight.core.specs import parse_spec
 
 # The flags that only make sense with --agent (the spec file says all of it otherwise).
 AGENT_FLAGS = (

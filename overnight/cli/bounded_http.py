@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from email.utils import formatdate
 from http import HTTPStatus
 
-from overnight.asyncio_servers import close_server
+from overnight.core.asyncio_servers import close_server
 
 # What a refused body is read and dropped for, at most, so that a client still sending it
 # reads the answer rather than a reset connection.

@@ -1,6 +1,6 @@
 """The Python API for people and programs driving overnight runs; the CLI is a thin layer over it.
 
-Each function takes a connected `temporalio.client.Client` (see `overnight.connect`) and talks
+Each function takes a connected `temporalio.client.Client` (see `overnight.core.connect`) and talks
 to the `AgentRun` workflow by its documented names: signals `cancel` and `extend_budget`,
 query `status`, and `extend_budget` as an update too.
 """
@@ -30,8 +30,8 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from overnight.cli.run_names import workflow_id_of as workflow_id_of
 from overnight.cli.spec_size import too_large
-from overnight.connect import default_ui_base, web_ui_url
-from overnight.constants import (
+from overnight.core.connect import default_ui_base, web_ui_url
+from overnight.core.constants import (
     SA_LAST_PROGRESS,
     SA_RESTARTS,
     SA_SANDBOX,
@@ -39,7 +39,7 @@ from overnight.constants import (
     TASK_QUEUE,
     WORKFLOW_TYPE,
 )
-from overnight.errors import (
+from overnight.core.errors import (
     AnswerRefused,
     OvernightError,
     PushRefused,
@@ -48,8 +48,8 @@ from overnight.errors import (
     RunNotRunning,
     SpecError,
 )
-from overnight.models import Budget, BudgetExtension, RunResult, RunSpec, RunStatus
-from overnight.specs import load_spec, parse_spec, redact_url, run_summary
+from overnight.core.models import Budget, BudgetExtension, RunResult, RunSpec, RunStatus
+from overnight.core.specs import load_spec, parse_spec, redact_url, run_summary
 from overnight.worker.reap_entries import ReapedSandbox as ReapedSandbox
 from overnight.worker.reaping import reap as reap
 

@@ -35,7 +35,7 @@ from temporalio.api.common.v1 import Payload
 
 from overnight.cli.bounded_http import BoundedHttpServer, Limits, Request, Response
 from overnight.cli.commands import Command
-from overnight.codec import (
+from overnight.core.codec import (
     CODEC_KEYS_ENV,
     KEY_ID_METADATA,
     CodecConfigError,
@@ -43,7 +43,7 @@ from overnight.codec import (
     Keyring,
     keyring_from_env,
 )
-from overnight.local_services import Declared
+from overnight.core.local_services import Declared
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8081

@@ -11,7 +11,7 @@ import argparse
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from overnight.errors import OvernightError
+from overnight.core.errors import OvernightError
 
 OK, FAILED, BAD_INPUT = 0, 1, 2
 

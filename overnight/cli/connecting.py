@@ -8,11 +8,11 @@ import os
 
 from temporalio.client import Client
 
-from overnight.connect import UI_URL_ENV, default_ui_base, web_ui_url
+from overnight.core.connect import UI_URL_ENV, default_ui_base, web_ui_url
 
 
 async def connect(args: argparse.Namespace) -> Client:
-    from overnight.connect import connect as dial
+    from overnight.core.connect import connect as dial
 
     return await dial(args.address, args.namespace)
 

@@ -28,7 +28,7 @@ from overnight.console.settings import (
     ConsoleSettingsError,
     settings_from_environment,
 )
-from overnight.local_services import Declared
+from overnight.core.local_services import Declared
 
 
 def _arguments(console: argparse.ArgumentParser) -> None:

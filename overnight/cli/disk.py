@@ -18,8 +18,8 @@ from activities.providers.registry import disk_for, open_configured
 from overnight.cli.commands import Command
 from overnight.cli.help_texts import JSON_HELP
 from overnight.cli.render import size_text
-from overnight.constants import LABEL_ATTEMPT, LABEL_KEEP_UNTIL, LABEL_RUN
-from overnight.retention import parse_label
+from overnight.core.constants import LABEL_ATTEMPT, LABEL_KEEP_UNTIL, LABEL_RUN
+from overnight.core.retention import parse_label
 
 
 def _arguments(disk: argparse.ArgumentParser) -> None:

@@ -1,5 +1,5 @@
 """The `overnight` console script: checks that `workflows` and `activities` are overnight's own
-(overnight.own_packages) before importing the commands, which import both."""
+(overnight.core.own_packages) before importing the commands, which import both."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import sys
 
 
 def main() -> int:
-    from overnight.own_packages import shadowed_packages
+    from overnight.core.own_packages import shadowed_packages
 
     problems = shadowed_packages()
     if problems:

@@ -12,8 +12,8 @@ from __future__ import annotations
 from temporalio.client import WorkflowFailureError
 from temporalio.service import RPCError, RPCStatusCode
 
-from overnight.codec import CodecConfigError, CodecKeyError
-from overnight.errors import OvernightError
+from overnight.core.codec import CodecConfigError, CodecKeyError
+from overnight.core.errors import OvernightError
 
 # What to do about a server refusal, by its status code.
 _RPC_FIXES = {

@@ -24,7 +24,6 @@ from temporalio.client import Client
 from activities.providers.forensics import MAX_LISTED_FILES, FileEntry, FileListing
 from activities.providers.protocol import SandboxProvider
 from activities.providers.registry import open_configured
-from overnight.agent_text import terminal_line
 from overnight.cli import logs, logs_follow, logs_news
 from overnight.cli.commands import Command
 from overnight.cli.connecting import connect
@@ -33,8 +32,9 @@ from overnight.cli.render import terminal_safe
 from overnight.cli.run_names import RUN_NAME_HELP
 from overnight.cli.run_view import CannotRead, RunView, load_run, opened, query_status
 from overnight.cli.terminal_output import RawText, raw_stdout
-from overnight.errors import OvernightError
-from overnight.output_tail import redact, redact_credential_shapes, secret_values
+from overnight.core.agent_text import terminal_line
+from overnight.core.errors import OvernightError
+from overnight.core.output_tail import redact, redact_credential_shapes, secret_values
 
 Connect = Callable[[argparse.Namespace], Awaitable[Client]]
 # The most `inspect PATH` prints of one file.

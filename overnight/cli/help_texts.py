@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 
-from overnight.constants import TASK_QUEUE
+from overnight.core.constants import TASK_QUEUE
 
 JSON_HELP = "print one JSON document instead of text"
 TASK_QUEUE_HELP = f"the task queue the run's workers poll (default: {TASK_QUEUE})"

@@ -22,7 +22,7 @@ from activities.providers.forensics import AgentProcess, OutputChunk, SandboxFor
 from activities.providers.protocol import SandboxProvider
 from overnight.cli.render import terminal_safe
 from overnight.cli.run_view import RunView, opened
-from overnight.output_tail import (
+from overnight.core.output_tail import (
     TAIL_BYTES,
     redact,
     redact_credential_shapes,

@@ -9,7 +9,7 @@ attempt headers and agent lines already say: a start, a restart, a fresh context
 asks the query every second beside the follower and prints them as they come (the printer
 writes whole lines, so they fall between the agent's lines, never inside one). Every line
 is one line of a terminal: the agent's words in it (its question, its choices, why it waits)
-are folded and escaped (overnight.agent_text.terminal_line).
+are folded and escaped (overnight.core.agent_text.terminal_line).
 """
 
 from __future__ import annotations
@@ -18,12 +18,12 @@ import asyncio
 
 from temporalio.client import Client
 
-from overnight.agent_text import terminal_line
 from overnight.cli.logs import Printer
 from overnight.cli.logs_follow import Reads
 from overnight.cli.run_view import RunView, query_status
-from overnight.models import RunStatus
-from overnight.status_lines import needs_you_line
+from overnight.core.agent_text import terminal_line
+from overnight.core.models import RunStatus
+from overnight.core.status_lines import needs_you_line
 
 WATCH_EVERY_SECONDS = 1.0
 # The end line says these (`=== run R ended: ... ===`).

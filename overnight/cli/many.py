@@ -1,7 +1,7 @@
-"""`overnight start --many TASKS.jsonl`: every line of a tasks file a run (overnight.task_lines),
-all checked before any starts; each run's id and whether it started now or already had, then
-a summary. A re-run starts nothing twice: a line names the same run each time, and a run id
-already used is reported as already started."""
+"""`overnight start --many TASKS.jsonl`: every line of a tasks file a run
+(overnight.core.task_lines), all checked before any starts; each run's id and whether it started now
+or already had, then a summary. A re-run starts nothing twice: a line names the same run each time,
+and a run id already used is reported as already started."""
 
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ from overnight.cli import client as api
 from overnight.cli import render
 from overnight.cli.error_text import one_line
 from overnight.cli.spec_size import too_large
-from overnight.errors import RunAlreadyExists, SpecError
-from overnight.task_lines import Task, load_tasks
+from overnight.core.errors import RunAlreadyExists, SpecError
+from overnight.core.task_lines import Task, load_tasks
 
 # Starts in flight at once (the server answers each in a few milliseconds; hundreds at once
 # only queue up in it).

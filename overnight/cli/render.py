@@ -9,14 +9,14 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from overnight.agent_text import terminal_line
-from overnight.agent_text import terminal_safe as terminal_safe  # its home is agent_text
-from overnight.checkpoint_text import parse
-from overnight.ci_rounds import ci_line
 from overnight.cli.client import ReapedSandbox, RunSummary
-from overnight.models import BudgetExtension, RunResult, RunStatus
-from overnight.provider_traits import traits
-from overnight.status_lines import age, safety_net_line, usd
+from overnight.core.agent_text import terminal_line
+from overnight.core.agent_text import terminal_safe as terminal_safe  # its home is agent_text
+from overnight.core.checkpoint_text import parse
+from overnight.core.ci_rounds import ci_line
+from overnight.core.models import BudgetExtension, RunResult, RunStatus
+from overnight.core.provider_traits import traits
+from overnight.core.status_lines import age, safety_net_line, usd
 from overnight.worker.reap_entries import released_line
 from workflows.pure.status_facts import Fact, Row, lay_out, status_facts
 

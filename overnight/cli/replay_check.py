@@ -29,7 +29,7 @@ from overnight.cli import render
 from overnight.cli.commands import Command
 from overnight.cli.connecting import connect
 from overnight.cli.help_texts import JSON_HELP
-from overnight.errors import OvernightError
+from overnight.core.errors import OvernightError
 
 Connect = Callable[[argparse.Namespace], Awaitable[Client]]
 

@@ -40,8 +40,8 @@ from overnight.cli.report_totals import (
     parse_since,
     summarize,
 )
-from overnight.constants import SA_RESTARTS, WORKFLOW_TYPE
-from overnight.errors import OvernightError
+from overnight.core.constants import SA_RESTARTS, WORKFLOW_TYPE
+from overnight.core.errors import OvernightError
 
 CONCURRENCY = 8
 QUERY_TIMEOUT = timedelta(seconds=5)

@@ -16,7 +16,7 @@ from overnight.cli.connecting import connect, ui_url
 from overnight.cli.help_texts import JSON_HELP
 from overnight.cli.retrying import retrying_lines, with_waiting_on
 from overnight.cli.run_names import RUN_NAME_HELP
-from overnight.models import BudgetExtension
+from overnight.core.models import BudgetExtension
 
 REAP_HERE_ONLY = (
     "reaped what this host holds alone (finished half-done deletes, and the local sandboxes "
@@ -171,7 +171,7 @@ def _reap_arguments(reap: argparse.ArgumentParser) -> None:
 
 async def _reap(args: argparse.Namespace) -> int:
     from activities.providers.registry import open_configured
-    from overnight.errors import ServerUnreachable
+    from overnight.core.errors import ServerUnreachable
     from overnight.worker.reaping import reap_here
 
     try:

@@ -2,7 +2,7 @@
 
 They differ only for a run started with a workflow id that is no valid run id (a plain
 client's "Newbie From Python", a schedule's): its run id is derived from it (lowercased, a
-short hash: `overnight.intake.derive_run_id`), which `status` shows and sandboxes carry. That
+short hash: `overnight.core.intake.derive_run_id`), which `status` shows and sandboxes carry. That
 cannot be turned back, so a run id is found among the runs: first by the sandbox search
 attribute (`{run_id}-{attempt}`), then, for a run without a sandbox yet, among the latest runs.
 Every candidate is checked by deriving its run id again, so no other run is ever taken.
@@ -15,8 +15,8 @@ import re
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
-from overnight.constants import SA_SANDBOX, WORKFLOW_TYPE
-from overnight.intake import HASH_CHARS, derive_run_id
+from overnight.core.constants import SA_SANDBOX, WORKFLOW_TYPE
+from overnight.core.intake import HASH_CHARS, derive_run_id
 
 # A derived run id ends in `-` and its hash; any other valid run id is its workflow id too.
 _DERIVED = re.compile(rf"^[a-z0-9][a-z0-9-]*-[0-9a-f]{{{HASH_CHARS}}}$")

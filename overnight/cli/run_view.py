@@ -26,11 +26,11 @@ from activities.providers.forensics import SandboxForensics
 from activities.providers.protocol import ProviderError, SandboxProvider
 from activities.providers.registry import forensics_for
 from overnight.cli.run_names import workflow_id_of
-from overnight.constants import LABEL_ATTEMPT, LABEL_KEEP_UNTIL, LABEL_RUN
-from overnight.errors import OvernightError
-from overnight.host_settings import BadHostSetting, this_host
-from overnight.models import RunSpec, RunStatus
-from overnight.retention import parse_label
+from overnight.core.constants import LABEL_ATTEMPT, LABEL_KEEP_UNTIL, LABEL_RUN
+from overnight.core.errors import OvernightError
+from overnight.core.host_settings import BadHostSetting, this_host
+from overnight.core.models import RunSpec, RunStatus
+from overnight.core.retention import parse_label
 from overnight.worker.run_history import run_spec as run_spec
 
 STATUS_TIMEOUT = timedelta(seconds=5)

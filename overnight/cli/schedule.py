@@ -13,8 +13,8 @@ from overnight.cli import render, schedules
 from overnight.cli.commands import Command
 from overnight.cli.connecting import connect
 from overnight.cli.help_texts import JSON_HELP, TASK_QUEUE_HELP
-from overnight.constants import TASK_QUEUE
-from overnight.specs import load_spec
+from overnight.core.constants import TASK_QUEUE
+from overnight.core.specs import load_spec
 
 Connect = Callable[[argparse.Namespace], Awaitable[Client]]
 

@@ -31,11 +31,11 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from overnight.cli.client import task_priority
 from overnight.cli.spec_size import too_large
-from overnight.codec import encrypts
-from overnight.constants import TASK_QUEUE, WORKFLOW_TYPE
-from overnight.errors import OvernightError, SpecError
-from overnight.models import RunSpec
-from overnight.specs import run_summary
+from overnight.core.codec import encrypts
+from overnight.core.constants import TASK_QUEUE, WORKFLOW_TYPE
+from overnight.core.errors import OvernightError, SpecError
+from overnight.core.models import RunSpec
+from overnight.core.specs import run_summary
 
 Overlap = Literal["skip", "buffer-one", "cancel-other"]
 OVERLAPS: dict[str, ScheduleOverlapPolicy] = {

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from overnight.models import RunSpec
+from overnight.core.models import RunSpec
 
 MAX_SPEC_BYTES = 256 * 1024
 

@@ -19,11 +19,11 @@ from overnight.cli.commands import OK, BadInput, Command
 from overnight.cli.connecting import connect, ui_url
 from overnight.cli.help_texts import JSON_HELP, TASK_QUEUE_HELP
 from overnight.cli.spec_size import too_large
-from overnight.constants import TASK_QUEUE
-from overnight.errors import SPEC_UNUSABLE, SpecError
-from overnight.grants import SETTINGS as GRANT_SETTINGS
-from overnight.grants import SPEC_REFUSED, refusal_message
-from overnight.models import RunSpec
+from overnight.core.constants import TASK_QUEUE
+from overnight.core.errors import SPEC_UNUSABLE, SpecError
+from overnight.core.grants import SETTINGS as GRANT_SETTINGS
+from overnight.core.grants import SPEC_REFUSED, refusal_message
+from overnight.core.models import RunSpec
 
 
 def _arguments(start: argparse.ArgumentParser) -> None:
@@ -96,7 +96,7 @@ async def _start(args: argparse.Namespace) -> int:
 
 
 def _warn_if_refused(spec: RunSpec) -> None:
-    """Say early what a worker would refuse of `spec` (grants: overnight/grants.py): what no
+    """Say early what a worker would refuse of `spec` (grants: overnight/core/grants.py): what no
     worker allows, and, when this shell sets the workers' grant settings, what a worker with
     them would not grant. Only a warning: the worker that takes the run decides, by its own."""
     from activities.grants import spec_refusals, worker_grants

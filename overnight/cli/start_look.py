@@ -1,6 +1,6 @@
 """`overnight start`'s look at the run it has just started: the worker's word on it, in seconds.
 
-A worker refuses a spec that asks for what it does not grant (overnight/grants.py), and a run
+A worker refuses a spec that asks for what it does not grant (overnight/core/grants.py), and a run
 whose first create cannot work (a repo that is not there, an `agent_dir` not on the worker)
 fails at once: both within a second or two of the start. `start` used to exit 0 before either,
 and only `overnight status` said why. So it looks, for at most `wait_seconds()`, until the
@@ -23,10 +23,10 @@ from datetime import timedelta
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
-from overnight.agent_text import terminal_line
-from overnight.errors import SPEC_UNUSABLE
-from overnight.grants import SPEC_REFUSED
-from overnight.models import RunStatus
+from overnight.core.agent_text import terminal_line
+from overnight.core.errors import SPEC_UNUSABLE
+from overnight.core.grants import SPEC_REFUSED
+from overnight.core.models import RunStatus
 
 # How long `start` waits for the worker's word (seconds): long enough for a spec check and a
 # local create on a busy machine; a slow machine (or a test) may set it longer.

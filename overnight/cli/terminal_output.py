@@ -6,7 +6,7 @@ names (`inspect`), the diff of its workspace (`diff`), its checkpoint's notes, q
 choices, summary and outputs (`status`, `start --wait`, `answer`'s refusals), its last words,
 git's messages about what it pushed. Escaping each at its place is a rule every new line of
 code must remember; so besides those places, `guarded()` puts every write of a command through
-`overnight.agent_text` (`terminal_safe`: every control character, bidirectional control and
+`overnight.core.agent_text` (`terminal_safe`: every control character, bidirectional control and
 zero-width character shown as its escape; newlines and tabs kept), on a terminal and in a
 pipe alike: a pipe often ends on a terminal too (`| less -R`, `| tail`, a CI log viewer).
 
@@ -26,8 +26,8 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import BinaryIO, TextIO
 
-from overnight.agent_text import terminal_json, terminal_safe
-from overnight.errors import OvernightError
+from overnight.core.agent_text import terminal_json, terminal_safe
+from overnight.core.errors import OvernightError
 
 RAW_ON_A_TERMINAL = (
     "--raw writes the agent's bytes as they are, escape sequences and all, so not to a "

@@ -25,23 +25,23 @@ from temporalio.client import Client, WorkflowUpdateFailedError
 from temporalio.service import RPCError
 
 from activities.sandbox_setup import clone_source
-from overnight.agent_text import one_line, terminal_line
 from overnight.cli.commands import Command
 from overnight.cli.connecting import connect
 from overnight.cli.run_names import RUN_NAME_HELP
 from overnight.cli.terminal_output import raw_stdout, shown
-from overnight.errors import OvernightError
-from overnight.grants import local_repo_path
-from overnight.models import RunStatus
-from overnight.safe_git import git_command, no_prompt, run_git
-from overnight.specs import redact_url, scrub_url
-from overnight.workspace_spec import KeptWorkspace, find, kept_numbers, latest_pushed
+from overnight.core.agent_text import one_line, terminal_line
+from overnight.core.errors import OvernightError
+from overnight.core.grants import local_repo_path
+from overnight.core.models import RunStatus
+from overnight.core.safe_git import git_command, no_prompt, run_git
+from overnight.core.specs import redact_url, scrub_url
+from overnight.core.workspace_spec import KeptWorkspace, find, kept_numbers, latest_pushed
 
 Connect = Callable[[argparse.Namespace], Awaitable[Client]]
 REWIND_UPDATE = "rewind"
 FETCH_SECONDS = 600
 # A local origin another user owns (a user's folder, read by root) is trusted by the
-# upload-pack a fetch starts there too: it is not given git's own `-c` (overnight/safe_git.py).
+# upload-pack a fetch starts there too: it is not given git's own `-c` (overnight/core/safe_git.py).
 # (Only there: over ssh it would be the server's command.)
 _LOCAL_UPLOAD_PACK = "--upload-pack=git -c safe.directory=* upload-pack"
 

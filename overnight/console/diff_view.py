@@ -9,7 +9,7 @@ the same way and parsed here. `parse` and `highlight` are pure.
 The diff is the agent's: names, lines and all. Nothing here makes HTML: the template writes
 each token as the text of a `<span>` whose class is pygments' (`HtmlFormatter`'s names, the
 colours in `static/diff.css`), through autoescape; control characters are shown as their
-escapes first (overnight.agent_text.terminal_safe).
+escapes first (overnight.core.agent_text.terminal_safe).
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ from pygments.lexers.special import TextLexer  # type: ignore[import-untyped]
 from pygments.token import STANDARD_TYPES, _TokenType  # type: ignore[import-untyped]
 from pygments.util import ClassNotFound  # type: ignore[import-untyped]
 
-from overnight.agent_text import terminal_line, terminal_safe
-from overnight.workspace_spec import KeptWorkspace
+from overnight.core.agent_text import terminal_line, terminal_safe
+from overnight.core.workspace_spec import KeptWorkspace
 
 # What the page shows of one diff at most: the rest is left to `overnight diff`.
 MAX_DIFF_BYTES = 2 * 1024 * 1024

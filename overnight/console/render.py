@@ -17,7 +17,7 @@ from starlette.responses import HTMLResponse
 
 from overnight.console.auth import csrf_token
 from overnight.console.context import console_of
-from overnight.status_lines import usd as money_text
+from overnight.core.status_lines import usd as money_text
 
 CONTENT_SECURITY_POLICY = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
@@ -82,7 +82,7 @@ def ago(moment: datetime | None, now: datetime | None = None) -> str:
 
 
 def usd(value: float | None) -> str:
-    """Money by the card's and `overnight status`'s rule (overnight.status_lines.usd)."""
+    """Money by the card's and `overnight status`'s rule (overnight.core.status_lines.usd)."""
     return "-" if value is None else money_text(value)
 
 

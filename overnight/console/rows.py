@@ -1,6 +1,6 @@
 """One line of the console's runs list (`RunRow`), made from one visibility entry: the search
 attributes (state, restarts, owner, labels, agent kind) and the run's row memo
-(overnight/run_row.py), decoded through the client's data converter so that encrypted memos
+(overnight/core/run_row.py), decoded through the client's data converter so that encrypted memos
 (`OVERNIGHT_CODEC_KEYS`) are read in the console's process. No query to the run.
 
 A run begun before the row memo shows what its search attributes say, and `has_row` is
@@ -15,8 +15,8 @@ from datetime import datetime
 
 from temporalio.client import WorkflowExecution, WorkflowExecutionStatus
 
-from overnight.constants import ROW_MEMO_KEY
-from overnight.run_row import RowMemo, row_from_memo
+from overnight.core.constants import ROW_MEMO_KEY
+from overnight.core.run_row import RowMemo, row_from_memo
 from workflows.visibility import (
     AGENT_KEY,
     LABELS_KEY,

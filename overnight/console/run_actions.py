@@ -28,8 +28,8 @@ from overnight.cli import client as api
 from overnight.cli.workspace import rewind_run
 from overnight.console import auth, render
 from overnight.console.context import console_of
-from overnight.errors import OvernightError
-from overnight.models import Budget, BudgetExtension, RunStatus
+from overnight.core.errors import OvernightError
+from overnight.core.models import Budget, BudgetExtension, RunStatus
 
 # How long an action waits for the status to show the run took it.
 CONFIRM_SECONDS = 20.0

@@ -16,13 +16,13 @@ from urllib.parse import urlsplit
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowQueryFailedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from overnight.checkpoint_text import parse
 from overnight.cli import client as api
 from overnight.console.run_events import history_marks
 from overnight.console.timeline import Mark
-from overnight.errors import OvernightError, RunNotFound
-from overnight.models import RunResult, RunStatus
-from overnight.workspace_spec import KeptWorkspace, latest_pushed
+from overnight.core.checkpoint_text import parse
+from overnight.core.errors import OvernightError, RunNotFound
+from overnight.core.models import RunResult, RunStatus
+from overnight.core.workspace_spec import KeptWorkspace, latest_pushed
 from workflows.messages import CHECKPOINT_QUERY
 
 MAX_NOTES = 30

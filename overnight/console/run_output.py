@@ -5,7 +5,7 @@ by the same code (overnight/cli/logs_follow.py), its lines kept here for the pag
 Like the command, it reads the run's sandboxes from this machine through the configured
 providers (local sandboxes under `OVERNIGHT_HOME`; Runtime's with `RUNTIME_API_KEY`), with
 each value of the run's `secret_env` found in this process's environment redacted, and every
-control character shown as its escape (overnight.agent_text.terminal_safe). The page's
+control character shown as its escape (overnight.core.agent_text.terminal_safe). The page's
 template escapes the rest: a line is text, never HTML.
 """
 
@@ -20,12 +20,12 @@ from temporalio.client import Client
 
 from activities.providers.protocol import SandboxProvider
 from activities.providers.registry import open_configured
-from overnight.agent_text import terminal_line, terminal_safe
 from overnight.cli import logs_follow
 from overnight.cli.logs import Printer
 from overnight.cli.run_view import load_run, query_status
-from overnight.errors import OvernightError
-from overnight.output_tail import secret_values
+from overnight.core.agent_text import terminal_line, terminal_safe
+from overnight.core.errors import OvernightError
+from overnight.core.output_tail import secret_values
 
 # The lines one page's stream keeps (a page holds these and what came since).
 KEPT_LINES = 1000

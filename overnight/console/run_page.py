@@ -31,7 +31,7 @@ from overnight.console.render import fragment, page
 from overnight.console.run_data import RunData
 from overnight.console.run_output import OutputLines, follow_output
 from overnight.console.timeline_svg import budget_bars, draw_timeline
-from overnight.errors import OvernightError, RunNotFound
+from overnight.core.errors import OvernightError, RunNotFound
 
 # How often a page's stream asks the run's status (and reads its history when it changed).
 STATUS_EVERY_SECONDS = 2.0

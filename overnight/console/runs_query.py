@@ -16,7 +16,7 @@ from collections.abc import Collection
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Protocol
 
-from overnight.constants import SA_AGENT, SA_LABELS, SA_OWNER, WORKFLOW_TYPE
+from overnight.core.constants import SA_AGENT, SA_LABELS, SA_OWNER, WORKFLOW_TYPE
 
 _PLAIN = re.compile(r"^[A-Za-z0-9 ._:/@+-]{1,200}$")
 RUNS = f"WorkflowType = '{WORKFLOW_TYPE}'"

@@ -30,7 +30,7 @@ from temporalio.service import RPCError
 
 from overnight.console.rows import RunRow, row_of
 from overnight.console.runs_query import Filters, closed_runs_since, open_runs, runs_query
-from overnight.constants import SEARCH_ATTRIBUTE_TYPES
+from overnight.core.constants import SEARCH_ATTRIBUTE_TYPES
 
 log = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from overnight.errors import OvernightError
+from overnight.core.errors import OvernightError
 
 Role = Literal["reader", "operator"]
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal
 
-from overnight.models import RunStatus
+from overnight.core.models import RunStatus
 
 MarkKind = Literal["pause", "wake", "done_check", "cancel", "extend", "answer", "rewind"]
 HoldKind = Literal["question", "wait", "attention"]

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from overnight.console.timeline import Timeline
-from overnight.models import RunStatus
+from overnight.core.models import RunStatus
 
 WIDTH = 960
 LEFT = 90  # room for the lanes' names

@@ -42,12 +42,15 @@ from typing import Any
 
 from temporalio.client import Client
 
-from overnight.agent_kinds import agent_cli
-from overnight.agent_text import terminal_line
 from overnight.cli import client as api
 from overnight.cli import render
-from overnight.codec import data_converter
-from overnight.coding_agents import INSTALL_SCRIPT, install_problem
+from overnight.core.agent_kinds import agent_cli
+from overnight.core.agent_text import terminal_line
+from overnight.core.codec import data_converter
+from overnight.core.coding_agents import INSTALL_SCRIPT, install_problem
+from overnight.core.errors import SpecError
+from overnight.core.grants import Grants
+from overnight.core.models import RunResult, RunSpec, RunStatus
 from overnight.demo.fake_github import (
     demo_github,
     pull_request_fields,
@@ -70,9 +73,6 @@ from overnight.demo.sample_demo import (
     kept_server_line,
     make_origin,
 )
-from overnight.errors import SpecError
-from overnight.grants import Grants
-from overnight.models import RunResult, RunSpec, RunStatus
 from overnight.worker.devconfig import DevConfig
 
 KINDS = ("claude-code", "codex")  # what this demo plays (`overnight demo --agent`'s choices)

@@ -9,7 +9,7 @@ import argparse
 
 from overnight.cli.commands import Command
 from overnight.cli.dev_commands import PORTS, server_arguments
-from overnight.isolation import Isolation
+from overnight.core.isolation import Isolation
 
 DEMO_AGENTS = ("claude-code", "codex")  # the coding agents the agent demo plays
 _DEMO = (
@@ -38,8 +38,8 @@ def _demo_arguments(demo: argparse.ArgumentParser) -> None:
 
 
 async def run_demo(args: argparse.Namespace) -> int:
+    from overnight.core.errors import SpecError
     from overnight.demo.sample_demo import run_demo as play
-    from overnight.errors import SpecError
 
     isolation: Isolation = args.isolation
     if args.agent is not None:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from overnight.errors import OvernightError
+from overnight.core.errors import OvernightError
 
 if TYPE_CHECKING:
     from fakes.github_api import FakeGitHub
@@ -49,7 +49,7 @@ def demo_github(origin: Path, owner: str, ui_base: str | None = None) -> Iterato
         from activities.github import API_URL_ENV, TOKEN_ENV
         from fakes.git_http import git_url
         from fakes.github_api import FakeGitHub
-        from overnight.connect import UI_URL_ENV
+        from overnight.core.connect import UI_URL_ENV
     except ImportError as error:  # an install without them: say which, not a traceback
         raise OvernightError(
             f"the agent demo's fake GitHub is missing ({error.name}): reinstall overnight"

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from overnight.cli import client as api
-from overnight.coding_agents import SANDBOX_AGENTS_ROOT
+from overnight.core.coding_agents import SANDBOX_AGENTS_ROOT
 
 KILL_TIMEOUT_SECONDS = 180
 # Each CLI's native binary, and where under its HOME it writes its session transcripts.

@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import IO, Any
 from urllib.parse import urlsplit
 
-from overnight.local_services import serve_to_agents
-from overnight.provider_traits import traits
+from overnight.core.local_services import serve_to_agents
+from overnight.core.provider_traits import traits
 
 MAX_BODY = 64 * 1024
 _SWITCH = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")

@@ -9,7 +9,7 @@ the ledger of outside actions (overnight/demo/outside_world.py), and local sandb
 state dir, isolated with bubblewrap unless `--isolation none`. The origin and the ledger live
 beside the state dir, in `<OVERNIGHT_HOME>-demo/<run id>` (never inside it: no sandbox may see
 the state dir), and the demo's worker grants that folder's writable binds, and `isolation:
-"none"` when asked for it, besides what its environment grants (overnight/grants.py).
+"none"` when asked for it, besides what its environment grants (overnight/core/grants.py).
 """
 
 from __future__ import annotations
@@ -30,13 +30,13 @@ from temporalio.client import Client
 
 from overnight.cli import client as api
 from overnight.cli import render
-from overnight.codec import data_converter
+from overnight.core.codec import data_converter
+from overnight.core.errors import SpecError
+from overnight.core.grants import Grants
+from overnight.core.home import overnight_home
+from overnight.core.isolation import HostBind, Isolation
+from overnight.core.models import Budget, RunResult, RunSpec, RunStatus
 from overnight.demo.outside_world import host_ports_for, ledger_url
-from overnight.errors import SpecError
-from overnight.grants import Grants
-from overnight.home import overnight_home
-from overnight.isolation import HostBind, Isolation
-from overnight.models import Budget, RunResult, RunSpec, RunStatus
 from overnight.worker.devconfig import DevConfig
 
 if TYPE_CHECKING:

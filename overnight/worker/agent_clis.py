@@ -1,6 +1,6 @@
 """Installing the pinned coding-agent CLIs on this worker, and saying which kinds it can run.
 
-`install(cli)` puts `cli` (`overnight.coding_agents`) into
+`install(cli)` puts `cli` (`overnight.core.coding_agents`) into
 `$OVERNIGHT_HOME/agents/<kind>-<version>/` once:
 - **idempotent**: a folder with its `.overnight-installed.json` and a working binary is left
   as it is (no npm, no network);
@@ -34,8 +34,13 @@ from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from overnight.agent_kinds import AGENT_CLIS, AgentCli, UnsupportedPlatform, agent_cli, npm_cpu
-from overnight.coding_agents import INSTALL_SCRIPT, INSTALLED_MARKER, agents_root, install_folder
+from overnight.core.agent_kinds import AGENT_CLIS, AgentCli, UnsupportedPlatform, agent_cli, npm_cpu
+from overnight.core.coding_agents import (
+    INSTALL_SCRIPT,
+    INSTALLED_MARKER,
+    agents_root,
+    install_folder,
+)
 
 MARKER = INSTALLED_MARKER
 PARTIAL_PREFIX = ".partial-"

@@ -24,8 +24,8 @@ from pydantic import (
     field_validator,
 )
 
-from overnight.constants import SEARCH_ATTRIBUTE_TYPES
-from overnight.home import expand_path
+from overnight.core.constants import SEARCH_ATTRIBUTE_TYPES
+from overnight.core.home import expand_path
 
 SearchAttributeType = Literal["Text", "Keyword", "Int", "Double", "Bool", "Datetime", "KeywordList"]
 LogLevel = Literal["debug", "info", "warn", "error", "never"]

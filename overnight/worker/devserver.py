@@ -33,7 +33,7 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError, RPCStatusCode
 
-from overnight.errors import OvernightError
+from overnight.core.errors import OvernightError
 from overnight.worker.binaries import temporal_cli_path
 from overnight.worker.dev_ports import free_pair, held_ports
 from overnight.worker.devconfig import DevConfig

@@ -20,9 +20,9 @@ from temporalio.common import MetricMeter
 from temporalio.runtime import Runtime
 from temporalio.service import RPCError
 
-from overnight import metrics
-from overnight.constants import SA_STATE, WORKFLOW_TYPE
-from overnight.models import RunState
+from overnight.core import metrics
+from overnight.core.constants import SA_STATE, WORKFLOW_TYPE
+from overnight.core.models import RunState
 
 # How often the worker counts (the dashboard's resolution for runs by state).
 FLEET_EVERY_SECONDS = 15.0

@@ -13,7 +13,7 @@ from pathlib import Path
 from temporalio.client import WorkflowExecutionStatus
 
 from activities.gateway.books import ReapedBook, booked_runs, reap_books
-from overnight.home import overnight_home
+from overnight.core.home import overnight_home
 
 
 async def reap_gateway_books(

@@ -23,9 +23,9 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.providers.protocol import LetsGo
-from overnight import retention
-from overnight.constants import LABEL_ATTEMPT, LABEL_KEEP_UNTIL, LABEL_RUN
-from overnight.models import RunSpec, RunStatus
+from overnight.core import retention
+from overnight.core.constants import LABEL_ATTEMPT, LABEL_KEEP_UNTIL, LABEL_RUN
+from overnight.core.models import RunSpec, RunStatus
 
 if TYPE_CHECKING:
     from activities.providers.protocol import SandboxProvider

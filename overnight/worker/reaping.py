@@ -1,7 +1,7 @@
 """`overnight reap` (and the worker's hourly schedule of it, overnight.worker.reap_schedule):
 delete what no run needs any more, and say how much disk it freed.
 
-- Sandboxes (overnight.retention.verdict is the whole rule): those past their keep-until label,
+- Sandboxes (overnight.core.retention.verdict is the whole rule): those past their keep-until label,
   those still running of a run that is closed (a terminated workflow cannot clean up after
   itself), those paused of a run that could not clean up, once the retention its spec asked
   has passed since it closed; `--paused`: every paused sandbox of a closed run. Deleting is
@@ -52,10 +52,10 @@ from activities.providers.local import run_store
 from activities.providers.local.disk import TRASH
 from activities.providers.protocol import SandboxProvider
 from activities.providers.registry import disk_for, supports_snapshots
-from overnight.constants import LABEL_KEEP_UNTIL, LABEL_RUN
-from overnight.home import overnight_home
-from overnight.provider_traits import traits
-from overnight.retention import RunEnd, verdict
+from overnight.core.constants import LABEL_KEEP_UNTIL, LABEL_RUN
+from overnight.core.home import overnight_home
+from overnight.core.provider_traits import traits
+from overnight.core.retention import RunEnd, verdict
 from overnight.worker.gateway_reaping import reap_gateway_books
 from overnight.worker.reap_entries import ReapedSandbox
 from overnight.worker.run_book import CLEAN_ENDINGS, RunBook

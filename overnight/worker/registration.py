@@ -29,8 +29,8 @@ def registered_workflows() -> list[type]:
 
 def registered_workflow_types() -> list[str]:
     """The workflow type names of `registered_workflows()`, as histories record them."""
-    from overnight.admission import ADMISSION_WORKFLOW
-    from overnight.constants import WORKFLOW_TYPE
+    from overnight.core.admission import ADMISSION_WORKFLOW
+    from overnight.core.constants import WORKFLOW_TYPE
     from workflows.notify_steps import NOTIFY_WORKFLOW
     from workflows.reap_run import REAP_WORKFLOW
 

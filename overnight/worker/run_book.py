@@ -7,8 +7,8 @@ from __future__ import annotations
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
-from overnight.errors import OvernightError
-from overnight.retention import RunEnd
+from overnight.core.errors import OvernightError
+from overnight.core.retention import RunEnd
 from overnight.worker.run_history import run_spec
 
 # A run that ended this way went through its own end: what it left paused it kept on purpose

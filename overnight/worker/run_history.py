@@ -5,13 +5,13 @@ from __future__ import annotations
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
-from overnight.errors import OvernightError, RunNotFound
-from overnight.models import RunSpec
+from overnight.core.errors import OvernightError, RunNotFound
+from overnight.core.models import RunSpec
 
 
 async def run_spec(client: Client, run_id: str) -> RunSpec:
     """The run's spec, from the start event of its latest run (continue-as-new keeps it)."""
-    from overnight.intake import InvalidInput, accept_spec
+    from overnight.core.intake import InvalidInput, accept_spec
 
     handle = client.get_workflow_handle(run_id)
     try:

@@ -21,14 +21,14 @@ from typing import TYPE_CHECKING
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from overnight.codec import data_converter
-from overnight.codec import describe as describe_codec
-from overnight.connect import connect
-from overnight.constants import TASK_QUEUE
-from overnight.home import overnight_home
-from overnight.host_settings import this_host
-from overnight.hosts import host_queue
-from overnight.local_services import Declared
+from overnight.core.codec import data_converter
+from overnight.core.codec import describe as describe_codec
+from overnight.core.connect import connect
+from overnight.core.constants import TASK_QUEUE
+from overnight.core.home import overnight_home
+from overnight.core.host_settings import this_host
+from overnight.core.hosts import host_queue
+from overnight.core.local_services import Declared
 from overnight.worker import log_lines
 from overnight.worker.dev_ports import moved_lines, with_port
 from overnight.worker.devconfig import find_dev_settings
@@ -40,8 +40,8 @@ from overnight.worker.workflow_runner import shared_module_runner
 
 if TYPE_CHECKING:
     from activities.providers.protocol import SandboxProvider
-    from overnight.admission import AdmissionSettings
-    from overnight.grants import Grants
+    from overnight.core.admission import AdmissionSettings
+    from overnight.core.grants import Grants
 
 # Every supervised run holds one long-poll observe activity at all times, and those are cheap
 # coroutines: the SDK's default of 100 slots would cap a worker at 100 runs.
@@ -77,16 +77,16 @@ async def serve(
 ) -> None:
     """Poll `task_queue` for AgentRun workflows and sandbox activities until `stop` is set
     (or this task is cancelled); then shut the worker down and close the providers. Poll
-    too this host's own queue (`<task_queue>@<host>`, overnight.hosts; `host`: default
+    too this host's own queue (`<task_queue>@<host>`, overnight.core.hosts; `host`: default
     `OVERNIGHT_HOST` or the machine's name), where the steps on its local sandboxes go; before
     it does, the agents of runs that moved to another host meanwhile are stopped.
 
     `providers` replaces the ones built from the environment (the benchmarks pass an
     in-process fake whose agents cost nothing); `grants`, what specs may ask for, replace the
-    ones in the environment (overnight/grants.py; a worker in a test grants what it runs);
+    ones in the environment (overnight/core/grants.py; a worker in a test grants what it runs);
     `reap_schedule`: make the hourly reap's Temporal Schedule unless it exists
     (overnight.worker.reap_schedule; the `worker.py` and `overnight dev` workers do);
-    `admission`, how many runs the pool lets go at once, too (overnight/admission.py)."""
+    `admission`, how many runs the pool lets go at once, too (overnight/core/admission.py)."""
     # Imported here so that modules needing only the client (the CLI) do not load providers.
     from activities.gateway.service import Gateway
     from activities.worker_activities import WorkerActivities

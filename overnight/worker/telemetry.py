@@ -1,7 +1,7 @@
 """The worker's telemetry, from its environment: Prometheus metrics and OpenTelemetry traces.
 
 - `OVERNIGHT_METRICS_ADDRESS` (`host:port`): the Temporal SDK serves Prometheus metrics at
-  `http://host:port/metrics`, its own and overnight's (overnight/metrics.py), which the
+  `http://host:port/metrics`, its own and overnight's (overnight/core/metrics.py), which the
   workflows and activities record through the SDK's meters. Off unless set.
 - `OTEL_EXPORTER_OTLP_ENDPOINT` (or `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`): spans of every
   workflow, activity, signal, query and update, through `temporalio.contrib.opentelemetry`,
@@ -20,7 +20,7 @@ from typing import Any
 from temporalio.client import Interceptor
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 
-from overnight import metrics
+from overnight.core import metrics
 from overnight.worker.fleet import FLEET_EVERY_SECONDS
 
 METRICS_ADDRESS_ENV = "OVERNIGHT_METRICS_ADDRESS"

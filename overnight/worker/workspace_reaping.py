@@ -1,7 +1,7 @@
 """`overnight reap`'s part for the workspaces runs kept (`RunSpec.keep_workspace`): the refs
 `refs/overnight/<run_id>/<n>` in the runs' repositories, and those their done checks were run
 against (`refs/overnight/<run_id>/check-<n>`), deleted with the run's retention
-(overnight.retention.ref_verdict).
+(overnight.core.retention.ref_verdict).
 
 The repositories are found from the runs Temporal knows: a run that pushed a ref set the memo
 `overnight-workspace` (its repository without credentials, its `keep_failed_days`). Each
@@ -30,13 +30,13 @@ from typing import Any
 from temporalio.client import Client
 
 from activities.sandbox_setup import clone_source
-from overnight.errors import OvernightError
-from overnight.grants import local_repo_path
-from overnight.retention import RunEnd, ref_verdict
-from overnight.safe_git import no_prompt, run_git
-from overnight.specs import redact_url, scrub_url
+from overnight.core.errors import OvernightError
+from overnight.core.grants import local_repo_path
+from overnight.core.retention import RunEnd, ref_verdict
+from overnight.core.safe_git import no_prompt, run_git
+from overnight.core.specs import redact_url, scrub_url
+from overnight.core.workspace_spec import MEMO_KEY, REF_ROOT, owner_of_ref
 from overnight.worker.run_history import run_spec
-from overnight.workspace_spec import MEMO_KEY, REF_ROOT, owner_of_ref
 
 logger = logging.getLogger(__name__)
 GIT_SECONDS = 300

@@ -39,8 +39,8 @@ from activities.providers.local.provider import LocalProvider
 from activities.providers.protocol import ProviderError, SandboxNotFound
 from activities.providers.registry import PROVIDERS
 from activities.sandbox import SandboxActivities
-from overnight.constants import LABEL_ATTEMPT, LABEL_RUN, SEARCH_ATTRIBUTE_TYPES
-from overnight.models import RunSpec
+from overnight.core.constants import LABEL_ATTEMPT, LABEL_RUN, SEARCH_ATTRIBUTE_TYPES
+from overnight.core.models import RunSpec
 from tests.live import granted
 from tests.waits import CAP
 from workflows.policies import VISIBILITY_CHECK_RETRY

@@ -28,7 +28,7 @@ import pytest
 
 from activities.gateway import git_http
 from activities.gateway.origin import Origin
-from overnight.asyncio_children import _kill_by_pid, end_child, kill_child
+from overnight.core.asyncio_children import _kill_by_pid, end_child, kill_child
 
 LATE_SECONDS = 1.0
 UNKNOWN_CHILD = "Unknown child process"

@@ -20,7 +20,7 @@ from activities.models import SpecCheckInput
 from activities.providers.local.engine import LocalEngine
 from activities.providers.local.provider import LocalProvider
 from activities.sandbox import SandboxActivities
-from overnight.models import RunSpec
+from overnight.core.models import RunSpec
 from tests.conftest import free_port
 from tests.live import granted
 

@@ -24,7 +24,7 @@ from activities.providers.local.provider import LocalProvider
 from activities.providers.protocol import SandboxProvider
 from activities.sandbox import SandboxActivities
 from activities.sandbox_setup import APP_DIR
-from overnight.models import RunSpec
+from overnight.core.models import RunSpec
 from tests.activities.test_activities import git
 from tests.activities.test_workspace_kept import agent_dir, origin  # noqa: F401 (fixtures)
 from tests.live import granted

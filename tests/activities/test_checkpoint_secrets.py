@@ -25,7 +25,7 @@ from activities.providers.local.engine import LocalEngine
 from activities.providers.local.provider import LocalProvider
 from activities.providers.protocol import AgentLaunch
 from overnight.cli import client as api
-from overnight.output_tail import REDACTED
+from overnight.core.output_tail import REDACTED
 from tests.live import (
     granted,
     history_text,

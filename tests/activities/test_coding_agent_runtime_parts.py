@@ -9,8 +9,8 @@ from pathlib import Path
 
 from activities.coding_agent_sessions import is_safe_relative, session_file_of
 from activities.coding_agent_template import carried_files, template_key, template_name
-from overnight.agent_kinds import agent_cli
-from overnight.models import RunSpec
+from overnight.core.agent_kinds import agent_cli
+from overnight.core.models import RunSpec
 
 DIGEST = "ab" * 32
 

@@ -24,17 +24,17 @@ from activities.providers.local.engine import LocalEngine
 from activities.providers.local.isolation import bwrap_problem
 from activities.providers.local.provider import LocalProvider
 from activities.sandbox import SandboxActivities
-from overnight.agent_kinds import AgentCli, agent_cli, npm_cpu
-from overnight.coding_agents import (
+from overnight.core.agent_kinds import AgentCli, agent_cli, npm_cpu
+from overnight.core.coding_agents import (
     INSTALL_SCRIPT,
     INSTALLED_MARKER,
     install_folder,
     sandbox_executable,
     sandbox_folder,
 )
-from overnight.grants import SPEC_REFUSED
-from overnight.home import HOME_ENV
-from overnight.models import RunSpec
+from overnight.core.grants import SPEC_REFUSED
+from overnight.core.home import HOME_ENV
+from overnight.core.models import RunSpec
 from tests.activities.test_activities import git
 from tests.live import granted
 

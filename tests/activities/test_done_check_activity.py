@@ -19,7 +19,7 @@ from activities.models import RunDoneCheckInput
 from activities.providers.local.engine import LocalEngine
 from activities.providers.local.provider import LocalProvider
 from activities.providers.protocol import SandboxProvider
-from overnight.done_check import DONE_CHECK_FILE, FAILED_TAIL_BYTES
+from overnight.core.done_check import DONE_CHECK_FILE, FAILED_TAIL_BYTES
 from tests.providers.test_behaviour import request
 
 SECRET_NAME = "OVERNIGHT_DONE_CHECK_TEST_SECRET"

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from activities.gateway.service import Gateway, model_stats_of, model_token, spend_of
-from overnight.model_prices import DEFAULT_PRICES, Usage, dearest, usd_of
+from overnight.core.model_prices import DEFAULT_PRICES, Usage, dearest, usd_of
 
 KEY_ENV = "OVERNIGHT_TEST_GEMINI_KEY"
 KEY = "AIza-worker-secret-0123456789"

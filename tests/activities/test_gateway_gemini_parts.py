@@ -9,7 +9,7 @@ from typing import Any
 
 from activities.gateway import model_gemini, model_policy
 from activities.gateway.model_usage import SseEvents, UsageReader, usage_needle
-from overnight.model_prices import Usage
+from overnight.core.model_prices import Usage
 
 
 def test_the_last_usage_metadata_of_a_stream_stands_whole() -> None:

@@ -17,7 +17,7 @@ from activities.gateway.model_policy import (
 )
 from activities.gateway.model_usage import SseEvents, UsageReader, ask_for_usage
 from activities.gateway.tokens import model_token_for, model_token_owner, token_for
-from overnight.model_prices import Usage
+from overnight.core.model_prices import Usage
 
 KEY = b"k" * 32
 

@@ -22,7 +22,7 @@ from activities.gateway.service import (
 )
 from activities.gateway.tokens import model_token_for
 from fakes.model_api import FakeModelApi, overloaded, text
-from overnight.model_prices import DEFAULT_PRICES, Usage, usd_of
+from overnight.core.model_prices import DEFAULT_PRICES, Usage, usd_of
 
 KEY_ENV = "OVERNIGHT_TEST_MODEL_KEY"
 KEY = "sk-worker-secret-0123456789"

@@ -28,10 +28,10 @@ from activities.providers.local.provider import LocalProvider
 from activities.providers.protocol import CommandOutput, ProviderError
 from activities.sandbox import SandboxActivities
 from activities.sandbox_setup import clone_and_switch
-from overnight.grants import SPEC_REFUSED, BadSetting, Grants
-from overnight.home import overnight_home
-from overnight.models import RunSpec
-from overnight.notify_spec import Webhook
+from overnight.core.grants import SPEC_REFUSED, BadSetting, Grants
+from overnight.core.home import overnight_home
+from overnight.core.models import RunSpec
+from overnight.core.notify_spec import Webhook
 from tests.activities.test_notify import SIGNING, a_notification, worker_env
 from tests.webhook_receiver import Receiver
 

@@ -14,8 +14,8 @@ from activities.models import SandboxRef
 from activities.providers.local.engine import LocalEngine
 from activities.providers.local.provider import LocalProvider
 from activities.sandbox import SandboxActivities
-from overnight.constants import LABEL_KEEP_UNTIL, LABEL_RUN
-from overnight.retention import label_value
+from overnight.core.constants import LABEL_KEEP_UNTIL, LABEL_RUN
+from overnight.core.retention import label_value
 from tests.live import granted
 
 UNTIL = datetime(2026, 12, 4, 3, 15, 42, tzinfo=UTC)
@@ -72,7 +72,7 @@ async def test_on_runtime_the_kept_sandbox_gets_runtimes_own_retention_too(
 
     from activities.providers.runtime.provider import RuntimeProvider
     from fakes.runtime import FakeRuntime
-    from overnight.retention import provider_days
+    from overnight.core.retention import provider_days
 
     home = tmp_path / "runtime-home"
     with pytest.MonkeyPatch.context() as env:

@@ -31,9 +31,9 @@ from activities.models import CreateSandboxInput, SpecCheckInput
 from activities.providers.local.engine import LocalEngine
 from activities.providers.local.provider import LocalProvider
 from activities.sandbox import SandboxActivities
+from overnight.core.grants import SPEC_REFUSED, Grants
+from overnight.core.models import RunSpec
 from overnight.demo.outside_world import host_ports_for, ledger_url
-from overnight.grants import SPEC_REFUSED, Grants
-from overnight.models import RunSpec
 from overnight.worker.devserver import DevServer
 from tests.conftest import free_port
 from tests.waits import CAP
@@ -194,7 +194,7 @@ async def test_a_plain_service_and_the_workers_own_ledger_stay_allowed(
 
 DECLARED_WORKER = """
 import socket, sys, time
-from overnight.local_services import Declared, serve_to_agents
+from overnight.core.local_services import Declared, serve_to_agents
 meant, other = (socket.create_server(("127.0.0.1", int(p))) for p in sys.argv[1:3])
 with Declared("worker"):
     serve_to_agents(int(sys.argv[1]))

@@ -16,9 +16,9 @@ from temporalio.exceptions import ApplicationError
 from activities.notify import send as notify
 from activities.notify.activities import NotifyActivities
 from activities.notify.models import BudgetLeft, DeliveryInput, Notification
-from overnight.agent_requests import RunOutputs
-from overnight.models import Budget, RunSpec
-from overnight.notify_spec import Webhook
+from overnight.core.agent_requests import RunOutputs
+from overnight.core.models import Budget, RunSpec
+from overnight.core.notify_spec import Webhook
 from tests.conftest import free_port
 from tests.webhook_receiver import Receiver
 

@@ -1,5 +1,5 @@
 """A create's failed try becomes a note for its run's card only when another try follows
-(activities/retry_notes.py, overnight/retry_note.py)."""
+(activities/retry_notes.py, overnight/core/retry_note.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
 from activities.retry_notes import retry_note
-from overnight.retry_note import next_try_delay, note_line
+from overnight.core.retry_note import next_try_delay, note_line
 
 POLICY = RetryPolicy(
     initial_interval=timedelta(seconds=2),

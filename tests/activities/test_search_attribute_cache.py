@@ -10,7 +10,7 @@ from temporalio.testing import ActivityEnvironment
 from activities.models import SearchAttributeCheckInput
 from activities.sandbox import SandboxActivities
 from activities.search_attributes import SearchAttributeCache
-from overnight.constants import SEARCH_ATTRIBUTE_TYPES
+from overnight.core.constants import SEARCH_ATTRIBUTE_TYPES
 
 
 async def test_runs_started_together_share_one_lookup(dev_client: Client) -> None:

@@ -27,7 +27,7 @@ import pytest_asyncio
 from temporalio.client import Client
 
 from fakes.runtime import FakeRuntime
-from overnight.grants import SECRET_ENV_ENV, WRITABLE_BIND_ROOTS_ENV
+from overnight.core.grants import SECRET_ENV_ENV, WRITABLE_BIND_ROOTS_ENV
 from overnight.worker.devserver import DevServer
 from tests.chaos.stack import WorkerPool, worker_env
 from tests.live import (
@@ -79,7 +79,7 @@ async def world(dev_server: DevServer, tmp_path: Path) -> AsyncIterator[SecretWo
                 "TEMPORAL_NAMESPACE": dev_server.namespace,
                 "OVERNIGHT_HOME": str(tmp_path / "worker-home"),
                 SECRET_NAME: secret,
-                # What the worker lets specs ask for (overnight/grants.py): the secret, and
+                # What the worker lets specs ask for (overnight/core/grants.py): the secret, and
                 # the origins bound writable.
                 SECRET_ENV_ENV: SECRET_NAME,
                 WRITABLE_BIND_ROOTS_ENV: str(tmp_path / "origins"),

@@ -11,7 +11,7 @@ from pathlib import Path
 from activities.providers.local.engine import LocalEngine
 from activities.providers.local.provider import LocalProvider
 from activities.snapshots import answer_request
-from overnight.constants import SNAPSHOT_ANSWER
+from overnight.core.constants import SNAPSHOT_ANSWER
 from tests.providers.test_behaviour import request
 
 

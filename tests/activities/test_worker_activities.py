@@ -8,7 +8,7 @@ from temporalio.activity import _Definition  # the name `activity.defn` gave (as
 
 from activities.models import ActivityName
 from activities.worker_activities import WorkerActivities
-from overnight.grants import Grants
+from overnight.core.grants import Grants
 
 # Registered beside the list, by the worker itself (overnight/worker/reap_schedule.py).
 REGISTERED_BY_THE_WORKER = {ActivityName.REAP_SANDBOXES}

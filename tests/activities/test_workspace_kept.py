@@ -22,7 +22,7 @@ from activities.sandbox import SandboxActivities
 from activities.sandbox_setup import APP_DIR
 from activities.workspace import WorkspaceActivities
 from activities.workspace_models import KeepWorkspaceInput, WorkspaceKeep, WorkspaceRestore
-from overnight.models import RunSpec
+from overnight.core.models import RunSpec
 from tests.activities.test_activities import git
 from tests.live import granted
 

@@ -15,10 +15,10 @@ from typing import Any
 from temporalio.client import Client, WorkflowHandle
 
 from fakes.provider import short_agents
-from overnight.admission import PLACES_QUERY, AdmissionSettings, admission_workflow_id
 from overnight.cli import client as api
-from overnight.grants import Grants
-from overnight.models import RunResult, RunSpec
+from overnight.core.admission import PLACES_QUERY, AdmissionSettings, admission_workflow_id
+from overnight.core.grants import Grants
+from overnight.core.models import RunResult, RunSpec
 from overnight.worker.runner import serve
 from tests.waits import CAP
 from workflows.pure.admission_queue import Places

@@ -25,15 +25,15 @@ from activities.admission import AdmissionActivities
 from activities.admission_models import HolderCheck, WorkflowIds
 from activities.models import ActivityName
 from fakes.activities import Quiet
-from overnight.admission import (
+from overnight.core.admission import (
     RELEASE_SIGNAL,
     REQUEST_SIGNAL,
     AdmissionSettings,
     admission_refusals,
     parse_admission,
 )
-from overnight.grants import BadSetting
-from overnight.models import RunSpec
+from overnight.core.grants import BadSetting
+from overnight.core.models import RunSpec
 from overnight.worker import binaries
 from tests.workflows.harness import Handle, eventually, make_spec
 from tests.workflows.pool_world import (
@@ -283,7 +283,7 @@ async def test_the_worker_refuses_a_spec_claiming_priority_1_at_its_start(tmp_pa
 
     from activities.models import SpecCheckInput
     from activities.sandbox import SandboxActivities
-    from overnight.grants import Grants
+    from overnight.core.grants import Grants
 
     settings = AdmissionSettings(max_runs=4, max_priority=2)
     (tmp_path / "agent").mkdir()

@@ -22,16 +22,16 @@ from temporalio.worker import Worker
 
 from activities.worker_activities import WorkerActivities
 from fakes.provider import most_at_once, read_events, short_agents
-from overnight.admission import (
+from overnight.cli import client as api
+from overnight.core.admission import (
     ADMISSION_WORKFLOW,
     ADMITTED_SIGNAL,
     AdmissionSettings,
     admission_workflow_id,
 )
-from overnight.cli import client as api
-from overnight.errors import OvernightError
-from overnight.grants import Grants
-from overnight.models import RunStatus
+from overnight.core.errors import OvernightError
+from overnight.core.grants import Grants
+from overnight.core.models import RunStatus
 from overnight.worker.devserver import DevServer
 from tests.admission.pool import (
     drained,

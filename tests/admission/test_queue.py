@@ -1,19 +1,19 @@
 """The pure admission order (workflows/pure/admission_queue.py) and the worker's admission settings
-(overnight/admission.py), without a server."""
+(overnight/core/admission.py), without a server."""
 
 from __future__ import annotations
 
 import pytest
 
-from overnight.admission import (
+from overnight.core.admission import (
     AdmissionRequest,
     AdmissionSettings,
     key_fingerprint,
     parse_admission,
     terms_for,
 )
-from overnight.grants import BadSetting
-from overnight.models import RunSpec
+from overnight.core.grants import BadSetting
+from overnight.core.models import RunSpec
 from workflows.pure.admission_queue import (
     Places,
     ask,

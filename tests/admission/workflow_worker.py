@@ -20,7 +20,7 @@ from temporalio.worker import Worker
 
 from activities.worker_activities import WorkerActivities
 from fakes.provider import short_agents
-from overnight.grants import Grants
+from overnight.core.grants import Grants
 from overnight.worker.workflow_runner import shared_module_runner
 from workflows.admission_run import OvernightAdmission
 from workflows.agent_run import AgentRun

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from overnight.agent_kinds import agent_cli
+from overnight.core.agent_kinds import agent_cli
 from overnight.worker.agent_clis import Installed, InstallError, check, install
 
 MEASUREMENTS: dict[str, float] = {}

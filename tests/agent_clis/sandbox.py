@@ -27,8 +27,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from overnight.agent_kinds import AgentCli, npm_cpu
-from overnight.coding_agents import sandbox_folder
+from overnight.core.agent_kinds import AgentCli, npm_cpu
+from overnight.core.coding_agents import sandbox_folder
 
 SANDBOX_UID = 1_000_000_999  # no passwd entry, like the local provider's sandbox uids
 WORK = "/workspace"

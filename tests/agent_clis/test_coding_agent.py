@@ -27,9 +27,9 @@ from fakes.model_api import (
     tools,
     usage_limit,
 )
-from overnight.agent_kinds import agent_cli
 from overnight.agent_kit.coding_agent import LOOP_EXIT_CODE
-from overnight.agent_spec import LOOP_EXIT_CODE as SUPERVISOR_LOOP_EXIT_CODE
+from overnight.core.agent_kinds import agent_cli
+from overnight.core.agent_spec import LOOP_EXIT_CODE as SUPERVISOR_LOOP_EXIT_CODE
 from overnight.worker.agent_clis import Installed
 from tests.agent_clis.adapter import BRANCH, Adapter, Workspace, environment, wait_until
 from tests.agent_clis.clis import Driver

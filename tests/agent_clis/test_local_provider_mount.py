@@ -15,10 +15,10 @@ import pytest
 from activities import coding_agent_setup as coding
 from activities.providers.local.engine import LocalEngine
 from activities.providers.local.isolation import bwrap_problem
-from overnight.agent_kinds import agent_cli
-from overnight.coding_agents import install_folder, sandbox_executable, sandbox_folder
-from overnight.constants import LABEL_RUN
-from overnight.models import RunSpec
+from overnight.core.agent_kinds import agent_cli
+from overnight.core.coding_agents import install_folder, sandbox_executable, sandbox_folder
+from overnight.core.constants import LABEL_RUN
+from overnight.core.models import RunSpec
 from overnight.worker.agent_clis import Installed
 from tests.agent_clis.conftest import measure
 from tests.kinds import KIND_FACTS

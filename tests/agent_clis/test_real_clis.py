@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from fakes.model_api import FakeModelApi, ReadFile, Shell, WriteFile, text, tools, usage_limit
-from overnight.agent_kinds import agent_cli
+from overnight.core.agent_kinds import agent_cli
 from overnight.worker.agent_clis import Installed
 from tests.agent_clis.clis import Driver, Running, executable_name
 from tests.agent_clis.conftest import measure

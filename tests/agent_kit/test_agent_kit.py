@@ -211,7 +211,7 @@ def test_a_failing_ci_check_is_told_as_a_done_check_is(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from overnight.agent_kit import overnight_agent as kit
-    from overnight.ci_rounds import CI_CHECK_REASON
+    from overnight.core.ci_rounds import CI_CHECK_REASON
 
     told = tmp_path / "done-check.txt"
     told.write_text("check: tests\n\nlog (its end):\nFAILED test_due\n")

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from overnight.agent_kinds import AGENT_CLIS
+from overnight.core.agent_kinds import AGENT_CLIS
 from tests.waits import CAP
 
 KIT = Path(__file__).resolve().parents[2] / "overnight" / "agent_kit"

@@ -1,7 +1,7 @@
 """The agent kit's requests to its supervisor, as files: `ask` writes its question into the
 requests file beside the checkpoint and returns the answer file's text (also when the answer
 was there before it asked: a restarted agent); `wait_until`, `report_usage` and `finish` write
-what the supervisor reads (overnight.agent_requests, the same parser the worker uses), and no
+what the supervisor reads (overnight.core.agent_requests, the same parser the worker uses), and no
 save of the checkpoint, the kit's or the agent's own, drops them."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from activities.sandbox_setup import KIT_DIR
-from overnight.agent_requests import (
+from overnight.core.agent_requests import (
     MAX_REQUESTS_BYTES,
     REQUESTS_FILE,
     AgentRequests,
@@ -187,7 +187,7 @@ def test_the_docs_shell_example_asks_and_reads_the_answer_the_supervisor_writes(
 
 def test_ask_raises_at_once_for_a_question_the_supervisor_would_refuse(tmp_path: Path) -> None:
     """Refused, the question would never reach a person and `ask` would wait forever."""
-    from overnight import agent_requests
+    from overnight.core import agent_requests
 
     cases = ['""', '" "', '"x" * 4001', '"Go?", ["a"] * 21', '"Go?", [""]', '"Go?", ["a" * 201]']
     for case in cases:

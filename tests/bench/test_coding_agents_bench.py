@@ -18,8 +18,8 @@ from bench.coding_agents_rows import GROUP, result_rows
 from bench.coding_agents_samples import Sample
 from bench.coding_agents_task import command
 from bench.report import GROUPS, Row, save_results
-from overnight.agent_kinds import agent_cli
-from overnight.coding_agents import INSTALL_SCRIPT
+from overnight.core.agent_kinds import agent_cli
+from overnight.core.coding_agents import INSTALL_SCRIPT
 from overnight.worker.agent_clis import check
 
 

@@ -29,7 +29,10 @@ def fates_of(module: str, *fates: str) -> dict[str, str]:
 
 def test_a_mutant_name_says_its_module_for_functions_and_methods() -> None:
     assert module_of("workflows.pure.decide.x_decide__mutmut_3") == "workflows.pure.decide"
-    assert module_of("overnight.output_tail.x__cut_prefix__mutmut_2") == "overnight.output_tail"
+    assert (
+        module_of("overnight.core.output_tail.x__cut_prefix__mutmut_2")
+        == "overnight.core.output_tail"
+    )
     assert module_of("workflows.pure.card.xǁCardǁline__mutmut_1") == "workflows.pure.card"
     with pytest.raises(ValueError):
         module_of("not a mutant")
@@ -143,7 +146,7 @@ def test_the_reliability_page_shows_the_recorded_score() -> None:
 def test_every_module_the_settings_name_is_covered_even_with_nothing_to_mutate() -> None:
     modules = mutated_modules()
     assert "workflows.pure.state" in modules and "workflows.pure.decide" in modules
-    assert "overnight.output_tail" in modules and "workflows.pure" in modules  # its __init__
+    assert "overnight.core.output_tail" in modules and "workflows.pure" in modules  # its __init__
     verdict = judge(fates_of("workflows.pure.decide", "killed"), {}, modules)
     data_only = verdict.modules["workflows.pure.state"]
     assert (data_only.planted, data_only.score) == (0, 100.0) and verdict.passed

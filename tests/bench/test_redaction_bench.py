@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bench.redaction import SECRETS, checkpoint, rows
-from overnight.output_tail import REDACTED, redact, with_json_forms
+from overnight.core.output_tail import REDACTED, redact, with_json_forms
 
 
 def test_the_redaction_bench_measures_both_columns_on_a_checkpoint_of_its_size() -> None:

@@ -38,10 +38,10 @@ from temporalio.service import RPCError
 from activities.providers.local.engine import LocalEngine
 from fakes.runtime import FakeRuntime
 from overnight.cli import client as api
-from overnight.constants import LABEL_ATTEMPT, LABEL_RUN
+from overnight.core.constants import LABEL_ATTEMPT, LABEL_RUN
+from overnight.core.grants import WRITABLE_BIND_ROOTS_ENV
+from overnight.core.models import RunResult, RunStatus
 from overnight.demo.sample_demo import ledger_entries, make_origin
-from overnight.grants import WRITABLE_BIND_ROOTS_ENV
-from overnight.models import RunResult, RunStatus
 from tests.chaos.plan import STEPS, ChaosSize, RunPlan, plan_runs, run_spec
 from tests.chaos.stack import ChaosServer, WorkerPool, chaos_dev_config, worker_env
 from tests.chaos.storm import Storm, end_storm, start_storm
@@ -142,7 +142,7 @@ class Chaos:
                 "TEMPORAL_ADDRESS": self.server.address,
                 "TEMPORAL_NAMESPACE": self.server.config.namespace,
                 "OVERNIGHT_HOME": str(self.local_home),
-                # The runs' origins are bound writable (overnight/grants.py).
+                # The runs' origins are bound writable (overnight/core/grants.py).
                 WRITABLE_BIND_ROOTS_ENV: str(self.folder / "runs"),
                 **self.fake.environ(self.folder / "config"),
             },

@@ -22,9 +22,9 @@ from temporalio.service import RPCError
 
 from activities.providers.local.engine import LocalEngine
 from overnight.cli import client as api
-from overnight.grants import WRITABLE_BIND_ROOTS_ENV
-from overnight.hosts import HOST_ENV, HOST_LOST_ENV
-from overnight.models import RunStatus
+from overnight.core.grants import WRITABLE_BIND_ROOTS_ENV
+from overnight.core.hosts import HOST_ENV, HOST_LOST_ENV
+from overnight.core.models import RunStatus
 from tests.chaos.stack import ChaosServer, WorkerPool, WorkerProcess, chaos_dev_config, worker_env
 from tests.conftest import REPO_ROOT
 from tests.e2e.counting import counting_spec

@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Literal
 
 from fakes.git_http import origin_fields
+from overnight.core.models import Budget, RunSpec
 from overnight.demo.outside_world import host_ports_for, ledger_url
 from overnight.demo.sample_demo import AGENT_DIR
-from overnight.models import Budget, RunSpec
 
 AgentFault = Literal["crash", "stall", "fresh_context", "lease_end"]
 AGENT_FAULTS: tuple[AgentFault, ...] = ("crash", "stall", "fresh_context", "lease_end")

@@ -35,7 +35,7 @@ from temporalio.service import RPCError
 
 from activities.providers.local.engine import LocalEngine
 from overnight.cli import client as api
-from overnight.grants import WRITABLE_BIND_ROOTS_ENV
+from overnight.core.grants import WRITABLE_BIND_ROOTS_ENV
 from tests.chaos.stack import ChaosServer, WorkerPool, WorkerProcess, chaos_dev_config, worker_env
 from tests.e2e.counting import counting_spec
 
@@ -186,7 +186,7 @@ class TakeoverStack:
                 "TEMPORAL_ADDRESS": self.server.address,
                 "TEMPORAL_NAMESPACE": self.server.config.namespace,
                 "OVERNIGHT_HOME": str(self.home),
-                # The runs' origins are bound writable (overnight/grants.py).
+                # The runs' origins are bound writable (overnight/core/grants.py).
                 WRITABLE_BIND_ROOTS_ENV: str(self.folder / "runs"),
             },
         )

@@ -37,9 +37,9 @@ from activities.providers.runtime.provider import RuntimeProvider
 from activities.sandbox_setup import spec_binds
 from fakes.runtime import FakeRuntime
 from overnight.cli import client as api
-from overnight.constants import LABEL_ATTEMPT, LABEL_RUN
-from overnight.home import overnight_home
-from overnight.models import RunSpec
+from overnight.core.constants import LABEL_ATTEMPT, LABEL_RUN
+from overnight.core.home import overnight_home
+from overnight.core.models import RunSpec
 from tests.live import in_process_worker, new_run_id, nothing_left_running, scripted_spec
 from tests.waits import CAP
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from overnight.models import RunStatus
+from overnight.core.models import RunStatus
 from tests.chaos.many_hosts import LOST_SECONDS, TwoHosts
 from tests.e2e.counting import sandbox_state, until
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from overnight.models import RestartRecord
+from overnight.core.models import RestartRecord
 from tests.chaos.plan import RunPlan
 from tests.chaos.verdict import RunFacts, stall_late_allowed, stall_lateness_own
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from overnight.models import RestartRecord, RunResult
+from overnight.core.models import RestartRecord, RunResult
 from tests.chaos.plan import POLL_SECONDS, STEPS, RunPlan
 from workflows.policies import DEADLINE_OBSERVE_GRACE, STALL_READ_TIMEOUT
 

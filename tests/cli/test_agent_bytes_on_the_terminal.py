@@ -29,15 +29,22 @@ from activities.providers.forensics import FileEntry, FileListing
 from activities.providers.local.engine import LocalEngine
 from activities.providers.local.provider import LocalProvider
 from activities.providers.protocol import AgentLaunch
-from overnight.agent_requests import RunOutputs
-from overnight.agent_text import terminal_line
 from overnight.cli import client as api
 from overnight.cli import forensics as inspect_cli
 from overnight.cli import logs
 from overnight.cli.render import result_text, status_text, terminal_safe
 from overnight.cli.run_view import RunView
 from overnight.cli.terminal_output import RAW_ON_A_TERMINAL, guarded
-from overnight.models import Budget, CheckpointSummary, LastWords, RunResult, RunSpec, RunStatus
+from overnight.core.agent_requests import RunOutputs
+from overnight.core.agent_text import terminal_line
+from overnight.core.models import (
+    Budget,
+    CheckpointSummary,
+    LastWords,
+    RunResult,
+    RunSpec,
+    RunStatus,
+)
 from overnight.worker.devserver import DevServer
 from tests.e2e.helpers import wait_for_status
 from tests.live import in_process_worker, new_run_id, nothing_left_running, scripted_spec

@@ -13,13 +13,13 @@ from typing import Any
 
 import pytest
 
-from overnight.agent_kinds import AGENT_CLIS, agent_cli
 from overnight.cli import agents as agents_cli
 from overnight.cli import client as api
 from overnight.cli import start_command
-from overnight.coding_agents import INSTALL_SCRIPT
-from overnight.home import HOME_ENV
-from overnight.models import RunSpec
+from overnight.core.agent_kinds import AGENT_CLIS, agent_cli
+from overnight.core.coding_agents import INSTALL_SCRIPT
+from overnight.core.home import HOME_ENV
+from overnight.core.models import RunSpec
 from tests.activities.test_coding_agent_setup import fake_install
 from tests.cli.test_cli import run_cli, write_spec
 

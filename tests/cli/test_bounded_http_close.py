@@ -1,6 +1,6 @@
 """The bounded HTTP server (the codec server's) closed as it accepts connections closes each of
 them: none is left with its socket unclosed, and asyncio logs no error for it (Python 3.11's
-`Server.close` fails the accepts in flight: overnight/asyncio_servers.py)."""
+`Server.close` fails the accepts in flight: overnight/core/asyncio_servers.py)."""
 
 from __future__ import annotations
 

@@ -27,8 +27,8 @@ from overnight.cli.codec_server import (
     CodecServerSettings,
     Limits,
 )
-from overnight.codec import CODEC_KEYS_ENV, ENCODING, data_converter, parse_keys
-from overnight.grants import NEVER_GRANTED
+from overnight.core.codec import CODEC_KEYS_ENV, ENCODING, data_converter, parse_keys
+from overnight.core.grants import NEVER_GRANTED
 from tests.conftest import free_port
 from tests.waits import CAP
 

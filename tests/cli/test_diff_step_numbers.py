@@ -11,8 +11,8 @@ from datetime import UTC, datetime
 import pytest
 
 from overnight.cli.workspace import WorkspaceRefused, chosen
-from overnight.models import Budget, RunStatus
-from overnight.workspace_spec import KeptWorkspace, WorkspaceView, kept_numbers, ref_name
+from overnight.core.models import Budget, RunStatus
+from overnight.core.workspace_spec import KeptWorkspace, WorkspaceView, kept_numbers, ref_name
 
 NOW = datetime(2026, 12, 7, tzinfo=UTC)
 

@@ -9,7 +9,7 @@ from activities.providers.disk import DiskUsage, SandboxDisk, SnapshotDisk
 from overnight.cli import disk as disk_cli
 from overnight.cli.render import reaped_text, size_text
 from overnight.cli.run_view import deleted_text
-from overnight.constants import LABEL_ATTEMPT, LABEL_KEEP_UNTIL, LABEL_RUN
+from overnight.core.constants import LABEL_ATTEMPT, LABEL_KEEP_UNTIL, LABEL_RUN
 from overnight.worker.reap_entries import ReapedSandbox
 
 MIB = 1024 * 1024

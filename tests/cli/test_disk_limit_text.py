@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from activities.providers.disk import DiskUsage, SandboxDisk
 from overnight.cli import disk as disk_cli
-from overnight.constants import LABEL_ATTEMPT, LABEL_RUN
+from overnight.core.constants import LABEL_ATTEMPT, LABEL_RUN
 
 MIB = 1024 * 1024
 

@@ -18,8 +18,8 @@ from temporalio.client import Client, WorkflowFailureError
 from fakes.git_http import origin_fields
 from overnight.cli import client as api
 from overnight.cli.logs_news import news
+from overnight.core.models import Budget, RunSpec, RunStatus
 from overnight.demo.sample_demo import make_origin
-from overnight.models import Budget, RunSpec, RunStatus
 from overnight.worker.devserver import DevServer
 from tests.cli.test_cli import OVERNIGHT
 from tests.live import in_process_worker, new_run_id, nothing_left_running

@@ -15,9 +15,9 @@ import pytest
 from temporalio.client import Client
 
 from fakes.provider import read_events
-from overnight.admission import AdmissionSettings
-from overnight.errors import SpecError
-from overnight.task_lines import load_tasks
+from overnight.core.admission import AdmissionSettings
+from overnight.core.errors import SpecError
+from overnight.core.task_lines import load_tasks
 from overnight.worker.devserver import DevServer
 from tests.admission.pool import short_pool
 

@@ -10,7 +10,7 @@ import subprocess
 
 from overnight.cli.main import build_parser
 from overnight.cli.render import extension_text
-from overnight.models import BudgetExtension
+from overnight.core.models import BudgetExtension
 from tests.cli.test_cli import NOWHERE, OVERNIGHT
 
 

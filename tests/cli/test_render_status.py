@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from overnight.cli.render import result_text, status_text
-from overnight.models import Budget, DailyLimit, RunResult, RunStatus
+from overnight.core.models import Budget, DailyLimit, RunResult, RunStatus
 
 NOW = datetime(2026, 11, 30, 14, 0, tzinfo=UTC)
 
@@ -62,8 +62,8 @@ def test_a_local_run_shows_no_charges() -> None:
 
 def test_status_and_result_say_what_the_safety_net_cost() -> None:
     from overnight.cli.render import result_text
-    from overnight.models import RunResult
-    from overnight.run_costs import SafetyNet
+    from overnight.core.models import RunResult
+    from overnight.core.run_costs import SafetyNet
 
     net = SafetyNet(
         restarts=2,
@@ -123,7 +123,7 @@ def test_status_and_result_name_the_pushed_commit_and_the_pull_request() -> None
 
 
 def test_status_and_result_say_the_ci_round_and_the_failing_check() -> None:
-    from overnight.ci_rounds import CiView, FailingCheck
+    from overnight.core.ci_rounds import CiView, FailingCheck
 
     failing = CiView(
         commit="3f2a9c01d4e5" + "0" * 28,

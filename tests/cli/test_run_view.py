@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 from activities.models import SandboxInfo
 from overnight.cli.run_view import RunView
-from overnight.models import Budget, RunSpec, RunState, RunStatus
+from overnight.core.models import Budget, RunSpec, RunState, RunStatus
 
 NOW = datetime(2026, 11, 30, 2, 0, tzinfo=UTC)
 

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from overnight.errors import SpecError
-from overnight.models import RunSpec
-from overnight.specs import load_spec, parse_spec
+from overnight.core.errors import SpecError
+from overnight.core.models import RunSpec
+from overnight.core.specs import load_spec, parse_spec
 from tests.cli.test_cli import NOWHERE, OVERNIGHT, good_spec, write_spec
 
 RELATIVE = "is a relative path, and a spec built in code has no folder to take it from"

@@ -1,4 +1,4 @@
-"""`overnight start` and the worker's grants (overnight/grants.py): the CLI warns of what no
+"""`overnight start` and the worker's grants (overnight/core/grants.py): the CLI warns of what no
 worker allows, and, when the shell sets the grant settings, of what a worker with them would
 refuse; it still starts the run (the worker decides). `--wait` on a run its worker refused exits
 2 with the refusal's one line."""
@@ -17,8 +17,8 @@ import pytest
 from temporalio.client import Client
 
 from overnight.cli.main import main
-from overnight.grants import Grants
-from overnight.home import overnight_home
+from overnight.core.grants import Grants
+from overnight.core.home import overnight_home
 from overnight.worker.devserver import DevServer
 from tests.cli.test_cli import NOWHERE, OVERNIGHT, good_spec, write_spec
 from tests.live import in_process_worker

@@ -15,9 +15,9 @@ from typing import Any
 from temporalio.client import Client
 
 from overnight.cli.start_look import WAIT_ENV, after_the_wait, verdict
+from overnight.core.grants import Grants
+from overnight.core.models import Budget, RunStatus
 from overnight.demo.sample_demo import make_origin
-from overnight.grants import Grants
-from overnight.models import Budget, RunStatus
 from overnight.worker.devserver import DevServer
 from tests.cli.test_cli import OVERNIGHT
 from tests.cli.test_start_grants import GRANT_SETTINGS

@@ -15,7 +15,7 @@ from temporalio.api.workflow.v1 import PendingActivityInfo
 from overnight.cli.client import RunSummary
 from overnight.cli.render import runs_text, status_text
 from overnight.cli.retrying import retrying_line, wait_words
-from overnight.models import Budget, RunStatus
+from overnight.core.models import Budget, RunStatus
 
 NOW = datetime(2026, 12, 2, 14, 0, tzinfo=UTC)
 CLONE = "cloning http://127.0.0.1:9/x.git: connection refused (fatal: unable to access ...)"

@@ -10,8 +10,8 @@ from temporalio.client import Client
 
 from fakes.git_http import origin_fields
 from overnight.cli import client as api
+from overnight.core.models import RunSpec, RunStatus
 from overnight.demo.sample_demo import make_origin
-from overnight.models import RunSpec, RunStatus
 from tests.e2e.helpers import wait_for_status
 
 CONSOLE_AGENT = Path(__file__).resolve().parents[1] / "agents" / "console"

@@ -22,8 +22,8 @@ from playwright.async_api import BrowserContext, expect
 from temporalio.client import Client
 
 from overnight.cli import client as api
-from overnight.codec import CODEC_KEYS_ENV
 from overnight.console.settings import READ_TOKEN_ENV, TOKEN_ENV
+from overnight.core.codec import CODEC_KEYS_ENV
 from overnight.worker.devserver import DevServer
 from tests.console.conftest import UI_MS, ConsoleServer, needs_chromium, sign_in
 from tests.console.runs import console_spec, in_state

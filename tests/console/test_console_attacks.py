@@ -27,7 +27,6 @@ from playwright.async_api import BrowserContext, expect
 from temporalio.client import Client
 
 from fakes.git_http import origin_fields
-from overnight.agent_text import one_line
 from overnight.cli import client as api
 from overnight.console import auth, diff_view
 from overnight.console.render import CONTENT_SECURITY_POLICY
@@ -39,8 +38,9 @@ from overnight.console.settings import (
     USER_HEADER_ENV,
     settings_from,
 )
+from overnight.core.agent_text import one_line
+from overnight.core.models import RunSpec, RunStatus
 from overnight.demo.sample_demo import make_origin
-from overnight.models import RunSpec, RunStatus
 from tests.console.conftest import (
     UI_MS,
     ConsoleServer,

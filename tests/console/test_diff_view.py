@@ -107,7 +107,7 @@ def test_the_static_style_sheet_is_pygments_own_colours() -> None:
 def _kept() -> object:
     from datetime import UTC, datetime
 
-    from overnight.workspace_spec import KeptWorkspace
+    from overnight.core.workspace_spec import KeptWorkspace
 
     return KeptWorkspace(
         number=1,

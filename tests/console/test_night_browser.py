@@ -19,7 +19,7 @@ from playwright.async_api import BrowserContext, expect
 from temporalio.client import Client
 
 from overnight.cli import client as api
-from overnight.models import Budget
+from overnight.core.models import Budget
 from tests.console.conftest import ConsoleServer, keep_screenshot, needs_chromium
 from tests.console.runs import console_spec, start_in_state
 from tests.e2e.helpers import wait_for_status

@@ -10,7 +10,7 @@ import pytest
 
 from overnight.console.run_actions import NOTICES, Refused, covers, extension_of
 from overnight.console.run_events import _activity_mark, said
-from overnight.models import Budget, BudgetExtension
+from overnight.core.models import Budget, BudgetExtension
 
 AT = datetime(2026, 12, 6, 3, 0, tzinfo=UTC)
 

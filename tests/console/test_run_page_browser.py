@@ -26,8 +26,8 @@ from temporalio.client import Client
 
 from fakes.git_http import origin_fields
 from overnight.cli import client as api
+from overnight.core.models import Budget, BudgetExtension, RunSpec
 from overnight.demo.sample_demo import make_origin
-from overnight.models import Budget, BudgetExtension, RunSpec
 from overnight.worker.devserver import DevServer
 from tests.console.conftest import ConsoleServer, keep_screenshot, needs_chromium, start_console
 from tests.e2e.helpers import wait_for_status

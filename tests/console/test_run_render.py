@@ -8,11 +8,11 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime
 
-from overnight.agent_requests import AgentTalk, RunOutputs
 from overnight.console.render import fragment
 from overnight.console.run_data import RunData, safe_pull_request
 from overnight.console.run_page import acts_context, facts_context
-from overnight.models import Budget, CheckpointSummary, RestartRecord, RunResult, RunStatus
+from overnight.core.agent_requests import AgentTalk, RunOutputs
+from overnight.core.models import Budget, CheckpointSummary, RestartRecord, RunResult, RunStatus
 
 SCRIPT = "<script>document.title='pwned'</script>"
 LINK = "[Approve](https://evil.example/approve)"

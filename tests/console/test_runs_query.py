@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import date
 
 from overnight.console.runs_query import runs_query
-from overnight.constants import SA_AGENT, SA_LABELS, SA_OWNER, SEARCH_ATTRIBUTE_TYPES
+from overnight.core.constants import SA_AGENT, SA_LABELS, SA_OWNER, SEARCH_ATTRIBUTE_TYPES
 
 ALL = list(SEARCH_ATTRIBUTE_TYPES)
 

@@ -19,11 +19,11 @@ from temporalio.service import RPCError
 from temporalio.worker import Worker
 
 from fakes.activities import FakeWorld, Quiet, progress
-from overnight.codec import data_converter, parse_keys
 from overnight.console.rows import RunRow
 from overnight.console.runs_source import ChangeFeed, RunsChange, RunsSource
-from overnight.constants import SEARCH_ATTRIBUTE_TYPES
-from overnight.models import RunResult, RunSpec
+from overnight.core.codec import data_converter, parse_keys
+from overnight.core.constants import SEARCH_ATTRIBUTE_TYPES
+from overnight.core.models import RunResult, RunSpec
 from workflows.agent_run import AgentRun
 from workflows.notify_run import NotifyRun
 

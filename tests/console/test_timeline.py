@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from overnight.agent_requests import AgentTalk
 from overnight.console.timeline import Mark, build, hold_kind
 from overnight.console.timeline_svg import LEFT, WIDTH, budget_bars, draw_timeline
-from overnight.done_check import DoneCheck
-from overnight.models import Budget, RestartRecord, RunStatus
+from overnight.core.agent_requests import AgentTalk
+from overnight.core.done_check import DoneCheck
+from overnight.core.models import Budget, RestartRecord, RunStatus
 
 T0 = datetime(2026, 12, 6, 1, 0, tzinfo=UTC)
 

@@ -24,13 +24,13 @@ from activities.providers.local.isolation import bwrap_problem
 from activities.providers.local.provider import LocalProvider
 from fakes.git_http import origin_fields
 from fakes.model_api import FakeModelApi
-from overnight.agent_kinds import agent_cli
 from overnight.cli import client as api
-from overnight.coding_agents import install_folder
-from overnight.constants import LABEL_ATTEMPT, LABEL_RUN
+from overnight.core.agent_kinds import agent_cli
+from overnight.core.coding_agents import install_folder
+from overnight.core.constants import LABEL_ATTEMPT, LABEL_RUN
+from overnight.core.local_services import serve_to_agents
+from overnight.core.models import RunResult, RunSpec
 from overnight.demo.sample_demo import DemoFiles, make_origin
-from overnight.local_services import serve_to_agents
-from overnight.models import RunResult, RunSpec
 from overnight.worker.agent_clis import Installed
 from tests.agent_clis.clis import executable_name, parent
 from tests.e2e.helpers import agent_pids, new_run_id

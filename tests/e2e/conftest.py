@@ -19,7 +19,7 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError
 
 from activities.providers.local.provider import LocalProvider
-from overnight.constants import LABEL_RUN
+from overnight.core.constants import LABEL_RUN
 from overnight.worker.runner import serve
 from tests.live import granted
 from tests.waits import CAP

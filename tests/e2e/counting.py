@@ -24,9 +24,9 @@ from temporalio.client import Client
 from activities.providers.local.cgroup_mounts import mounts
 from activities.providers.local.engine import LocalEngine
 from fakes.git_http import origin_fields
+from overnight.core.models import RunSpec
 from overnight.demo.outside_world import host_ports_for, ledger_url
 from overnight.demo.sample_demo import ledger_entries, make_origin
-from overnight.models import RunSpec
 from overnight.worker.runner import serve
 from tests.e2e.helpers import agent_pids
 from tests.live import granted

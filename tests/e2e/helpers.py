@@ -13,9 +13,9 @@ from temporalio.client import Client
 
 from fakes.git_http import origin_fields
 from overnight.cli import client as api
+from overnight.core.models import RunSpec, RunStatus
 from overnight.demo.outside_world import host_ports_for, ledger_url
 from overnight.demo.sample_demo import AGENT_DIR, DemoFiles, make_origin
-from overnight.models import RunSpec, RunStatus
 from tests.waits import CAP
 
 

@@ -18,8 +18,8 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureEr
 from temporalio.exceptions import ApplicationError
 
 from overnight.cli import client as api
-from overnight.intake import derive_run_id
-from overnight.models import RunResult, RunSpec
+from overnight.core.intake import derive_run_id
+from overnight.core.models import RunResult, RunSpec
 from overnight.worker.devserver import DevServer
 from tests.e2e.helpers import agent_spec, wait_for_status
 from tests.e2e.test_cli_live import overnight

@@ -23,8 +23,8 @@ from temporalio.client import Client
 
 from fakes.git_http import origin_fields
 from overnight.cli import client as api
+from overnight.core.models import Budget, BudgetExtension, RunSpec
 from overnight.demo.sample_demo import make_origin
-from overnight.models import Budget, BudgetExtension, RunSpec
 from overnight.worker.devserver import DevServer
 from tests.e2e.counting import agent_frozen, until
 from tests.e2e.helpers import wait_for_status

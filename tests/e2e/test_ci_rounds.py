@@ -30,7 +30,7 @@ from fakes.github_api.world import CheckRun
 from fakes.model_api import FakeModelApi, Shell, text, tools
 from fakes.model_api.turns import Answer
 from overnight.cli import client as api
-from overnight.local_services import serve_to_agents
+from overnight.core.local_services import serve_to_agents
 from overnight.worker.agent_clis import Installed
 from tests.agent_clis.conftest import agents_home, installed_cli  # noqa: F401 (fixtures)
 from tests.e2e.coding_agent_runs import (

@@ -12,7 +12,7 @@ from pathlib import Path
 from temporalio.client import Client
 
 from overnight.cli import client as api
-from overnight.models import RunStatus
+from overnight.core.models import RunStatus
 from overnight.worker.devserver import DevServer
 from tests.e2e.helpers import agent_spec, new_run_id, wait_for_status
 from tests.waits import CAP

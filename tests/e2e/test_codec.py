@@ -22,8 +22,8 @@ from pathlib import Path
 from temporalio.client import Client
 
 from overnight.cli import client as api
-from overnight.codec import CODEC_KEYS_ENV, data_converter, parse_keys
-from overnight.models import BudgetExtension, RunStatus
+from overnight.core.codec import CODEC_KEYS_ENV, data_converter, parse_keys
+from overnight.core.models import BudgetExtension, RunStatus
 from overnight.worker.devserver import DevServer
 from overnight.worker.runner import serve
 from tests.e2e.helpers import agent_spec, new_run_id, wait_for_status

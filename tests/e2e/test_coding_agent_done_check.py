@@ -23,7 +23,7 @@ from temporalio.client import Client, WorkflowHistory
 from fakes.model_api import FakeModelApi, Shell, text, tools
 from fakes.model_api.turns import Answer
 from overnight.cli import client as api
-from overnight.done_check import shown_command
+from overnight.core.done_check import shown_command
 from tests.agent_clis.conftest import agents_home, installed_cli  # noqa: F401 (fixtures)
 from tests.e2e.coding_agent_runs import (
     agents_queue,  # noqa: F401 (a fixture)

@@ -43,8 +43,8 @@ from fakes.model_api import (
 )
 from fakes.model_api.turns import Answer
 from overnight.cli import client as api
-from overnight.grants import SPEC_REFUSED
-from overnight.models import BudgetExtension, RunStatus
+from overnight.core.grants import SPEC_REFUSED
+from overnight.core.models import BudgetExtension, RunStatus
 from overnight.worker.agent_clis import Installed
 from tests.agent_clis.conftest import agents_home, installed_cli  # noqa: F401 (fixtures)
 from tests.e2e.coding_agent_runs import (

@@ -20,13 +20,13 @@ from activities.providers.local.engine import LocalEngine
 from activities.providers.local.provider import LocalProvider
 from fakes.model_api import FakeModelApi, ReadFile, Shell, WriteFile, text, tools
 from fakes.model_api.turns import Answer
-from overnight.agent_kinds import agent_cli
 from overnight.cli import client as api
-from overnight.coding_agents import INSTALL_SCRIPT
-from overnight.constants import LABEL_RUN
-from overnight.grants import SPEC_REFUSED
-from overnight.home import HOME_ENV, overnight_home
-from overnight.models import RunSpec
+from overnight.core.agent_kinds import agent_cli
+from overnight.core.coding_agents import INSTALL_SCRIPT
+from overnight.core.constants import LABEL_RUN
+from overnight.core.grants import SPEC_REFUSED
+from overnight.core.home import HOME_ENV, overnight_home
+from overnight.core.models import RunSpec
 from overnight.worker.agent_clis import Installed
 from overnight.worker.devserver import DevServer
 from tests.agent_clis.conftest import agents_home, installed_cli  # noqa: F401 (fixtures)

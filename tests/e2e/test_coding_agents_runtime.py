@@ -33,13 +33,13 @@ from fakes.git_http import origin_fields
 from fakes.model_api import FakeModelApi, ReadFile, Shell, WriteFile, text, tools
 from fakes.model_api.turns import Answer
 from fakes.runtime import FakeRuntime
-from overnight.agent_kinds import agent_cli
 from overnight.cli import client as api
-from overnight.coding_agents import install_folder
+from overnight.core.agent_kinds import agent_cli
+from overnight.core.coding_agents import install_folder
+from overnight.core.home import overnight_home
+from overnight.core.local_services import serve_to_agents
+from overnight.core.models import RunSpec
 from overnight.demo.sample_demo import make_origin
-from overnight.home import overnight_home
-from overnight.local_services import serve_to_agents
-from overnight.models import RunSpec
 from overnight.worker.agent_clis import Installed
 from tests.agent_clis.conftest import agents_home, installed_cli, measure  # noqa: F401
 from tests.kinds import facts

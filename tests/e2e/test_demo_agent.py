@@ -22,10 +22,10 @@ from temporalio.api.sdk.v1 import WorkflowMetadata
 from temporalio.client import Client
 
 from activities.providers.local.isolation import bwrap_problem
-from overnight.agent_kinds import agent_cli
 from overnight.cli.report import collect
 from overnight.cli.report_totals import EXPLAINED_CAUSES
-from overnight.coding_agents import install_folder
+from overnight.core.agent_kinds import agent_cli
+from overnight.core.coding_agents import install_folder
 from overnight.demo.agent_demo import run_agent_demo
 from overnight.worker.agent_clis import Installed
 from overnight.worker.devserver import DevServer

@@ -22,8 +22,8 @@ from temporalio.client import Client
 
 from fakes.git_http import origin_fields
 from overnight.cli import client as api
+from overnight.core.models import RunSpec
 from overnight.demo.sample_demo import make_origin
-from overnight.models import RunSpec
 from overnight.worker.devserver import DevServer
 from tests.e2e.newcomer_home import give_to_the_user, private_home
 from tests.e2e.test_operator import overnight_cli

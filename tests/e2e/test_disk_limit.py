@@ -25,9 +25,9 @@ from activities.providers.local.disk_limit import DISK_ENV, MIN_FREE_ENV
 from activities.providers.local.engine import LocalEngine
 from overnight.cli import client as api
 from overnight.cli.retrying import retrying_lines
-from overnight.constants import HOST_FLOOR_PREFIX, LABEL_RUN
-from overnight.home import HOME_ENV, overnight_home
-from overnight.models import BudgetExtension
+from overnight.core.constants import HOST_FLOOR_PREFIX, LABEL_RUN
+from overnight.core.home import HOME_ENV, overnight_home
+from overnight.core.models import BudgetExtension
 from tests.e2e.counting import worker_on
 from tests.e2e.helpers import wait_for_status
 from tests.live import new_run_id, nothing_left_running, scripted_spec

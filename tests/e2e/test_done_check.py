@@ -24,8 +24,8 @@ from activities.providers.registry import open_configured
 from activities.providers.runtime import agent_watch
 from overnight.cli import client as api
 from overnight.cli.workspace import diff_text
-from overnight.constants import LABEL_CHECK, LABEL_RUN
-from overnight.models import Budget, RunSpec
+from overnight.core.constants import LABEL_CHECK, LABEL_RUN
+from overnight.core.models import Budget, RunSpec
 from overnight.worker.reaping import reap
 from tests.e2e.helpers import wait_for_status, wait_no_agent_processes
 from tests.e2e.test_workspace_kept import refs_in, refs_in_order

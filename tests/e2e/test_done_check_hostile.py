@@ -26,7 +26,7 @@ from temporalio.client import Client
 
 from fakes.git_http import origin_fields
 from overnight.cli import client as api
-from overnight.models import RunSpec
+from overnight.core.models import RunSpec
 from tests.activities.test_activities import git
 from tests.e2e.helpers import wait_for_status
 from tests.live import new_run_id, provider_world, running_sandboxes

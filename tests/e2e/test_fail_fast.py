@@ -19,11 +19,11 @@ from temporalio.exceptions import ApplicationError
 
 from fakes.git_http import git_path, git_url, serve_on
 from overnight.cli import client as api
+from overnight.core.errors import SPEC_UNUSABLE
+from overnight.core.isolation import HostBind
+from overnight.core.local_services import serve_to_agents
+from overnight.core.models import RunSpec
 from overnight.demo.sample_demo import make_origin
-from overnight.errors import SPEC_UNUSABLE
-from overnight.isolation import HostBind
-from overnight.local_services import serve_to_agents
-from overnight.models import RunSpec
 from overnight.worker.devserver import DevServer
 from tests.conftest import free_port
 from tests.e2e.helpers import new_run_id

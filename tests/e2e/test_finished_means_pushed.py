@@ -29,8 +29,8 @@ from activities.providers.local.engine import LocalEngine
 from fakes.git_http import git_url
 from fakes.github_api import FakeGitHub
 from overnight.cli import client as api
-from overnight.local_services import serve_to_agents
-from overnight.models import BudgetExtension, RunSpec
+from overnight.core.local_services import serve_to_agents
+from overnight.core.models import BudgetExtension, RunSpec
 from tests.e2e.helpers import agent_spec, new_run_id, wait_for_status
 
 MIGRATION = "migrations/0001_add_due_date.sql"

@@ -21,10 +21,10 @@ from temporalio.common import SearchAttributeKey
 from temporalio.exceptions import CancelledError
 
 from overnight.cli import client as api
-from overnight.constants import TASK_QUEUE
+from overnight.core.constants import TASK_QUEUE
+from overnight.core.models import RunSpec
 from overnight.demo.outside_world import ledger_url
 from overnight.demo.sample_demo import demo_spec, ledger_entries, make_origin
-from overnight.models import RunSpec
 from overnight.worker.runner import serve
 from tests.e2e.helpers import wait_for_status
 from tests.live import granted

@@ -41,14 +41,14 @@ from activities.providers.local.isolation import bwrap_problem
 from fakes.model_api import FakeModelApi, Shell, text, tools
 from fakes.model_api.recorded import RecordedRequest
 from fakes.model_api.turns import Answer
-from overnight.agent_kinds import agent_cli
 from overnight.cli import client as api
-from overnight.coding_agents import install_folder
-from overnight.constants import LABEL_RUN
+from overnight.core.agent_kinds import agent_cli
+from overnight.core.coding_agents import install_folder
+from overnight.core.constants import LABEL_RUN
+from overnight.core.grants import SECRET_ENV_ENV, WRITABLE_BIND_ROOTS_ENV
+from overnight.core.home import HOME_ENV
+from overnight.core.model_prices import DEFAULT_PRICES, Usage, dearest, price_of, usd_of
 from overnight.demo.sample_demo import make_origin
-from overnight.grants import SECRET_ENV_ENV, WRITABLE_BIND_ROOTS_ENV
-from overnight.home import HOME_ENV
-from overnight.model_prices import DEFAULT_PRICES, Usage, dearest, price_of, usd_of
 from overnight.worker.agent_clis import Installed
 from overnight.worker.devserver import DevServer
 from tests.agent_clis.conftest import agents_home, installed_cli, measure  # noqa: F401

@@ -30,8 +30,8 @@ from temporalio.client import Client
 
 from activities.providers.local.isolation import SANDBOX_PROCESSES_ENV
 from overnight.cli import client as api
-from overnight.home import overnight_home
-from overnight.models import RunSpec
+from overnight.core.home import overnight_home
+from overnight.core.models import RunSpec
 from overnight.worker.devserver import DevServer
 from tests.conftest import free_port
 

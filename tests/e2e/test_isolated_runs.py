@@ -15,9 +15,9 @@ import pytest
 from temporalio.client import Client
 
 from overnight.cli import client as api
+from overnight.core.models import BudgetExtension, RunResult, RunSpec
 from overnight.demo.outside_world import ledger_url
 from overnight.demo.sample_demo import ledger_entries
-from overnight.models import BudgetExtension, RunResult, RunSpec
 from overnight.worker.devserver import DevServer
 from tests.e2e.helpers import agent_spec, new_run_id, wait_for_status, wait_no_agent_processes
 from tests.live import scripted_spec

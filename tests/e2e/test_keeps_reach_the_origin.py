@@ -24,7 +24,7 @@ import pytest
 from temporalio.client import Client
 
 from overnight.cli import client as api
-from overnight.models import RunSpec
+from overnight.core.models import RunSpec
 from overnight.worker.devserver import DevServer
 from tests.e2e.helpers import wait_for_status
 from tests.e2e.test_operator import overnight_cli

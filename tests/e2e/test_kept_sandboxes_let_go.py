@@ -29,10 +29,10 @@ from activities.providers.local import disk_image
 from activities.providers.local.disk_limit import DISK_ENV
 from activities.providers.local.engine import LocalEngine
 from overnight.cli import client as api
-from overnight.constants import LABEL_KEEP_UNTIL, LABEL_RUN
-from overnight.home import overnight_home
-from overnight.models import BudgetExtension
-from overnight.retention import label_value
+from overnight.core.constants import LABEL_KEEP_UNTIL, LABEL_RUN
+from overnight.core.home import overnight_home
+from overnight.core.models import BudgetExtension
+from overnight.core.retention import label_value
 from overnight.worker.devserver import DevServer
 from tests.e2e.helpers import wait_for_status
 from tests.e2e.test_operator import overnight_cli

@@ -24,9 +24,9 @@ from temporalio.client import Client
 from activities.providers.local.engine import LocalEngine
 from fakes.runtime import FakeRuntime
 from overnight.cli import client as api
-from overnight.constants import LABEL_RUN
-from overnight.home import overnight_home
-from overnight.models import RunResult, RunStatus
+from overnight.core.constants import LABEL_RUN
+from overnight.core.home import overnight_home
+from overnight.core.models import RunResult, RunStatus
 from tests.e2e.counting import (
     agent_frozen,
     checkpoint_step,

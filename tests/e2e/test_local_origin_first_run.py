@@ -32,7 +32,7 @@ from temporalio.client import Client
 
 from overnight.cli import client as api
 from overnight.cli.start_look import WAIT_ENV
-from overnight.grants import parse_grants
+from overnight.core.grants import parse_grants
 from overnight.worker.devserver import DevServer
 from tests.cli.test_cli import OVERNIGHT
 from tests.cli.test_start_grants import GRANT_SETTINGS

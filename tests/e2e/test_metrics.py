@@ -26,7 +26,7 @@ import yaml
 from temporalio.client import Client
 
 from overnight.cli import client as api
-from overnight.grants import WRITABLE_BIND_ROOTS_ENV
+from overnight.core.grants import WRITABLE_BIND_ROOTS_ENV
 from overnight.worker.devserver import DevServer
 from overnight.worker.telemetry import METRICS_ADDRESS_ENV, RUNS_EVERY_ENV
 from tests.conftest import REPO_ROOT, free_ports, scratch_root

@@ -28,10 +28,10 @@ from activities.gateway import service as gateway_service
 from fakes.model_api import FakeModelApi, Shell, text, tools
 from fakes.model_api.turns import Answer
 from overnight.cli import client as api
-from overnight.home import overnight_home
-from overnight.local_services import serve_to_agents
-from overnight.model_prices import DEFAULT_PRICES, Usage, dearest, price_of, usd_of
-from overnight.models import BudgetExtension, RunSpec
+from overnight.core.home import overnight_home
+from overnight.core.local_services import serve_to_agents
+from overnight.core.model_prices import DEFAULT_PRICES, Usage, dearest, price_of, usd_of
+from overnight.core.models import BudgetExtension, RunSpec
 from overnight.worker.agent_clis import Installed
 from tests.agent_clis.conftest import agents_home, installed_cli  # noqa: F401 (fixtures)
 from tests.e2e.coding_agent_runs import (

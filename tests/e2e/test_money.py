@@ -18,7 +18,7 @@ from temporalio.client import Client
 
 from fakes.runtime import FakeRuntime, Prices
 from overnight.cli import client as api
-from overnight.models import Budget, BudgetExtension, Rates
+from overnight.core.models import Budget, BudgetExtension, Rates
 from tests.e2e.counting import counting_spec, steps_done, worker_on
 from tests.e2e.helpers import wait_for_status
 from tests.live import new_run_id, nothing_left_running

@@ -16,8 +16,8 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError
 
 from overnight.cli import client as api
-from overnight.grants import SECRET_ENV_ENV, WRITABLE_BIND_ROOTS_ENV
-from overnight.models import Budget, BudgetExtension
+from overnight.core.grants import SECRET_ENV_ENV, WRITABLE_BIND_ROOTS_ENV
+from overnight.core.models import Budget, BudgetExtension
 from overnight.worker.devserver import DevServer
 from tests.chaos.stack import WorkerPool, worker_env
 from tests.conftest import free_port
@@ -63,7 +63,7 @@ async def test_a_receiver_gets_one_signed_needs_attention_through_a_worker_kill_
             "OVERNIGHT_NOTIFY_SECRET": SIGNING,
             "OVERNIGHT_UI_URL": dev_server.ui_url,
             SECRET_NAME: secret,
-            # What the worker lets specs ask for (overnight/grants.py).
+            # What the worker lets specs ask for (overnight/core/grants.py).
             SECRET_ENV_ENV: SECRET_NAME,
             WRITABLE_BIND_ROOTS_ENV: str(tmp_path / "origins"),
         },

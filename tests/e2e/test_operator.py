@@ -21,9 +21,9 @@ from temporalio.client import Client
 from activities.providers.local.engine import LocalEngine
 from fakes.runtime import FakeRuntime
 from overnight.cli import client as api
-from overnight.constants import LABEL_RUN
-from overnight.home import overnight_home
-from overnight.models import Budget
+from overnight.core.constants import LABEL_RUN
+from overnight.core.home import overnight_home
+from overnight.core.models import Budget
 from overnight.worker.devserver import DevServer
 from tests.e2e.helpers import agent_spec, new_run_id, wait_for_status
 from tests.e2e.test_web_ui import CHROMIUM, CHROMIUM_ARGS, UI_TIMEOUT_MS, _open_user_metadata

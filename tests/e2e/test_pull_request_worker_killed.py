@@ -20,7 +20,7 @@ from activities.github import API_URL_ENV, TOKEN_ENV
 from fakes.git_http import git_url
 from fakes.github_api import FakeGitHub
 from overnight.cli import client as api
-from overnight.models import RunSpec
+from overnight.core.models import RunSpec
 from overnight.worker.devserver import DevServer
 from tests.chaos.stack import WorkerPool, worker_env
 from tests.e2e.helpers import agent_spec, new_run_id

@@ -21,8 +21,8 @@ from temporalio.service import RPCError
 from activities.models import ReapSummary
 from activities.providers.local.provider import LocalProvider
 from overnight.cli import client as api
-from overnight.constants import LABEL_KEEP_UNTIL
-from overnight.retention import label_value
+from overnight.core.constants import LABEL_KEEP_UNTIL
+from overnight.core.retention import label_value
 from overnight.worker.reap_schedule import REAP_EVERY, REAP_SCHEDULE_ID, ensure_reap_schedule
 from overnight.worker.runner import serve
 from tests.e2e.test_retention import crashing_spec

@@ -17,7 +17,7 @@ from temporalio.exceptions import ApplicationError
 
 from overnight.cli import client as api
 from overnight.cli.report import collect
-from overnight.models import Budget
+from overnight.core.models import Budget
 from overnight.worker.devserver import DevServer
 from tests.e2e.helpers import wait_for_status
 from tests.e2e.test_operator import overnight_cli

@@ -25,11 +25,11 @@ from activities.providers.local.engine import LocalEngine
 from activities.providers.local.provider import LocalProvider
 from activities.providers.registry import open_configured
 from overnight.cli import client as api
-from overnight.constants import LABEL_KEEP_UNTIL, LABEL_RUN
-from overnight.grants import WRITABLE_BIND_ROOTS_ENV
-from overnight.home import overnight_home
-from overnight.models import RunSpec
-from overnight.retention import label_value, parse_label
+from overnight.core.constants import LABEL_KEEP_UNTIL, LABEL_RUN
+from overnight.core.grants import WRITABLE_BIND_ROOTS_ENV
+from overnight.core.home import overnight_home
+from overnight.core.models import RunSpec
+from overnight.core.retention import label_value, parse_label
 from overnight.worker.devserver import DevServer
 from overnight.worker.reaping import reap
 from tests.conftest import REPO_ROOT, scratch_root

@@ -16,8 +16,8 @@ from temporalio.client import Client
 from activities.providers.local.engine import LocalEngine
 from fakes.runtime import FakeRuntime
 from overnight.cli import client as api
-from overnight.constants import LABEL_KEEP_UNTIL
-from overnight.retention import parse_label
+from overnight.core.constants import LABEL_KEEP_UNTIL
+from overnight.core.retention import parse_label
 from overnight.worker.devserver import DevServer
 from tests.e2e.test_operator import overnight_cli
 from tests.live import in_process_worker, new_run_id, nothing_left_running, scripted_spec

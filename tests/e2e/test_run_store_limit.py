@@ -24,7 +24,7 @@ from activities.providers.local import disk_image
 from activities.providers.local.disk_limit import DISK_ENV
 from fakes.model_api import FakeModelApi, Shell, text, tools
 from fakes.model_api.turns import Answer
-from overnight.home import overnight_home
+from overnight.core.home import overnight_home
 from overnight.worker.agent_clis import Installed
 from tests.agent_clis.conftest import agents_home, installed_cli  # noqa: F401 (fixtures)
 from tests.e2e.coding_agent_runs import (

@@ -13,9 +13,9 @@ from temporalio.client import Client
 
 from activities.providers.local.provider import LocalProvider
 from overnight.cli import client as api
-from overnight.constants import LABEL_RUN
+from overnight.core.constants import LABEL_RUN
+from overnight.core.models import BudgetExtension
 from overnight.demo.sample_demo import ledger_entries
-from overnight.models import BudgetExtension
 from overnight.worker.devserver import DevServer
 from tests.e2e.helpers import (
     agent_pids,

@@ -29,12 +29,12 @@ from fakes.git_http import origin_fields
 from fakes.model_api import FakeModelApi, Shell, text, tools
 from fakes.runtime import FakeRuntime
 from fakes.tls import CertAuthority
-from overnight.agent_kinds import agent_cli
 from overnight.cli import client as api
-from overnight.coding_agents import install_folder
+from overnight.core.agent_kinds import agent_cli
+from overnight.core.coding_agents import install_folder
+from overnight.core.models import RunSpec
+from overnight.core.runtime_model_key import secret_name
 from overnight.demo.sample_demo import make_origin
-from overnight.models import RunSpec
-from overnight.runtime_model_key import secret_name
 from overnight.worker.agent_clis import Installed
 from tests.agent_clis.conftest import agents_home, installed_cli, measure  # noqa: F401
 from tests.kinds import facts

@@ -18,8 +18,8 @@ from temporalio.client import Client, WorkflowExecutionStatus
 
 from activities.providers.local.provider import LocalProvider
 from overnight.cli import client as api
-from overnight.constants import LABEL_RUN
-from overnight.models import RunStatus
+from overnight.core.constants import LABEL_RUN
+from overnight.core.models import RunStatus
 from overnight.worker.devserver import DevServer
 from tests.e2e.helpers import agent_spec
 from tests.e2e.test_cli_live import OVERNIGHT, overnight

@@ -25,10 +25,10 @@ from activities.providers.local.snapshots import LocalSnapshots
 from fakes.git_http import origin_fields
 from fakes.runtime import FakeRuntime
 from overnight.cli import client as api
-from overnight.constants import LABEL_RUN
+from overnight.core.constants import LABEL_RUN
+from overnight.core.home import overnight_home
+from overnight.core.models import RunSpec
 from overnight.demo.sample_demo import make_origin
-from overnight.home import overnight_home
-from overnight.models import RunSpec
 from tests.e2e.counting import worker_on
 from tests.live import new_run_id, nothing_left_running
 

@@ -1,7 +1,7 @@
-"""The worker decides what a spec may ask for (overnight/grants.py), on the real dev server with
-a real worker: each thing a spec may not ask for without a grant fails the run at once, as
-`SpecRefused`, with one line naming the field and how to allow it, before any sandbox exists;
-what the worker grants runs."""
+"""The worker decides what a spec may ask for (overnight/core/grants.py), on the real dev server
+with a real worker: each thing a spec may not ask for without a grant fails the run at once, as
+`SpecRefused`, with one line naming the field and how to allow it, before any sandbox exists; what
+the worker grants runs."""
 
 from __future__ import annotations
 
@@ -20,10 +20,10 @@ from temporalio.exceptions import ApplicationError
 
 from activities.providers.local.provider import LocalProvider
 from overnight.cli import client as api
-from overnight.constants import LABEL_RUN
-from overnight.grants import SPEC_REFUSED, Grants
-from overnight.home import overnight_home
-from overnight.models import RunSpec
+from overnight.core.constants import LABEL_RUN
+from overnight.core.grants import SPEC_REFUSED, Grants
+from overnight.core.home import overnight_home
+from overnight.core.models import RunSpec
 from tests.conftest import scratch_root
 from tests.live import granted, in_process_worker, new_run_id, scripted_spec
 from tests.waits import CAP

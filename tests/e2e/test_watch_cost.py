@@ -22,7 +22,7 @@ from temporalio.client import Client
 from activities.providers.local.engine import LocalEngine
 from fakes.runtime import FakeRuntime
 from overnight.cli import client as api
-from overnight.home import overnight_home
+from overnight.core.home import overnight_home
 from tests.e2e.counting import counting_spec, steps_done, worker_on
 from tests.e2e.helpers import wait_for_status
 from tests.live import new_run_id, nothing_left_running

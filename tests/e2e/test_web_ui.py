@@ -18,7 +18,7 @@ from playwright.async_api import BrowserContext, FrameLocator, Page, async_playw
 from temporalio.client import Client
 
 from overnight.cli import client as api
-from overnight.specs import run_summary
+from overnight.core.specs import run_summary
 from overnight.worker.devserver import DevServer
 from tests.e2e.helpers import agent_spec, new_run_id, wait_for_status
 from tests.e2e.test_stock_cli import temporal

@@ -24,8 +24,8 @@ from temporalio.client import Client, WorkflowExecutionStatus
 
 from overnight.cli import client as api
 from overnight.cli.codec_server import CodecServer, CodecServerSettings
-from overnight.codec import data_converter, parse_keys
-from overnight.specs import run_summary
+from overnight.core.codec import data_converter, parse_keys
+from overnight.core.specs import run_summary
 from overnight.worker.devserver import DevServer, start_or_reuse
 from tests.conftest import dev_config_on_free_ports, free_port
 from tests.e2e.helpers import agent_spec, new_run_id, wait_for_status

@@ -20,12 +20,12 @@ from temporalio.client import Client
 from fakes.git_http import origin_fields
 from overnight.cli import client as api
 from overnight.cli.workspace import WorkspaceRefused, diff_text, rewind_run
+from overnight.core.errors import OvernightError
+from overnight.core.models import RunSpec
+from overnight.core.workspace_spec import REF_ROOT, ref_name
 from overnight.demo.sample_demo import make_origin
-from overnight.errors import OvernightError
-from overnight.models import RunSpec
 from overnight.worker.devserver import DevServer
 from overnight.worker.reaping import reap
-from overnight.workspace_spec import REF_ROOT, ref_name
 from tests.e2e.helpers import wait_for_status
 from tests.e2e.test_operator import overnight_cli
 from tests.live import in_process_worker, new_run_id, nothing_left_running, provider_world

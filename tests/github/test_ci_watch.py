@@ -16,7 +16,7 @@ from activities.ci_checks import watch
 from activities.delivery_models import WatchChecksInput
 from activities.github import API_URL_ENV, TOKEN_ENV
 from fakes.github_api import CheckRun, CommitStatus, FakeGitHub
-from overnight.models import RunSpec
+from overnight.core.models import RunSpec
 from tests.github.conftest import BRANCH, TOKEN, git
 
 LOG = "\n".join(f"line {n}" for n in range(100)) + "\nFAILED tests/test_due.py::test_due_date"

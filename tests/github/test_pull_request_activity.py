@@ -18,8 +18,8 @@ from activities.delivery_models import OpenPullRequestInput, PullRequestOpened, 
 from activities.github import API_URL_ENV, TOKEN_ENV
 from activities.pull_request import GITHUB_UNAVAILABLE, PULL_REQUEST_REFUSED, PullRequestActivities
 from fakes.github_api import FakeGitHub
-from overnight.done_check import DoneCheck
-from overnight.models import RestartRecord, RunSpec
+from overnight.core.done_check import DoneCheck
+from overnight.core.models import RestartRecord, RunSpec
 from tests.github.conftest import BRANCH, TOKEN, git
 
 AT = datetime(2026, 12, 6, 12, 0, tzinfo=UTC)

@@ -8,18 +8,18 @@ from datetime import UTC, datetime
 
 import pytest
 
-from overnight.done_check import DoneCheck
-from overnight.github_markdown import code_span, github_markdown, table_cell
-from overnight.models import RestartRecord
-from overnight.pull_request_body import (
+from overnight.core.done_check import DoneCheck
+from overnight.core.github_markdown import code_span, github_markdown, table_cell
+from overnight.core.models import RestartRecord
+from overnight.core.pull_request_body import (
     GITHUB_BODY_LIMIT,
     PullRequestFacts,
     pull_request_body,
     pull_request_text,
     pull_request_title,
 )
-from overnight.run_costs import SafetyNet
-from overnight.workspace_spec import KeptWorkspace
+from overnight.core.run_costs import SafetyNet
+from overnight.core.workspace_spec import KeptWorkspace
 
 AT = datetime(2026, 12, 6, 3, 0, tzinfo=UTC)
 

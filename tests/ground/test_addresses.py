@@ -1,6 +1,7 @@
-"""Which addresses no sandbox and no check on a spec's behalf may reach (overnight/addresses.py):
-every kind, in IPv4 and IPv6, carried inside IPv6 in every way, written in every spelling;
-checked against the C library's own reading of numbers and the standard library's tables."""
+"""Which addresses no sandbox and no check on a spec's behalf may reach
+(overnight/core/addresses.py): every kind, in IPv4 and IPv6, carried inside IPv6 in every way,
+written in every spelling; checked against the C library's own reading of numbers and the standard
+library's tables."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from overnight.addresses import Kind, is_forbidden, numeric_host, plain_loopback_url
+from overnight.core.addresses import Kind, is_forbidden, numeric_host, plain_loopback_url
 
 EXAMPLES = {
     "127.0.0.1": Kind.LOOPBACK,

@@ -1,4 +1,4 @@
-"""A coding-agent kind has its places: its row in `overnight.agent_kinds.AGENT_CLIS` (what the
+"""A coding-agent kind has its places: its row in `overnight.core.agent_kinds.AGENT_CLIS` (what the
 worker knows of it) and its package in the kit (`overnight/agent_kit/clis/`: what it does in
 the sandbox). No other code tests a kind's name, so adding a kind touches only those, its
 fake model API and its tests (docs/layout.md, "A new coding agent kind")."""
@@ -12,7 +12,7 @@ from typing import get_args
 
 import pytest
 
-from overnight.agent_kinds import AGENT_CLIS, RUST_TARGET, AgentKind
+from overnight.core.agent_kinds import AGENT_CLIS, RUST_TARGET, AgentKind
 
 REPO = Path(__file__).resolve().parents[2]
 KIT = REPO / "overnight" / "agent_kit"
@@ -20,7 +20,7 @@ CODE = ("overnight", "activities", "workflows")
 # Where a kind's name may be written: its row, its package in the kit, and the demo, which
 # plays the kinds it has fakes for.
 KIND_PLACES = (
-    "overnight/agent_kinds.py",
+    "overnight/core/agent_kinds.py",
     "overnight/agent_kit/clis/",
     "overnight/demo/",
 )

@@ -1,4 +1,4 @@
-"""The kit's requests as the supervisor reads them (overnight.agent_requests): agent JSON, so
+"""The kit's requests as the supervisor reads them (overnight.core.agent_requests): agent JSON, so
 whatever is there never raises; a request out of shape or over a limit is dropped and said;
 what is kept is bounded."""
 
@@ -11,7 +11,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from overnight.agent_requests import (
+from overnight.core.agent_requests import (
     MAX_OUTPUT_CHARS,
     MAX_OUTPUTS,
     AskRequest,
@@ -23,7 +23,7 @@ from overnight.agent_requests import (
     requests_path,
     usages,
 )
-from overnight.checkpoint_text import facts_of
+from overnight.core.checkpoint_text import facts_of
 
 ASK = {"id": "q1-abc", "question": "Go?", "choices": ["yes", "no"]}
 
@@ -148,7 +148,7 @@ def test_any_json_never_raises(raw: dict[str, Any]) -> None:
 def test_secrets_in_outputs_and_questions_are_redacted_before_they_leave_the_worker() -> None:
     from activities.checkpoints import checkpoint_from
     from activities.providers.protocol import FileRead
-    from overnight.output_tail import REDACTED
+    from overnight.core.output_tail import REDACTED
 
     secret = 'sk-live-"quoted"-0123456789'
     text = json.dumps(
@@ -174,7 +174,7 @@ def test_a_secret_spelled_with_other_json_escapes_never_leaves_the_worker() -> N
     but what it parses to would (the requests, the result's `checkpoint_json`)."""
     from activities.checkpoints import checkpoint_from
     from activities.providers.protocol import FileRead
-    from overnight.output_tail import REDACTED
+    from overnight.core.output_tail import REDACTED
 
     secret = "sk-live-a&b<c>d/0123456789"
     spelled = json.dumps(secret).replace("&", "\\u0026").replace("<", "\\u003C")

@@ -7,12 +7,12 @@ from typing import Any
 
 import pytest
 
-from overnight.agent_kinds import AGENT_CLIS
-from overnight.agent_spec import MAX_PROMPT_CHARS
-from overnight.errors import SpecError
-from overnight.intake import InvalidInput, accept_spec
-from overnight.models import RunSpec
-from overnight.specs import parse_spec
+from overnight.core.agent_kinds import AGENT_CLIS
+from overnight.core.agent_spec import MAX_PROMPT_CHARS
+from overnight.core.errors import SpecError
+from overnight.core.intake import InvalidInput, accept_spec
+from overnight.core.models import RunSpec
+from overnight.core.specs import parse_spec
 
 AGENT = {"kind": "claude-code", "prompt": "Make tests/test_api.py pass"}
 

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from overnight.agent_text import (
+from overnight.core.agent_text import (
     markdown_inline,
     one_line,
     slack_block,

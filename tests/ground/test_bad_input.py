@@ -30,7 +30,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from overnight.cli import client as api
 from overnight.cli.main import main as cli_main
-from overnight.models import MAX_HOURS, MAX_SECONDS, Budget, BudgetExtension, RunSpec
+from overnight.core.models import MAX_HOURS, MAX_SECONDS, Budget, BudgetExtension, RunSpec
 from overnight.worker.devserver import DevServer
 from tests.e2e.helpers import agent_spec, wait_for_status, wait_no_agent_processes
 from tests.live import (

@@ -10,7 +10,7 @@ import time
 import pytest
 from temporalio.contrib.pydantic import pydantic_data_converter
 
-from overnight.checkpoint_text import (
+from overnight.core.checkpoint_text import (
     MAX_DEPTH,
     MAX_PARSED_BYTES,
     SUMMARY_CHARS,
@@ -20,7 +20,7 @@ from overnight.checkpoint_text import (
     parsed_for_result,
     too_deep,
 )
-from overnight.models import CheckpointSummary, RunResult
+from overnight.core.models import CheckpointSummary, RunResult
 
 BOMB = "[" * 100_000 + "]" * 100_000
 

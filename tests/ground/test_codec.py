@@ -10,7 +10,7 @@ from temporalio.api.common.v1 import Payload
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import ApplicationError
 
-from overnight.codec import (
+from overnight.core.codec import (
     CODEC_KEYS_ENV,
     ENCODING,
     KEY_ID_METADATA,
@@ -21,7 +21,7 @@ from overnight.codec import (
     keyring_from_env,
     parse_keys,
 )
-from overnight.models import RunSpec
+from overnight.core.models import RunSpec
 
 CHECKPOINT = '{"next": "rewrite the billing module", "notes": ["the secret plan"]}'
 

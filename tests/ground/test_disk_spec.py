@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from overnight.cli import client as api
-from overnight.models import MAX_DISK_MIB, MIN_DISK_MIB, RunSpec
+from overnight.core.models import MAX_DISK_MIB, MIN_DISK_MIB, RunSpec
 
 BASE: dict[str, Any] = {
     "run_id": "disk",

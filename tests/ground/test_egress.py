@@ -1,6 +1,6 @@
-"""The rules of a sandbox's network (overnight/egress.py, the egress part of overnight/grants.py):
-which patterns a spec may write, which names they allow, what a worker grants, and what a spec
-is refused at start for asking more."""
+"""The rules of a sandbox's network (overnight/core/egress.py, the egress part of
+overnight/core/grants.py): which patterns a spec may write, which names they allow, what a worker
+grants, and what a spec is refused at start for asking more."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import ipaddress
 import pytest
 from pydantic import ValidationError
 
-from overnight.agent_spec import CodingAgent
-from overnight.egress import (
+from overnight.core.agent_spec import CodingAgent
+from overnight.core.egress import (
     DEFAULT_GRANTED,
     EgressError,
     allows,
@@ -24,8 +24,8 @@ from overnight.egress import (
     refusal_words,
     worker_allows,
 )
-from overnight.grants import BadSetting, Grants, allowed_names, parse_grants, refusals
-from overnight.models import RunSpec
+from overnight.core.grants import BadSetting, Grants, allowed_names, parse_grants, refusals
+from overnight.core.models import RunSpec
 
 
 def spec(**fields: object) -> RunSpec:

@@ -1,5 +1,5 @@
-"""The worker's grants (overnight/grants.py): read from its settings, and the pure decision over
-a spec. What is refused without a grant, what each refusal says (the field, and the setting
+"""The worker's grants (overnight/core/grants.py): read from its settings, and the pure decision
+over a spec. What is refused without a grant, what each refusal says (the field, and the setting
 that would allow it), and what no grant allows (the worker's state directory)."""
 
 from __future__ import annotations
@@ -8,14 +8,14 @@ from typing import Any
 
 import pytest
 
-from overnight.grants import (
+from overnight.core.grants import (
     BadSetting,
     Grants,
     parse_grants,
     refusal_message,
     refusals,
 )
-from overnight.models import RunSpec
+from overnight.core.models import RunSpec
 
 HOME = "/srv/overnight-home"
 

@@ -8,7 +8,7 @@ import re
 from hypothesis import given
 from hypothesis import strategies as st
 
-from overnight.intake import derive_run_id
+from overnight.core.intake import derive_run_id
 
 RUN_ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
 workflow_ids = st.text(min_size=1, max_size=300)

@@ -14,10 +14,10 @@ import pytest
 
 from activities.sandbox_setup import KIT_DIR, spec_binds
 from overnight.cli import client as api
+from overnight.core.errors import SpecError
+from overnight.core.models import RunSpec
 from overnight.demo.outside_world import ledger_url
 from overnight.demo.sample_demo import AGENT_DIR, ledger_entries
-from overnight.errors import SpecError
-from overnight.models import RunSpec
 
 AGENT = AGENT_DIR / "main.py"
 BASE: dict[str, Any] = {

@@ -8,7 +8,7 @@ import json
 import os
 from pathlib import Path
 
-from overnight.local_services import SERVICES_DIR, Declared, declared_services, start_time
+from overnight.core.local_services import SERVICES_DIR, Declared, declared_services, start_time
 
 
 def test_a_declaration_holds_while_its_block_runs(tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from overnight.model_prices import (
+from overnight.core.model_prices import (
     DEFAULT_PRICES,
     PRICES_ENV,
     Usage,

@@ -15,7 +15,8 @@ import pytest
 
 from overnight.agent_kit import overnight_agent as kit
 from overnight.agent_kit import overnight_agent_requests as kit_requests
-from overnight.agent_requests import (
+from overnight.cli.render import status_text
+from overnight.core.agent_requests import (
     MAX_OUTPUT_NAME_CHARS,
     OUTPUT_NAME,
     RESERVED_OUTPUT_NAMES,
@@ -24,8 +25,7 @@ from overnight.agent_requests import (
     output_name_refusal,
     requests_of,
 )
-from overnight.cli.render import status_text
-from overnight.models import (
+from overnight.core.models import (
     Budget,
     CheckpointSummary,
     DailyLimit,
@@ -34,7 +34,7 @@ from overnight.models import (
     RunStatus,
     SnapshotRecord,
 )
-from overnight.run_costs import SafetyNet
+from overnight.core.run_costs import SafetyNet
 from tests.waits import CAP
 from workflows.pure.card import render_card
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from overnight.output_tail import (
+from overnight.core.output_tail import (
     REDACTED,
     REDACTION_MARGIN_BYTES,
     TAIL_BYTES,

@@ -1,4 +1,4 @@
-"""What a provider can do is declared once (`overnight.provider_traits`), and no code outside
+"""What a provider can do is declared once (`overnight.core.provider_traits`), and no code outside
 that table and the providers' own packages tests a provider's name: a new provider is its
 package, its registry entry and its row (docs/layout.md, "A new provider")."""
 
@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import get_args
 
 from activities.providers.registry import PROVIDERS as REGISTRY
-from overnight.provider_traits import PROVIDERS, Provider, traits
+from overnight.core.provider_traits import PROVIDERS, Provider, traits
 
 REPO = Path(__file__).resolve().parents[2]
 CODE = ("overnight", "activities", "workflows")
-PROVIDER_PLACES = ("overnight/provider_traits.py", "activities/providers/")
+PROVIDER_PLACES = ("overnight/core/provider_traits.py", "activities/providers/")
 
 
 def provider_tests_outside(repo: Path, names: set[str]) -> list[str]:

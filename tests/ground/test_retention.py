@@ -1,4 +1,4 @@
-"""The rule `overnight reap` applies to each sandbox (overnight.retention.verdict), and the
+"""The rule `overnight reap` applies to each sandbox (overnight.core.retention.verdict), and the
 keep-until label every provider takes."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from overnight.constants import LABEL_KEEP_UNTIL
-from overnight.retention import RunEnd, keep_until, label_value, parse_label, verdict
+from overnight.core.constants import LABEL_KEEP_UNTIL
+from overnight.core.retention import RunEnd, keep_until, label_value, parse_label, verdict
 
 NOW = datetime(2026, 12, 4, 3, 15, tzinfo=UTC)
 OPEN = RunEnd(open=True)
@@ -88,7 +88,7 @@ def test_the_reason_says_when_the_retention_ends_or_ended() -> None:
 
 
 def test_the_days_a_provider_keeps_a_paused_sandbox_never_end_before_its_label() -> None:
-    from overnight.retention import provider_days
+    from overnight.core.retention import provider_days
 
     now = datetime(2026, 12, 1, 8, tzinfo=UTC)
     # Made 6 h ago, kept 3 days from now: 3 days 6 h from its making, so 4 whole days.

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from overnight.models import RunSpec
-from overnight.run_row import row_from_memo
+from overnight.core.models import RunSpec
+from overnight.core.run_row import row_from_memo
 
 
 def spec(**fields: object) -> RunSpec:

@@ -1,14 +1,14 @@
 """Which runs keep their model key out of their Runtime sandboxes as an egress secret, bound
-to which hosts (overnight/runtime_model_key.py): the gateway's specs, on Runtime, whose model
+to which hosts (overnight/core/runtime_model_key.py): the gateway's specs, on Runtime, whose model
 API Runtime's proxy reaches over HTTPS."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from overnight.agent_kinds import ANY_API_HOST
-from overnight.models import RunSpec
-from overnight.runtime_model_key import held_by_runtime, keyed_command, runtime_key_plan
+from overnight.core.agent_kinds import ANY_API_HOST
+from overnight.core.models import RunSpec
+from overnight.core.runtime_model_key import held_by_runtime, keyed_command, runtime_key_plan
 
 
 def spec(**fields: Any) -> RunSpec:
@@ -65,7 +65,7 @@ def test_a_key_runtime_would_copy_in_is_refused_unless_the_spec_asks_for_it() ->
     sandbox's environment. The worker's check at the run's start refuses the spec, naming the
     field and the fix, whatever its grants; `model_key_in_sandbox: true` copies it in as
     before."""
-    from overnight.grants import refusals
+    from overnight.core.grants import refusals
 
     for field, fields in (
         ("agent.base_url", {"agent": agent("claude-code", "http://llm.corp.example:8080/pw")}),

@@ -10,8 +10,8 @@ import urllib.parse
 
 import pytest
 
-from overnight.output_tail import REDACTED, cut_tail, holds_secret, redact
-from overnight.secret_spellings import MIN_SPELLED_BYTES, literal_spellings, percent_pattern
+from overnight.core.output_tail import REDACTED, cut_tail, holds_secret, redact
+from overnight.core.secret_spellings import MIN_SPELLED_BYTES, literal_spellings, percent_pattern
 
 # `+`, `/` and `=` in its base64 at some alignment, `&`, space, `/` and `é` to percent-encode.
 SECRET = "sk-live-Zm9v/ba+r é&x=1 ~?>>"

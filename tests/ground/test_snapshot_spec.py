@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from overnight.models import RunSpec
+from overnight.core.models import RunSpec
 
 BASE = {"repo": "/r", "agent_dir": "/a", "command": "c"}
 

@@ -7,9 +7,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from pydantic import ValidationError
 
-from overnight.models import RunSpec
-from overnight.retention import RunEnd, ref_verdict
-from overnight.workspace_spec import (
+from overnight.core.models import RunSpec
+from overnight.core.retention import RunEnd, ref_verdict
+from overnight.core.workspace_spec import (
     MAX_WORKSPACE_MIB,
     KeptWorkspace,
     WorkspaceView,

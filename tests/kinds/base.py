@@ -3,7 +3,7 @@ package defines its `FACTS` and its `Driver` (tests/agent_clis/clis.py runs it h
 the tests that run every kind (tests/agent_clis, tests/e2e/coding_agent_runs.py) name none.
 
 These are the tests' own witnesses, written from the CLIs' behaviour: never read from
-`overnight.agent_kinds.AGENT_CLIS`, whose rows they check."""
+`overnight.core.agent_kinds.AGENT_CLIS`, whose rows they check."""
 
 from __future__ import annotations
 

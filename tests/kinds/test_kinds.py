@@ -3,7 +3,7 @@ module in tests/kinds/ (or a module without its row) fails."""
 
 from __future__ import annotations
 
-from overnight.agent_kinds import AGENT_CLIS
+from overnight.core.agent_kinds import AGENT_CLIS
 from tests.kinds import KIND_FACTS
 
 

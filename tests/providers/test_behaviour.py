@@ -15,7 +15,7 @@ from typing import Literal
 from activities.models import SandboxInfo
 from activities.providers.protocol import AgentLaunch, ProcessInfo, SandboxRequest, WatchRequest
 from activities.providers.runtime.watch_stream import exit_marker_path
-from overnight.constants import LABEL_ATTEMPT, LABEL_RUN
+from overnight.core.constants import LABEL_ATTEMPT, LABEL_RUN
 from tests.providers.conftest import Harness
 from tests.waits import CAP
 

@@ -8,7 +8,7 @@ import time
 
 from activities.providers.forensics import SandboxForensics
 from activities.providers.registry import forensics_for
-from overnight.output_tail import cut_tail
+from overnight.core.output_tail import cut_tail
 from tests.providers.conftest import Harness
 from tests.providers.test_behaviour import new_sandbox, start, wait_for_process
 from tests.waits import CAP

@@ -22,7 +22,7 @@ from activities.providers.local.disk_account import LocalDiskAccount
 from activities.providers.local.engine import LocalEngine
 from activities.providers.local.forensics import LocalForensics
 from activities.providers.local.snapshots import LocalSnapshots
-from overnight.constants import LABEL_ATTEMPT, LABEL_RUN
+from overnight.core.constants import LABEL_ATTEMPT, LABEL_RUN
 
 MIB = 1024 * 1024
 REPO = Path(__file__).resolve().parents[2]

@@ -37,7 +37,7 @@ from activities.providers.local.engine import LocalEngine
 from activities.providers.local.provider import LocalProvider
 from activities.providers.local.snapshots import LocalSnapshots
 from activities.providers.protocol import AgentLaunch, ProviderError, SandboxRequest, WatchRequest
-from overnight.constants import LABEL_RUN
+from overnight.core.constants import LABEL_RUN
 from tests.waits import CAP
 
 MIB = 1024 * 1024

@@ -28,8 +28,8 @@ import pytest
 from activities.gateway.resolve import Resolver
 from activities.gateway.service import Gateway, refusals_of, sandbox_env
 from activities.providers.local.engine import LocalEngine
-from overnight.addresses import is_forbidden
-from overnight.egress import parse_address_rules
+from overnight.core.addresses import is_forbidden
+from overnight.core.egress import parse_address_rules
 
 pytestmark = pytest.mark.skipif(
     shutil.which("bwrap") is None or shutil.which("curl") is None,

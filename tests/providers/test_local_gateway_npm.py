@@ -22,7 +22,7 @@ import pytest
 from activities.gateway.resolve import Resolver
 from activities.gateway.service import Gateway, refusals_of
 from activities.providers.local.engine import LocalEngine
-from overnight.egress import parse_address_rules
+from overnight.core.egress import parse_address_rules
 
 pytestmark = pytest.mark.skipif(
     shutil.which("bwrap") is None or shutil.which("npm") is None,

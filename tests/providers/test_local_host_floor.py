@@ -26,7 +26,7 @@ from activities.providers.local.disk_limit import MIN_FREE_ENV
 from activities.providers.local.engine import LocalEngine
 from activities.providers.local.provider import LocalProvider
 from activities.providers.protocol import AgentLaunch, SandboxRequest, WatchRequest
-from overnight.constants import HOST_FLOOR_PREFIX, LABEL_RUN
+from overnight.core.constants import HOST_FLOOR_PREFIX, LABEL_RUN
 
 HOST_MIB = 320
 FLOOR_MIB = 200

@@ -22,7 +22,7 @@ from activities.providers.local.convert import sandbox_info
 from activities.providers.local.engine import LocalEngine
 from activities.providers.local.mounts import shim_python
 from activities.providers.local.procs import ProcessRecord
-from overnight.isolation import HostBind
+from overnight.core.isolation import HostBind
 from tests.waits import CAP
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")

@@ -25,7 +25,7 @@ from activities.providers.local.disk import TRASH, tree_bytes
 from activities.providers.local.disk_limit import DISK_ENV
 from activities.providers.local.engine import LocalEngine
 from activities.providers.protocol import WorkerMount
-from overnight.constants import DISK_LIMIT_PREFIX, LABEL_RUN
+from overnight.core.constants import DISK_LIMIT_PREFIX, LABEL_RUN
 
 MIB = 1024 * 1024
 LIMIT_MIB = 64

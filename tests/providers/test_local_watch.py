@@ -29,7 +29,7 @@ from activities.providers.local.event_watch import event_watch
 from activities.providers.local.provider import LocalProvider
 from activities.providers.local.watch_hub import REARM_SECONDS, WatchHub, shared_hub
 from activities.providers.protocol import Sighting, WatchRequest
-from overnight.isolation import Isolation
+from overnight.core.isolation import Isolation
 
 CHECKPOINT = "/workspace/checkpoint.json"
 BACKSTOP = 60.0

@@ -29,7 +29,7 @@ from activities.providers.runtime.provider import RuntimeProvider
 from activities.providers.runtime.settings import WatchSettings
 from activities.providers.runtime.watch_stream import exit_marker_path
 from fakes.runtime import FakeRuntime, Rules
-from overnight.agent_requests import MAX_REQUESTS_BYTES, requests_path
+from overnight.core.agent_requests import MAX_REQUESTS_BYTES, requests_path
 from tests.waits import CAP
 
 CHECKPOINT = "/workspace/checkpoint.json"

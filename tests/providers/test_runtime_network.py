@@ -20,9 +20,9 @@ import withruntime
 from activities.providers.protocol import CountsRefusals, SandboxRequest
 from activities.providers.runtime.provider import RuntimeProvider
 from fakes.runtime import FakeRuntime
-from overnight.constants import LABEL_ATTEMPT, LABEL_RUN
-from overnight.grants import Grants, allowed_names
-from overnight.models import RunSpec
+from overnight.core.constants import LABEL_ATTEMPT, LABEL_RUN
+from overnight.core.grants import Grants, allowed_names
+from overnight.core.models import RunSpec
 
 REPO = "https://github.com/acme/app.git"
 

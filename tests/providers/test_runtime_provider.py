@@ -36,7 +36,7 @@ from activities.providers.runtime.provider import RuntimeProvider
 from activities.providers.runtime.watch_stream import exit_marker_path
 from activities.worker_activities import WorkerActivities
 from fakes.runtime import FakeRuntime
-from overnight.constants import LABEL_ATTEMPT, LABEL_RUN
+from overnight.core.constants import LABEL_ATTEMPT, LABEL_RUN
 from tests.workflows.retry_workflows import ActivityCall, RetriedActivity
 
 CHECKPOINT = "/workspace/checkpoint.json"

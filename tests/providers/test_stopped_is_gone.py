@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 
 from activities.providers.local.disk import KEPT_AGENT, KEPT_TOP
-from overnight.constants import LABEL_KEEP_UNTIL, LABEL_RUN
+from overnight.core.constants import LABEL_KEEP_UNTIL, LABEL_RUN
 from tests.providers.conftest import Harness
 from tests.providers.test_behaviour import new_sandbox, start, wait_for_process
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from overnight.specs import load_spec
+from overnight.core.specs import load_spec
 
 REPO = Path(__file__).resolve().parents[2]
 README = (REPO / "README.md").read_text()

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from overnight.agent_kinds import CLAUDE_CODE, CODEX, UnsupportedPlatform, agent_cli, npm_cpu
-from overnight.coding_agents import INSTALL_SCRIPT, install_folder, sandbox_folder
+from overnight.core.agent_kinds import CLAUDE_CODE, CODEX, UnsupportedPlatform, agent_cli, npm_cpu
+from overnight.core.coding_agents import INSTALL_SCRIPT, install_folder, sandbox_folder
 from overnight.worker import agent_clis
 from overnight.worker.agent_clis import InstallError, check, install
 from tests.waits import CAP

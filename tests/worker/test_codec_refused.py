@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from overnight.codec import CODEC_KEYS_ENV
+from overnight.core.codec import CODEC_KEYS_ENV
 from tests.conftest import REPO_ROOT, free_ports
 
 

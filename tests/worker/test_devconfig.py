@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from overnight.constants import SEARCH_ATTRIBUTE_TYPES
+from overnight.core.constants import SEARCH_ATTRIBUTE_TYPES
 from overnight.worker.devconfig import DevConfig, DevConfigError, load_dev_config
 
 REPO_CONFIG = Path(__file__).resolve().parents[2] / "temporal-dev.yaml"

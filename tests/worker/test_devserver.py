@@ -13,7 +13,7 @@ from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from overnight.constants import SEARCH_ATTRIBUTE_TYPES
+from overnight.core.constants import SEARCH_ATTRIBUTE_TYPES
 from overnight.worker.devserver import (
     DevServer,
     DevServerError,

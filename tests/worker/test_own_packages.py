@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from overnight.own_packages import HOME, shadowed_packages
+from overnight.core.own_packages import HOME, shadowed_packages
 from tests.conftest import REPO_ROOT
 
 

@@ -17,7 +17,7 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
 
-from overnight.constants import TASK_QUEUE
+from overnight.core.constants import TASK_QUEUE
 from overnight.worker.devserver import DevServer, server_answers, ui_answers
 from overnight.worker.runner import run_dev, run_worker
 from tests.conftest import DEV_CONFIG_FILE, free_ports

@@ -15,9 +15,9 @@ from temporalio.exceptions import ApplicationError
 from activities.done_sandbox_models import DoneCheckSandbox, PrepareDoneCheckInput
 from activities.models import ActivityName, AgentStarted, RunDoneCheckInput, StartAgentInput
 from fakes.activities import FakeSandbox, FakeWorld, Hold
-from overnight.constants import LABEL_CHECK, LABEL_RUN
-from overnight.done_check import DoneCheck
-from overnight.workspace_spec import check_ref_name
+from overnight.core.constants import LABEL_CHECK, LABEL_RUN
+from overnight.core.done_check import DoneCheck
+from overnight.core.workspace_spec import check_ref_name
 
 # A scripted outcome: 0 passes, another int fails with that exit code, "timeout" is ended.
 Outcome = int | str

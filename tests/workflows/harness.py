@@ -24,7 +24,7 @@ from temporalio.service import RPCError
 from temporalio.worker import Worker
 
 from fakes.activities import FakeWorld
-from overnight.models import RunResult, RunSpec, RunStatus
+from overnight.core.models import RunResult, RunSpec, RunStatus
 from workflows.agent_run import AgentRun
 from workflows.notify_run import NotifyRun
 

@@ -19,9 +19,9 @@ from temporalio.worker import Worker
 from activities.admission import AdmissionActivities
 from activities.models import ActivityName, SpecCheck, SpecCheckInput
 from fakes.activities import FakeWorld
-from overnight.admission import PLACES_QUERY, AdmissionSettings, AdmissionTerms
-from overnight.admission import admission_workflow_id as pool_id
-from overnight.models import RunResult, RunSpec
+from overnight.core.admission import PLACES_QUERY, AdmissionSettings, AdmissionTerms
+from overnight.core.admission import admission_workflow_id as pool_id
+from overnight.core.models import RunResult, RunSpec
 from tests.workflows.harness import HISTORIES, RECORD_ENV, Handle
 from workflows.admission_run import OvernightAdmission
 from workflows.agent_run import AgentRun

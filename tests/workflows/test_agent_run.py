@@ -32,7 +32,7 @@ from fakes.activities import (
     note,
     progress,
 )
-from overnight.models import RunStatus
+from overnight.core.models import RunStatus
 from tests.workflows.harness import (
     eventually,
     keep_history,

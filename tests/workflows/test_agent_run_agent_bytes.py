@@ -29,7 +29,7 @@ from fakes.activities import (
     note,
     progress,
 )
-from overnight.notify_spec import Webhook
+from overnight.core.notify_spec import Webhook
 from tests.waits import CAP
 from tests.workflows.harness import eventually, make_spec, started_run, status_of, until_idle
 from tests.workflows.snapshot_world import SnapshotWorld

@@ -15,7 +15,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 
 from fakes.activities import FakeWorld, exits, progress
-from overnight.models import Budget, BudgetExtension
+from overnight.core.models import Budget, BudgetExtension
 from tests.workflows.harness import (
     eventually,
     keep_history,

@@ -16,7 +16,7 @@ from temporalio.exceptions import ApplicationError, CancelledError
 from temporalio.testing import WorkflowEnvironment
 
 from fakes.activities import FakeWorld, Hangs, exits, progress
-from overnight.models import Budget, RunStatus
+from overnight.core.models import Budget, RunStatus
 from tests.workflows.harness import (
     Handle,
     eventually,

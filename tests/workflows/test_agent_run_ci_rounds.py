@@ -15,8 +15,8 @@ from temporalio.testing import WorkflowEnvironment
 
 from fakes.activities import FakeWorld, exits, progress
 from fakes.delivery import checks_failing, checks_pending
-from overnight.ci_rounds import CI_CHECK_REASON
-from overnight.models import BudgetExtension, RunSpec
+from overnight.core.ci_rounds import CI_CHECK_REASON
+from overnight.core.models import BudgetExtension, RunSpec
 from tests.workflows.harness import (
     eventually,
     keep_history,

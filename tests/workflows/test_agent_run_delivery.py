@@ -17,7 +17,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from fakes.activities import FakeWorld, exits, progress
 from fakes.delivery import PULLS_URL
-from overnight.models import BudgetExtension, RunSpec
+from overnight.core.models import BudgetExtension, RunSpec
 from tests.workflows.harness import (
     eventually,
     keep_history,

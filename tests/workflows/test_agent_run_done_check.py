@@ -15,7 +15,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 
 from fakes.activities import Hold, exits, progress
-from overnight.models import Budget, BudgetExtension
+from overnight.core.models import Budget, BudgetExtension
 from tests.waits import CAP
 from tests.workflows.done_world import COMMIT, DoneWorld
 from tests.workflows.harness import eventually, keep_history, make_spec, started_run, until_state

@@ -16,9 +16,9 @@ from temporalio.exceptions import ApplicationError
 
 from activities.providers.local.state import WORKER_NOT_READY
 from fakes.activities import FakeWorld, exits, progress
-from overnight.errors import SPEC_UNUSABLE
-from overnight.models import Budget, BudgetExtension
-from overnight.retry_note import RETRY_NOTE_SIGNAL, RetryNote
+from overnight.core.errors import SPEC_UNUSABLE
+from overnight.core.models import Budget, BudgetExtension
+from overnight.core.retry_note import RETRY_NOTE_SIGNAL, RetryNote
 from tests.waits import CAP
 from tests.workflows.harness import (
     eventually,

@@ -10,7 +10,7 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureEr
 from temporalio.exceptions import ApplicationError
 
 from fakes.activities import FakeWorld, exits, progress
-from overnight.grants import SPEC_REFUSED
+from overnight.core.grants import SPEC_REFUSED
 from tests.workflows.harness import keep_history, make_spec, started_run
 
 REFUSAL = (

@@ -29,7 +29,7 @@ from activities.models import (
     SpecCheckInput,
 )
 from fakes.activities import FakeWorld, exits, note, progress
-from overnight.models import RunResult, RunStatus
+from overnight.core.models import RunResult, RunStatus
 from tests.workflows.harness import Handle, make_spec, running_worker, status_of
 
 # Short: the test server does not skip the time a step waits unstarted.

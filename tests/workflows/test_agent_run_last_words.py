@@ -13,8 +13,8 @@ from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
 from fakes.activities import FakeWorld, exits, note, progress
-from overnight.models import BudgetExtension, RunResult
-from overnight.notify_spec import Webhook
+from overnight.core.models import BudgetExtension, RunResult
+from overnight.core.notify_spec import Webhook
 from tests.workflows.harness import (
     eventually,
     keep_history,

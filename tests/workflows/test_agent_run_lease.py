@@ -19,7 +19,7 @@ from activities.models import (
 )
 from activities.providers.protocol import SandboxNotRunning
 from fakes.activities import FakeWorld, Quiet, Step, exits, note, progress
-from overnight.models import Budget
+from overnight.core.models import Budget
 from tests.workflows.harness import keep_history, make_spec, started_run, status_of
 
 HOUR = timedelta(hours=1)

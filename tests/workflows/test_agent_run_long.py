@@ -16,14 +16,14 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer
 
 from fakes.activities import FakeWorld, Quiet, Step, exits, note, progress
-from overnight.constants import (
+from overnight.core.constants import (
     SA_LAST_PROGRESS,
     SA_RESTARTS,
     SA_SANDBOX,
     SA_STATE,
     SEARCH_ATTRIBUTE_TYPES,
 )
-from overnight.models import Budget, BudgetExtension, RunSpec
+from overnight.core.models import Budget, BudgetExtension, RunSpec
 from overnight.worker.devserver import indexed_value_type
 from tests.workflows.harness import (
     eventually,

@@ -19,7 +19,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
 from fakes.activities import Books, FakeWorld, exits, progress
-from overnight.models import BudgetExtension, RunSpec
+from overnight.core.models import BudgetExtension, RunSpec
 from tests.workflows.harness import (
     eventually,
     keep_history,

@@ -12,7 +12,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 
 from fakes.activities import Quiet, Step, exits, note, progress
-from overnight.models import Budget, RunSpec
+from overnight.core.models import Budget, RunSpec
 from tests.workflows.harness import (
     eventually,
     keep_history,

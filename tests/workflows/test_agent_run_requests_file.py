@@ -20,8 +20,8 @@ from temporalio.testing import WorkflowEnvironment
 
 from activities.models import ActivityName, Observation, ObserveInput, RequestsRead
 from fakes.activities import FakeWorld, Step, checkpoint_ok, exits, progress
-from overnight.agent_requests import requests_in, requests_path
-from overnight.models import Budget, BudgetExtension
+from overnight.core.agent_requests import requests_in, requests_path
+from overnight.core.models import Budget, BudgetExtension
 from tests.workflows.harness import keep_history, make_spec, started_run, until_state
 from tests.workflows.test_agent_run_talk import until_state_with
 

@@ -14,14 +14,14 @@ from temporalio.common import SearchAttributeKey
 from temporalio.testing import WorkflowEnvironment
 
 from fakes.activities import FakeWorld, Quiet, Step, exits, progress
-from overnight.constants import (
+from overnight.core.constants import (
     ROW_MEMO_KEY,
     SA_AGENT,
     SA_LABELS,
     SA_OWNER,
     SEARCH_ATTRIBUTE_TYPES,
 )
-from overnight.run_row import row_from_memo
+from overnight.core.run_row import row_from_memo
 from overnight.worker.devserver import indexed_value_type
 from tests.workflows.harness import keep_history, make_spec, started_run
 from workflows.patches import ROW_PATCH

@@ -15,8 +15,8 @@ from typing import Any
 from temporalio.client import Client
 
 from fakes.activities import FakeWorld, SandboxPaused, exits, progress
-from overnight.constants import HOST_FLOOR_REASON
-from overnight.models import BudgetExtension, RunSpec
+from overnight.core.constants import HOST_FLOOR_REASON
+from overnight.core.models import BudgetExtension, RunSpec
 from tests.workflows.harness import eventually, make_spec, started_run, status_of, until_idle
 
 FLOOR = HOST_FLOOR_REASON.format(

@@ -1,4 +1,4 @@
-"""A run's model key held by Runtime as an egress secret (overnight/runtime_model_key.py) is
+"""A run's model key held by Runtime as an egress secret (overnight/core/runtime_model_key.py) is
 erased at the run's end, in the step that frees what the run kept beside its sandboxes
 (`free_run_store`), for a coding agent and for an agent of one's own naming `model_credential`
 alike; a run whose key is not held so names none.
@@ -9,7 +9,7 @@ from __future__ import annotations
 from temporalio.client import Client
 
 from fakes.activities import FakeWorld, exits
-from overnight.runtime_model_key import secret_name
+from overnight.core.runtime_model_key import secret_name
 from tests.workflows.harness import make_spec, started_run
 
 

@@ -16,7 +16,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 
 from fakes.activities import FakeWorld, Quiet, exits, progress
-from overnight.models import Budget, BudgetExtension
+from overnight.core.models import Budget, BudgetExtension
 from tests.workflows.harness import keep_history, make_spec, started_run, status_of, until_state
 
 

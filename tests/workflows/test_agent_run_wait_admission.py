@@ -10,7 +10,7 @@ from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
 from fakes.activities import Quiet, exits, progress
-from overnight.models import RunStatus
+from overnight.core.models import RunStatus
 from tests.workflows.harness import Handle, eventually, keep_history, make_spec, status_of
 from tests.workflows.pool_world import places, pool_of_one, start, terminate
 from tests.workflows.test_agent_run_talk import kit_checkpoint

@@ -10,7 +10,7 @@ from temporalio.common import SearchAttributeKey
 from temporalio.testing import WorkflowEnvironment
 
 from fakes.activities import FakeWorld, Quiet, exits, progress
-from overnight.constants import SA_LAST_PROGRESS, SA_STATE, SEARCH_ATTRIBUTE_TYPES
+from overnight.core.constants import SA_LAST_PROGRESS, SA_STATE, SEARCH_ATTRIBUTE_TYPES
 from overnight.worker.devserver import indexed_value_type
 from tests.workflows.harness import keep_history, make_spec, started_run, status_of
 

@@ -14,8 +14,8 @@ from temporalio.client import Client
 
 from activities.models import Observation
 from fakes.activities import FakeWorld, exits, note, progress
-from overnight.agent_spec import LOOP_EXIT_CODE
-from overnight.models import RunSpec
+from overnight.core.agent_spec import LOOP_EXIT_CODE
+from overnight.core.models import RunSpec
 from tests.workflows.harness import keep_history, make_spec, started_run, status_of
 from tests.workflows.pure.test_decide import T0, running
 from workflows.metrics import RESTART_CAUSES, restart_cause

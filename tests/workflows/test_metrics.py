@@ -19,7 +19,7 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from fakes.activities import FakeWorld, exits, progress
-from overnight.models import RunResult
+from overnight.core.models import RunResult
 from overnight.worker import binaries
 from tests.conftest import free_port
 from tests.waits import CAP

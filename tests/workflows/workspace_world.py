@@ -12,7 +12,7 @@ from temporalio import activity
 from activities.models import ActivityName, AgentStarted, CheckpointRead, CreateSandboxInput
 from activities.workspace_models import KeepWorkspaceInput, WorkspaceKeep, WorkspaceRestored
 from fakes.activities import FakeWorld
-from overnight.workspace_spec import KeepOutcome, ref_name
+from overnight.core.workspace_spec import KeepOutcome, ref_name
 
 BASE = "b" * 40
 

@@ -13,7 +13,7 @@ with workflow.unsafe.imports_passed_through():
         WorkflowIds,
     )
     from activities.models import ActivityName
-    from overnight.admission import AdmissionRequest, AdmissionSettings, AdmissionTerms
+    from overnight.core.admission import AdmissionRequest, AdmissionSettings, AdmissionTerms
     from workflows import policies
 
 

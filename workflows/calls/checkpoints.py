@@ -7,12 +7,12 @@ from datetime import timedelta
 
 from temporalio import workflow
 
-from overnight.provider_traits import traits
+from overnight.core.provider_traits import traits
 
 with workflow.unsafe.imports_passed_through():
     from activities.models import ActivityName, CheckpointSalvage, ReadCheckpointInput
-    from overnight.agent_requests import requests_path
-    from overnight.models import RunSpec
+    from overnight.core.agent_requests import requests_path
+    from overnight.core.models import RunSpec
     from workflows import policies
     from workflows.calls.outcomes import best_effort
     from workflows.calls.routing import given_up, on_host

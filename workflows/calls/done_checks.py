@@ -11,8 +11,8 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from activities.done_sandbox_models import DoneCheckSandbox, PrepareDoneCheckInput
     from activities.models import ActivityName, RunDoneCheckInput
-    from overnight.done_check import DoneCheck, shown_command
-    from overnight.models import RunSpec
+    from overnight.core.done_check import DoneCheck, shown_command
+    from overnight.core.models import RunSpec
     from workflows import policies
     from workflows.calls.routing import on_host
     from workflows.pure.hosts import ANY_WORKER, Route

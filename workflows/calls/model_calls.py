@@ -8,7 +8,7 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from activities.models import ActivityName, SetModelCapInput
-    from overnight.models import RunSpec
+    from overnight.core.models import RunSpec
     from workflows import policies
     from workflows.calls.outcomes import best_effort
     from workflows.calls.routing import given_up, on_host

@@ -19,7 +19,7 @@ with workflow.unsafe.imports_passed_through():
         StartAgentInput,
     )
     from activities.workspace_models import WorkspaceRestore
-    from overnight.models import RunSpec
+    from overnight.core.models import RunSpec
     from workflows import policies
     from workflows.calls.outcomes import describe, reraise_cancellation
     from workflows.calls.routing import on_host, routed

@@ -22,8 +22,8 @@ with workflow.unsafe.imports_passed_through():
         SandboxRef,
         SandboxSettled,
     )
-    from overnight.models import RunSpec
-    from overnight.runtime_model_key import runtime_key_plan
+    from overnight.core.models import RunSpec
+    from overnight.core.runtime_model_key import runtime_key_plan
     from workflows import policies
     from workflows.calls.outcomes import best_effort, describe, error_type, outcome
     from workflows.calls.routing import given_up, on_host

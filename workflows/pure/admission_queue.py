@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from overnight.admission import (
+from overnight.core.admission import (
     DEFAULT_CHECK_SECONDS,
     AdmissionRequest,
     AdmissionSettings,
@@ -54,7 +54,7 @@ class Places(_Model):
     taken_back_total: int = 0
     # The most places held at once (the limit, once the pool has been full).
     most_held: int = 0
-    # The worker's bounds on the order a request may claim (`overnight.admission.
+    # The worker's bounds on the order a request may claim (`overnight.core.admission.
     # bounded_order`): the most urgent priority but for the urgent owners, the owners known.
     max_priority: int = 1
     urgent_owners: list[str] = Field(default_factory=list)

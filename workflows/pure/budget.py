@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from overnight.models import Budget, BudgetExtension, RunSpec
+from overnight.core.models import Budget, BudgetExtension, RunSpec
 from workflows.pure import kit_requests, model_books
 from workflows.pure.state import SupervisorState
 from workflows.pure.state_groups import ChargeFigure

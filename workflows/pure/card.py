@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from overnight.hosts import host_of_queue
-from overnight.models import RunStatus
-from overnight.output_tail import markdown_block, markdown_inline
-from overnight.retry_note import note_line
-from overnight.status_lines import done_check_block, usd
+from overnight.core.hosts import host_of_queue
+from overnight.core.models import RunStatus
+from overnight.core.output_tail import markdown_block, markdown_inline
+from overnight.core.retry_note import note_line
+from overnight.core.status_lines import done_check_block, usd
 from workflows.pure import ci, delivery, kit_requests, model_books
 from workflows.pure.budget import (
     charged_usd,

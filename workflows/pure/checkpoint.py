@@ -1,7 +1,7 @@
 """Which checkpoint versions may replace the last good one. Pure functions, no I/O.
 
 The checkpoint is agent bytes: nothing here parses it in a way that could raise. The read
-activity sends what the text says (`CheckpointRead.facts`, see overnight.checkpoint_text);
+activity sends what the text says (`CheckpointRead.facts`, see overnight.core.checkpoint_text);
 reads recorded before it did are read here with the same bounded parser.
 """
 
@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from activities.models import CheckpointRead
-from overnight.checkpoint_text import SUMMARY_CHARS, CheckpointFacts, facts_of, summary_of
-from overnight.models import CheckpointSummary
+from overnight.core.checkpoint_text import SUMMARY_CHARS, CheckpointFacts, facts_of, summary_of
+from overnight.core.models import CheckpointSummary
 
 __all__ = ["SUMMARY_CHARS", "Verdict", "facts", "judge", "kept_facts", "summarize"]
 

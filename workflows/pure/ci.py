@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from activities.delivery_models import ChecksSeen
-from overnight import ci_rounds
-from overnight.ci_rounds import CiView
+from overnight.core import ci_rounds
+from overnight.core.ci_rounds import CiView
 from workflows.pure import budget
 from workflows.pure.state import SupervisorState
 

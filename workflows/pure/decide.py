@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from activities.models import Observation
-from overnight.agent_spec import LOOP_EXIT_CODE, LOOP_REASON
-from overnight.constants import DISK_LIMIT_PREFIX, HOST_FLOOR_PREFIX
+from overnight.core.agent_spec import LOOP_EXIT_CODE, LOOP_REASON
+from overnight.core.constants import DISK_LIMIT_PREFIX, HOST_FLOOR_PREFIX
 from workflows.pure import (
     ci,
     delivery,

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from activities.delivery_models import RunFacts
-from overnight.agent_requests import RunOutputs
+from overnight.core.agent_requests import RunOutputs
 from workflows.pure import budget, model_books, safety_net
 from workflows.pure.state import SupervisorState
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from overnight.done_check import DoneCheck, exhausted_reason, failure_reason
+from overnight.core.done_check import DoneCheck, exhausted_reason, failure_reason
 from workflows.pure import budget, lease
 from workflows.pure.state import SupervisorState
 

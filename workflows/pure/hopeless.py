@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from overnight.errors import SPEC_UNUSABLE
-from overnight.grants import SPEC_REFUSED
+from overnight.core.errors import SPEC_UNUSABLE
+from overnight.core.grants import SPEC_REFUSED
 from workflows.pure.state import SupervisorState
 
 # Create failures no retry changes, when nothing has run yet: the spec (or the worker's

@@ -1,6 +1,6 @@
 """Where a run's steps on a sandbox go, and when its host is taken as lost. Pure.
 
-A local sandbox belongs to the host that made it (overnight.hosts): its create goes to the
+A local sandbox belongs to the host that made it (overnight.core.hosts): its create goes to the
 shared queue (any host may make it), and it answers with its host's queue, where every later
 step on it is sent (`route_for`). A step there that no worker starts within `host_wait` comes
 back as a schedule-to-start timeout (Temporal retries none of those: the same queue would not
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from activities.host_models import HostSeen
-from overnight.hosts import DEFAULT_HOST_LOST_SECONDS, host_of_queue, host_queue
+from overnight.core.hosts import DEFAULT_HOST_LOST_SECONDS, host_of_queue, host_queue
 from workflows.pure.state import SupervisorState
 
 # How long a step waits in its host's queue before the run asks whether the host is there: a

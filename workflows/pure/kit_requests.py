@@ -2,7 +2,7 @@
 
 The requests arrive in the kit's requests file beside the checkpoint (runs begun with
 `agent-requests-file`) and in the checkpoint's `overnight` key (agents of the first protocol;
-`requests_now` merges them, overnight.agent_requests): a question for a person, a wait until a
+`requests_now` merges them, overnight.core.agent_requests): a question for a person, a wait until a
 usage window resets, the model spend so far, the results. A question pauses the
 sandbox until the `answer` update; a wait pauses it until its time (at most what the wait
 budget, `Budget.max_wait_hours`, has left); either way the same process goes on. The time
@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from overnight.agent_requests import (
+from overnight.core.agent_requests import (
     AgentRequests,
     AgentTalk,
     AskRequest,

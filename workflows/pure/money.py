@@ -13,8 +13,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from activities.models import DailyLimitRead, MoneyRead, SandboxCharge
-from overnight.models import DailyLimit
-from overnight.provider_traits import traits
+from overnight.core.models import DailyLimit
+from overnight.core.provider_traits import traits
 from workflows.pure import budget
 from workflows.pure.state import SupervisorState
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from activities.notify.models import BudgetLeft, Notification
-from overnight.notify_spec import NotifyEvent
+from overnight.core.notify_spec import NotifyEvent
 from workflows.pure.budget import hours_used, restarts_left, spend_usd
 from workflows.pure.checkpoint import kept_facts
 from workflows.pure.delivery import shown_outputs

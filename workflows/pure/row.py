@@ -1,4 +1,4 @@
-"""A run's row for the console (overnight/run_row.py), made from its status, and when it is
+"""A run's row for the console (overnight/core/run_row.py), made from its status, and when it is
 worth writing again. Pure.
 
 Each write of the memo is a history event and a write to the server's visibility store, so
@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from overnight.models import RunStatus
-from overnight.run_row import MAX_CHOICE_TEXT, MAX_CHOICES, RowMemo, clip
+from overnight.core.models import RunStatus
+from overnight.core.run_row import MAX_CHOICE_TEXT, MAX_CHOICES, RowMemo, clip
 
 REFRESH_EVERY = timedelta(minutes=10)
 # What only grows with time or checkpoints: written with a change of the rest, or when due.

@@ -11,8 +11,8 @@ from collections.abc import Callable
 from datetime import datetime
 
 from activities.models import AgentStarted, CheckpointRead, OutputTail, RequestsRead
-from overnight.checkpoint_text import parsed_for_result
-from overnight.models import LastWords, RestartRecord, RunResult
+from overnight.core.checkpoint_text import parsed_for_result
+from overnight.core.models import LastWords, RestartRecord, RunResult
 from workflows.pure import budget, ci, delivery, kit_requests, model_books, money, safety_net
 from workflows.pure.checkpoint import facts, judge, kept_facts
 from workflows.pure.egress import refused_totals

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from overnight.run_costs import RestartCause, RestartCost, SafetyNet
+from overnight.core.run_costs import RestartCause, RestartCost, SafetyNet
 from workflows.pure.budget import (
     MICROS_PER_USD,
     SECONDS_PER_HOUR,

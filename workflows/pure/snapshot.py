@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from activities.models import SnapshotRestore
-from overnight.checkpoint_text import snapshot_request_of
-from overnight.snapshot_spec import KEEP_SNAPSHOTS
+from overnight.core.checkpoint_text import snapshot_request_of
+from overnight.core.snapshot_spec import KEEP_SNAPSHOTS
 from workflows.pure.state import SupervisorState
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from overnight.models import RunStatus
+from overnight.core.models import RunStatus
 from workflows.pure.state import SupervisorState
 
 # Said from this share of the stall threshold on.

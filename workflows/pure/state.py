@@ -22,8 +22,8 @@ from pydantic import (
     model_validator,
 )
 
-from overnight.models import Budget, RunSpec, RunState
-from overnight.retry_note import RetryNote
+from overnight.core.models import Budget, RunSpec, RunState
+from overnight.core.retry_note import RetryNote
 from workflows.pure import state_shape
 from workflows.pure.state_features import (
     CiState,
@@ -74,7 +74,7 @@ class SupervisorState(BaseModel):
     # before, so their histories replay unchanged; `failure`: the one line it failed with.
     fail_fast: bool = False
     failure: str | None = None
-    # The create's last failed try, as its activity told (overnight/retry_note.py), while it
+    # The create's last failed try, as its activity told (overnight/core/retry_note.py), while it
     # waits for the next; runs begun with `fail_fast` only. None once the create ends.
     waiting_on: RetryNote | None = None
 

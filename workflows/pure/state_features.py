@@ -13,12 +13,12 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from overnight.agent_requests import AgentRequests, AskRequest, RunOutputs, WaitRequest
-from overnight.ci_rounds import CiView
-from overnight.done_check import DoneCheck
-from overnight.models import SnapshotRecord
-from overnight.run_costs import SafetyNet
-from overnight.workspace_spec import KeptWorkspace
+from overnight.core.agent_requests import AgentRequests, AskRequest, RunOutputs, WaitRequest
+from overnight.core.ci_rounds import CiView
+from overnight.core.done_check import DoneCheck
+from overnight.core.models import SnapshotRecord
+from overnight.core.run_costs import SafetyNet
+from overnight.core.workspace_spec import KeptWorkspace
 
 
 class KitState(BaseModel):

@@ -13,10 +13,10 @@ from datetime import datetime
 from pydantic import BaseModel, ConfigDict, Field
 
 from activities.models import GatewayBooks
-from overnight.admission import AdmissionTerms
-from overnight.agent_requests import ModelUsage
-from overnight.checkpoint_text import CheckpointFacts
-from overnight.models import DailyLimit, LastWords, RestartRecord
+from overnight.core.admission import AdmissionTerms
+from overnight.core.agent_requests import ModelUsage
+from overnight.core.checkpoint_text import CheckpointFacts
+from overnight.core.models import DailyLimit, LastWords, RestartRecord
 
 
 class ChargeFigure(BaseModel):

@@ -15,10 +15,10 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from overnight.ci_rounds import ci_line
-from overnight.egress import refusal_words
-from overnight.models import RunStatus
-from overnight.status_lines import (
+from overnight.core.ci_rounds import ci_line
+from overnight.core.egress import refusal_words
+from overnight.core.models import RunStatus
+from overnight.core.status_lines import (
     done_check_line,
     moment,
     money_line,
@@ -27,7 +27,7 @@ from overnight.status_lines import (
     snapshot_line,
     talk_lines,
 )
-from overnight.workspace_spec import workspace_line
+from overnight.core.workspace_spec import workspace_line
 from workflows.pure.stall_watch import stall_coming
 
 

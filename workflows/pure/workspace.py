@@ -15,7 +15,7 @@ from datetime import datetime
 
 from activities.models import AgentStarted
 from activities.workspace_models import WorkspaceKeep, WorkspaceRestore
-from overnight.workspace_spec import (
+from overnight.core.workspace_spec import (
     MAX_KEPT_RECORDS,
     KeptWorkspace,
     WorkspaceView,

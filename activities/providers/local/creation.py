@@ -29,8 +29,8 @@ from activities.providers.local.files import open_dir, write_inside
 from activities.providers.local.mounts import RESOLV_CONF
 from activities.providers.local.state import LeaseEnd, SandboxMeta, flock, invalid_request
 from activities.providers.protocol import ProviderError, WorkerMount
-from overnight.constants import LABEL_RUN
-from overnight.isolation import HostBind, Isolation
+from overnight.core.constants import LABEL_RUN
+from overnight.core.isolation import HostBind, Isolation
 
 
 class SandboxCreation:

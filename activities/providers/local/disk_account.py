@@ -25,7 +25,7 @@ from activities.providers.local.files import read_json
 from activities.providers.local.snapshots import SNAPSHOT_FILE
 from activities.providers.local.state import SANDBOX_FILE, SandboxMeta, flock
 from activities.providers.protocol import ProviderError
-from overnight.constants import LABEL_RUN
+from overnight.core.constants import LABEL_RUN
 
 
 class LocalDiskAccount:

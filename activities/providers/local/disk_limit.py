@@ -35,7 +35,7 @@ from typing import Literal
 
 from activities.providers.local import disk_image
 from activities.providers.protocol import ProviderError
-from overnight.model_base import MAX_DISK_MIB, MIN_DISK_MIB
+from overnight.core.model_base import MAX_DISK_MIB, MIN_DISK_MIB
 
 DiskMode = Literal["image", "watch", "none"]
 DISK_ENV = "OVERNIGHT_SANDBOX_DISK"

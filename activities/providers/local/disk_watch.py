@@ -30,7 +30,7 @@ from activities.providers.local.disk_measure import Measure as Measure
 from activities.providers.local.disk_measure import measure_roots
 from activities.providers.local.engine import LocalEngine
 from activities.providers.protocol import ProviderError
-from overnight.constants import DISK_LIMIT_REASON
+from overnight.core.constants import DISK_LIMIT_REASON
 
 MIN_INTERVAL = 10.0
 MAX_INTERVAL = 300.0

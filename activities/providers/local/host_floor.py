@@ -28,7 +28,7 @@ from pathlib import Path
 from activities.providers.local.disk_limit import MIN_FREE_ENV, free_mib, min_free_mib
 from activities.providers.local.engine import LocalEngine
 from activities.providers.protocol import ProviderError
-from overnight.constants import HOST_FLOOR_REASON
+from overnight.core.constants import HOST_FLOOR_REASON
 
 INTERVAL = 1.0
 log = logging.getLogger(__name__)

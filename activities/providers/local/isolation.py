@@ -42,7 +42,7 @@ from activities.providers.local.mounts import SHIM_PATH, bwrap_mounts, shim_pyth
 from activities.providers.local.ns import BLOCK_FD, INFO_FD, STATUS_FD
 from activities.providers.local.state import SandboxMeta, invalid_request, worker_not_ready
 from activities.providers.protocol import ProviderError
-from overnight.isolation import HostBind
+from overnight.core.isolation import HostBind
 
 ISOLATION_UNAVAILABLE = "IsolationUnavailable"
 INSTALL_HINT = (

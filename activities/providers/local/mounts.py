@@ -20,7 +20,7 @@ from typing import Any
 
 from activities.providers.local import worker_mounts
 from activities.providers.local.files import WORKSPACE
-from overnight.isolation import HostBind, is_under
+from overnight.core.isolation import HostBind, is_under
 
 # Top-level host folders a sandbox sees, read-only (symlinks among them, as on merged-/usr
 # systems, are kept as symlinks). `/nix` holds the programs of Nix users.

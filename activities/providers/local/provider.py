@@ -33,7 +33,7 @@ from activities.providers.protocol import (
     WatchRequest,
 )
 from activities.providers.snapshot_protocol import SnapshotInfo
-from overnight.constants import DISK_LIMIT_PREFIX
+from overnight.core.constants import DISK_LIMIT_PREFIX
 
 # In a sandbox made from a snapshot: which one its workspace was filled from (set once).
 RESTORED_MARK = "restored-from"

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from activities.providers.protocol import ProviderError
-from overnight.home import overnight_home
+from overnight.core.home import overnight_home
 
 LocalState = Literal["running", "paused", "stopped"]
 LeaseEnd = Literal["pause", "stop"]

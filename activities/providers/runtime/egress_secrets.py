@@ -1,5 +1,5 @@
 """Runtime's egress secrets, for the run's model key its sandboxes never hold
-(overnight/runtime_model_key.py, docs/gateway.md "On Runtime").
+(overnight/core/runtime_model_key.py, docs/gateway.md "On Runtime").
 
 Only the documented routes (`withruntime/runtime`, `packages/cloud-guide/docs/security.md`
 "Secrets sandboxes never see", `api.md`): `PUT /v1/egress-secrets/{name}` with the value and

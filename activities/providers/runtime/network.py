@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from overnight.egress import OPEN
+from overnight.core.egress import OPEN
 
 
 def network_rules(egress: Sequence[str] | None) -> dict[str, Any] | None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from overnight import metrics
+from overnight.core import metrics
 
 PROVIDER = "runtime"
 

@@ -4,7 +4,7 @@ adds to it."""
 
 from __future__ import annotations
 
-from overnight.models import Budget, BudgetExtension
+from overnight.core.models import Budget, BudgetExtension
 from tests.workflows.pure.test_decide import later, running
 from workflows.pure import budget
 

@@ -5,21 +5,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from overnight.agent_requests import AskRequest, ModelUsage, RunOutputs
-from overnight.done_check import DoneCheck
-from overnight.egress import refusal_words
-from overnight.models import Budget, DailyLimit, LastWords, RestartRecord, SnapshotRecord
-from overnight.output_tail import markdown_inline
-from overnight.retry_note import RetryNote
-from overnight.run_costs import SafetyNet
-from overnight.status_lines import (
+from overnight.core.agent_requests import AskRequest, ModelUsage, RunOutputs
+from overnight.core.done_check import DoneCheck
+from overnight.core.egress import refusal_words
+from overnight.core.models import Budget, DailyLimit, LastWords, RestartRecord, SnapshotRecord
+from overnight.core.output_tail import markdown_inline
+from overnight.core.retry_note import RetryNote
+from overnight.core.run_costs import SafetyNet
+from overnight.core.status_lines import (
     done_check_line,
     money_line,
     safety_net_line,
     snapshot_line,
     talk_lines,
 )
-from overnight.workspace_spec import KeptWorkspace
+from overnight.core.workspace_spec import KeptWorkspace
 from tests.workflows.pure.test_decide import T0, later, running, spec
 from workflows.pure.card import CARD_TAIL_LINES, build_status, render_card
 from workflows.pure.state import SupervisorState
@@ -192,7 +192,7 @@ def test_the_card_of_a_run_just_started() -> None:
 
 
 def test_the_card_of_a_run_that_has_been_through_most_things() -> None:
-    """Its own lines exactly; the lines it takes from overnight/status_lines.py as they say
+    """Its own lines exactly; the lines it takes from overnight/core/status_lines.py as they say
     them. What the agent wrote (its next step, a restart's reason) is shown as written."""
     checks = [
         DoneCheck(command="pytest -q", index=0, round=2, passed=False, exit_code=1, at=T0, tail="F")

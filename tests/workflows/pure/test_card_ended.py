@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from overnight.models import SnapshotRecord
+from overnight.core.models import SnapshotRecord
 from tests.workflows.pure.test_decide import T0, later, running
 from workflows.pure.card import build_status, render_card
 

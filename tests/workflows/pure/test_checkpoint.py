@@ -7,7 +7,7 @@ import json
 
 from activities.models import CheckpointRead
 from fakes.activities import checkpoint_ok, checkpoint_too_large, note
-from overnight.checkpoint_text import MAX_DEPTH, CheckpointFacts
+from overnight.core.checkpoint_text import MAX_DEPTH, CheckpointFacts
 from workflows.pure.checkpoint import Verdict, facts, judge, kept_facts
 
 

@@ -1,4 +1,4 @@
-"""CI rounds, pure (`workflows.pure.ci`, `overnight.ci_rounds`, `decide.decide_resume`): what a
+"""CI rounds, pure (`workflows.pure.ci`, `overnight.core.ci_rounds`, `decide.decide_resume`): what a
 look at the pull request's checks means (finish, a round told the failing check, a person past
 `max_ci_rounds` or the watch's deadline, or watch on); CI waits are not run hours; what the
 status, the card and the agent are told. And a failed keep held (`workflows.pure.workspace`)."""
@@ -10,11 +10,11 @@ from typing import Any
 
 from activities.delivery_models import ChecksSeen
 from activities.models import Observation
-from overnight import ci_rounds
 from overnight.agent_kit import overnight_agent
-from overnight.ci_rounds import CiView, FailingCheck
-from overnight.models import BudgetExtension, RunSpec
-from overnight.workspace_spec import KeptWorkspace
+from overnight.core import ci_rounds
+from overnight.core.ci_rounds import CiView, FailingCheck
+from overnight.core.models import BudgetExtension, RunSpec
+from overnight.core.workspace_spec import KeptWorkspace
 from tests.workflows.pure.fields import put
 from workflows.pure import budget, ci, workspace
 from workflows.pure.card import build_status, render_card

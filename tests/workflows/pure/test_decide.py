@@ -14,7 +14,7 @@ import pytest
 
 from activities.models import CheckpointRead, Observation
 from fakes.activities import checkpoint_binary, checkpoint_ok, checkpoint_too_large, note
-from overnight.models import Budget, BudgetExtension, RunSpec
+from overnight.core.models import Budget, BudgetExtension, RunSpec
 from workflows.pure import budget
 from workflows.pure.checkpoint import SUMMARY_CHARS, judge, summarize
 from workflows.pure.decide import (

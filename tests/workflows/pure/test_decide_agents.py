@@ -8,10 +8,10 @@ import json
 from typing import Any
 
 from activities.models import Observation
-from overnight.agent_requests import AskRequest
-from overnight.agent_spec import LOOP_EXIT_CODE
-from overnight.checkpoint_text import facts_of
-from overnight.models import Budget
+from overnight.core.agent_requests import AskRequest
+from overnight.core.agent_spec import LOOP_EXIT_CODE
+from overnight.core.checkpoint_text import facts_of
+from overnight.core.models import Budget
 from tests.workflows.pure.test_decide import DEFAULT_RATE, exited, later, running, spec, working
 from workflows.pure.decide import (
     AskPerson,

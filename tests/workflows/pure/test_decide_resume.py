@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import json
 
-from overnight.checkpoint_text import facts_of
-from overnight.models import Budget
+from overnight.core.checkpoint_text import facts_of
+from overnight.core.models import Budget
 from tests.workflows.pure.test_decide import later, running, spec
 from workflows.pure.decide import NeedsAttention, Restart, WakeInPlace, decide_resume
 from workflows.pure.state import SupervisorState

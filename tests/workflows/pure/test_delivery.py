@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from overnight.agent_requests import RunOutputs
-from overnight.models import RestartRecord, RunSpec
-from overnight.workspace_spec import KeptWorkspace
+from overnight.core.agent_requests import RunOutputs
+from overnight.core.models import RestartRecord, RunSpec
+from overnight.core.workspace_spec import KeptWorkspace
 from tests.workflows.pure.fields import put
 from workflows.pure import delivery
 from workflows.pure.card import build_status, render_card

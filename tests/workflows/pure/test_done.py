@@ -10,14 +10,14 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from overnight.done_check import (
+from overnight.core.done_check import (
     MAX_DONE_CHECK_CHARS,
     MAX_DONE_CHECKS,
     DoneCheck,
     failure_reason,
 )
-from overnight.models import Budget, BudgetExtension, RunSpec
-from overnight.status_lines import done_check_block, done_check_line
+from overnight.core.models import Budget, BudgetExtension, RunSpec
+from overnight.core.status_lines import done_check_block, done_check_line
 from workflows.pure import budget, done
 from workflows.pure.card import build_status, render_card
 from workflows.pure.decide import (

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from overnight.errors import SPEC_UNUSABLE
-from overnight.grants import SPEC_REFUSED
-from overnight.models import LastWords, RestartRecord, RunSpec
+from overnight.core.errors import SPEC_UNUSABLE
+from overnight.core.grants import SPEC_REFUSED
+from overnight.core.models import LastWords, RestartRecord, RunSpec
 from tests.workflows.pure.test_decide import T0, later, running, spec
 from workflows.pure.hopeless import (
     AGAIN,

@@ -6,7 +6,7 @@ before the marker take the pause as anyone else's."""
 from __future__ import annotations
 
 from activities.models import Observation
-from overnight.constants import HOST_FLOOR_REASON
+from overnight.core.constants import HOST_FLOOR_REASON
 from tests.workflows.pure.test_decide import later, running
 from workflows.pure.decide import NeedsAttention, Restart, WakeInPlace, decide, decide_resume
 

@@ -11,9 +11,9 @@ import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from overnight.agent_requests import AgentRequests, AskRequest, ModelUsage
-from overnight.checkpoint_text import facts_of
-from overnight.models import Budget
+from overnight.core.agent_requests import AgentRequests, AskRequest, ModelUsage
+from overnight.core.checkpoint_text import facts_of
+from overnight.core.models import Budget
 from tests.workflows.harness import make_spec
 from tests.workflows.pure.fields import put
 from workflows.pure import budget, kit_requests

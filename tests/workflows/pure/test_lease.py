@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from activities.models import Observation
-from overnight.models import Budget
+from overnight.core.models import Budget
 from tests.workflows.pure.test_decide import DEFAULT_RATE, T0, later, running, spec, working
 from workflows.pure import lease
 from workflows.pure.decide import (

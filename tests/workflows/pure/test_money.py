@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from activities.models import DailyLimitRead, MoneyRead, SandboxCharge
-from overnight.models import Budget, Rates, SnapshotRecord
+from overnight.core.models import Budget, Rates, SnapshotRecord
 from tests.workflows.pure.test_decide import DEFAULT_RATE, T0, later, running, spec
 from workflows.pure import budget, money
 from workflows.pure.state import SupervisorState

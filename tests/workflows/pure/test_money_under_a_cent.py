@@ -1,13 +1,13 @@
 """Money under a cent reads the same everywhere: `overnight status`, the card and the console
 showed a cheap run's spend as `$0.00`, `$0.00` and `$0.0013`; now all `$0.0013` (one rule,
-overnight.status_lines.usd)."""
+overnight.core.status_lines.usd)."""
 
 from __future__ import annotations
 
 from overnight.cli.render import status_text
 from overnight.console.render import usd as console_usd
-from overnight.models import Budget
-from overnight.status_lines import usd
+from overnight.core.models import Budget
+from overnight.core.status_lines import usd
 from tests.workflows.pure.test_decide import T0, running
 from workflows.pure.card import build_status, render_card
 

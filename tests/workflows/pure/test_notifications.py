@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from overnight.agent_requests import RunOutputs
-from overnight.checkpoint_text import facts_of
-from overnight.models import Budget, LastWords
-from overnight.notify_spec import Webhook
+from overnight.core.agent_requests import RunOutputs
+from overnight.core.checkpoint_text import facts_of
+from overnight.core.models import Budget, LastWords
+from overnight.core.notify_spec import Webhook
 from tests.workflows.pure.test_decide import T0, later, running, spec
 from workflows.pure.notifications import attention_text, notification
 from workflows.pure.state import SupervisorState

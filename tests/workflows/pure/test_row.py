@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from overnight.agent_requests import AgentTalk
-from overnight.models import Budget, CheckpointSummary, RunStatus
-from overnight.run_row import MAX_TEXT
+from overnight.core.agent_requests import AgentTalk
+from overnight.core.models import Budget, CheckpointSummary, RunStatus
+from overnight.core.run_row import MAX_TEXT
 from workflows.pure.row import REFRESH_EVERY, row_due, row_of
 
 START = datetime(2026, 12, 6, 0, 0, tzinfo=UTC)

@@ -14,10 +14,10 @@ from activities.models import (
     RequestsRead,
 )
 from fakes.activities import checkpoint_ok, checkpoint_too_large, note
-from overnight.agent_requests import AgentRequests, ModelUsage, RunOutputs
-from overnight.checkpoint_text import facts_of
-from overnight.done_check import DoneCheck
-from overnight.models import DailyLimit, LastWords, RestartRecord
+from overnight.core.agent_requests import AgentRequests, ModelUsage, RunOutputs
+from overnight.core.checkpoint_text import facts_of
+from overnight.core.done_check import DoneCheck
+from overnight.core.models import DailyLimit, LastWords, RestartRecord
 from tests.workflows.pure.test_decide import T0, later, running, spec
 from workflows.pure.run_record import (
     TAILS_KEPT,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from overnight.models import RestartRecord
+from overnight.core.models import RestartRecord
 from tests.workflows.pure.test_decide import DEFAULT_RATE, T0, later, running
 from workflows.pure import budget, safety_net
 from workflows.pure.safety_net import cause_of
@@ -146,7 +146,7 @@ def test_causes(reason: str, cause: str) -> None:
 
 
 def test_the_share_is_of_the_sandboxes_figure_charges_included_model_spend_never() -> None:
-    from overnight.models import RunSpec
+    from overnight.core.models import RunSpec
     from workflows.pure.state_groups import ChargeFigure
 
     base = running().spec.model_dump()

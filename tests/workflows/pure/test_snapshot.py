@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from activities.models import Observation
-from overnight.models import SnapshotRecord
+from overnight.core.models import SnapshotRecord
 from tests.workflows.harness import make_spec
 from workflows.pure import budget
 from workflows.pure.card import build_status, render_card

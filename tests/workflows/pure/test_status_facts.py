@@ -3,11 +3,11 @@ and the Web UI's card both show are made once, and each lays them out by its row
 
 from __future__ import annotations
 
-from overnight.agent_text import terminal_line
 from overnight.cli.render import STATUS_ROWS, status_text
-from overnight.done_check import DoneCheck
-from overnight.models import RunStatus
-from overnight.run_costs import SafetyNet
+from overnight.core.agent_text import terminal_line
+from overnight.core.done_check import DoneCheck
+from overnight.core.models import RunStatus
+from overnight.core.run_costs import SafetyNet
 from tests.workflows.pure.test_card import NOW, rich
 from tests.workflows.pure.test_decide import T0
 from workflows.pure.card import CARD_ROWS, build_status, render_card

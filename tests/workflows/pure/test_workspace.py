@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 from activities.models import AgentStarted, CheckpointRead
 from activities.workspace_models import WorkspaceKeep, WorkspaceRestored
-from overnight.workspace_spec import MAX_KEPT_RECORDS, KeptWorkspace
+from overnight.core.workspace_spec import MAX_KEPT_RECORDS, KeptWorkspace
 from tests.workflows.harness import make_spec
 from workflows.pure import workspace
 from workflows.pure.state import SupervisorState
