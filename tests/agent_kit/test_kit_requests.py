@@ -222,12 +222,14 @@ from overnight_agent import ask, finish, report_usage, wait_until
 
 path = os.environ["OVERNIGHT_CHECKPOINT"]
 state = {"step": 0}
+saving = threading.Lock()  # its two threads share one temporary file
 
 
 def save():  # the agent's own way: json.dump and a rename, no key of the kit's
-    with open(path + ".tmp", "w") as out:
-        json.dump(state, out)
-    os.rename(path + ".tmp", path)
+    with saving:
+        with open(path + ".tmp", "w") as out:
+            json.dump(state, out)
+        os.rename(path + ".tmp", path)
 
 
 def keep_saving():  # and a thread that saves while the kit's calls block
