@@ -57,19 +57,21 @@ from tests.waits import CAP
 # command line, and every file it may read but the CLIs' installs (read-only copies of npm
 # packages, which hold no key). The secret is written in two halves, joined only in the
 # sandbox's shell (the model's tool call, which the CLI sends back in the next request, must
-# not carry it whole), and searched for from a pattern read through a pipe, never an argument
-# (a grep given it as one would find itself in /proc/*/cmdline).
+# not carry it whole), and searched for from a pattern read through a file descriptor (a
+# here-string, which bash 5.2 passes through a pipe), never an argument (a grep given it as
+# one would find itself in /proc/*/cmdline). No command or process substitution: Gemini CLI
+# refuses a shell command holding one.
 def dump_script(secret: str) -> str:
     first, second = secret[:7], secret[7:]
     return textwrap.dedent(
         f"""\
         K={first}; K="${{K}}{second}"
-        found() {{ grep -c -F -f <(printf '%s\\n' "$K"); }}
-        echo "env:$(env | found)"
-        echo "environ:$(cat /proc/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n' | found)"
-        echo "cmdline:$(cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' '\\n' | found)"
-        echo "files:[$(grep -r -l -F -f <(printf '%s\\n' "$K") /workspace /overnight/session \\
-            /overnight/kit /tmp "$HOME" /etc 2>/dev/null | tr '\\n' ' ')]"
+        found() {{ grep -c -F -f /dev/fd/3 3<<<"$K"; }}
+        printf 'env:'; env | found
+        printf 'environ:'; cat /proc/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n' | found
+        printf 'cmdline:'; cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' '\\n' | found
+        printf 'files:['; grep -r -l -F -f /dev/fd/3 3<<<"$K" /workspace /overnight/session \\
+            /overnight/kit /tmp "$HOME" /etc 2>/dev/null | tr '\\n' ' '; echo ']'
         env | grep -E '_(API_KEY|OAUTH_TOKEN|MODEL_TOKEN)=' \\
             | cut -c1-30 | sort
         echo DUMPED"""
@@ -157,7 +159,8 @@ async def test_a_hostile_cli_finds_the_key_nowhere_and_its_spend_is_counted_at_t
     # gateway.
     for request in requests:
         assert FAKE_KEY not in json.dumps(request.body)
-        sent = request.headers.get("x-api-key") or request.headers.get("authorization", "")
+        sent = request.headers.get("x-api-key") or request.headers.get("x-goog-api-key")
+        sent = sent or request.headers.get("authorization", "")
         assert sent.removeprefix("Bearer ") == FAKE_KEY
     assert status.spend_model_source == "gateway"
     assert status.spend_model_usd == pytest.approx(_priced(fake, script), abs=0.005)
