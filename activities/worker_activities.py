@@ -1,6 +1,6 @@
 """The worker's activities, assembled: the composition root of `activities/`.
 
-`WorkerActivities` makes the sandbox activities (`activities.sandbox.SandboxActivities`,
+`WorkerActivities` makes the sandbox activities (`activities.sandbox.activities.SandboxActivities`,
 which hold the providers, the grants and the settings every group shares) and builds every
 other group on them; `all()` is the list the worker registers (overnight.worker.runner). A
 new activity group is added here, and nowhere else.
@@ -14,23 +14,23 @@ from typing import Any
 
 from temporalio.client import Client
 
-from activities.admission import AdmissionActivities
-from activities.branch_push import BranchPushActivities
-from activities.ci_checks import CiActivities
-from activities.daily_limit import DailyLimitActivities
-from activities.done_checks import DoneCheckActivities
-from activities.done_sandbox import DoneSandboxActivities
-from activities.host_check import HostCheckActivities
-from activities.kit_requests import KitRequestActivities
-from activities.model_calls import ModelCallActivities
+from activities.admission.activities import AdmissionActivities
+from activities.admission.host_check import HostCheckActivities
+from activities.coding_agent.model_calls import ModelCallActivities
+from activities.delivery.branch_push import BranchPushActivities
+from activities.delivery.ci_checks import CiActivities
+from activities.delivery.done_checks import DoneCheckActivities
+from activities.delivery.done_sandbox import DoneSandboxActivities
+from activities.delivery.pull_request import PullRequestActivities
 from activities.notify.activities import NotifyActivities
 from activities.providers import registry
 from activities.providers.protocol import SandboxProvider
 from activities.providers.registry import ProviderFactory
-from activities.pull_request import PullRequestActivities
-from activities.sandbox import SandboxActivities
-from activities.snapshots import SnapshotActivities
-from activities.workspace import WorkspaceActivities
+from activities.sandbox.activities import SandboxActivities
+from activities.sandbox.daily_limit import DailyLimitActivities
+from activities.sandbox.kit_requests import KitRequestActivities
+from activities.sandbox.snapshots import SnapshotActivities
+from activities.workspace.activities import WorkspaceActivities
 from overnight.core.admission import AdmissionSettings
 from overnight.core.grants import Grants
 

@@ -10,14 +10,14 @@ import json
 import threading
 from dataclasses import dataclass
 
-from activities.coding_agent_setup import DEFAULT_PRICES
+from activities.coding_agent.setup import DEFAULT_PRICES
 from fakes.model_api import RecordedRequest, Script, Shell, text, tools
 from fakes.model_api.script import Choice
 from fakes.model_api.turns import Answer
 
 TASK = "Run the ten steps of the task, one shell command each, in order."
 # USD per million tokens, list prices: Claude Code's default model family (Sonnet), and
-# Codex's (the worker's own default table, activities/coding_agent_setup.py).
+# Codex's (the worker's own default table, activities/coding_agent/setup.py).
 LIST_PRICES: dict[str, tuple[str, float, float]] = {
     "claude-code": ("Claude Sonnet", 3.0, 15.0),
     "codex": (

@@ -36,7 +36,7 @@ from activities.providers.local.engine import LocalEngine
 from activities.providers.local.procs import ProcessRecord
 from activities.providers.local.provider import LocalProvider
 from activities.providers.protocol import ProviderError
-from activities.sandbox import SandboxActivities
+from activities.sandbox.activities import SandboxActivities
 from bench.baseline import BASELINE_WORKFLOW, NaiveStatus
 from bench.procs import worker_process
 from bench.report import Row, percentile, summarize

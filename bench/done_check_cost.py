@@ -36,17 +36,17 @@ from typing import Any
 
 from temporalio.testing import ActivityEnvironment
 
-from activities.done_checks import DoneCheckActivities
-from activities.done_sandbox import DoneSandboxActivities
-from activities.done_sandbox_models import PrepareDoneCheckInput
+from activities.delivery.done_checks import DoneCheckActivities
+from activities.delivery.done_sandbox import DoneSandboxActivities
 from activities.models import CreateSandboxInput, RunDoneCheckInput
+from activities.models.done_sandbox import PrepareDoneCheckInput
 from activities.providers.local import disk_image
 from activities.providers.local.engine import LocalEngine
 from activities.providers.local.provider import LocalProvider
 from activities.providers.protocol import SandboxProvider
 from activities.providers.runtime.provider import RuntimeProvider
-from activities.sandbox import SandboxActivities
-from activities.sandbox_setup import APP_DIR
+from activities.sandbox.activities import SandboxActivities
+from activities.sandbox_base.setup import APP_DIR
 from bench.report import RESULTS_DIR, Row, machine, render_text, save_results
 from bench.runtime_world import bench_spec, worker_env
 from bench.workspace_world import make_origin

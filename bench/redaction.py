@@ -1,8 +1,8 @@
 """What redacting a secret's other spellings costs: `python -m bench.redaction`.
 
 Every checkpoint a run copies is redacted in the worker before it enters history
-(activities/checkpoints.py), the largest one a run accepts being 256 KiB. Measured here on such
-a checkpoint (prose notes and a base64 blob, three secrets), in the same run: the baseline
+(activities/sandbox_base/checkpoints.py), the largest one a run accepts being 256 KiB. Measured here
+on such a checkpoint (prose notes and a base64 blob, three secrets), in the same run: the baseline
 looks for each secret as written only (the naive rule, and overnight's before base64, hex and
 percent-encoded spellings), overnight for every spelling (overnight.core.output_tail.redact); and
 the whole checkpoint read (`checkpoint_from`: redaction, the JSON's escapes, the facts).
@@ -19,8 +19,8 @@ import re
 import time
 from collections.abc import Callable
 
-from activities.checkpoints import checkpoint_from
 from activities.providers.protocol import FileRead
+from activities.sandbox_base.checkpoints import checkpoint_from
 from bench.report import Row, render_text
 from overnight.core.output_tail import REDACTED, redact, with_json_forms
 

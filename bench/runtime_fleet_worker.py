@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from activities.models import ObserveInput
-from activities.observe import observe
 from activities.providers.protocol import ProviderError, WatchRequest
 from activities.providers.runtime.provider import RuntimeProvider
+from activities.sandbox.observe import observe
 
 CHECKPOINT = "/workspace/checkpoint.json"
 # An observe waits at most this (the workflow's quiet wake is 10 minutes).

@@ -37,14 +37,14 @@ from typing import Any
 
 from temporalio.testing import ActivityEnvironment
 
-from activities import origin_refs
 from activities.models import CreateSandboxInput, ReadCheckpointInput
+from activities.models.workspace import KeepWorkspaceInput
 from activities.providers.local.engine import LocalEngine
 from activities.providers.local.provider import LocalProvider
-from activities.sandbox import SandboxActivities
-from activities.sandbox_setup import APP_DIR
-from activities.workspace import WorkspaceActivities
-from activities.workspace_models import KeepWorkspaceInput
+from activities.sandbox.activities import SandboxActivities
+from activities.sandbox_base.setup import APP_DIR
+from activities.workspace import origin_refs
+from activities.workspace.activities import WorkspaceActivities
 from bench.report import RESULTS_DIR, Row, machine, render_text, save_results
 from bench.workspace_crashes import measure_crashes
 from bench.workspace_world import MIB, QUICK, Plan, clean_up, make_origin

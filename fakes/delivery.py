@@ -4,7 +4,7 @@ registered by the real activities' names.
 
 The origin is a dict of branches; a push lands there unless the test makes the origin refuse
 (`refusing`: git's words), and then it fails as the real activity does, try by try
-(activities.branch_push.push_error: retried, then `PushRefused` at its third try). Pull
+(activities.delivery.branch_push.push_error: retried, then `PushRefused` at its third try). Pull
 requests are kept by branch, so a retried or repeated call finds the one it opened, as the
 real one finds it on GitHub (activities/github/pulls.py); `pull_errors` fail the next calls.
 """
@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING, Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.branch_push import push_error
-from activities.delivery_models import (
+from activities.delivery.branch_push import push_error
+from activities.models import ActivityName
+from activities.models.delivery import (
     BranchPushed,
     ChecksSeen,
     ConfirmPushedInput,
@@ -27,8 +28,7 @@ from activities.delivery_models import (
     PullRequestOpened,
     WatchChecksInput,
 )
-from activities.models import ActivityName
-from activities.work_push import PushOutcome
+from activities.workspace.work_push import PushOutcome
 from overnight.core.ci_rounds import FailingCheck
 
 if TYPE_CHECKING:

@@ -64,3 +64,27 @@ def test_a_module_at_overnight_s_root_must_be_given_its_floor(tmp_path: Path) ->
     broken = lint_imports(tmp_path, "overnight-package")
     assert broken.returncode == 1, broken.stdout + broken.stderr
     assert "overnight.planted" in broken.stdout and "exhaustive" in broken.stdout
+
+
+def test_activities_stand_by_concern_and_a_module_at_their_root_needs_a_floor(
+    tmp_path: Path,
+) -> None:
+    """A concern that imports one above it breaks the layers (here the sandbox's base reaching
+    up into the sandbox's activities), and a module planted at `activities/`'s root is not in
+    any package of the exhaustive contract."""
+    copy_tree(tmp_path)
+    kept = lint_imports(tmp_path, "activities-package")
+    assert kept.returncode == 0, kept.stdout + kept.stderr
+
+    (tmp_path / "activities" / "sandbox_base" / "planted.py").write_text(
+        "import activities.sandbox.activities\n"
+    )
+    upward = lint_imports(tmp_path, "activities-package")
+    assert upward.returncode == 1, upward.stdout + upward.stderr
+    assert "activities.sandbox_base.planted -> activities.sandbox.activities" in upward.stdout
+
+    (tmp_path / "activities" / "sandbox_base" / "planted.py").unlink()
+    (tmp_path / "activities" / "planted.py").write_text("")
+    unplaced = lint_imports(tmp_path, "activities-package")
+    assert unplaced.returncode == 1, unplaced.stdout + unplaced.stderr
+    assert "activities.planted" in unplaced.stdout and "exhaustive" in unplaced.stdout

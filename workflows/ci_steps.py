@@ -5,7 +5,7 @@ again in its sandbox (the same CLI session) with the failing check, within
 
 While it waits the run holds no running sandbox (paused where it stands, the agent's session
 and work in it) and no admission place (given back at once, asked for again before the
-sandbox wakes). The watch is `watch_checks` windows (activities/ci_checks.py: ETag polls),
+sandbox wakes). The watch is `watch_checks` windows (activities/delivery/ci_checks.py: ETag polls),
 ended at once by a cancel.
 
 Workflow code (the activities through `calls`); the decisions are in `workflows.pure.ci`.
@@ -21,7 +21,7 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from activities.delivery_models import ChecksSeen
+    from activities.models.delivery import ChecksSeen
     from workflows import admission_steps, host_steps, kit_request_steps, policies
     from workflows.calls import ci as ci_calls
     from workflows.calls import outcomes, sandbox

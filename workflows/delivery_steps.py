@@ -39,7 +39,8 @@ Publish = Callable[[SupervisorState], None]
 # A sandbox that is gone has nothing left to push: the run starts again from its checkpoint.
 _GONE = ("SandboxGone", "SandboxNotFound")
 # The lease a push needs left before it: the push's own limit in the sandbox (5 min,
-# activities/work_push.py), to which the lease rule adds its margin (done.CHECK_LEASE_MARGIN).
+# activities/workspace/work_push.py), to which the lease rule adds its margin
+# (done.CHECK_LEASE_MARGIN).
 PUSH_LEASE_SECONDS = 300
 
 

@@ -1,6 +1,7 @@
 """AgentRun's `done_when` round in a sandbox of its own: the agent's work pushed and confirmed
-on the origin, a fresh sandbox with a clean clone at that commit (activities/done_sandbox.py),
-the checks run there one by one, and that sandbox stopped, whichever way the round ends.
+on the origin, a fresh sandbox with a clean clone at that commit
+(activities/delivery/done_sandbox.py), the checks run there one by one, and that sandbox stopped,
+whichever way the round ends.
 
 Workflow code (the activities through `calls`); the decisions are in `workflows.pure.done`.
 Behind `DONE_CHECKS_FRESH_PATCH` (workflows/done_steps.py asks it).
@@ -18,7 +19,7 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
-    from activities.done_sandbox_models import DoneCheckSandbox
+    from activities.models.done_sandbox import DoneCheckSandbox
     from overnight.core.done_check import DoneCheck
     from workflows import end_steps, host_steps, workspace_steps
     from workflows.calls import done_checks, outcomes, sandbox_lifecycle

@@ -85,7 +85,7 @@ ACTION_RETRY = RetryPolicy(
 )
 ACTION_TIMEOUT = timedelta(minutes=2)
 # Pausing, stopping, waking, extending and listing sandboxes heartbeat
-# (activities/sandbox_lifecycle.py), so an attempt whose worker was killed is retried this soon, not
+# (activities/sandbox/lifecycle.py), so an attempt whose worker was killed is retried this soon, not
 # after ACTION_TIMEOUT (the reduced chaos run saw a run's last stop wait 2 min for a worker
 # SIGKILLed as it began). A quick call sends no heartbeat at all (activities/heartbeat.py).
 ACTION_HEARTBEAT = timedelta(seconds=20)
@@ -94,7 +94,7 @@ ACTION_HEARTBEAT = timedelta(seconds=20)
 # stall noticed 2 min late so). A checkpoint read takes well under a second.
 STALL_READ_TIMEOUT = timedelta(seconds=15)
 
-# A done check (activities.done_checks): its own limit (the spec's) plus this for the kill
+# A done check (activities.delivery.done_checks): its own limit (the spec's) plus this for the kill
 # after it and the answer; a few tries for a worker or a provider lost meanwhile (a check runs
 # again harmlessly), then the run goes on from its checkpoint in a new sandbox.
 DONE_CHECK_GRACE = timedelta(minutes=2)
@@ -112,8 +112,8 @@ def done_check_timeout(check_seconds: float) -> timedelta:
     return timedelta(seconds=check_seconds) + DONE_CHECK_GRACE
 
 
-# The done check's own sandbox made ready (activities.done_sandbox): the push (5 min at most),
-# the create and the clone of the repository (20 min), the checkout (10 min); retried like a
+# The done check's own sandbox made ready (activities.delivery.done_sandbox): the push (5 min at
+# most), the create and the clone of the repository (20 min), the checkout (10 min); retried like a
 # check (the push makes the same commit again, the create finds its sandbox by name).
 PREPARE_DONE_CHECK_TIMEOUT = timedelta(minutes=40)
 
@@ -189,7 +189,7 @@ REAP_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=10), backoff_coefficient=2.0, maximum_attempts=3
 )
 
-# Keeping the workspace at a checkpoint (activities.workspace): the script is
+# Keeping the workspace at a checkpoint (activities.workspace.activities): the script is
 # killed in the sandbox after 5 min; a few tries, then the keep counts as failed (said in the
 # status), never a restart: the run goes on without it.
 KEEP_WORKSPACE_TIMEOUT = timedelta(minutes=7)
@@ -203,7 +203,7 @@ KEEP_WORKSPACE_RETRY = RetryPolicy(
 )
 
 
-# A finished run's push of its work to its branch (activities.branch_push): the script is
+# A finished run's push of its work to its branch (activities.delivery.branch_push): the script is
 # killed in the sandbox after 5 min, the worker's look at the origin takes at most 3 min; an
 # origin out of reach is tried again with backoff for about 5 min in all, a refusal 3 times
 # (the activity says when it is final), then the run needs a person, its sandbox paused.
@@ -216,8 +216,8 @@ CONFIRM_PUSHED_RETRY = RetryPolicy(
     maximum_attempts=6,
     non_retryable_error_types=NON_RETRYABLE_TYPES,
 )
-# Its pull request (activities.pull_request): GitHub's client waits out short rate limits and
-# server errors itself (up to 15 min); a longer wait it names is Temporal's (`next_retry_delay`
+# Its pull request (activities.delivery.pull_request): GitHub's client waits out short rate limits
+# and server errors itself (up to 15 min); a longer wait it names is Temporal's (`next_retry_delay`
 # overrides the backoff), about an hour of tries in all, then the run needs a person.
 OPEN_PULL_REQUEST_TIMEOUT = timedelta(minutes=20)
 OPEN_PULL_REQUEST_HEARTBEAT = timedelta(seconds=30)
@@ -228,8 +228,8 @@ OPEN_PULL_REQUEST_RETRY = RetryPolicy(
     maximum_attempts=8,
     non_retryable_error_types=NON_RETRYABLE_TYPES,
 )
-# A pull request's CI, watched (activities.ci_checks): one call polls for up to a window and
-# returns as soon as the checks are no longer pending; it heartbeats while it waits. GitHub's
+# A pull request's CI, watched (activities.delivery.ci_checks): one call polls for up to a window
+# and returns as soon as the checks are no longer pending; it heartbeats while it waits. GitHub's
 # rate limits and server errors are retried as the pull request's are, then a person is asked.
 WATCH_CHECKS_WINDOW = timedelta(minutes=10)
 WATCH_CHECKS_TIMEOUT = WATCH_CHECKS_WINDOW + timedelta(minutes=10)

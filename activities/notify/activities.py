@@ -18,7 +18,7 @@ from temporalio import activity
 from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 
-from activities.grants import worker_grants
+from activities.admission.grants import worker_grants
 from activities.models import ActivityName
 from activities.notify import send as notify
 from activities.notify.models import DeliveryInput, Notification, SendResult

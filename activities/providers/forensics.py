@@ -21,7 +21,7 @@ from typing import Literal, Protocol
 from activities.models import ProcessState
 from activities.providers.protocol import FileRead
 
-# An agent's start key is `{run_id}-{attempt}-{fresh_start}` (activities.agent_launch).
+# An agent's start key is `{run_id}-{attempt}-{fresh_start}` (activities.sandbox.agent_launch).
 _START_KEY = re.compile(r"^(?P<run>.+)-(?P<attempt>\d+)-(?P<fresh>\d+)$")
 # The most an output read returns at once.
 OUTPUT_READ_BYTES = 256 * 1024

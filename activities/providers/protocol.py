@@ -46,7 +46,7 @@ class FileRead:
 class WorkerMount:
     """A folder of the worker's own shown in a local isolated sandbox at `target` (a path
     under `/overnight/`, outside `/workspace`): a coding agent's CLI install and the agent
-    kit read-only, a run's session store writable (activities.coding_agent_setup). Unlike a
+    kit read-only, a run's session store writable (activities.coding_agent.setup). Unlike a
     spec's `binds` these are the worker's choice, never the spec's; other providers and
     unisolated sandboxes ignore them."""
 

@@ -99,7 +99,7 @@ def _warn_if_refused(spec: RunSpec) -> None:
     """Say early what a worker would refuse of `spec` (grants: overnight/core/grants.py): what no
     worker allows, and, when this shell sets the workers' grant settings, what a worker with
     them would not grant. Only a warning: the worker that takes the run decides, by its own."""
-    from activities.grants import spec_refusals, worker_grants
+    from activities.admission.grants import spec_refusals, worker_grants
 
     try:
         grants = worker_grants() if any(name in os.environ for name in GRANT_SETTINGS) else None

@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable
 from temporalio.client import Client, WorkflowUpdateFailedError
 from temporalio.service import RPCError
 
-from activities.sandbox_setup import clone_source
+from activities.sandbox_base.setup import clone_source
 from overnight.cli.commands import Command
 from overnight.cli.connecting import connect
 from overnight.cli.run_names import RUN_NAME_HELP

@@ -266,7 +266,7 @@ async def kept_diff(
 ) -> ShownDiff:
     """The diff `overnight diff --step N` shows (from `since`, the step before, when given;
     else from `base`), parsed and highlighted (cached: a kept commit never changes)."""
-    from activities.sandbox_setup import clone_source
+    from activities.sandbox_base.setup import clone_source
     from overnight.cli.workspace import diff_bytes
 
     assert kept.commit is not None

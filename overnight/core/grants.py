@@ -20,7 +20,8 @@ Never granted: a bind, a local `repo` or an `agent_dir` inside the worker's stat
 (`OVERNIGHT_HOME`: the dev server's database, every run's sandboxes), or a bind holding it.
 
 Pure: the grants are parsed from a mapping given here, and read from the worker's environment in
-one place (`activities.grants`), which also resolves the paths (links) the decision compares.
+one place (`activities.admission.grants`), which also resolves the paths (links) the decision
+compares.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ Two things a worker cannot tell from a socket alone, so the processes say them:
 - `Declared(kind)`: while it holds, this process is one of overnight's services (a worker, the
   codec server). A file per process and kind under `$OVERNIGHT_HOME/services/`, with the
   process's start time, so a file left by a process killed (or a reused pid) is ignored.
-  Workers refuse every port such a process listens on (activities/loopback_owners.py).
+  Workers refuse every port such a process listens on (activities/admission/loopback_owners.py).
 - `serve_to_agents(port)`: this process serves `port` to agents on purpose (the demo's ledger,
   `overnight.demo.outside_world`). The worker in the same process honours it, and so do other
   workers when this process is also a declared service (the ports are in its declaration): a

@@ -1,5 +1,5 @@
 """The model price table and what an answer costs at it: pure, shared by the coding-agent
-adapter's config (activities/coding_agent_setup.py hands the table to the adapter) and the
+adapter's config (activities/coding_agent/setup.py hands the table to the adapter) and the
 gateway, which prices each answer it forwards (activities/gateway/model_routes.py).
 
 A row is USD per million tokens: `input_per_mtok`, `output_per_mtok`, `cached_input_per_mtok`

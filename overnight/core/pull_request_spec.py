@@ -2,7 +2,7 @@
 
 Off by default. With it, once the run's done checks pass and its branch on the origin holds
 its final commit, the worker opens the one pull request of that branch into `base`, or brings
-the one already open up to date (activities/pull_request.py). What a person writes is held
+the one already open up to date (activities/delivery/pull_request.py). What a person writes is held
 here, where it is written: a base that is no branch name, a title or a label GitHub would
 refuse, are refused before the run begins rather than hours later at its end.
 """

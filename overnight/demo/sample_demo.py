@@ -96,7 +96,7 @@ def demo_root() -> Path:
 def demo_grants(isolation: Isolation) -> Grants:
     """What the demo's worker lets its spec ask for, besides its environment's grants: the
     origin's writable bind, and no isolation when the person asked for none."""
-    from activities.grants import worker_grants
+    from activities.admission.grants import worker_grants
 
     root = demo_root()
     roots = tuple(dict.fromkeys([str(root), str(root.resolve())]))

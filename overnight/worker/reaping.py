@@ -45,7 +45,7 @@ from pathlib import Path
 
 from temporalio.client import Client, WorkflowExecutionStatus
 
-from activities.coding_agent_setup import SESSIONS_FOLDER
+from activities.coding_agent.setup import SESSIONS_FOLDER
 from activities.models import SandboxInfo
 from activities.providers.disk import RECORD_DAYS, HostHeld, ProviderDisk
 from activities.providers.local import run_store

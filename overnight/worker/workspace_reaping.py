@@ -29,7 +29,7 @@ from typing import Any
 
 from temporalio.client import Client
 
-from activities.sandbox_setup import clone_source
+from activities.sandbox_base.setup import clone_source
 from overnight.core.errors import OvernightError
 from overnight.core.grants import local_repo_path
 from overnight.core.retention import RunEnd, ref_verdict

@@ -38,7 +38,7 @@ from activities.providers.local.engine import LocalEngine
 from activities.providers.local.provider import LocalProvider
 from activities.providers.protocol import ProviderError, SandboxNotFound
 from activities.providers.registry import PROVIDERS
-from activities.sandbox import SandboxActivities
+from activities.sandbox.activities import SandboxActivities
 from overnight.core.constants import LABEL_ATTEMPT, LABEL_RUN, SEARCH_ATTRIBUTE_TYPES
 from overnight.core.models import RunSpec
 from tests.live import granted

@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 from temporalio.testing import ActivityEnvironment
 
-from activities.base_url_check import base_url_problems
+from activities.coding_agent.base_url_check import base_url_problems
 from activities.models import SpecCheckInput
 from activities.providers.local.engine import LocalEngine
 from activities.providers.local.provider import LocalProvider
-from activities.sandbox import SandboxActivities
+from activities.sandbox.activities import SandboxActivities
 from overnight.core.models import RunSpec
 from tests.conftest import free_port
 from tests.live import granted

@@ -16,14 +16,19 @@ import pytest
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from activities.branch_push import PUSH_FAILED, PUSH_REFUSED, REFUSAL_TRIES, BranchPushActivities
-from activities.delivery_models import BranchPushed, ConfirmPushedInput
+from activities.delivery.branch_push import (
+    PUSH_FAILED,
+    PUSH_REFUSED,
+    REFUSAL_TRIES,
+    BranchPushActivities,
+)
 from activities.models import CreateSandboxInput
+from activities.models.delivery import BranchPushed, ConfirmPushedInput
 from activities.providers.local.engine import LocalEngine
 from activities.providers.local.provider import LocalProvider
 from activities.providers.protocol import SandboxProvider
-from activities.sandbox import SandboxActivities
-from activities.sandbox_setup import APP_DIR
+from activities.sandbox.activities import SandboxActivities
+from activities.sandbox_base.setup import APP_DIR
 from overnight.core.models import RunSpec
 from tests.activities.test_activities import git
 from tests.activities.test_workspace_kept import agent_dir, origin  # noqa: F401 (fixtures)

@@ -18,12 +18,12 @@ import pytest
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
-from activities.checkpoints import read_checkpoint
 from activities.models import ObserveInput
-from activities.observe import observe
 from activities.providers.local.engine import LocalEngine
 from activities.providers.local.provider import LocalProvider
 from activities.providers.protocol import AgentLaunch
+from activities.sandbox.observe import observe
+from activities.sandbox_base.checkpoints import read_checkpoint
 from overnight.cli import client as api
 from overnight.core.output_tail import REDACTED
 from tests.live import (

@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from activities.coding_agent_sessions import is_safe_relative, session_file_of
-from activities.coding_agent_template import carried_files, template_key, template_name
+from activities.coding_agent.sessions import is_safe_relative, session_file_of
+from activities.coding_agent.template import carried_files, template_key, template_name
 from overnight.core.agent_kinds import agent_cli
 from overnight.core.models import RunSpec
 

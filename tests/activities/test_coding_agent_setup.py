@@ -1,4 +1,4 @@
-"""A coding agent's sandbox (activities/coding_agent_setup.py) on the local provider, in real
+"""A coding agent's sandbox (activities/coding_agent/setup.py) on the local provider, in real
 bubblewrap sandboxes: its CLI (a stand-in install here; the real CLIs in tests/agent_clis) and
 the kit shown read-only under /overnight, the run's session store writable, the adapter's
 config written and the adapter started; and the runs this worker refuses at once, with the
@@ -18,12 +18,12 @@ import pytest
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from activities import coding_agent_setup as coding
+from activities.coding_agent import setup as coding
 from activities.models import CreateSandboxInput, SpecCheckInput, StartAgentInput
 from activities.providers.local.engine import LocalEngine
 from activities.providers.local.isolation import bwrap_problem
 from activities.providers.local.provider import LocalProvider
-from activities.sandbox import SandboxActivities
+from activities.sandbox.activities import SandboxActivities
 from overnight.core.agent_kinds import AgentCli, agent_cli, npm_cpu
 from overnight.core.coding_agents import (
     INSTALL_SCRIPT,

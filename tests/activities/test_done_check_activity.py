@@ -14,7 +14,11 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from activities.done_checks import BACKSTOP_SECONDS, KILL_AFTER_SECONDS, DoneCheckActivities
+from activities.delivery.done_checks import (
+    BACKSTOP_SECONDS,
+    KILL_AFTER_SECONDS,
+    DoneCheckActivities,
+)
 from activities.models import RunDoneCheckInput
 from activities.providers.local.engine import LocalEngine
 from activities.providers.local.provider import LocalProvider

@@ -15,15 +15,15 @@ from typing import Any
 import pytest
 from temporalio.testing import ActivityEnvironment
 
-from activities.done_checks import DoneCheckActivities
-from activities.done_sandbox import DoneSandboxActivities
-from activities.done_sandbox_models import DoneCheckSandbox, PrepareDoneCheckInput
+from activities.delivery.done_checks import DoneCheckActivities
+from activities.delivery.done_sandbox import DoneSandboxActivities
 from activities.models import CreateSandboxInput, RunDoneCheckInput
+from activities.models.done_sandbox import DoneCheckSandbox, PrepareDoneCheckInput
 from activities.providers.local.engine import LocalEngine
 from activities.providers.local.provider import LocalProvider
 from activities.providers.protocol import SandboxProvider
-from activities.sandbox import SandboxActivities
-from activities.sandbox_setup import APP_DIR
+from activities.sandbox.activities import SandboxActivities
+from activities.sandbox_base.setup import APP_DIR
 from overnight.core.constants import LABEL_CHECK, LABEL_RUN
 from overnight.core.done_check import DONE_CHECK_FILE
 from overnight.core.models import RunSpec

@@ -1,11 +1,11 @@
 """A failed clone in a few words, and what no retry fixes told apart from what one may
-(activities/git_words.py)."""
+(activities/sandbox_base/git_words.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from activities.git_words import clone_failure, clone_failure_text
+from activities.sandbox_base.git_words import clone_failure, clone_failure_text
 
 URL = "http://127.0.0.1:9/x.git"
 

@@ -16,7 +16,12 @@ import pytest
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from activities.grants import own_loopback_ports, spec_refusals, unset_secrets, worker_grants
+from activities.admission.grants import (
+    own_loopback_ports,
+    spec_refusals,
+    unset_secrets,
+    worker_grants,
+)
 from activities.models import (
     CreateSandboxInput,
     SpecCheckInput,
@@ -26,8 +31,8 @@ from activities.notify.activities import NotifyActivities
 from activities.providers.local.engine import LocalEngine
 from activities.providers.local.provider import LocalProvider
 from activities.providers.protocol import CommandOutput, ProviderError
-from activities.sandbox import SandboxActivities
-from activities.sandbox_setup import clone_and_switch
+from activities.sandbox.activities import SandboxActivities
+from activities.sandbox_base.setup import clone_and_switch
 from overnight.core.grants import SPEC_REFUSED, BadSetting, Grants
 from overnight.core.home import overnight_home
 from overnight.core.models import RunSpec

@@ -13,7 +13,7 @@ from temporalio.testing import ActivityEnvironment
 from activities.models import SandboxRef
 from activities.providers.local.engine import LocalEngine
 from activities.providers.local.provider import LocalProvider
-from activities.sandbox import SandboxActivities
+from activities.sandbox.activities import SandboxActivities
 from overnight.core.constants import LABEL_KEEP_UNTIL, LABEL_RUN
 from overnight.core.retention import label_value
 from tests.live import granted

@@ -30,7 +30,7 @@ from temporalio.testing import ActivityEnvironment
 from activities.models import CreateSandboxInput, SpecCheckInput
 from activities.providers.local.engine import LocalEngine
 from activities.providers.local.provider import LocalProvider
-from activities.sandbox import SandboxActivities
+from activities.sandbox.activities import SandboxActivities
 from overnight.core.grants import SPEC_REFUSED, Grants
 from overnight.core.models import RunSpec
 from overnight.demo.outside_world import host_ports_for, ledger_url

@@ -1,5 +1,5 @@
-"""The worker's own look at the origin (activities/origin_refs.py), with real git against real
-repositories: it reads the origin's ref as the origin holds it, whatever the worker's git
+"""The worker's own look at the origin (activities/workspace/origin_refs.py), with real git against
+real repositories: it reads the origin's ref as the origin holds it, whatever the worker's git
 config and environment say, runs nothing an agent-written origin config or hook names, uses
 only the transport the address names, and says a credential of the URL nowhere."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from activities.origin_refs import (
+from activities.workspace.origin_refs import (
     OriginUnreadable,
     confirm,
     listed_commit,

@@ -1,5 +1,5 @@
 """A create's failed try becomes a note for its run's card only when another try follows
-(activities/retry_notes.py, overnight/core/retry_note.py)."""
+(activities/sandbox/retry_notes.py, overnight/core/retry_note.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from activities.retry_notes import retry_note
+from activities.sandbox.retry_notes import retry_note
 from overnight.core.retry_note import next_try_delay, note_line
 
 POLICY = RetryPolicy(

@@ -8,8 +8,8 @@ from temporalio.client import Client
 from temporalio.testing import ActivityEnvironment
 
 from activities.models import SearchAttributeCheckInput
-from activities.sandbox import SandboxActivities
-from activities.search_attributes import SearchAttributeCache
+from activities.sandbox.activities import SandboxActivities
+from activities.sandbox.search_attributes import SearchAttributeCache
 from overnight.core.constants import SEARCH_ATTRIBUTE_TYPES
 
 

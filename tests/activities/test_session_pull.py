@@ -16,12 +16,12 @@ from pathlib import Path
 import pytest
 from temporalio.testing import ActivityEnvironment
 
-from activities import coding_agent_sessions
-from activities.coding_agent_sessions import PULLED_INDEX
-from activities.coding_agent_setup import RUNTIME_SESSION_STORE, session_store
+from activities.coding_agent import sessions as coding_agent_sessions
+from activities.coding_agent.sessions import PULLED_INDEX
+from activities.coding_agent.setup import RUNTIME_SESSION_STORE, session_store
 from activities.models import ObserveInput, ReadCheckpointInput
 from activities.providers.protocol import AgentLaunch, SandboxProvider
-from activities.sandbox import SandboxActivities
+from activities.sandbox.activities import SandboxActivities
 from tests.live import granted
 from tests.providers.runtime_factory import runtime_harness
 from tests.providers.test_behaviour import request

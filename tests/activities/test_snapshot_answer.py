@@ -10,7 +10,7 @@ from pathlib import Path
 
 from activities.providers.local.engine import LocalEngine
 from activities.providers.local.provider import LocalProvider
-from activities.snapshots import answer_request
+from activities.sandbox.snapshots import answer_request
 from overnight.core.constants import SNAPSHOT_ANSWER
 from tests.providers.test_behaviour import request
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from activities.providers.local.engine import LocalEngine
-from activities.sandbox import SandboxActivities
+from activities.sandbox.activities import SandboxActivities
 from tests.activities.test_workspace_kept import (  # noqa: F401 (fixtures)
     acts,
     agent_dir,

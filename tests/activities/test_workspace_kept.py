@@ -16,12 +16,12 @@ import pytest
 from temporalio.testing import ActivityEnvironment
 
 from activities.models import CreateSandboxInput
+from activities.models.workspace import KeepWorkspaceInput, WorkspaceKeep, WorkspaceRestore
 from activities.providers.local.engine import LocalEngine
 from activities.providers.local.provider import LocalProvider
-from activities.sandbox import SandboxActivities
-from activities.sandbox_setup import APP_DIR
-from activities.workspace import WorkspaceActivities
-from activities.workspace_models import KeepWorkspaceInput, WorkspaceKeep, WorkspaceRestore
+from activities.sandbox.activities import SandboxActivities
+from activities.sandbox_base.setup import APP_DIR
+from activities.workspace.activities import WorkspaceActivities
 from overnight.core.models import RunSpec
 from tests.activities.test_activities import git
 from tests.live import granted

@@ -21,9 +21,9 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
-from activities.admission import AdmissionActivities
-from activities.admission_models import HolderCheck, WorkflowIds
+from activities.admission.activities import AdmissionActivities
 from activities.models import ActivityName
+from activities.models.admission import HolderCheck, WorkflowIds
 from fakes.activities import Quiet
 from overnight.core.admission import (
     RELEASE_SIGNAL,
@@ -282,7 +282,7 @@ async def test_the_worker_refuses_a_spec_claiming_priority_1_at_its_start(tmp_pa
     from temporalio.testing import ActivityEnvironment
 
     from activities.models import SpecCheckInput
-    from activities.sandbox import SandboxActivities
+    from activities.sandbox.activities import SandboxActivities
     from overnight.core.grants import Grants
 
     settings = AdmissionSettings(max_runs=4, max_priority=2)

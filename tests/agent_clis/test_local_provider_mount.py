@@ -1,5 +1,5 @@
 """The real pinned CLIs as the local provider shows them to a coding agent's sandbox
-(activities/coding_agent_setup.py): the worker's install bound read-only at
+(activities/coding_agent/setup.py): the worker's install bound read-only at
 /overnight/agents/<kind>-<version>, never copied, and run from there as the sandbox's own
 unprivileged user, with the writable /tmp, traversable /home and writable $HOME the CLIs need."""
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from activities import coding_agent_setup as coding
+from activities.coding_agent import setup as coding
 from activities.providers.local.engine import LocalEngine
 from activities.providers.local.isolation import bwrap_problem
 from overnight.core.agent_kinds import agent_cli

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from activities.sandbox_setup import KIT_DIR
+from activities.sandbox_base.setup import KIT_DIR
 from tests.waits import CAP
 
 # The kit: overnight_agent.py and its siblings (overnight_agent_requests.py, ...).

@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from activities.sandbox_setup import KIT_DIR
+from activities.sandbox_base.setup import KIT_DIR
 from overnight.core.agent_requests import (
     MAX_REQUESTS_BYTES,
     REQUESTS_FILE,
@@ -176,7 +176,7 @@ def test_the_docs_shell_example_asks_and_reads_the_answer_the_supervisor_writes(
     )
     try:
         asked = _wait_for(lambda: (r := _requests(tmp_path)) and r.ask)
-        # The supervisor's answer file, as activities.kit_requests writes it.
+        # The supervisor's answer file, as activities.sandbox.kit_requests writes it.
         _answer(tmp_path, asked.id, "no")
         out, _ = asker.communicate(timeout=CAP)
     finally:

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from activities.sandbox_setup import KIT_DIR
+from activities.sandbox_base.setup import KIT_DIR
 from overnight.demo.outside_world import ledger_url
 from overnight.demo.sample_demo import ledger_entries
 from tests.waits import CAP

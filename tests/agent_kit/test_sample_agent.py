@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from activities.sandbox_setup import KIT_DIR
+from activities.sandbox_base.setup import KIT_DIR
 from overnight.demo.sample_demo import AGENT_DIR
 from tests.waits import CAP
 

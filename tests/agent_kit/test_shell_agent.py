@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from activities.sandbox_setup import KIT_DIR
+from activities.sandbox_base.setup import KIT_DIR
 from overnight.demo.outside_world import ledger_url
 from overnight.demo.sample_demo import ledger_entries
 from tests.waits import CAP

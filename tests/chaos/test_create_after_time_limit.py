@@ -34,7 +34,7 @@ from activities.providers.local.engine import LocalEngine
 from activities.providers.local.provider import LocalProvider
 from activities.providers.protocol import SandboxProvider, SandboxRequest
 from activities.providers.runtime.provider import RuntimeProvider
-from activities.sandbox_setup import spec_binds
+from activities.sandbox_base.setup import spec_binds
 from fakes.runtime import FakeRuntime
 from overnight.cli import client as api
 from overnight.core.constants import LABEL_ATTEMPT, LABEL_RUN

@@ -13,7 +13,7 @@ import pytest
 from activities.providers.local.engine import LocalEngine
 from activities.providers.local.provider import LocalProvider
 from activities.providers.protocol import CommandOutput, ProviderError
-from activities.sandbox_setup import (
+from activities.sandbox_base.setup import (
     APP_DIR,
     branch_script,
     clone_and_switch,

@@ -31,7 +31,7 @@ from activities.providers.local.provider import LocalProvider
 from activities.providers.protocol import AgentLaunch, SandboxProvider, SandboxRequest
 from activities.providers.runtime.provider import RuntimeProvider
 from activities.providers.runtime.watch_stream import exit_marker_path
-from activities.sandbox import SandboxActivities
+from activities.sandbox.activities import SandboxActivities
 from fakes.runtime import FakeRuntime
 from tests.waits import CAP
 

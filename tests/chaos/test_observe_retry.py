@@ -25,7 +25,7 @@ from temporalio.testing import ActivityEnvironment
 from activities.models import Observation, ObserveInput
 from activities.providers.local.engine import LocalEngine
 from activities.providers.local.provider import LocalProvider
-from activities.sandbox import SandboxActivities
+from activities.sandbox.activities import SandboxActivities
 
 WINDOW_SECONDS = 60.0
 

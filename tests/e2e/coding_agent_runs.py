@@ -42,7 +42,7 @@ ADAPTER = Path(__file__).resolve().parents[2] / "overnight" / "agent_kit" / "cod
 CREDENTIAL = facts("claude-code").credential_env
 SUBSCRIPTION = facts("claude-code").subscription_env
 FAKE_KEY = "sk-fake-model-api"
-# The adapter's backoffs, short (worker settings: activities/coding_agent_setup.py).
+# The adapter's backoffs, short (worker settings: activities/coding_agent/setup.py).
 QUICK_BACKOFFS = {
     "OVERNIGHT_MODEL_API_BACKOFF_SECONDS": "0.5",
     "OVERNIGHT_USAGE_BACKOFF_SECONDS": "1",

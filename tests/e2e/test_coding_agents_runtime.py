@@ -24,8 +24,8 @@ import pytest_asyncio
 import withruntime
 from temporalio.client import Client
 
-from activities.coding_agent_sessions import PULLED_INDEX
-from activities.coding_agent_template import CliTemplates
+from activities.coding_agent.sessions import PULLED_INDEX
+from activities.coding_agent.template import CliTemplates
 from activities.providers.local.engine import LocalEngine
 from activities.providers.local.isolation import bwrap_problem
 from activities.providers.runtime.provider import RuntimeProvider

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 
-from activities.coding_agent_setup import session_store
+from activities.coding_agent.setup import session_store
 from activities.providers.local import disk_image
 from activities.providers.local.disk_limit import DISK_ENV
 from fakes.model_api import FakeModelApi, Shell, text, tools

@@ -1,5 +1,5 @@
-"""The `watch_checks` activity's watch (activities/ci_checks.py) against the fake GitHub: it
-polls a commit's check runs and statuses until they are no longer pending, each poll two
+"""The `watch_checks` activity's watch (activities/delivery/ci_checks.py) against the fake GitHub:
+it polls a commit's check runs and statuses until they are no longer pending, each poll two
 conditional requests, and an unchanged answer (`304`) costs nothing of the rate limit. The
 figures of docs/pull-requests.md ("What it costs") come from here: requests per poll, and
 charged ones per change."""
@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from activities.ci_checks import watch
-from activities.delivery_models import WatchChecksInput
+from activities.delivery.ci_checks import watch
 from activities.github import API_URL_ENV, TOKEN_ENV
+from activities.models.delivery import WatchChecksInput
 from fakes.github_api import CheckRun, CommitStatus, FakeGitHub
 from overnight.core.models import RunSpec
 from tests.github.conftest import BRANCH, TOKEN, git
@@ -117,7 +117,7 @@ def test_a_watch_ends_with_its_window_when_nothing_is_reported(
 
 
 def test_a_watch_without_a_token_is_refused_at_once(github: FakeGitHub, origin: Path) -> None:
-    from activities.ci_checks import CHECKS_UNREADABLE, CiActivities
+    from activities.delivery.ci_checks import CHECKS_UNREADABLE, CiActivities
 
     activities = CiActivities(environ={API_URL_ENV: github.api_url})
     request = WatchChecksInput(spec=spec(), commit=head(origin), wait_seconds=1, poll_seconds=1)

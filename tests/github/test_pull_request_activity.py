@@ -14,9 +14,13 @@ import pytest
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from activities.delivery_models import OpenPullRequestInput, PullRequestOpened, RunFacts
+from activities.delivery.pull_request import (
+    GITHUB_UNAVAILABLE,
+    PULL_REQUEST_REFUSED,
+    PullRequestActivities,
+)
 from activities.github import API_URL_ENV, TOKEN_ENV
-from activities.pull_request import GITHUB_UNAVAILABLE, PULL_REQUEST_REFUSED, PullRequestActivities
+from activities.models.delivery import OpenPullRequestInput, PullRequestOpened, RunFacts
 from fakes.github_api import FakeGitHub
 from overnight.core.done_check import DoneCheck
 from overnight.core.models import RestartRecord, RunSpec

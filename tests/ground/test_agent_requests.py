@@ -146,8 +146,8 @@ def test_any_json_never_raises(raw: dict[str, Any]) -> None:
 
 
 def test_secrets_in_outputs_and_questions_are_redacted_before_they_leave_the_worker() -> None:
-    from activities.checkpoints import checkpoint_from
     from activities.providers.protocol import FileRead
+    from activities.sandbox_base.checkpoints import checkpoint_from
     from overnight.core.output_tail import REDACTED
 
     secret = 'sk-live-"quoted"-0123456789'
@@ -172,8 +172,8 @@ def test_secrets_in_outputs_and_questions_are_redacted_before_they_leave_the_wor
 def test_a_secret_spelled_with_other_json_escapes_never_leaves_the_worker() -> None:
     """Go writes `&`, `<`, `>` as `\\u0026`..., PHP `/` as `\\/`: the text shows no secret,
     but what it parses to would (the requests, the result's `checkpoint_json`)."""
-    from activities.checkpoints import checkpoint_from
     from activities.providers.protocol import FileRead
+    from activities.sandbox_base.checkpoints import checkpoint_from
     from overnight.core.output_tail import REDACTED
 
     secret = "sk-live-a&b<c>d/0123456789"

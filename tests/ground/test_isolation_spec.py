@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from activities.sandbox_setup import KIT_DIR, spec_binds
+from activities.sandbox_base.setup import KIT_DIR, spec_binds
 from overnight.cli import client as api
 from overnight.core.errors import SpecError
 from overnight.core.models import RunSpec

@@ -89,8 +89,8 @@ def test_short_secrets_are_looked_for_as_written_only() -> None:
 
 
 def test_a_checkpoint_holding_the_secrets_spellings_leaves_the_worker_without_them() -> None:
-    from activities.checkpoints import checkpoint_from
     from activities.providers.protocol import FileRead
+    from activities.sandbox_base.checkpoints import checkpoint_from
 
     basic = base64.b64encode(f"bot:{SECRET}".encode()).decode()
     # PHP writes `/` as `\/`: the base64 shows no run of the secret until it is parsed.

@@ -18,12 +18,12 @@ from pathlib import Path
 import pytest
 
 from activities.models import ObserveInput
-from activities.observe import observe
 from activities.providers.local.engine import LocalEngine
 from activities.providers.local.files import WorkspaceMap, write_inside
 from activities.providers.local.forensics import LocalForensics
 from activities.providers.local.provider import LocalProvider
 from activities.providers.protocol import AgentLaunch, ProviderError
+from activities.sandbox.observe import observe
 from tests.providers.test_behaviour import request
 from tests.waits import CAP
 

@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 from temporalio.testing import ActivityEnvironment
 
 from activities.models import ExtendSandboxInput
-from activities.sandbox import SandboxActivities
+from activities.sandbox.activities import SandboxActivities
 from tests.live import granted
 from tests.providers.conftest import Harness
 from tests.providers.test_behaviour import TICKER, new_sandbox, start

@@ -240,8 +240,8 @@ def test_a_sandbox_reaches_nothing_on_the_workers_loopback_but_the_gateway(
 async def test_a_sandboxs_token_is_redacted_from_the_checkpoint_the_run_keeps(
     engine: LocalEngine, gateway: Gateway, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from activities.checkpoints import read_checkpoint
     from activities.providers.local.provider import LocalProvider
+    from activities.sandbox_base.checkpoints import read_checkpoint
 
     monkeypatch.setenv("OVERNIGHT_HOME", str(engine.home))
     assert gateway.port is not None

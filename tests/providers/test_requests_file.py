@@ -19,15 +19,15 @@ from pathlib import Path
 
 import pytest
 
-from activities import requests_file
 from activities.models import ObserveInput, RequestsRead
-from activities.observe import observe
 from activities.providers.local.engine import LocalEngine
 from activities.providers.local.provider import LocalProvider
 from activities.providers.protocol import AgentLaunch, SandboxRequest, Sighting, WatchRequest
 from activities.providers.runtime.provider import RuntimeProvider
 from activities.providers.runtime.settings import WatchSettings
 from activities.providers.runtime.watch_stream import exit_marker_path
+from activities.sandbox import requests_file
+from activities.sandbox.observe import observe
 from fakes.runtime import FakeRuntime, Rules
 from overnight.core.agent_requests import MAX_REQUESTS_BYTES, requests_path
 from tests.waits import CAP

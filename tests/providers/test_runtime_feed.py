@@ -15,7 +15,6 @@ import pytest_asyncio
 import withruntime
 
 from activities.models import ObserveInput
-from activities.observe import observe
 from activities.providers.protocol import (
     AgentLaunch,
     ProviderError,
@@ -27,6 +26,7 @@ from activities.providers.runtime import agent_watch, watch_stream
 from activities.providers.runtime.provider import RuntimeProvider
 from activities.providers.runtime.settings import WatchSettings
 from activities.providers.runtime.watch_stream import WatchToken, exit_marker_path
+from activities.sandbox.observe import observe
 from fakes.runtime import FakeRuntime, Rules
 from tests.waits import CAP
 

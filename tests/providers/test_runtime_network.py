@@ -56,8 +56,8 @@ def run_spec(**fields: object) -> RunSpec:
 
 
 def request_for(spec: RunSpec, attempt: int = 1) -> SandboxRequest:
-    """What the create activity asks for (activities/sandbox.py), network included (under a
-    worker granting the default list)."""
+    """What the create activity asks for (activities/sandbox/activities.py), network included (under
+    a worker granting the default list)."""
     return SandboxRequest(
         name=f"{spec.run_id}-{attempt}",
         labels={LABEL_RUN: spec.run_id, LABEL_ATTEMPT: str(attempt)},

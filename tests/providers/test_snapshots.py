@@ -19,7 +19,7 @@ from activities.models import (
 )
 from activities.providers.protocol import AgentLaunch, ProviderError
 from activities.providers.snapshot_protocol import SnapshotProvider
-from activities.snapshots import SnapshotActivities, start_restored, usable_restore
+from activities.sandbox.snapshots import SnapshotActivities, start_restored, usable_restore
 from overnight.core.constants import LABEL_RUN, SNAPSHOT_ANSWER
 from tests.providers.conftest import Harness
 from tests.providers.test_behaviour import TICKER, new_sandbox, request, start

@@ -22,12 +22,12 @@ from pathlib import Path
 import pytest
 from temporalio.exceptions import ApplicationError
 
-from activities.kit_requests import KitRequestActivities
 from activities.models import AnswerAgentInput
 from activities.providers.local.engine import LocalEngine
 from activities.providers.local.provider import LocalProvider
 from activities.providers.protocol import ProviderError
-from activities.snapshots import answer_request
+from activities.sandbox.kit_requests import KitRequestActivities
+from activities.sandbox.snapshots import answer_request
 from tests.providers.test_behaviour import request
 from tests.waits import CAP
 

@@ -12,8 +12,8 @@ from typing import Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.done_sandbox_models import DoneCheckSandbox, PrepareDoneCheckInput
 from activities.models import ActivityName, AgentStarted, RunDoneCheckInput, StartAgentInput
+from activities.models.done_sandbox import DoneCheckSandbox, PrepareDoneCheckInput
 from fakes.activities import FakeSandbox, FakeWorld, Hold
 from overnight.core.constants import LABEL_CHECK, LABEL_RUN
 from overnight.core.done_check import DoneCheck

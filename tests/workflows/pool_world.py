@@ -16,7 +16,7 @@ from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Worker
 
-from activities.admission import AdmissionActivities
+from activities.admission.activities import AdmissionActivities
 from activities.models import ActivityName, SpecCheck, SpecCheckInput
 from fakes.activities import FakeWorld
 from overnight.core.admission import PLACES_QUERY, AdmissionSettings, AdmissionTerms

@@ -3,8 +3,8 @@ the run goes on (a bad checkpoint refused with a reason, the last good one kept)
 answers, notifications go out, and `cancel` still ends it cleanly.
 
 The bad checkpoints come two ways: as the read activity sends them now (what the text says,
-read in the worker with limits: `activities.checkpoints.checkpoint_from`), and as a worker
-from before sent them (the text alone, as in recorded histories), which the workflow then
+read in the worker with limits: `activities.sandbox_base.checkpoints.checkpoint_from`), and as a
+worker from before sent them (the text alone, as in recorded histories), which the workflow then
 reads itself, with the same limits.
 """
 
@@ -17,9 +17,9 @@ from collections.abc import Callable
 import pytest
 from temporalio.client import Client
 
-from activities.checkpoints import checkpoint_from
 from activities.models import CheckpointRead
 from activities.providers.protocol import FileRead
+from activities.sandbox_base.checkpoints import checkpoint_from
 from fakes.activities import (
     FakeWorld,
     Quiet,

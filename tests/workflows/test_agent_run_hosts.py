@@ -16,7 +16,6 @@ from temporalio.client import Client
 from temporalio.service import RPCError
 from temporalio.worker import Worker
 
-from activities.host_models import HostCheckInput, HostSeen
 from activities.models import (
     ActivityName,
     AgentStarted,
@@ -28,6 +27,7 @@ from activities.models import (
     SpecCheck,
     SpecCheckInput,
 )
+from activities.models.host import HostCheckInput, HostSeen
 from fakes.activities import FakeWorld, exits, note, progress
 from overnight.core.models import RunResult, RunStatus
 from tests.workflows.harness import Handle, make_spec, running_worker, status_of

@@ -10,7 +10,7 @@ from typing import Any
 from temporalio import activity
 
 from activities.models import ActivityName, AgentStarted, CheckpointRead, CreateSandboxInput
-from activities.workspace_models import KeepWorkspaceInput, WorkspaceKeep, WorkspaceRestored
+from activities.models.workspace import KeepWorkspaceInput, WorkspaceKeep, WorkspaceRestored
 from fakes.activities import FakeWorld
 from overnight.core.workspace_spec import KeepOutcome, ref_name
 

@@ -1,18 +1,18 @@
-"""The admission workflow's calls (activities/admission.py): asking a pool for a place, and
-finding the holders that gave theirs back."""
+"""The admission workflow's calls (activities/admission/activities.py): asking a pool for a place,
+and finding the holders that gave theirs back."""
 
 from __future__ import annotations
 
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from activities.admission_models import (
+    from activities.models import ActivityName
+    from activities.models.admission import (
         AdmissionAsk,
         HolderCheck,
         PoolSettingsInput,
         WorkflowIds,
     )
-    from activities.models import ActivityName
     from overnight.core.admission import AdmissionRequest, AdmissionSettings, AdmissionTerms
     from workflows import policies
 

@@ -1,5 +1,5 @@
-"""The checkpoint's copy off the sandbox (activities/sandbox.py `read_checkpoint`), and what the
-copy brings with it: the kit's requests file, the agent's last words, its session."""
+"""The checkpoint's copy off the sandbox (activities/sandbox/activities.py `read_checkpoint`), and
+what the copy brings with it: the kit's requests file, the agent's last words, its session."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A pull request's CI, watched (activities/ci_checks.py, on any worker: the token is every
+"""A pull request's CI, watched (activities/delivery/ci_checks.py, on any worker: the token is every
 worker's). Started, not awaited: a `cancel` signal must be able to end the watch at once."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from activities.delivery_models import ChecksSeen, WatchChecksInput
     from activities.models import ActivityName
+    from activities.models.delivery import ChecksSeen, WatchChecksInput
     from workflows import policies
     from workflows.pure.state import SupervisorState
 

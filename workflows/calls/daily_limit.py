@@ -1,5 +1,6 @@
 """The key's daily spending limit, read while a run waits for its window
-(activities/daily_limit.py); what a sandbox cost comes back with its end (`sandbox_lifecycle`)."""
+(activities/sandbox/daily_limit.py); what a sandbox cost comes back with its end
+(`sandbox_lifecycle`)."""
 
 from __future__ import annotations
 

@@ -1,20 +1,20 @@
 """A finished run's delivery: its work pushed to its branch and seen there by the worker
-(activities/branch_push.py, on the sandbox's host), and its pull request opened or brought up
-to date (activities/pull_request.py, on any worker: the token is every worker's)."""
+(activities/delivery/branch_push.py, on the sandbox's host), and its pull request opened or brought
+up to date (activities/delivery/pull_request.py, on any worker: the token is every worker's)."""
 
 from __future__ import annotations
 
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from activities.delivery_models import (
+    from activities.models import ActivityName
+    from activities.models.delivery import (
         BranchPushed,
         ConfirmPushedInput,
         OpenPullRequestInput,
         PullRequestOpened,
         RunFacts,
     )
-    from activities.models import ActivityName
     from workflows import policies
     from workflows.calls.routing import on_host
     from workflows.pure.hosts import Route

@@ -1,6 +1,6 @@
-"""The done check's calls: one command run (activities/done_checks.py), in the agent's sandbox
-or in the run's check sandbox, and that check sandbox made ready at the run's pushed work
-(activities/done_sandbox.py)."""
+"""The done check's calls: one command run (activities/delivery/done_checks.py), in the agent's
+sandbox or in the run's check sandbox, and that check sandbox made ready at the run's pushed work
+(activities/delivery/done_sandbox.py)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from datetime import datetime
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from activities.done_sandbox_models import DoneCheckSandbox, PrepareDoneCheckInput
     from activities.models import ActivityName, RunDoneCheckInput
+    from activities.models.done_sandbox import DoneCheckSandbox, PrepareDoneCheckInput
     from overnight.core.done_check import DoneCheck, shown_command
     from overnight.core.models import RunSpec
     from workflows import policies

@@ -1,13 +1,13 @@
-"""Whether a host's queue is polled (activities/host_check.py), asked when a step there waited
-unstarted; the answer decides whether the host is taken as lost (`workflows.pure.hosts`)."""
+"""Whether a host's queue is polled (activities/admission/host_check.py), asked when a step there
+waited unstarted; the answer decides whether the host is taken as lost (`workflows.pure.hosts`)."""
 
 from __future__ import annotations
 
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from activities.host_models import HostCheckInput, HostSeen
     from activities.models import ActivityName
+    from activities.models.host import HostCheckInput, HostSeen
     from workflows import policies
     from workflows.calls.outcomes import best_effort
 

@@ -1,5 +1,5 @@
 """The answer to an agent's request written back into its sandbox, where the kit reads it
-(activities/kit_requests.py)."""
+(activities/sandbox/kit_requests.py)."""
 
 from __future__ import annotations
 

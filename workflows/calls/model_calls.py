@@ -1,6 +1,6 @@
 """The gateway's cap on a sandbox's model calls, set again after the spend budget grew
-(activities/model_calls.py `set_model_cap`): best effort, since the run's own budget check
-pauses the sandbox at the budget whatever the gateway holds."""
+(activities/coding_agent/model_calls.py `set_model_cap`): best effort, since the run's own budget
+check pauses the sandbox at the budget whatever the gateway holds."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""The long poll of the agent (activities/sandbox.py `observe_agent`) and its time limits: a look
-that ends at the stall deadline keeps that deadline even when the worker watching dies."""
+"""The long poll of the agent (activities/sandbox/activities.py `observe_agent`) and its time
+limits: a look that ends at the stall deadline keeps that deadline even when the worker watching
+dies."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""The calls that make a sandbox and run its agent (activities/sandbox.py): the worker's check
-of a spec, the create, a start of the agent again, the namespace's search attributes."""
+"""The calls that make a sandbox and run its agent (activities/sandbox/activities.py): the worker's
+check of a spec, the create, a start of the agent again, the namespace's search attributes."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ with workflow.unsafe.imports_passed_through():
         SpecCheckInput,
         StartAgentInput,
     )
-    from activities.workspace_models import WorkspaceRestore
+    from activities.models.workspace import WorkspaceRestore
     from overnight.core.models import RunSpec
     from workflows import policies
     from workflows.calls.outcomes import describe, reraise_cancellation

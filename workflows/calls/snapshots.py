@@ -1,4 +1,4 @@
-"""Taking a sandbox's snapshot and deleting a run's (activities/snapshots.py)."""
+"""Taking a sandbox's snapshot and deleting a run's (activities/sandbox/snapshots.py)."""
 
 from __future__ import annotations
 

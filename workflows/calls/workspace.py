@@ -1,5 +1,5 @@
 """The workspace kept at a checkpoint: committed to the run's private ref and pushed off the
-sandbox (activities/workspace.py)."""
+sandbox (activities/workspace/activities.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from activities.models import ActivityName
-    from activities.workspace_models import KeepWorkspaceInput, WorkspaceKeep
+    from activities.models.workspace import KeepWorkspaceInput, WorkspaceKeep
     from workflows import policies
     from workflows.calls.outcomes import describe, outcome
     from workflows.calls.routing import on_host

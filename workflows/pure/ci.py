@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from activities.delivery_models import ChecksSeen
+from activities.models.delivery import ChecksSeen
 from overnight.core import ci_rounds
 from overnight.core.ci_rounds import CiView
 from workflows.pure import budget

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from activities.delivery_models import RunFacts
+from activities.models.delivery import RunFacts
 from overnight.core.agent_requests import RunOutputs
 from workflows.pure import budget, model_books, safety_net
 from workflows.pure.state import SupervisorState

@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from activities.host_models import HostSeen
+from activities.models.host import HostSeen
 from overnight.core.hosts import DEFAULT_HOST_LOST_SECONDS, host_of_queue, host_queue
 from workflows.pure.state import SupervisorState
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from activities.models import AgentStarted
-from activities.workspace_models import WorkspaceKeep, WorkspaceRestore
+from activities.models.workspace import WorkspaceKeep, WorkspaceRestore
 from overnight.core.workspace_spec import (
     MAX_KEPT_RECORDS,
     KeptWorkspace,

@@ -72,7 +72,7 @@ def bwrap_mounts(
     for bind in sorted(binds, key=lambda b: b.path.count("/")):
         kind = "--bind" if bind.writable else "--ro-bind"
         args += [*_open_parents(bind.path), kind, bind.path, bind.path]
-    args += worker_mounts.bwrap_args(worker)  # under /overnight/ (activities.coding_agent_setup)
+    args += worker_mounts.bwrap_args(worker)  # under /overnight/ (activities.coding_agent.setup)
     args += [*_open_parents(SANDBOX_HOME), "--bind", str(folder / "home"), SANDBOX_HOME]
     args += ["--bind", str(folder / "workspace"), WORKSPACE]
     return args

@@ -1,5 +1,5 @@
 """A run's own writable folder on the worker, shown in each of its sandboxes and outliving them
-(a coding agent's session store: a writable `WorkerMount`, activities.coding_agent_setup),
+(a coding agent's session store: a writable `WorkerMount`, activities.coding_agent.setup),
 held inside the sandbox's disk limit like the workspace.
 
 The store is there so a new sandbox of the run resumes the same session after the old one

@@ -8,8 +8,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from activities.delivery_models import ChecksSeen
 from activities.models import Observation
+from activities.models.delivery import ChecksSeen
 from overnight.agent_kit import overnight_agent
 from overnight.core import ci_rounds
 from overnight.core.ci_rounds import CiView, FailingCheck

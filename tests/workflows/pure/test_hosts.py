@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from pydantic import ValidationError
 
-from activities.host_models import HostSeen
+from activities.models.host import HostSeen
 from tests.workflows.harness import make_spec
 from tests.workflows.pure.fields import put
 from workflows.pure import hosts

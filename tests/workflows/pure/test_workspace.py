@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from activities.models import AgentStarted, CheckpointRead
-from activities.workspace_models import WorkspaceKeep, WorkspaceRestored
+from activities.models.workspace import WorkspaceKeep, WorkspaceRestored
 from overnight.core.workspace_spec import MAX_KEPT_RECORDS, KeptWorkspace
 from tests.workflows.harness import make_spec
 from workflows.pure import workspace
