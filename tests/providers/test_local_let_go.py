@@ -265,8 +265,15 @@ def test_a_pause_returns_once_its_loop_device_is_detached_or_says_it_is_not(
     monkeypatch.setattr(kept, "LOOP_DETACH_SECONDS", 0.2)
     with _loop_opened(loop, 60):
         paused = engine.pause("loop-1")
-        assert paused.loop_held == f"{loop} still attached 0.2 s after the unmount"
-        assert engine.holds("loop-1").loops == 1 and not engine.holds("loop-1").mounts
+        # Another test's sandbox setting up beside this one may have copied the image's mount
+        # into its namespace while it was mounted (seen in CI): a copy not this sandbox's,
+        # which the pause does not report, by design (disk_image.foreign_copies).
+        if disk_image.foreign_copies([loop]):
+            assert paused.loop_held is None
+        else:
+            assert paused.loop_held == f"{loop} still attached 0.2 s after the unmount"
+            assert engine.holds("loop-1").loops == 1
+        assert not engine.holds("loop-1").mounts
     # Closed, it is detached; woken, the sandbox has its files.
     assert disk_image.wait_loops_gone(folder, CAP) == []
     engine.wake("loop-1")
