@@ -16,7 +16,9 @@ import pytest
 from bench.run import Options, Outcome, run_bench
 from overnight.worker.devserver import DevServer
 
-QUICK_BENCH_SECONDS = 240
+# A cap, not a bound: the requests group took 95-119 s in CI's form and 184 s beside other work
+# (session 30); the old 240 s cap was too near.
+QUICK_BENCH_SECONDS = 420
 
 
 async def quick_bench(dev_server: DevServer, tmp_path: Path, *groups: str) -> Outcome:
