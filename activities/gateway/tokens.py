@@ -9,6 +9,7 @@ import hashlib
 import hmac
 import os
 import secrets
+import tempfile
 from pathlib import Path
 
 KEY_FILE = "key"
@@ -18,21 +19,30 @@ PROXY_USER_PREFIX = "sandbox-"
 
 
 def host_key(folder: Path) -> bytes:
-    """This host's key (made once, readable by the worker's user only)."""
+    """This host's key (made once, readable by the worker's user only). Written whole to a file
+    of its own, then linked into place: the key file appears with its 32 bytes or not at all,
+    so a worker starting beside the one that makes it never reads it empty or half written
+    (and holds a key of its own the others' tokens fail)."""
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
     path = folder / KEY_FILE
     try:
         return path.read_bytes()
     except FileNotFoundError:
         pass
-    key = secrets.token_bytes(32)
+    fd, made = tempfile.mkstemp(prefix=f".{KEY_FILE}.", dir=folder)  # mode 0600
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:  # another worker of this host made it first
-        return path.read_bytes()
-    with os.fdopen(fd, "wb") as handle:
-        handle.write(key)
-    return key
+        key = secrets.token_bytes(32)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(key)
+            handle.flush()
+            os.fsync(handle.fileno())
+        try:
+            os.link(made, path)
+        except FileExistsError:  # another worker of this host made it first: theirs, whole
+            return path.read_bytes()
+        return key
+    finally:
+        os.unlink(made)
 
 
 def token_for(key: bytes, sandbox: str) -> str:
