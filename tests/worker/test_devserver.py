@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
+import sqlite3
 import uuid
 from datetime import timedelta
 from pathlib import Path
@@ -54,6 +56,11 @@ async def test_dev_server_from_yaml_runs_a_workflow_for_a_client(
             execution_timeout=timedelta(seconds=30),
         )
     assert result == "echo hello"
+    # Its store keeps a write-ahead log (half the server's CPU of the default journal).
+    with contextlib.closing(
+        sqlite3.connect(f"file:{dev_server.config.db_file}?mode=ro", uri=True)
+    ) as db:
+        assert db.execute("PRAGMA journal_mode").fetchone() == ("wal",)
 
 
 async def test_web_ui_answers_200(dev_server: DevServer) -> None:
