@@ -67,7 +67,7 @@ class Plan:
     @staticmethod
     def quick() -> Plan:
         return Plan(
-            crash_samples=2,
+            crash_samples=1,
             poll_seconds=2,
             direct_creates=1,
             history_hours=1,
@@ -83,15 +83,16 @@ class Plan:
             runtime_crash_samples=1,
             cost=CostSettings(
                 runs_per_kind=1,
-                window=20,
+                # Two or more looks of each ticking agent's checkpoints (a poll every 4 s).
+                window=10,
                 poll_seconds=4,
                 tick=(2.0, 3.0),
-                idle=2,
-                settle=2,
+                idle=1,
+                settle=1,
                 start_timeout=120,
             ),
-            key=KeySettings(runs=4, workers=2, per_second=4, window=6, settle=2),
-            worker_cap=KeySettings(runs=2, workers=1, per_second=4, window=4, settle=1),
+            key=KeySettings(runs=2, workers=2, per_second=4, window=3, settle=1),
+            worker_cap=KeySettings(runs=2, workers=1, per_second=4, window=3, settle=1),
             fleet=FleetSettings.quick(),
         )
 

@@ -68,7 +68,8 @@ class FleetSettings:
     @staticmethod
     def quick() -> FleetSettings:
         return FleetSettings(
-            runs=12,
+            # More runs than streams: each worker reads some through its event feed.
+            runs=6,
             workers=2,
             streams=2,
             events_seconds=0.5,
@@ -76,8 +77,8 @@ class FleetSettings:
             tick=(2.0, 3.0),
             creates_per_second=20,
             starts_per_second=8,
-            window=8,
-            crash_span=6,
+            window=3,
+            crash_span=3,
             scan_seconds=0.1,
             hook_window=1.0,
         )

@@ -27,7 +27,7 @@ class Plan:
     hold: float = 1.5
 
 
-QUICK = Plan(sizes_mib=(1, 5), keeps=2, steps=3, crash_at=2, hold=1.5)
+QUICK = Plan(sizes_mib=(1, 2), keeps=1, steps=3, crash_at=2, hold=1.5)
 
 
 def git(cwd: Path, *args: str) -> str:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.run import Options, Outcome, run_bench
+from bench.run import Options, Outcome, Plan, run_bench
 from overnight.worker.devserver import DevServer
 
 # A cap, not a bound: the requests group took 95-119 s in CI's form and 184 s beside other work
@@ -94,12 +94,13 @@ async def test_quick_provider_requests_and_key_limits(
     dev_server: DevServer, tmp_path: Path
 ) -> None:
     outcome = await quick_bench(dev_server, tmp_path, "requests")
+    key = Plan.quick().key
     has_rows(
         outcome,
         "runtime requests / run-hour, quiet agent",
         "local checkpoint reads / run-hour, quiet agent",
         "runtime runs one key sustains under 50 req/s (from the measured rate)",
-        "4 concurrent runtime runs on one key (2 workers): 429 answers",
+        f"{key.runs} concurrent runtime runs on one key ({key.workers} workers): 429 answers",
     )
     cells = outcome.details["requests"]["cells"]
     for system in ("overnight", "baseline"):
@@ -113,9 +114,11 @@ async def test_quick_provider_requests_and_key_limits(
 @pytest.mark.heavy
 async def test_quick_runtime_fleet(dev_server: DevServer, tmp_path: Path) -> None:
     outcome = await quick_bench(dev_server, tmp_path, "fleet")
+    fleet_plan = Plan.quick().fleet
     has_rows(
         outcome,
-        "12 concurrent runtime runs on one key (2 workers): watch streams held at once, most",
+        f"{fleet_plan.runs} concurrent runtime runs on one key ({fleet_plan.workers} workers): "
+        "watch streams held at once, most",
     )
     fleet = outcome.details["fleet"]
     assert fleet["crash_missing"] == 0 and fleet["streams_held_most"] <= fleet["ceiling"]

@@ -19,7 +19,7 @@ MEASURE_SECONDS = 240
 async def test_the_console_bench_measures_the_list_and_both_views_requests(
     tmp_path: Path,
 ) -> None:
-    plan = Plan(levels=(10, 30), samples=2, window=6.0)
+    plan = Plan(levels=(10, 30), samples=2, window=4.0)
     found = await asyncio.wait_for(measure(plan, tmp_path), MEASURE_SECONDS)
     rows = console_rows(found)
     assert [row.metric for row in rows][-1].startswith("console Temporal requests per minute")
