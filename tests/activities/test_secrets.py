@@ -17,12 +17,12 @@ import json
 import os
 import secrets
 import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import pytest
 import pytest_asyncio
 from temporalio.client import Client
 
@@ -30,7 +30,6 @@ from fakes.runtime import FakeRuntime
 from overnight.core.grants import SECRET_ENV_ENV, WRITABLE_BIND_ROOTS_ENV
 from overnight.worker.devserver import DevServer
 from tests.chaos.stack import WorkerPool, worker_env
-from tests.cli_processes import Commands, Ran, overnight_commands
 from tests.live import (
     history_text,
     new_run_id,
@@ -42,21 +41,18 @@ from tests.live import (
 from tests.waits import CAP
 from tests.webhook_receiver import Receiver
 
+OVERNIGHT = Path(sys.executable).parent / "overnight"
 SECRET_NAME = "OVERNIGHT_TEST_SECRET"
 
 
 class SecretWorld:
-    """A worker subprocess holding the secret, the fake Runtime API, their state folders, and
-    the CLI's processes (forked from one without the secret)."""
+    """A worker subprocess holding the secret, the fake Runtime API, and their state folders."""
 
-    def __init__(
-        self, root: Path, secret: str, fake: FakeRuntime, pool: WorkerPool, cli: Commands
-    ) -> None:
+    def __init__(self, root: Path, secret: str, fake: FakeRuntime, pool: WorkerPool) -> None:
         self.root = root
         self.secret = secret
         self.fake = fake
         self.pool = pool
-        self.cli = cli
 
     @property
     def local_home(self) -> Path:
@@ -71,19 +67,11 @@ class SecretWorld:
         return self.pool.task_queue
 
 
-@pytest_asyncio.fixture(scope="module", loop_scope="session")
-async def world(
-    dev_server: DevServer, tmp_path_factory: pytest.TempPathFactory
-) -> AsyncIterator[SecretWorld]:
-    """One for the module's tests: each looks for the secret in all the world holds, the
-    other test's runs, files and worker log too."""
-    tmp_path = tmp_path_factory.mktemp("secrets")
+@pytest_asyncio.fixture(loop_scope="session")
+async def world(dev_server: DevServer, tmp_path: Path) -> AsyncIterator[SecretWorld]:
     secret = f"s3cret-{secrets.token_hex(16)}"
     assert secret not in os.environ.values()
-    async with (
-        FakeRuntime.local(tmp_path / "runtime-home") as fake,
-        overnight_commands() as cli,
-    ):
+    async with FakeRuntime.local(tmp_path / "runtime-home") as fake:
         env = worker_env(
             dict(os.environ),
             {
@@ -102,20 +90,22 @@ async def world(
         pool.start_all()
         try:
             await pool.wait_ready()
-            yield SecretWorld(tmp_path, secret, fake, pool, cli)
+            yield SecretWorld(tmp_path, secret, fake, pool)
         finally:
             await asyncio.to_thread(pool.stop_all)
 
 
-async def overnight_cli(world: SecretWorld, server: DevServer, *args: str) -> Ran:
+async def overnight_cli(server: DevServer, *args: str) -> subprocess.CompletedProcess[str]:
     """The CLI as a person runs it: its own process, without the worker's secret."""
     env = {k: v for k, v in os.environ.items() if k != SECRET_NAME}
-    return await world.cli.in_a_pipe("--address", server.address, *args, env=env)
-
-
-def as_text(ran: Ran) -> subprocess.CompletedProcess[str]:
-    """What `subprocess.run(text=True)` gives of it."""
-    return subprocess.CompletedProcess([], ran.code, ran.out.decode(), ran.err.decode())
+    return await asyncio.to_thread(
+        subprocess.run,
+        [str(OVERNIGHT), "--address", server.address, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
 
 
 def files_holding(folder: Path, needle: bytes) -> list[Path]:
@@ -198,7 +188,6 @@ async def test_a_secret_reaches_the_agent_and_appears_nowhere_else(
             spec_file.write_text(spec.model_dump_json())
             starts.append(
                 overnight_cli(
-                    world,
                     dev_server,
                     "start",
                     str(spec_file),
@@ -208,24 +197,16 @@ async def test_a_secret_reaches_the_agent_and_appears_nowhere_else(
                     world.task_queue,
                 )
             )
-        done = [as_text(finished) for finished in await asyncio.gather(*starts)]
+        done = await asyncio.gather(*starts)
         for finished in done:
             assert finished.returncode == 0, finished.stderr
             outputs += [finished.stdout, finished.stderr]
-        looks = [
-            overnight_cli(world, dev_server, *args)
-            for run_id in runs
-            for args in (("status", run_id, "--json"), ("status", run_id))
-        ]
-        *shown, listed = [
-            as_text(one)
-            for one in await asyncio.gather(
-                *looks, overnight_cli(world, dev_server, "list", "--json")
-            )
-        ]
-        for one in shown:
-            assert one.returncode == 0, one.stderr
-            outputs += [one.stdout, one.stderr]
+        for run_id in runs:
+            for args in (("status", run_id, "--json"), ("status", run_id)):
+                shown = await overnight_cli(dev_server, *args)
+                assert shown.returncode == 0, shown.stderr
+                outputs += [shown.stdout, shown.stderr]
+        listed = await overnight_cli(dev_server, "list", "--json")
         outputs += [listed.stdout, listed.stderr]
 
         # The agent got the value: its checkpoint holds the value's hash.
@@ -290,7 +271,6 @@ async def test_a_secret_the_agent_prints_is_redacted_from_its_last_words_and_not
                 spec_file.write_text(spec.model_dump_json())
                 starts.append(
                     overnight_cli(
-                        world,
                         dev_server,
                         "start",
                         str(spec_file),
@@ -300,11 +280,11 @@ async def test_a_secret_the_agent_prints_is_redacted_from_its_last_words_and_not
                         world.task_queue,
                     )
                 )
-            for finished in map(as_text, await asyncio.gather(*starts)):
+            for finished in await asyncio.gather(*starts):
                 assert finished.returncode == 0, finished.stderr
                 outputs += [finished.stdout, finished.stderr]
-            looks = [overnight_cli(world, dev_server, "status", r, "--json") for r in runs]
-            for shown in map(as_text, await asyncio.gather(*looks)):
+            for run_id in runs:
+                shown = await overnight_cli(dev_server, "status", run_id, "--json")
                 outputs += [shown.stdout, shown.stderr]
                 status = json.loads(shown.stdout)
                 # The crash's last words are kept, the secret in them redacted by the worker.

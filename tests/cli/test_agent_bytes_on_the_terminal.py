@@ -2,8 +2,8 @@
 (escape sequences are shown, not obeyed), in a pipe as on a terminal, and shows no part of a
 secret, wherever the output was cut. Issue #47, item 3: every command fed one hostile agent's
 bytes (a real run: the dev server, an in-process worker, a local sandbox, the real command in
-its own process (tests/cli_processes.py), in a pipe and on a pseudo-terminal); `--raw` the only
-way to the bytes, and never onto a terminal. Real local sandboxes and agents for `logs`."""
+its own process, in a pipe and on a pseudo-terminal); `--raw` the only way to the bytes, and
+never onto a terminal. Real local sandboxes and agents for `logs`."""
 
 from __future__ import annotations
 
@@ -46,7 +46,6 @@ from overnight.core.models import (
     RunStatus,
 )
 from overnight.worker.devserver import DevServer
-from tests.cli_processes import Commands, overnight_commands
 from tests.e2e.helpers import wait_for_status
 from tests.live import in_process_worker, new_run_id, nothing_left_running, scripted_spec
 from tests.providers.test_behaviour import request
@@ -339,15 +338,22 @@ class Shown:
         return (self.out + self.err).decode("utf-8")
 
 
-async def in_a_pipe(cli: Commands, server: DevServer, *args: str) -> Shown:
-    done = await cli.in_a_pipe("--address", server.address, *args)
-    return Shown(" ".join(args), done.code, done.out, done.err)
+async def in_a_pipe(server: DevServer, *args: str) -> Shown:
+    done = await asyncio.to_thread(
+        subprocess.run,
+        [str(OVERNIGHT), "--address", server.address, *args],
+        capture_output=True,
+        timeout=120,
+        env=dict(os.environ),
+    )
+    return Shown(" ".join(args), done.returncode, done.stdout, done.stderr)
 
 
-async def on_a_terminal(cli: Commands, server: DevServer, *args: str) -> Shown:
-    env = {**os.environ, "COLUMNS": "200"}
-    done = await cli.on_a_terminal("--address", server.address, *args, env=env)
-    return Shown(f"{' '.join(args)} (terminal)", done.code, done.out)
+async def on_a_terminal(server: DevServer, *args: str) -> Shown:
+    code, received = await asyncio.to_thread(
+        in_a_terminal, "--address", server.address, *args, env={"COLUMNS": "200"}
+    )
+    return Shown(f"{' '.join(args)} (terminal)", code, received)
 
 
 def hostile_spec(root: Path, run_id: str) -> RunSpec:
@@ -375,22 +381,21 @@ async def test_every_command_shows_a_hostile_agents_bytes_and_obeys_none(
     spec_file.write_text(spec.model_dump_json())
     shown: list[Shown] = []
     async with (
-        overnight_commands() as cli,
         nothing_left_running(dev_client) as runs,
         in_process_worker(dev_client, "tty") as queue,
     ):
         runs.append(run_id)
-        waiting = asyncio.create_task(
-            cli.in_a_pipe(
-                "--address",
-                dev_server.address,
-                "start",
-                str(spec_file),
-                "--wait",
-                "--task-queue",
-                queue,
-                timeout=240,
-            )
+        waiting = await asyncio.create_subprocess_exec(
+            str(OVERNIGHT),
+            "--address",
+            dev_server.address,
+            "start",
+            str(spec_file),
+            "--wait",
+            "--task-queue",
+            queue,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
         )
         await wait_for_status(
             dev_client,
@@ -398,56 +403,43 @@ async def test_every_command_shows_a_hostile_agents_bytes_and_obeys_none(
             lambda s: s.state == "waiting_for_answer" and bool(s.workspace and s.workspace.kept),
             timeout=120,
         )
-        # The agent waits on its question, its first workspace kept. The commands that only
-        # look run side by side.
-        looks = [
-            in_a_pipe(cli, dev_server, *args)
-            for args in (
-                ["status", run_id],
-                ["status", run_id, "--json"],
-                ["list"],
-                ["logs", run_id],
-                ["logs", run_id, "--json"],
-                ["inspect", run_id],
-                ["inspect", run_id, "app/notes.md"],
-                ["inspect", run_id, "app/notes.md", "--json"],
-                ["diff", run_id],
-                ["diff", run_id, "--stat"],
-                ["answer", run_id, "maybe"],  # refused, naming the agent's choices
-            )
-        ]
-        looks += [
-            on_a_terminal(cli, dev_server, *args)
-            for args in (["status", run_id], ["diff", run_id], ["inspect", run_id, "app/notes.md"])
-        ]
-        *looked, raw = await asyncio.gather(
-            *looks, in_a_pipe(cli, dev_server, "diff", run_id, "--raw")
-        )
-        shown += looked
-        shown.append(await in_a_pipe(cli, dev_server, "answer", run_id, "yes"))
+        # The agent waits on its question, its first workspace kept.
+        for args in (
+            ["status", run_id],
+            ["status", run_id, "--json"],
+            ["list"],
+            ["logs", run_id],
+            ["logs", run_id, "--json"],
+            ["inspect", run_id],
+            ["inspect", run_id, "app/notes.md"],
+            ["inspect", run_id, "app/notes.md", "--json"],
+            ["diff", run_id],
+            ["diff", run_id, "--stat"],
+            ["answer", run_id, "maybe"],  # refused, naming the agent's choices
+        ):
+            shown.append(await in_a_pipe(dev_server, *args))
+        for args in (["status", run_id], ["diff", run_id], ["inspect", run_id, "app/notes.md"]):
+            shown.append(await on_a_terminal(dev_server, *args))
+        raw = await in_a_pipe(dev_server, "diff", run_id, "--raw")
+        shown.append(await in_a_pipe(dev_server, "answer", run_id, "yes"))
 
-        started = await waiting
-        shown.append(Shown("start --wait", started.code, started.out, started.err))
+        out, err = await asyncio.wait_for(waiting.communicate(), timeout=240)
+        shown.append(Shown("start --wait", waiting.returncode or 0, out, err))
         result = await api.wait_result(dev_client, run_id)
         assert (result.outcome, result.attempts) == ("finished", 2), result
 
-        looks = [
-            in_a_pipe(cli, dev_server, *args)
-            for args in (
-                ["status", run_id],
-                ["logs", run_id, "--attempt", "1"],
-                ["logs", run_id, "--attempt", "1", "--tail", "2"],
-                ["logs", run_id, "--follow", "--attempt", "1"],
-                ["diff", run_id, "--step", "1"],
-                ["rewind", run_id, "--to", "1"],  # refused: the run has ended
-                ["report", "--since", "1h"],
-            )
-        ]
-        looks += [
-            on_a_terminal(cli, dev_server, *args)
-            for args in (["logs", run_id, "--attempt", "1"], ["status", run_id])
-        ]
-        shown += await asyncio.gather(*looks)
+        for args in (
+            ["status", run_id],
+            ["logs", run_id, "--attempt", "1"],
+            ["logs", run_id, "--attempt", "1", "--tail", "2"],
+            ["logs", run_id, "--follow", "--attempt", "1"],
+            ["diff", run_id, "--step", "1"],
+            ["rewind", run_id, "--to", "1"],  # refused: the run has ended
+            ["report", "--since", "1h"],
+        ):
+            shown.append(await in_a_pipe(dev_server, *args))
+        for args in (["logs", run_id, "--attempt", "1"], ["status", run_id]):
+            shown.append(await on_a_terminal(dev_server, *args))
 
     obeyed = {one.command: unshown_in(one.out) + unshown_in(one.err) for one in shown}
     assert {command: found for command, found in obeyed.items() if found} == {}
