@@ -86,14 +86,6 @@ async def test_a_crashed_agents_last_words_show_in_status_and_web_ui_and_its_san
     ]
     assert secret not in status.model_dump_json()
 
-    # `overnight status`, from a shell without the secret.
-    shown = await overnight_cli(dev_server, "status", run_id)
-    assert shown.returncode == 0, shown.stderr
-    assert "  last words:    attempt 1, agent crashed (exit 3)" in shown.stdout
-    assert "    | RuntimeError: the API refused token ***" in shown.stdout
-    assert "    | working: line 5 of the first attempt" in shown.stdout
-    assert secret not in shown.stdout + shown.stderr
-
     # The Web UI's card, in headless Chromium.
     if CHROMIUM.exists():
         card_text = await _card_text(dev_server, run_id, tmp_path)
@@ -101,35 +93,49 @@ async def test_a_crashed_agents_last_words_show_in_status_and_web_ui_and_its_san
         assert "RuntimeError: the API refused token ***" in card_text
         assert secret not in card_text
 
-    # Its sandbox is paused, kept for a look: `inspect` lists it and prints a file, unwoken.
+    # Its sandbox is paused, kept for a look. The CLI's reads below change nothing of the run
+    # (none wakes the sandbox: checked after), so they go at once: each is a Python start.
     engine = LocalEngine(overnight_home())
     sandbox = f"{run_id}-1"
     assert engine.get(sandbox).state == "paused"
-    listed = await overnight_cli(dev_server, "inspect", run_id)
+    shown, listed, printed, inspected, missing, logged, tail = await asyncio.gather(
+        overnight_cli(dev_server, "status", run_id),
+        overnight_cli(dev_server, "inspect", run_id),
+        overnight_cli(dev_server, "inspect", run_id, "checkpoint.json"),
+        overnight_cli(dev_server, "inspect", run_id, "--json"),
+        overnight_cli(dev_server, "inspect", run_id, "nothing/here"),
+        overnight_cli(dev_server, "logs", run_id, env={SECRET_NAME: secret}),
+        overnight_cli(
+            dev_server, "logs", run_id, "--tail", "2", "--json", env={SECRET_NAME: secret}
+        ),
+    )
+
+    # `overnight status`, from a shell without the secret.
+    assert shown.returncode == 0, shown.stderr
+    assert "  last words:    attempt 1, agent crashed (exit 3)" in shown.stdout
+    assert "    | RuntimeError: the API refused token ***" in shown.stdout
+    assert "    | working: line 5 of the first attempt" in shown.stdout
+    assert secret not in shown.stdout + shown.stderr
+
+    # `inspect` lists the sandbox and prints a file, unwoken.
     assert listed.returncode == 0, listed.stderr
     assert listed.stdout.startswith(f"sandbox {sandbox} (attempt 1, paused): /workspace, ")
     assert re.search(r"file +\d+ B  [\d-]+ [\d:]+  /workspace/checkpoint\.json\n", listed.stdout)
     assert "dir  " in listed.stdout and "/workspace/app/.git/\n" in listed.stdout
     assert "/workspace/app/.git/HEAD" not in listed.stdout
-    printed = await overnight_cli(dev_server, "inspect", run_id, "checkpoint.json")
     assert json.loads(printed.stdout)["next"] == "call the API"
-    as_json = json.loads((await overnight_cli(dev_server, "inspect", run_id, "--json")).stdout)
+    as_json = json.loads(inspected.stdout)
     assert (as_json["sandbox_state"], as_json["woken"]) == ("paused", False)
     assert "/workspace/checkpoint.json" in {e["path"] for e in as_json["entries"]}
-    missing = await overnight_cli(dev_server, "inspect", run_id, "nothing/here")
     assert missing.returncode == 2 and "no file or folder /workspace/nothing/here" in missing.stderr
     assert engine.get(sandbox).state == "paused"
 
     # `overnight logs`: the whole output, redacted where this shell knows the secret.
-    logged = await overnight_cli(dev_server, "logs", run_id, env={SECRET_NAME: secret})
     assert logged.returncode == 0, logged.stderr
     lines = logged.stdout.splitlines()
     assert lines[0] == "working: line 1 of the first attempt"
     assert lines[-1] == "RuntimeError: the API refused token ***"
     assert secret not in logged.stdout
-    tail = await overnight_cli(
-        dev_server, "logs", run_id, "--tail", "2", "--json", env={SECRET_NAME: secret}
-    )
     document = json.loads(tail.stdout)
     assert (document["attempt"], document["sandbox_id"]) == (1, sandbox)
     assert document["output"].splitlines() == lines[-2:]
@@ -183,12 +189,14 @@ async def test_logs_follow_shows_the_demos_attempts_in_order_and_ends_with_the_r
     assert second[0] == "attempt 2: resuming after step 3"
     assert second[-2:] == ["all steps done", "--- agent ended (exit 0) ---"]
 
-    # Afterwards, one attempt at a time.
-    earlier = await overnight_cli(dev_server, "logs", run_id, "--attempt", "1")
+    # Afterwards, one attempt at a time (reads of a finished run: at once).
+    earlier, last_two, bad = await asyncio.gather(
+        overnight_cli(dev_server, "logs", run_id, "--attempt", "1"),
+        overnight_cli(dev_server, "logs", run_id, "--tail", "2"),
+        overnight_cli(dev_server, "logs", run_id, "--attempt", "7"),
+    )
     assert earlier.stdout.splitlines() == first[:-1]
-    last_two = await overnight_cli(dev_server, "logs", run_id, "--tail", "2")
     assert last_two.stdout.splitlines() == second[-3:-1]
-    bad = await overnight_cli(dev_server, "logs", run_id, "--attempt", "7")
     assert bad.returncode == 2 and "has no attempt 7 (attempts: 1, 2)" in bad.stderr
 
 

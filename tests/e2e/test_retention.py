@@ -35,12 +35,15 @@ from overnight.worker.reaping import reap
 from tests.conftest import REPO_ROOT, scratch_root
 from tests.e2e.helpers import wait_for_status
 from tests.e2e.test_operator import overnight_cli
+from tests.full_forms import sized
 from tests.live import new_run_id, scripted_spec
 from tests.waits import CAP
 
-RUNS = 20
-OPEN_RUNS = 3  # crash, then hold in their second attempt
-NO_RETENTION = 3  # crash, then finish with keep_failed_days 0
+# Runs started together, all crashing once: 10 in the suite, 20 in the full form
+# (OVERNIGHT_FULL_TESTS=1, tests/full_forms.py), in about the same shares.
+RUNS = sized(10, 20)
+OPEN_RUNS = sized(2, 3)  # crash, then hold in their second attempt
+NO_RETENTION = sized(2, 3)  # crash, then finish with keep_failed_days 0
 TOMBSTONE_BYTES = 100_000
 
 
@@ -78,7 +81,7 @@ def holding_files(run_ids: set[str]) -> set[str]:
 @pytest.mark.timeout(240)
 @pytest.mark.long
 @pytest.mark.heavy
-async def test_twenty_runs_with_crashes_leave_on_disk_only_open_runs_and_retained_sandboxes(
+async def test_runs_with_crashes_leave_on_disk_only_open_runs_and_retained_sandboxes(
     dev_server: DevServer, dev_client: Client, task_queue: str, tmp_path: Path, runs: list[str]
 ) -> None:
     began = time.monotonic()
@@ -164,13 +167,16 @@ async def test_logs_of_a_finished_runs_crashed_attempt_work_within_retention_and
     result = await asyncio.wait_for(api.wait_result(dev_client, run_id), timeout=CAP)
     assert (result.outcome, result.attempts) == ("finished", 2)
 
+    # Two reads that change nothing, so at once (each CLI call is a Python start).
+    within, finished = await asyncio.gather(
+        overnight_cli(dev_server, "logs", run_id, "--attempt", "1"),
+        overnight_cli(dev_server, "logs", run_id, "--attempt", "2"),
+    )
     # Within retention: the crashed attempt's whole output, read where it is kept paused.
-    within = await overnight_cli(dev_server, "logs", run_id, "--attempt", "1")
     assert within.returncode == 0, within.stderr
     assert within.stdout.splitlines()[0] == "working: line 1 of the first attempt"
     assert "RuntimeError: the API refused token" in within.stdout
     # The finished attempt's sandbox is already gone: said so, with its kept last words.
-    finished = await overnight_cli(dev_server, "logs", run_id, "--attempt", "2")
     assert finished.returncode == 0, finished.stderr
     assert f"sandbox {run_id}-2 (attempt 2) was deleted on " in finished.stderr
     assert "when it stopped (a stopped sandbox keeps nothing, as on Runtime)" in finished.stderr
@@ -184,7 +190,10 @@ async def test_logs_of_a_finished_runs_crashed_attempt_work_within_retention_and
     assert reaped.returncode == 0, reaped.stderr
     assert f"local sandbox {run_id}-1 of {run_id}: deleted: its retention ended" in reaped.stdout
 
-    after = await overnight_cli(dev_server, "logs", run_id, "--attempt", "1")
+    after, inspected = await asyncio.gather(
+        overnight_cli(dev_server, "logs", run_id, "--attempt", "1"),
+        overnight_cli(dev_server, "inspect", run_id, "--attempt", "1"),
+    )
     assert after.returncode == 0, after.stderr
     day = f"{datetime.now(UTC):%Y-%m-%d}"
     assert (
@@ -196,7 +205,6 @@ async def test_logs_of_a_finished_runs_crashed_attempt_work_within_retention_and
     assert kept in after.stderr
     assert after.stdout.splitlines()[-1].startswith("RuntimeError: the API refused token")
     assert "has no sandbox" not in after.stderr
-    inspected = await overnight_cli(dev_server, "inspect", run_id, "--attempt", "1")
     assert inspected.returncode == 1 and "at the end of its retention" in inspected.stderr
 
     # A month on, reap forgets its record too: the run still says what it kept.
