@@ -59,7 +59,17 @@ class Reads:
         self.begun = 0
         self.ended = 0
         self.ended_at = float("-inf")
+        # About to read a running sandbox, its first pass not begun: news waits for it too
+        # (seen in CI: a question printed before the lines leading to it, as the follower
+        # opened the sandbox).
+        self.attaching = False
         self._pass_ended = asyncio.Event()
+
+    def attach(self) -> None:
+        self.attaching = True
+
+    def detach(self) -> None:
+        self.attaching = False
 
     def begin(self) -> None:
         self.begun += 1
@@ -67,13 +77,14 @@ class Reads:
     def end(self) -> None:
         self.ended = self.begun
         self.ended_at = time.monotonic()
+        self.attaching = False
         self._pass_ended.set()
         self._pass_ended = asyncio.Event()
 
     async def one_begun_now(self) -> None:
         """Return once a pass that began after this call has ended (all written before it is
         printed), at once when the follower is not reading, and after HOLD_SECONDS at most."""
-        reading = self.begun > self.ended
+        reading = self.begun > self.ended or self.attaching
         if not reading and time.monotonic() - self.ended_at > self.ATTACHED_SECONDS:
             return
         wanted = self.begun + 1
@@ -112,6 +123,7 @@ async def follow(
         if attempt not in announced:
             announced.add(attempt)
             p.event("attempt", attempt_header(view, attempt), attempt=attempt)
+        reads.attach()
         try:
             await _follow_attempt(client, view, provider, attempt, p, reload, reads)
         except CannotRead as why:
@@ -120,6 +132,8 @@ async def follow(
             if tail:
                 p.event("kept", "(its last words, as the run kept them:)", attempt=attempt)
                 p.output(attempt, "kept", tail.encode(), final=True)
+        finally:
+            reads.detach()
         newer = [n for n in view.sandboxes if n > attempt]
         if newer:
             attempt = min(newer)
@@ -154,6 +168,7 @@ async def _follow_attempt(
             if state != "running":
                 # Paused (at its lease end, or set aside): a read would wake it. Wait for the
                 # run to wake it, start a new attempt, or end.
+                reads.detach()
                 await asyncio.sleep(LOOK_AROUND_SECONDS)
                 await _look_around(client, view, provider, reload, attempt)
                 if any(n > attempt for n in view.sandboxes) or not view.open:

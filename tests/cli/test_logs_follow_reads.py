@@ -55,3 +55,24 @@ async def test_news_is_not_held_while_the_follower_reads_nothing() -> None:
     reads.end()
     reads.ended_at -= Reads.ATTACHED_SECONDS + 1  # its last read long ago
     await asyncio.wait_for(reads.one_begun_now(), timeout=60)
+
+
+async def test_news_as_the_follower_opens_a_sandbox_waits_for_its_first_read() -> None:
+    """Seen in CI: the first look at the run found the question while the follower was still
+    opening the sandbox (its header printed, no read begun), and printed it first."""
+    reads = Reads()
+    reads.attach()
+    news = asyncio.create_task(reads.one_begun_now())
+    await settled()
+    assert not news.done()
+    reads.begin()
+    reads.end()
+    await settled()
+    assert news.done()
+
+
+async def test_news_is_not_held_once_the_follower_lets_a_paused_sandbox_be() -> None:
+    reads = Reads()
+    reads.attach()
+    reads.detach()  # the sandbox was paused: nothing will be read until it wakes
+    await asyncio.wait_for(reads.one_begun_now(), timeout=60)

@@ -60,7 +60,8 @@ FORK_CHAIN = textwrap.dedent(
 )
 
 
-# Forks until it may not, never reaping: half its children sleep, half are zombies.
+# Forks until it may not, never reaping: half its children sleep, half are zombies; then
+# writes how many it made.
 FILL = textwrap.dedent(
     """
     import os, time
@@ -75,8 +76,10 @@ FILL = textwrap.dedent(
                 time.sleep(300)
             os._exit(0)
         made += 1
-    with open("/workspace/full", "w") as out:
+    # Written whole, then renamed: the test reads the count as soon as the file exists.
+    with open("/workspace/full.part", "w") as out:
         out.write(str(made))
+    os.rename("/workspace/full.part", "/workspace/full")
     time.sleep(300)
     """
 )
