@@ -187,7 +187,8 @@ def test_without_a_cgroup_a_pause_ends_the_agents_keeps_the_files_and_says_so(
     assert info.isolation is not None and "no cgroup here" in info.isolation
     assert "a pause ends its agents (files kept)" in info.isolation
     engine.start_process(sid, "k-1", "echo kept > /workspace/note; exec sleep 300")
-    assert wait_for(lambda: engine.host_path(sid, "/workspace/note").exists())
+    note = engine.host_path(sid, "/workspace/note")
+    assert wait_for(lambda: note.exists() and note.read_text() == "kept\n")  # written, not made
 
     assert engine.pause(sid).state == "paused"
 
