@@ -150,9 +150,11 @@ def spec(repo: Path, agent_dir: Path, mode: str = "sleep", **fields: Any) -> Run
 
 
 async def wait_for_file(path: Path, timeout: float = CAP) -> str:
+    """The file's text once it has some: the agent's write_text makes the file before it
+    writes (one small write, so text read is whole)."""
     give_up = time.monotonic() + timeout
-    while not path.exists():
-        assert time.monotonic() < give_up, f"{path} never appeared"
+    while not (path.exists() and path.read_text()):
+        assert time.monotonic() < give_up, f"{path} never appeared, or stayed empty"
         await asyncio.sleep(0.05)
     return path.read_text()
 
