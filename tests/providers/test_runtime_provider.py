@@ -37,6 +37,7 @@ from activities.providers.runtime.watch_stream import exit_marker_path
 from activities.worker_activities import WorkerActivities
 from fakes.runtime import FakeRuntime
 from overnight.core.constants import LABEL_ATTEMPT, LABEL_RUN
+from tests.waits import CAP
 from tests.workflows.retry_workflows import ActivityCall, RetriedActivity
 
 CHECKPOINT = "/workspace/checkpoint.json"
@@ -330,7 +331,10 @@ async def test_the_agent_starts_once_even_if_its_start_runs_twice(
     spawns = fake.requests("POST", r"/processes$")
     assert len({r.headers["idempotency-key"] for r in spawns}) == 1
     assert start_marker("run-a-1-agent-1") in spawns[0].json()["command"]
-    for _ in range(100):  # the agent writes its line soon after it starts
+    # The agent writes its line soon after it starts: a time cap, not a count of looks (a
+    # loaded machine may take seconds to start it).
+    give_up = time.monotonic() + CAP
+    while time.monotonic() < give_up:
         starts = await provider.run(sandbox_id, "cat /workspace/starts 2>/dev/null")
         if starts.stdout:
             break
