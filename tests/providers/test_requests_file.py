@@ -121,11 +121,13 @@ async def test_a_local_write_to_the_requests_file_is_a_touch_said_apart(
             )
 
         first = await watch(None, wait=1)
-        waiting = asyncio.create_task(watch(first.token))
+        # Woken by the write, not at its window's end: 20 s of a 60 s window tells the two apart
+        # under any load (5 s of 10 did not).
+        waiting = asyncio.create_task(watch(first.token, wait=60))
         await asyncio.sleep(0.6)
         assert not waiting.done()
         write_whole(provider, sid, REQUESTS, json.dumps(USAGE).encode())
-        asked = await asyncio.wait_for(waiting, 5)
+        asked = await asyncio.wait_for(waiting, 20)
         assert (asked.requests_touched, asked.checkpoint_touched) == (True, False)
 
         write_whole(provider, sid, CHECKPOINT, b'{"step": 1}')
@@ -147,7 +149,10 @@ async def test_observe_hands_over_the_requests_of_an_agent_that_overwrote_its_ch
     sid, pid = await local_agent(local, KIT_THEN_OWN_SAVE)
     token = None
     taken = None
-    for _ in range(20):
+    # Looks of 1 s until the agent's writes are handed over: a time cap, not a count of looks
+    # (a loaded machine may take seconds to run the agent's first command).
+    give_up = time.monotonic() + CAP
+    while time.monotonic() < give_up:
         seen = await observe(local, look_input("local", sid, pid, token), 1)
         token, taken = seen.watch_token, taken or seen.requests
         if taken is not None:
