@@ -125,7 +125,8 @@ async def test_the_same_start_key_starts_the_agent_once(provider: Harness) -> No
     assert second.process_id == first.process_id
     starts = provider.host_path(sid, "/workspace/starts")
     give_up = time.monotonic() + CAP
-    while not starts.exists() and time.monotonic() < give_up:
+    # Its text, not only the file: the shell makes the file before echo writes to it.
+    while not (starts.exists() and starts.read_text()) and time.monotonic() < give_up:
         await asyncio.sleep(0.05)
     await asyncio.sleep(0.3)  # time for a second agent, if one had been started, to write
     assert starts.read_text() == "started\n"
