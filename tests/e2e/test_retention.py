@@ -229,8 +229,10 @@ _HANGING_WORKER = textwrap.dedent(
     def half_then_hang(path):
         if path.parent.name == disk.TRASH:
             real(sorted(path.iterdir())[0])
-            with open(os.environ["DELETE_MARK"], "w") as mark:
+            # Written whole, then renamed: the test kills this worker once the mark exists.
+            with open(os.environ["DELETE_MARK"] + ".tmp", "w") as mark:
                 mark.write(str(path))
+            os.rename(os.environ["DELETE_MARK"] + ".tmp", os.environ["DELETE_MARK"])
             time.sleep(3600)
         real(path)
     disk.remove_tree = half_then_hang
