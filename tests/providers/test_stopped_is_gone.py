@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from pathlib import Path
 
 from activities.providers.local.disk import KEPT_AGENT, KEPT_TOP
 from overnight.core.constants import LABEL_KEEP_UNTIL, LABEL_RUN
 from tests.providers.conftest import Harness
 from tests.providers.test_behaviour import new_sandbox, start, wait_for_process
+from tests.waits import CAP
 
 # Fills the workspace, $HOME and /tmp, prints, and waits to be stopped.
 BUSY = (
@@ -33,9 +35,11 @@ def tree(folder: Path) -> set[str]:
 async def _busy_agent(h: Harness) -> tuple[str, str]:
     sid = (await new_sandbox(h)).sandbox_id
     agent = await start(h, sid, BUSY, key="gone-1-0")
-    for _ in range(100):
-        if h.host_path(sid, "/workspace/app/deep/er/blob").exists():
-            break
+    # Its whole size, not only the file (the shell makes it before head writes it), under a
+    # time cap, not a count of looks: a loaded machine may take seconds to start the agent.
+    blob = h.host_path(sid, "/workspace/app/deep/er/blob")
+    give_up = time.monotonic() + CAP
+    while not (blob.exists() and blob.stat().st_size == 3_000_000) and time.monotonic() < give_up:
         await asyncio.sleep(0.05)
     await asyncio.sleep(0.3)
     return sid, agent.process_id
