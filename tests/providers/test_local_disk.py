@@ -12,6 +12,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from activities.providers.local.engine import LocalEngine
 from activities.providers.local.forensics import LocalForensics
 from activities.providers.local.snapshots import LocalSnapshots
 from overnight.core.constants import LABEL_ATTEMPT, LABEL_RUN
+from tests.waits import CAP
 
 MIB = 1024 * 1024
 REPO = Path(__file__).resolve().parents[2]
@@ -208,7 +210,8 @@ async def test_a_stopped_sandbox_keeps_nothing_its_agent_printed_not_even_a_secr
         "said-1", "said-1-1-0", "echo token=$TOKEN; sleep 60", env={"TOKEN": secret}
     )
     look = LocalForensics(engine)
-    for _ in range(100):
+    give_up = time.monotonic() + CAP  # a time cap, not a count of looks: load slows the start
+    while time.monotonic() < give_up:
         if (await look.read_output("said-1", "said-1-1-0", 0)).data:
             break
         await asyncio.sleep(0.05)
@@ -233,7 +236,8 @@ async def test_a_reader_a_moment_behind_the_stop_is_told_how_much_it_missed(
     engine.get_or_create("late-1", labels={LABEL_RUN: "disk"}, isolation="none")
     engine.start_process("late-1", "late-1-1-0", "seq 1000; sleep 60")
     look = LocalForensics(engine)
-    for _ in range(100):
+    give_up = time.monotonic() + CAP  # a time cap, not a count of looks: load slows the start
+    while time.monotonic() < give_up:
         if (await look.read_output("late-1", "late-1-1-0", 0)).data.endswith(b"1000\n"):
             break
         await asyncio.sleep(0.05)
