@@ -15,6 +15,7 @@ import pty
 import re
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -49,6 +50,7 @@ from overnight.worker.devserver import DevServer
 from tests.e2e.helpers import wait_for_status
 from tests.live import in_process_worker, new_run_id, nothing_left_running, scripted_spec
 from tests.providers.test_behaviour import request
+from tests.waits import CAP
 
 PWNED = "\x1b]0;pwned\x07\x1b[2J"
 SHOWN = "\\x1b]0;pwned\\x07\\x1b[2J"
@@ -73,7 +75,8 @@ async def agent_printed(provider: LocalProvider, command: str, **env: str) -> Ru
         info.sandbox_id,
         AgentLaunch(start_key="tty-1-0", command=command, cwd="/workspace", env=env),
     )
-    for _ in range(200):
+    give_up = time.monotonic() + CAP  # a time cap, not a count of looks: load slows the agent
+    while time.monotonic() < give_up:
         if (await provider.process(info.sandbox_id, agent.process_id)).state != "running":
             break
         await asyncio.sleep(0.05)
