@@ -250,10 +250,11 @@ def test_the_same_tool_call_again_and_again_is_a_loop(
     kind: str, make_workspace: Callable[..., Workspace], adapters: list[Adapter]
 ) -> None:
     ws = make_workspace()
-    # A model's turn takes a moment (here 0.3 s): the adapter stops the CLI within it after
-    # the 8th call. Answered at once, the CLI ran a turn or two more under load.
-    again = tools(Shell("pytest -q"), times=20, label="again", delay_seconds=0.3)
-    with FakeModelApi([again]) as fake:
+    # The 9th turn is slow to come (30 s): the adapter stops the CLI while it waits, after the
+    # 8th call. Answered at once, or after 0.3 s, the CLI ran a turn or two more under load.
+    again = tools(Shell("pytest -q"), times=8, label="again")
+    slow = tools(Shell("pytest -q"), times=12, label="again", delay_seconds=30)
+    with FakeModelApi([again, slow]) as fake:
         ws.write_config(fake)
         code, out, err = _start(adapters, ws, fake).wait()
     assert code == LOOP_EXIT_CODE, out[-2000:] + err[-2000:]
