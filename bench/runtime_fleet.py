@@ -77,7 +77,9 @@ class FleetSettings:
             tick=(2.0, 3.0),
             creates_per_second=20,
             starts_per_second=8,
-            window=3,
+            # 8 s: long enough to see each run's checkpoint copied (ticks every 2-3 s) under
+            # load; a 3 s window saw only the feeds' looks, and no rate to say.
+            window=8,
             crash_span=3,
             scan_seconds=0.1,
             hook_window=1.0,
