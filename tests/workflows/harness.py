@@ -25,6 +25,7 @@ from temporalio.worker import Worker
 
 from fakes.activities import FakeWorld
 from overnight.core.models import RunResult, RunSpec, RunStatus
+from tests.waits import CAP
 from workflows.agent_run import AgentRun
 from workflows.notify_run import NotifyRun
 
@@ -82,9 +83,10 @@ async def status_of(handle: Handle) -> RunStatus:
 
 
 async def eventually(
-    probe: Callable[[], Awaitable[T]], accept: Callable[[T], bool], timeout: float = 10
+    probe: Callable[[], Awaitable[T]], accept: Callable[[T], bool], timeout: float = CAP
 ) -> T:
-    """Poll `probe` (in real time; the server's clock stands still meanwhile) until accepted."""
+    """Poll `probe` (in real time; the server's clock stands still meanwhile) until accepted.
+    Under a time cap (CAP), not 10 s: the test's own workers answer on a loaded machine too."""
     deadline = time.monotonic() + timeout
     while True:
         value = await probe()
