@@ -34,6 +34,7 @@ from overnight.core.home import overnight_home
 from overnight.core.models import RunSpec
 from overnight.worker.devserver import DevServer
 from tests.conftest import free_port
+from tests.waits import CAP
 
 AGENT = Path(__file__).resolve().parents[1] / "agents" / "hostile"
 ROOT = os.geteuid() == 0
@@ -107,7 +108,9 @@ def outside_host() -> Iterator[str]:
 def _wait_own_netns(pid: int) -> None:
     """Until `unshare` has moved `pid` into a network namespace of its own."""
     mine = os.readlink("/proc/self/ns/net")
-    for _ in range(100):
+    # Under a time cap (CAP), not 100 looks of 0.02 s: a loaded machine may start it later.
+    give_up = time.monotonic() + CAP
+    while time.monotonic() < give_up:
         try:
             if os.readlink(f"/proc/{pid}/ns/net") != mine:
                 return
@@ -118,7 +121,9 @@ def _wait_own_netns(pid: int) -> None:
 
 
 def _wait_listening(host: str, port: int) -> None:
-    for _ in range(100):
+    # Under a time cap (CAP), not 100 looks: a loaded machine may start Python slowly.
+    give_up = time.monotonic() + CAP
+    while time.monotonic() < give_up:
         try:
             socket.create_connection((host, port), timeout=0.2).close()
             return
