@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from temporalio.client import Client
@@ -97,8 +98,10 @@ async def test_status_of_an_unknown_run_is_one_line_and_exit_1(dev_server: DevSe
 
 
 async def _listed(server: DevServer, run_id: str) -> dict[str, object]:
-    """The run's entry in `overnight list --json` (visibility is eventually consistent)."""
-    for _ in range(50):
+    """The run's entry in `overnight list --json` (visibility is eventually consistent).
+    Under a time cap (CAP), not 50 looks: a loaded machine's visibility may lag longer."""
+    give_up = time.monotonic() + CAP
+    while time.monotonic() < give_up:
         done = await overnight(server, "list", "--json")
         assert done.returncode == 0, done.stderr
         for entry in json.loads(done.stdout):
