@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
@@ -36,6 +37,7 @@ from overnight.worker.devserver import DevServer, start_or_reuse
 from tests.cli.divergent_workflows import DivergentAgentRun
 from tests.conftest import dev_config_on_free_ports
 from tests.live import in_process_worker, new_run_id, nothing_left_running, scripted_spec
+from tests.waits import CAP
 
 OVERNIGHT = Path(sys.executable).parent / "overnight"
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
@@ -120,7 +122,8 @@ async def real_runs(
 
 
 async def _until_checkpointed(client: Client, run_id: str) -> None:
-    for _ in range(200):
+    give_up = time.monotonic() + CAP  # a time cap, not 200 looks: load slows the agent
+    while time.monotonic() < give_up:
         status = await api.get_status(client, run_id)
         if status.state == "running" and status.checkpoint_bytes:
             return
