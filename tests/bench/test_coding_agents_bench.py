@@ -21,6 +21,7 @@ from bench.report import GROUPS, Row, save_results
 from overnight.core.agent_kinds import agent_cli
 from overnight.core.coding_agents import INSTALL_SCRIPT
 from overnight.worker.agent_clis import check
+from tests.waits import CAP
 
 
 def _agents_home() -> Path:
@@ -41,9 +42,10 @@ def test_one_crash_redoes_one_turn_resumed_and_all_rerun_from_scratch() -> None:
     assert ours.requests == 3 + 1 + 1 and ours.redone == 1  # call 2 asked for again
     assert naive.requests == 3 + 1 + 2 and naive.redone == 2  # calls 1 and 2 again
     assert (ours.sessions, naive.sessions) == (1, 2)
+    # Sane, not fast: under CAP, not 30 s (a loaded machine starts the CLI's node slowly).
     for sample in samples:
-        assert 0 < sample.back_seconds < 30
-        assert sample.back_seconds <= sample.caught_up_seconds < 30
+        assert 0 < sample.back_seconds < CAP
+        assert sample.back_seconds <= sample.caught_up_seconds < CAP
     assert 0 < ours.stages["cli_ended"] <= ours.stages["cli_started"] < ours.back_seconds
     assert 0 < ours.lost_usd < naive.lost_usd < naive.clean_usd
     assert [json.loads(line)["way"] for line in printed] == ["overnight", "naive"]
