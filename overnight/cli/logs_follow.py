@@ -63,13 +63,14 @@ class Reads:
         # (seen in CI: a question printed before the lines leading to it, as the follower
         # opened the sandbox).
         self.attaching = False
-        self._pass_ended = asyncio.Event()
+        self._changed = asyncio.Event()  # a pass ended, or the follower let a sandbox be
 
     def attach(self) -> None:
         self.attaching = True
 
     def detach(self) -> None:
         self.attaching = False
+        self._fire()
 
     def begin(self) -> None:
         self.begun += 1
@@ -78,23 +79,28 @@ class Reads:
         self.ended = self.begun
         self.ended_at = time.monotonic()
         self.attaching = False
-        self._pass_ended.set()
-        self._pass_ended = asyncio.Event()
+        self._fire()
+
+    def _fire(self) -> None:
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    def _holds(self) -> bool:
+        """News waits: a pass is under way or about to begin, or one ended moments ago."""
+        reading = self.begun > self.ended or self.attaching
+        return reading or time.monotonic() - self.ended_at <= self.ATTACHED_SECONDS
 
     async def one_begun_now(self) -> None:
         """Return once a pass that began after this call has ended (all written before it is
         printed), at once when the follower is not reading, and after HOLD_SECONDS at most."""
-        reading = self.begun > self.ended or self.attaching
-        if not reading and time.monotonic() - self.ended_at > self.ATTACHED_SECONDS:
-            return
         wanted = self.begun + 1
         deadline = time.monotonic() + self.HOLD_SECONDS
-        while self.ended < wanted:
+        while self.ended < wanted and self._holds():
             left = deadline - time.monotonic()
             if left <= 0:
                 return
             try:
-                await asyncio.wait_for(self._pass_ended.wait(), left)
+                await asyncio.wait_for(self._changed.wait(), left)
             except TimeoutError:
                 return
 

@@ -76,3 +76,14 @@ async def test_news_is_not_held_once_the_follower_lets_a_paused_sandbox_be() -> 
     reads.attach()
     reads.detach()  # the sandbox was paused: nothing will be read until it wakes
     await asyncio.wait_for(reads.one_begun_now(), timeout=60)
+
+
+async def test_news_held_for_a_first_read_goes_out_when_the_sandbox_is_found_paused() -> None:
+    reads = Reads()
+    reads.attach()
+    news = asyncio.create_task(reads.one_begun_now())
+    await settled()
+    assert not news.done()
+    reads.detach()  # not at its HOLD_SECONDS: nothing will be read until the sandbox wakes
+    await settled()
+    assert news.done()

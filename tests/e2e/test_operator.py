@@ -148,10 +148,11 @@ async def test_logs_follow_shows_the_demos_attempts_in_order_and_ends_with_the_r
     run_id = new_run_id("follow")
     runs.append(run_id)
     # The demo's story: the sample agent crashes after opening its pull request (step 4).
-    # Steps of 2 s: the last attempt's sandbox is gone once the run finishes, and on a loaded
-    # machine the CLI's own start took seconds (CI form, cold caches).
+    # Steps of 4 s: the last attempt's sandbox is gone once the run finishes, and on a loaded
+    # machine the CLI's own start took seconds (CI form, cold caches; 2 s steps were not
+    # always enough beside a second suite).
     spec, _ = agent_spec(
-        run_id, tmp_path, agent_env={"AGENT_DIE_AFTER": "4", "AGENT_STEP_DELAY": "2"}
+        run_id, tmp_path, agent_env={"AGENT_DIE_AFTER": "4", "AGENT_STEP_DELAY": "4"}
     )
     await api.start_run(dev_client, spec, task_queue=task_queue)
     # From attempt 1 on: a follower that begins on its own begins at the latest attempt, and
@@ -207,8 +208,8 @@ async def test_logs_follow_marks_a_fresh_context_start_in_the_same_sandbox(
     run_id = new_run_id("fresh")
     runs.append(run_id)
     spec, _ = agent_spec(
-        run_id, tmp_path, agent_env={"AGENT_FRESH_CONTEXT_AFTER": "2", "AGENT_STEP_DELAY": "2"}
-    )  # steps of 2 s: the run's sandbox is gone once it finishes, and the CLI takes seconds
+        run_id, tmp_path, agent_env={"AGENT_FRESH_CONTEXT_AFTER": "2", "AGENT_STEP_DELAY": "4"}
+    )  # steps of 4 s: the run's sandbox is gone once it finishes, and the CLI takes seconds
     await api.start_run(dev_client, spec, task_queue=task_queue)
     await wait_for_status(dev_client, run_id, lambda s: s.attempt == 1, timeout=CAP)
     followed = await overnight_cli(dev_server, "logs", run_id, "--follow", timeout=90)
