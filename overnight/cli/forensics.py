@@ -143,8 +143,6 @@ async def _follow(
         # Then on from the end of what was shown: the agent's new lines, and later attempts.
     # The run's own news (needs you, a question, a pause) between its agent's lines.
     reads = logs_follow.Reads()
-    if start in view.sandboxes:
-        reads.attach()  # the first news waits for the first read of the output
     news = asyncio.create_task(logs_news.watch(client, view, printer, reads))
     try:
         ended, reason = await logs_follow.follow(

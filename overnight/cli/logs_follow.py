@@ -129,7 +129,7 @@ async def follow(
         if attempt not in announced:
             announced.add(attempt)
             p.event("attempt", attempt_header(view, attempt), attempt=attempt)
-        reads.attach()
+        reads.attach()  # before any await: the news watcher's first look waits for this read
         try:
             await _follow_attempt(client, view, provider, attempt, p, reload, reads)
         except CannotRead as why:
