@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from overnight.cli.logs_follow import Reads
 
 
@@ -87,3 +89,14 @@ async def test_news_held_for_a_first_read_goes_out_when_the_sandbox_is_found_pau
     reads.detach()  # not at its HOLD_SECONDS: nothing will be read until the sandbox wakes
     await settled()
     assert news.done()
+
+
+async def test_news_waits_no_longer_than_its_hold_for_a_read_that_does_not_end(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An agent flooding its output can make a read long: it delays the news, never hides it."""
+    monkeypatch.setattr(Reads, "HOLD_SECONDS", 0.2)
+    reads = Reads()
+    reads.begin()  # a read under way, never ended
+    await asyncio.wait_for(reads.one_begun_now(), timeout=60)
+    assert reads.ended == 0
